@@ -1,0 +1,59 @@
+// GoogleTest helpers for absl::Status (Abseil 20220623 ships no matchers).
+#ifndef RUNREAPER_BASE_TEST_UTIL_H_
+#define RUNREAPER_BASE_TEST_UTIL_H_
+
+#include <chrono>
+#include <functional>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "base/status_macros.h"
+#include "gtest/gtest.h"
+
+#define ASSERT_OK(expr)                                    \
+  do {                                                     \
+    const ::absl::Status rr_s_ = ::runreaper::AsStatus(expr); \
+    ASSERT_TRUE(rr_s_.ok()) << rr_s_;                      \
+  } while (0)
+
+#define EXPECT_OK(expr)                                    \
+  do {                                                     \
+    const ::absl::Status rr_s_ = ::runreaper::AsStatus(expr); \
+    EXPECT_TRUE(rr_s_.ok()) << rr_s_;                      \
+  } while (0)
+
+// `ASSERT_OK_AND_ASSIGN(auto x, F());`
+#define ASSERT_OK_AND_ASSIGN(lhs, rexpr) \
+  RR_ASSERT_OK_AND_ASSIGN_IMPL_(RR_CONCAT_(rr_sor_, __LINE__), lhs, rexpr)
+#define RR_ASSERT_OK_AND_ASSIGN_IMPL_(sor, lhs, rexpr) \
+  auto sor = (rexpr);                                  \
+  ASSERT_TRUE(sor.ok()) << sor.status();               \
+  lhs = *std::move(sor)
+
+namespace runreaper {
+
+inline absl::Status AsStatus(const absl::Status& s) { return s; }
+template <typename T>
+absl::Status AsStatus(const absl::StatusOr<T>& s) {
+  return s.status();
+}
+
+// Polls `cond` until it is true or `deadline` passes; returns whether it
+// became true. For awaiting a condition instead of sleeping and hoping.
+inline bool WaitFor(const std::function<bool()>& cond,
+                    absl::Duration deadline = absl::Seconds(10),
+                    absl::Duration step = absl::Milliseconds(2)) {
+  const absl::Time end = absl::Now() + deadline;
+  while (true) {
+    if (cond()) return true;
+    if (absl::Now() >= end) return false;
+    absl::SleepFor(step);
+  }
+}
+
+}  // namespace runreaper
+
+#endif  // RUNREAPER_BASE_TEST_UTIL_H_

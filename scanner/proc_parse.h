@@ -1,0 +1,60 @@
+// Pure parsers for /proc text. They take the text, never read files, and
+// never return a wrong number for garbled input: every numeric field is parsed
+// strictly and a truncated or malformed line is INVALID_ARGUMENT.
+#ifndef RUNREAPER_SCANNER_PROC_PARSE_H_
+#define RUNREAPER_SCANNER_PROC_PARSE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace runreaper::scanner {
+
+// Fields of /proc/<pid>/stat that runreaper uses.
+struct ProcStat {
+  int pid = 0;
+  std::string comm;  // may hold ')', '(', spaces, a newline, or be empty
+  char state = '?';  // R S D Z T t X I ...
+  int ppid = 0;
+  int pgrp = 0;
+  int session = 0;
+  uint64_t start_time = 0;  // field 22, clock ticks since boot
+};
+
+// Parses a stat line. The comm field ends at the *last* ')'.
+absl::StatusOr<ProcStat> ParseStat(absl::string_view text);
+
+// Fields of /proc/<pid>/status that runreaper uses.
+struct ProcStatus {
+  char state = '?';
+  int tgid = 0;
+  int ppid = 0;
+  uint32_t uid = 0;  // real uid (first Uid: column)
+  // Outermost namespace first, the process's own namespace last. Empty when
+  // the kernel has no NSpid line.
+  std::vector<int> nspid;
+  std::vector<int> nspgid;
+  std::vector<int> nssid;
+};
+
+absl::StatusOr<ProcStatus> ParseStatus(absl::string_view text);
+
+// "pid:[4026531836]" -> 4026531836.
+absl::StatusOr<uint64_t> ParsePidNsLink(absl::string_view link);
+
+// The path of the cgroup v2 line ("0::/a/b" -> "/a/b") of /proc/<pid>/cgroup.
+// NOT_FOUND when there is no v2 line.
+absl::StatusOr<std::string> ParseCgroupV2(absl::string_view text);
+
+// Finds NAME=value in NUL-separated environ text without copying it;
+// returns a view into `environ`, or nullopt when absent.
+std::optional<absl::string_view> FindEnvVar(absl::string_view environ,
+                                            absl::string_view name);
+
+}  // namespace runreaper::scanner
+
+#endif  // RUNREAPER_SCANNER_PROC_PARSE_H_

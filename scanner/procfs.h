@@ -1,0 +1,94 @@
+// Reads the kernel's process table through a procfs root (default /proc;
+// tests point it at fixture trees). Reading is here; parsing is in
+// proc_parse.h.
+//
+// Error mapping for one process: NOT_FOUND when the process is gone (ENOENT,
+// ESRCH), PERMISSION_DENIED when it exists but cannot be read (EACCES,
+// EPERM), other errors as absl::ErrnoToStatus. Messages name the pid and path.
+#ifndef RUNREAPER_SCANNER_PROCFS_H_
+#define RUNREAPER_SCANNER_PROCFS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "base/fd.h"
+#include "scanner/proc_parse.h"
+
+namespace runreaper::scanner {
+
+// One process in a walk snapshot.
+struct ProcessInfo {
+  int pid = 0;
+  int ppid = 0;
+  int pgid = 0;
+  int sid = 0;
+  char state = '?';
+  uint64_t start_time = 0;
+  std::string comm;
+  // Filled only when WalkOptions asks for them (they cost extra reads).
+  std::optional<uint32_t> uid;
+  std::optional<uint64_t> pidns_inode;
+  std::vector<int> nspid;  // from status NSpid:, outermost first
+};
+
+struct WalkOptions {
+  bool with_status = false;  // uid and NSpid (reads <pid>/status)
+  bool with_pidns = false;   // pidns_inode (readlink <pid>/ns/pid)
+};
+
+struct Snapshot {
+  std::vector<ProcessInfo> processes;  // ascending pid
+  int vanished = 0;    // listed by readdir, gone before it could be read
+  int unreadable = 0;  // present but a read failed (EACCES, garbled, ...)
+};
+
+// The identity a run record holds, read for one pid.
+struct Identity {
+  int pid = 0;
+  int pgid = 0;
+  int sid = 0;
+  uint64_t pidns_inode = 0;
+  uint64_t start_time = 0;
+  std::string boot_id;
+  uint32_t uid = 0;
+  std::string comm;
+  std::string cgroup;  // v2 path, "" when none
+};
+
+class ProcFs {
+ public:
+  explicit ProcFs(std::string root = "/proc");
+
+  const std::string& root() const { return root_; }
+
+  absl::StatusOr<ProcStat> ReadStat(int pid) const;
+  absl::StatusOr<ProcStatus> ReadStatus(int pid) const;
+  absl::StatusOr<uint64_t> ReadPidNs(int pid) const;  // ns/pid link
+  absl::StatusOr<std::string> ReadCgroup(int pid) const;
+  // Value of one environment variable; nullopt when unset.
+  absl::StatusOr<std::optional<std::string>> ReadEnvVar(
+      int pid, absl::string_view name) const;
+  // <root>/sys/kernel/random/boot_id, trimmed.
+  absl::StatusOr<std::string> ReadBootId() const;
+  // The observer's own PID namespace inode (<root>/self/ns/pid).
+  absl::StatusOr<uint64_t> SelfPidNs() const;
+
+  // Every process listed in the root (thread-group leaders only: the numeric
+  // entries of the root directory). A process that vanishes mid-walk is
+  // skipped and counted; one that cannot be read is skipped and counted.
+  absl::StatusOr<Snapshot> Walk(const WalkOptions& options = {}) const;
+
+  // Everything a run record holds for `pid` (see Identity).
+  absl::StatusOr<Identity> CaptureIdentity(int pid) const;
+
+ private:
+  std::string root_;
+};
+
+}  // namespace runreaper::scanner
+
+#endif  // RUNREAPER_SCANNER_PROCFS_H_

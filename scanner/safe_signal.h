@@ -1,0 +1,42 @@
+// The only place runreaper sends signals. Every path refuses pid <= 1,
+// pgid <= 1, the caller's own process, group and session and their ancestors,
+// and never calls kill(-1, ...). Signals go through a pidfd opened *before*
+// the start-time re-check, so a recycled pid is never hit.
+#ifndef RUNREAPER_SCANNER_SAFE_SIGNAL_H_
+#define RUNREAPER_SCANNER_SAFE_SIGNAL_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "scanner/procfs.h"
+
+namespace runreaper::scanner {
+
+enum class SignalResult {
+  kSent,      // delivered
+  kGone,      // ESRCH / no such process: nothing to do
+  kReused,    // the pid now names another process (start time differs)
+  kDenied,    // EPERM: exists, but we may not signal it (a survivor)
+  kRefused,   // the guard refused (pid <= 1, ourselves, an ancestor, ...)
+  kError,     // anything else (see the status)
+};
+
+const char* SignalResultName(SignalResult result);
+
+struct SignalOutcome {
+  SignalResult result = SignalResult::kError;
+  absl::Status status;  // details for kRefused / kError
+};
+
+// Whether `pid` may ever be signalled by this process (pid > 1, not self, not
+// in our process group or session, not one of our ancestors).
+absl::Status CheckSignalTarget(const ProcFs& procfs, int pid);
+
+// Sends `sig` to `pid` iff its start time is still `start_time` (must be
+// nonzero), through a pidfd.
+SignalOutcome SignalProcess(const ProcFs& procfs, int pid,
+                            uint64_t start_time, int sig);
+
+}  // namespace runreaper::scanner
+
+#endif  // RUNREAPER_SCANNER_SAFE_SIGNAL_H_

@@ -1,0 +1,173 @@
+// The run store: run records and the append-only audit log in one SQLite file.
+//
+// Thread-safe: one handle may be shared by many threads (calls are serialised
+// on the handle's connection). Several handles, in one process or several,
+// may open the same file at once (WAL + busy timeout), which the cron one-shot
+// mode relies on.
+//
+// Every state change writes its event in the same transaction. A terminal run
+// (FINISHED, STALE, CANCELLED) never changes state again.
+// Errors: NOT_FOUND (unknown run id), ALREADY_EXISTS (re-registration with a
+// different identity), FAILED_PRECONDITION (forbidden transition),
+// INVALID_ARGUMENT (bad page token), and UNAVAILABLE/INTERNAL/DATA_LOSS for
+// the database itself; messages name the run id and the database path.
+#ifndef RUNREAPER_STORE_RUN_STORE_H_
+#define RUNREAPER_STORE_RUN_STORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "runreaper/v1/runreaper.pb.h"
+
+namespace runreaper::store {
+
+namespace v1 = ::runreaper::v1;
+
+struct StoreOptions {
+  // Clock used for registered_at, last_seen_alive_at, ended_at and event
+  // times. Defaults to absl::Now.
+  std::function<absl::Time()> clock;
+  // How long a writer waits for another handle's lock before UNAVAILABLE.
+  absl::Duration busy_timeout = absl::Seconds(5);
+};
+
+struct ListRunsQuery {
+  v1::RunState state = v1::RUN_STATE_UNSPECIFIED;  // UNSPECIFIED = any
+  std::map<std::string, std::string> labels;       // all must match
+  int page_size = 100;                             // capped at kMaxPageSize
+  std::string page_token;                          // "" = first page
+};
+
+struct ListRunsPage {
+  std::vector<v1::Run> runs;
+  std::string next_page_token;  // "" = no more
+};
+
+// One change the reconciler wants applied in a pass.
+struct RunUpdate {
+  enum class Kind {
+    kAlive,    // leader verified alive: liveness ALIVE, last_seen_alive = now
+    kObserve,  // record liveness only (e.g. UNKNOWN); last_seen unchanged
+    kStale,    // RUNNING -> STALE with stale_reason and liveness
+  };
+  std::string run_id;
+  Kind kind = Kind::kObserve;
+  v1::Liveness liveness = v1::LIVENESS_UNSPECIFIED;
+  v1::StaleReason stale_reason = v1::STALE_REASON_UNSPECIFIED;
+};
+
+// What ApplyBatch did for one update.
+struct AppliedUpdate {
+  RunUpdate update;
+  // False when the run was no longer RUNNING (or was gone) when the
+  // transaction ran: the reconciler never overwrites a terminal record.
+  bool applied = false;
+  v1::Run run;  // the run after the update (when it exists)
+};
+
+class RunStore {
+ public:
+  static constexpr int kMaxPageSize = 1000;
+  static constexpr int kSchemaVersion = 1;
+
+  // Opens or creates the database at `path` (its directory must exist).
+  // Refuses a schema newer than kSchemaVersion, a file that is not a SQLite
+  // database, a directory, or an unwritable location, with a clear status.
+  static absl::StatusOr<std::unique_ptr<RunStore>> Open(
+      const std::string& path, StoreOptions options = {});
+  ~RunStore();
+
+  const std::string& path() const;
+
+  // Inserts a RUNNING run from `run`'s identity fields (run_id, pid, pgid,
+  // sid, pidns_inode, start_time_ticks, boot_id, uid, comm, cgroup, labels,
+  // keep); state/timestamps are set by the store. Writes a REGISTERED event.
+  // Idempotent: an existing id with the same identity returns the stored run
+  // unchanged; a different identity is ALREADY_EXISTS.
+  absl::StatusOr<v1::Run> Register(const v1::Run& run);
+
+  // last_seen_alive_at = now for a RUNNING run. FAILED_PRECONDITION when
+  // terminal.
+  absl::StatusOr<v1::Run> Heartbeat(absl::string_view run_id);
+
+  // RUNNING -> FINISHED with exit_code. Repeating with the same exit code on
+  // a FINISHED run returns it; anything else terminal is FAILED_PRECONDITION.
+  absl::StatusOr<v1::Run> Finish(absl::string_view run_id, int exit_code);
+
+  // RUNNING -> CANCELLED. Cancelling a CANCELLED run returns it; other
+  // terminal states are FAILED_PRECONDITION.
+  absl::StatusOr<v1::Run> Cancel(absl::string_view run_id,
+                                 absl::string_view reason);
+
+  // RUNNING -> STALE with the reason and liveness. FAILED_PRECONDITION when
+  // terminal.
+  absl::StatusOr<v1::Run> MarkStale(absl::string_view run_id,
+                                    v1::StaleReason reason,
+                                    v1::Liveness liveness);
+
+  absl::StatusOr<v1::Run> Get(absl::string_view run_id);
+
+  // Runs in registration order (a stable order), filtered, paginated.
+  absl::StatusOr<ListRunsPage> List(const ListRunsQuery& query);
+
+  // Every RUNNING run (for the reconciler), in registration order.
+  absl::StatusOr<std::vector<v1::Run>> ListRunning();
+
+  // Every terminal run that has not been swept clean yet (sweep_done unset),
+  // for orphan detection.
+  absl::StatusOr<std::vector<v1::Run>> ListTerminalUnswept();
+  // Marks a terminal run as swept clean (no members left) or not.
+  absl::Status SetSweepDone(absl::string_view run_id, bool done);
+
+  // Applies every update in one transaction, with one event per state
+  // change. Updates for runs that are no longer RUNNING are skipped
+  // (applied = false), never an error.
+  absl::StatusOr<std::vector<AppliedUpdate>> ApplyBatch(
+      const std::vector<RunUpdate>& updates);
+
+  // Appends an audit event (SIGNAL, SWEEP_*, KEPT) and returns its id; the
+  // store sets event_id and time.
+  absl::StatusOr<int64_t> AppendEvent(const v1::Event& event);
+
+  // Events with event_id > after_event_id, oldest first, at most `limit`
+  // (capped at kMaxPageSize); `run_id` empty = all runs.
+  absl::StatusOr<std::vector<v1::Event>> ListEvents(int64_t after_event_id,
+                                                    absl::string_view run_id,
+                                                    int limit);
+
+  // Highest event id so far (0 when the log is empty).
+  absl::StatusOr<int64_t> LastEventId();
+
+  // Sweep progress, so a sweep interrupted by a crash or overlapping with
+  // another sweep never goes back down the ladder for the same process.
+  // Stage numbers: 0 none, 1 SIGINT, 2 SIGTERM, 3 SIGKILL/cgroup.kill.
+  // Raises the recorded stage of (run_id, pid, start_time_ticks) to `stage`
+  // if it is higher; returns true when this call raised it (the caller owns
+  // that signal), false when it was already at or past `stage`.
+  absl::StatusOr<bool> ClaimSweepStage(absl::string_view run_id, int pid,
+                                       uint64_t start_time_ticks, int stage);
+  // Recorded stage for the process, 0 when none.
+  absl::StatusOr<int> GetSweepStage(absl::string_view run_id, int pid,
+                                    uint64_t start_time_ticks);
+
+  RunStore(const RunStore&) = delete;
+  RunStore& operator=(const RunStore&) = delete;
+
+ private:
+  struct Impl;
+  explicit RunStore(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace runreaper::store
+
+#endif  // RUNREAPER_STORE_RUN_STORE_H_
