@@ -1,0 +1,52 @@
+// The sweeper: finds the orphans of terminal runs (live members, by pgid, sid,
+// environment cookie and dedicated cgroup, under DESIGN.md's ownership rules)
+// and removes them with the SIGINT -> SIGTERM -> SIGKILL ladder, every signal
+// through scanner/safe_signal.h and every signal an audit event.
+#ifndef RUNREAPER_SERVER_SWEEPER_H_
+#define RUNREAPER_SERVER_SWEEPER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "runreaper/v1/runreaper.pb.h"
+#include "scanner/procfs.h"
+#include "store/run_store.h"
+
+namespace runreaper::server {
+
+namespace v1 = ::runreaper::v1;
+
+struct SweeperOptions {
+  absl::Duration sigint_grace = absl::Seconds(2);   // SIGINT -> SIGTERM
+  absl::Duration sigterm_grace = absl::Seconds(5);  // SIGTERM -> SIGKILL
+};
+
+class Sweeper {
+ public:
+  // Neither pointer is owned.
+  Sweeper(store::RunStore* store, const scanner::ProcFs* procfs,
+          SweeperOptions options = {});
+  ~Sweeper();
+
+  // Live members of terminal runs (one run when run_id is set; NOT_FOUND for
+  // an unknown run), plus zombie, kept and unverified members, each flagged.
+  absl::StatusOr<v1::ListOrphansResponse> ListOrphans(const std::string& run_id);
+
+  // Sweeps one terminal run (run_id set) or all terminal runs with orphans.
+  // dry_run lists the targets and sends nothing. All groups escalate
+  // concurrently; returns when every target is drained or survived SIGKILL.
+  absl::StatusOr<v1::SweepResponse> Sweep(const v1::SweepRequest& request);
+
+  // Sweeps the members of a run that was just CANCELLED, leader included.
+  absl::StatusOr<v1::SweepResponse> SweepRun(const std::string& run_id);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace runreaper::server
+
+#endif  // RUNREAPER_SERVER_SWEEPER_H_
