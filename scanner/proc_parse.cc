@@ -1,0 +1,228 @@
+#include "scanner/proc_parse.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+
+namespace runreaper::scanner {
+namespace {
+
+// True when `s` is one or more ASCII digits and nothing else. absl::SimpleAtoi
+// alone would also accept surrounding whitespace and a sign; the kernel never
+// prints those for the fields we read, so their presence means garbled text.
+bool AllDigits(absl::string_view s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+  }
+  return true;
+}
+
+template <typename T>
+bool ParseUnsignedField(absl::string_view s, T* out) {
+  return AllDigits(s) && absl::SimpleAtoi(s, out);
+}
+
+// A non-negative int (pids, pgids, sids are never negative in procfs).
+bool ParseIntField(absl::string_view s, int* out) {
+  return ParseUnsignedField(s, out);
+}
+
+absl::Status StatError(absl::string_view why, absl::string_view text) {
+  // The text is short (< 1 KiB); quoting a prefix helps when a log shows it.
+  return absl::InvalidArgumentError(absl::StrCat(
+      "malformed /proc stat line (", why, "): \"",
+      absl::CEscape(text.substr(0, 128)), "\""));
+}
+
+// Splits off the next space-separated field from `*rest`. The last field of
+// the line may end with '\n' or at the end of the text. Returns false when no
+// field is left or the field is empty (two separators in a row).
+bool NextField(absl::string_view* rest, absl::string_view* field) {
+  if (rest->empty()) return false;
+  size_t end = 0;
+  while (end < rest->size() && (*rest)[end] != ' ' && (*rest)[end] != '\n') {
+    ++end;
+  }
+  if (end == 0) return false;
+  *field = rest->substr(0, end);
+  rest->remove_prefix(end < rest->size() ? end + 1 : end);
+  return true;
+}
+
+// Parses a whitespace (space or tab) separated list of non-negative ints.
+bool ParseIntList(absl::string_view s, std::vector<int>* out) {
+  out->clear();
+  size_t i = 0;
+  while (i < s.size()) {
+    while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;
+    if (i == s.size()) break;
+    size_t j = i;
+    while (j < s.size() && s[j] != ' ' && s[j] != '\t') ++j;
+    int v = 0;
+    if (!ParseIntField(s.substr(i, j - i), &v)) return false;
+    out->push_back(v);
+    i = j;
+  }
+  return !out->empty();
+}
+
+// The first whitespace-separated token of a status value.
+absl::string_view FirstToken(absl::string_view s) {
+  size_t i = 0;
+  while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;
+  size_t j = i;
+  while (j < s.size() && s[j] != ' ' && s[j] != '\t') ++j;
+  return s.substr(i, j - i);
+}
+
+}  // namespace
+
+absl::StatusOr<ProcStat> ParseStat(absl::string_view text) {
+  // Layout (proc(5)): "pid (comm) state ppid pgrp session tty_nr tpgid flags
+  // minflt cminflt majflt cmajflt utime stime cutime cstime priority nice
+  // num_threads itrealvalue starttime ...". comm is the raw task name and may
+  // itself hold ") " sequences, so it runs from the first '(' to the *last*
+  // ')'. Everything after that ')' is kernel-formatted numbers.
+  ProcStat st;
+  const size_t open = text.find(" (");
+  if (open == absl::string_view::npos) return StatError("no ' ('", text);
+  if (!ParseIntField(text.substr(0, open), &st.pid) || st.pid <= 0) {
+    return StatError("bad pid", text);
+  }
+  const size_t close = text.rfind(')');
+  if (close == absl::string_view::npos || close < open + 2) {
+    return StatError("no ')' after comm", text);
+  }
+  const absl::string_view comm = text.substr(open + 2, close - open - 2);
+
+  absl::string_view rest = text.substr(close + 1);
+  if (rest.empty() || rest[0] != ' ') return StatError("cut after comm", text);
+  rest.remove_prefix(1);
+
+  absl::string_view f;
+  // Field 3: state, one character.
+  if (!NextField(&rest, &f) || f.size() != 1) return StatError("state", text);
+  st.state = f[0];
+  if (!NextField(&rest, &f) || !ParseIntField(f, &st.ppid)) {
+    return StatError("ppid", text);
+  }
+  if (!NextField(&rest, &f) || !ParseIntField(f, &st.pgrp)) {
+    return StatError("pgrp", text);
+  }
+  if (!NextField(&rest, &f) || !ParseIntField(f, &st.session)) {
+    return StatError("session", text);
+  }
+  // Fields 7..21 are not used; they must be present (tty_nr and a few others
+  // may be negative, so they are only checked for being non-empty).
+  for (int field = 7; field <= 21; ++field) {
+    if (!NextField(&rest, &f)) return StatError("cut before starttime", text);
+  }
+  if (!NextField(&rest, &f) || !ParseUnsignedField(f, &st.start_time)) {
+    return StatError("starttime", text);
+  }
+  st.comm.assign(comm.data(), comm.size());
+  return st;
+}
+
+absl::StatusOr<ProcStatus> ParseStatus(absl::string_view text) {
+  ProcStatus st;
+  bool have_state = false, have_tgid = false, have_ppid = false,
+       have_uid = false;
+  while (!text.empty()) {
+    size_t nl = text.find('\n');
+    absl::string_view line = text.substr(0, nl);
+    text.remove_prefix(nl == absl::string_view::npos ? text.size() : nl + 1);
+
+    const size_t colon = line.find(':');
+    if (colon == absl::string_view::npos) continue;
+    const absl::string_view key = line.substr(0, colon);
+    const absl::string_view value = line.substr(colon + 1);
+
+    auto bad = [&](absl::string_view what) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("malformed /proc status line \"", absl::CEscape(line),
+                       "\" (", what, ")"));
+    };
+    if (key == "State") {
+      absl::string_view tok = FirstToken(value);
+      if (tok.size() != 1) return bad("State");
+      st.state = tok[0];
+      have_state = true;
+    } else if (key == "Tgid") {
+      if (!ParseIntField(FirstToken(value), &st.tgid)) return bad("Tgid");
+      have_tgid = true;
+    } else if (key == "PPid") {
+      if (!ParseIntField(FirstToken(value), &st.ppid)) return bad("PPid");
+      have_ppid = true;
+    } else if (key == "Uid") {
+      if (!ParseUnsignedField(FirstToken(value), &st.uid)) return bad("Uid");
+      have_uid = true;
+    } else if (key == "NSpid") {
+      if (!ParseIntList(value, &st.nspid)) return bad("NSpid");
+    } else if (key == "NSpgid") {
+      if (!ParseIntList(value, &st.nspgid)) return bad("NSpgid");
+    } else if (key == "NSsid") {
+      if (!ParseIntList(value, &st.nssid)) return bad("NSsid");
+    }
+  }
+  if (!have_state || !have_tgid || !have_ppid || !have_uid) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "/proc status text lacks", have_state ? "" : " State:",
+        have_tgid ? "" : " Tgid:", have_ppid ? "" : " PPid:",
+        have_uid ? "" : " Uid:"));
+  }
+  return st;
+}
+
+absl::StatusOr<uint64_t> ParsePidNsLink(absl::string_view link) {
+  constexpr absl::string_view kPrefix = "pid:[";
+  uint64_t inode = 0;
+  if (link.size() < kPrefix.size() + 2 ||
+      link.substr(0, kPrefix.size()) != kPrefix || link.back() != ']' ||
+      !ParseUnsignedField(
+          link.substr(kPrefix.size(), link.size() - kPrefix.size() - 1),
+          &inode)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "malformed pid namespace link \"", absl::CEscape(link), "\""));
+  }
+  return inode;
+}
+
+absl::StatusOr<std::string> ParseCgroupV2(absl::string_view text) {
+  while (!text.empty()) {
+    size_t nl = text.find('\n');
+    absl::string_view line = text.substr(0, nl);
+    text.remove_prefix(nl == absl::string_view::npos ? text.size() : nl + 1);
+    if (line.substr(0, 3) == "0::") return std::string(line.substr(3));
+  }
+  return absl::NotFoundError("no cgroup v2 (\"0::\") line");
+}
+
+std::optional<absl::string_view> FindEnvVar(absl::string_view environ,
+                                            absl::string_view name) {
+  if (name.empty()) return std::nullopt;
+  while (!environ.empty()) {
+    size_t end = environ.find('\0');
+    // The last entry may lack its NUL (e.g. text cut at a buffer boundary).
+    absl::string_view entry = environ.substr(0, end);
+    environ.remove_prefix(end == absl::string_view::npos ? environ.size()
+                                                         : end + 1);
+    if (entry.size() > name.size() && entry[name.size()] == '=' &&
+        entry.substr(0, name.size()) == name) {
+      return entry.substr(name.size() + 1);
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace runreaper::scanner

@@ -1,0 +1,436 @@
+#include "scanner/procfs.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "base/fd.h"
+#include "base/status_macros.h"
+#include "scanner/proc_parse.h"
+
+namespace runreaper::scanner {
+namespace {
+
+// /proc/<pid>/stat is one line of well under 1 KiB (comm is at most 64 bytes
+// even for workqueue workers); 4 KiB leaves room for any kernel's extra
+// trailing fields.
+constexpr size_t kStatBufSize = 4096;
+// status is ~1.5 KiB but its Groups: line grows with supplementary groups.
+constexpr size_t kStatusMax = 256 * 1024;
+// environ can legitimately reach ARG_MAX-ish sizes (a quarter of the stack
+// rlimit, several MiB when the limit is raised). runreaper only looks for a
+// short cookie; capping the read bounds the daemon's memory per lookup, and
+// an environment beyond the cap is reported as an error (the caller then
+// treats the process as unverified) rather than as "variable unset" from a
+// truncated read.
+constexpr size_t kEnvironMax = 1024 * 1024;
+constexpr size_t kSmallFileMax = 64 * 1024;  // cgroup, boot_id
+constexpr size_t kDirBufSize = 64 * 1024;
+
+// Maps errno from an operation on a process's procfs file to the documented
+// codes.
+absl::Status ErrnoStatus(int err, absl::string_view op,
+                         absl::string_view path) {
+  switch (err) {
+    case ENOENT:  // the /proc/<pid> directory is gone: the process was reaped
+    case ESRCH:   // the file was opened but the task was reaped before read
+      return absl::NotFoundError(
+          absl::StrCat(op, " ", path, ": ", std::strerror(err)));
+    case EACCES:  // hidepid=, ptrace access mode checks (environ, ns links)
+    case EPERM:
+      return absl::PermissionDeniedError(
+          absl::StrCat(op, " ", path, ": ", std::strerror(err)));
+    default:
+      return absl::ErrnoToStatus(err, absl::StrCat(op, " ", path));
+  }
+}
+
+int OpenAt(int dirfd, const char* path, int flags) {
+  int fd;
+  do {
+    fd = ::openat(dirfd, path, flags | O_CLOEXEC);
+  } while (fd < 0 && errno == EINTR);
+  return fd;
+}
+
+// Reads a stat line from `fd` into buf[0..kStatBufSize). Returns 0 and sets
+// *len, or an errno value. Stops at end of file, or as soon as the text ends
+// in '\n': a stat file is one newline-terminated line, and stopping there
+// saves the extra read() that would only return 0 (this read runs once per
+// process in a walk). A comm that holds a '\n' could in theory end a short
+// read early; the cut line then lacks its ')' or fields and fails to parse,
+// it never yields wrong numbers.
+int ReadStatFd(int fd, char* buf, size_t* len) {
+  size_t n = 0;
+  while (n < kStatBufSize) {
+    ssize_t r = ::read(fd, buf + n, kStatBufSize - n);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (r == 0) break;
+    n += static_cast<size_t>(r);
+    if (buf[n - 1] == '\n') break;
+  }
+  if (n == kStatBufSize) return EFBIG;
+  *len = n;
+  return 0;
+}
+
+// Reads all of `fd` into *out (replacing its contents), up to `max` bytes.
+// Returns 0 or an errno value (EFBIG when the file exceeds `max`).
+int ReadAllFd(int fd, size_t max, std::string* out) {
+  out->clear();
+  size_t n = 0;
+  size_t cap = std::min<size_t>(4096, max + 1);
+  while (true) {
+    if (out->size() < cap) out->resize(cap);
+    ssize_t r = ::read(fd, &(*out)[n], out->size() - n);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (r == 0) break;
+    n += static_cast<size_t>(r);
+    if (n > max) return EFBIG;
+    if (n == out->size()) cap = std::min(out->size() * 2, max + 1);
+  }
+  out->resize(n);
+  return 0;
+}
+
+// Reads dirfd/rel fully. `display` is the path named in errors.
+absl::Status ReadFileAt(int dirfd, const char* rel, absl::string_view display,
+                        size_t max, std::string* out) {
+  Fd fd(OpenAt(dirfd, rel, O_RDONLY));
+  if (!fd.valid()) return ErrnoStatus(errno, "open", display);
+  if (int err = ReadAllFd(fd.get(), max, out); err != 0) {
+    return ErrnoStatus(err, "read", display);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ProcStat> ReadStatAt(int dirfd, const char* rel,
+                                    absl::string_view display, int pid) {
+  Fd fd(OpenAt(dirfd, rel, O_RDONLY));
+  if (!fd.valid()) return ErrnoStatus(errno, "open", display);
+  char buf[kStatBufSize];
+  size_t len = 0;
+  if (int err = ReadStatFd(fd.get(), buf, &len); err != 0) {
+    return ErrnoStatus(err, "read", display);
+  }
+  if (len == 0) {
+    return absl::NotFoundError(
+        absl::StrCat("read ", display, ": empty, process ", pid, " is gone"));
+  }
+  absl::StatusOr<ProcStat> st = ParseStat(absl::string_view(buf, len));
+  if (!st.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(display, ": ", st.status().message()));
+  }
+  if (st->pid != pid) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        display, ": stat names pid ", st->pid, ", expected ", pid));
+  }
+  return st;
+}
+
+absl::StatusOr<ProcStatus> ReadStatusAt(int dirfd, const char* rel,
+                                        absl::string_view display, int pid,
+                                        std::string* buf) {
+  RETURN_IF_ERROR(ReadFileAt(dirfd, rel, display, kStatusMax, buf));
+  if (buf->empty()) {
+    return absl::NotFoundError(
+        absl::StrCat("read ", display, ": empty, process ", pid, " is gone"));
+  }
+  absl::StatusOr<ProcStatus> st = ParseStatus(*buf);
+  if (!st.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(display, ": ", st.status().message()));
+  }
+  return st;
+}
+
+absl::StatusOr<uint64_t> ReadPidNsAt(int dirfd, const char* rel,
+                                     absl::string_view display) {
+  char buf[64];
+  ssize_t n = ::readlinkat(dirfd, rel, buf, sizeof(buf));
+  if (n < 0) return ErrnoStatus(errno, "readlink", display);
+  if (static_cast<size_t>(n) == sizeof(buf)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("readlink ", display, ": link text too long"));
+  }
+  absl::StatusOr<uint64_t> inode =
+      ParsePidNsLink(absl::string_view(buf, static_cast<size_t>(n)));
+  if (!inode.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(display, ": ", inode.status().message()));
+  }
+  return inode;
+}
+
+absl::StatusOr<std::string> ReadCgroupAt(int dirfd, const char* rel,
+                                         absl::string_view display) {
+  std::string text;
+  RETURN_IF_ERROR(ReadFileAt(dirfd, rel, display, kSmallFileMax, &text));
+  absl::StatusOr<std::string> path = ParseCgroupV2(text);
+  if (!path.ok()) {
+    return absl::Status(path.status().code(),
+                        absl::StrCat(display, ": ", path.status().message()));
+  }
+  return path;
+}
+
+// Writes "<pid>/<leaf>" into out (NUL-terminated); out must hold 32 bytes
+// plus the leaf. No allocation: this runs once per process in a walk.
+void PidPath(int pid, const char* leaf, char* out) {
+  char digits[16];
+  int nd = 0;
+  unsigned v = static_cast<unsigned>(pid);
+  do {
+    digits[nd++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  char* p = out;
+  while (nd > 0) *p++ = digits[--nd];
+  *p++ = '/';
+  const size_t leaf_len = std::strlen(leaf);
+  std::memcpy(p, leaf, leaf_len + 1);
+}
+
+// A directory entry name that is a pid: digits only, in int range, > 0.
+bool PidFromName(const char* name, int* pid) {
+  int v = 0;
+  if (*name == '\0') return false;
+  for (const char* c = name; *c != '\0'; ++c) {
+    if (*c < '0' || *c > '9') return false;
+    if (v > (INT32_MAX - (*c - '0')) / 10) return false;
+    v = v * 10 + (*c - '0');
+  }
+  if (v <= 0) return false;
+  *pid = v;
+  return true;
+}
+
+// Lists the numeric entries of the directory `dirfd`. getdents64 with a large
+// buffer lists /proc in a handful of syscalls.
+absl::Status ListPids(int dirfd, absl::string_view display,
+                      std::vector<int>* pids) {
+  std::unique_ptr<char[]> buf(new char[kDirBufSize]);
+  while (true) {
+    ssize_t n = ::getdents64(dirfd, buf.get(), kDirBufSize);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus(errno, "getdents64", display);
+    }
+    if (n == 0) return absl::OkStatus();
+    for (ssize_t off = 0; off < n;) {
+      const auto* d = reinterpret_cast<const struct dirent64*>(buf.get() + off);
+      off += d->d_reclen;
+      int pid;
+      if (PidFromName(d->d_name, &pid)) pids->push_back(pid);
+    }
+  }
+}
+
+}  // namespace
+
+ProcFs::ProcFs(std::string root) : root_(std::move(root)) {}
+
+absl::StatusOr<ProcStat> ProcFs::ReadStat(int pid) const {
+  const std::string path = absl::StrCat(root_, "/", pid, "/stat");
+  return ReadStatAt(AT_FDCWD, path.c_str(), path, pid);
+}
+
+absl::StatusOr<ProcStatus> ProcFs::ReadStatus(int pid) const {
+  const std::string path = absl::StrCat(root_, "/", pid, "/status");
+  std::string buf;
+  return ReadStatusAt(AT_FDCWD, path.c_str(), path, pid, &buf);
+}
+
+absl::StatusOr<uint64_t> ProcFs::ReadPidNs(int pid) const {
+  const std::string path = absl::StrCat(root_, "/", pid, "/ns/pid");
+  return ReadPidNsAt(AT_FDCWD, path.c_str(), path);
+}
+
+absl::StatusOr<std::string> ProcFs::ReadCgroup(int pid) const {
+  const std::string path = absl::StrCat(root_, "/", pid, "/cgroup");
+  return ReadCgroupAt(AT_FDCWD, path.c_str(), path);
+}
+
+absl::StatusOr<std::optional<std::string>> ProcFs::ReadEnvVar(
+    int pid, absl::string_view name) const {
+  const std::string path = absl::StrCat(root_, "/", pid, "/environ");
+  std::string text;
+  RETURN_IF_ERROR(ReadFileAt(AT_FDCWD, path.c_str(), path, kEnvironMax, &text));
+  // A zombie or a kernel thread has no memory map: environ reads as empty.
+  std::optional<absl::string_view> value = FindEnvVar(text, name);
+  if (!value.has_value()) return std::optional<std::string>();
+  return std::optional<std::string>(std::string(*value));
+}
+
+absl::StatusOr<std::string> ProcFs::ReadBootId() const {
+  const std::string path = absl::StrCat(root_, "/sys/kernel/random/boot_id");
+  std::string text;
+  RETURN_IF_ERROR(
+      ReadFileAt(AT_FDCWD, path.c_str(), path, kSmallFileMax, &text));
+  const absl::string_view id = absl::StripAsciiWhitespace(text);
+  if (id.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": empty boot id"));
+  }
+  return std::string(id);
+}
+
+absl::StatusOr<uint64_t> ProcFs::SelfPidNs() const {
+  const std::string path = absl::StrCat(root_, "/self/ns/pid");
+  return ReadPidNsAt(AT_FDCWD, path.c_str(), path);
+}
+
+absl::StatusOr<Snapshot> ProcFs::Walk(const WalkOptions& options) const {
+  Fd root(OpenAt(AT_FDCWD, root_.c_str(), O_RDONLY | O_DIRECTORY));
+  if (!root.valid()) return ErrnoStatus(errno, "open", root_);
+
+  // List first, then read: the listing is one short burst of getdents64 and
+  // tells how much to reserve.
+  std::vector<int> pids;
+  pids.reserve(1024);
+  RETURN_IF_ERROR(ListPids(root.get(), root_, &pids));
+
+  Snapshot snap;
+  snap.processes.reserve(pids.size());
+  char buf[kStatBufSize];
+  char rel[64];
+  std::string status_buf;
+  for (const int pid : pids) {
+    PidPath(pid, "stat", rel);
+    Fd fd(OpenAt(root.get(), rel, O_RDONLY));
+    if (!fd.valid()) {
+      // ENOENT: reaped between getdents64 and openat.
+      if (errno == ENOENT || errno == ESRCH) {
+        ++snap.vanished;
+      } else {
+        ++snap.unreadable;
+      }
+      continue;
+    }
+    size_t len = 0;
+    const int err = ReadStatFd(fd.get(), buf, &len);
+    fd.Reset();
+    if (err == ENOENT || err == ESRCH || (err == 0 && len == 0)) {
+      // ESRCH: reaped between openat and read.
+      ++snap.vanished;
+      continue;
+    }
+    if (err != 0) {
+      ++snap.unreadable;
+      continue;
+    }
+    absl::StatusOr<ProcStat> st = ParseStat(absl::string_view(buf, len));
+    if (!st.ok() || st->pid != pid) {
+      ++snap.unreadable;
+      continue;
+    }
+    ProcessInfo& info = snap.processes.emplace_back();
+    info.pid = st->pid;
+    info.ppid = st->ppid;
+    info.pgid = st->pgrp;
+    info.sid = st->session;
+    info.state = st->state;
+    info.start_time = st->start_time;
+    info.comm = std::move(st->comm);
+
+    // The optional reads below may fail for a process that exits now or that
+    // hides its status; the process stays in the snapshot without them.
+    if (options.with_status) {
+      PidPath(pid, "status", rel);
+      absl::StatusOr<ProcStatus> status =
+          ReadStatusAt(root.get(), rel, rel, pid, &status_buf);
+      if (status.ok()) {
+        info.uid = status->uid;
+        info.nspid = std::move(status->nspid);
+      }
+    }
+    if (options.with_pidns) {
+      PidPath(pid, "ns/pid", rel);
+      absl::StatusOr<uint64_t> ns = ReadPidNsAt(root.get(), rel, rel);
+      if (ns.ok()) info.pidns_inode = *ns;
+    }
+  }
+  // /proc lists pids in ascending order already; a fixture tree may not.
+  if (!std::is_sorted(snap.processes.begin(), snap.processes.end(),
+                      [](const ProcessInfo& a, const ProcessInfo& b) {
+                        return a.pid < b.pid;
+                      })) {
+    std::sort(snap.processes.begin(), snap.processes.end(),
+              [](const ProcessInfo& a, const ProcessInfo& b) {
+                return a.pid < b.pid;
+              });
+  }
+  return snap;
+}
+
+absl::StatusOr<Identity> ProcFs::CaptureIdentity(int pid) const {
+  if (pid <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("invalid pid ", pid));
+  }
+  // Pin the process: a directory fd for /proc/<pid> refers to this process
+  // (its struct pid), not to the number. If it exits and the number is
+  // reused while we read, the reads below fail with ESRCH/ENOENT instead of
+  // mixing in fields of the new process.
+  const std::string dir = absl::StrCat(root_, "/", pid);
+  Fd dirfd(OpenAt(AT_FDCWD, dir.c_str(), O_PATH | O_DIRECTORY));
+  if (!dirfd.valid()) return ErrnoStatus(errno, "open", dir);
+
+  Identity id;
+  id.pid = pid;
+  ASSIGN_OR_RETURN(ProcStat stat, ReadStatAt(dirfd.get(), "stat",
+                                             absl::StrCat(dir, "/stat"), pid));
+  std::string buf;
+  ASSIGN_OR_RETURN(ProcStatus status,
+                   ReadStatusAt(dirfd.get(), "status",
+                                absl::StrCat(dir, "/status"), pid, &buf));
+  // /proc/<tid> opens for any thread id even though the root listing shows
+  // only thread-group leaders; a tid is not a process.
+  if (status.tgid != pid) {
+    return absl::NotFoundError(absl::StrCat("pid ", pid,
+                                            " is a thread of process ",
+                                            status.tgid, ", not a process"));
+  }
+  ASSIGN_OR_RETURN(id.pidns_inode,
+                   ReadPidNsAt(dirfd.get(), "ns/pid",
+                               absl::StrCat(dir, "/ns/pid")));
+  std::string cgroup_text;
+  RETURN_IF_ERROR(ReadFileAt(dirfd.get(), "cgroup", absl::StrCat(dir, "/cgroup"),
+                             kSmallFileMax, &cgroup_text));
+  // No v2 line (a v1-only host): the record holds no cgroup.
+  if (absl::StatusOr<std::string> cgroup = ParseCgroupV2(cgroup_text);
+      cgroup.ok()) {
+    id.cgroup = *std::move(cgroup);
+  }
+  ASSIGN_OR_RETURN(id.boot_id, ReadBootId());
+  id.pgid = stat.pgrp;
+  id.sid = stat.session;
+  id.start_time = stat.start_time;
+  id.comm = std::move(stat.comm);
+  id.uid = status.uid;
+  return id;
+}
+
+}  // namespace runreaper::scanner
