@@ -1,0 +1,249 @@
+#include "scanner/exit_watcher.h"
+
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "base/fd.h"
+#include "scanner/procfs.h"
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+
+namespace runreaper::scanner {
+
+namespace {
+
+// epoll data of the wake eventfd; pidfd registrations get ids from 1 up.
+constexpr uint64_t kWakeId = 0;
+
+struct Watch {
+  Fd pidfd;
+  uint64_t id = 0;
+  int pid = 0;
+};
+
+bool PidfdReadable(int fd) {
+  struct pollfd p = {fd, POLLIN, 0};
+  int n;
+  do {
+    n = ::poll(&p, 1, 0);
+  } while (n < 0 && errno == EINTR);
+  return n > 0;
+}
+
+}  // namespace
+
+struct ExitWatcher::Impl {
+  const ProcFs* procfs = nullptr;
+  Fd epoll;
+  Fd wake;
+  mutable std::mutex mu;
+  std::map<std::string, Watch> by_key;  // guarded by mu
+  std::map<uint64_t, std::string> by_id;  // guarded by mu
+  uint64_t next_id = 1;                   // guarded by mu
+  int fallbacks = 0;                      // guarded by mu
+
+  // Removes `key` (its pidfd leaves the epoll set and is closed). mu held.
+  void RemoveLocked(const std::string& key) {
+    auto it = by_key.find(key);
+    if (it == by_key.end()) return;
+    // EPOLL_CTL_DEL before close: a closed fd leaves the set by itself only
+    // when no duplicate of it exists; be explicit.
+    ::epoll_ctl(epoll.get(), EPOLL_CTL_DEL, it->second.pidfd.get(), nullptr);
+    by_id.erase(it->second.id);
+    by_key.erase(it);
+  }
+};
+
+absl::StatusOr<std::unique_ptr<ExitWatcher>> ExitWatcher::Create(
+    const ProcFs* procfs) {
+  // One pidfd per RUNNING leader: raise the soft fd limit as far as allowed.
+  struct rlimit lim;
+  if (::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &lim) != 0) {
+      std::fprintf(stderr, "exit_watcher: setrlimit(RLIMIT_NOFILE): %s\n",
+                   std::strerror(errno));
+    }
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->procfs = procfs;
+  impl->epoll.Reset(::epoll_create1(EPOLL_CLOEXEC));
+  if (!impl->epoll.valid()) {
+    return absl::ErrnoToStatus(errno, "exit_watcher: epoll_create1");
+  }
+  impl->wake.Reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!impl->wake.valid()) {
+    return absl::ErrnoToStatus(errno, "exit_watcher: eventfd");
+  }
+  struct epoll_event ev = {};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kWakeId;
+  if (::epoll_ctl(impl->epoll.get(), EPOLL_CTL_ADD, impl->wake.get(), &ev) !=
+      0) {
+    return absl::ErrnoToStatus(errno, "exit_watcher: epoll_ctl(eventfd)");
+  }
+  return std::unique_ptr<ExitWatcher>(new ExitWatcher(std::move(impl)));
+}
+
+ExitWatcher::ExitWatcher(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+
+ExitWatcher::~ExitWatcher() = default;
+
+ExitWatcher::ArmResult ExitWatcher::Arm(const std::string& key, int pid,
+                                        uint64_t start_time) {
+  auto fallback = [&](const char* what, int err) {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    ++impl_->fallbacks;
+    std::fprintf(stderr,
+                 "exit_watcher: key %s pid %d: %s%s%s; polling instead\n",
+                 key.c_str(), pid, what, err != 0 ? ": " : "",
+                 err != 0 ? std::strerror(err) : "");
+    return ArmResult::kFallback;
+  };
+  // Whatever happens, the old pidfd of this key no longer applies.
+  Disarm(key);
+  if (pid <= 0) return fallback("not a pid", 0);
+
+  Fd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  if (!pidfd.valid()) {
+    switch (errno) {
+      case ESRCH:  // no such process: already exited and reaped
+        return ArmResult::kExited;
+      case EINVAL:  // a pid with no tasks left (or not a leader): not it
+        return ArmResult::kExited;
+      case EMFILE:  // out of descriptors: this record is polled instead
+      case ENFILE:
+      default:
+        return fallback("pidfd_open", errno);
+    }
+  }
+
+  // The pidfd now pins whatever holds `pid`; re-read the start time *after*
+  // opening it, so a recycled pid is told apart from the recorded process.
+  absl::StatusOr<ProcStat> stat = impl_->procfs->ReadStat(pid);
+  if (stat.ok()) {
+    if (start_time != 0 && stat->start_time != start_time) {
+      return ArmResult::kExited;  // the recorded process is gone
+    }
+  } else if (PidfdReadable(pidfd.get())) {
+    // Exited (and possibly reaped) between pidfd_open and the read.
+    return ArmResult::kExited;
+  } else if (start_time != 0) {
+    // Alive but unreadable: identity cannot be verified, so do not watch a
+    // process that might not be the recorded one.
+    return fallback(stat.status().ToString().c_str(), 0);
+  }
+
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  const uint64_t id = impl_->next_id++;
+  struct epoll_event ev = {};
+  ev.events = EPOLLIN;
+  ev.data.u64 = id;
+  if (::epoll_ctl(impl_->epoll.get(), EPOLL_CTL_ADD, pidfd.get(), &ev) != 0) {
+    const int err = errno;
+    ++impl_->fallbacks;
+    std::fprintf(stderr,
+                 "exit_watcher: key %s pid %d: epoll_ctl: %s; polling "
+                 "instead\n",
+                 key.c_str(), pid, std::strerror(err));
+    return ArmResult::kFallback;
+  }
+  // A concurrent Arm of the same key may have won the race since Disarm.
+  impl_->RemoveLocked(key);
+  Watch& w = impl_->by_key[key];
+  w.pidfd = std::move(pidfd);
+  w.id = id;
+  w.pid = pid;
+  impl_->by_id[id] = key;
+  // A process that exited before this point has a readable pidfd already:
+  // the level-triggered epoll set reports it at the next Wait().
+  return ArmResult::kArmed;
+}
+
+void ExitWatcher::Disarm(const std::string& key) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->RemoveLocked(key);
+}
+
+std::vector<std::string> ExitWatcher::Wait(absl::Duration timeout) {
+  std::vector<std::string> exited;
+  const absl::Time deadline = absl::Now() + timeout;
+  struct epoll_event events[64];
+  while (true) {
+    const absl::Duration left = std::max(deadline - absl::Now(),
+                                         absl::ZeroDuration());
+    // Round up so a sub-millisecond remainder still waits.
+    const int64_t ms = absl::ToInt64Milliseconds(left + absl::Microseconds(999));
+    const int n = ::epoll_wait(impl_->epoll.get(), events, 64,
+                               static_cast<int>(std::min<int64_t>(ms, 1 << 30)));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      std::fprintf(stderr, "exit_watcher: epoll_wait: %s\n",
+                   std::strerror(errno));
+      return exited;
+    }
+    bool woken = false;
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    for (int i = 0; i < n; ++i) {
+      const uint64_t id = events[i].data.u64;
+      if (id == kWakeId) {
+        uint64_t count;
+        while (::read(impl_->wake.get(), &count, sizeof(count)) < 0 &&
+               errno == EINTR) {
+        }
+        woken = true;
+        continue;
+      }
+      // An id that is no longer registered was disarmed after epoll_wait
+      // returned it: ignore.
+      auto it = impl_->by_id.find(id);
+      if (it == impl_->by_id.end()) continue;
+      const std::string key = it->second;  // copy: RemoveLocked erases it
+      impl_->RemoveLocked(key);
+      exited.push_back(key);
+    }
+    if (!exited.empty() || woken || n == 0) return exited;
+  }
+}
+
+void ExitWatcher::Wake() {
+  const uint64_t one = 1;
+  while (::write(impl_->wake.get(), &one, sizeof(one)) < 0 && errno == EINTR) {
+  }
+}
+
+int ExitWatcher::armed() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return static_cast<int>(impl_->by_key.size());
+}
+
+int ExitWatcher::fallbacks() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->fallbacks;
+}
+
+}  // namespace runreaper::scanner
