@@ -130,6 +130,12 @@ absl::StatusOr<ProcStat> ParseStat(absl::string_view text) {
   if (!NextField(&rest, &f) || !ParseUnsignedField(f, &st.start_time)) {
     return StatError("starttime", text);
   }
+  // The kernel always prints more fields (vsize, ...) after starttime. A
+  // starttime that runs to the end of the text may have been cut ("123" of
+  // "123456"), so it must be followed by a separator.
+  if (f.data() + f.size() == text.data() + text.size()) {
+    return StatError("cut inside starttime", text);
+  }
   st.comm.assign(comm.data(), comm.size());
   return st;
 }

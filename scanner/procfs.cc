@@ -57,6 +57,9 @@ absl::Status ErrnoStatus(int err, absl::string_view op,
     case EPERM:
       return absl::PermissionDeniedError(
           absl::StrCat(op, " ", path, ": ", std::strerror(err)));
+    case EFBIG:  // our own code: the file is larger than the read cap
+      return absl::ResourceExhaustedError(absl::StrCat(
+          op, " ", path, ": larger than runreaper reads for this file"));
     default:
       return absl::ErrnoToStatus(err, absl::StrCat(op, " ", path));
   }

@@ -69,20 +69,35 @@ class ProcFs {
   absl::StatusOr<ProcStatus> ReadStatus(int pid) const;
   absl::StatusOr<uint64_t> ReadPidNs(int pid) const;  // ns/pid link
   absl::StatusOr<std::string> ReadCgroup(int pid) const;
-  // Value of one environment variable; nullopt when unset.
+  // Value of one environment variable; nullopt when unset (a zombie or a
+  // kernel thread has no environment and reads as all-unset).
+  // RESOURCE_EXHAUSTED when environ exceeds 1 MiB (not read past a cap).
   absl::StatusOr<std::optional<std::string>> ReadEnvVar(
       int pid, absl::string_view name) const;
   // <root>/sys/kernel/random/boot_id, trimmed.
   absl::StatusOr<std::string> ReadBootId() const;
-  // The observer's own PID namespace inode (<root>/self/ns/pid).
+  // The observer's own PID namespace inode (<root>/self/ns/pid); NOT_FOUND
+  // for a fixture root without "self".
   absl::StatusOr<uint64_t> SelfPidNs() const;
 
   // Every process listed in the root (thread-group leaders only: the numeric
-  // entries of the root directory). A process that vanishes mid-walk is
-  // skipped and counted; one that cannot be read is skipped and counted.
+  // entries of the root directory). The listing of /proc shows only tgids; a
+  // thread id is not listed, although /proc/<tid>/... can still be opened
+  // by number (so ReadStat(tid) succeeds; CaptureIdentity(tid) refuses it).
+  // A process that vanishes mid-walk (ENOENT/ESRCH on open or read, or an
+  // empty read) is skipped and counted in `vanished`; one that cannot be read
+  // (EACCES, EISDIR, garbled stat, stat naming another pid) is skipped and
+  // counted in `unreadable`. The default walk costs one openat+read+close of
+  // <pid>/stat per process; with_status/with_pidns add one read each, and a
+  // failure there leaves those fields unset instead of dropping the process.
+  // Errors: only when the root itself cannot be opened or listed.
   absl::StatusOr<Snapshot> Walk(const WalkOptions& options = {}) const;
 
-  // Everything a run record holds for `pid` (see Identity).
+  // Everything a run record holds for `pid` (see Identity). The reads go
+  // through a held <root>/<pid> directory fd, so a pid reused mid-capture
+  // fails instead of mixing two processes. NOT_FOUND when the process is
+  // gone, or when `pid` is a thread id ("pid N is a thread of process M, not
+  // a process"). cgroup is "" when the process has no cgroup v2 line.
   absl::StatusOr<Identity> CaptureIdentity(int pid) const;
 
  private:
