@@ -54,6 +54,11 @@ class Reconciler {
   absl::Status Watch(const v1::Run& run);
 
  private:
+  // Evidence -> decisions -> one ApplyBatch for `runs` (RUNNING ones only).
+  absl::StatusOr<PassResult> ReconcileLocked(const std::vector<v1::Run>& runs,
+                                             bool dry_run)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(pass_mu_);
+
   store::RunStore* store_;
   const scanner::ProcFs* procfs_;
   scanner::ExitWatcher* watcher_;

@@ -1,0 +1,516 @@
+// End-to-end tests of the reconcile pass: a real SQLite file, real processes
+// (sleepers, an exited-and-reaped child, a real zombie), and an injectable
+// clock shared by the store and the reconciler so stale_after is exact.
+#include "server/reconciler.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "base/test_util.h"
+#include "gtest/gtest.h"
+#include "runreaper/v1/runreaper.pb.h"
+#include "scanner/exit_watcher.h"
+#include "scanner/procfs.h"
+#include "store/run_store.h"
+
+namespace runreaper::server {
+namespace {
+
+absl::Time FromTimestamp(const google::protobuf::Timestamp& ts) {
+  return absl::FromUnixSeconds(ts.seconds()) + absl::Nanoseconds(ts.nanos());
+}
+
+// A forked child that blocks reading a pipe. Closing the pipe (Release)
+// makes it _exit(0), leaving a zombie until Reap(); the destructor kills and
+// reaps whatever is left. The child dies with the test (PR_SET_PDEATHSIG).
+class Child {
+ public:
+  explicit Child(const char* comm = nullptr) {
+    int hold[2];
+    int ready[2];
+    if (::pipe2(hold, O_CLOEXEC) != 0 || ::pipe2(ready, O_CLOEXEC) != 0) {
+      std::abort();
+    }
+    pid_ = ::fork();
+    if (pid_ < 0) std::abort();
+    if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (comm != nullptr) ::prctl(PR_SET_NAME, comm);
+      ::close(hold[1]);
+      ::close(ready[0]);
+      char c = 'r';
+      while (::write(ready[1], &c, 1) < 0 && errno == EINTR) {
+      }
+      ::close(ready[1]);
+      ssize_t n;
+      do {
+        n = ::read(hold[0], &c, 1);
+      } while (n < 0 && errno == EINTR);
+      ::_exit(0);
+    }
+    ::close(hold[0]);
+    ::close(ready[1]);
+    hold_ = hold[1];
+    char c;
+    ssize_t n;
+    do {
+      n = ::read(ready[0], &c, 1);  // the child's comm is set from here on
+    } while (n < 0 && errno == EINTR);
+    ::close(ready[0]);
+  }
+  ~Child() {
+    if (!reaped_) {
+      ::kill(pid_, SIGKILL);
+      Reap();
+    }
+    if (hold_ >= 0) ::close(hold_);
+  }
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+
+  int pid() const { return pid_; }
+
+  // The child exits; it stays a zombie until Reap(). Returns once it is one
+  // (waitid with WNOWAIT waits without reaping).
+  void ExitToZombie() {
+    ::close(hold_);
+    hold_ = -1;
+    siginfo_t info;
+    while (::waitid(P_PID, pid_, &info, WEXITED | WNOWAIT) != 0 &&
+           errno == EINTR) {
+    }
+  }
+  void Kill() { ::kill(pid_, SIGKILL); }
+  void Reap() {
+    if (reaped_) return;
+    int status;
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    reaped_ = true;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int hold_ = -1;
+  bool reaped_ = false;
+};
+
+class ReconcilerTest : public ::testing::Test {
+ protected:
+  static constexpr absl::Duration kStaleAfter = absl::Minutes(10);
+
+  void SetUp() override {
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    std::string dir = tmp != nullptr ? tmp : "/tmp";
+    dir += "/reconciler_";
+    dir += ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    ::mkdir(dir.c_str(), 0700);
+    db_path_ = dir + "/runs.db";
+    ::unlink(db_path_.c_str());
+    ::unlink((db_path_ + "-wal").c_str());
+    ::unlink((db_path_ + "-shm").c_str());
+
+    store::StoreOptions store_options;
+    store_options.clock = [this] { return now_; };
+    ASSERT_OK_AND_ASSIGN(store_, store::RunStore::Open(db_path_, store_options));
+    reconciler_ = MakeReconciler(nullptr);
+  }
+
+  std::unique_ptr<Reconciler> MakeReconciler(scanner::ExitWatcher* watcher) {
+    ReconcilerOptions options;
+    options.stale_after = kStaleAfter;
+    options.clock = [this] { return now_; };
+    return std::make_unique<Reconciler>(store_.get(), &procfs_, watcher,
+                                        options);
+  }
+
+  // A record with the identity the kernel reports for `pid` now.
+  v1::Run RunFor(const std::string& run_id, int pid) {
+    v1::Run run;
+    absl::StatusOr<scanner::Identity> id = procfs_.CaptureIdentity(pid);
+    EXPECT_TRUE(id.ok()) << id.status();
+    if (!id.ok()) return run;
+    run.set_run_id(run_id);
+    run.set_pid(id->pid);
+    run.set_pgid(id->pgid);
+    run.set_sid(id->sid);
+    run.set_pidns_inode(id->pidns_inode);
+    run.set_start_time_ticks(id->start_time);
+    run.set_boot_id(id->boot_id);
+    run.set_uid(id->uid);
+    run.set_comm(id->comm);
+    return run;
+  }
+
+  v1::Run Get(const std::string& run_id) {
+    absl::StatusOr<v1::Run> run = store_->Get(run_id);
+    EXPECT_TRUE(run.ok()) << run.status();
+    return run.ok() ? *run : v1::Run();
+  }
+
+  int64_t LastEventId() {
+    absl::StatusOr<int64_t> id = store_->LastEventId();
+    EXPECT_TRUE(id.ok()) << id.status();
+    return id.ok() ? *id : -1;
+  }
+
+  // Awaits the watcher's report of `run_id` (Wait returns early on an exit).
+  std::vector<std::string> AwaitExit(scanner::ExitWatcher* watcher,
+                                     const std::string& run_id) {
+    std::vector<std::string> keys;
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          for (std::string& k : watcher->Wait(absl::Milliseconds(20))) {
+            keys.push_back(std::move(k));
+          }
+          for (const std::string& k : keys) {
+            if (k == run_id) return true;
+          }
+          return false;
+        },
+        absl::Seconds(5)));
+    return keys;
+  }
+
+  // A whole second, so stored timestamps compare exactly whatever the
+  // store's precision.
+  absl::Time now_ = absl::FromUnixSeconds(1700000000);
+  scanner::ProcFs procfs_;
+  std::string db_path_;
+  std::unique_ptr<store::RunStore> store_;
+  std::unique_ptr<Reconciler> reconciler_;
+};
+
+TEST_F(ReconcilerTest, LiveSleeperStaysRunningAliveAndLastSeenIsRefreshed) {
+  Child child;
+  ASSERT_OK(store_->Register(RunFor("live", child.pid())));
+  now_ += absl::Minutes(3);
+
+  ASSERT_OK_AND_ASSIGN(PassResult pass, reconciler_->RunPass());
+  EXPECT_EQ(pass.examined, 1);
+  EXPECT_TRUE(pass.transitions.empty());
+  const v1::Run run = Get("live");
+  EXPECT_EQ(run.state(), v1::RUN_STATE_RUNNING);
+  EXPECT_EQ(run.liveness(), v1::LIVENESS_ALIVE);
+  EXPECT_EQ(FromTimestamp(run.last_seen_alive_at()), now_);
+}
+
+TEST_F(ReconcilerTest, ExitedAndReapedBecomesStaleExited) {
+  Child child;
+  ASSERT_OK(store_->Register(RunFor("gone", child.pid())));
+  child.Kill();
+  child.Reap();
+
+  ASSERT_OK_AND_ASSIGN(PassResult pass, reconciler_->RunPass());
+  ASSERT_EQ(pass.transitions.size(), 1u);
+  const v1::Transition& t = pass.transitions[0];
+  EXPECT_EQ(t.run_id(), "gone");
+  EXPECT_EQ(t.from_state(), v1::RUN_STATE_RUNNING);
+  EXPECT_EQ(t.to_state(), v1::RUN_STATE_STALE);
+  EXPECT_EQ(t.liveness(), v1::LIVENESS_DEAD);
+  EXPECT_EQ(t.stale_reason(), v1::STALE_REASON_EXITED);
+  const v1::Run run = Get("gone");
+  EXPECT_EQ(run.state(), v1::RUN_STATE_STALE);
+  EXPECT_EQ(run.stale_reason(), v1::STALE_REASON_EXITED);
+  EXPECT_EQ(run.liveness(), v1::LIVENESS_DEAD);
+}
+
+TEST_F(ReconcilerTest, RealZombieWithTrickyCommIsStaleZombieAtOnce) {
+  Child child("a) Z (b");
+  ASSERT_OK(store_->Register(RunFor("zombie", child.pid())));
+  child.ExitToZombie();  // its parent (this test) does not reap it yet
+  ASSERT_OK_AND_ASSIGN(scanner::ProcStat stat, procfs_.ReadStat(child.pid()));
+  ASSERT_EQ(stat.comm, "a) Z (b");
+  ASSERT_EQ(stat.state, 'Z');
+
+  // No clock advance: a zombie ends the run now, not at stale_after.
+  ASSERT_OK_AND_ASSIGN(PassResult pass, reconciler_->RunPass());
+  ASSERT_EQ(pass.transitions.size(), 1u);
+  EXPECT_EQ(pass.transitions[0].stale_reason(), v1::STALE_REASON_ZOMBIE);
+  EXPECT_EQ(pass.transitions[0].liveness(), v1::LIVENESS_ZOMBIE);
+  const v1::Run run = Get("zombie");
+  EXPECT_EQ(run.state(), v1::RUN_STATE_STALE);
+  EXPECT_EQ(run.stale_reason(), v1::STALE_REASON_ZOMBIE);
+  EXPECT_EQ(run.liveness(), v1::LIVENESS_ZOMBIE);
+  child.Reap();
+}
+
+TEST_F(ReconcilerTest, RightPidOtherStartTimeIsPidReused) {
+  Child child;
+  v1::Run record = RunFor("reused", child.pid());
+  // The pid now names a process that started at another time.
+  record.set_start_time_ticks(record.start_time_ticks() + 1);
+  ASSERT_OK(store_->Register(record));
+
+  ASSERT_OK_AND_ASSIGN(PassResult pass, reconciler_->RunPass());
+  ASSERT_EQ(pass.transitions.size(), 1u);
+  EXPECT_EQ(pass.transitions[0].stale_reason(), v1::STALE_REASON_PID_REUSED);
+  const v1::Run run = Get("reused");
+  EXPECT_EQ(run.state(), v1::RUN_STATE_STALE);
+  EXPECT_EQ(run.stale_reason(), v1::STALE_REASON_PID_REUSED);
+  EXPECT_EQ(run.liveness(), v1::LIVENESS_PID_REUSED);
+}
+
+TEST_F(ReconcilerTest, OtherBootIdIsRebooted) {
+  Child child;  // alive: only the boot id says it is not the same process
+  v1::Run record = RunFor("rebooted", child.pid());
+  record.set_boot_id("00000000-0000-0000-0000-000000000000");
+  ASSERT_OK(store_->Register(record));
+
+  ASSERT_OK_AND_ASSIGN(PassResult pass, reconciler_->RunPass());
+  ASSERT_EQ(pass.transitions.size(), 1u);
+  EXPECT_EQ(pass.transitions[0].stale_reason(), v1::STALE_REASON_REBOOTED);
+  const v1::Run run = Get("rebooted");
+  EXPECT_EQ(run.state(), v1::RUN_STATE_STALE);
+  EXPECT_EQ(run.stale_reason(), v1::STALE_REASON_REBOOTED);
+  EXPECT_EQ(run.liveness(), v1::LIVENESS_DEAD);
+}
+
+TEST_F(ReconcilerTest, InvisibleNamespaceStaysUntilExactlyStaleAfterThenTimeout) {
+  Child child;
+  v1::Run record = RunFor("foreign", child.pid());
+  // nsfs inodes are far above this: no process lives in namespace 12345.
+  record.set_pidns_inode(12345);
+  ASSERT_OK(store_->Register(record));
+  const absl::Time registered = now_;
+
+  ASSERT_OK_AND_ASSIGN(PassResult first, reconciler_->RunPass());
+  EXPECT_TRUE(first.transitions.empty());
+  EXPECT_EQ(Get("foreign").liveness(), v1::LIVENESS_UNKNOWN);
+
+  now_ = registered + kStaleAfter;  // exactly at the threshold: stays
+  ASSERT_OK_AND_ASSIGN(PassResult at, reconciler_->RunPass());
+  EXPECT_TRUE(at.transitions.empty());
+  v1::Run run = Get("foreign");
+  EXPECT_EQ(run.state(), v1::RUN_STATE_RUNNING);
+  EXPECT_EQ(run.liveness(), v1::LIVENESS_UNKNOWN);
+  // UNKNOWN does not refresh last_seen_alive.
+  EXPECT_EQ(FromTimestamp(run.last_seen_alive_at()), registered);
+
+  now_ += absl::Microseconds(1);  // just past it: STALE (TIMEOUT)
+  ASSERT_OK_AND_ASSIGN(PassResult past, reconciler_->RunPass());
+  ASSERT_EQ(past.transitions.size(), 1u);
+  EXPECT_EQ(past.transitions[0].stale_reason(), v1::STALE_REASON_TIMEOUT);
+  EXPECT_EQ(past.transitions[0].liveness(), v1::LIVENESS_UNKNOWN);
+  run = Get("foreign");
+  EXPECT_EQ(run.state(), v1::RUN_STATE_STALE);
+  EXPECT_EQ(run.stale_reason(), v1::STALE_REASON_TIMEOUT);
+}
+
+TEST_F(ReconcilerTest, ZeroStartTimeIsNeverPidReused) {
+  Child child;
+  v1::Run record = RunFor("nostart", child.pid());
+  record.set_start_time_ticks(0);  // unknown: never compared
+  ASSERT_OK(store_->Register(record));
+
+  ASSERT_OK_AND_ASSIGN(PassResult pass, reconciler_->RunPass());
+  EXPECT_TRUE(pass.transitions.empty());
+  const v1::Run run = Get("nostart");
+  EXPECT_EQ(run.state(), v1::RUN_STATE_RUNNING);
+  EXPECT_EQ(run.liveness(), v1::LIVENESS_ALIVE);
+}
+
+TEST_F(ReconcilerTest, DryRunReturnsTransitionsAndWritesNothing) {
+  Child alive;
+  Child gone;
+  ASSERT_OK(store_->Register(RunFor("alive", alive.pid())));
+  ASSERT_OK(store_->Register(RunFor("gone", gone.pid())));
+  gone.Kill();
+  gone.Reap();
+  now_ += absl::Minutes(1);
+  const int64_t events_before = LastEventId();
+  const v1::Run alive_before = Get("alive");
+
+  ASSERT_OK_AND_ASSIGN(PassResult dry, reconciler_->RunPass(/*dry_run=*/true));
+  EXPECT_EQ(dry.examined, 2);
+  ASSERT_EQ(dry.transitions.size(), 1u);
+  EXPECT_EQ(dry.transitions[0].run_id(), "gone");
+  EXPECT_EQ(dry.transitions[0].stale_reason(), v1::STALE_REASON_EXITED);
+  // Nothing written: states, liveness, last_seen and the event log as before.
+  EXPECT_EQ(LastEventId(), events_before);
+  EXPECT_EQ(Get("gone").state(), v1::RUN_STATE_RUNNING);
+  const v1::Run alive_after = Get("alive");
+  EXPECT_EQ(alive_after.liveness(), alive_before.liveness());
+  EXPECT_EQ(FromTimestamp(alive_after.last_seen_alive_at()),
+            FromTimestamp(alive_before.last_seen_alive_at()));
+
+  // The real pass then makes exactly the change the dry run announced.
+  ASSERT_OK_AND_ASSIGN(PassResult real, reconciler_->RunPass());
+  ASSERT_EQ(real.transitions.size(), 1u);
+  EXPECT_EQ(real.transitions[0].SerializeAsString(),
+            dry.transitions[0].SerializeAsString());
+  EXPECT_EQ(Get("gone").state(), v1::RUN_STATE_STALE);
+}
+
+TEST_F(ReconcilerTest, TerminalRecordIsNeverOverwritten) {
+  Child child;
+  ASSERT_OK(store_->Register(RunFor("done", child.pid())));
+  ASSERT_OK(store_->Finish("done", 0));
+  child.Kill();
+  child.Reap();
+  const int64_t events_before = LastEventId();
+
+  ASSERT_OK_AND_ASSIGN(PassResult pass, reconciler_->RunPass());
+  EXPECT_EQ(pass.examined, 0);
+  EXPECT_TRUE(pass.transitions.empty());
+  ASSERT_OK_AND_ASSIGN(PassResult targeted, reconciler_->ReconcileRuns({"done"}));
+  EXPECT_TRUE(targeted.transitions.empty());
+  const v1::Run run = Get("done");
+  EXPECT_EQ(run.state(), v1::RUN_STATE_FINISHED);
+  EXPECT_EQ(run.exit_code(), 0);
+  EXPECT_EQ(LastEventId(), events_before);
+}
+
+TEST_F(ReconcilerTest, OnePassIsOneTransactionWithContiguousEvents) {
+  Child alive;
+  std::vector<std::unique_ptr<Child>> gone;
+  ASSERT_OK(store_->Register(RunFor("alive", alive.pid())));
+  for (int i = 0; i < 3; ++i) {
+    gone.push_back(std::make_unique<Child>());
+    ASSERT_OK(store_->Register(
+        RunFor("gone" + std::to_string(i), gone.back()->pid())));
+  }
+  for (auto& c : gone) {
+    c->Kill();
+    c->Reap();
+  }
+  const int64_t before = LastEventId();
+
+  ASSERT_OK_AND_ASSIGN(PassResult pass, reconciler_->RunPass());
+  EXPECT_EQ(pass.examined, 4);
+  ASSERT_EQ(pass.transitions.size(), 3u);
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Event> events,
+                       store_->ListEvents(before, "", 100));
+  // One STATE_CHANGED event per transition and nothing else, with
+  // consecutive ids: written together by the pass's one transaction.
+  ASSERT_EQ(events.size(), 3u);
+  std::set<std::string> runs;
+  for (size_t i = 0; i < events.size(); ++i) {
+    EXPECT_EQ(events[i].event_id(), before + 1 + static_cast<int64_t>(i));
+    EXPECT_EQ(events[i].type(), v1::EVENT_TYPE_STATE_CHANGED);
+    EXPECT_EQ(events[i].from_state(), v1::RUN_STATE_RUNNING);
+    EXPECT_EQ(events[i].to_state(), v1::RUN_STATE_STALE);
+    EXPECT_EQ(events[i].stale_reason(), v1::STALE_REASON_EXITED);
+    runs.insert(events[i].run_id());
+  }
+  EXPECT_EQ(runs, (std::set<std::string>{"gone0", "gone1", "gone2"}));
+}
+
+TEST_F(ReconcilerTest, WatchedChildKilledIsReconciledStaleExited) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<scanner::ExitWatcher> watcher,
+                       scanner::ExitWatcher::Create(&procfs_));
+  reconciler_ = MakeReconciler(watcher.get());
+  Child child;
+  ASSERT_OK_AND_ASSIGN(v1::Run run,
+                       store_->Register(RunFor("watched", child.pid())));
+  ASSERT_OK(reconciler_->Watch(run));
+  ASSERT_EQ(watcher->armed(), 1);
+
+  // Armed and running: the pass keeps it ALIVE (through the pidfd).
+  now_ += absl::Minutes(1);
+  ASSERT_OK_AND_ASSIGN(PassResult pass, reconciler_->RunPass());
+  EXPECT_TRUE(pass.transitions.empty());
+  EXPECT_EQ(Get("watched").liveness(), v1::LIVENESS_ALIVE);
+  EXPECT_EQ(FromTimestamp(Get("watched").last_seen_alive_at()), now_);
+
+  child.Kill();
+  child.Reap();
+  const std::vector<std::string> keys = AwaitExit(watcher.get(), "watched");
+  ASSERT_OK_AND_ASSIGN(PassResult reconciled, reconciler_->ReconcileRuns(keys));
+  ASSERT_EQ(reconciled.transitions.size(), 1u);
+  EXPECT_EQ(reconciled.transitions[0].stale_reason(), v1::STALE_REASON_EXITED);
+  const v1::Run after = Get("watched");
+  EXPECT_EQ(after.state(), v1::RUN_STATE_STALE);
+  EXPECT_EQ(after.stale_reason(), v1::STALE_REASON_EXITED);
+  EXPECT_EQ(watcher->armed(), 0);
+}
+
+TEST_F(ReconcilerTest, WatchedChildTurnedZombieIsReconciledStaleZombie) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<scanner::ExitWatcher> watcher,
+                       scanner::ExitWatcher::Create(&procfs_));
+  reconciler_ = MakeReconciler(watcher.get());
+  Child child("a) Z (b");
+  ASSERT_OK_AND_ASSIGN(v1::Run run,
+                       store_->Register(RunFor("watched", child.pid())));
+  ASSERT_OK(reconciler_->Watch(run));
+  ASSERT_EQ(watcher->armed(), 1);
+
+  child.ExitToZombie();
+  const std::vector<std::string> keys = AwaitExit(watcher.get(), "watched");
+  ASSERT_OK_AND_ASSIGN(PassResult reconciled, reconciler_->ReconcileRuns(keys));
+  ASSERT_EQ(reconciled.transitions.size(), 1u);
+  EXPECT_EQ(reconciled.transitions[0].stale_reason(), v1::STALE_REASON_ZOMBIE);
+  const v1::Run after = Get("watched");
+  EXPECT_EQ(after.state(), v1::RUN_STATE_STALE);
+  EXPECT_EQ(after.stale_reason(), v1::STALE_REASON_ZOMBIE);
+  EXPECT_EQ(after.liveness(), v1::LIVENESS_ZOMBIE);
+  child.Reap();
+}
+
+TEST_F(ReconcilerTest, ArmedExitIsProbedByTheNextPassNotTakenAsAlive) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<scanner::ExitWatcher> watcher,
+                       scanner::ExitWatcher::Create(&procfs_));
+  reconciler_ = MakeReconciler(watcher.get());
+  Child child;
+  ASSERT_OK_AND_ASSIGN(v1::Run run,
+                       store_->Register(RunFor("watched", child.pid())));
+  ASSERT_OK(reconciler_->Watch(run));
+  ASSERT_EQ(watcher->armed(), 1);
+
+  // Nobody called Wait(): the pass itself must notice the readable pidfd.
+  child.ExitToZombie();
+  ASSERT_OK_AND_ASSIGN(PassResult pass, reconciler_->RunPass());
+  ASSERT_EQ(pass.transitions.size(), 1u);
+  EXPECT_EQ(pass.transitions[0].stale_reason(), v1::STALE_REASON_ZOMBIE);
+  EXPECT_EQ(Get("watched").state(), v1::RUN_STATE_STALE);
+  EXPECT_EQ(watcher->armed(), 0);
+  child.Reap();
+}
+
+TEST_F(ReconcilerTest, WatchOfAnExitedRunReconcilesItAtOnce) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<scanner::ExitWatcher> watcher,
+                       scanner::ExitWatcher::Create(&procfs_));
+  reconciler_ = MakeReconciler(watcher.get());
+  Child child;
+  ASSERT_OK_AND_ASSIGN(v1::Run run,
+                       store_->Register(RunFor("early", child.pid())));
+  child.Kill();
+  child.Reap();  // exits between registration and arming
+
+  ASSERT_OK(reconciler_->Watch(run));
+  EXPECT_EQ(watcher->armed(), 0);
+  const v1::Run after = Get("early");
+  EXPECT_EQ(after.state(), v1::RUN_STATE_STALE);
+  EXPECT_EQ(after.stale_reason(), v1::STALE_REASON_EXITED);
+}
+
+TEST_F(ReconcilerTest, WatchLeavesForeignNamespaceRunsToThePass) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<scanner::ExitWatcher> watcher,
+                       scanner::ExitWatcher::Create(&procfs_));
+  reconciler_ = MakeReconciler(watcher.get());
+  Child child;
+  v1::Run record = RunFor("foreign", child.pid());
+  record.set_pidns_inode(12345);  // not ours: a pidfd could not verify it
+  ASSERT_OK_AND_ASSIGN(v1::Run run, store_->Register(record));
+  ASSERT_OK(reconciler_->Watch(run));
+  EXPECT_EQ(watcher->armed(), 0);
+  ASSERT_OK_AND_ASSIGN(PassResult pass, reconciler_->RunPass());
+  EXPECT_TRUE(pass.transitions.empty());
+  EXPECT_EQ(Get("foreign").liveness(), v1::LIVENESS_UNKNOWN);
+}
+
+}  // namespace
+}  // namespace runreaper::server
