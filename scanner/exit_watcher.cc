@@ -189,6 +189,12 @@ void ExitWatcher::Disarm(const std::string& key) {
   impl_->RemoveLocked(key);
 }
 
+bool ExitWatcher::IsRunning(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto it = impl_->by_key.find(key);
+  return it != impl_->by_key.end() && !PidfdReadable(it->second.pidfd.get());
+}
+
 std::vector<std::string> ExitWatcher::Wait(absl::Duration timeout) {
   std::vector<std::string> exited;
   const absl::Time deadline = absl::Now() + timeout;

@@ -35,6 +35,14 @@ class ExitWatcher {
   ArmResult Arm(const std::string& key, int pid, uint64_t start_time);
   void Disarm(const std::string& key);
 
+  // Whether `key` is armed and its process has not exited: one poll (timeout
+  // 0) on the held pidfd, no procfs read. An armed pidfd names exactly the
+  // process whose start time was checked at arming, and a pidfd turns
+  // readable when the process exits, zombie included; so true means the
+  // recorded process is alive and not a zombie. False when not armed or
+  // exited (an exited key stays armed until Wait() reports it). Thread-safe.
+  bool IsRunning(const std::string& key) const;
+
   // Waits up to `timeout` and returns the keys whose process exited; those
   // keys are disarmed. Returns early after Wake().
   std::vector<std::string> Wait(absl::Duration timeout);
