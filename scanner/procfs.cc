@@ -218,10 +218,12 @@ void PidPath(int pid, const char* leaf, char* out) {
   std::memcpy(p, leaf, leaf_len + 1);
 }
 
-// A directory entry name that is a pid: digits only, in int range, > 0.
+// A directory entry name that is a pid: digits only, no leading zero (the
+// kernel never prints one, and "012" would not name the same directory as
+// the pid 12 read back from it), in int range, > 0.
 bool PidFromName(const char* name, int* pid) {
   int v = 0;
-  if (*name == '\0') return false;
+  if (*name < '1' || *name > '9') return false;
   for (const char* c = name; *c != '\0'; ++c) {
     if (*c < '0' || *c > '9') return false;
     if (v > (INT32_MAX - (*c - '0')) / 10) return false;

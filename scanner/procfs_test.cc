@@ -1,36 +1,622 @@
 #include "scanner/procfs.h"
 
+#include <fcntl.h>
+#include <ftw.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "base/test_util.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace runreaper::scanner {
 namespace {
 
-TEST(ProcFsTest, ReadStatSelf) {
-  ProcFs fs;
-  ASSERT_OK_AND_ASSIGN(ProcStat st, fs.ReadStat(getpid()));
-  EXPECT_EQ(st.pid, getpid());
-  EXPECT_EQ(st.ppid, getppid());
-  EXPECT_EQ(st.pgrp, getpgrp());
-  EXPECT_EQ(st.session, getsid(0));
-  EXPECT_EQ(st.state, 'R');
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// ---------------------------------------------------------------------------
+// Fixture /proc trees.
+
+std::string StatText(int pid, absl::string_view comm, char state = 'S',
+                     uint64_t start = 1000) {
+  return absl::StrCat(pid, " (", comm, ") ", std::string(1, state), " 1 ",
+                      pid, " ", pid,
+                      " 0 -1 4194560 92 0 0 0 0 0 0 0 20 0 1 0 ", start,
+                      " 8192 100 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 "
+                      "0 17 1 0 0 0 0 0\n");
 }
 
-TEST(ProcFsTest, WalkListsSelf) {
-  ProcFs fs;
-  ASSERT_OK_AND_ASSIGN(Snapshot snap, fs.Walk({true, true}));
-  bool found = false;
-  for (const ProcessInfo& p : snap.processes) {
-    if (p.pid == getpid()) {
-      found = true;
-      EXPECT_TRUE(p.uid.has_value());
-      EXPECT_TRUE(p.pidns_inode.has_value());
+std::string StatusText(int tgid, uint32_t uid, absl::string_view nspid) {
+  return absl::StrCat("Name:\tx\nState:\tS (sleeping)\nTgid:\t", tgid,
+                      "\nPid:\t", tgid, "\nPPid:\t1\nUid:\t", uid, "\t", uid,
+                      "\t", uid, "\t", uid, "\nNSpid:\t", nspid, "\n");
+}
+
+void WriteFile(const std::string& path, absl::string_view text) {
+  std::ofstream f(path, std::ios::binary);
+  ASSERT_TRUE(f) << path;
+  f.write(text.data(), static_cast<std::streamsize>(text.size()));
+  ASSERT_TRUE(f) << path;
+}
+
+void MkDir(const std::string& path) {
+  ASSERT_EQ(::mkdir(path.c_str(), 0755), 0) << path << ": "
+                                            << std::strerror(errno);
+}
+
+class FixtureTreeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    std::string tmpl = absl::StrCat(tmp ? tmp : "/tmp", "/proc.XXXXXX");
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr) << std::strerror(errno);
+    root_ = tmpl;
+
+    // pid 1: complete.
+    MkPid(1);
+    WriteFile(P("1/stat"), StatText(1, "a) Z (b", 'S', 4711));
+    WriteFile(P("1/status"), StatusText(1, 1000, "1"));
+    ASSERT_EQ(::symlink("pid:[4026531836]", P("1/ns/pid").c_str()), 0);
+    WriteFile(P("1/cgroup"), "1:name=systemd:/x\n0::/runner.slice/job-1\n");
+    WriteFile(P("1/environ"),
+              std::string("A=1\0RUNREAPER_RUN_ID=r1\0NAMEX=2\0", 32));
+    // pid 5: stat only (no status, ns or environ), created before 30 and
+    // after it in name order to check sorting.
+    MkPid(30);
+    WriteFile(P("30/stat"), StatText(30, "thirty"));
+    MkPid(5);
+    WriteFile(P("5/stat"), StatText(5, "five"));
+    // pid 7: a task directory whose status says it belongs to tgid 1 (what
+    // /proc/<tid> shows when a thread id is opened by number).
+    MkPid(7);
+    WriteFile(P("7/stat"), StatText(7, "worker"));
+    WriteFile(P("7/status"), StatusText(1, 1000, "7"));
+    ASSERT_EQ(::symlink("pid:[4026531836]", P("7/ns/pid").c_str()), 0);
+    WriteFile(P("7/cgroup"), "0::/\n");
+    // pid 9: complete, cgroup v1 only, garbled ns link.
+    MkPid(9);
+    WriteFile(P("9/stat"), StatText(9, "nine"));
+    WriteFile(P("9/status"), StatusText(9, 0, "9\t1"));
+    ASSERT_EQ(::symlink("pid:[9", P("9/ns/pid").c_str()), 0);
+    WriteFile(P("9/cgroup"), "3:memory:/a\n");
+
+    // Vanished: listed, but its stat is gone (a process reaped between
+    // readdir and open leaves exactly this: ENOENT on <pid>/stat).
+    MkDir(P("77"));
+    // Vanished: a stat that reads as empty (what a task reaped between open
+    // and read can give).
+    MkDir(P("60"));
+    WriteFile(P("60/stat"), "");
+    // Unreadable: "stat" is a directory, so open(O_RDONLY) succeeds and
+    // read() fails with EISDIR. chmod 000 would not do: the tests run as
+    // root, and root's CAP_DAC_OVERRIDE reads a mode-000 file anyway.
+    MkDir(P("88"));
+    MkDir(P("88/stat"));
+    // Unreadable: garbled stat.
+    MkDir(P("99"));
+    WriteFile(P("99/stat"), "99 (cut");
+    // Unreadable: stat of another pid.
+    MkDir(P("100"));
+    WriteFile(P("100/stat"), StatText(101, "liar"));
+
+    // Not pids: ignored by the walk without being counted.
+    MkDir(P("abc"));
+    WriteFile(P("abc/stat"), StatText(3, "abc"));
+    MkDir(P("012"));
+    WriteFile(P("012/stat"), StatText(12, "leadingzero"));
+    MkDir(P("2147483648"));
+    MkDir(P("0"));
+    WriteFile(P("12x"), "");
+    MkDir(P("sys"));
+    MkDir(P("sys/kernel"));
+    MkDir(P("sys/kernel/random"));
+    WriteFile(P("sys/kernel/random/boot_id"),
+              "4a8c1d2e-0000-4000-8000-0123456789ab\n");
+  }
+
+  void TearDown() override {
+    if (root_.empty()) return;
+    ::nftw(
+        root_.c_str(),
+        [](const char* path, const struct stat*, int, struct FTW*) {
+          return ::remove(path);
+        },
+        16, FTW_DEPTH | FTW_PHYS);
+  }
+
+  std::string P(absl::string_view rel) const {
+    return absl::StrCat(root_, "/", rel);
+  }
+  void MkPid(int pid) {
+    MkDir(P(absl::StrCat(pid)));
+    MkDir(P(absl::StrCat(pid, "/ns")));
+  }
+
+  std::string root_;
+};
+
+std::vector<int> Pids(const Snapshot& snap) {
+  std::vector<int> pids;
+  for (const ProcessInfo& p : snap.processes) pids.push_back(p.pid);
+  return pids;
+}
+
+TEST_F(FixtureTreeTest, WalkSkipsAndCountsVanishedAndUnreadable) {
+  ProcFs fs(root_);
+  ASSERT_OK_AND_ASSIGN(Snapshot snap, fs.Walk());
+  EXPECT_THAT(Pids(snap), ElementsAre(1, 5, 7, 9, 30));  // sorted
+  EXPECT_EQ(snap.vanished, 2);    // 77 (no stat), 60 (empty read)
+  EXPECT_EQ(snap.unreadable, 3);  // 88 (EISDIR), 99 (garbled), 100 (liar)
+  const ProcessInfo& p1 = snap.processes[0];
+  EXPECT_EQ(p1.comm, "a) Z (b");
+  EXPECT_EQ(p1.state, 'S');
+  EXPECT_EQ(p1.ppid, 1);
+  EXPECT_EQ(p1.pgid, 1);
+  EXPECT_EQ(p1.sid, 1);
+  EXPECT_EQ(p1.start_time, 4711u);
+  // Not asked for: not filled.
+  EXPECT_FALSE(p1.uid.has_value());
+  EXPECT_FALSE(p1.pidns_inode.has_value());
+  EXPECT_TRUE(p1.nspid.empty());
+}
+
+TEST_F(FixtureTreeTest, WalkOptionalReadsLeaveFieldsUnsetOnFailure) {
+  ProcFs fs(root_);
+  ASSERT_OK_AND_ASSIGN(Snapshot snap,
+                       fs.Walk({/*with_status=*/true, /*with_pidns=*/true}));
+  ASSERT_THAT(Pids(snap), ElementsAre(1, 5, 7, 9, 30));
+  const ProcessInfo& p1 = snap.processes[0];
+  EXPECT_EQ(p1.uid, std::optional<uint32_t>(1000));
+  EXPECT_EQ(p1.pidns_inode, std::optional<uint64_t>(4026531836u));
+  EXPECT_THAT(p1.nspid, ElementsAre(1));
+  // 5 has no status and no ns link: kept, fields unset.
+  const ProcessInfo& p5 = snap.processes[1];
+  EXPECT_FALSE(p5.uid.has_value());
+  EXPECT_FALSE(p5.pidns_inode.has_value());
+  EXPECT_TRUE(p5.nspid.empty());
+  // 9 has a garbled ns link: kept, pidns unset, status read.
+  const ProcessInfo& p9 = snap.processes[3];
+  EXPECT_EQ(p9.uid, std::optional<uint32_t>(0));
+  EXPECT_THAT(p9.nspid, ElementsAre(9, 1));
+  EXPECT_FALSE(p9.pidns_inode.has_value());
+  EXPECT_EQ(snap.vanished, 2);
+  EXPECT_EQ(snap.unreadable, 3);
+}
+
+TEST_F(FixtureTreeTest, WalkOfMissingRootFails) {
+  ProcFs fs(P("nonexistent"));
+  absl::StatusOr<Snapshot> snap = fs.Walk();
+  EXPECT_EQ(snap.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(snap.status().message()), HasSubstr("nonexistent"));
+}
+
+TEST_F(FixtureTreeTest, ReadStatErrorsAreMapped) {
+  ProcFs fs(root_);
+  ASSERT_OK_AND_ASSIGN(ProcStat st, fs.ReadStat(1));
+  EXPECT_EQ(st.comm, "a) Z (b");
+
+  absl::StatusOr<ProcStat> gone = fs.ReadStat(77);
+  EXPECT_EQ(gone.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(gone.status().message()), HasSubstr(P("77/stat")));
+  EXPECT_EQ(fs.ReadStat(12345).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(fs.ReadStat(60).status().code(), absl::StatusCode::kNotFound);
+
+  absl::StatusOr<ProcStat> dir = fs.ReadStat(88);
+  EXPECT_FALSE(dir.ok());
+  EXPECT_NE(dir.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(dir.status().message()), HasSubstr(P("88/stat")));
+
+  absl::StatusOr<ProcStat> garbled = fs.ReadStat(99);
+  EXPECT_EQ(garbled.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(garbled.status().message()),
+              HasSubstr(P("99/stat")));
+  EXPECT_EQ(fs.ReadStat(100).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(FixtureTreeTest, ReadOtherFiles) {
+  ProcFs fs(root_);
+  ASSERT_OK_AND_ASSIGN(ProcStatus status, fs.ReadStatus(9));
+  EXPECT_EQ(status.tgid, 9);
+  EXPECT_THAT(status.nspid, ElementsAre(9, 1));
+  EXPECT_EQ(fs.ReadStatus(5).status().code(), absl::StatusCode::kNotFound);
+
+  ASSERT_OK_AND_ASSIGN(uint64_t ns, fs.ReadPidNs(1));
+  EXPECT_EQ(ns, 4026531836u);
+  EXPECT_EQ(fs.ReadPidNs(9).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(fs.ReadPidNs(5).status().code(), absl::StatusCode::kNotFound);
+
+  ASSERT_OK_AND_ASSIGN(std::string cg, fs.ReadCgroup(1));
+  EXPECT_EQ(cg, "/runner.slice/job-1");
+  EXPECT_EQ(fs.ReadCgroup(9).status().code(), absl::StatusCode::kNotFound);
+
+  ASSERT_OK_AND_ASSIGN(std::string boot, fs.ReadBootId());
+  EXPECT_EQ(boot, "4a8c1d2e-0000-4000-8000-0123456789ab");
+
+  absl::StatusOr<uint64_t> self = fs.SelfPidNs();
+  EXPECT_EQ(self.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(self.status().message()), HasSubstr("self/ns/pid"));
+}
+
+TEST_F(FixtureTreeTest, ReadEnvVar) {
+  ProcFs fs(root_);
+  ASSERT_OK_AND_ASSIGN(std::optional<std::string> run_id,
+                       fs.ReadEnvVar(1, "RUNREAPER_RUN_ID"));
+  EXPECT_EQ(run_id, std::optional<std::string>("r1"));
+  ASSERT_OK_AND_ASSIGN(std::optional<std::string> name,
+                       fs.ReadEnvVar(1, "NAME"));
+  EXPECT_FALSE(name.has_value());  // NAMEX=2 must not match
+  EXPECT_EQ(fs.ReadEnvVar(5, "A").status().code(),
+            absl::StatusCode::kNotFound);
+
+  // An environment larger than the cap is an error, not "unset".
+  std::string big(2 * 1024 * 1024, 'x');
+  big.replace(0, 4, "BIG=");
+  big += std::string("\0RUNREAPER_RUN_ID=late\0", 23);
+  WriteFile(P("5/environ"), big);
+  EXPECT_EQ(fs.ReadEnvVar(5, "RUNREAPER_RUN_ID").status().code(),
+            absl::StatusCode::kResourceExhausted);
+  // Below the cap, a variable far into the text is found.
+  big.erase(4, 1500 * 1024);
+  WriteFile(P("5/environ"), big);
+  ASSERT_OK_AND_ASSIGN(std::optional<std::string> late,
+                       fs.ReadEnvVar(5, "RUNREAPER_RUN_ID"));
+  EXPECT_EQ(late, std::optional<std::string>("late"));
+}
+
+TEST_F(FixtureTreeTest, CaptureIdentity) {
+  ProcFs fs(root_);
+  ASSERT_OK_AND_ASSIGN(Identity id, fs.CaptureIdentity(1));
+  EXPECT_EQ(id.pid, 1);
+  EXPECT_EQ(id.pgid, 1);
+  EXPECT_EQ(id.sid, 1);
+  EXPECT_EQ(id.start_time, 4711u);
+  EXPECT_EQ(id.comm, "a) Z (b");
+  EXPECT_EQ(id.uid, 1000u);
+  EXPECT_EQ(id.pidns_inode, 4026531836u);
+  EXPECT_EQ(id.boot_id, "4a8c1d2e-0000-4000-8000-0123456789ab");
+  EXPECT_EQ(id.cgroup, "/runner.slice/job-1");
+
+  absl::StatusOr<Identity> thread = fs.CaptureIdentity(7);
+  EXPECT_EQ(thread.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(thread.status().message()),
+              HasSubstr("pid 7 is a thread of process 1, not a process"));
+
+  EXPECT_EQ(fs.CaptureIdentity(77).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(fs.CaptureIdentity(4242).status().code(),
+            absl::StatusCode::kNotFound);
+  // A garbled ns link is an error, not a zero inode.
+  EXPECT_EQ(fs.CaptureIdentity(9).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(fs.CaptureIdentity(0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(FixtureTreeTest, CaptureIdentityWithoutCgroupV2) {
+  ProcFs fs(root_);
+  ASSERT_EQ(::unlink(P("9/ns/pid").c_str()), 0);
+  ASSERT_EQ(::symlink("pid:[4026532000]", P("9/ns/pid").c_str()), 0);
+  ASSERT_OK_AND_ASSIGN(Identity id, fs.CaptureIdentity(9));
+  EXPECT_EQ(id.cgroup, "");
+  EXPECT_EQ(id.pidns_inode, 4026532000u);
+  EXPECT_EQ(id.uid, 0u);
+}
+
+// ---------------------------------------------------------------------------
+// Real processes against the host's /proc.
+
+void WriteByte(int fd) {
+  char c = 1;
+  while (::write(fd, &c, 1) < 0 && errno == EINTR) {
+  }
+}
+
+// Returns the number of bytes read (1) or 0 at EOF.
+ssize_t ReadByte(int fd) {
+  char c;
+  ssize_t n;
+  do {
+    n = ::read(fd, &c, 1);
+  } while (n < 0 && errno == EINTR);
+  return n;
+}
+
+void Reap(pid_t pid) {
+  int status;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+}
+
+// A forked child that optionally renames itself and starts its own session,
+// reports readiness over a pipe, and sleeps until killed. Killed and reaped
+// on destruction.
+class Sleeper {
+ public:
+  explicit Sleeper(const char* comm = nullptr, bool new_session = false) {
+    int p[2];
+    if (::pipe2(p, O_CLOEXEC) != 0) return;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::close(p[0]);
+      if (new_session) ::setsid();
+      if (comm != nullptr) ::prctl(PR_SET_NAME, comm, 0, 0, 0);
+      WriteByte(p[1]);
+      for (;;) ::pause();
+    }
+    ::close(p[1]);
+    if (pid_ > 0) ready_ = ReadByte(p[0]) == 1;
+    ::close(p[0]);
+  }
+  ~Sleeper() { Kill(); }
+  Sleeper(const Sleeper&) = delete;
+  Sleeper& operator=(const Sleeper&) = delete;
+
+  pid_t pid() const { return pid_; }
+  bool ready() const { return ready_; }
+  void Kill() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      Reap(pid_);
+      pid_ = -1;
     }
   }
-  EXPECT_TRUE(found);
-  EXPECT_GT(snap.processes.size(), 1u);
+
+ private:
+  pid_t pid_ = -1;
+  bool ready_ = false;
+};
+
+std::string ReadText(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+const ProcessInfo* Find(const Snapshot& snap, int pid) {
+  for (const ProcessInfo& p : snap.processes) {
+    if (p.pid == pid) return &p;
+  }
+  return nullptr;
+}
+
+TEST(RealProcessTest, CaptureIdentityOfSleeper) {
+  ProcFs fs;
+  Sleeper child(nullptr, /*new_session=*/true);
+  ASSERT_TRUE(child.ready());
+  const pid_t pid = child.pid();
+
+  ASSERT_OK_AND_ASSIGN(Identity id, fs.CaptureIdentity(pid));
+  ASSERT_OK_AND_ASSIGN(ProcStat st, fs.ReadStat(pid));
+  EXPECT_EQ(id.pid, pid);
+  EXPECT_EQ(id.pgid, ::getpgid(pid));
+  EXPECT_EQ(id.sid, ::getsid(pid));
+  EXPECT_EQ(id.sid, pid);  // it called setsid()
+  EXPECT_EQ(id.start_time, st.start_time);
+  EXPECT_GT(id.start_time, 0u);
+  EXPECT_EQ(id.comm, absl::StripTrailingAsciiWhitespace(
+                         ReadText(absl::StrCat("/proc/", pid, "/comm"))));
+  EXPECT_EQ(id.uid, ::getuid());
+  struct stat ns_st;
+  ASSERT_EQ(::stat("/proc/self/ns/pid", &ns_st), 0);
+  EXPECT_EQ(id.pidns_inode, ns_st.st_ino);
+  ASSERT_OK_AND_ASSIGN(uint64_t self_ns, fs.SelfPidNs());
+  EXPECT_EQ(id.pidns_inode, self_ns);
+  EXPECT_EQ(id.boot_id, absl::StripAsciiWhitespace(
+                            ReadText("/proc/sys/kernel/random/boot_id")));
+  EXPECT_EQ(id.boot_id.size(), 36u);
+  absl::StatusOr<std::string> cg =
+      ParseCgroupV2(ReadText("/proc/self/cgroup"));
+  EXPECT_EQ(id.cgroup, cg.ok() ? *cg : "");
+
+  ASSERT_OK_AND_ASSIGN(Snapshot snap, fs.Walk({true, true}));
+  const ProcessInfo* p = Find(snap, pid);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->ppid, ::getpid());
+  EXPECT_EQ(p->pgid, pid);
+  EXPECT_EQ(p->sid, pid);
+  EXPECT_EQ(p->start_time, id.start_time);
+  EXPECT_EQ(p->uid, std::optional<uint32_t>(::getuid()));
+  EXPECT_EQ(p->pidns_inode, std::optional<uint64_t>(self_ns));
+  ASSERT_FALSE(p->nspid.empty());
+  EXPECT_EQ(p->nspid.front(), pid);
+  EXPECT_NE(Find(snap, ::getpid()), nullptr);
+
+  child.Kill();  // killed and reaped
+  EXPECT_EQ(fs.CaptureIdentity(pid).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(fs.ReadStat(pid).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(RealProcessTest, ThreadIdIsNotAProcess) {
+  ProcFs fs;
+  std::atomic<pid_t> tid{0};
+  std::atomic<bool> done{false};
+  std::thread t([&] {
+    tid = static_cast<pid_t>(::syscall(SYS_gettid));
+    while (!done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  ASSERT_TRUE(WaitFor([&] { return tid.load() != 0; }));
+  const pid_t thread_id = tid.load();
+  ASSERT_NE(thread_id, ::getpid());
+
+  absl::StatusOr<Identity> id = fs.CaptureIdentity(thread_id);
+  absl::StatusOr<Snapshot> snap = fs.Walk();
+  // /proc/<tid> opens by number even though it is not listed.
+  absl::StatusOr<ProcStat> st = fs.ReadStat(thread_id);
+  done = true;
+  t.join();
+
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(id.status().message()),
+              HasSubstr(absl::StrCat("pid ", thread_id,
+                                     " is a thread of process ", ::getpid(),
+                                     ", not a process")));
+  ASSERT_OK(snap);
+  EXPECT_EQ(Find(*snap, thread_id), nullptr);
+  EXPECT_NE(Find(*snap, ::getpid()), nullptr);
+  ASSERT_OK(st);
+  EXPECT_EQ(st->pid, thread_id);
+}
+
+TEST(RealProcessTest, ZombieIsListedWithStateZ) {
+  ProcFs fs;
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::prctl(PR_SET_NAME, "a) Z (b", 0, 0, 0);
+    ::_exit(3);
+  }
+  // Not waited for yet: it stays a zombie.
+  const bool zombie = WaitFor([&] {
+    absl::StatusOr<ProcStat> st = fs.ReadStat(pid);
+    return st.ok() && st->state == 'Z';
+  });
+  absl::StatusOr<Snapshot> snap = fs.Walk({true, true});
+  absl::StatusOr<Identity> id = fs.CaptureIdentity(pid);
+  Reap(pid);
+
+  ASSERT_TRUE(zombie);
+  ASSERT_OK(snap);
+  const ProcessInfo* p = Find(*snap, pid);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->state, 'Z');
+  EXPECT_EQ(p->comm, "a) Z (b");
+  EXPECT_EQ(p->ppid, ::getpid());
+  // A zombie still has an identity (its stat, status and ns link remain
+  // until it is reaped).
+  ASSERT_OK(id);
+  EXPECT_EQ(id->comm, "a) Z (b");
+  EXPECT_EQ(fs.ReadStat(pid).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(RealProcessTest, CraftedCommsParseBackExactly) {
+  ProcFs fs;
+  const std::vector<std::string> comms = {
+      "a) Z (b", "(sd-pam)", "x y", "a\nb", "123456789012345", ""};
+  std::vector<std::unique_ptr<Sleeper>> children;
+  for (const std::string& comm : comms) {
+    children.push_back(std::make_unique<Sleeper>(comm.c_str()));
+    ASSERT_TRUE(children.back()->ready());
+  }
+  ASSERT_OK_AND_ASSIGN(Snapshot snap, fs.Walk());
+  for (size_t i = 0; i < comms.size(); ++i) {
+    SCOPED_TRACE(comms[i]);
+    const pid_t pid = children[i]->pid();
+    ASSERT_OK_AND_ASSIGN(ProcStat st, fs.ReadStat(pid));
+    EXPECT_EQ(st.comm, comms[i]);
+    EXPECT_EQ(st.pid, pid);
+    EXPECT_EQ(st.ppid, ::getpid());
+    EXPECT_EQ(st.state, 'S');
+    const ProcessInfo* p = Find(snap, pid);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(p->comm, comms[i]);
+  }
+}
+
+TEST(RealProcessTest, ReadEnvVarOfExecedChild) {
+  const char* sleep_bin =
+      ::access("/bin/sleep", X_OK) == 0 ? "/bin/sleep" : "/usr/bin/sleep";
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    char* const argv[] = {const_cast<char*>("sleep"),
+                          const_cast<char*>("1000"), nullptr};
+    char* const envp[] = {const_cast<char*>("NAMEX=1"),
+                          const_cast<char*>("RUNREAPER_RUN_ID=run-17"),
+                          const_cast<char*>("EMPTY="), nullptr};
+    ::execve(sleep_bin, argv, envp);
+    ::_exit(127);
+  }
+  ::close(p[1]);
+  // The write end closes at exec (O_CLOEXEC): EOF means the new image runs.
+  const ssize_t eof = ReadByte(p[0]);
+  ::close(p[0]);
+  ProcFs fs;
+  absl::StatusOr<std::optional<std::string>> run_id =
+      fs.ReadEnvVar(pid, "RUNREAPER_RUN_ID");
+  absl::StatusOr<std::optional<std::string>> name = fs.ReadEnvVar(pid, "NAME");
+  absl::StatusOr<std::optional<std::string>> empty =
+      fs.ReadEnvVar(pid, "EMPTY");
+  ::kill(pid, SIGKILL);
+  Reap(pid);
+
+  EXPECT_EQ(eof, 0);
+  ASSERT_OK(run_id);
+  EXPECT_EQ(*run_id, std::optional<std::string>("run-17"));
+  ASSERT_OK(name);
+  EXPECT_FALSE(name->has_value());
+  ASSERT_OK(empty);
+  EXPECT_EQ(*empty, std::optional<std::string>(""));
+}
+
+alignas(16) char g_ns_child_stack[256 * 1024];
+
+int NsChildMain(void* arg) {
+  WriteByte(*static_cast<int*>(arg));
+  for (;;) ::pause();
+  return 0;
+}
+
+TEST(RealProcessTest, ChildPidNamespaceShowsInWalk) {
+  ProcFs fs;
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+  // clone() rather than `unshare --fork`: the namespace's init is then our
+  // direct child, which this test kills and reaps itself.
+  const pid_t pid =
+      ::clone(NsChildMain, g_ns_child_stack + sizeof(g_ns_child_stack),
+              CLONE_NEWPID | SIGCHLD, &p[1]);
+  ASSERT_GT(pid, 0) << std::strerror(errno);
+  ::close(p[1]);
+  const ssize_t ready = ReadByte(p[0]);
+  ::close(p[0]);
+
+  absl::StatusOr<Snapshot> snap = fs.Walk({true, true});
+  absl::StatusOr<Identity> id = fs.CaptureIdentity(pid);
+  absl::StatusOr<uint64_t> self_ns = fs.SelfPidNs();
+  ::kill(pid, SIGKILL);
+  Reap(pid);
+
+  ASSERT_EQ(ready, 1);
+  ASSERT_OK(snap);
+  ASSERT_OK(id);
+  ASSERT_OK(self_ns);
+  const ProcessInfo* info = Find(*snap, pid);
+  ASSERT_NE(info, nullptr);
+  ASSERT_GE(info->nspid.size(), 2u);
+  EXPECT_EQ(info->nspid.front(), pid);
+  EXPECT_EQ(info->nspid.back(), 1);  // init of its own namespace
+  ASSERT_TRUE(info->pidns_inode.has_value());
+  EXPECT_NE(*info->pidns_inode, *self_ns);
+  EXPECT_EQ(id->pidns_inode, *info->pidns_inode);
 }
 
 }  // namespace
