@@ -133,7 +133,11 @@ ExitWatcher::ArmResult ExitWatcher::Arm(const std::string& key, int pid,
     switch (errno) {
       case ESRCH:  // no such process: already exited and reaped
         return ArmResult::kExited;
-      case EINVAL:  // a pid with no tasks left (or not a leader): not it
+      case EINVAL:  // a pid with no tasks left (or, before Linux 6.9, a
+                    // thread that does not lead its group): not the process
+        return ArmResult::kExited;
+      case ENOENT:  // Linux >= 6.9: a thread that does not lead its group;
+                    // "no process with that pid"
         return ArmResult::kExited;
       case EMFILE:  // out of descriptors: this record is polled instead
       case ENFILE:

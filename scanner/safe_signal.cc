@@ -147,9 +147,10 @@ SignalOutcome SignalProcess(const ProcFs& procfs, int pid,
       case ESRCH:  // no such process
         out.result = SignalResult::kGone;
         return out;
-      case EINVAL:
-        // A thread that does not lead its group, or a process with no
-        // tasks left. Neither is signalled; tell them apart for the caller.
+      case EINVAL:  // a process with no tasks left, or (before Linux 6.9)
+                    // a thread that does not lead its group
+      case ENOENT:  // Linux >= 6.9: a thread that does not lead its group
+        // Neither is signalled; tell them apart for the caller.
         if (::kill(pid, 0) != 0 && errno == ESRCH) {
           out.result = SignalResult::kGone;
           return out;
