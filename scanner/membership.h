@@ -1,0 +1,163 @@
+// Run membership: which processes of a /proc snapshot belong to a run
+// (DESIGN.md "Orphans and the sweep"). Pure decision code: it reads nothing
+// itself; the snapshot, the observer's identity and a ProcessEvidence that
+// answers environ/cgroup questions are passed in (the sweeper passes one
+// backed by ProcFs, tests pass hand-built ones).
+//
+// A process P is a member of run R when all of these hold:
+//   - R is in the observer's PID namespace (R.pidns_inode != 0 and equal to
+//     the observer's); otherwise R has no members at all.
+//   - R.start_time != 0 and P.start_time >= R.start_time.
+//   - P is not excluded: pid <= 1, pgid <= 1, sid <= 0 (kernel threads and
+//     processes whose group or session lies outside our namespace), the
+//     observer itself, its process group, its session, or an ancestor.
+//   - at least one source matches (first match is reported, in this order):
+//       kPgid    P.pgid == R.pgid, when R's leader led its group
+//                (R.pgid == R.pid) and the group number was not reused;
+//       kSid     P.sid == R.sid, when R's leader led its session
+//                (R.sid == R.pid) and the session number was not reused;
+//       kCookie  P's environ has RUNREAPER_RUN_ID=<R.run_id>;
+//       kCgroup  P's cgroup v2 path is R.cgroup or below it, when R.cgroup is
+//                a dedicated cgroup (not empty, not "/", and not holding the
+//                observer itself).
+// Reuse: when the snapshot holds a process whose pid equals R.pgid (R.sid)
+// with a start time other than R.start_time, the number names someone else's
+// group (session) now and nothing in it is R's.
+//
+// Flags: zombie (state Z: never signalled, reaper_pid = its ppid), kept
+// (RUNREAPER_KEEP=1 in its environ, or R.keep: never signalled), unverified
+// (its environ could not be read). A process whose environ is unreadable and
+// that matches no other source is reported with source kNone and
+// unverified=true: it might carry the cookie, so it is listed, but it is not
+// a member and never a target.
+#ifndef RUNREAPER_SCANNER_MEMBERSHIP_H_
+#define RUNREAPER_SCANNER_MEMBERSHIP_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "scanner/procfs.h"
+
+namespace runreaper::scanner {
+
+inline constexpr char kRunIdEnv[] = "RUNREAPER_RUN_ID";
+inline constexpr char kKeepEnv[] = "RUNREAPER_KEEP";
+
+// kLeader: the recorded leader itself (pid and start time equal), matched
+// only for runs with include_leader (a CANCELLED run sweeps its leader).
+enum class MatchSource { kNone, kPgid, kSid, kCookie, kCgroup, kLeader };
+const char* MatchSourceName(MatchSource source);
+
+// What membership needs of a run record.
+struct RunSpec {
+  std::string run_id;
+  int pid = 0;
+  int pgid = 0;
+  int sid = 0;
+  uint64_t pidns_inode = 0;
+  uint64_t start_time = 0;
+  std::string cgroup;  // dedicated cgroup v2 path; "" = none
+  bool keep = false;
+  // The leader (pid == this.pid, start time == this.start_time) is a member
+  // even when it led neither its group nor its session.
+  bool include_leader = false;
+};
+
+// Who is looking: the process that would send the signals.
+struct Observer {
+  int pid = 0;
+  int pgid = 0;
+  int sid = 0;
+  uint64_t pidns_inode = 0;  // 0 = unknown: no run has members
+  std::string cgroup;        // "" = unknown
+  std::vector<int> ancestors;  // ppid chain, nearest first
+};
+
+// The ppid chain of `pid` in `snapshot` (nearest first, stops at pid <= 1, a
+// pid missing from the snapshot, or a cycle).
+std::vector<int> AncestorsIn(const Snapshot& snapshot, int pid);
+
+// Answers the per-process questions that cost a read. Errors: NOT_FOUND when
+// the process is gone (it is then skipped); anything else = unreadable.
+class ProcessEvidence {
+ public:
+  struct Environ {
+    std::optional<std::string> run_id;  // RUNREAPER_RUN_ID, nullopt = unset
+    bool keep = false;                  // RUNREAPER_KEEP=1
+  };
+  virtual ~ProcessEvidence() = default;
+  virtual absl::StatusOr<Environ> ReadEnviron(int pid) = 0;
+  // cgroup v2 path; "" when the process has none.
+  virtual absl::StatusOr<std::string> ReadCgroup(int pid) = 0;
+};
+
+// ProcessEvidence backed by a ProcFs (not owned).
+class ProcFsEvidence : public ProcessEvidence {
+ public:
+  explicit ProcFsEvidence(const ProcFs* procfs) : procfs_(procfs) {}
+  absl::StatusOr<Environ> ReadEnviron(int pid) override;
+  absl::StatusOr<std::string> ReadCgroup(int pid) override;
+
+ private:
+  const ProcFs* procfs_;
+};
+
+struct Member {
+  int run_index = 0;  // index into the `runs` argument
+  ProcessInfo process;
+  MatchSource source = MatchSource::kNone;
+  bool zombie = false;
+  int reaper_pid = 0;  // zombies: the parent that is not reaping it
+  bool kept = false;
+  bool unverified = false;
+
+  // A live member that the sweep may signal.
+  bool Signallable() const {
+    return source != MatchSource::kNone && !zombie && !kept;
+  }
+};
+
+struct Membership {
+  // Ordered by run index, then pid.
+  std::vector<Member> members;
+  // Why a run or one of its sources was ruled out (foreign namespace, reused
+  // group number, ...), one human line each, for the audit log.
+  std::vector<std::string> notes;
+};
+
+// Members of every run in `runs` among `snapshot`'s processes. A process may
+// be a member of more than one run. Reads environ/cgroup through `evidence`
+// at most once per process.
+Membership FindMembers(const Snapshot& snapshot, const Observer& observer,
+                       const std::vector<RunSpec>& runs,
+                       ProcessEvidence& evidence);
+
+// OK when run.cgroup may be used as the run's own cgroup: nonempty, absolute,
+// not "/", and not holding the observer (when the observer's is known).
+// FAILED_PRECONDITION naming the run and cgroup otherwise.
+absl::Status CheckDedicatedCgroup(const RunSpec& run, const Observer& observer);
+
+// The cgroup v2 mount in /proc/<pid>/mountinfo text: its mount point and the
+// hierarchy path mounted there (field 4, usually "/"). nullopt when there is
+// no cgroup2 mount.
+struct Cgroup2Mount {
+  std::string mount_point;
+  std::string root;
+};
+std::optional<Cgroup2Mount> FindCgroup2Mount(absl::string_view mountinfo);
+
+// The directory of cgroup v2 path `cgroup` under `mount`; nullopt when the
+// path lies outside the mounted part of the hierarchy.
+std::optional<std::string> CgroupDir(const Cgroup2Mount& mount,
+                                     absl::string_view cgroup);
+
+// "/a/b" is `root` or below it ("/a/b" under "/a", not under "/a/bc").
+bool CgroupIsWithin(absl::string_view path, absl::string_view root);
+
+}  // namespace runreaper::scanner
+
+#endif  // RUNREAPER_SCANNER_MEMBERSHIP_H_

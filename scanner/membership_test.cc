@@ -1,0 +1,378 @@
+// Pure membership decisions on hand-built snapshots. The ProcessEvidence here
+// is a fake: environ/cgroup answers (including an unreadable environ) are the
+// edge these tests stage by hand; the sweeper tests cover the real reads.
+#include "scanner/membership.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "base/test_util.h"
+#include "gtest/gtest.h"
+
+namespace runreaper::scanner {
+namespace {
+
+constexpr uint64_t kNs = 4026531836;
+constexpr uint64_t kLeaderStart = 1000;
+
+class FakeEvidence : public ProcessEvidence {
+ public:
+  absl::StatusOr<Environ> ReadEnviron(int pid) override {
+    ++environ_reads[pid];
+    auto err = environ_error.find(pid);
+    if (err != environ_error.end()) return err->second;
+    auto it = environ.find(pid);
+    if (it == environ.end()) return Environ();
+    return it->second;
+  }
+  absl::StatusOr<std::string> ReadCgroup(int pid) override {
+    auto it = cgroup.find(pid);
+    if (it == cgroup.end()) return std::string("/user.slice");
+    return it->second;
+  }
+  std::map<int, Environ> environ;
+  std::map<int, absl::Status> environ_error;
+  std::map<int, std::string> cgroup;
+  std::map<int, int> environ_reads;
+};
+
+ProcessInfo Proc(int pid, int ppid, int pgid, int sid, uint64_t start,
+                 char state = 'S') {
+  ProcessInfo p;
+  p.pid = pid;
+  p.ppid = ppid;
+  p.pgid = pgid;
+  p.sid = sid;
+  p.start_time = start;
+  p.state = state;
+  p.comm = "p" + std::to_string(pid);
+  return p;
+}
+
+// The observer is pid 50 in group/session 40, child of 40, child of 1.
+Observer TheObserver() {
+  Observer o;
+  o.pid = 50;
+  o.pgid = 40;
+  o.sid = 40;
+  o.pidns_inode = kNs;
+  o.cgroup = "/system.slice/runreaperd.service";
+  o.ancestors = {40, 1};
+  return o;
+}
+
+// Run "r1": leader 100 led its group and session.
+RunSpec TheRun() {
+  RunSpec r;
+  r.run_id = "r1";
+  r.pid = 100;
+  r.pgid = 100;
+  r.sid = 100;
+  r.pidns_inode = kNs;
+  r.start_time = kLeaderStart;
+  return r;
+}
+
+Snapshot Base() {
+  Snapshot s;
+  s.processes = {
+      Proc(1, 0, 1, 1, 1),
+      Proc(40, 1, 40, 40, 10),
+      Proc(50, 40, 40, 40, 20),
+  };
+  return s;
+}
+
+std::map<int, Member> ByPid(const Membership& m) {
+  std::map<int, Member> out;
+  for (const Member& x : m.members) out[x.process.pid] = x;
+  return out;
+}
+
+TEST(MembershipTest, MatchesByPgidAndSid) {
+  Snapshot s = Base();
+  s.processes.push_back(Proc(100, 1, 100, 100, kLeaderStart));       // leader
+  s.processes.push_back(Proc(101, 100, 100, 100, kLeaderStart + 1)); // group
+  s.processes.push_back(Proc(102, 1, 102, 100, kLeaderStart + 2));   // session
+  s.processes.push_back(Proc(103, 1, 103, 103, kLeaderStart + 3));   // other
+  FakeEvidence ev;
+  Membership m = FindMembers(s, TheObserver(), {TheRun()}, ev);
+  auto by = ByPid(m);
+  ASSERT_EQ(by.size(), 3u);
+  EXPECT_EQ(by[100].source, MatchSource::kPgid);
+  EXPECT_EQ(by[101].source, MatchSource::kPgid);
+  EXPECT_EQ(by[102].source, MatchSource::kSid);
+  EXPECT_TRUE(by[101].Signallable());
+  EXPECT_EQ(by.count(103), 0u);
+}
+
+TEST(MembershipTest, CookieFindsEscapedDescendant) {
+  Snapshot s = Base();
+  s.processes.push_back(Proc(200, 1, 200, 200, kLeaderStart + 5));
+  s.processes.push_back(Proc(201, 1, 201, 201, kLeaderStart + 6));
+  FakeEvidence ev;
+  ev.environ[200].run_id = "r1";
+  ev.environ[201].run_id = "r1-other";
+  auto by = ByPid(FindMembers(s, TheObserver(), {TheRun()}, ev));
+  ASSERT_EQ(by.size(), 1u);
+  EXPECT_EQ(by[200].source, MatchSource::kCookie);
+  EXPECT_FALSE(by[200].unverified);
+}
+
+TEST(MembershipTest, CgroupOnlyWhenDedicated) {
+  Snapshot s = Base();
+  s.processes.push_back(Proc(300, 1, 300, 300, kLeaderStart + 5));
+  s.processes.push_back(Proc(301, 1, 301, 301, kLeaderStart + 5));
+  s.processes.push_back(Proc(302, 1, 302, 302, kLeaderStart + 5));
+  FakeEvidence ev;
+  ev.cgroup[300] = "/runreaper/r1";
+  ev.cgroup[301] = "/runreaper/r1/sub";
+  ev.cgroup[302] = "/runreaper/r10";
+  RunSpec run = TheRun();
+  run.cgroup = "/runreaper/r1";
+  auto by = ByPid(FindMembers(s, TheObserver(), {run}, ev));
+  ASSERT_EQ(by.size(), 2u);
+  EXPECT_EQ(by[300].source, MatchSource::kCgroup);
+  EXPECT_EQ(by[301].source, MatchSource::kCgroup);
+
+  // The root cgroup, or one holding the observer, is nobody's own.
+  for (const std::string& shared : {std::string("/"),
+                                    std::string("/system.slice"),
+                                    std::string("relative")}) {
+    run.cgroup = shared;
+    ev.cgroup[300] = "/system.slice/x";
+    Membership m = FindMembers(s, TheObserver(), {run}, ev);
+    EXPECT_TRUE(m.members.empty()) << shared;
+    EXPECT_FALSE(m.notes.empty()) << shared;
+  }
+}
+
+TEST(MembershipTest, LeaderThatDidNotLeadItsGroupOwnsNoGroup) {
+  Snapshot s = Base();
+  // The runner (pid 90) leads group 90; the run's leader 100 lives in it.
+  s.processes.push_back(Proc(90, 1, 90, 90, 500));
+  s.processes.push_back(Proc(100, 90, 90, 90, kLeaderStart));
+  s.processes.push_back(Proc(101, 100, 90, 90, kLeaderStart + 1));
+  RunSpec run = TheRun();
+  run.pgid = 90;
+  run.sid = 90;
+  FakeEvidence ev;
+  Membership m = FindMembers(s, TheObserver(), {run}, ev);
+  EXPECT_TRUE(m.members.empty());
+}
+
+TEST(MembershipTest, ReusedGroupNumberIsNotTheRuns) {
+  Snapshot s = Base();
+  // A new process holds pid 100 (started later): group 100 is its now.
+  s.processes.push_back(Proc(100, 1, 100, 100, kLeaderStart + 50));
+  s.processes.push_back(Proc(101, 100, 100, 100, kLeaderStart + 60));
+  FakeEvidence ev;
+  Membership m = FindMembers(s, TheObserver(), {TheRun()}, ev);
+  EXPECT_TRUE(m.members.empty());
+  EXPECT_GE(m.notes.size(), 2u);  // pgid and sid both reused
+
+  // The cookie still identifies the run's own processes.
+  ev.environ[101].run_id = "r1";
+  auto by = ByPid(FindMembers(s, TheObserver(), {TheRun()}, ev));
+  ASSERT_EQ(by.size(), 1u);
+  EXPECT_EQ(by[101].source, MatchSource::kCookie);
+}
+
+TEST(MembershipTest, LeaderGoneGroupStillOwned) {
+  Snapshot s = Base();
+  s.processes.push_back(Proc(101, 1, 100, 100, kLeaderStart + 1));
+  FakeEvidence ev;
+  auto by = ByPid(FindMembers(s, TheObserver(), {TheRun()}, ev));
+  ASSERT_EQ(by.size(), 1u);
+  EXPECT_EQ(by[101].source, MatchSource::kPgid);
+}
+
+TEST(MembershipTest, StartTimeRule) {
+  Snapshot s = Base();
+  // In the group but older than the leader: joined by setpgid, not ours.
+  s.processes.push_back(Proc(99, 1, 100, 100, kLeaderStart - 1));
+  s.processes.push_back(Proc(101, 1, 100, 100, kLeaderStart));
+  FakeEvidence ev;
+  ev.environ[99].run_id = "r1";
+  auto by = ByPid(FindMembers(s, TheObserver(), {TheRun()}, ev));
+  ASSERT_EQ(by.size(), 1u);
+  EXPECT_EQ(by.count(101), 1u);
+
+  // No recorded start time: no members at all.
+  RunSpec run = TheRun();
+  run.start_time = 0;
+  EXPECT_TRUE(FindMembers(s, TheObserver(), {run}, ev).members.empty());
+}
+
+TEST(MembershipTest, ForeignOrUnknownNamespaceHasNoMembers) {
+  Snapshot s = Base();
+  s.processes.push_back(Proc(101, 1, 100, 100, kLeaderStart + 1));
+  FakeEvidence ev;
+  RunSpec run = TheRun();
+  run.pidns_inode = kNs + 1;
+  EXPECT_TRUE(FindMembers(s, TheObserver(), {run}, ev).members.empty());
+  run.pidns_inode = 0;
+  EXPECT_TRUE(FindMembers(s, TheObserver(), {run}, ev).members.empty());
+  Observer o = TheObserver();
+  o.pidns_inode = 0;
+  EXPECT_TRUE(FindMembers(s, o, {TheRun()}, ev).members.empty());
+  EXPECT_TRUE(ev.environ_reads.empty());
+}
+
+TEST(MembershipTest, NeverInitSelfOwnGroupSessionOrAncestors) {
+  Snapshot s = Base();
+  // A run whose recorded group is the observer's own, with a cookie on
+  // everything: still none of these.
+  RunSpec run = TheRun();
+  run.pid = 40;
+  run.pgid = 40;
+  run.sid = 40;
+  run.start_time = 1;
+  s.processes.push_back(Proc(60, 50, 40, 40, 30));    // our group
+  s.processes.push_back(Proc(61, 1, 61, 40, 30));     // our session
+  s.processes.push_back(Proc(2, 0, 0, 0, 1));         // kthreadd
+  s.processes.push_back(Proc(70, 2, 0, 0, 30));       // a kernel thread
+  FakeEvidence ev;
+  for (const ProcessInfo& p : s.processes) ev.environ[p.pid].run_id = "x";
+  run.run_id = "x";
+  Membership m = FindMembers(s, TheObserver(), {run}, ev);
+  EXPECT_TRUE(m.members.empty());
+
+  // An ancestor outside our group and session, carrying the cookie.
+  Snapshot t;
+  t.processes = {Proc(1, 0, 1, 1, 1), Proc(30, 1, 30, 30, 5),
+                 Proc(40, 30, 40, 40, 10), Proc(50, 40, 40, 40, 20)};
+  Observer o = TheObserver();
+  o.ancestors = AncestorsIn(t, 50);
+  EXPECT_EQ(o.ancestors, (std::vector<int>{40, 30, 1}));
+  FakeEvidence ev2;
+  ev2.environ[30].run_id = "x";
+  EXPECT_TRUE(FindMembers(t, o, {run}, ev2).members.empty());
+}
+
+TEST(MembershipTest, ZombieReportedWithItsParent) {
+  Snapshot s = Base();
+  s.processes.push_back(Proc(101, 77, 100, 100, kLeaderStart + 1, 'Z'));
+  s.processes.push_back(Proc(102, 1, 100, 100, kLeaderStart + 1, 'X'));
+  FakeEvidence ev;
+  auto by = ByPid(FindMembers(s, TheObserver(), {TheRun()}, ev));
+  ASSERT_EQ(by.size(), 1u);
+  EXPECT_TRUE(by[101].zombie);
+  EXPECT_EQ(by[101].reaper_pid, 77);
+  EXPECT_FALSE(by[101].Signallable());
+}
+
+TEST(MembershipTest, KeepByEnvironOrPolicy) {
+  Snapshot s = Base();
+  s.processes.push_back(Proc(101, 1, 100, 100, kLeaderStart + 1));
+  s.processes.push_back(Proc(102, 1, 100, 100, kLeaderStart + 1));
+  FakeEvidence ev;
+  ev.environ[101].keep = true;
+  auto by = ByPid(FindMembers(s, TheObserver(), {TheRun()}, ev));
+  EXPECT_TRUE(by[101].kept);
+  EXPECT_FALSE(by[101].Signallable());
+  EXPECT_FALSE(by[102].kept);
+  RunSpec run = TheRun();
+  run.keep = true;
+  by = ByPid(FindMembers(s, TheObserver(), {run}, ev));
+  EXPECT_TRUE(by[102].kept);
+  EXPECT_FALSE(by[102].Signallable());
+}
+
+TEST(MembershipTest, UnreadableEnvironIsUnverified) {
+  Snapshot s = Base();
+  s.processes.push_back(Proc(101, 1, 100, 100, kLeaderStart + 1));  // pgid
+  s.processes.push_back(Proc(200, 1, 200, 200, kLeaderStart + 1));  // none
+  s.processes.push_back(Proc(201, 1, 201, 201, kLeaderStart + 1));  // gone
+  FakeEvidence ev;
+  ev.environ_error[101] = absl::PermissionDeniedError("environ");
+  ev.environ_error[200] = absl::PermissionDeniedError("environ");
+  ev.environ_error[201] = absl::NotFoundError("gone");
+  auto by = ByPid(FindMembers(s, TheObserver(), {TheRun()}, ev));
+  ASSERT_EQ(by.size(), 2u);
+  EXPECT_EQ(by[101].source, MatchSource::kPgid);
+  EXPECT_TRUE(by[101].unverified);
+  EXPECT_TRUE(by[101].Signallable());
+  // Only the cookie could have matched: listed, never a target.
+  EXPECT_EQ(by[200].source, MatchSource::kNone);
+  EXPECT_TRUE(by[200].unverified);
+  EXPECT_FALSE(by[200].Signallable());
+}
+
+TEST(MembershipTest, SeveralRunsOneEnvironReadEach) {
+  Snapshot s = Base();
+  s.processes.push_back(Proc(101, 1, 100, 100, kLeaderStart + 1));
+  s.processes.push_back(Proc(201, 1, 200, 200, kLeaderStart + 10));
+  RunSpec a = TheRun();
+  RunSpec b = TheRun();
+  b.run_id = "r2";
+  b.pid = b.pgid = b.sid = 200;
+  b.start_time = kLeaderStart + 5;
+  FakeEvidence ev;
+  Membership m = FindMembers(s, TheObserver(), {a, b}, ev);
+  ASSERT_EQ(m.members.size(), 2u);
+  EXPECT_EQ(m.members[0].run_index, 0);
+  EXPECT_EQ(m.members[0].process.pid, 101);
+  EXPECT_EQ(m.members[1].run_index, 1);
+  EXPECT_EQ(m.members[1].process.pid, 201);
+  for (const auto& [pid, n] : ev.environ_reads) EXPECT_EQ(n, 1) << pid;
+}
+
+TEST(MembershipTest, LeaderIncludedOnlyWhenAsked) {
+  Snapshot s = Base();
+  // The leader lives in the runner's group 90: no group, no cookie.
+  s.processes.push_back(Proc(90, 1, 90, 90, 500));
+  s.processes.push_back(Proc(100, 90, 90, 90, kLeaderStart));
+  RunSpec run = TheRun();
+  run.pgid = 90;
+  run.sid = 90;
+  FakeEvidence ev;
+  EXPECT_TRUE(FindMembers(s, TheObserver(), {run}, ev).members.empty());
+  run.include_leader = true;
+  auto by = ByPid(FindMembers(s, TheObserver(), {run}, ev));
+  ASSERT_EQ(by.size(), 1u);
+  EXPECT_EQ(by[100].source, MatchSource::kLeader);
+  EXPECT_TRUE(by[100].Signallable());
+  // A recycled leader pid is not the leader.
+  s.processes[4].start_time = kLeaderStart + 7;
+  EXPECT_TRUE(FindMembers(s, TheObserver(), {run}, ev).members.empty());
+}
+
+TEST(MembershipTest, FindsCgroup2Mount) {
+  constexpr char kMountinfo[] =
+      "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n"
+      "32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n"
+      "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime shared:9 - cgroup2 "
+      "cgroup2 rw\n";
+  std::optional<Cgroup2Mount> m = FindCgroup2Mount(kMountinfo);
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->mount_point, "/sys/fs/cgroup/unified");
+  EXPECT_EQ(m->root, "/");
+  EXPECT_EQ(CgroupDir(*m, "/runreaper/r1"),
+            std::optional<std::string>("/sys/fs/cgroup/unified/runreaper/r1"));
+  EXPECT_FALSE(FindCgroup2Mount("1 0 0:1 / / rw - ext4 /dev/sda rw\n"));
+
+  Cgroup2Mount sub{"/mnt/my\\040cg", "/a"};
+  sub.mount_point = "/mnt/my cg";
+  EXPECT_EQ(CgroupDir(sub, "/a/b"), std::optional<std::string>("/mnt/my cg/b"));
+  EXPECT_FALSE(CgroupDir(sub, "/ab").has_value());
+  std::optional<Cgroup2Mount> esc = FindCgroup2Mount(
+      "9 1 0:5 /x /mnt/my\\040cg rw - cgroup2 none rw\n");
+  ASSERT_TRUE(esc.has_value());
+  EXPECT_EQ(esc->mount_point, "/mnt/my cg");
+  EXPECT_EQ(esc->root, "/x");
+}
+
+TEST(MembershipTest, CgroupIsWithin) {
+  EXPECT_TRUE(CgroupIsWithin("/a/b", "/a/b"));
+  EXPECT_TRUE(CgroupIsWithin("/a/b/c", "/a/b"));
+  EXPECT_FALSE(CgroupIsWithin("/a/bc", "/a/b"));
+  EXPECT_FALSE(CgroupIsWithin("/a", "/a/b"));
+  EXPECT_FALSE(CgroupIsWithin("", "/a"));
+  EXPECT_FALSE(CgroupIsWithin("/a", ""));
+}
+
+}  // namespace
+}  // namespace runreaper::scanner
