@@ -254,6 +254,22 @@ TEST_F(ExitWatcherTest, RearmReplacesThePidfd) {
   Reap(b.pid);
 }
 
+TEST_F(ExitWatcherTest, IsRunningUntilTheProcessExits) {
+  Child c = ForkChild();
+  ASSERT_GT(c.pid, 0);
+  EXPECT_FALSE(watcher_->IsRunning("run-i"));  // not armed
+  ASSERT_EQ(watcher_->Arm("run-i", c.pid, StartTime(c.pid)),
+            ExitWatcher::ArmResult::kArmed);
+  EXPECT_TRUE(watcher_->IsRunning("run-i"));
+  Release(&c);
+  // Turns false once it is a zombie, before anyone reaps it.
+  EXPECT_TRUE(WaitFor([&] { return !watcher_->IsRunning("run-i"); }));
+  ASSERT_OK_AND_ASSIGN(ProcStat stat, procfs_.ReadStat(c.pid));
+  EXPECT_EQ(stat.state, 'Z');
+  EXPECT_TRUE(AwaitReported("run-i"));
+  Reap(c.pid);
+}
+
 TEST_F(ExitWatcherTest, OutOfDescriptorsFallsBackToPolling) {
   Child c = ForkChild();
   ASSERT_GT(c.pid, 0);
