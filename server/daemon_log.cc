@@ -1,0 +1,74 @@
+#include "server/daemon_log.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+
+namespace runreaper::server {
+
+namespace v1 = ::runreaper::v1;
+
+void LogLine(absl::string_view message) {
+  const std::string line = absl::StrCat(
+      absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone()),
+      " runreaperd: ", message, "\n");
+  size_t off = 0;
+  while (off < line.size()) {
+    const ssize_t n = ::write(STDERR_FILENO, line.data() + off, line.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    off += static_cast<size_t>(n);
+  }
+}
+
+std::string ShortStateName(v1::RunState state) {
+  std::string name = v1::RunState_Name(state);
+  if (name.empty()) return absl::StrCat(static_cast<int>(state));
+  return std::string(absl::StripPrefix(name, "RUN_STATE_"));
+}
+
+std::string ShortReasonName(v1::StaleReason reason) {
+  std::string name = v1::StaleReason_Name(reason);
+  if (name.empty()) return absl::StrCat(static_cast<int>(reason));
+  return std::string(absl::StripPrefix(name, "STALE_REASON_"));
+}
+
+std::string DescribeEvent(const v1::Event& e) {
+  std::string out = absl::StrCat("event ", e.event_id(), " run ", e.run_id(), " ");
+  switch (e.type()) {
+    case v1::EVENT_TYPE_REGISTERED:
+      absl::StrAppend(&out, "registered -> ", ShortStateName(e.to_state()));
+      break;
+    case v1::EVENT_TYPE_STATE_CHANGED:
+      absl::StrAppend(&out, ShortStateName(e.from_state()), " -> ",
+                      ShortStateName(e.to_state()));
+      if (e.stale_reason() != v1::STALE_REASON_UNSPECIFIED) {
+        absl::StrAppend(&out, " (", ShortReasonName(e.stale_reason()), ")");
+      }
+      if (e.has_exit_code()) absl::StrAppend(&out, " exit_code=", e.exit_code());
+      break;
+    case v1::EVENT_TYPE_SIGNAL:
+      absl::StrAppend(&out, "signal ", e.signal(), " (", e.stage(), ") to pid ",
+                      e.pid(), ": ", e.result());
+      break;
+    case v1::EVENT_TYPE_RESULT:
+      absl::StrAppend(&out, "result published");
+      if (e.has_exit_code()) absl::StrAppend(&out, " exit_code=", e.exit_code());
+      break;
+    default: {
+      std::string type = v1::EventType_Name(e.type());
+      absl::StrAppend(&out, absl::StripPrefix(type, "EVENT_TYPE_"));
+      break;
+    }
+  }
+  if (!e.detail().empty()) absl::StrAppend(&out, ": ", e.detail());
+  return out;
+}
+
+}  // namespace runreaper::server

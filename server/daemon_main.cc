@@ -1,0 +1,92 @@
+// runreaperd: the runreaper daemon. See docs/OPERATIONS.md.
+#include <cstdio>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "server/daemon.h"
+
+ABSL_FLAG(std::string, db, "./var/runreaper.db",
+          "SQLite database file (its directory is created if missing).");
+ABSL_FLAG(std::string, socket, "./var/runreaper.sock",
+          "Unix socket to serve gRPC on, created mode 0660 (its directory is "
+          "created if missing). A stale socket file is replaced; a live daemon "
+          "on it is an error.");
+ABSL_FLAG(std::string, listen, "",
+          "Optional extra TCP listener host:port (e.g. 127.0.0.1:7443). A "
+          "non-loopback address requires --token_file.");
+ABSL_FLAG(std::string, token_file, "",
+          "File holding a bearer token; TCP calls must send metadata "
+          "'authorization: Bearer <token>'. Unix-socket calls are authorised by "
+          "the socket's file mode.");
+ABSL_FLAG(absl::Duration, scan_interval, absl::Seconds(2),
+          "Full reconcile pass (and event-log poll) interval. Exits of watched "
+          "leaders are reconciled at once, not at the next pass.");
+ABSL_FLAG(absl::Duration, stale_after, absl::Minutes(10),
+          "A run whose leader cannot be verified becomes STALE (TIMEOUT) once "
+          "not seen alive for longer than this.");
+ABSL_FLAG(absl::Duration, pass_deadline, absl::ZeroDuration(),
+          "A pass running longer than this makes health NOT_SERVING until a pass "
+          "completes; 0 = 5 x --scan_interval.");
+ABSL_FLAG(bool, once, false,
+          "Run one reconcile pass against --db, print a one-line summary and "
+          "exit (0 on success). Safe while a daemon serves the same database.");
+ABSL_FLAG(bool, sweep, false, "With --once: also sweep the orphans of terminal runs.");
+ABSL_FLAG(absl::Duration, sweep_interval, absl::ZeroDuration(),
+          "Sweep orphans automatically at this interval; 0 = only on request "
+          "(Sweep RPC, CancelRun, --once --sweep).");
+ABSL_FLAG(std::string, metrics, "",
+          "Optional Prometheus endpoint host:port serving GET /metrics "
+          "(e.g. 127.0.0.1:9464); empty = off.");
+ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(5),
+          "On SIGTERM/SIGINT, how long in-flight calls may take to finish.");
+ABSL_FLAG(int, watch_queue_limit, 10000,
+          "Events a WatchEvents stream may have unsent before it is ended with "
+          "RESOURCE_EXHAUSTED (slow consumer; the message names the id to "
+          "resume from).");
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "keeps job runners honest about their processes.\n"
+      "Serves runreaper.v1.Reconciler, grpc.health.v1.Health and reflection on "
+      "a unix socket.\nDefaults need no configuration: database "
+      "./var/runreaper.db, socket ./var/runreaper.sock.\n"
+      "  runreaperd [--db=PATH] [--socket=PATH] [--listen=HOST:PORT "
+      "--token_file=F] ...\n  runreaperd --once [--sweep]   (cron)");
+  absl::FlagsUsageConfig usage;
+  // --help lists this file's flags (absl's default filter wants *main.cc
+  // named after the binary).
+  usage.contains_help_flags = [](absl::string_view file) {
+    return absl::StrContains(file, "server/daemon_main");
+  };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage);
+  absl::ParseCommandLine(argc, argv);
+  runreaper::server::DaemonOptions options;
+  options.db = absl::GetFlag(FLAGS_db);
+  options.socket = absl::GetFlag(FLAGS_socket);
+  options.listen = absl::GetFlag(FLAGS_listen);
+  options.token_file = absl::GetFlag(FLAGS_token_file);
+  options.scan_interval = absl::GetFlag(FLAGS_scan_interval);
+  options.stale_after = absl::GetFlag(FLAGS_stale_after);
+  options.pass_deadline = absl::GetFlag(FLAGS_pass_deadline);
+  options.sweep_interval = absl::GetFlag(FLAGS_sweep_interval);
+  options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
+  options.metrics = absl::GetFlag(FLAGS_metrics);
+  const int limit = absl::GetFlag(FLAGS_watch_queue_limit);
+  options.watch_queue_limit = limit > 0 ? static_cast<size_t>(limit) : 1;
+  if (absl::GetFlag(FLAGS_once)) {
+    return runreaper::server::RunOnce(options, absl::GetFlag(FLAGS_sweep));
+  }
+  if (absl::GetFlag(FLAGS_sweep)) {
+    fprintf(stderr, "runreaperd: --sweep only applies with --once "
+                    "(use --sweep_interval for automatic sweeps)\n");
+    return 2;
+  }
+  return runreaper::server::RunDaemon(options);
+}

@@ -1,0 +1,116 @@
+#include "server/daemon.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "base/fd.h"
+#include "base/test_util.h"
+#include "gtest/gtest.h"
+
+namespace runreaper::server {
+namespace {
+
+class DaemonPiecesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/rrd.XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    std::string cmd = "rm -rf " + dir_;
+    ASSERT_EQ(system(cmd.c_str()), 0);
+  }
+  // A bound unix socket; listening when `listen`, else left as a stale file.
+  Fd BindAt(const std::string& path, bool listen) {
+    Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    memcpy(addr.sun_path, path.data(), path.size());
+    EXPECT_EQ(::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    if (listen) {
+      EXPECT_EQ(::listen(fd.get(), 4), 0);
+    }
+    return fd;
+  }
+  std::string dir_;
+};
+
+TEST_F(DaemonPiecesTest, CreatesDirectoryWhenMissing) {
+  const std::string path = dir_ + "/a/b/s.sock";
+  ASSERT_OK_AND_ASSIGN(Fd lock, PrepareSocketPath(path));
+  struct stat st;
+  ASSERT_EQ(::stat((dir_ + "/a/b").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+}
+
+TEST_F(DaemonPiecesTest, StaleSocketIsRemoved) {
+  const std::string path = dir_ + "/s.sock";
+  { Fd closed = BindAt(path, /*listen=*/false); }  // file left, nobody listens
+  ASSERT_EQ(::access(path.c_str(), F_OK), 0);
+  ASSERT_OK_AND_ASSIGN(Fd lock, PrepareSocketPath(path));
+  EXPECT_NE(::access(path.c_str(), F_OK), 0);
+}
+
+TEST_F(DaemonPiecesTest, LiveSocketIsAnErrorNamingItAndIsKept) {
+  const std::string path = dir_ + "/s.sock";
+  Fd live = BindAt(path, /*listen=*/true);
+  absl::StatusOr<Fd> lock = PrepareSocketPath(path);
+  ASSERT_FALSE(lock.ok());
+  EXPECT_TRUE(absl::StrContains(lock.status().message(), path)) << lock.status();
+  EXPECT_EQ(::access(path.c_str(), F_OK), 0);
+}
+
+TEST_F(DaemonPiecesTest, HeldLockIsAnErrorNamingTheSocket) {
+  const std::string path = dir_ + "/s.sock";
+  ASSERT_OK_AND_ASSIGN(Fd first, PrepareSocketPath(path));
+  absl::StatusOr<Fd> second = PrepareSocketPath(path);
+  ASSERT_FALSE(second.ok());
+  EXPECT_TRUE(absl::StrContains(second.status().message(), path)) << second.status();
+}
+
+TEST_F(DaemonPiecesTest, RegularFileAtSocketPathIsNeverRemoved) {
+  const std::string path = dir_ + "/s.sock";
+  Fd f(::open(path.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
+  ASSERT_TRUE(f.valid());
+  EXPECT_FALSE(PrepareSocketPath(path).ok());
+  EXPECT_EQ(::access(path.c_str(), F_OK), 0);
+}
+
+TEST_F(DaemonPiecesTest, OverlongSocketPathIsRejected) {
+  EXPECT_FALSE(PrepareSocketPath("/tmp/" + std::string(120, 'x')).ok());
+}
+
+TEST(IsLoopbackAddressTest, Cases) {
+  EXPECT_TRUE(IsLoopbackAddress("127.0.0.1:7443"));
+  EXPECT_TRUE(IsLoopbackAddress("127.1.2.3:1"));
+  EXPECT_TRUE(IsLoopbackAddress("localhost:80"));
+  EXPECT_TRUE(IsLoopbackAddress("[::1]:80"));
+  EXPECT_FALSE(IsLoopbackAddress("0.0.0.0:80"));
+  EXPECT_FALSE(IsLoopbackAddress(":80"));
+  EXPECT_FALSE(IsLoopbackAddress("[::]:80"));
+  EXPECT_FALSE(IsLoopbackAddress("10.0.0.1:80"));
+  EXPECT_FALSE(IsLoopbackAddress("127.0.0.1.evil.com:80"));
+  EXPECT_FALSE(IsLoopbackAddress("127.0.0.1"));
+}
+
+TEST_F(DaemonPiecesTest, TokenFileIsTrimmedAndEmptyIsAnError) {
+  const std::string path = dir_ + "/token";
+  ASSERT_EQ(system(("printf '  s3cret\\n' > " + path).c_str()), 0);
+  ASSERT_OK_AND_ASSIGN(std::string token, ReadTokenFile(path));
+  EXPECT_EQ(token, "s3cret");
+  ASSERT_EQ(system(("printf '\\n' > " + path).c_str()), 0);
+  EXPECT_FALSE(ReadTokenFile(path).ok());
+  EXPECT_FALSE(ReadTokenFile(dir_ + "/missing").ok());
+}
+
+}  // namespace
+}  // namespace runreaper::server

@@ -1,0 +1,145 @@
+// The runreaper.v1.Reconciler gRPC service (callback API): request
+// validation, the mapping onto the store, the reconciler and the sweeper, and
+// the two long-lived calls, WaitRun and WatchEvents, which wait on the event
+// hub and a shared timer thread instead of pinning a thread each.
+//
+// Status mapping: the store's absl::Status codes pass through unchanged (the
+// numeric codes are gRPC's); a request field that is malformed is
+// INVALID_ARGUMENT with a message that starts with the field name.
+#ifndef RUNREAPER_SERVER_SERVICE_H_
+#define RUNREAPER_SERVER_SERVICE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "grpcpp/grpcpp.h"
+#include "runreaper/v1/runreaper.grpc.pb.h"
+#include "runreaper/v1/runreaper.pb.h"
+#include "scanner/procfs.h"
+#include "server/event_hub.h"
+#include "server/reconciler.h"
+#include "store/run_store.h"
+
+namespace runreaper::server {
+
+namespace v1 = ::runreaper::v1;
+
+// Request limits (also documented in the proto and docs/OPERATIONS.md).
+inline constexpr size_t kMaxRunIdBytes = 256;
+inline constexpr size_t kMaxLabelKeyBytes = 63;
+inline constexpr size_t kMaxLabelValueBytes = 256;
+inline constexpr int kMaxLabels = 64;
+inline constexpr int kMaxReasonBytes = 1024;
+
+// The orphan side (ListOrphans, Sweep, the sweep after CancelRun), filled by
+// the daemon from server/sweeper.h. An empty hook makes its RPC UNIMPLEMENTED
+// (and CancelRun only cancels).
+struct OrphanHooks {
+  std::function<absl::StatusOr<v1::ListOrphansResponse>(const std::string&)>
+      list_orphans;
+  std::function<absl::StatusOr<v1::SweepResponse>(const v1::SweepRequest&)>
+      sweep;
+  std::function<absl::StatusOr<v1::SweepResponse>(const std::string&)>
+      sweep_run;
+};
+
+struct ServiceOptions {
+  // A WatchEvents stream whose unsent queue grows past this is ended with
+  // RESOURCE_EXHAUSTED ("slow consumer; resume with after_event_id=N").
+  size_t watch_queue_limit = 10000;
+  // When set, calls from a non-unix peer (TCP) must carry the metadata
+  // "authorization: Bearer <token>"; others get UNAUTHENTICATED. Calls over
+  // the unix socket are authorised by its file mode.
+  std::string token;
+};
+
+// Checks a RegisterRunRequest's fields (not the process): INVALID_ARGUMENT
+// naming the first bad field.
+absl::Status ValidateRegisterRequest(const v1::RegisterRunRequest& request);
+
+grpc::Status ToGrpcStatus(const absl::Status& status);
+
+// Fills a WaitRunResponse from the run as it stands (terminal and
+// exited_without_result; timed_out is left to the caller).
+void FillWaitResponse(const v1::Run& run, v1::WaitRunResponse* response);
+
+class ReconcilerService final : public v1::Reconciler::CallbackService {
+ public:
+  // None of the pointers is owned; `reconciler` may be null (no exit watching
+  // on registration; Reconcile is UNIMPLEMENTED). `hub` must be started.
+  ReconcilerService(store::RunStore* store, const scanner::ProcFs* procfs,
+                    Reconciler* reconciler, EventHub* hub, OrphanHooks hooks,
+                    ServiceOptions options = {});
+  // Waits for background sweeps started by CancelRun.
+  ~ReconcilerService() override;
+
+  // Waits until no CancelRun sweep runs in the background.
+  void WaitForBackgroundWork();
+
+  grpc::ServerUnaryReactor* RegisterRun(grpc::CallbackServerContext* ctx,
+                                        const v1::RegisterRunRequest* request,
+                                        v1::Run* response) override;
+  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx,
+                                      const v1::HeartbeatRequest* request,
+                                      v1::Run* response) override;
+  grpc::ServerUnaryReactor* FinishRun(grpc::CallbackServerContext* ctx,
+                                      const v1::FinishRunRequest* request,
+                                      v1::Run* response) override;
+  grpc::ServerUnaryReactor* CancelRun(grpc::CallbackServerContext* ctx,
+                                      const v1::CancelRunRequest* request,
+                                      v1::Run* response) override;
+  grpc::ServerUnaryReactor* GetRun(grpc::CallbackServerContext* ctx,
+                                   const v1::GetRunRequest* request,
+                                   v1::Run* response) override;
+  grpc::ServerUnaryReactor* ListRuns(grpc::CallbackServerContext* ctx,
+                                     const v1::ListRunsRequest* request,
+                                     v1::ListRunsResponse* response) override;
+  grpc::ServerUnaryReactor* WaitRun(grpc::CallbackServerContext* ctx,
+                                    const v1::WaitRunRequest* request,
+                                    v1::WaitRunResponse* response) override;
+  grpc::ServerUnaryReactor* Reconcile(grpc::CallbackServerContext* ctx,
+                                      const v1::ReconcileRequest* request,
+                                      v1::ReconcileResponse* response) override;
+  grpc::ServerUnaryReactor* ListOrphans(
+      grpc::CallbackServerContext* ctx, const v1::ListOrphansRequest* request,
+      v1::ListOrphansResponse* response) override;
+  grpc::ServerUnaryReactor* Sweep(grpc::CallbackServerContext* ctx,
+                                  const v1::SweepRequest* request,
+                                  v1::SweepResponse* response) override;
+  grpc::ServerWriteReactor<v1::Event>* WatchEvents(
+      grpc::CallbackServerContext* ctx,
+      const v1::WatchEventsRequest* request) override;
+  grpc::ServerUnaryReactor* ListEvents(
+      grpc::CallbackServerContext* ctx, const v1::ListEventsRequest* request,
+      v1::ListEventsResponse* response) override;
+
+  // Shared one-thread timer (WaitRun timeouts). Public for the reactors in
+  // service.cc.
+  class Timers;
+
+ private:
+  absl::Status Authorize(grpc::CallbackServerContext* ctx) const;
+  absl::StatusOr<v1::Run> DoRegister(const v1::RegisterRunRequest& request);
+  void StartBackground(std::function<void()> work);
+
+  store::RunStore* store_;
+  const scanner::ProcFs* procfs_;
+  Reconciler* reconciler_;
+  EventHub* hub_;
+  OrphanHooks hooks_;
+  ServiceOptions options_;
+  std::unique_ptr<Timers> timers_;
+
+  absl::Mutex bg_mu_;
+  int bg_active_ ABSL_GUARDED_BY(bg_mu_) = 0;
+};
+
+}  // namespace runreaper::server
+
+#endif  // RUNREAPER_SERVER_SERVICE_H_

@@ -1,0 +1,118 @@
+// Pure pieces of the service: request validation and the WaitRun response.
+// The RPCs themselves are tested end to end in tests/ (real daemon, real
+// socket).
+#include "server/service.h"
+
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/string_view.h"
+#include "base/test_util.h"
+#include "gtest/gtest.h"
+
+namespace runreaper::server {
+namespace {
+
+v1::RegisterRunRequest Valid() {
+  v1::RegisterRunRequest r;
+  r.set_run_id("r1");
+  r.set_pid(42);
+  return r;
+}
+
+void ExpectBad(const v1::RegisterRunRequest& r, absl::string_view field) {
+  const absl::Status s = ValidateRegisterRequest(r);
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_TRUE(absl::StartsWith(s.message(), field)) << s;
+}
+
+TEST(ValidateRegisterRequestTest, AcceptsMinimalAndLimits) {
+  EXPECT_OK(ValidateRegisterRequest(Valid()));
+  auto r = Valid();
+  r.set_run_id(std::string(kMaxRunIdBytes, 'x'));
+  r.set_pgid(2);
+  r.set_sid(1);
+  (*r.mutable_labels())[std::string(kMaxLabelKeyBytes, 'k')] =
+      std::string(kMaxLabelValueBytes, 'v');
+  EXPECT_OK(ValidateRegisterRequest(r));
+}
+
+TEST(ValidateRegisterRequestTest, NamesTheBadField) {
+  auto r = Valid();
+  r.set_run_id("");
+  ExpectBad(r, "run_id");
+  r = Valid();
+  r.set_run_id(std::string(kMaxRunIdBytes + 1, 'x'));
+  ExpectBad(r, "run_id");
+  r = Valid();
+  r.set_pid(0);
+  ExpectBad(r, "pid");
+  r.set_pid(-5);
+  ExpectBad(r, "pid");
+  r = Valid();
+  r.set_pgid(1);
+  ExpectBad(r, "pgid");
+  r.set_pgid(0);
+  ExpectBad(r, "pgid");
+  r = Valid();
+  r.set_sid(0);
+  ExpectBad(r, "sid");
+  r = Valid();
+  (*r.mutable_labels())[""] = "v";
+  ExpectBad(r, "labels");
+  r = Valid();
+  (*r.mutable_labels())[std::string(kMaxLabelKeyBytes + 1, 'k')] = "v";
+  ExpectBad(r, "labels");
+  r = Valid();
+  (*r.mutable_labels())["k"] = std::string(kMaxLabelValueBytes + 1, 'v');
+  ExpectBad(r, "labels");
+  r = Valid();
+  for (int i = 0; i <= kMaxLabels; ++i) (*r.mutable_labels())[std::to_string(i)] = "v";
+  ExpectBad(r, "labels");
+}
+
+TEST(FillWaitResponseTest, ExitedWithoutResultOnlyForVerifiedExitWithNoCode) {
+  v1::Run run;
+  run.set_state(v1::RUN_STATE_RUNNING);
+  v1::WaitRunResponse w;
+  FillWaitResponse(run, &w);
+  EXPECT_FALSE(w.terminal());
+  EXPECT_FALSE(w.exited_without_result());
+
+  run.set_state(v1::RUN_STATE_STALE);
+  run.set_stale_reason(v1::STALE_REASON_EXITED);
+  FillWaitResponse(run, &w);
+  EXPECT_TRUE(w.terminal());
+  EXPECT_TRUE(w.exited_without_result());
+
+  run.set_stale_reason(v1::STALE_REASON_ZOMBIE);
+  FillWaitResponse(run, &w);
+  EXPECT_TRUE(w.exited_without_result());
+
+  run.set_exit_code(3);  // a result published after the exit
+  FillWaitResponse(run, &w);
+  EXPECT_FALSE(w.exited_without_result());
+
+  run.clear_exit_code();
+  run.set_stale_reason(v1::STALE_REASON_TIMEOUT);  // not a verified exit
+  FillWaitResponse(run, &w);
+  EXPECT_TRUE(w.terminal());
+  EXPECT_FALSE(w.exited_without_result());
+
+  run.set_state(v1::RUN_STATE_FINISHED);
+  run.set_exit_code(0);
+  FillWaitResponse(run, &w);
+  EXPECT_TRUE(w.terminal());
+  EXPECT_FALSE(w.exited_without_result());
+  EXPECT_EQ(w.run().exit_code(), 0);
+}
+
+TEST(ToGrpcStatusTest, KeepsCodeAndMessage) {
+  const grpc::Status s = ToGrpcStatus(absl::NotFoundError("run x"));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(s.error_message(), "run x");
+  EXPECT_TRUE(ToGrpcStatus(absl::OkStatus()).ok());
+}
+
+}  // namespace
+}  // namespace runreaper::server
