@@ -214,6 +214,7 @@ int FloorWalk() {
 struct WalkResult {
   double floor_us = 0;  // per process
   double walk_us = 0;
+  double ratio = 0;  // median of the per-repetition ratios (paired runs)
   int processes_seen = 0;
 };
 
@@ -243,6 +244,13 @@ WalkResult BenchWalk(const scanner::ProcFs& procfs, int reps) {
   }
   r.floor_us = Median(floor_us);
   r.walk_us = Median(walk_us);
+  // Other load on the machine drifts: compare each walk with the floor run
+  // right beside it.
+  std::vector<double> ratios;
+  for (size_t i = 0; i < walk_us.size(); ++i) {
+    ratios.push_back(walk_us[i] / floor_us[i]);
+  }
+  r.ratio = Median(ratios);
   return r;
 }
 
@@ -252,6 +260,8 @@ struct CheckResult {
   double kill_us = 0;
   double stat_us = 0;
   double pidfd_us = 0;
+  double pidfd_vs_kill = 0;  // medians of per-repetition ratios
+  double stat_vs_kill = 0;
 };
 
 double TimePerItem(int reps, size_t items, const std::function<void()>& body) {
@@ -276,21 +286,36 @@ CheckResult BenchChecks(const scanner::ProcFs& procfs,
     pidfds.push_back(fd);
   }
   volatile int sink = 0;
-  r.kill_us = TimePerItem(reps, pids.size(), [&] {
-    for (int pid : pids) sink = sink + ::kill(pid, 0);
-  });
-  r.stat_us = TimePerItem(reps, pids.size(), [&] {
-    for (int pid : pids) {
-      absl::StatusOr<scanner::ProcStat> st = procfs.ReadStat(pid);
-      sink = sink + (st.ok() && st->state == 'Z');
-    }
-  });
-  r.pidfd_us = TimePerItem(reps, pids.size(), [&] {
-    for (int fd : pidfds) {
-      struct pollfd p = {fd, POLLIN, 0};
-      sink = sink + ::poll(&p, 1, 0);
-    }
-  });
+  std::vector<double> kill_us, stat_us, pidfd_us, pidfd_ratio, stat_ratio;
+  // Each repetition runs the three probes back to back; ratios are taken
+  // within a repetition so that drifting load on the machine cancels out.
+  for (int rep = 0; rep < reps; ++rep) {
+    const double k = TimePerItem(1, pids.size(), [&] {
+      for (int pid : pids) sink = sink + ::kill(pid, 0);
+    });
+    const double st_cost = TimePerItem(1, pids.size(), [&] {
+      for (int pid : pids) {
+        absl::StatusOr<scanner::ProcStat> st = procfs.ReadStat(pid);
+        sink = sink + (st.ok() && st->state == 'Z');
+      }
+    });
+    const double pf = TimePerItem(1, pids.size(), [&] {
+      for (int fd : pidfds) {
+        struct pollfd p = {fd, POLLIN, 0};
+        sink = sink + ::poll(&p, 1, 0);
+      }
+    });
+    kill_us.push_back(k);
+    stat_us.push_back(st_cost);
+    pidfd_us.push_back(pf);
+    pidfd_ratio.push_back(pf / k);
+    stat_ratio.push_back(st_cost / k);
+  }
+  r.kill_us = Median(kill_us);
+  r.stat_us = Median(stat_us);
+  r.pidfd_us = Median(pidfd_us);
+  r.pidfd_vs_kill = Median(pidfd_ratio);
+  r.stat_vs_kill = Median(stat_ratio);
   for (int fd : pidfds) ::close(fd);
   if (sink != 0) Die("a sleeper exited during the check benchmark");
   return r;
@@ -650,19 +675,23 @@ int Main(int argc, char** argv) {
   }
   ::rmdir(dir.c_str());
 
-  const double walk_vs_floor = walk.walk_us / walk.floor_us;
-  const double pidfd_vs_kill = checks.pidfd_us / checks.kill_us;
-  const double stat_vs_kill = checks.stat_us / checks.kill_us;
+  const double walk_vs_floor = walk.ratio;
+  const double pidfd_vs_kill = checks.pidfd_vs_kill;
+  const double stat_vs_kill = checks.stat_vs_kill;
   const double watch_p50 = Percentile(lat.watch_ms, 50);
   const double watch_p99 = Percentile(lat.watch_ms, 99);
   const double poll_p50 = Percentile(lat.poll_ms, 50);
   const double poll_p99 = Percentile(lat.poll_ms, 99);
 
   auto ok = [](bool met) { return met ? "ok" : "MISSED"; };
+  double load[3] = {0, 0, 0};
+  getloadavg(load, 3);
   std::printf("runreaper benchmark: %d sleeping children (spawned in %.2f s), "
-              "%d processes in /proc, %d exits, %d records%s\n\n",
+              "%d processes in /proc, %d exits, %d records%s; load average "
+              "%.2f on %ld CPUs\n\n",
               cfg.processes, spawn_s, walk.processes_seen, cfg.exits,
-              cfg.records, cfg.quick ? " (quick)" : "");
+              cfg.records, cfg.quick ? " (quick)" : "", load[0],
+              sysconf(_SC_NPROCESSORS_ONLN));
   std::printf("%-44s %14s %14s %8s %8s\n", "measurement", "ours", "reference",
               "ratio", "target");
   std::printf("%-44s %11.2f us %11.2f us %8.2f %8s\n",
@@ -707,12 +736,12 @@ int Main(int argc, char** argv) {
       "\"poll_p50_ms\":%.2f,\"poll_p99_ms\":%.2f,\"poll_interval_ms\":%d,"
       "\"pass_records\":%d,\"pass_armed\":%d,\"pass_100k_s\":%.4f,"
       "\"pass_probe_only_s\":%.4f,\"pass_list_s\":%.4f,"
-      "\"pass_batch_s\":%.4f,\"quick\":%s}\n",
+      "\"pass_batch_s\":%.4f,\"loadavg\":%.2f,\"quick\":%s}\n",
       cfg.processes, walk.floor_us, walk.walk_us, walk_vs_floor,
       checks.kill_us, checks.stat_us, checks.pidfd_us, pidfd_vs_kill,
       stat_vs_kill, cfg.exits, watch_p50, watch_p99, poll_p50, poll_p99,
       cfg.poll_interval_ms, pass.records, pass.armed, pass.pass_s,
-      pass.probe_pass_s, pass.list_s, pass.batch_s,
+      pass.probe_pass_s, pass.list_s, pass.batch_s, load[0],
       cfg.quick ? "true" : "false");
   return 0;
 }
