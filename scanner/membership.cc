@@ -271,8 +271,15 @@ Membership FindMembers(const Snapshot& snapshot, const Observer& observer,
     if (candidates.empty()) continue;
 
     // One environ read per process: the cookie may name any run.
-    absl::StatusOr<ProcessEvidence::Environ> env = evidence.ReadEnviron(p.pid);
-    if (!env.ok() && absl::IsNotFound(env.status())) continue;  // gone
+    // A zombie has no memory map: its environ is gone (reads fail with
+    // ESRCH), so it carries no cookie and no KEEP.
+    const bool zombie = p.state == 'Z';
+    absl::StatusOr<ProcessEvidence::Environ> env =
+        zombie ? absl::StatusOr<ProcessEvidence::Environ>(
+                     ProcessEvidence::Environ())
+               : evidence.ReadEnviron(p.pid);
+    // NOT_FOUND: exited since the walk (gone, or a zombie now: drained).
+    if (!env.ok() && absl::IsNotFound(env.status())) continue;
     const bool env_ok = env.ok();
 
     std::optional<absl::StatusOr<std::string>> cgroup;  // read lazily
@@ -305,7 +312,7 @@ Membership FindMembers(const Snapshot& snapshot, const Observer& observer,
       m.process = p;
       m.source = source;
       m.unverified = !env_ok;
-      m.zombie = p.state == 'Z';
+      m.zombie = zombie;
       if (m.zombie) m.reaper_pid = p.ppid;
       // Unreadable environ: KEEP cannot be checked; the run's policy still
       // applies.

@@ -257,11 +257,14 @@ TEST(MembershipTest, ZombieReportedWithItsParent) {
   s.processes.push_back(Proc(101, 77, 100, 100, kLeaderStart + 1, 'Z'));
   s.processes.push_back(Proc(102, 1, 100, 100, kLeaderStart + 1, 'X'));
   FakeEvidence ev;
+  // The kernel answers ESRCH for a zombie's environ: never asked.
+  ev.environ_error[101] = absl::NotFoundError("environ: no such process");
   auto by = ByPid(FindMembers(s, TheObserver(), {TheRun()}, ev));
   ASSERT_EQ(by.size(), 1u);
   EXPECT_TRUE(by[101].zombie);
   EXPECT_EQ(by[101].reaper_pid, 77);
   EXPECT_FALSE(by[101].Signallable());
+  EXPECT_EQ(ev.environ_reads.count(101), 0u);
 }
 
 TEST(MembershipTest, KeepByEnvironOrPolicy) {

@@ -1,0 +1,507 @@
+#include "server/sweeper.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "base/fd.h"
+#include "base/status_macros.h"
+#include "scanner/membership.h"
+#include "scanner/safe_signal.h"
+
+namespace runreaper::server {
+namespace {
+
+using scanner::Member;
+using scanner::Membership;
+using scanner::RunSpec;
+
+// (pid, start time): one process, never confused with a recycled pid.
+using Key = std::pair<int, uint64_t>;
+
+// How often a grace period checks whether every target is drained.
+constexpr absl::Duration kPollStep = absl::Milliseconds(25);
+// How long to wait for SIGKILL to take effect before calling survivors.
+constexpr absl::Duration kKillWait = absl::Seconds(2);
+// Re-lists until the member set stops changing, at most this many times.
+constexpr int kMaxRelists = 8;
+// Rounds after the last stage that catch processes forked just before it.
+constexpr int kMaxKillRounds = 4;
+
+constexpr int kStageSignal[4] = {0, SIGINT, SIGTERM, SIGKILL};
+constexpr const char* kStageName[4] = {"", "SIGINT", "SIGTERM", "SIGKILL"};
+
+bool IsTerminal(v1::RunState state) {
+  return state == v1::RUN_STATE_FINISHED || state == v1::RUN_STATE_STALE ||
+         state == v1::RUN_STATE_CANCELLED;
+}
+
+RunSpec SpecOf(const v1::Run& run) {
+  RunSpec s;
+  s.run_id = run.run_id();
+  s.pid = run.pid();
+  s.pgid = run.pgid();
+  s.sid = run.sid();
+  s.pidns_inode = run.pidns_inode();
+  s.start_time = run.start_time_ticks();
+  s.cgroup = run.cgroup();
+  s.keep = run.keep();
+  // CancelRun sweeps the leader too, even one that led no group.
+  s.include_leader = run.state() == v1::RUN_STATE_CANCELLED;
+  return s;
+}
+
+v1::MatchSource ToProto(scanner::MatchSource source) {
+  switch (source) {
+    case scanner::MatchSource::kPgid:
+      return v1::MATCH_SOURCE_PGID;
+    case scanner::MatchSource::kSid:
+      return v1::MATCH_SOURCE_SID;
+    case scanner::MatchSource::kCookie:
+      return v1::MATCH_SOURCE_COOKIE;
+    case scanner::MatchSource::kCgroup:
+      return v1::MATCH_SOURCE_CGROUP;
+    case scanner::MatchSource::kLeader:  // no proto value: the leader itself
+    case scanner::MatchSource::kNone:
+      return v1::MATCH_SOURCE_UNSPECIFIED;
+  }
+  return v1::MATCH_SOURCE_UNSPECIFIED;
+}
+
+v1::Orphan ToOrphan(const std::vector<RunSpec>& specs, const Member& m) {
+  v1::Orphan o;
+  o.set_run_id(specs[m.run_index].run_id);
+  o.set_pid(m.process.pid);
+  o.set_ppid(m.process.ppid);
+  o.set_comm(m.process.comm);
+  o.set_start_time_ticks(m.process.start_time);
+  o.set_source(ToProto(m.source));
+  o.set_zombie(m.zombie);
+  o.set_reaper_pid(m.reaper_pid);
+  o.set_kept(m.kept);
+  o.set_unverified(m.unverified);
+  return o;
+}
+
+Key KeyOf(const Member& m) { return {m.process.pid, m.process.start_time}; }
+
+// Signallable members, one per process: a process that belongs to several
+// runs is handled once, under the first run listed.
+std::vector<Member> Targets(const Membership& membership) {
+  std::vector<Member> out;
+  std::set<Key> seen;
+  for (const Member& m : membership.members) {
+    if (!m.Signallable()) continue;
+    if (!seen.insert(KeyOf(m)).second) continue;
+    out.push_back(m);
+  }
+  return out;
+}
+
+std::set<Key> KeysOf(const Membership& membership) {
+  std::set<Key> keys;
+  for (const Member& m : membership.members) keys.insert(KeyOf(m));
+  return keys;
+}
+
+absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("open ", path));
+  std::string out;
+  char buf[4096];
+  while (true) {
+    const ssize_t n = ::read(fd.get(), buf, sizeof(buf));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return absl::ErrnoToStatus(errno, absl::StrCat("read ", path));
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+    if (out.size() > (1u << 20)) {
+      return absl::OutOfRangeError(absl::StrCat(path, ": larger than 1 MiB"));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+struct Sweeper::Impl {
+  Impl(store::RunStore* s, const scanner::ProcFs* p, SweeperOptions o)
+      : store(s), procfs(p), options(o) {}
+
+  store::RunStore* const store;
+  const scanner::ProcFs* const procfs;
+  const SweeperOptions options;
+  absl::Mutex mu;  // one sweep at a time
+
+  // The observer (this process) as seen in `snapshot`.
+  scanner::Observer ObserverIn(const scanner::Snapshot& snapshot) const {
+    scanner::Observer o;
+    o.pid = ::getpid();
+    o.pgid = ::getpgrp();
+    o.sid = ::getsid(0);
+    absl::StatusOr<uint64_t> ns = procfs->SelfPidNs();
+    o.pidns_inode = ns.ok() ? *ns : 0;  // unknown: no run has members
+    absl::StatusOr<std::string> cg = procfs->ReadCgroup(o.pid);
+    if (cg.ok()) o.cgroup = *cg;
+    o.ancestors = scanner::AncestorsIn(snapshot, o.pid);
+    return o;
+  }
+
+  absl::StatusOr<Membership> ListOnce(const std::vector<RunSpec>& specs,
+                                      scanner::Observer* observer) const {
+    ASSIGN_OR_RETURN(scanner::Snapshot snap, procfs->Walk());
+    scanner::Observer o = ObserverIn(snap);
+    scanner::ProcFsEvidence evidence(procfs);
+    Membership m = scanner::FindMembers(snap, o, specs, evidence);
+    if (observer != nullptr) *observer = std::move(o);
+    return m;
+  }
+
+  // Re-lists until two listings in a row agree, so a process forked while we
+  // were listing is caught.
+  absl::StatusOr<Membership> ListStable(const std::vector<RunSpec>& specs,
+                                        scanner::Observer* observer) const {
+    ASSIGN_OR_RETURN(Membership prev, ListOnce(specs, observer));
+    for (int i = 0; i < kMaxRelists; ++i) {
+      ASSIGN_OR_RETURN(Membership next, ListOnce(specs, observer));
+      const bool same = KeysOf(next) == KeysOf(prev);
+      prev = std::move(next);
+      if (same) break;
+    }
+    return prev;
+  }
+
+  // Whether the process is drained: gone, recycled, or a zombie.
+  bool Drained(const Key& key) const {
+    absl::StatusOr<scanner::ProcStat> st = procfs->ReadStat(key.first);
+    if (!st.ok()) return absl::IsNotFound(st.status());
+    if (st->start_time != key.second) return true;
+    return st->state == 'Z' || st->state == 'X' || st->state == 'x';
+  }
+
+  // Polls until every target is drained or `grace` passes.
+  void WaitDrained(const std::vector<Member>& targets,
+                   absl::Duration grace) const {
+    const absl::Time end = absl::Now() + grace;
+    while (true) {
+      bool all = true;
+      for (const Member& m : targets) {
+        if (!Drained(KeyOf(m))) {
+          all = false;
+          break;
+        }
+      }
+      if (all || absl::Now() >= end) return;
+      absl::SleepFor(kPollStep);
+    }
+  }
+
+  void Append(const v1::Event& event) const {
+    absl::StatusOr<int64_t> id = store->AppendEvent(event);
+    if (!id.ok()) {
+      fprintf(stderr, "runreaper sweeper: cannot append %s event for run %s: %s\n",
+              v1::EventType_Name(event.type()).c_str(), event.run_id().c_str(),
+              id.status().ToString().c_str());
+    }
+  }
+
+  // Claims `stage` for the target in the store and, only when this call
+  // raised it, sends the stage's signal. Returns whether the target is now
+  // at `stage` or beyond it (by us or by another sweep).
+  absl::StatusOr<bool> Escalate(const std::vector<RunSpec>& specs,
+                                const Member& m, int stage,
+                                v1::SweepResponse* response) const {
+    const std::string& run_id = specs[m.run_index].run_id;
+    ASSIGN_OR_RETURN(int recorded,
+                     store->GetSweepStage(run_id, m.process.pid,
+                                          m.process.start_time));
+    if (recorded >= stage) return true;
+    ASSIGN_OR_RETURN(bool claimed,
+                     store->ClaimSweepStage(run_id, m.process.pid,
+                                            m.process.start_time, stage));
+    if (!claimed) return true;  // another sweep got there first
+    const scanner::SignalOutcome outcome = scanner::SignalProcess(
+        *procfs, m.process.pid, m.process.start_time, kStageSignal[stage]);
+    v1::Event ev;
+    ev.set_type(v1::EVENT_TYPE_SIGNAL);
+    ev.set_run_id(run_id);
+    ev.set_pid(m.process.pid);
+    ev.set_signal(kStageSignal[stage]);
+    ev.set_stage(kStageName[stage]);
+    ev.set_result(scanner::SignalResultName(outcome.result));
+    std::string detail =
+        absl::StrCat("source=", scanner::MatchSourceName(m.source),
+                     " comm=", m.process.comm,
+                     " start_time=", m.process.start_time);
+    if (!outcome.status.ok()) {
+      absl::StrAppend(&detail, " status=", outcome.status.ToString());
+    }
+    ev.set_detail(detail);
+    Append(ev);
+    *response->add_signals() = ev;
+    return true;
+  }
+
+  // Writes "1" to the run's cgroup.kill. Only for a run with a dedicated
+  // cgroup that holds neither us nor any ancestor of ours, claimed once in
+  // the store under pid 0 so overlapping sweeps write it once.
+  void CgroupKill(const RunSpec& spec, const scanner::Observer& observer,
+                  v1::SweepResponse* response) const {
+    if (!scanner::CheckDedicatedCgroup(spec, observer).ok()) return;
+    if (spec.pidns_inode == 0 || spec.pidns_inode != observer.pidns_inode) {
+      return;
+    }
+    std::string result;
+    std::string detail;
+    for (const int a : observer.ancestors) {
+      absl::StatusOr<std::string> cg = procfs->ReadCgroup(a);
+      if (!cg.ok() || scanner::CgroupIsWithin(*cg, spec.cgroup)) {
+        result = "REFUSED";
+        detail = absl::StrCat("ancestor ", a, " is in (or may be in) ",
+                              spec.cgroup);
+        break;
+      }
+    }
+    absl::StatusOr<bool> claimed =
+        store->ClaimSweepStage(spec.run_id, 0, spec.start_time, 3);
+    if (!claimed.ok() || !*claimed) return;
+    if (result.empty()) {
+      absl::StatusOr<std::string> mountinfo =
+          ReadSmallFile(absl::StrCat(procfs->root(), "/self/mountinfo"));
+      std::optional<scanner::Cgroup2Mount> mount;
+      if (mountinfo.ok()) mount = scanner::FindCgroup2Mount(*mountinfo);
+      std::optional<std::string> dir;
+      if (mount.has_value()) dir = scanner::CgroupDir(*mount, spec.cgroup);
+      if (!dir.has_value()) {
+        result = "ERROR";
+        detail = "no cgroup2 mount holds the run's cgroup";
+      } else {
+        const std::string path = absl::StrCat(*dir, "/cgroup.kill");
+        Fd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+        ssize_t n = -1;
+        if (fd.valid()) {
+          do {
+            n = ::write(fd.get(), "1", 1);
+          } while (n < 0 && errno == EINTR);
+        }
+        if (n == 1) {
+          result = "SENT";
+          detail = path;
+        } else {
+          result = errno == ENOENT ? "GONE" : "ERROR";
+          detail = absl::ErrnoToStatus(errno, path).ToString();
+        }
+      }
+    }
+    v1::Event ev;
+    ev.set_type(v1::EVENT_TYPE_SIGNAL);
+    ev.set_run_id(spec.run_id);
+    ev.set_pid(0);
+    ev.set_signal(SIGKILL);
+    ev.set_stage("cgroup.kill");
+    ev.set_result(result);
+    ev.set_detail(absl::StrCat("cgroup=", spec.cgroup, " ", detail));
+    Append(ev);
+    *response->add_signals() = ev;
+  }
+
+  absl::StatusOr<v1::SweepResponse> SweepRuns(const std::vector<v1::Run>& runs,
+                                              bool dry_run) {
+    v1::SweepResponse response;
+    if (runs.empty()) return response;
+    std::vector<RunSpec> specs;
+    specs.reserve(runs.size());
+    for (const v1::Run& r : runs) specs.push_back(SpecOf(r));
+
+    scanner::Observer observer;
+    ASSIGN_OR_RETURN(Membership members, ListStable(specs, &observer));
+    std::vector<Member> targets = Targets(members);
+    if (dry_run) {
+      for (const Member& m : targets) {
+        *response.add_targets() = ToOrphan(specs, m);
+      }
+      return response;
+    }
+
+    for (size_t i = 0; i < specs.size(); ++i) {
+      v1::Event ev;
+      ev.set_type(v1::EVENT_TYPE_SWEEP_STARTED);
+      ev.set_run_id(specs[i].run_id);
+      int n = 0;
+      for (const Member& m : targets) n += m.run_index == static_cast<int>(i);
+      ev.set_detail(absl::StrCat(n, " target(s)"));
+      Append(ev);
+    }
+    for (const std::string& note : members.notes) {
+      fprintf(stderr, "runreaper sweeper: %s\n", note.c_str());
+    }
+    for (const Member& m : members.members) {
+      if (!m.kept || m.zombie) continue;
+      v1::Event ev;
+      ev.set_type(v1::EVENT_TYPE_KEPT);
+      ev.set_run_id(specs[m.run_index].run_id);
+      ev.set_pid(m.process.pid);
+      ev.set_detail(absl::StrCat(
+          specs[m.run_index].keep ? "run keep policy" : "RUNREAPER_KEEP=1",
+          " comm=", m.process.comm));
+      Append(ev);
+    }
+
+    // Every target ever listed, for the response.
+    std::map<Key, Member> listed;
+    for (const Member& m : targets) listed.emplace(KeyOf(m), m);
+
+    // One ladder for every run at once: each stage re-lists, escalates every
+    // live target, then waits one grace for all of them together.
+    std::vector<Member> live = targets;
+    int stage = 1;
+    for (; stage <= 3; ++stage) {
+      if (stage > 1) {
+        ASSIGN_OR_RETURN(members, ListStable(specs, &observer));
+        live = Targets(members);
+        for (const Member& m : live) listed.emplace(KeyOf(m), m);
+      }
+      if (live.empty()) break;
+      for (const Member& m : live) {
+        // A process already claimed at this stage or beyond (an overlapping
+        // sweep, or one resumed after a crash) is not signalled again, and
+        // never at a lower stage: it continues from where it is.
+        RETURN_IF_ERROR(Escalate(specs, m, stage, &response).status());
+      }
+      if (stage == 3) {
+        std::set<int> runs_left;
+        for (const Member& m : live) runs_left.insert(m.run_index);
+        for (const int i : runs_left) {
+          if (!specs[i].cgroup.empty()) CgroupKill(specs[i], observer, &response);
+        }
+        break;
+      }
+      WaitDrained(live, stage == 1 ? options.sigint_grace
+                                   : options.sigterm_grace);
+    }
+
+    std::vector<Member> survivors;
+    if (stage == 3) {
+      // Catch processes forked just before SIGKILL landed.
+      for (int round = 0; round < kMaxKillRounds; ++round) {
+        WaitDrained(live, kKillWait);
+        ASSIGN_OR_RETURN(members, ListStable(specs, &observer));
+        live = Targets(members);
+        bool fresh = false;
+        for (const Member& m : live) {
+          listed.emplace(KeyOf(m), m);
+          ASSIGN_OR_RETURN(int recorded,
+                           store->GetSweepStage(specs[m.run_index].run_id,
+                                                m.process.pid,
+                                                m.process.start_time));
+          if (recorded < 3) {
+            fresh = true;
+            RETURN_IF_ERROR(Escalate(specs, m, 3, &response).status());
+          }
+        }
+        if (!fresh) break;
+      }
+      survivors = live;
+    }
+
+    for (const auto& [key, m] : listed) *response.add_targets() = ToOrphan(specs, m);
+    std::vector<int> survivors_of(specs.size(), 0);
+    for (const Member& m : survivors) {
+      *response.add_survivors() = ToOrphan(specs, m);
+      ++survivors_of[m.run_index];
+    }
+    for (size_t i = 0; i < specs.size(); ++i) {
+      int signals = 0;
+      for (const v1::Event& e : response.signals()) {
+        signals += e.run_id() == specs[i].run_id;
+      }
+      v1::Event ev;
+      ev.set_type(v1::EVENT_TYPE_SWEEP_FINISHED);
+      ev.set_run_id(specs[i].run_id);
+      ev.set_detail(absl::StrCat(signals, " signal(s), ", survivors_of[i],
+                                 " survivor(s)"));
+      Append(ev);
+      if (survivors_of[i] == 0) {
+        absl::Status done = store->SetSweepDone(specs[i].run_id, true);
+        if (!done.ok()) {
+          fprintf(stderr, "runreaper sweeper: %s\n", done.ToString().c_str());
+        }
+      }
+    }
+    return response;
+  }
+};
+
+Sweeper::Sweeper(store::RunStore* store, const scanner::ProcFs* procfs,
+                 SweeperOptions options)
+    : impl_(std::make_unique<Impl>(store, procfs, options)) {}
+
+Sweeper::~Sweeper() = default;
+
+absl::StatusOr<v1::ListOrphansResponse> Sweeper::ListOrphans(
+    const std::string& run_id) {
+  std::vector<v1::Run> runs;
+  if (!run_id.empty()) {
+    ASSIGN_OR_RETURN(v1::Run run, impl_->store->Get(run_id));
+    // A RUNNING run's members are not orphans.
+    if (IsTerminal(run.state())) runs.push_back(std::move(run));
+  } else {
+    ASSIGN_OR_RETURN(runs, impl_->store->ListTerminalUnswept());
+  }
+  v1::ListOrphansResponse response;
+  if (runs.empty()) return response;
+  std::vector<RunSpec> specs;
+  for (const v1::Run& r : runs) specs.push_back(SpecOf(r));
+  ASSIGN_OR_RETURN(Membership members, impl_->ListOnce(specs, nullptr));
+  for (const Member& m : members.members) {
+    *response.add_orphans() = ToOrphan(specs, m);
+  }
+  return response;
+}
+
+absl::StatusOr<v1::SweepResponse> Sweeper::Sweep(
+    const v1::SweepRequest& request) {
+  absl::MutexLock lock(&impl_->mu);
+  std::vector<v1::Run> runs;
+  if (!request.run_id().empty()) {
+    ASSIGN_OR_RETURN(v1::Run run, impl_->store->Get(request.run_id()));
+    if (!IsTerminal(run.state())) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("sweep run \"", request.run_id(),
+                       "\": run is RUNNING; only terminal runs are swept"));
+    }
+    runs.push_back(std::move(run));
+  } else {
+    ASSIGN_OR_RETURN(runs, impl_->store->ListTerminalUnswept());
+  }
+  return impl_->SweepRuns(runs, request.dry_run());
+}
+
+absl::StatusOr<v1::SweepResponse> Sweeper::SweepRun(const std::string& run_id) {
+  absl::MutexLock lock(&impl_->mu);
+  ASSIGN_OR_RETURN(v1::Run run, impl_->store->Get(run_id));
+  if (run.state() != v1::RUN_STATE_CANCELLED) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "sweep cancelled run \"", run_id, "\": run is ",
+        v1::RunState_Name(run.state()), ", not CANCELLED"));
+  }
+  return impl_->SweepRuns({run}, /*dry_run=*/false);
+}
+
+}  // namespace runreaper::server

@@ -1,0 +1,816 @@
+// The sweeper against real processes, a real SQLite file and the real kernel.
+// main() re-executes this binary as pid 1 of a private PID + mount namespace
+// (`unshare --pid --fork --mount-proc`), so every signal the sweeper sends
+// lands inside it; tests that signal skip when that was not possible.
+#include "server/sweeper.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "base/fd.h"
+#include "base/test_util.h"
+#include "gtest/gtest.h"
+#include "scanner/membership.h"
+#include "scanner/procfs.h"
+#include "scanner/safe_signal.h"
+#include "store/run_store.h"
+
+extern char** environ;
+
+namespace runreaper::server {
+namespace {
+
+constexpr char kInNsEnv[] = "RR_SWEEPER_TEST_IN_PIDNS";
+constexpr char kStubborn[] =
+    "trap '' INT TERM; while :; do sleep 1; done & echo ready";
+
+SweeperOptions Fast() {
+  SweeperOptions o;
+  o.sigint_grace = absl::Milliseconds(200);
+  o.sigterm_grace = absl::Milliseconds(300);
+  return o;
+}
+
+bool InPrivateNs() { return getpid() == 1; }
+
+#define REQUIRE_PRIVATE_NS()                                            \
+  do {                                                                  \
+    if (!InPrivateNs()) {                                               \
+      GTEST_SKIP() << "not pid 1 of a private PID namespace (unshare "  \
+                      "failed); refusing to signal on the host";        \
+    }                                                                   \
+  } while (0)
+
+void WriteAll(int fd, const char* data, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, data, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;
+    data += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+char ReadByte(int fd) {
+  char c = 0;
+  ssize_t n;
+  do {
+    n = read(fd, &c, 1);
+  } while (n < 0 && errno == EINTR);
+  return n == 1 ? c : 0;
+}
+
+struct Spawned {
+  pid_t pid = 0;
+  scanner::Identity id;
+};
+
+// Starts `sh -c script` in a new session (optionally with extra environment
+// and inside the cgroup directory `cgroup_dir`), held before exec until its
+// identity has been captured.
+Spawned SpawnSh(const std::string& script,
+                const std::vector<std::string>& env_extra = {},
+                const std::string& cgroup_dir = "") {
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) env_strings.push_back(*e);
+  for (const std::string& e : env_extra) env_strings.push_back(e);
+  std::vector<char*> envp;
+  for (std::string& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::string procs = cgroup_dir.empty() ? "" : cgroup_dir + "/cgroup.procs";
+  const char* argv[] = {"sh", "-c", script.c_str(), nullptr};
+
+  int ready[2], go[2];
+  if (pipe2(ready, O_CLOEXEC) != 0 || pipe2(go, O_CLOEXEC) != 0) abort();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setsid();
+    if (!procs.empty()) {
+      int fd = open(procs.c_str(), O_WRONLY | O_CLOEXEC);
+      if (fd < 0 || write(fd, "0", 1) != 1) _exit(120);
+      close(fd);
+    }
+    WriteAll(ready[1], "S", 1);
+    if (ReadByte(go[0]) != 'G') _exit(121);
+    execve("/bin/sh", const_cast<char**>(argv), envp.data());
+    _exit(127);
+  }
+  close(ready[1]);
+  close(go[0]);
+  Spawned s;
+  s.pid = pid;
+  EXPECT_EQ(ReadByte(ready[0]), 'S');
+  scanner::ProcFs procfs;
+  absl::StatusOr<scanner::Identity> id = procfs.CaptureIdentity(pid);
+  EXPECT_TRUE(id.ok()) << id.status();
+  if (id.ok()) s.id = *id;
+  WriteAll(go[1], "G", 1);
+  close(ready[0]);
+  close(go[1]);
+  return s;
+}
+
+int WaitExit(pid_t pid) {
+  int status = 0;
+  pid_t r;
+  do {
+    r = waitpid(pid, &status, 0);
+  } while (r < 0 && errno == EINTR);
+  return r == pid ? status : -1;
+}
+
+v1::Run RunOf(const std::string& run_id, const scanner::Identity& id,
+              bool keep = false) {
+  v1::Run r;
+  r.set_run_id(run_id);
+  r.set_pid(id.pid);
+  r.set_pgid(id.pgid);
+  r.set_sid(id.sid);
+  r.set_pidns_inode(id.pidns_inode);
+  r.set_start_time_ticks(id.start_time);
+  r.set_boot_id(id.boot_id);
+  r.set_uid(id.uid);
+  r.set_comm(id.comm);
+  r.set_keep(keep);
+  return r;
+}
+
+// Processes of group `pgid` (or, with by_cookie, carrying the cookie) that
+// are alive and not zombies.
+std::vector<int> LiveWhere(const std::function<bool(const scanner::ProcessInfo&)>& pred) {
+  scanner::ProcFs procfs;
+  std::vector<int> out;
+  absl::StatusOr<scanner::Snapshot> snap = procfs.Walk();
+  if (!snap.ok()) return {-1};
+  for (const scanner::ProcessInfo& p : snap->processes) {
+    if (p.state == 'Z' || p.state == 'X') continue;
+    if (pred(p)) out.push_back(p.pid);
+  }
+  return out;
+}
+
+std::vector<int> LiveInGroup(int pgid) {
+  return LiveWhere([&](const scanner::ProcessInfo& p) { return p.pgid == pgid; });
+}
+
+std::vector<int> LiveWithCookie(const std::string& run_id) {
+  scanner::ProcFs procfs;
+  return LiveWhere([&](const scanner::ProcessInfo& p) {
+    absl::StatusOr<std::optional<std::string>> v =
+        procfs.ReadEnvVar(p.pid, scanner::kRunIdEnv);
+    return v.ok() && v->has_value() && **v == run_id;
+  });
+}
+
+class SweeperTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/rr_sweepXXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    db_path_ = dir_ + "/runs.db";
+    ASSERT_OK_AND_ASSIGN(store_, store::RunStore::Open(db_path_));
+  }
+
+  void TearDown() override {
+    KillEverythingElse();
+    store_.reset();
+    for (const char* f : {"/runs.db", "/runs.db-wal", "/runs.db-shm"}) {
+      unlink((dir_ + f).c_str());
+    }
+    rmdir(dir_.c_str());
+  }
+
+  // Leaves nothing behind: inside our private namespace every other process
+  // is the test's. SIGKILL through the safe path, then reap.
+  void KillEverythingElse() {
+    if (!InPrivateNs()) return;
+    scanner::ProcFs procfs;
+    for (int round = 0; round < 50; ++round) {
+      absl::StatusOr<scanner::Snapshot> snap = procfs.Walk();
+      bool any = false;
+      if (snap.ok()) {
+        for (const scanner::ProcessInfo& p : snap->processes) {
+          if (p.pid == 1) continue;
+          any = true;
+          if (p.state != 'Z') {
+            scanner::SignalProcess(procfs, p.pid, p.start_time, SIGKILL);
+          }
+        }
+      }
+      while (waitpid(-1, nullptr, WNOHANG) > 0) {
+      }
+      if (!any) return;
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+  }
+
+  v1::Run Register(const v1::Run& run) {
+    absl::StatusOr<v1::Run> r = store_->Register(run);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : run;
+  }
+
+  std::vector<v1::Event> Events(const std::string& run_id,
+                                v1::EventType type) {
+    std::vector<v1::Event> out;
+    absl::StatusOr<std::vector<v1::Event>> all =
+        store_->ListEvents(0, run_id, store::RunStore::kMaxPageSize);
+    EXPECT_TRUE(all.ok()) << all.status();
+    if (!all.ok()) return out;
+    for (const v1::Event& e : *all) {
+      if (e.type() == type) out.push_back(e);
+    }
+    return out;
+  }
+
+  std::map<std::string, int> SentByStage(const std::string& run_id) {
+    std::map<std::string, int> n;
+    for (const v1::Event& e : Events(run_id, v1::EVENT_TYPE_SIGNAL)) {
+      if (e.result() == "SENT") ++n[e.stage()];
+    }
+    return n;
+  }
+
+  // The motivating shape: a shell that starts `script` and exits at once;
+  // the run is then finished by its runner.
+  Spawned StartFinished(const std::string& run_id, const std::string& script,
+                        const std::vector<std::string>& env = {},
+                        const std::string& cgroup_dir = "") {
+    Spawned s = SpawnSh(script, env, cgroup_dir);
+    v1::Run run = RunOf(run_id, s.id);
+    // Only a cgroup made for the run is its own.
+    if (!cgroup_dir.empty()) run.set_cgroup(s.id.cgroup);
+    Register(run);
+    WaitExit(s.pid);
+    EXPECT_OK(store_->Finish(run_id, 0));
+    return s;
+  }
+
+  std::string dir_;
+  std::string db_path_;
+  std::unique_ptr<store::RunStore> store_;
+  scanner::ProcFs procfs_;
+};
+
+TEST_F(SweeperTest, MotivatingCaseLeavesNoSurvivor) {
+  REQUIRE_PRIVATE_NS();
+  Spawned s = StartFinished("ci-1", kStubborn);
+  ASSERT_TRUE(WaitFor([&] { return !LiveInGroup(s.pid).empty(); }));
+
+  Sweeper sweeper(store_.get(), &procfs_, Fast());
+  ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse orphans,
+                       sweeper.ListOrphans(""));
+  ASSERT_GE(orphans.orphans_size(), 1);
+  for (const v1::Orphan& o : orphans.orphans()) {
+    EXPECT_EQ(o.run_id(), "ci-1");
+    EXPECT_EQ(o.source(), v1::MATCH_SOURCE_PGID);
+  }
+
+  v1::SweepRequest req;
+  ASSERT_OK_AND_ASSIGN(v1::SweepResponse resp, sweeper.Sweep(req));
+  EXPECT_EQ(resp.survivors_size(), 0);
+  EXPECT_GE(resp.targets_size(), 1);
+  EXPECT_TRUE(LiveInGroup(s.pid).empty());
+  std::map<std::string, int> sent = SentByStage("ci-1");
+  EXPECT_GE(sent["SIGINT"], 1);
+  EXPECT_GE(sent["SIGTERM"], 1);
+  EXPECT_GE(sent["SIGKILL"], 1);
+  EXPECT_EQ(Events("ci-1", v1::EVENT_TYPE_SWEEP_STARTED).size(), 1u);
+  EXPECT_EQ(Events("ci-1", v1::EVENT_TYPE_SWEEP_FINISHED).size(), 1u);
+  // Swept clean: no longer listed for orphan detection.
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Run> unswept,
+                       store_->ListTerminalUnswept());
+  EXPECT_TRUE(unswept.empty());
+}
+
+// A leader in a new session that forks `members` children which wait in
+// pause() with default dispositions, then exits. Fork-only: the children run
+// async-signal-safe calls only.
+Spawned ForkGroup(int members) {
+  int ready[2], go[2];
+  if (pipe2(ready, O_CLOEXEC) != 0 || pipe2(go, O_CLOEXEC) != 0) abort();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setsid();
+    WriteAll(ready[1], "S", 1);
+    if (ReadByte(go[0]) != 'G') _exit(121);
+    for (int i = 0; i < members; ++i) {
+      if (fork() == 0) {
+        while (true) pause();
+      }
+    }
+    _exit(0);
+  }
+  close(ready[1]);
+  close(go[0]);
+  Spawned s;
+  s.pid = pid;
+  EXPECT_EQ(ReadByte(ready[0]), 'S');
+  scanner::ProcFs procfs;
+  absl::StatusOr<scanner::Identity> id = procfs.CaptureIdentity(pid);
+  EXPECT_TRUE(id.ok()) << id.status();
+  if (id.ok()) s.id = *id;
+  WriteAll(go[1], "G", 1);
+  close(ready[0]);
+  close(go[1]);
+  return s;
+}
+
+TEST_F(SweeperTest, MemberThatExitsOnSigintEndsAtStageOne) {
+  REQUIRE_PRIVATE_NS();
+  // (A shell's `cmd &` would ignore SIGINT: POSIX async lists do.)
+  Spawned s = ForkGroup(2);
+  v1::Run run = RunOf("polite", s.id);
+  Register(run);
+  WaitExit(s.pid);
+  ASSERT_OK(store_->Finish("polite", 0));
+  ASSERT_TRUE(WaitFor([&] { return LiveInGroup(s.pid).size() == 2; }));
+  Sweeper sweeper(store_.get(), &procfs_, Fast());
+  ASSERT_OK_AND_ASSIGN(v1::SweepResponse resp, sweeper.Sweep({}));
+  EXPECT_EQ(resp.survivors_size(), 0);
+  EXPECT_TRUE(LiveInGroup(s.pid).empty());
+  std::map<std::string, int> sent = SentByStage("polite");
+  EXPECT_EQ(sent["SIGINT"], 2);
+  EXPECT_EQ(sent.count("SIGTERM"), 0u);
+  EXPECT_EQ(sent.count("SIGKILL"), 0u);
+}
+
+TEST_F(SweeperTest, EscapedDescendantWithCookieIsSwept) {
+  REQUIRE_PRIVATE_NS();
+  const std::string script =
+      "(setsid sh -c \"trap '' INT TERM; while :; do sleep 1; done\" &); "
+      "echo ready";
+  Spawned s = StartFinished("cookie-run", script,
+                            {"RUNREAPER_RUN_ID=cookie-run"});
+  Sweeper sweeper(store_.get(), &procfs_, Fast());
+  // The escapee leads its own session: only the cookie ties it to the run.
+  ASSERT_TRUE(WaitFor([&] {
+    absl::StatusOr<v1::ListOrphansResponse> o = sweeper.ListOrphans("");
+    if (!o.ok()) return false;
+    for (const v1::Orphan& x : o->orphans()) {
+      if (x.source() == v1::MATCH_SOURCE_COOKIE && x.pid() != 0 &&
+          x.comm() == "sh") {
+        return true;
+      }
+    }
+    return false;
+  }));
+  EXPECT_TRUE(WaitFor([&] { return LiveInGroup(s.pid).empty(); }));
+  ASSERT_FALSE(LiveWithCookie("cookie-run").empty());
+
+  ASSERT_OK_AND_ASSIGN(v1::SweepResponse resp, sweeper.Sweep({}));
+  EXPECT_EQ(resp.survivors_size(), 0);
+  EXPECT_TRUE(LiveWithCookie("cookie-run").empty());
+  std::map<std::string, int> sent = SentByStage("cookie-run");
+  EXPECT_GE(sent["SIGKILL"], 1);
+}
+
+// Finds the cgroup v2 mount and makes a fresh directory below it; nullopt
+// when the hierarchy is missing or not writable.
+std::optional<std::pair<std::string, std::string>> MakeTestCgroup(
+    const std::string& name) {
+  int fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::string text;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0) text.append(buf, n);
+  close(fd);
+  std::optional<scanner::Cgroup2Mount> mount = scanner::FindCgroup2Mount(text);
+  if (!mount.has_value() || mount->root != "/") return std::nullopt;
+  const std::string parent = mount->mount_point + "/runreaper-test";
+  mkdir(parent.c_str(), 0755);
+  const std::string dir = parent + "/" + name;
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return std::nullopt;
+  return std::make_pair(dir, "/runreaper-test/" + name);
+}
+
+TEST_F(SweeperTest, EscapedDescendantInDedicatedCgroupIsSwept) {
+  REQUIRE_PRIVATE_NS();
+  const std::string name = absl::StrCat("sweep-", getppid(), "-", time(nullptr));
+  auto cg = MakeTestCgroup(name);
+  if (!cg.has_value()) GTEST_SKIP() << "cgroup v2 hierarchy not writable here";
+  const std::string script =
+      "(setsid sh -c \"trap '' INT TERM; while :; do sleep 1; done\" &); "
+      "echo ready";
+  Spawned s = StartFinished("cg-run", script, {}, cg->first);
+  EXPECT_EQ(s.id.cgroup, cg->second);
+  Sweeper sweeper(store_.get(), &procfs_, Fast());
+  ASSERT_TRUE(WaitFor([&] {
+    absl::StatusOr<v1::ListOrphansResponse> o = sweeper.ListOrphans("cg-run");
+    if (!o.ok()) return false;
+    for (const v1::Orphan& x : o->orphans()) {
+      if (x.source() == v1::MATCH_SOURCE_CGROUP && x.comm() == "sh") return true;
+    }
+    return false;
+  }));
+  ASSERT_OK_AND_ASSIGN(v1::SweepResponse resp, sweeper.Sweep({}));
+  EXPECT_EQ(resp.survivors_size(), 0);
+  bool cgroup_kill = false;
+  for (const v1::Event& e : Events("cg-run", v1::EVENT_TYPE_SIGNAL)) {
+    if (e.stage() == "cgroup.kill") {
+      cgroup_kill = true;
+      EXPECT_EQ(e.result(), "SENT") << e.detail();
+    }
+  }
+  EXPECT_TRUE(cgroup_kill);
+  KillEverythingElse();
+  EXPECT_EQ(rmdir(cg->first.c_str()), 0) << strerror(errno);
+  rmdir((cg->first.substr(0, cg->first.rfind('/'))).c_str());
+}
+
+TEST_F(SweeperTest, LeaderThatDidNotLeadItsGroupIsNotSweptByPgid) {
+  REQUIRE_PRIVATE_NS();
+  // The runner (a session leader) starts the "leader" and a later sibling in
+  // its own group; the run is registered for the leader.
+  Spawned runner = SpawnSh("sleep 30 & sleep 30 & wait");
+  // Find the first sleep: the oldest child of the runner.
+  int leader = 0;
+  ASSERT_TRUE(WaitFor([&] {
+    absl::StatusOr<scanner::Snapshot> snap = procfs_.Walk();
+    if (!snap.ok()) return false;
+    uint64_t best = 0;
+    int count = 0;
+    for (const auto& p : snap->processes) {
+      if (p.ppid == runner.pid && p.comm == "sleep") {
+        ++count;
+        if (leader == 0 || p.start_time < best ||
+            (p.start_time == best && p.pid < leader)) {
+          leader = p.pid;
+          best = p.start_time;
+        }
+      }
+    }
+    if (count < 2) leader = 0;
+    return count == 2;
+  }));
+  ASSERT_OK_AND_ASSIGN(scanner::Identity id, procfs_.CaptureIdentity(leader));
+  ASSERT_EQ(id.pgid, runner.pid);
+  ASSERT_NE(id.pgid, id.pid);
+  Register(RunOf("not-leader", id));
+  ASSERT_OK(store_->Finish("not-leader", 0));
+  Sweeper sweeper(store_.get(), &procfs_, Fast());
+  ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse o, sweeper.ListOrphans(""));
+  EXPECT_EQ(o.orphans_size(), 0);
+  ASSERT_OK_AND_ASSIGN(v1::SweepResponse resp, sweeper.Sweep({}));
+  EXPECT_EQ(resp.targets_size(), 0);
+  EXPECT_TRUE(Events("not-leader", v1::EVENT_TYPE_SIGNAL).empty());
+  EXPECT_EQ(LiveInGroup(runner.pid).size(), 3u);  // runner + two sleeps
+}
+
+// Fork-only helpers below run async-signal-safe calls only.
+[[noreturn]] void PauseForever() {
+  while (true) pause();
+}
+
+TEST_F(SweeperTest, OlderProcessInTheGroupIsNeverSignalled) {
+  REQUIRE_PRIVATE_NS();
+  int to_old[2], from_leader[2];
+  ASSERT_EQ(pipe2(to_old, O_CLOEXEC), 0);
+  ASSERT_EQ(pipe2(from_leader, O_CLOEXEC), 0);
+  const pid_t session = fork();
+  if (session == 0) {
+    setsid();
+    const pid_t old = fork();
+    if (old == 0) {
+      // Older than the leader; joins the leader's group when told.
+      int leader_pid = 0;
+      if (read(to_old[0], &leader_pid, sizeof(leader_pid)) != sizeof(leader_pid)) _exit(1);
+      if (setpgid(0, leader_pid) != 0) _exit(2);
+      WriteAll(from_leader[1], "J", 1);
+      PauseForever();
+    }
+    usleep(20000);  // a later start time (ticks are 10 ms)
+    const pid_t leader = fork();
+    if (leader == 0) {
+      setpgid(0, 0);
+      PauseForever();
+    }
+    setpgid(leader, leader);
+    WriteAll(to_old[1], reinterpret_cast<const char*>(&leader), sizeof(leader));
+    PauseForever();
+  }
+  close(to_old[0]);
+  close(from_leader[1]);
+  ASSERT_EQ(ReadByte(from_leader[0]), 'J');
+  // The group now holds the leader and the older process.
+  int leader = 0, old = 0;
+  absl::StatusOr<scanner::Snapshot> snap = procfs_.Walk();
+  ASSERT_TRUE(snap.ok());
+  for (const auto& p : snap->processes) {
+    if (p.ppid != session) continue;
+    if (p.pgid == p.pid) leader = p.pid;
+  }
+  ASSERT_NE(leader, 0);
+  for (const auto& p : snap->processes) {
+    if (p.ppid == session && p.pgid == leader && p.pid != leader) old = p.pid;
+  }
+  ASSERT_NE(old, 0);
+  ASSERT_OK_AND_ASSIGN(scanner::Identity id, procfs_.CaptureIdentity(leader));
+  ASSERT_OK_AND_ASSIGN(scanner::ProcStat old_stat, procfs_.ReadStat(old));
+  ASSERT_LT(old_stat.start_time, id.start_time);
+  Register(RunOf("older", id));
+  ASSERT_OK(store_->Finish("older", 0));
+
+  Sweeper sweeper(store_.get(), &procfs_, Fast());
+  ASSERT_OK_AND_ASSIGN(v1::SweepResponse resp, sweeper.Sweep({}));
+  EXPECT_EQ(resp.survivors_size(), 0);
+  for (const v1::Event& e : Events("older", v1::EVENT_TYPE_SIGNAL)) {
+    EXPECT_NE(e.pid(), old);
+  }
+  EXPECT_FALSE(Events("older", v1::EVENT_TYPE_SIGNAL).empty());
+  // The leader died on SIGINT; the older process lives on.
+  EXPECT_EQ(LiveInGroup(leader), std::vector<int>{old});
+  close(to_old[1]);
+  close(from_leader[0]);
+}
+
+TEST_F(SweeperTest, KeptMemberSurvivesAndIsReported) {
+  REQUIRE_PRIVATE_NS();
+  Spawned s = StartFinished("keep-run",
+                            "RUNREAPER_KEEP=1 sleep 30 & sleep 30 & echo ready");
+  ASSERT_TRUE(WaitFor([&] { return LiveInGroup(s.pid).size() == 2; }));
+  Sweeper sweeper(store_.get(), &procfs_, Fast());
+  ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse o, sweeper.ListOrphans(""));
+  int kept_pid = 0;
+  for (const v1::Orphan& x : o.orphans()) {
+    if (x.kept()) kept_pid = x.pid();
+  }
+  ASSERT_NE(kept_pid, 0);
+  ASSERT_OK_AND_ASSIGN(v1::SweepResponse resp, sweeper.Sweep({}));
+  EXPECT_EQ(resp.survivors_size(), 0);
+  EXPECT_EQ(LiveInGroup(s.pid), std::vector<int>{kept_pid});
+  std::vector<v1::Event> kept = Events("keep-run", v1::EVENT_TYPE_KEPT);
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(kept[0].pid(), kept_pid);
+  for (const v1::Event& e : Events("keep-run", v1::EVENT_TYPE_SIGNAL)) {
+    EXPECT_NE(e.pid(), kept_pid);
+  }
+}
+
+TEST_F(SweeperTest, ZombieMemberDoesNotBlockTheDrain) {
+  REQUIRE_PRIVATE_NS();
+  int info[2];
+  ASSERT_EQ(pipe2(info, O_CLOEXEC), 0);
+  // H: a subreaper in its own session that never waits. L: the run leader,
+  // which forks a member that exits at once (a zombie once L is gone, with H
+  // as its parent) and one that sleeps, then exits itself.
+  const pid_t h = fork();
+  if (h == 0) {
+    setsid();
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    const pid_t l = fork();
+    if (l == 0) {
+      setsid();
+      const pid_t z = fork();
+      if (z == 0) _exit(0);
+      const pid_t w = fork();
+      if (w == 0) PauseForever();
+      int msg[3] = {getpid(), z, w};
+      WriteAll(info[1], reinterpret_cast<const char*>(msg), sizeof(msg));
+      _exit(0);
+    }
+    PauseForever();
+  }
+  close(info[1]);
+  int msg[3];
+  ASSERT_EQ(read(info[0], msg, sizeof(msg)), static_cast<ssize_t>(sizeof(msg)));
+  close(info[0]);
+  const int l = msg[0], z = msg[1], w = msg[2];
+  ASSERT_TRUE(WaitFor([&] {
+    absl::StatusOr<scanner::ProcStat> zs = procfs_.ReadStat(z);
+    absl::StatusOr<scanner::ProcStat> ls = procfs_.ReadStat(l);
+    return zs.ok() && zs->state == 'Z' && zs->ppid == h && ls.ok() &&
+           ls->state == 'Z';
+  }));
+  // L is a zombie child of H: its stat still has everything the record needs.
+  ASSERT_OK_AND_ASSIGN(scanner::ProcStat ls, procfs_.ReadStat(l));
+  scanner::Identity id;
+  id.pid = l;
+  id.pgid = ls.pgrp;
+  id.sid = ls.session;
+  id.start_time = ls.start_time;
+  ASSERT_OK_AND_ASSIGN(id.pidns_inode, procfs_.SelfPidNs());
+  Register(RunOf("zombies", id));
+  ASSERT_OK(store_->Finish("zombies", 0));
+
+  Sweeper sweeper(store_.get(), &procfs_, Fast());
+  ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse o, sweeper.ListOrphans(""));
+  bool saw_zombie = false;
+  for (const v1::Orphan& x : o.orphans()) {
+    if (x.pid() == z) {
+      saw_zombie = true;
+      EXPECT_TRUE(x.zombie());
+      EXPECT_EQ(x.reaper_pid(), h);
+    }
+  }
+  EXPECT_TRUE(saw_zombie);
+  ASSERT_OK_AND_ASSIGN(v1::SweepResponse resp, sweeper.Sweep({}));
+  EXPECT_EQ(resp.survivors_size(), 0);
+  std::map<std::string, int> sent = SentByStage("zombies");
+  EXPECT_EQ(sent["SIGINT"], 1);  // only w; it dies of it
+  EXPECT_EQ(sent.count("SIGTERM"), 0u);
+  for (const v1::Event& e : Events("zombies", v1::EVENT_TYPE_SIGNAL)) {
+    EXPECT_EQ(e.pid(), w);
+  }
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Run> unswept,
+                       store_->ListTerminalUnswept());
+  EXPECT_TRUE(unswept.empty());
+}
+
+TEST_F(SweeperTest, ChildForkedDuringTheLadderIsSwept) {
+  REQUIRE_PRIVATE_NS();
+  // On SIGINT the member starts a new child that ignores TERM.
+  const std::string script =
+      "(trap 'sleep 30 &' INT; trap '' TERM; "
+      "while :; do sleep 0.05; done) & echo ready";
+  Spawned s = StartFinished("forker", script);
+  ASSERT_TRUE(WaitFor([&] { return LiveInGroup(s.pid).size() >= 2; }));
+  Sweeper sweeper(store_.get(), &procfs_, Fast());
+  ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse before, sweeper.ListOrphans(""));
+  std::set<int> initial;
+  for (const v1::Orphan& x : before.orphans()) initial.insert(x.pid());
+  ASSERT_OK_AND_ASSIGN(v1::SweepResponse resp, sweeper.Sweep({}));
+  EXPECT_EQ(resp.survivors_size(), 0);
+  EXPECT_TRUE(LiveInGroup(s.pid).empty());
+  // Some process that did not exist at the start was signalled.
+  bool later = false;
+  for (const v1::Event& e : Events("forker", v1::EVENT_TYPE_SIGNAL)) {
+    if (e.stage() != "SIGINT" && initial.count(e.pid()) == 0) later = true;
+  }
+  EXPECT_TRUE(later);
+}
+
+TEST_F(SweeperTest, FiftyStubbornGroupsInOneLadder) {
+  REQUIRE_PRIVATE_NS();
+  constexpr int kGroups = 50;
+  std::vector<Spawned> groups;
+  for (int i = 0; i < kGroups; ++i) {
+    groups.push_back(StartFinished(absl::StrCat("g", i), kStubborn));
+  }
+  for (const Spawned& g : groups) {
+    ASSERT_TRUE(WaitFor([&] { return !LiveInGroup(g.pid).empty(); }));
+  }
+  Sweeper sweeper(store_.get(), &procfs_, Fast());
+  const absl::Time start = absl::Now();
+  ASSERT_OK_AND_ASSIGN(v1::SweepResponse resp, sweeper.Sweep({}));
+  const absl::Duration took = absl::Now() - start;
+  const absl::Duration ladder = Fast().sigint_grace + Fast().sigterm_grace;
+  fprintf(stderr, "swept %d stubborn groups (%d targets, %d signals) in %s; "
+          "one ladder is %s\n", kGroups, resp.targets_size(),
+          resp.signals_size(), absl::FormatDuration(took).c_str(),
+          absl::FormatDuration(ladder).c_str());
+  EXPECT_EQ(resp.survivors_size(), 0);
+  for (const Spawned& g : groups) EXPECT_TRUE(LiveInGroup(g.pid).empty());
+  std::map<std::pair<int, std::string>, int> per_pid_stage;
+  for (int i = 0; i < kGroups; ++i) {
+    const std::string run_id = absl::StrCat("g", i);
+    std::map<std::string, int> sent = SentByStage(run_id);
+    EXPECT_GE(sent["SIGINT"], 1) << run_id;
+    EXPECT_GE(sent["SIGTERM"], 1) << run_id;
+    EXPECT_GE(sent["SIGKILL"], 1) << run_id;
+    for (const v1::Event& e : Events(run_id, v1::EVENT_TYPE_SIGNAL)) {
+      ++per_pid_stage[{e.pid(), e.stage()}];
+    }
+  }
+  for (const auto& [k, n] : per_pid_stage) {
+    EXPECT_EQ(n, 1) << "pid " << k.first << " stage " << k.second;
+  }
+  // Sanity bound only (no timing assertion beyond it): far below 50 ladders.
+  EXPECT_LT(took, 10 * (ladder + absl::Seconds(1)));
+}
+
+TEST_F(SweeperTest, DryRunSendsNothing) {
+  REQUIRE_PRIVATE_NS();
+  Spawned s = StartFinished("dry", kStubborn);
+  ASSERT_TRUE(WaitFor([&] { return !LiveInGroup(s.pid).empty(); }));
+  const std::vector<int> before = LiveInGroup(s.pid);
+  Sweeper sweeper(store_.get(), &procfs_, Fast());
+  v1::SweepRequest req;
+  req.set_dry_run(true);
+  ASSERT_OK_AND_ASSIGN(v1::SweepResponse resp, sweeper.Sweep(req));
+  EXPECT_GE(resp.targets_size(), 1);
+  EXPECT_EQ(resp.signals_size(), 0);
+  EXPECT_TRUE(Events("dry", v1::EVENT_TYPE_SIGNAL).empty());
+  for (int pid : before) {
+    absl::StatusOr<scanner::ProcStat> st = procfs_.ReadStat(pid);
+    if (st.ok()) {
+      EXPECT_NE(st->state, 'Z');
+    }
+  }
+  EXPECT_FALSE(LiveInGroup(s.pid).empty());
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Run> unswept,
+                       store_->ListTerminalUnswept());
+  EXPECT_EQ(unswept.size(), 1u);
+}
+
+TEST_F(SweeperTest, ConcurrentSweepsSignalEachStageOnce) {
+  REQUIRE_PRIVATE_NS();
+  constexpr int kGroups = 5;
+  std::vector<Spawned> groups;
+  for (int i = 0; i < kGroups; ++i) {
+    groups.push_back(StartFinished(absl::StrCat("c", i), kStubborn));
+  }
+  for (const Spawned& g : groups) {
+    ASSERT_TRUE(WaitFor([&] { return !LiveInGroup(g.pid).empty(); }));
+  }
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<store::RunStore> second,
+                       store::RunStore::Open(db_path_));
+  Sweeper a(store_.get(), &procfs_, Fast());
+  Sweeper b(second.get(), &procfs_, Fast());
+  absl::StatusOr<v1::SweepResponse> ra, rb;
+  std::thread ta([&] { ra = a.Sweep({}); });
+  std::thread tb([&] { rb = b.Sweep({}); });
+  ta.join();
+  tb.join();
+  ASSERT_TRUE(ra.ok()) << ra.status();
+  ASSERT_TRUE(rb.ok()) << rb.status();
+  for (const Spawned& g : groups) EXPECT_TRUE(LiveInGroup(g.pid).empty());
+  std::map<std::pair<int, std::string>, int> per_pid_stage;
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Event> all,
+                       store_->ListEvents(0, "", store::RunStore::kMaxPageSize));
+  int signals = 0;
+  for (const v1::Event& e : all) {
+    if (e.type() != v1::EVENT_TYPE_SIGNAL) continue;
+    ++signals;
+    ++per_pid_stage[{e.pid(), e.stage()}];
+  }
+  EXPECT_GE(signals, 3 * kGroups);
+  for (const auto& [k, n] : per_pid_stage) {
+    EXPECT_EQ(n, 1) << "pid " << k.first << " stage " << k.second;
+  }
+  EXPECT_EQ(ra->signals_size() + rb->signals_size(), signals);
+}
+
+TEST_F(SweeperTest, SweepRunTakesTheCancelledLeaderToo) {
+  REQUIRE_PRIVATE_NS();
+  Spawned s = SpawnSh("trap '' INT; sleep 30 & wait");
+  Register(RunOf("cancel-me", s.id));
+  Sweeper sweeper(store_.get(), &procfs_, Fast());
+  // Not cancelled yet: refused.
+  EXPECT_FALSE(sweeper.SweepRun("cancel-me").ok());
+  v1::SweepRequest req;
+  req.set_run_id("cancel-me");
+  EXPECT_FALSE(sweeper.Sweep(req).ok());  // RUNNING
+  ASSERT_OK(store_->Cancel("cancel-me", "test"));
+  ASSERT_OK_AND_ASSIGN(v1::SweepResponse resp, sweeper.SweepRun("cancel-me"));
+  EXPECT_EQ(resp.survivors_size(), 0);
+  int status = WaitExit(s.pid);
+  EXPECT_TRUE(WIFSIGNALED(status));
+  bool leader_signalled = false;
+  for (const v1::Event& e : Events("cancel-me", v1::EVENT_TYPE_SIGNAL)) {
+    if (e.pid() == s.pid) leader_signalled = true;
+  }
+  EXPECT_TRUE(leader_signalled);
+  EXPECT_TRUE(LiveInGroup(s.pid).empty());
+  EXPECT_EQ(sweeper.ListOrphans("nope").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace runreaper::server
+
+// Re-executes the test as pid 1 of a private PID + mount namespace with its
+// own /proc; falls back to running in place (signalling tests then skip).
+int main(int argc, char** argv) {
+  if (getenv(runreaper::server::kInNsEnv) == nullptr && getpid() != 1) {
+    char self[PATH_MAX];
+    const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n > 0) {
+      self[n] = '\0';
+      setenv(runreaper::server::kInNsEnv, "1", 1);
+      std::vector<char*> args = {const_cast<char*>("unshare"),
+                                 const_cast<char*>("--pid"),
+                                 const_cast<char*>("--fork"),
+                                 const_cast<char*>("--mount-proc"),
+                                 const_cast<char*>("--"), self};
+      for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
+      args.push_back(nullptr);
+      execvp("unshare", args.data());
+      fprintf(stderr, "sweeper_test: exec unshare: %s; running in place\n",
+              strerror(errno));
+    }
+  }
+  testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
