@@ -572,7 +572,10 @@ absl::StatusOr<v1::Run> ReconcilerService::DoRegister(
     run.set_boot_id(id->boot_id);
     run.set_uid(id->uid);
     run.set_comm(id->comm);
-    run.set_cgroup(id->cgroup);
+    // Not id->cgroup: a leader's current cgroup is usually shared with its
+    // runner (a systemd scope or service), and a recorded cgroup makes every
+    // process in it a member to sweep. Only a caller that sends `cgroup`
+    // names a cgroup of the run's own.
   }
   ASSIGN_OR_RETURN(v1::Run stored, store_->Register(run));
   hub_->Notify();
