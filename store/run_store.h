@@ -38,6 +38,12 @@ struct StoreOptions {
   std::function<absl::Time()> clock;
   // How long a writer waits for another handle's lock before UNAVAILABLE.
   absl::Duration busy_timeout = absl::Seconds(5);
+  // PRAGMA synchronous (the journal is always WAL). kFull: an acknowledged
+  // write survives kill -9 and power loss (one fsync per commit). kNormal:
+  // survives kill -9 of the process, may lose the last commits on power
+  // loss. See docs/STORE.md for the measured cost.
+  enum class Sync { kFull, kNormal };
+  Sync synchronous = Sync::kFull;
 };
 
 struct ListRunsQuery {

@@ -1,0 +1,1063 @@
+#include "store/run_store.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "base/status_macros.h"
+#include "store/sqlite.h"
+
+namespace runreaper::store {
+namespace {
+
+// Forward migrations: kMigrations[v] takes a database from user_version v to
+// v + 1. Never edit a shipped entry; append a new one and bump
+// RunStore::kSchemaVersion.
+const char* const kMigrations[] = {
+    // 0 -> 1: the initial schema.
+    R"sql(
+CREATE TABLE runs (
+  seq                   INTEGER PRIMARY KEY AUTOINCREMENT,
+  run_id                TEXT    NOT NULL UNIQUE,
+  pid                   INTEGER NOT NULL,
+  pgid                  INTEGER NOT NULL,
+  sid                   INTEGER NOT NULL,
+  pidns_inode           INTEGER NOT NULL,
+  start_time_ticks      INTEGER NOT NULL,
+  boot_id               TEXT    NOT NULL,
+  uid                   INTEGER,
+  comm                  TEXT    NOT NULL,
+  cgroup                TEXT    NOT NULL,
+  keep                  INTEGER NOT NULL,
+  state                 INTEGER NOT NULL,
+  liveness              INTEGER NOT NULL,
+  stale_reason          INTEGER NOT NULL,
+  exit_code             INTEGER,
+  registered_at_us      INTEGER NOT NULL,
+  last_seen_alive_at_us INTEGER NOT NULL,
+  ended_at_us           INTEGER,
+  sweep_done            INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX runs_by_state ON runs(state, seq);
+CREATE INDEX runs_terminal_unswept ON runs(seq)
+  WHERE state != 1 AND sweep_done = 0;
+CREATE TABLE run_labels (
+  seq   INTEGER NOT NULL REFERENCES runs(seq) ON DELETE CASCADE,
+  key   TEXT    NOT NULL,
+  value TEXT    NOT NULL,
+  PRIMARY KEY (seq, key)
+) WITHOUT ROWID;
+CREATE INDEX run_labels_by_key_value ON run_labels(key, value, seq);
+CREATE TABLE events (
+  event_id     INTEGER PRIMARY KEY AUTOINCREMENT,
+  time_us      INTEGER NOT NULL,
+  type         INTEGER NOT NULL,
+  run_id       TEXT    NOT NULL,
+  from_state   INTEGER NOT NULL,
+  to_state     INTEGER NOT NULL,
+  stale_reason INTEGER NOT NULL,
+  exit_code    INTEGER,
+  pid          INTEGER NOT NULL,
+  signal       INTEGER NOT NULL,
+  stage        TEXT    NOT NULL,
+  result       TEXT    NOT NULL,
+  detail       TEXT    NOT NULL
+);
+CREATE INDEX events_by_run ON events(run_id, event_id);
+CREATE TABLE sweep_progress (
+  run_id           TEXT    NOT NULL REFERENCES runs(run_id),
+  pid              INTEGER NOT NULL,
+  start_time_ticks INTEGER NOT NULL,
+  stage            INTEGER NOT NULL,
+  updated_at_us    INTEGER NOT NULL,
+  PRIMARY KEY (run_id, pid, start_time_ticks)
+) WITHOUT ROWID;
+)sql",
+};
+static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) ==
+                  RunStore::kSchemaVersion,
+              "one migration per schema version");
+
+constexpr int kDefaultPageSize = 100;
+constexpr int kMaxLabelsInQuery = 64;
+
+// Column list shared by every query that reads a run; ReadRunRow decodes it.
+constexpr char kRunColumns[] =
+    "seq, run_id, pid, pgid, sid, pidns_inode, start_time_ticks, boot_id, "
+    "uid, comm, cgroup, keep, state, liveness, stale_reason, exit_code, "
+    "registered_at_us, last_seen_alive_at_us, ended_at_us, sweep_done";
+
+constexpr char kInsertEvent[] =
+    "INSERT INTO events (time_us, type, run_id, from_state, to_state, "
+    "stale_reason, exit_code, pid, signal, stage, result, detail) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
+
+// Writes every mutable field of a run back (identity never changes).
+constexpr char kUpdateRun[] =
+    "UPDATE runs SET state = ?2, liveness = ?3, stale_reason = ?4, "
+    "exit_code = ?5, last_seen_alive_at_us = ?6, ended_at_us = ?7 "
+    "WHERE seq = ?1";
+
+void SetTimestamp(int64_t micros, google::protobuf::Timestamp* ts) {
+  // Floor division so that times before the epoch keep nanos in [0, 1e9).
+  int64_t secs = micros / 1000000;
+  int64_t rem = micros % 1000000;
+  if (rem < 0) {
+    rem += 1000000;
+    secs -= 1;
+  }
+  ts->set_seconds(secs);
+  ts->set_nanos(static_cast<int32_t>(rem * 1000));
+}
+
+int64_t TimestampMicros(const google::protobuf::Timestamp& ts) {
+  return ts.seconds() * 1000000 + ts.nanos() / 1000;
+}
+
+bool IsTerminal(v1::RunState state) {
+  return state == v1::RUN_STATE_FINISHED || state == v1::RUN_STATE_STALE ||
+         state == v1::RUN_STATE_CANCELLED;
+}
+
+std::string StateName(v1::RunState state) {
+  return v1::RunState_Name(state);
+}
+
+// A run row as stored: its registration sequence number and the message.
+struct StoredRun {
+  int64_t seq = 0;
+  v1::Run run;
+};
+
+// Decodes a row selected with kRunColumns (labels are read separately).
+StoredRun ReadRunRow(const Statement& s) {
+  StoredRun out;
+  out.seq = s.ColumnInt(0);
+  v1::Run& r = out.run;
+  r.set_run_id(s.ColumnText(1));
+  r.set_pid(static_cast<int32_t>(s.ColumnInt(2)));
+  r.set_pgid(static_cast<int32_t>(s.ColumnInt(3)));
+  r.set_sid(static_cast<int32_t>(s.ColumnInt(4)));
+  // uint64 values are stored as their int64 bit pattern.
+  r.set_pidns_inode(static_cast<uint64_t>(s.ColumnInt(5)));
+  r.set_start_time_ticks(static_cast<uint64_t>(s.ColumnInt(6)));
+  r.set_boot_id(s.ColumnText(7));
+  if (!s.ColumnIsNull(8)) r.set_uid(static_cast<uint32_t>(s.ColumnInt(8)));
+  r.set_comm(s.ColumnText(9));
+  r.set_cgroup(s.ColumnText(10));
+  r.set_keep(s.ColumnInt(11) != 0);
+  r.set_state(static_cast<v1::RunState>(s.ColumnInt(12)));
+  r.set_liveness(static_cast<v1::Liveness>(s.ColumnInt(13)));
+  r.set_stale_reason(static_cast<v1::StaleReason>(s.ColumnInt(14)));
+  if (!s.ColumnIsNull(15)) {
+    r.set_exit_code(static_cast<int32_t>(s.ColumnInt(15)));
+  }
+  SetTimestamp(s.ColumnInt(16), r.mutable_registered_at());
+  SetTimestamp(s.ColumnInt(17), r.mutable_last_seen_alive_at());
+  if (!s.ColumnIsNull(18)) SetTimestamp(s.ColumnInt(18), r.mutable_ended_at());
+  return out;
+}
+
+v1::Event ReadEventRow(const Statement& s) {
+  v1::Event e;
+  e.set_event_id(s.ColumnInt(0));
+  SetTimestamp(s.ColumnInt(1), e.mutable_time());
+  e.set_type(static_cast<v1::EventType>(s.ColumnInt(2)));
+  e.set_run_id(s.ColumnText(3));
+  e.set_from_state(static_cast<v1::RunState>(s.ColumnInt(4)));
+  e.set_to_state(static_cast<v1::RunState>(s.ColumnInt(5)));
+  e.set_stale_reason(static_cast<v1::StaleReason>(s.ColumnInt(6)));
+  if (!s.ColumnIsNull(7)) e.set_exit_code(static_cast<int32_t>(s.ColumnInt(7)));
+  e.set_pid(static_cast<int32_t>(s.ColumnInt(8)));
+  e.set_signal(static_cast<int32_t>(s.ColumnInt(9)));
+  e.set_stage(s.ColumnText(10));
+  e.set_result(s.ColumnText(11));
+  e.set_detail(s.ColumnText(12));
+  return e;
+}
+
+// Names the first identity field in which `a` and `b` differ, or "" when
+// they have the same identity.
+std::string IdentityDifference(const v1::Run& a, const v1::Run& b) {
+  if (a.pid() != b.pid()) return absl::StrCat("pid ", a.pid(), " vs ", b.pid());
+  if (a.pgid() != b.pgid()) {
+    return absl::StrCat("pgid ", a.pgid(), " vs ", b.pgid());
+  }
+  if (a.sid() != b.sid()) return absl::StrCat("sid ", a.sid(), " vs ", b.sid());
+  if (a.pidns_inode() != b.pidns_inode()) {
+    return absl::StrCat("pidns_inode ", a.pidns_inode(), " vs ",
+                        b.pidns_inode());
+  }
+  if (a.start_time_ticks() != b.start_time_ticks()) {
+    return absl::StrCat("start_time_ticks ", a.start_time_ticks(), " vs ",
+                        b.start_time_ticks());
+  }
+  if (a.boot_id() != b.boot_id()) {
+    return absl::StrCat("boot_id \"", a.boot_id(), "\" vs \"", b.boot_id(),
+                        "\"");
+  }
+  if (a.has_uid() != b.has_uid() || a.uid() != b.uid()) {
+    auto uid = [](const v1::Run& r) {
+      return r.has_uid() ? absl::StrCat(r.uid()) : std::string("unset");
+    };
+    return absl::StrCat("uid ", uid(a), " vs ", uid(b));
+  }
+  if (a.comm() != b.comm()) {
+    return absl::StrCat("comm \"", a.comm(), "\" vs \"", b.comm(), "\"");
+  }
+  if (a.cgroup() != b.cgroup()) {
+    return absl::StrCat("cgroup \"", a.cgroup(), "\" vs \"", b.cgroup(), "\"");
+  }
+  if (std::map<std::string, std::string>(a.labels().begin(),
+                                         a.labels().end()) !=
+      std::map<std::string, std::string>(b.labels().begin(),
+                                         b.labels().end())) {
+    return "labels";
+  }
+  if (a.keep() != b.keep()) return "keep";
+  return "";
+}
+
+// ---- Page tokens ----
+// A token is web-safe base64 of "r1:<last seq>:<filter fingerprint>". The
+// fingerprint ties it to the filter it was issued for.
+
+uint64_t FilterFingerprint(const ListRunsQuery& q) {
+  // FNV-1a 64 over the state and the sorted labels (std::map is sorted).
+  uint64_t h = 1469598103934665603ULL;
+  auto mix = [&h](absl::string_view bytes) {
+    for (unsigned char c : bytes) {
+      h ^= c;
+      h *= 1099511628211ULL;
+    }
+    h ^= 0xff;  // field separator
+    h *= 1099511628211ULL;
+  };
+  mix(absl::StrCat(static_cast<int>(q.state)));
+  for (const auto& [k, v] : q.labels) {
+    mix(k);
+    mix(v);
+  }
+  return h;
+}
+
+std::string EncodePageToken(int64_t seq, uint64_t fingerprint) {
+  return absl::WebSafeBase64Escape(
+      absl::StrFormat("r1:%d:%016x", seq, fingerprint));
+}
+
+absl::StatusOr<int64_t> DecodePageToken(const std::string& token,
+                                        uint64_t fingerprint) {
+  auto bad = [&token](absl::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid page_token \"", token, "\": ", why));
+  };
+  std::string raw;
+  if (!absl::WebSafeBase64Unescape(token, &raw)) return bad("not base64");
+  std::vector<std::string> parts = absl::StrSplit(raw, ':');
+  int64_t seq = 0;
+  uint64_t fp = 0;
+  if (parts.size() != 3 || parts[0] != "r1" ||
+      !absl::SimpleAtoi(parts[1], &seq) || seq <= 0 ||
+      parts[2].size() != 16 || !absl::SimpleHexAtoi(parts[2], &fp)) {
+    return bad("not a token issued by this server");
+  }
+  if (fp != fingerprint) {
+    return bad("issued for a different state/label filter");
+  }
+  return seq;
+}
+
+}  // namespace
+
+struct RunStore::Impl {
+  Impl(std::unique_ptr<Database> database, StoreOptions opts)
+      : options(std::move(opts)),
+        db_path(database->path()),
+        db(std::move(database)) {}
+
+  absl::Time Now() const {
+    return options.clock ? options.clock() : absl::Now();
+  }
+  int64_t NowMicros() const { return absl::ToUnixMicros(Now()); }
+  const std::string& path() const { return db_path; }
+
+  // Runs `fn` inside BEGIN IMMEDIATE ... COMMIT: the write lock is taken up
+  // front, so two writers never deadlock upgrading a read lock, and waiting
+  // for it honours the busy timeout. Rolls back when `fn` or COMMIT fails.
+  absl::Status InWriteTransaction(const std::function<absl::Status()>& fn)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    RETURN_IF_ERROR(db->Exec("BEGIN IMMEDIATE"));
+    absl::Status status = fn();
+    if (status.ok()) status = db->Exec("COMMIT");
+    if (!status.ok() && sqlite3_get_autocommit(db->get()) == 0) {
+      // The transaction is still open (fn failed, or COMMIT failed without
+      // an automatic rollback).
+      const absl::Status rollback = db->Exec("ROLLBACK");
+      if (!rollback.ok()) {
+        fprintf(stderr, "runreaper store: %s\n",
+                rollback.ToString().c_str());
+      }
+    }
+    return status;
+  }
+
+  absl::Status ReadLabels(int64_t seq, v1::Run* run)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    ASSIGN_OR_RETURN(ScopedStatement s,
+                     db->Prepare("SELECT key, value FROM run_labels "
+                                 "WHERE seq = ?1"));
+    s->BindInt(1, seq);
+    while (true) {
+      ASSIGN_OR_RETURN(bool row, s->Step());
+      if (!row) break;
+      (*run->mutable_labels())[s->ColumnText(0)] = s->ColumnText(1);
+    }
+    return absl::OkStatus();
+  }
+
+  // The run with this id, or nullopt.
+  absl::StatusOr<std::optional<StoredRun>> Find(absl::string_view run_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    std::optional<StoredRun> found;
+    {
+      static const std::string* const kSql = new std::string(
+          absl::StrCat("SELECT ", kRunColumns, " FROM runs WHERE run_id = ?1"));
+      ASSIGN_OR_RETURN(ScopedStatement s, db->Prepare(*kSql));
+      s->BindText(1, run_id);
+      ASSIGN_OR_RETURN(bool row, s->Step());
+      if (!row) return found;
+      found = ReadRunRow(*s);
+    }
+    RETURN_IF_ERROR(ReadLabels(found->seq, &found->run));
+    return found;
+  }
+
+  absl::StatusOr<StoredRun> FindOrNotFound(absl::string_view run_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    ASSIGN_OR_RETURN(std::optional<StoredRun> found, Find(run_id));
+    if (!found.has_value()) {
+      return absl::NotFoundError(
+          absl::StrCat("run \"", run_id, "\" not found in ", path()));
+    }
+    return *std::move(found);
+  }
+
+  // Runs of a "SELECT kRunColumns ..." query, labels included.
+  absl::StatusOr<std::vector<StoredRun>> QueryRuns(
+      const std::string& sql, const std::function<void(Statement&)>& bind)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    std::vector<StoredRun> out;
+    {
+      ASSIGN_OR_RETURN(ScopedStatement s, db->Prepare(sql));
+      if (bind) bind(*s);
+      while (true) {
+        ASSIGN_OR_RETURN(bool row, s->Step());
+        if (!row) break;
+        out.push_back(ReadRunRow(*s));
+      }
+    }
+    for (StoredRun& r : out) RETURN_IF_ERROR(ReadLabels(r.seq, &r.run));
+    return out;
+  }
+
+  absl::StatusOr<int64_t> InsertEvent(const v1::Event& e, int64_t now_us)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    ASSIGN_OR_RETURN(ScopedStatement s, db->Prepare(kInsertEvent));
+    s->BindInt(1, now_us)
+        .BindInt(2, e.type())
+        .BindText(3, e.run_id())
+        .BindInt(4, e.from_state())
+        .BindInt(5, e.to_state())
+        .BindInt(6, e.stale_reason())
+        .BindOptionalInt(7, e.has_exit_code()
+                                ? std::optional<int64_t>(e.exit_code())
+                                : std::nullopt)
+        .BindInt(8, e.pid())
+        .BindInt(9, e.signal())
+        .BindText(10, e.stage())
+        .BindText(11, e.result())
+        .BindText(12, e.detail());
+    RETURN_IF_ERROR(s->Run());
+    return db->LastInsertRowid();
+  }
+
+  absl::Status WriteRun(const StoredRun& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    ASSIGN_OR_RETURN(ScopedStatement s, db->Prepare(kUpdateRun));
+    const v1::Run& run = r.run;
+    s->BindInt(1, r.seq)
+        .BindInt(2, run.state())
+        .BindInt(3, run.liveness())
+        .BindInt(4, run.stale_reason())
+        .BindOptionalInt(5, run.has_exit_code()
+                                ? std::optional<int64_t>(run.exit_code())
+                                : std::nullopt)
+        .BindInt(6, TimestampMicros(run.last_seen_alive_at()))
+        .BindOptionalInt(7, run.has_ended_at()
+                                ? std::optional<int64_t>(
+                                      TimestampMicros(run.ended_at()))
+                                : std::nullopt);
+    return s->Run();
+  }
+
+  // Moves a RUNNING run to a terminal state and writes its event.
+  absl::Status Terminate(StoredRun& r, v1::RunState to, int64_t now_us,
+                         absl::string_view detail)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    const v1::RunState from = r.run.state();
+    r.run.set_state(to);
+    SetTimestamp(now_us, r.run.mutable_ended_at());
+    RETURN_IF_ERROR(WriteRun(r));
+    v1::Event e;
+    e.set_type(v1::EVENT_TYPE_STATE_CHANGED);
+    e.set_run_id(r.run.run_id());
+    e.set_from_state(from);
+    e.set_to_state(to);
+    e.set_stale_reason(r.run.stale_reason());
+    if (r.run.has_exit_code()) e.set_exit_code(r.run.exit_code());
+    e.set_detail(std::string(detail));
+    return InsertEvent(e, now_us).status();
+  }
+
+  absl::Status Terminal(const StoredRun& r, absl::string_view op) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        op, " run \"", r.run.run_id(), "\" in ", path(), ": run is ",
+        StateName(r.run.state()),
+        r.run.state() == v1::RUN_STATE_STALE
+            ? absl::StrCat(" (", v1::StaleReason_Name(r.run.stale_reason()),
+                           ")")
+            : std::string(),
+        ", a terminal state"));
+  }
+
+  const StoreOptions options;
+  const std::string db_path;
+  absl::Mutex mu;
+  std::unique_ptr<Database> db ABSL_GUARDED_BY(mu);
+};
+
+namespace {
+
+absl::Status ConfigureAndMigrate(Database& db, const StoreOptions& options) {
+  const std::string& path = db.path();
+  // The first read of page 1: a file that is not a SQLite database fails
+  // here with SQLITE_NOTADB (DATA_LOSS), before anything is written.
+  absl::StatusOr<int64_t> version = db.QueryInt("PRAGMA user_version");
+  if (!version.ok()) {
+    if (version.status().code() == absl::StatusCode::kDataLoss) {
+      return absl::DataLossError(
+          absl::StrCat(path, " is not a usable SQLite database (refusing to "
+                             "touch it): ",
+                       version.status().message()));
+    }
+    return version.status();
+  }
+  if (*version > RunStore::kSchemaVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "database ", path, " has schema version ", *version,
+        ", newer than this runreaper's ", RunStore::kSchemaVersion,
+        "; refusing to open it (upgrade runreaper)"));
+  }
+  if (*version < 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "database ", path, " has invalid schema version ", *version));
+  }
+  // SQLite silently falls back to read-only when the file is not writable.
+  if (sqlite3_db_readonly(db.get(), "main") == 1) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "database ", path, " could only be opened read-only (the file or "
+        "its directory is not writable)"));
+  }
+
+  ASSIGN_OR_RETURN(std::string mode, db.QueryText("PRAGMA journal_mode=WAL"));
+  if (mode != "wal") {
+    return absl::UnavailableError(absl::StrCat(
+        "database ", path, " could not switch to WAL (journal_mode is \"",
+        mode, "\")"));
+  }
+  RETURN_IF_ERROR(db.Exec(options.synchronous == StoreOptions::Sync::kFull
+                              ? "PRAGMA synchronous=FULL"
+                              : "PRAGMA synchronous=NORMAL"));
+  RETURN_IF_ERROR(db.Exec("PRAGMA foreign_keys=ON"));
+  // 16 MiB of page cache (default 2 MiB): a reconcile pass over many runs
+  // then stays in memory instead of spilling dirty pages mid-transaction.
+  RETURN_IF_ERROR(db.Exec("PRAGMA cache_size=-16384"));
+  ASSIGN_OR_RETURN(int64_t fk, db.QueryInt("PRAGMA foreign_keys"));
+  if (fk != 1) {
+    return absl::InternalError(
+        absl::StrCat("database ", path, ": foreign keys could not be enabled"));
+  }
+
+  if (*version == RunStore::kSchemaVersion) return absl::OkStatus();
+
+  // Migrate under the write lock; another process may have migrated since
+  // the version was read, so read it again inside the transaction.
+  RETURN_IF_ERROR(db.Exec("BEGIN IMMEDIATE"));
+  absl::Status status = [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(int64_t current, db.QueryInt("PRAGMA user_version"));
+    if (current > RunStore::kSchemaVersion) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "database ", path, " has schema version ", current,
+          ", newer than this runreaper's ", RunStore::kSchemaVersion));
+    }
+    for (int64_t v = current; v < RunStore::kSchemaVersion; ++v) {
+      absl::Status s = db.Exec(kMigrations[v]);
+      if (!s.ok()) {
+        return absl::Status(s.code(),
+                            absl::StrCat("migrating ", path, " from schema ",
+                                         v, " to ", v + 1, ": ", s.message()));
+      }
+    }
+    RETURN_IF_ERROR(db.Exec(
+        absl::StrCat("PRAGMA user_version = ", RunStore::kSchemaVersion)));
+    return db.Exec("COMMIT");
+  }();
+  if (!status.ok() && sqlite3_get_autocommit(db.get()) == 0) {
+    (void)db.Exec("ROLLBACK");
+  }
+  return status;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RunStore>> RunStore::Open(
+    const std::string& path, StoreOptions options) {
+  if (path.empty()) {
+    return absl::InvalidArgumentError("database path is empty");
+  }
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("database path ", path, " is a directory"));
+    }
+    if (!S_ISREG(st.st_mode)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("database path ", path, " is not a regular file"));
+    }
+  } else if (errno != ENOENT) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("stat ", path));
+  }
+
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<Database> db,
+      Database::Open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+                               SQLITE_OPEN_NOMUTEX));
+  const int64_t busy_ms = absl::ToInt64Milliseconds(options.busy_timeout);
+  sqlite3_busy_timeout(db->get(),
+                       static_cast<int>(std::min<int64_t>(
+                           std::max<int64_t>(busy_ms, 0), 1 << 30)));
+  RETURN_IF_ERROR(ConfigureAndMigrate(*db, options));
+  return std::unique_ptr<RunStore>(
+      new RunStore(std::make_unique<Impl>(std::move(db), std::move(options))));
+}
+
+RunStore::RunStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+RunStore::~RunStore() = default;
+
+const std::string& RunStore::path() const { return impl_->path(); }
+
+absl::StatusOr<v1::Run> RunStore::Register(const v1::Run& run) {
+  if (run.run_id().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("register in ", path(), ": run_id is empty"));
+  }
+  Impl& m = *impl_;
+  absl::MutexLock lock(&m.mu);
+  v1::Run result;
+  RETURN_IF_ERROR(m.InWriteTransaction([&]() -> absl::Status {
+    ASSIGN_OR_RETURN(std::optional<StoredRun> existing, m.Find(run.run_id()));
+    if (existing.has_value()) {
+      const std::string diff = IdentityDifference(existing->run, run);
+      if (!diff.empty()) {
+        return absl::AlreadyExistsError(absl::StrCat(
+            "run \"", run.run_id(), "\" already registered in ", m.path(),
+            " with a different identity (", diff, ")"));
+      }
+      result = existing->run;
+      return absl::OkStatus();
+    }
+    const int64_t now = m.NowMicros();
+    {
+      ASSIGN_OR_RETURN(
+          ScopedStatement s,
+          m.db->Prepare(
+              "INSERT INTO runs (run_id, pid, pgid, sid, pidns_inode, "
+              "start_time_ticks, boot_id, uid, comm, cgroup, keep, state, "
+              "liveness, stale_reason, exit_code, registered_at_us, "
+              "last_seen_alive_at_us, ended_at_us, sweep_done) VALUES (?1, "
+              "?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 0, 0, NULL, "
+              "?13, ?13, NULL, 0)"));
+      s->BindText(1, run.run_id())
+          .BindInt(2, run.pid())
+          .BindInt(3, run.pgid())
+          .BindInt(4, run.sid())
+          .BindInt(5, static_cast<int64_t>(run.pidns_inode()))
+          .BindInt(6, static_cast<int64_t>(run.start_time_ticks()))
+          .BindText(7, run.boot_id())
+          .BindOptionalInt(8, run.has_uid()
+                                  ? std::optional<int64_t>(run.uid())
+                                  : std::nullopt)
+          .BindText(9, run.comm())
+          .BindText(10, run.cgroup())
+          .BindInt(11, run.keep() ? 1 : 0)
+          .BindInt(12, v1::RUN_STATE_RUNNING)
+          .BindInt(13, now);
+      RETURN_IF_ERROR(s->Run());
+    }
+    const int64_t seq = m.db->LastInsertRowid();
+    if (!run.labels().empty()) {
+      ASSIGN_OR_RETURN(ScopedStatement s,
+                       m.db->Prepare("INSERT INTO run_labels (seq, key, value) "
+                                     "VALUES (?1, ?2, ?3)"));
+      for (const auto& [key, value] : run.labels()) {
+        s->Reset();
+        s->BindInt(1, seq).BindText(2, key).BindText(3, value);
+        RETURN_IF_ERROR(s->Run());
+      }
+    }
+    v1::Event e;
+    e.set_type(v1::EVENT_TYPE_REGISTERED);
+    e.set_run_id(run.run_id());
+    e.set_to_state(v1::RUN_STATE_RUNNING);
+    e.set_pid(run.pid());
+    RETURN_IF_ERROR(m.InsertEvent(e, now).status());
+    ASSIGN_OR_RETURN(StoredRun stored, m.FindOrNotFound(run.run_id()));
+    result = std::move(stored.run);
+    return absl::OkStatus();
+  }));
+  return result;
+}
+
+absl::StatusOr<v1::Run> RunStore::Heartbeat(absl::string_view run_id) {
+  Impl& m = *impl_;
+  absl::MutexLock lock(&m.mu);
+  v1::Run result;
+  RETURN_IF_ERROR(m.InWriteTransaction([&]() -> absl::Status {
+    ASSIGN_OR_RETURN(StoredRun r, m.FindOrNotFound(run_id));
+    if (IsTerminal(r.run.state())) return m.Terminal(r, "heartbeat for");
+    SetTimestamp(m.NowMicros(), r.run.mutable_last_seen_alive_at());
+    RETURN_IF_ERROR(m.WriteRun(r));
+    result = std::move(r.run);
+    return absl::OkStatus();
+  }));
+  return result;
+}
+
+absl::StatusOr<v1::Run> RunStore::Finish(absl::string_view run_id,
+                                         int exit_code) {
+  Impl& m = *impl_;
+  absl::MutexLock lock(&m.mu);
+  v1::Run result;
+  RETURN_IF_ERROR(m.InWriteTransaction([&]() -> absl::Status {
+    ASSIGN_OR_RETURN(StoredRun r, m.FindOrNotFound(run_id));
+    const v1::Run& run = r.run;
+    switch (run.state()) {
+      case v1::RUN_STATE_RUNNING: {
+        r.run.set_exit_code(exit_code);
+        RETURN_IF_ERROR(m.Terminate(r, v1::RUN_STATE_FINISHED, m.NowMicros(),
+                                    "result published"));
+        break;
+      }
+      case v1::RUN_STATE_FINISHED:
+        if (run.has_exit_code() && run.exit_code() == exit_code) break;
+        return absl::FailedPreconditionError(absl::StrCat(
+            "finish run \"", run.run_id(), "\" in ", m.path(),
+            " with exit code ", exit_code, ": already FINISHED with exit code ",
+            run.exit_code()));
+      case v1::RUN_STATE_STALE: {
+        // The leader's exit was verified before the runner published its
+        // result: keep STALE and attach the result (once).
+        const bool exited = run.stale_reason() == v1::STALE_REASON_EXITED ||
+                            run.stale_reason() == v1::STALE_REASON_ZOMBIE;
+        if (!exited) return m.Terminal(r, "finish");
+        if (run.has_exit_code()) {
+          if (run.exit_code() == exit_code) break;
+          return absl::FailedPreconditionError(absl::StrCat(
+              "finish run \"", run.run_id(), "\" in ", m.path(),
+              " with exit code ", exit_code,
+              ": STALE run already has exit code ", run.exit_code()));
+        }
+        const int64_t now = m.NowMicros();
+        r.run.set_exit_code(exit_code);
+        RETURN_IF_ERROR(m.WriteRun(r));
+        v1::Event e;
+        e.set_type(v1::EVENT_TYPE_RESULT);
+        e.set_run_id(run.run_id());
+        e.set_from_state(v1::RUN_STATE_STALE);
+        e.set_to_state(v1::RUN_STATE_STALE);
+        e.set_stale_reason(run.stale_reason());
+        e.set_exit_code(exit_code);
+        e.set_detail("result published after the exit was verified");
+        RETURN_IF_ERROR(m.InsertEvent(e, now).status());
+        break;
+      }
+      default:
+        return m.Terminal(r, "finish");
+    }
+    result = std::move(r.run);
+    return absl::OkStatus();
+  }));
+  return result;
+}
+
+absl::StatusOr<v1::Run> RunStore::Cancel(absl::string_view run_id,
+                                         absl::string_view reason) {
+  Impl& m = *impl_;
+  absl::MutexLock lock(&m.mu);
+  v1::Run result;
+  RETURN_IF_ERROR(m.InWriteTransaction([&]() -> absl::Status {
+    ASSIGN_OR_RETURN(StoredRun r, m.FindOrNotFound(run_id));
+    if (r.run.state() == v1::RUN_STATE_RUNNING) {
+      RETURN_IF_ERROR(
+          m.Terminate(r, v1::RUN_STATE_CANCELLED, m.NowMicros(), reason));
+    } else if (r.run.state() != v1::RUN_STATE_CANCELLED) {
+      return m.Terminal(r, "cancel");
+    }
+    result = std::move(r.run);
+    return absl::OkStatus();
+  }));
+  return result;
+}
+
+absl::StatusOr<v1::Run> RunStore::MarkStale(absl::string_view run_id,
+                                            v1::StaleReason reason,
+                                            v1::Liveness liveness) {
+  if (reason == v1::STALE_REASON_UNSPECIFIED ||
+      !v1::StaleReason_IsValid(reason) || !v1::Liveness_IsValid(liveness)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("mark run \"", run_id, "\" stale in ", path(),
+                     ": invalid stale reason ", static_cast<int>(reason),
+                     " or liveness ", static_cast<int>(liveness)));
+  }
+  Impl& m = *impl_;
+  absl::MutexLock lock(&m.mu);
+  v1::Run result;
+  RETURN_IF_ERROR(m.InWriteTransaction([&]() -> absl::Status {
+    ASSIGN_OR_RETURN(StoredRun r, m.FindOrNotFound(run_id));
+    if (IsTerminal(r.run.state())) return m.Terminal(r, "mark stale");
+    r.run.set_stale_reason(reason);
+    r.run.set_liveness(liveness);
+    RETURN_IF_ERROR(
+        m.Terminate(r, v1::RUN_STATE_STALE, m.NowMicros(), ""));
+    result = std::move(r.run);
+    return absl::OkStatus();
+  }));
+  return result;
+}
+
+absl::StatusOr<v1::Run> RunStore::Get(absl::string_view run_id) {
+  Impl& m = *impl_;
+  absl::MutexLock lock(&m.mu);
+  ASSIGN_OR_RETURN(StoredRun r, m.FindOrNotFound(run_id));
+  return std::move(r.run);
+}
+
+absl::StatusOr<ListRunsPage> RunStore::List(const ListRunsQuery& query) {
+  if (!v1::RunState_IsValid(query.state)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "list runs in ", path(), ": invalid state ",
+        static_cast<int>(query.state)));
+  }
+  if (query.page_size < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "list runs in ", path(), ": negative page_size ", query.page_size));
+  }
+  if (query.labels.size() > static_cast<size_t>(kMaxLabelsInQuery)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("list runs in ", path(), ": more than ",
+                     kMaxLabelsInQuery, " labels in the selector"));
+  }
+  const int page_size =
+      query.page_size == 0 ? kDefaultPageSize
+                           : std::min(query.page_size, kMaxPageSize);
+  const uint64_t fingerprint = FilterFingerprint(query);
+  int64_t after_seq = 0;
+  if (!query.page_token.empty()) {
+    ASSIGN_OR_RETURN(after_seq, DecodePageToken(query.page_token, fingerprint));
+  }
+
+  // ?1 after seq, ?2 limit, ?3 state, then ?4/?5, ?6/?7 ... key/value pairs.
+  // Each label is one indexed probe of run_labels(key, value, seq).
+  std::string sql =
+      absl::StrCat("SELECT ", kRunColumns, " FROM runs WHERE seq > ?1");
+  if (query.state != v1::RUN_STATE_UNSPECIFIED) sql += " AND state = ?3";
+  for (size_t i = 0; i < query.labels.size(); ++i) {
+    absl::StrAppend(&sql,
+                    " AND seq IN (SELECT seq FROM run_labels WHERE key = ?",
+                    4 + 2 * i, " AND value = ?", 5 + 2 * i, ")");
+  }
+  sql += " ORDER BY seq LIMIT ?2";
+
+  Impl& m = *impl_;
+  absl::MutexLock lock(&m.mu);
+  ASSIGN_OR_RETURN(
+      std::vector<StoredRun> runs,
+      m.QueryRuns(sql, [&](Statement& s) {
+        s.BindInt(1, after_seq).BindInt(2, page_size + 1);
+        if (query.state != v1::RUN_STATE_UNSPECIFIED) s.BindInt(3, query.state);
+        int i = 4;
+        for (const auto& [k, v] : query.labels) {
+          s.BindText(i, k).BindText(i + 1, v);
+          i += 2;
+        }
+      }));
+  ListRunsPage page;
+  if (runs.size() > static_cast<size_t>(page_size)) {
+    runs.resize(page_size);
+    page.next_page_token = EncodePageToken(runs.back().seq, fingerprint);
+  }
+  page.runs.reserve(runs.size());
+  for (StoredRun& r : runs) page.runs.push_back(std::move(r.run));
+  return page;
+}
+
+absl::StatusOr<std::vector<v1::Run>> RunStore::ListRunning() {
+  Impl& m = *impl_;
+  absl::MutexLock lock(&m.mu);
+  ASSIGN_OR_RETURN(
+      std::vector<StoredRun> runs,
+      m.QueryRuns(absl::StrCat("SELECT ", kRunColumns,
+                               " FROM runs WHERE state = ?1 ORDER BY seq"),
+                  [](Statement& s) { s.BindInt(1, v1::RUN_STATE_RUNNING); }));
+  std::vector<v1::Run> out;
+  out.reserve(runs.size());
+  for (StoredRun& r : runs) out.push_back(std::move(r.run));
+  return out;
+}
+
+absl::StatusOr<std::vector<v1::Run>> RunStore::ListTerminalUnswept() {
+  Impl& m = *impl_;
+  absl::MutexLock lock(&m.mu);
+  // Same predicate as the partial index runs_terminal_unswept.
+  ASSIGN_OR_RETURN(
+      std::vector<StoredRun> runs,
+      m.QueryRuns(absl::StrCat("SELECT ", kRunColumns,
+                               " FROM runs WHERE state != 1 AND sweep_done = 0"
+                               " ORDER BY seq"),
+                  nullptr));
+  std::vector<v1::Run> out;
+  out.reserve(runs.size());
+  for (StoredRun& r : runs) out.push_back(std::move(r.run));
+  return out;
+}
+
+absl::Status RunStore::SetSweepDone(absl::string_view run_id, bool done) {
+  Impl& m = *impl_;
+  absl::MutexLock lock(&m.mu);
+  return m.InWriteTransaction([&]() -> absl::Status {
+    ASSIGN_OR_RETURN(StoredRun r, m.FindOrNotFound(run_id));
+    if (!IsTerminal(r.run.state())) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "set sweep_done on run \"", run_id, "\" in ", m.path(),
+          ": run is RUNNING, only a terminal run is swept"));
+    }
+    ASSIGN_OR_RETURN(
+        ScopedStatement s,
+        m.db->Prepare("UPDATE runs SET sweep_done = ?2 WHERE seq = ?1"));
+    s->BindInt(1, r.seq).BindInt(2, done ? 1 : 0);
+    return s->Run();
+  });
+}
+
+absl::StatusOr<std::vector<AppliedUpdate>> RunStore::ApplyBatch(
+    const std::vector<RunUpdate>& updates) {
+  for (const RunUpdate& u : updates) {
+    const bool bad_stale = u.kind == RunUpdate::Kind::kStale &&
+                           (u.stale_reason == v1::STALE_REASON_UNSPECIFIED ||
+                            !v1::StaleReason_IsValid(u.stale_reason));
+    if (bad_stale || !v1::Liveness_IsValid(u.liveness)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "apply batch in ", path(), ": update for run \"", u.run_id,
+          "\" has an invalid stale reason or liveness"));
+    }
+  }
+  std::vector<AppliedUpdate> out;
+  if (updates.empty()) return out;
+  Impl& m = *impl_;
+  absl::MutexLock lock(&m.mu);
+  RETURN_IF_ERROR(m.InWriteTransaction([&]() -> absl::Status {
+    out.clear();
+    out.reserve(updates.size());
+    const int64_t now = m.NowMicros();
+    // One statement per update both re-checks the state (WHERE state =
+    // RUNNING, under the write lock) and applies it; RETURNING hands back
+    // the row, so the common case costs no separate read.
+    static const std::string* const kUpdateRunning = new std::string(
+        absl::StrCat("UPDATE runs SET liveness = ?2, last_seen_alive_at_us = "
+                     "CASE WHEN ?3 THEN ?4 ELSE last_seen_alive_at_us END, "
+                     "state = ?5, stale_reason = ?6, ended_at_us = ?7 "
+                     "WHERE run_id = ?1 AND state = 1 RETURNING ",
+                     kRunColumns));
+    for (const RunUpdate& u : updates) {
+      AppliedUpdate& a = out.emplace_back();
+      a.update = u;
+      const bool alive = u.kind == RunUpdate::Kind::kAlive;
+      const bool stale = u.kind == RunUpdate::Kind::kStale;
+      std::optional<StoredRun> updated;
+      {
+        ASSIGN_OR_RETURN(ScopedStatement s, m.db->Prepare(*kUpdateRunning));
+        s->BindText(1, u.run_id)
+            .BindInt(2, alive ? v1::LIVENESS_ALIVE : u.liveness)
+            .BindInt(3, alive ? 1 : 0)
+            .BindInt(4, now)
+            .BindInt(5, stale ? v1::RUN_STATE_STALE : v1::RUN_STATE_RUNNING)
+            .BindInt(6, stale ? u.stale_reason : v1::STALE_REASON_UNSPECIFIED)
+            .BindOptionalInt(7, stale ? std::optional<int64_t>(now)
+                                      : std::nullopt);
+        ASSIGN_OR_RETURN(bool row, s->Step());
+        if (row) {
+          updated = ReadRunRow(*s);
+          RETURN_IF_ERROR(s->Run());  // step to completion
+        }
+      }
+      if (!updated.has_value()) {
+        // Unknown, or no longer RUNNING: skipped, reported as it stands.
+        ASSIGN_OR_RETURN(std::optional<StoredRun> found, m.Find(u.run_id));
+        if (found.has_value()) a.run = std::move(found->run);
+        continue;
+      }
+      RETURN_IF_ERROR(m.ReadLabels(updated->seq, &updated->run));
+      if (stale) {
+        v1::Event e;
+        e.set_type(v1::EVENT_TYPE_STATE_CHANGED);
+        e.set_run_id(u.run_id);
+        e.set_from_state(v1::RUN_STATE_RUNNING);
+        e.set_to_state(v1::RUN_STATE_STALE);
+        e.set_stale_reason(u.stale_reason);
+        e.set_detail("reconcile pass");
+        RETURN_IF_ERROR(m.InsertEvent(e, now).status());
+      }
+      a.applied = true;
+      a.run = std::move(updated->run);
+    }
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::StatusOr<int64_t> RunStore::AppendEvent(const v1::Event& event) {
+  switch (event.type()) {
+    case v1::EVENT_TYPE_SIGNAL:
+    case v1::EVENT_TYPE_SWEEP_STARTED:
+    case v1::EVENT_TYPE_SWEEP_FINISHED:
+    case v1::EVENT_TYPE_KEPT:
+      break;
+    default:
+      // REGISTERED / STATE_CHANGED / RESULT are written by the store in the
+      // transaction of the change they record, never appended on their own.
+      return absl::InvalidArgumentError(absl::StrCat(
+          "append event to ", path(), " for run \"", event.run_id(),
+          "\": type ", v1::EventType_Name(event.type()),
+          " is written only by the store's own state changes"));
+  }
+  Impl& m = *impl_;
+  absl::MutexLock lock(&m.mu);
+  int64_t id = 0;
+  RETURN_IF_ERROR(m.InWriteTransaction([&]() -> absl::Status {
+    ASSIGN_OR_RETURN(id, m.InsertEvent(event, m.NowMicros()));
+    return absl::OkStatus();
+  }));
+  return id;
+}
+
+absl::StatusOr<std::vector<v1::Event>> RunStore::ListEvents(
+    int64_t after_event_id, absl::string_view run_id, int limit) {
+  const int n = limit <= 0 ? kDefaultPageSize : std::min(limit, kMaxPageSize);
+  Impl& m = *impl_;
+  absl::MutexLock lock(&m.mu);
+  const std::string cols =
+      "SELECT event_id, time_us, type, run_id, from_state, to_state, "
+      "stale_reason, exit_code, pid, signal, stage, result, detail "
+      "FROM events WHERE event_id > ?1";
+  ASSIGN_OR_RETURN(
+      ScopedStatement s,
+      m.db->Prepare(run_id.empty()
+                        ? cols + " ORDER BY event_id LIMIT ?2"
+                        : cols + " AND run_id = ?3 ORDER BY event_id LIMIT ?2"));
+  s->BindInt(1, after_event_id).BindInt(2, n);
+  if (!run_id.empty()) s->BindText(3, run_id);
+  std::vector<v1::Event> out;
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, s->Step());
+    if (!row) break;
+    out.push_back(ReadEventRow(*s));
+  }
+  return out;
+}
+
+absl::StatusOr<int64_t> RunStore::LastEventId() {
+  Impl& m = *impl_;
+  absl::MutexLock lock(&m.mu);
+  return m.db->QueryInt("SELECT COALESCE(MAX(event_id), 0) FROM events");
+}
+
+absl::StatusOr<bool> RunStore::ClaimSweepStage(absl::string_view run_id,
+                                               int pid,
+                                               uint64_t start_time_ticks,
+                                               int stage) {
+  if (stage < 1 || stage > 3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("claim sweep stage for run \"", run_id, "\" pid ", pid,
+                     " in ", path(), ": stage ", stage, " not in 1..3"));
+  }
+  Impl& m = *impl_;
+  absl::MutexLock lock(&m.mu);
+  bool claimed = false;
+  RETURN_IF_ERROR(m.InWriteTransaction([&]() -> absl::Status {
+    // Make an unknown run NOT_FOUND rather than a foreign key failure.
+    ASSIGN_OR_RETURN(StoredRun r, m.FindOrNotFound(run_id));
+    (void)r;
+    // One statement decides, under the write lock: it raises the stage only
+    // when the new one is higher, and sqlite3_changes says whether it did.
+    ASSIGN_OR_RETURN(
+        ScopedStatement s,
+        m.db->Prepare(
+            "INSERT INTO sweep_progress (run_id, pid, start_time_ticks, "
+            "stage, updated_at_us) VALUES (?1, ?2, ?3, ?4, ?5) "
+            "ON CONFLICT (run_id, pid, start_time_ticks) DO UPDATE SET "
+            "stage = excluded.stage, updated_at_us = excluded.updated_at_us "
+            "WHERE excluded.stage > sweep_progress.stage"));
+    s->BindText(1, run_id)
+        .BindInt(2, pid)
+        .BindInt(3, static_cast<int64_t>(start_time_ticks))
+        .BindInt(4, stage)
+        .BindInt(5, m.NowMicros());
+    RETURN_IF_ERROR(s->Run());
+    claimed = m.db->Changes() == 1;
+    return absl::OkStatus();
+  }));
+  return claimed;
+}
+
+absl::StatusOr<int> RunStore::GetSweepStage(absl::string_view run_id, int pid,
+                                            uint64_t start_time_ticks) {
+  Impl& m = *impl_;
+  absl::MutexLock lock(&m.mu);
+  ASSIGN_OR_RETURN(
+      ScopedStatement s,
+      m.db->Prepare("SELECT stage FROM sweep_progress WHERE run_id = ?1 AND "
+                    "pid = ?2 AND start_time_ticks = ?3"));
+  s->BindText(1, run_id).BindInt(2, pid).BindInt(
+      3, static_cast<int64_t>(start_time_ticks));
+  ASSIGN_OR_RETURN(bool row, s->Step());
+  return row ? static_cast<int>(s->ColumnInt(0)) : 0;
+}
+
+}  // namespace runreaper::store

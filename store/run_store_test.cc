@@ -1,0 +1,1235 @@
+#include "store/run_store.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <functional>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "base/fd.h"
+#include "base/test_util.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gtest/gtest.h"
+
+namespace runreaper::store {
+namespace {
+
+using ::runreaper::v1::Event;
+using RunProto = ::runreaper::v1::Run;
+
+// ---- helpers ----
+
+std::string MakeTempDir() {
+  const char* base = getenv("TEST_TMPDIR");
+  std::string tmpl =
+      absl::StrCat(base != nullptr ? base : "/tmp", "/storeXXXXXX");
+  if (mkdtemp(tmpl.data()) == nullptr) {
+    ADD_FAILURE() << "mkdtemp: " << strerror(errno);
+  }
+  return tmpl;
+}
+
+// Field-by-field equality (map fields serialize in no fixed order).
+::testing::AssertionResult SameRun(const RunProto& a, const RunProto& b) {
+  if (google::protobuf::util::MessageDifferencer::Equals(a, b)) {
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure()
+         << "runs differ:\n" << a.DebugString() << "vs\n" << b.DebugString();
+}
+
+bool Contains(absl::string_view haystack, absl::string_view needle) {
+  return haystack.find(needle) != absl::string_view::npos;
+}
+
+RunProto MakeRun(const std::string& id, int pid = 4242) {
+  RunProto r;
+  r.set_run_id(id);
+  r.set_pid(pid);
+  r.set_pgid(pid);
+  r.set_sid(pid - 1);
+  r.set_pidns_inode(4026531836ULL);
+  r.set_start_time_ticks(0xFFFFFFFF00000001ULL);  // > INT64_MAX round trips
+  r.set_boot_id("0b7e3c1a-boot");
+  r.set_uid(1000);
+  r.set_comm("runner");
+  r.set_cgroup("/runreaper/" + id);
+  (*r.mutable_labels())["queue"] = "gpu";
+  (*r.mutable_labels())["team"] = "infra";
+  r.set_keep(false);
+  return r;
+}
+
+// Runs one query returning a single integer with sqlite3 directly.
+int64_t RawQueryInt(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  int64_t out = -1;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) ==
+      SQLITE_OK) {
+    sqlite3_busy_timeout(db, 5000);
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW) {
+      out = sqlite3_column_int64(st, 0);
+    }
+    sqlite3_finalize(st);
+  }
+  sqlite3_close_v2(db);
+  return out;
+}
+
+std::string RawQueryText(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  std::string out = "<error>";
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) ==
+      SQLITE_OK) {
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW) {
+      out = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+    }
+    sqlite3_finalize(st);
+  }
+  sqlite3_close_v2(db);
+  return out;
+}
+
+void RawExec(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr),
+            SQLITE_OK);
+  char* err = nullptr;
+  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
+  EXPECT_EQ(rc, SQLITE_OK) << (err != nullptr ? err : "");
+  sqlite3_free(err);
+  sqlite3_close_v2(db);
+}
+
+std::string ReadFileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void WriteFileBytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << bytes;
+}
+
+bool WriteAll(int fd, absl::string_view data) {
+  while (!data.empty()) {
+    const ssize_t n = write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data.remove_prefix(n);
+  }
+  return true;
+}
+
+// Reads until EOF.
+std::string ReadAll(int fd) {
+  std::string out;
+  char buf[4096];
+  while (true) {
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(buf, n);
+  }
+  return out;
+}
+
+int WaitChild(pid_t pid) {
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return status;
+}
+
+class RunStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = MakeTempDir();
+    path_ = dir_ + "/runs.db";
+    now_ = absl::FromUnixMicros(1700000000123456);
+  }
+
+  StoreOptions FakeClock() {
+    StoreOptions o;
+    o.clock = [this] { return now_; };
+    return o;
+  }
+
+  std::unique_ptr<RunStore> OpenOrDie(StoreOptions o) {
+    absl::StatusOr<std::unique_ptr<RunStore>> s = RunStore::Open(path_, o);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? *std::move(s) : nullptr;
+  }
+  std::unique_ptr<RunStore> OpenOrDie() { return OpenOrDie(FakeClock()); }
+
+  // Every event in the log (tests keep it under kMaxPageSize).
+  static std::vector<Event> Events(RunStore& s, const std::string& run = "") {
+    absl::StatusOr<std::vector<Event>> e =
+        s.ListEvents(0, run, RunStore::kMaxPageSize);
+    EXPECT_TRUE(e.ok()) << e.status();
+    return e.ok() ? *e : std::vector<Event>{};
+  }
+
+  std::string dir_;
+  std::string path_;
+  absl::Time now_;
+};
+
+// ---- open, schema, migrations, bad files ----
+
+TEST_F(RunStoreTest, CreatesSchemaAtCurrentVersionInWal) {
+  {
+    auto store = OpenOrDie();
+    ASSERT_NE(store, nullptr);
+    EXPECT_EQ(store->path(), path_);
+  }
+  EXPECT_EQ(RawQueryInt(path_, "PRAGMA user_version"),
+            RunStore::kSchemaVersion);
+  EXPECT_EQ(RawQueryText(path_, "PRAGMA journal_mode"), "wal");
+  for (const char* table : {"runs", "run_labels", "events", "sweep_progress"}) {
+    EXPECT_EQ(RawQueryInt(path_, absl::StrCat("SELECT count(*) FROM "
+                                              "sqlite_master WHERE type = "
+                                              "'table' AND name = '",
+                                              table, "'")),
+              1)
+        << table;
+  }
+  for (const char* index : {"runs_by_state", "run_labels_by_key_value",
+                            "events_by_run", "runs_terminal_unswept"}) {
+    EXPECT_EQ(RawQueryInt(path_, absl::StrCat("SELECT count(*) FROM "
+                                              "sqlite_master WHERE type = "
+                                              "'index' AND name = '",
+                                              index, "'")),
+              1)
+        << index;
+  }
+}
+
+TEST_F(RunStoreTest, MigratesAnEmptyFile) {
+  WriteFileBytes(path_, "");
+  ASSERT_EQ(RawQueryInt(path_, "PRAGMA user_version"), 0);
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(RawQueryInt(path_, "PRAGMA user_version"),
+            RunStore::kSchemaVersion);
+  ASSERT_OK(store->Register(MakeRun("r1")));
+  EXPECT_OK(store->Get("r1"));
+}
+
+TEST_F(RunStoreTest, ReopenKeepsRunsAndEvents) {
+  {
+    auto store = OpenOrDie();
+    ASSERT_OK(store->Register(MakeRun("r1")));
+    ASSERT_OK(store->Finish("r1", 3));
+  }
+  auto store = OpenOrDie();
+  ASSERT_OK_AND_ASSIGN(RunProto r, store->Get("r1"));
+  EXPECT_EQ(r.state(), v1::RUN_STATE_FINISHED);
+  EXPECT_EQ(r.exit_code(), 3);
+  EXPECT_EQ(Events(*store).size(), 2u);
+}
+
+TEST_F(RunStoreTest, RefusesNewerSchemaAndLeavesItAlone) {
+  { ASSERT_NE(OpenOrDie(), nullptr); }
+  RawExec(path_, "PRAGMA user_version = 99");
+  absl::StatusOr<std::unique_ptr<RunStore>> s = RunStore::Open(path_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(Contains(s.status().message(), path_)) << s.status();
+  EXPECT_TRUE(Contains(s.status().message(), "99")) << s.status();
+  EXPECT_TRUE(Contains(s.status().message(),
+                       absl::StrCat(RunStore::kSchemaVersion)))
+      << s.status();
+  EXPECT_EQ(RawQueryInt(path_, "PRAGMA user_version"), 99);
+}
+
+TEST_F(RunStoreTest, GarbageFileIsDataLossAndUntouched) {
+  // Large (several pages) and tiny garbage files.
+  for (size_t size : {size_t{16384}, size_t{10}}) {
+    std::string garbage(size, '\0');
+    for (size_t i = 0; i < size; ++i) garbage[i] = static_cast<char>(i * 131 + 7);
+    WriteFileBytes(path_, garbage);
+    absl::StatusOr<std::unique_ptr<RunStore>> s = RunStore::Open(path_);
+    ASSERT_FALSE(s.ok()) << size;
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kDataLoss) << s.status();
+    EXPECT_TRUE(Contains(s.status().message(), path_)) << s.status();
+    EXPECT_TRUE(Contains(s.status().message(), "not a usable SQLite"))
+        << s.status();
+    EXPECT_EQ(ReadFileBytes(path_), garbage) << "file was modified";
+  }
+}
+
+TEST_F(RunStoreTest, CorruptPagesAfterAValidHeaderAreAnError) {
+  { ASSERT_NE(OpenOrDie(), nullptr); }  // closed: WAL checkpointed away
+  std::string bytes = ReadFileBytes(path_);
+  ASSERT_GT(bytes.size(), 4096u * 2);
+  // Keep the 100-byte header, trash the rest of page 1 (the schema table).
+  for (size_t i = 100; i < 4096; ++i) bytes[i] = static_cast<char>(0xA5);
+  WriteFileBytes(path_, bytes);
+  absl::StatusOr<std::unique_ptr<RunStore>> s = RunStore::Open(path_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kDataLoss) << s.status();
+  EXPECT_TRUE(Contains(s.status().message(), path_)) << s.status();
+  EXPECT_EQ(ReadFileBytes(path_), bytes) << "file was modified";
+}
+
+TEST_F(RunStoreTest, DirectoryPathIsRefused) {
+  absl::StatusOr<std::unique_ptr<RunStore>> s = RunStore::Open(dir_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(Contains(s.status().message(), dir_)) << s.status();
+  EXPECT_TRUE(Contains(s.status().message(), "directory")) << s.status();
+}
+
+TEST_F(RunStoreTest, EmptyPathIsInvalid) {
+  EXPECT_EQ(RunStore::Open("").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(RunStoreTest, MissingParentDirectoryIsUnavailable) {
+  const std::string path = dir_ + "/no/such/dir/runs.db";
+  absl::StatusOr<std::unique_ptr<RunStore>> s = RunStore::Open(path);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(Contains(s.status().message(), path)) << s.status();
+}
+
+// As root, chmod does not stop writes (CAP_DAC_OVERRIDE), so the directory is
+// made unwritable for real: a read-only bind mount of it in a private mount
+// namespace, where even root gets EROFS. The child checks that a plain
+// open(O_CREAT) really fails before trying the store.
+TEST_F(RunStoreTest, UnwritableDirectoryIsAClearError) {
+  const std::string ro = dir_ + "/ro";
+  ASSERT_EQ(mkdir(ro.c_str(), 0700), 0);
+  const std::string existing = ro + "/existing.db";
+  {
+    absl::StatusOr<std::unique_ptr<RunStore>> s = RunStore::Open(existing);
+    ASSERT_OK(s);
+    ASSERT_OK((*s)->Register(MakeRun("before")));
+  }
+  const std::string fresh = ro + "/fresh.db";
+
+  int fds[2];
+  ASSERT_EQ(pipe2(fds, O_CLOEXEC), 0);
+  Fd rd(fds[0]), wr(fds[1]);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    rd.Reset();
+    if (unshare(CLONE_NEWNS) != 0) _exit(10);
+    if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+      _exit(11);
+    }
+    if (mount(ro.c_str(), ro.c_str(), nullptr, MS_BIND, nullptr) != 0) {
+      _exit(12);
+    }
+    if (mount(nullptr, ro.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY,
+              nullptr) != 0) {
+      _exit(13);
+    }
+    const int probe =
+        open((ro + "/probe").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+    if (probe >= 0 || errno != EROFS) _exit(14);
+    std::string report;
+    for (const std::string& p : {fresh, existing}) {
+      absl::StatusOr<std::unique_ptr<RunStore>> s = RunStore::Open(p);
+      absl::StrAppend(&report, static_cast<int>(s.status().code()), "\x1f",
+                      s.status().message(), "\x1e");
+    }
+    _exit(WriteAll(wr.get(), report) ? 0 : 15);
+  }
+  wr.Reset();
+  const std::string report = ReadAll(rd.get());
+  const int status = WaitChild(child);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 0) << "child setup step failed";
+  std::vector<std::string> results =
+      absl::StrSplit(report, '\x1e', absl::SkipEmpty());
+  ASSERT_EQ(results.size(), 2u) << report;
+  const std::string paths[] = {fresh, existing};
+  for (int i = 0; i < 2; ++i) {
+    std::vector<std::string> parts = absl::StrSplit(results[i], '\x1f');
+    ASSERT_EQ(parts.size(), 2u);
+    EXPECT_NE(parts[0], "0") << paths[i] << " opened on a read-only mount";
+    EXPECT_TRUE(Contains(parts[1], paths[i])) << parts[1];
+  }
+  // Outside the private namespace the existing database is intact.
+  auto store = RunStore::Open(existing);
+  ASSERT_OK(store);
+  EXPECT_OK((*store)->Get("before"));
+}
+
+// ---- register ----
+
+TEST_F(RunStoreTest, RegisterStoresIdentityAndWritesEvent) {
+  auto store = OpenOrDie();
+  RunProto in = MakeRun("r1");
+  in.set_state(v1::RUN_STATE_FINISHED);  // ignored: the store sets state
+  in.set_exit_code(9);                   // ignored
+  ASSERT_OK_AND_ASSIGN(RunProto r, store->Register(in));
+  EXPECT_EQ(r.run_id(), "r1");
+  EXPECT_EQ(r.pid(), in.pid());
+  EXPECT_EQ(r.pgid(), in.pgid());
+  EXPECT_EQ(r.sid(), in.sid());
+  EXPECT_EQ(r.pidns_inode(), in.pidns_inode());
+  EXPECT_EQ(r.start_time_ticks(), in.start_time_ticks());
+  EXPECT_EQ(r.boot_id(), in.boot_id());
+  ASSERT_TRUE(r.has_uid());
+  EXPECT_EQ(r.uid(), 1000u);
+  EXPECT_EQ(r.comm(), "runner");
+  EXPECT_EQ(r.cgroup(), "/runreaper/r1");
+  EXPECT_EQ(r.labels().size(), 2u);
+  EXPECT_EQ(r.labels().at("queue"), "gpu");
+  EXPECT_EQ(r.state(), v1::RUN_STATE_RUNNING);
+  EXPECT_EQ(r.liveness(), v1::LIVENESS_UNSPECIFIED);
+  EXPECT_FALSE(r.has_exit_code());
+  EXPECT_FALSE(r.has_ended_at());
+  EXPECT_EQ(r.registered_at().seconds(), absl::ToUnixSeconds(now_));
+  EXPECT_EQ(r.registered_at().nanos(), 123456000);
+  EXPECT_EQ(r.last_seen_alive_at().seconds(), r.registered_at().seconds());
+  EXPECT_EQ(r.last_seen_alive_at().nanos(), r.registered_at().nanos());
+
+  ASSERT_OK_AND_ASSIGN(RunProto got, store->Get("r1"));
+  EXPECT_TRUE(SameRun(got, r));
+
+  std::vector<Event> events = Events(*store);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].type(), v1::EVENT_TYPE_REGISTERED);
+  EXPECT_EQ(events[0].run_id(), "r1");
+  EXPECT_EQ(events[0].to_state(), v1::RUN_STATE_RUNNING);
+  EXPECT_GT(events[0].event_id(), 0);
+}
+
+TEST_F(RunStoreTest, RegisterWithoutUidKeepsItAbsent) {
+  auto store = OpenOrDie();
+  RunProto in = MakeRun("r1");
+  in.clear_uid();
+  in.clear_labels();
+  ASSERT_OK_AND_ASSIGN(RunProto r, store->Register(in));
+  EXPECT_FALSE(r.has_uid());
+  EXPECT_TRUE(r.labels().empty());
+}
+
+TEST_F(RunStoreTest, RegisterIsIdempotentForTheSameIdentity) {
+  auto store = OpenOrDie();
+  ASSERT_OK_AND_ASSIGN(RunProto first, store->Register(MakeRun("r1")));
+  now_ += absl::Seconds(5);
+  ASSERT_OK(store->Heartbeat("r1"));
+  ASSERT_OK_AND_ASSIGN(RunProto stored, store->Get("r1"));
+  ASSERT_OK_AND_ASSIGN(RunProto again, store->Register(MakeRun("r1")));
+  EXPECT_TRUE(SameRun(again, stored));
+  EXPECT_EQ(again.registered_at().seconds(), first.registered_at().seconds());
+  EXPECT_EQ(Events(*store).size(), 1u) << "no event for a repeat";
+}
+
+TEST_F(RunStoreTest, RegisterWithADifferentIdentityIsAlreadyExists) {
+  auto store = OpenOrDie();
+  ASSERT_OK(store->Register(MakeRun("r1")));
+  std::vector<std::function<void(RunProto&)>> changes = {
+      [](RunProto& r) { r.set_pid(r.pid() + 1); },
+      [](RunProto& r) { r.set_pgid(r.pgid() + 1); },
+      [](RunProto& r) { r.set_sid(r.sid() + 1); },
+      [](RunProto& r) { r.set_pidns_inode(r.pidns_inode() + 1); },
+      [](RunProto& r) { r.set_start_time_ticks(r.start_time_ticks() + 1); },
+      [](RunProto& r) { r.set_boot_id("other-boot"); },
+      [](RunProto& r) { r.clear_uid(); },
+      [](RunProto& r) { r.set_uid(0); },
+      [](RunProto& r) { r.set_comm("other"); },
+      [](RunProto& r) { r.set_cgroup(""); },
+      [](RunProto& r) { (*r.mutable_labels())["queue"] = "cpu"; },
+      [](RunProto& r) { (*r.mutable_labels())["extra"] = "x"; },
+      [](RunProto& r) { r.mutable_labels()->erase("team"); },
+      [](RunProto& r) { r.set_keep(true); },
+  };
+  for (size_t i = 0; i < changes.size(); ++i) {
+    RunProto other = MakeRun("r1");
+    changes[i](other);
+    absl::StatusOr<RunProto> s = store->Register(other);
+    ASSERT_FALSE(s.ok()) << "change " << i;
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kAlreadyExists)
+        << s.status();
+    EXPECT_TRUE(Contains(s.status().message(), "\"r1\"")) << s.status();
+  }
+  EXPECT_EQ(Events(*store).size(), 1u);
+  ASSERT_OK_AND_ASSIGN(RunProto r, store->Get("r1"));
+  EXPECT_EQ(r.pid(), MakeRun("r1").pid());
+}
+
+TEST_F(RunStoreTest, RegisterRejectsEmptyRunId) {
+  auto store = OpenOrDie();
+  EXPECT_EQ(store->Register(MakeRun("")).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(RunStoreTest, UnknownRunIsNotFoundEverywhere) {
+  auto store = OpenOrDie();
+  const auto nf = absl::StatusCode::kNotFound;
+  absl::Status s = store->Get("nope").status();
+  EXPECT_EQ(s.code(), nf);
+  EXPECT_TRUE(Contains(s.message(), "nope")) << s;
+  EXPECT_TRUE(Contains(s.message(), path_)) << s;
+  EXPECT_EQ(store->Heartbeat("nope").status().code(), nf);
+  EXPECT_EQ(store->Finish("nope", 0).status().code(), nf);
+  EXPECT_EQ(store->Cancel("nope", "x").status().code(), nf);
+  EXPECT_EQ(store->MarkStale("nope", v1::STALE_REASON_EXITED,
+                             v1::LIVENESS_DEAD)
+                .status()
+                .code(),
+            nf);
+  EXPECT_EQ(store->SetSweepDone("nope", true).code(), nf);
+  EXPECT_EQ(store->ClaimSweepStage("nope", 10, 1, 1).status().code(), nf);
+  EXPECT_EQ(Events(*store).size(), 0u);
+}
+
+// ---- transitions ----
+
+TEST_F(RunStoreTest, HeartbeatRefreshesLastSeen) {
+  auto store = OpenOrDie();
+  ASSERT_OK(store->Register(MakeRun("r1")));
+  now_ += absl::Seconds(30);
+  ASSERT_OK_AND_ASSIGN(RunProto r, store->Heartbeat("r1"));
+  EXPECT_EQ(r.last_seen_alive_at().seconds(), absl::ToUnixSeconds(now_));
+  EXPECT_EQ(r.registered_at().seconds(),
+            absl::ToUnixSeconds(now_ - absl::Seconds(30)));
+  EXPECT_EQ(r.state(), v1::RUN_STATE_RUNNING);
+  EXPECT_EQ(Events(*store).size(), 1u) << "a heartbeat is not a state change";
+}
+
+TEST_F(RunStoreTest, FinishPublishesTheResult) {
+  auto store = OpenOrDie();
+  ASSERT_OK(store->Register(MakeRun("r1")));
+  now_ += absl::Seconds(2);
+  ASSERT_OK_AND_ASSIGN(RunProto r, store->Finish("r1", 7));
+  EXPECT_EQ(r.state(), v1::RUN_STATE_FINISHED);
+  ASSERT_TRUE(r.has_exit_code());
+  EXPECT_EQ(r.exit_code(), 7);
+  EXPECT_EQ(r.ended_at().seconds(), absl::ToUnixSeconds(now_));
+  std::vector<Event> events = Events(*store);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[1].type(), v1::EVENT_TYPE_STATE_CHANGED);
+  EXPECT_EQ(events[1].from_state(), v1::RUN_STATE_RUNNING);
+  EXPECT_EQ(events[1].to_state(), v1::RUN_STATE_FINISHED);
+  ASSERT_TRUE(events[1].has_exit_code());
+  EXPECT_EQ(events[1].exit_code(), 7);
+  EXPECT_GT(events[1].event_id(), events[0].event_id());
+
+  // The same result again: returned, no event.
+  ASSERT_OK_AND_ASSIGN(RunProto again, store->Finish("r1", 7));
+  EXPECT_TRUE(SameRun(again, r));
+  // A different result: refused, no event, record unchanged.
+  absl::Status s = store->Finish("r1", 8).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(Contains(s.message(), "r1")) << s;
+  EXPECT_EQ(Events(*store).size(), 2u);
+  ASSERT_OK_AND_ASSIGN(RunProto got, store->Get("r1"));
+  EXPECT_EQ(got.exit_code(), 7);
+}
+
+TEST_F(RunStoreTest, ResultAfterVerifiedExitIsAttachedToTheStaleRun) {
+  auto store = OpenOrDie();
+  for (auto reason : {v1::STALE_REASON_EXITED, v1::STALE_REASON_ZOMBIE}) {
+    const std::string id = absl::StrCat("r", static_cast<int>(reason));
+    ASSERT_OK(store->Register(MakeRun(id)));
+    ASSERT_OK(store->MarkStale(id, reason, v1::LIVENESS_DEAD));
+    const size_t before = Events(*store).size();
+    ASSERT_OK_AND_ASSIGN(RunProto r, store->Finish(id, 42));
+    EXPECT_EQ(r.state(), v1::RUN_STATE_STALE);
+    EXPECT_EQ(r.stale_reason(), reason);
+    ASSERT_TRUE(r.has_exit_code());
+    EXPECT_EQ(r.exit_code(), 42);
+    std::vector<Event> events = Events(*store);
+    ASSERT_EQ(events.size(), before + 1);
+    EXPECT_EQ(events.back().type(), v1::EVENT_TYPE_RESULT);
+    EXPECT_EQ(events.back().to_state(), v1::RUN_STATE_STALE);
+    EXPECT_EQ(events.back().exit_code(), 42);
+    // Same result again: returned; a different one: refused.
+    ASSERT_OK(store->Finish(id, 42));
+    EXPECT_EQ(store->Finish(id, 1).status().code(),
+              absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(Events(*store).size(), before + 1);
+  }
+}
+
+TEST_F(RunStoreTest, ResultForAStaleRunWithoutVerifiedExitIsRefused) {
+  auto store = OpenOrDie();
+  for (auto reason : {v1::STALE_REASON_PID_REUSED, v1::STALE_REASON_REBOOTED,
+                      v1::STALE_REASON_TIMEOUT}) {
+    const std::string id = absl::StrCat("r", static_cast<int>(reason));
+    ASSERT_OK(store->Register(MakeRun(id)));
+    ASSERT_OK(store->MarkStale(id, reason, v1::LIVENESS_UNKNOWN));
+    const size_t before = Events(*store).size();
+    absl::Status s = store->Finish(id, 0).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_TRUE(Contains(s.message(), id)) << s;
+    EXPECT_EQ(Events(*store).size(), before);
+    ASSERT_OK_AND_ASSIGN(RunProto r, store->Get(id));
+    EXPECT_FALSE(r.has_exit_code());
+  }
+}
+
+TEST_F(RunStoreTest, CancelWritesTheReason) {
+  auto store = OpenOrDie();
+  ASSERT_OK(store->Register(MakeRun("r1")));
+  ASSERT_OK_AND_ASSIGN(RunProto r, store->Cancel("r1", "user asked"));
+  EXPECT_EQ(r.state(), v1::RUN_STATE_CANCELLED);
+  EXPECT_TRUE(r.has_ended_at());
+  std::vector<Event> events = Events(*store);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[1].type(), v1::EVENT_TYPE_STATE_CHANGED);
+  EXPECT_EQ(events[1].to_state(), v1::RUN_STATE_CANCELLED);
+  EXPECT_EQ(events[1].detail(), "user asked");
+  // Cancelling again returns the run and writes nothing.
+  now_ += absl::Seconds(1);
+  ASSERT_OK_AND_ASSIGN(RunProto again, store->Cancel("r1", "again"));
+  EXPECT_TRUE(SameRun(again, r));
+  EXPECT_EQ(Events(*store).size(), 2u);
+}
+
+TEST_F(RunStoreTest, MarkStaleRecordsReasonAndLiveness) {
+  auto store = OpenOrDie();
+  ASSERT_OK(store->Register(MakeRun("r1")));
+  ASSERT_OK_AND_ASSIGN(RunProto r, store->MarkStale("r1", v1::STALE_REASON_PID_REUSED,
+                                               v1::LIVENESS_PID_REUSED));
+  EXPECT_EQ(r.state(), v1::RUN_STATE_STALE);
+  EXPECT_EQ(r.stale_reason(), v1::STALE_REASON_PID_REUSED);
+  EXPECT_EQ(r.liveness(), v1::LIVENESS_PID_REUSED);
+  EXPECT_TRUE(r.has_ended_at());
+  std::vector<Event> events = Events(*store, "r1");
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[1].to_state(), v1::RUN_STATE_STALE);
+  EXPECT_EQ(events[1].stale_reason(), v1::STALE_REASON_PID_REUSED);
+  EXPECT_EQ(store
+                ->MarkStale("r1", v1::STALE_REASON_UNSPECIFIED,
+                            v1::LIVENESS_DEAD)
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// Each terminal state, each operation that would change it: refused with
+// FAILED_PRECONDITION, no event written, the record unchanged.
+TEST_F(RunStoreTest, TerminalRunsNeverChangeState) {
+  auto store = OpenOrDie();
+  ASSERT_OK(store->Register(MakeRun("finished")));
+  ASSERT_OK(store->Finish("finished", 0));
+  ASSERT_OK(store->Register(MakeRun("stale")));
+  ASSERT_OK(store->MarkStale("stale", v1::STALE_REASON_TIMEOUT,
+                             v1::LIVENESS_UNKNOWN));
+  ASSERT_OK(store->Register(MakeRun("exited")));
+  ASSERT_OK(store->MarkStale("exited", v1::STALE_REASON_EXITED,
+                             v1::LIVENESS_DEAD));
+  ASSERT_OK(store->Finish("exited", 0));  // result attached
+  ASSERT_OK(store->Register(MakeRun("cancelled")));
+  ASSERT_OK(store->Cancel("cancelled", ""));
+
+  using Op = std::function<absl::Status(RunStore&, const std::string&)>;
+  const std::vector<std::pair<std::string, Op>> ops = {
+      {"heartbeat",
+       [](RunStore& s, const std::string& id) {
+         return s.Heartbeat(id).status();
+       }},
+      {"finish(5)",
+       [](RunStore& s, const std::string& id) {
+         return s.Finish(id, 5).status();
+       }},
+      {"cancel",
+       [](RunStore& s, const std::string& id) {
+         return s.Cancel(id, "").status();
+       }},
+      {"mark stale",
+       [](RunStore& s, const std::string& id) {
+         return s.MarkStale(id, v1::STALE_REASON_EXITED, v1::LIVENESS_DEAD)
+             .status();
+       }},
+  };
+  for (const std::string id : {"finished", "stale", "exited", "cancelled"}) {
+    for (const auto& [name, op] : ops) {
+      if (id == "cancelled" && name == "cancel") continue;  // idempotent
+      ASSERT_OK_AND_ASSIGN(RunProto before, store->Get(id));
+      ASSERT_OK_AND_ASSIGN(int64_t last, store->LastEventId());
+      now_ += absl::Seconds(1);
+      absl::Status s = op(*store, id);
+      EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition)
+          << name << " on " << id << ": " << s;
+      EXPECT_TRUE(Contains(s.message(), id)) << s;
+      ASSERT_OK_AND_ASSIGN(int64_t after, store->LastEventId());
+      EXPECT_EQ(after, last) << name << " on " << id << " wrote an event";
+      ASSERT_OK_AND_ASSIGN(RunProto now, store->Get(id));
+      EXPECT_TRUE(SameRun(now, before))
+          << name << " on " << id;
+    }
+  }
+}
+
+// ---- list ----
+
+TEST_F(RunStoreTest, ListFiltersByStateAndLabels) {
+  auto store = OpenOrDie();
+  for (int i = 0; i < 12; ++i) {
+    RunProto r = MakeRun(absl::StrCat("r", i));
+    r.clear_labels();
+    (*r.mutable_labels())["parity"] = i % 2 ? "odd" : "even";
+    (*r.mutable_labels())["third"] = i % 3 == 0 ? "yes" : "no";
+    ASSERT_OK(store->Register(r));
+  }
+  for (int i = 0; i < 12; i += 4) ASSERT_OK(store->Finish(absl::StrCat("r", i), 0));
+
+  auto ids = [&](ListRunsQuery q) {
+    std::vector<std::string> out;
+    absl::StatusOr<ListRunsPage> page = store->List(q);
+    EXPECT_TRUE(page.ok()) << page.status();
+    if (!page.ok()) return out;
+    EXPECT_EQ(page->next_page_token, "");
+    for (const RunProto& r : page->runs) out.push_back(r.run_id());
+    return out;
+  };
+  using V = std::vector<std::string>;
+  ListRunsQuery q;
+  EXPECT_EQ(ids(q).size(), 12u);
+  q.state = v1::RUN_STATE_FINISHED;
+  EXPECT_EQ(ids(q), (V{"r0", "r4", "r8"}));
+  q.state = v1::RUN_STATE_RUNNING;
+  EXPECT_EQ(ids(q).size(), 9u);
+  q.state = v1::RUN_STATE_UNSPECIFIED;
+  q.labels = {{"parity", "odd"}};
+  EXPECT_EQ(ids(q), (V{"r1", "r3", "r5", "r7", "r9", "r11"}));
+  q.labels = {{"parity", "even"}, {"third", "yes"}};
+  EXPECT_EQ(ids(q), (V{"r0", "r6"}));
+  q.state = v1::RUN_STATE_RUNNING;
+  EXPECT_EQ(ids(q), (V{"r6"}));
+  q.labels = {{"parity", "nope"}};
+  EXPECT_TRUE(ids(q).empty());
+  q.labels = {{"missing-key", "odd"}};
+  EXPECT_TRUE(ids(q).empty());
+
+  // Labels come back with the runs.
+  q = ListRunsQuery();
+  ASSERT_OK_AND_ASSIGN(ListRunsPage page, store->List(q));
+  EXPECT_EQ(page.runs[1].labels().at("parity"), "odd");
+}
+
+TEST_F(RunStoreTest, ListRejectsBadArguments) {
+  auto store = OpenOrDie();
+  ListRunsQuery q;
+  q.page_size = -1;
+  EXPECT_EQ(store->List(q).status().code(), absl::StatusCode::kInvalidArgument);
+  q = ListRunsQuery();
+  q.state = static_cast<v1::RunState>(77);
+  EXPECT_EQ(store->List(q).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(RunStoreTest, GarbledPageTokensAreInvalidArgument) {
+  auto store = OpenOrDie();
+  for (int i = 0; i < 3; ++i) ASSERT_OK(store->Register(MakeRun(absl::StrCat("r", i))));
+  ListRunsQuery q;
+  q.page_size = 1;
+  ASSERT_OK_AND_ASSIGN(ListRunsPage page, store->List(q));
+  ASSERT_FALSE(page.next_page_token.empty());
+  const std::string good = page.next_page_token;
+
+  for (const std::string& bad :
+       {std::string("garbage!"), std::string("AAAA"), good.substr(1),
+        absl::WebSafeBase64Escape("r1:abc:0000000000000000"),
+        absl::WebSafeBase64Escape("r1:-5:0000000000000000"),
+        absl::WebSafeBase64Escape("r2:1:0000000000000000")}) {
+    q.page_token = bad;
+    absl::Status s = store->List(q).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad << ": " << s;
+  }
+  // A token used with a different filter is refused too.
+  q.page_token = good;
+  q.labels = {{"queue", "gpu"}};
+  EXPECT_EQ(store->List(q).status().code(), absl::StatusCode::kInvalidArgument);
+  q.labels.clear();
+  EXPECT_OK(store->List(q));
+}
+
+// Durability is not under test here: synchronous=NORMAL keeps the 3000
+// registrations quick.
+TEST_F(RunStoreTest, PaginationHasNoDuplicatesOrGaps) {
+  StoreOptions o = FakeClock();
+  o.synchronous = StoreOptions::Sync::kNormal;
+  auto store = OpenOrDie(o);
+  constexpr int kRuns = 3000;
+  for (int i = 0; i < kRuns; ++i) {
+    RunProto r = MakeRun(absl::StrFormat("run-%05d", kRuns - i));  // ids descend
+    (*r.mutable_labels())["mod7"] = absl::StrCat(i % 7);
+    ASSERT_OK(store->Register(r));
+  }
+  for (int page_size : {0, 1000, 5000, 333}) {
+    ListRunsQuery q;
+    q.page_size = page_size;
+    std::vector<std::string> seen;
+    int pages = 0;
+    while (true) {
+      ASSERT_OK_AND_ASSIGN(ListRunsPage page, store->List(q));
+      ++pages;
+      const size_t expected_max =
+          page_size == 0 ? 100 : std::min(page_size, RunStore::kMaxPageSize);
+      ASSERT_LE(page.runs.size(), expected_max);
+      if (!page.next_page_token.empty()) {
+        ASSERT_EQ(page.runs.size(), expected_max);
+      }
+      for (const RunProto& r : page.runs) seen.push_back(r.run_id());
+      if (page.next_page_token.empty()) break;
+      q.page_token = page.next_page_token;
+      ASSERT_LT(pages, 100) << "pagination does not end";
+    }
+    ASSERT_EQ(seen.size(), static_cast<size_t>(kRuns)) << page_size;
+    // Registration order, exactly once each.
+    for (int i = 0; i < kRuns; ++i) {
+      ASSERT_EQ(seen[i], absl::StrFormat("run-%05d", kRuns - i)) << i;
+    }
+  }
+  // With a label filter and a state filter, while runs change state between
+  // pages (a stable order is the registration sequence, not the state).
+  ListRunsQuery q;
+  q.labels = {{"mod7", "3"}};
+  q.page_size = 50;
+  std::set<std::string> seen;
+  int count = 0;
+  while (true) {
+    ASSERT_OK_AND_ASSIGN(ListRunsPage page, store->List(q));
+    for (const RunProto& r : page.runs) {
+      EXPECT_EQ(r.labels().at("mod7"), "3");
+      EXPECT_TRUE(seen.insert(r.run_id()).second) << "duplicate " << r.run_id();
+      ++count;
+    }
+    if (!page.runs.empty()) ASSERT_OK(store->Finish(page.runs[0].run_id(), 0));
+    if (page.next_page_token.empty()) break;
+    q.page_token = page.next_page_token;
+  }
+  EXPECT_EQ(count, (kRuns + 3) / 7);
+
+  // ListEvents caps its page at kMaxPageSize and defaults to 100.
+  ASSERT_OK_AND_ASSIGN(auto events, store->ListEvents(0, "", 5000));
+  EXPECT_EQ(events.size(), static_cast<size_t>(RunStore::kMaxPageSize));
+  ASSERT_OK_AND_ASSIGN(events, store->ListEvents(0, "", 0));
+  EXPECT_EQ(events.size(), 100u);
+}
+
+TEST_F(RunStoreTest, ListRunningAndTerminalUnswept) {
+  auto store = OpenOrDie();
+  for (const char* id : {"a", "b", "c", "d"}) ASSERT_OK(store->Register(MakeRun(id)));
+  ASSERT_OK(store->Finish("b", 0));
+  ASSERT_OK(store->Cancel("d", ""));
+  ASSERT_OK_AND_ASSIGN(std::vector<RunProto> running, store->ListRunning());
+  ASSERT_EQ(running.size(), 2u);
+  EXPECT_EQ(running[0].run_id(), "a");
+  EXPECT_EQ(running[1].run_id(), "c");
+  EXPECT_EQ(running[0].labels().size(), 2u);
+
+  ASSERT_OK_AND_ASSIGN(std::vector<RunProto> unswept, store->ListTerminalUnswept());
+  ASSERT_EQ(unswept.size(), 2u);
+  EXPECT_EQ(unswept[0].run_id(), "b");
+  EXPECT_EQ(unswept[1].run_id(), "d");
+  ASSERT_OK(store->SetSweepDone("b", true));
+  ASSERT_OK_AND_ASSIGN(unswept, store->ListTerminalUnswept());
+  ASSERT_EQ(unswept.size(), 1u);
+  EXPECT_EQ(unswept[0].run_id(), "d");
+  ASSERT_OK(store->SetSweepDone("b", false));
+  ASSERT_OK_AND_ASSIGN(unswept, store->ListTerminalUnswept());
+  EXPECT_EQ(unswept.size(), 2u);
+  EXPECT_EQ(store->SetSweepDone("a", true).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+// ---- batch ----
+
+TEST_F(RunStoreTest, ApplyBatchAppliesToRunningAndSkipsTerminal) {
+  auto store = OpenOrDie();
+  for (const char* id : {"alive", "observe", "stale", "done"}) {
+    ASSERT_OK(store->Register(MakeRun(id)));
+  }
+  ASSERT_OK(store->Finish("done", 0));
+  ASSERT_OK_AND_ASSIGN(RunProto done_before, store->Get("done"));
+  ASSERT_OK_AND_ASSIGN(int64_t last_before, store->LastEventId());
+  now_ += absl::Seconds(10);
+
+  std::vector<RunUpdate> updates(6);
+  updates[0] = {"alive", RunUpdate::Kind::kAlive, v1::LIVENESS_ALIVE,
+                v1::STALE_REASON_UNSPECIFIED};
+  updates[1] = {"observe", RunUpdate::Kind::kObserve, v1::LIVENESS_UNKNOWN,
+                v1::STALE_REASON_UNSPECIFIED};
+  updates[2] = {"stale", RunUpdate::Kind::kStale, v1::LIVENESS_ZOMBIE,
+                v1::STALE_REASON_ZOMBIE};
+  updates[3] = {"done", RunUpdate::Kind::kStale, v1::LIVENESS_DEAD,
+                v1::STALE_REASON_EXITED};
+  updates[4] = {"ghost", RunUpdate::Kind::kAlive, v1::LIVENESS_ALIVE,
+                v1::STALE_REASON_UNSPECIFIED};
+  // A second update for a run the same batch made terminal is skipped.
+  updates[5] = {"stale", RunUpdate::Kind::kAlive, v1::LIVENESS_ALIVE,
+                v1::STALE_REASON_UNSPECIFIED};
+  ASSERT_OK_AND_ASSIGN(std::vector<AppliedUpdate> applied,
+                       store->ApplyBatch(updates));
+  ASSERT_EQ(applied.size(), 6u);
+  const int64_t now_s = absl::ToUnixSeconds(now_);
+
+  EXPECT_TRUE(applied[0].applied);
+  EXPECT_EQ(applied[0].run.liveness(), v1::LIVENESS_ALIVE);
+  EXPECT_EQ(applied[0].run.last_seen_alive_at().seconds(), now_s);
+  EXPECT_EQ(applied[0].run.labels().size(), 2u);
+
+  EXPECT_TRUE(applied[1].applied);
+  EXPECT_EQ(applied[1].run.liveness(), v1::LIVENESS_UNKNOWN);
+  EXPECT_EQ(applied[1].run.state(), v1::RUN_STATE_RUNNING);
+  EXPECT_LT(applied[1].run.last_seen_alive_at().seconds(), now_s);
+
+  EXPECT_TRUE(applied[2].applied);
+  EXPECT_EQ(applied[2].run.state(), v1::RUN_STATE_STALE);
+  EXPECT_EQ(applied[2].run.stale_reason(), v1::STALE_REASON_ZOMBIE);
+  EXPECT_EQ(applied[2].run.liveness(), v1::LIVENESS_ZOMBIE);
+  EXPECT_EQ(applied[2].run.ended_at().seconds(), now_s);
+
+  EXPECT_FALSE(applied[3].applied);
+  EXPECT_TRUE(SameRun(applied[3].run, done_before));
+  EXPECT_FALSE(applied[4].applied);
+  EXPECT_EQ(applied[4].run.run_id(), "");
+  EXPECT_FALSE(applied[5].applied);
+  EXPECT_EQ(applied[5].run.state(), v1::RUN_STATE_STALE);
+  EXPECT_EQ(applied[5].update.run_id, "stale");
+
+  // What the batch returned is what is stored.
+  for (int i : {0, 1, 2}) {
+    ASSERT_OK_AND_ASSIGN(RunProto got, store->Get(updates[i].run_id));
+    EXPECT_TRUE(SameRun(got, applied[i].run)) << i;
+  }
+  ASSERT_OK_AND_ASSIGN(RunProto done_after, store->Get("done"));
+  EXPECT_TRUE(SameRun(done_after, done_before));
+
+  // Exactly one event: the one state change.
+  ASSERT_OK_AND_ASSIGN(std::vector<Event> events,
+                       store->ListEvents(last_before, "", 100));
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].run_id(), "stale");
+  EXPECT_EQ(events[0].from_state(), v1::RUN_STATE_RUNNING);
+  EXPECT_EQ(events[0].to_state(), v1::RUN_STATE_STALE);
+  EXPECT_EQ(events[0].stale_reason(), v1::STALE_REASON_ZOMBIE);
+}
+
+TEST_F(RunStoreTest, ApplyBatchWithAnInvalidUpdateChangesNothing) {
+  auto store = OpenOrDie();
+  ASSERT_OK(store->Register(MakeRun("a")));
+  ASSERT_OK(store->Register(MakeRun("b")));
+  std::vector<RunUpdate> updates = {
+      {"a", RunUpdate::Kind::kStale, v1::LIVENESS_DEAD,
+       v1::STALE_REASON_EXITED},
+      {"b", RunUpdate::Kind::kStale, v1::LIVENESS_DEAD,
+       v1::STALE_REASON_UNSPECIFIED},
+  };
+  EXPECT_EQ(store->ApplyBatch(updates).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_OK_AND_ASSIGN(RunProto a, store->Get("a"));
+  EXPECT_EQ(a.state(), v1::RUN_STATE_RUNNING);
+  EXPECT_EQ(Events(*store).size(), 2u);
+  ASSERT_OK_AND_ASSIGN(auto empty, store->ApplyBatch({}));
+  EXPECT_TRUE(empty.empty());
+}
+
+// ---- events ----
+
+TEST_F(RunStoreTest, AppendAndListEvents) {
+  auto store = OpenOrDie();
+  ASSERT_OK_AND_ASSIGN(int64_t zero, store->LastEventId());
+  EXPECT_EQ(zero, 0);
+  ASSERT_OK(store->Register(MakeRun("r1")));
+  ASSERT_OK(store->Register(MakeRun("r2")));
+  ASSERT_OK(store->Cancel("r1", "bye"));
+
+  Event sig;
+  sig.set_type(v1::EVENT_TYPE_SIGNAL);
+  sig.set_run_id("r1");
+  sig.set_pid(777);
+  sig.set_signal(15);
+  sig.set_stage("SIGTERM");
+  sig.set_result("sent");
+  sig.set_detail("orphan of r1");
+  sig.set_event_id(12345);  // ignored: the store assigns ids
+  now_ += absl::Milliseconds(1500);
+  ASSERT_OK_AND_ASSIGN(int64_t id, store->AppendEvent(sig));
+  ASSERT_OK_AND_ASSIGN(int64_t last, store->LastEventId());
+  EXPECT_EQ(id, last);
+  EXPECT_EQ(id, 4);
+
+  ASSERT_OK_AND_ASSIGN(std::vector<Event> r1, store->ListEvents(0, "r1", 100));
+  ASSERT_EQ(r1.size(), 3u);
+  EXPECT_EQ(r1[2].event_id(), id);
+  EXPECT_EQ(r1[2].type(), v1::EVENT_TYPE_SIGNAL);
+  EXPECT_EQ(r1[2].pid(), 777);
+  EXPECT_EQ(r1[2].signal(), 15);
+  EXPECT_EQ(r1[2].stage(), "SIGTERM");
+  EXPECT_EQ(r1[2].result(), "sent");
+  EXPECT_EQ(r1[2].detail(), "orphan of r1");
+  EXPECT_FALSE(r1[2].has_exit_code());
+  EXPECT_EQ(r1[2].time().seconds(), absl::ToUnixSeconds(now_));
+  EXPECT_EQ(r1[2].time().nanos(), 623456000);
+
+  ASSERT_OK_AND_ASSIGN(std::vector<Event> after, store->ListEvents(2, "", 100));
+  ASSERT_EQ(after.size(), 2u);
+  EXPECT_EQ(after[0].event_id(), 3);
+  ASSERT_OK_AND_ASSIGN(std::vector<Event> one, store->ListEvents(0, "", 1));
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].event_id(), 1);
+  ASSERT_OK_AND_ASSIGN(std::vector<Event> r2, store->ListEvents(0, "r2", 100));
+  ASSERT_EQ(r2.size(), 1u);
+
+  for (auto type : {v1::EVENT_TYPE_SWEEP_STARTED, v1::EVENT_TYPE_SWEEP_FINISHED,
+                    v1::EVENT_TYPE_KEPT}) {
+    Event e;
+    e.set_type(type);
+    e.set_run_id("r1");
+    EXPECT_OK(store->AppendEvent(e));
+  }
+  // State-change kinds are written only with the change itself.
+  for (auto type : {v1::EVENT_TYPE_UNSPECIFIED, v1::EVENT_TYPE_REGISTERED,
+                    v1::EVENT_TYPE_STATE_CHANGED, v1::EVENT_TYPE_RESULT}) {
+    Event e;
+    e.set_type(type);
+    e.set_run_id("r1");
+    EXPECT_EQ(store->AppendEvent(e).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << type;
+  }
+  ASSERT_OK_AND_ASSIGN(last, store->LastEventId());
+  EXPECT_EQ(last, 7);
+}
+
+// ---- sweep progress ----
+
+TEST_F(RunStoreTest, ClaimSweepStageIsMonotonic) {
+  auto store = OpenOrDie();
+  ASSERT_OK(store->Register(MakeRun("r1")));
+  ASSERT_OK(store->Cancel("r1", ""));
+  const uint64_t ticks = 0xFFFFFFFFFFFFFFF0ULL;
+  ASSERT_OK_AND_ASSIGN(int stage, store->GetSweepStage("r1", 100, ticks));
+  EXPECT_EQ(stage, 0);
+  auto claim = [&](int s) {
+    absl::StatusOr<bool> r = store->ClaimSweepStage("r1", 100, ticks, s);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() && *r;
+  };
+  EXPECT_TRUE(claim(1));
+  EXPECT_FALSE(claim(1));
+  EXPECT_TRUE(claim(2));
+  EXPECT_FALSE(claim(1));
+  EXPECT_FALSE(claim(2));
+  ASSERT_OK_AND_ASSIGN(stage, store->GetSweepStage("r1", 100, ticks));
+  EXPECT_EQ(stage, 2);
+  EXPECT_TRUE(claim(3));
+  EXPECT_FALSE(claim(3));
+  ASSERT_OK_AND_ASSIGN(stage, store->GetSweepStage("r1", 100, ticks));
+  EXPECT_EQ(stage, 3);
+  // Another process (different start time, same pid) starts from scratch.
+  ASSERT_OK_AND_ASSIGN(stage, store->GetSweepStage("r1", 100, ticks - 1));
+  EXPECT_EQ(stage, 0);
+  ASSERT_OK_AND_ASSIGN(bool other, store->ClaimSweepStage("r1", 100, ticks - 1, 3));
+  EXPECT_TRUE(other);
+  EXPECT_EQ(store->ClaimSweepStage("r1", 100, ticks, 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->ClaimSweepStage("r1", 100, ticks, 4).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// Two handles race to climb the ladder for the same processes: every
+// (process, stage) is claimed by exactly one of them.
+TEST_F(RunStoreTest, ClaimSweepStageIsExclusiveAcrossHandles) {
+  auto a = OpenOrDie(StoreOptions());
+  auto b = OpenOrDie(StoreOptions());
+  ASSERT_OK(a->Register(MakeRun("r1")));
+  ASSERT_OK(a->Cancel("r1", ""));
+  constexpr int kPids = 40;
+  std::atomic<int> claims[kPids][4] = {};
+  std::atomic<int> errors{0};
+  auto worker = [&](RunStore* s) {
+    for (int pid = 0; pid < kPids; ++pid) {
+      for (int stage = 1; stage <= 3; ++stage) {
+        absl::StatusOr<bool> r = s->ClaimSweepStage("r1", 1000 + pid, 5, stage);
+        if (!r.ok()) {
+          ++errors;
+        } else if (*r) {
+          ++claims[pid][stage];
+        }
+      }
+    }
+  };
+  std::thread t1(worker, a.get());
+  std::thread t2(worker, b.get());
+  t1.join();
+  t2.join();
+  EXPECT_EQ(errors.load(), 0);
+  for (int pid = 0; pid < kPids; ++pid) {
+    for (int stage = 1; stage <= 3; ++stage) {
+      EXPECT_EQ(claims[pid][stage].load(), 1) << pid << "/" << stage;
+    }
+    ASSERT_OK_AND_ASSIGN(int stage, b->GetSweepStage("r1", 1000 + pid, 5));
+    EXPECT_EQ(stage, 3);
+  }
+}
+
+// ---- concurrency and durability ----
+
+TEST_F(RunStoreTest, ThreadsAndHandlesWriteConcurrently) {
+  auto shared = OpenOrDie(StoreOptions());
+  auto own1 = OpenOrDie(StoreOptions());
+  auto own2 = OpenOrDie(StoreOptions());
+  constexpr int kPerThread = 60;
+  std::atomic<int> errors{0};
+  auto worker = [&](RunStore* s, int t) {
+    for (int i = 0; i < kPerThread; ++i) {
+      const std::string id = absl::StrCat("t", t, "-", i);
+      if (!s->Register(MakeRun(id)).ok()) ++errors;
+      if (i % 2 == 0 && !s->Finish(id, i).ok()) ++errors;
+      if (i % 2 == 1 && !s->Heartbeat(id).ok()) ++errors;
+    }
+  };
+  std::vector<std::thread> threads;
+  threads.emplace_back(worker, shared.get(), 0);
+  threads.emplace_back(worker, shared.get(), 1);
+  threads.emplace_back(worker, own1.get(), 2);
+  threads.emplace_back(worker, own2.get(), 3);
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(errors.load(), 0);
+  ListRunsQuery q;
+  q.page_size = 1000;
+  ASSERT_OK_AND_ASSIGN(ListRunsPage page, shared->List(q));
+  EXPECT_EQ(page.runs.size(), 4u * kPerThread);
+  q.state = v1::RUN_STATE_FINISHED;
+  ASSERT_OK_AND_ASSIGN(page, own1->List(q));
+  EXPECT_EQ(page.runs.size(), 4u * kPerThread / 2);
+  // One REGISTERED + one STATE_CHANGED per finished run.
+  EXPECT_EQ(RawQueryInt(path_, "SELECT count(*) FROM events"),
+            4 * kPerThread + 4 * kPerThread / 2);
+}
+
+TEST_F(RunStoreTest, TwoProcessesWriteAtOnce) {
+  { ASSERT_NE(OpenOrDie(StoreOptions()), nullptr); }  // schema exists
+  constexpr int kPerProcess = 150;
+  pid_t children[2];
+  for (int c = 0; c < 2; ++c) {
+    children[c] = fork();
+    ASSERT_GE(children[c], 0);
+    if (children[c] == 0) {
+      absl::StatusOr<std::unique_ptr<RunStore>> s = RunStore::Open(path_);
+      if (!s.ok()) _exit(2);
+      for (int i = 0; i < kPerProcess; ++i) {
+        const std::string id = absl::StrCat("p", c, "-", i);
+        if (!(*s)->Register(MakeRun(id, 100 + i)).ok()) _exit(3);
+        if (i % 3 == 0 && !(*s)->Cancel(id, "x").ok()) _exit(4);
+      }
+      _exit(0);
+    }
+  }
+  for (pid_t child : children) {
+    const int status = WaitChild(child);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0);
+  }
+  auto store = OpenOrDie(StoreOptions());
+  for (int c = 0; c < 2; ++c) {
+    for (int i = 0; i < kPerProcess; ++i) {
+      ASSERT_OK_AND_ASSIGN(RunProto r, store->Get(absl::StrCat("p", c, "-", i)));
+      EXPECT_EQ(r.state(), i % 3 == 0 ? v1::RUN_STATE_CANCELLED
+                                      : v1::RUN_STATE_RUNNING);
+    }
+  }
+  EXPECT_EQ(RawQueryInt(path_, "SELECT count(*) FROM runs"), 2 * kPerProcess);
+  EXPECT_EQ(RawQueryInt(path_, "SELECT count(*) FROM events"),
+            2 * kPerProcess + 2 * ((kPerProcess + 2) / 3));
+}
+
+// A child registers runs and acknowledges each on a pipe only after Register
+// returned; it is SIGKILLed mid-stream. Every acknowledged run must be there.
+TEST_F(RunStoreTest, AcknowledgedWritesSurviveKill9) {
+  { ASSERT_NE(OpenOrDie(StoreOptions()), nullptr); }
+  int fds[2];
+  ASSERT_EQ(pipe2(fds, O_CLOEXEC), 0);
+  Fd rd(fds[0]), wr(fds[1]);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    rd.Reset();
+    absl::StatusOr<std::unique_ptr<RunStore>> s = RunStore::Open(path_);
+    if (!s.ok()) _exit(2);
+    for (int i = 0; i < 1000000; ++i) {
+      const std::string id = absl::StrCat("k", i);
+      if (!(*s)->Register(MakeRun(id)).ok()) _exit(3);
+      if (i % 2 == 0 && !(*s)->Finish(id, i % 256).ok()) _exit(4);
+      if (!WriteAll(wr.get(), id + "\n")) _exit(5);
+    }
+    _exit(6);
+  }
+  // Never leave the child behind if an assertion below fails early.
+  absl::Cleanup reap = [&child] {
+    if (child > 0) {
+      kill(child, SIGKILL);
+      WaitChild(child);
+    }
+  };
+  wr.Reset();
+  // Read acknowledgements until enough arrived, then kill without warning.
+  std::string acks;
+  char buf[4096];
+  size_t lines = 0;
+  while (lines < 150) {
+    const ssize_t n = read(rd.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    ASSERT_GT(n, 0) << "child stopped early";
+    acks.append(buf, n);
+    lines = std::count(acks.begin(), acks.end(), '\n');
+  }
+  ASSERT_EQ(kill(child, SIGKILL), 0);
+  const int status = WaitChild(child);
+  child = -1;
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(WTERMSIG(status), SIGKILL);
+  acks += ReadAll(rd.get());  // acknowledged before the kill, still in the pipe
+
+  std::vector<std::string> ids =
+      absl::StrSplit(acks, '\n', absl::SkipEmpty());
+  if (!acks.empty() && acks.back() != '\n') ids.pop_back();  // torn last line
+  ASSERT_GE(ids.size(), 150u);
+  auto store = OpenOrDie(StoreOptions());
+  for (const std::string& id : ids) {
+    ASSERT_OK_AND_ASSIGN(RunProto r, store->Get(id));
+    int i = 0;
+    ASSERT_TRUE(absl::SimpleAtoi(id.substr(1), &i));
+    if (i % 2 == 0) {
+      EXPECT_EQ(r.state(), v1::RUN_STATE_FINISHED) << id;
+      EXPECT_EQ(r.exit_code(), i % 256) << id;
+    }
+  }
+  EXPECT_EQ(RawQueryText(path_, "PRAGMA integrity_check"), "ok");
+}
+
+}  // namespace
+}  // namespace runreaper::store

@@ -1,0 +1,116 @@
+#include "store/sqlite.h"
+
+#include <sqlite3.h>
+#include <stdlib.h>
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "base/test_util.h"
+#include "gtest/gtest.h"
+
+namespace runreaper::store {
+namespace {
+
+std::string TempDir() {
+  const char* base = getenv("TEST_TMPDIR");
+  std::string tmpl = absl::StrCat(base != nullptr ? base : "/tmp", "/sqlXXXXXX");
+  EXPECT_NE(mkdtemp(tmpl.data()), nullptr);
+  return tmpl;
+}
+
+constexpr int kFlags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+
+TEST(SqliteStatusCodeTest, MapsFamilies) {
+  EXPECT_EQ(SqliteStatusCode(SQLITE_OK), absl::StatusCode::kOk);
+  EXPECT_EQ(SqliteStatusCode(SQLITE_BUSY), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(SqliteStatusCode(SQLITE_BUSY_SNAPSHOT),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(SqliteStatusCode(SQLITE_CANTOPEN), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(SqliteStatusCode(SQLITE_IOERR_FSYNC),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(SqliteStatusCode(SQLITE_NOTADB), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(SqliteStatusCode(SQLITE_CORRUPT), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(SqliteStatusCode(SQLITE_CONSTRAINT_UNIQUE),
+            absl::StatusCode::kInternal);
+}
+
+TEST(DatabaseTest, CachedStatementIsReusedAndReset) {
+  const std::string path = TempDir() + "/a.db";
+  ASSERT_OK_AND_ASSIGN(auto db, Database::Open(path, kFlags));
+  ASSERT_OK(db->Exec("CREATE TABLE t (x INTEGER, s TEXT)"));
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_OK_AND_ASSIGN(ScopedStatement s,
+                         db->Prepare("INSERT INTO t VALUES (?1, ?2)"));
+    s->BindInt(1, i).BindText(2, absl::StrCat("v", i));
+    ASSERT_OK(s->Run());
+  }
+  Statement* first = nullptr;
+  {
+    ASSERT_OK_AND_ASSIGN(ScopedStatement s,
+                         db->Prepare("SELECT x, s FROM t ORDER BY x"));
+    first = &*s;
+    ASSERT_OK_AND_ASSIGN(bool row, s->Step());
+    ASSERT_TRUE(row);
+    EXPECT_EQ(s->ColumnInt(0), 0);
+    EXPECT_EQ(s->ColumnText(1), "v0");
+    // Left mid-iteration: the scope end must reset it.
+  }
+  ASSERT_OK_AND_ASSIGN(ScopedStatement s,
+                       db->Prepare("SELECT x, s FROM t ORDER BY x"));
+  EXPECT_EQ(&*s, first);
+  ASSERT_OK_AND_ASSIGN(bool row, s->Step());
+  ASSERT_TRUE(row);
+  EXPECT_EQ(s->ColumnInt(0), 0) << "statement was not reset";
+}
+
+TEST(DatabaseTest, NullAndOptionalColumns) {
+  const std::string path = TempDir() + "/n.db";
+  ASSERT_OK_AND_ASSIGN(auto db, Database::Open(path, kFlags));
+  ASSERT_OK(db->Exec("CREATE TABLE t (x INTEGER)"));
+  {
+    ASSERT_OK_AND_ASSIGN(ScopedStatement s,
+                         db->Prepare("INSERT INTO t VALUES (?1)"));
+    s->BindOptionalInt(1, std::nullopt);
+    ASSERT_OK(s->Run());
+  }
+  ASSERT_OK_AND_ASSIGN(ScopedStatement s, db->Prepare("SELECT x FROM t"));
+  ASSERT_OK_AND_ASSIGN(bool row, s->Step());
+  ASSERT_TRUE(row);
+  EXPECT_TRUE(s->ColumnIsNull(0));
+  EXPECT_FALSE(s->ColumnOptionalInt(0).has_value());
+}
+
+TEST(DatabaseTest, BindErrorIsReportedByStep) {
+  const std::string path = TempDir() + "/b.db";
+  ASSERT_OK_AND_ASSIGN(auto db, Database::Open(path, kFlags));
+  ASSERT_OK_AND_ASSIGN(ScopedStatement s, db->Prepare("SELECT ?1"));
+  s->BindInt(7, 1);  // out of range
+  absl::StatusOr<bool> row = s->Step();
+  ASSERT_FALSE(row.ok());
+  EXPECT_NE(row.status().message().find("parameter 7"), std::string::npos)
+      << row.status();
+  EXPECT_NE(row.status().message().find(path), std::string::npos);
+}
+
+TEST(DatabaseTest, ErrorsNameThePathAndStatement) {
+  const std::string path = TempDir() + "/c.db";
+  ASSERT_OK_AND_ASSIGN(auto db, Database::Open(path, kFlags));
+  absl::Status s = db->Exec("SELECT * FROM no_such_table");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find(path), std::string::npos) << s;
+  EXPECT_NE(s.message().find("no_such_table"), std::string::npos) << s;
+  EXPECT_FALSE(db->Prepare("NOT SQL").ok());
+}
+
+TEST(DatabaseTest, OpenFailureNamesPathAndErrno) {
+  const std::string path = TempDir() + "/missing/dir/x.db";
+  absl::StatusOr<std::unique_ptr<Database>> db = Database::Open(path, kFlags);
+  ASSERT_FALSE(db.ok());
+  EXPECT_EQ(db.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(db.status().message().find(path), std::string::npos)
+      << db.status();
+}
+
+}  // namespace
+}  // namespace runreaper::store
