@@ -407,7 +407,9 @@ std::optional<std::pair<std::string, std::string>> MakeTestCgroup(
 
 TEST_F(SweeperTest, EscapedDescendantInDedicatedCgroupIsSwept) {
   REQUIRE_PRIVATE_NS();
-  const std::string name = absl::StrCat("sweep-", getppid(), "-", time(nullptr));
+  // Unique per test run (the temp dir name), so parallel runs never share.
+  const std::string name =
+      absl::StrCat("sweep-", dir_.substr(dir_.rfind('/') + 1));
   auto cg = MakeTestCgroup(name);
   if (!cg.has_value()) GTEST_SKIP() << "cgroup v2 hierarchy not writable here";
   const std::string script =
