@@ -336,11 +336,17 @@ void Daemon::Stop() {
   }
   // Long-lived calls end first (UNAVAILABLE, with the id to resume from), so
   // Shutdown only waits for short unary calls.
+  // Long-lived calls end first (UNAVAILABLE, with the id to resume from).
   if (hub_ != nullptr) hub_->Stop();
-  if (server_ != nullptr) {
-    server_->Shutdown(std::chrono::system_clock::now() +
-                      absl::ToChronoSeconds(options_.shutdown_grace));
+  // New calls are refused and the unary calls in flight get up to the grace
+  // period to answer; then the server closes every connection at once
+  // (waiting for idle clients to hang up could take as long as they like).
+  if (service_ != nullptr && !service_->Drain(options_.shutdown_grace)) {
+    LogLine(absl::StrCat("calls still in flight after ",
+                         absl::FormatDuration(options_.shutdown_grace),
+                         "; cancelling them"));
   }
+  if (server_ != nullptr) server_->Shutdown(std::chrono::system_clock::now());
   if (watcher_ != nullptr) watcher_->Wake();
   for (std::thread& t : threads_) t.join();
   threads_.clear();

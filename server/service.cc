@@ -78,13 +78,6 @@ bool SameSecret(absl::string_view a, absl::string_view b) {
   return diff == 0;
 }
 
-grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx,
-                               const absl::Status& status) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
-}
-
 }  // namespace
 
 absl::Status ValidateRegisterRequest(const v1::RegisterRunRequest& r) {
@@ -501,6 +494,37 @@ void ReconcilerService::WaitForBackgroundWork() {
       +[](int* active) { return *active == 0; }, &bg_active_));
 }
 
+absl::Status ReconcilerService::Begin(grpc::CallbackServerContext* ctx) {
+  {
+    absl::MutexLock lock(&bg_mu_);
+    ++inflight_;
+    if (draining_) {
+      return absl::UnavailableError("runreaperd is shutting down");
+    }
+  }
+  return Authorize(ctx);
+}
+
+void ReconcilerService::Leave() {
+  absl::MutexLock lock(&bg_mu_);
+  --inflight_;
+}
+
+grpc::ServerUnaryReactor* ReconcilerService::Done(grpc::CallbackServerContext* ctx,
+                                                  const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  Leave();
+  return reactor;
+}
+
+bool ReconcilerService::Drain(absl::Duration grace) {
+  absl::MutexLock lock(&bg_mu_);
+  draining_ = true;
+  return bg_mu_.AwaitWithTimeout(
+      absl::Condition(+[](int* n) { return *n == 0; }, &inflight_), grace);
+}
+
 void ReconcilerService::StartBackground(std::function<void()> work) {
   {
     absl::MutexLock lock(&bg_mu_);
@@ -596,7 +620,7 @@ absl::StatusOr<v1::Run> ReconcilerService::DoRegister(
 grpc::ServerUnaryReactor* ReconcilerService::RegisterRun(
     grpc::CallbackServerContext* ctx, const v1::RegisterRunRequest* request,
     v1::Run* response) {
-  if (absl::Status s = Authorize(ctx); !s.ok()) return Done(ctx, s);
+  if (absl::Status s = Begin(ctx); !s.ok()) return Done(ctx, s);
   absl::StatusOr<v1::Run> run = DoRegister(*request);
   if (!run.ok()) {
     if (!absl::IsInvalidArgument(run.status()) &&
@@ -613,7 +637,7 @@ grpc::ServerUnaryReactor* ReconcilerService::RegisterRun(
 grpc::ServerUnaryReactor* ReconcilerService::Heartbeat(
     grpc::CallbackServerContext* ctx, const v1::HeartbeatRequest* request,
     v1::Run* response) {
-  if (absl::Status s = Authorize(ctx); !s.ok()) return Done(ctx, s);
+  if (absl::Status s = Begin(ctx); !s.ok()) return Done(ctx, s);
   if (absl::Status s = ValidateRunId(request->run_id()); !s.ok()) return Done(ctx, s);
   absl::StatusOr<v1::Run> run = store_->Heartbeat(request->run_id());
   if (!run.ok()) return Done(ctx, run.status());
@@ -624,7 +648,7 @@ grpc::ServerUnaryReactor* ReconcilerService::Heartbeat(
 grpc::ServerUnaryReactor* ReconcilerService::FinishRun(
     grpc::CallbackServerContext* ctx, const v1::FinishRunRequest* request,
     v1::Run* response) {
-  if (absl::Status s = Authorize(ctx); !s.ok()) return Done(ctx, s);
+  if (absl::Status s = Begin(ctx); !s.ok()) return Done(ctx, s);
   if (absl::Status s = ValidateRunId(request->run_id()); !s.ok()) return Done(ctx, s);
   absl::StatusOr<v1::Run> run = store_->Finish(request->run_id(), request->exit_code());
   hub_->Notify();
@@ -636,7 +660,7 @@ grpc::ServerUnaryReactor* ReconcilerService::FinishRun(
 grpc::ServerUnaryReactor* ReconcilerService::CancelRun(
     grpc::CallbackServerContext* ctx, const v1::CancelRunRequest* request,
     v1::Run* response) {
-  if (absl::Status s = Authorize(ctx); !s.ok()) return Done(ctx, s);
+  if (absl::Status s = Begin(ctx); !s.ok()) return Done(ctx, s);
   if (absl::Status s = ValidateRunId(request->run_id()); !s.ok()) return Done(ctx, s);
   if (request->reason().size() > static_cast<size_t>(kMaxReasonBytes)) {
     return Done(ctx, absl::InvalidArgumentError(absl::StrCat(
@@ -664,7 +688,7 @@ grpc::ServerUnaryReactor* ReconcilerService::CancelRun(
 grpc::ServerUnaryReactor* ReconcilerService::GetRun(
     grpc::CallbackServerContext* ctx, const v1::GetRunRequest* request,
     v1::Run* response) {
-  if (absl::Status s = Authorize(ctx); !s.ok()) return Done(ctx, s);
+  if (absl::Status s = Begin(ctx); !s.ok()) return Done(ctx, s);
   if (absl::Status s = ValidateRunId(request->run_id()); !s.ok()) return Done(ctx, s);
   absl::StatusOr<v1::Run> run = store_->Get(request->run_id());
   if (!run.ok()) return Done(ctx, run.status());
@@ -675,7 +699,7 @@ grpc::ServerUnaryReactor* ReconcilerService::GetRun(
 grpc::ServerUnaryReactor* ReconcilerService::ListRuns(
     grpc::CallbackServerContext* ctx, const v1::ListRunsRequest* request,
     v1::ListRunsResponse* response) {
-  if (absl::Status s = Authorize(ctx); !s.ok()) return Done(ctx, s);
+  if (absl::Status s = Begin(ctx); !s.ok()) return Done(ctx, s);
   if (!v1::RunState_IsValid(request->state())) {
     return Done(ctx, absl::InvalidArgumentError(absl::StrCat(
                          "state: unknown value ", static_cast<int>(request->state()))));
@@ -703,7 +727,7 @@ grpc::ServerUnaryReactor* ReconcilerService::ListRuns(
 grpc::ServerUnaryReactor* ReconcilerService::WaitRun(
     grpc::CallbackServerContext* ctx, const v1::WaitRunRequest* request,
     v1::WaitRunResponse* response) {
-  if (absl::Status s = Authorize(ctx); !s.ok()) return Done(ctx, s);
+  if (absl::Status s = Begin(ctx); !s.ok()) return Done(ctx, s);
   if (absl::Status s = ValidateRunId(request->run_id()); !s.ok()) return Done(ctx, s);
   absl::Duration timeout = absl::InfiniteDuration();
   if (request->has_timeout()) {
@@ -721,10 +745,12 @@ grpc::ServerUnaryReactor* ReconcilerService::WaitRun(
   absl::StatusOr<v1::Run> run = store_->Get(request->run_id());
   if (!run.ok()) {
     reactor->state_->Finish(ToGrpcStatus(run.status()));
+    Leave();  // ended by its reactor, the hub or the timer
     return reactor;
   }
   if (IsTerminal(run->state())) {
     reactor->state_->Complete(/*timed_out=*/false);
+    Leave();  // ended by its reactor, the hub or the timer
     return reactor;
   }
   if (timeout != absl::InfiniteDuration()) {
@@ -735,13 +761,14 @@ grpc::ServerUnaryReactor* ReconcilerService::WaitRun(
       }
     });
   }
+  Leave();
   return reactor;
 }
 
 grpc::ServerUnaryReactor* ReconcilerService::Reconcile(
     grpc::CallbackServerContext* ctx, const v1::ReconcileRequest* request,
     v1::ReconcileResponse* response) {
-  if (absl::Status s = Authorize(ctx); !s.ok()) return Done(ctx, s);
+  if (absl::Status s = Begin(ctx); !s.ok()) return Done(ctx, s);
   if (reconciler_ == nullptr) {
     return Done(ctx, absl::UnimplementedError("no reconciler in this server"));
   }
@@ -761,7 +788,7 @@ grpc::ServerUnaryReactor* ReconcilerService::Reconcile(
 grpc::ServerUnaryReactor* ReconcilerService::ListOrphans(
     grpc::CallbackServerContext* ctx, const v1::ListOrphansRequest* request,
     v1::ListOrphansResponse* response) {
-  if (absl::Status s = Authorize(ctx); !s.ok()) return Done(ctx, s);
+  if (absl::Status s = Begin(ctx); !s.ok()) return Done(ctx, s);
   if (!hooks_.list_orphans) {
     return Done(ctx, absl::UnimplementedError("ListOrphans: no sweeper in this build"));
   }
@@ -778,7 +805,7 @@ grpc::ServerUnaryReactor* ReconcilerService::ListOrphans(
 grpc::ServerUnaryReactor* ReconcilerService::Sweep(
     grpc::CallbackServerContext* ctx, const v1::SweepRequest* request,
     v1::SweepResponse* response) {
-  if (absl::Status s = Authorize(ctx); !s.ok()) return Done(ctx, s);
+  if (absl::Status s = Begin(ctx); !s.ok()) return Done(ctx, s);
   if (!hooks_.sweep) {
     return Done(ctx, absl::UnimplementedError("Sweep: no sweeper in this build"));
   }
@@ -793,13 +820,14 @@ grpc::ServerUnaryReactor* ReconcilerService::Sweep(
     hub_->Notify();
     if (swept.ok()) *response = *std::move(swept);
     reactor->Finish(ToGrpcStatus(swept.status()));
+    Leave();
   });
   return reactor;
 }
 
 grpc::ServerWriteReactor<v1::Event>* ReconcilerService::WatchEvents(
     grpc::CallbackServerContext* ctx, const v1::WatchEventsRequest* request) {
-  absl::Status bad = Authorize(ctx);
+  absl::Status bad = Begin(ctx);
   if (bad.ok() && request->after_event_id() < 0) {
     bad = absl::InvalidArgumentError("after_event_id: must be >= 0");
   }
@@ -810,18 +838,20 @@ grpc::ServerWriteReactor<v1::Event>* ReconcilerService::WatchEvents(
       explicit Failed(const absl::Status& s) { Finish(ToGrpcStatus(s)); }
       void OnDone() override { delete this; }
     };
+    Leave();
     return new Failed(bad);
   }
   auto* reactor = new WatchReactor(store_, hub_, request->after_event_id(),
                                    options_.watch_queue_limit);
   reactor->Start();
+  Leave();  // ended by the client or by the hub's shutdown
   return reactor;
 }
 
 grpc::ServerUnaryReactor* ReconcilerService::ListEvents(
     grpc::CallbackServerContext* ctx, const v1::ListEventsRequest* request,
     v1::ListEventsResponse* response) {
-  if (absl::Status s = Authorize(ctx); !s.ok()) return Done(ctx, s);
+  if (absl::Status s = Begin(ctx); !s.ok()) return Done(ctx, s);
   if (request->after_event_id() < 0) {
     return Done(ctx, absl::InvalidArgumentError("after_event_id: must be >= 0"));
   }

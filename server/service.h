@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "runreaper/v1/runreaper.grpc.pb.h"
 #include "runreaper/v1/runreaper.pb.h"
@@ -82,6 +83,13 @@ class ReconcilerService final : public v1::Reconciler::CallbackService {
   // Waits until no CancelRun sweep runs in the background.
   void WaitForBackgroundWork();
 
+  // Shutdown, step one: new calls get UNAVAILABLE from now on; waits up to
+  // `grace` for the unary calls in flight to answer (long-lived WaitRun and
+  // WatchEvents are ended by EventHub::Stop). Returns false on timeout.
+  // Then grpc::Server::Shutdown with an immediate deadline closes the
+  // connections without waiting for idle clients to hang up.
+  bool Drain(absl::Duration grace);
+
   grpc::ServerUnaryReactor* RegisterRun(grpc::CallbackServerContext* ctx,
                                         const v1::RegisterRunRequest* request,
                                         v1::Run* response) override;
@@ -125,6 +133,13 @@ class ReconcilerService final : public v1::Reconciler::CallbackService {
 
  private:
   absl::Status Authorize(grpc::CallbackServerContext* ctx) const;
+  // Every handler starts with Begin (counts the call in flight, refuses while
+  // draining, checks the token) and answers with Done (or Leave for a call
+  // whose reactor finishes later).
+  absl::Status Begin(grpc::CallbackServerContext* ctx);
+  void Leave();
+  grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx,
+                                 const absl::Status& status);
   absl::StatusOr<v1::Run> DoRegister(const v1::RegisterRunRequest& request);
   void StartBackground(std::function<void()> work);
 
@@ -138,6 +153,8 @@ class ReconcilerService final : public v1::Reconciler::CallbackService {
 
   absl::Mutex bg_mu_;
   int bg_active_ ABSL_GUARDED_BY(bg_mu_) = 0;
+  int inflight_ ABSL_GUARDED_BY(bg_mu_) = 0;
+  bool draining_ ABSL_GUARDED_BY(bg_mu_) = false;
 };
 
 }  // namespace runreaper::server

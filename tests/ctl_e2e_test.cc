@@ -1,0 +1,129 @@
+// runreaperctl end to end: the real client binary against the real daemon.
+#include <signal.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "base/test_util.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "tests/e2e_util.h"
+
+namespace runreaper::e2e {
+namespace {
+
+class CtlE2ETest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    daemon_ = new Daemon(dir_->path(), {"--scan_interval=60s"});
+    ASSERT_TRUE(daemon_->Start()) << daemon_->log();
+  }
+  static void TearDownTestSuite() {
+    delete daemon_;
+    delete dir_;
+  }
+  CtlResult Ctl(std::vector<std::string> args) {
+    args.insert(args.begin(), "--socket=" + daemon_->socket());
+    return RunCtl(args);
+  }
+  static TempDir* dir_;
+  static Daemon* daemon_;
+};
+TempDir* CtlE2ETest::dir_ = nullptr;
+Daemon* CtlE2ETest::daemon_ = nullptr;
+
+TEST_F(CtlE2ETest, RegisterSendsTheLocalIdentityAndJsonKeepsProtoFieldNames) {
+  Sleeper sleeper;
+  CtlResult r = Ctl({"register", "cli1", absl::StrCat("--pid=", sleeper.pid()),
+                     "--label=team=infra", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  v1::Run run;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &run).ok()) << r.out;
+  EXPECT_EQ(run.run_id(), "cli1");
+  EXPECT_EQ(run.pid(), sleeper.pid());
+  EXPECT_EQ(run.pgid(), getpgid(sleeper.pid()));
+  EXPECT_EQ(run.sid(), getsid(sleeper.pid()));
+  EXPECT_NE(run.start_time_ticks(), 0u);
+  EXPECT_NE(run.pidns_inode(), 0u);
+  EXPECT_EQ(run.comm(), "sleep");
+  EXPECT_EQ(run.labels().at("team"), "infra");
+  EXPECT_TRUE(absl::StrContains(r.out, "\"run_id\"")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "\"start_time_ticks\"")) << r.out;
+  EXPECT_FALSE(absl::StrContains(r.out, "runId")) << r.out;
+
+  CtlResult list = Ctl({"list", "--state=running", "--json"});
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  v1::ListRunsResponse runs;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(list.out, &runs).ok());
+  ASSERT_GE(runs.runs_size(), 1);
+
+  CtlResult table = Ctl({"list"});
+  ASSERT_EQ(table.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(table.out, "RUN_ID")) << table.out;
+  EXPECT_TRUE(absl::StrContains(table.out, "cli1")) << table.out;
+}
+
+TEST_F(CtlE2ETest, FinishGetAndWait) {
+  Sleeper sleeper;
+  ASSERT_EQ(Ctl({"register", "cli2", absl::StrCat("--pid=", sleeper.pid())}).exit_code, 0);
+  CtlResult fin = Ctl({"finish", "cli2", "--exit_code=5"});
+  ASSERT_EQ(fin.exit_code, 0) << fin.err;
+  EXPECT_TRUE(absl::StrContains(fin.out, "FINISHED")) << fin.out;
+  CtlResult wait = Ctl({"wait", "cli2", "--timeout=10s", "--json"});
+  ASSERT_EQ(wait.exit_code, 0) << wait.err;
+  v1::WaitRunResponse w;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(wait.out, &w).ok()) << wait.out;
+  EXPECT_TRUE(w.terminal());
+  EXPECT_EQ(w.run().exit_code(), 5);
+}
+
+TEST_F(CtlE2ETest, KillThenEventsShowStale) {
+  Sleeper sleeper;
+  ASSERT_EQ(Ctl({"register", "cli3", absl::StrCat("--pid=", sleeper.pid())}).exit_code, 0);
+  sleeper.Kill();
+  ASSERT_EQ(Ctl({"wait", "cli3", "--timeout=10s"}).exit_code, 0);
+  CtlResult events = Ctl({"events", "--run=cli3"});
+  ASSERT_EQ(events.exit_code, 0) << events.err;
+  EXPECT_TRUE(absl::StrContains(events.out, "RUNNING -> STALE (EXITED)")) << events.out;
+}
+
+TEST_F(CtlE2ETest, ExitCodes) {
+  CtlResult unknown = Ctl({"get", "no-such-run"});
+  EXPECT_EQ(unknown.exit_code, 3) << unknown.err;
+  EXPECT_TRUE(absl::StrContains(unknown.err, "NOT_FOUND")) << unknown.err;
+  EXPECT_EQ(Ctl({"frobnicate"}).exit_code, 2);
+  EXPECT_EQ(Ctl({"get"}).exit_code, 2);
+  EXPECT_EQ(Ctl({"get", "a", "b"}).exit_code, 2);
+  EXPECT_EQ(Ctl({"get", "x", "--no_such_flag"}).exit_code, 2);
+  EXPECT_EQ(Ctl({"get", "x", "--exit_code=1"}).exit_code, 2);  // not get's flag
+  EXPECT_EQ(Ctl({"list", "--state=sleepy"}).exit_code, 2);
+  EXPECT_EQ(RunCtl({}).exit_code, 2);
+  // Server-side validation is an error (1), not usage.
+  EXPECT_EQ(Ctl({"register", std::string(300, 'x'), "--pid=1"}).exit_code, 1);
+  // No daemon there: an error naming what failed.
+  CtlResult down = RunCtl({"--socket=/tmp/rr-no-such.sock", "--rpc_timeout=1s", "get", "x"});
+  EXPECT_EQ(down.exit_code, 1) << down.err;
+}
+
+TEST_F(CtlE2ETest, HealthAndHelp) {
+  CtlResult h = Ctl({"health"});
+  EXPECT_EQ(h.exit_code, 0) << h.err;
+  EXPECT_EQ(h.out, "SERVING\n");
+  CtlResult help = RunCtl({"--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  for (const char* word : {"health", "register", "heartbeat", "finish", "cancel", "get",
+                           "list", "wait", "reconcile", "events", "orphans", "sweep"}) {
+    EXPECT_TRUE(absl::StrContains(help.out, word)) << word;
+  }
+  CtlResult cmd = RunCtl({"wait", "--help"});
+  EXPECT_EQ(cmd.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(cmd.out, "--timeout")) << cmd.out;
+  EXPECT_EQ(RunCtl({"help", "register"}).exit_code, 0);
+}
+
+}  // namespace
+}  // namespace runreaper::e2e

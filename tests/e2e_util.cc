@@ -1,0 +1,285 @@
+#include "tests/e2e_util.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+
+namespace runreaper::e2e {
+namespace {
+
+const char kDaemonPath[] = "server/runreaperd";
+const char kCtlPath[] = "tools/runreaperctl";
+
+std::vector<char*> Argv(std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  return argv;
+}
+
+// waitpid with a deadline: the exit code, 128+signal, or -1 on timeout.
+int WaitExit(pid_t pid, absl::Duration deadline) {
+  const absl::Time end = absl::Now() + deadline;
+  while (true) {
+    int status = 0;
+    const pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) {
+      if (WIFEXITED(status)) return WEXITSTATUS(status);
+      if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+      return -1;
+    }
+    if (r < 0 && errno != EINTR) return -1;
+    if (absl::Now() >= end) return -1;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+TempDir::TempDir() {
+  char tmpl[] = "/tmp/rr.XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) {
+    ADD_FAILURE() << "mkdtemp: " << strerror(errno);
+  }
+  path_ = tmpl;
+}
+
+TempDir::~TempDir() {
+  if (getenv("RR_KEEP_TMP") != nullptr) {  // debugging: keep logs and db
+    fprintf(stderr, "kept %s\n", path_.c_str());
+    return;
+  }
+  const std::string cmd = "rm -rf '" + path_ + "'";
+  if (system(cmd.c_str()) != 0) ADD_FAILURE() << cmd;
+}
+
+Daemon::Daemon(std::string dir, std::vector<std::string> extra)
+    : dir_(std::move(dir)), extra_(std::move(extra)) {
+  static int n = 0;
+  log_path_ = absl::StrCat(dir_, "/daemon.", ++n, ".log");
+}
+
+Daemon::~Daemon() {
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    WaitExit(pid_, absl::Seconds(10));
+  }
+}
+
+void Daemon::Spawn() {
+  std::vector<std::string> args = {kDaemonPath, "--db=" + db(), "--socket=" + socket()};
+  args.insert(args.end(), extra_.begin(), extra_.end());
+  const int log_fd = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  std::vector<char*> argv = Argv(args);
+  pid_ = fork();
+  if (pid_ == 0) {
+    dup2(log_fd, STDERR_FILENO);
+    dup2(log_fd, STDOUT_FILENO);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(log_fd);
+}
+
+bool Daemon::Start(absl::Duration deadline) {
+  Spawn();
+  const absl::Time end = absl::Now() + deadline;
+  while (absl::Now() < end) {
+    // A fresh channel per probe (private subchannel pool): no reconnect
+    // backoff left over from the attempts before the socket existed.
+    auto s = stub();
+    int status;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return false;
+    }
+    v1::GetRunRequest req;
+    req.set_run_id("__probe__");
+    v1::Run run;
+    auto ctx = Ctx(absl::Milliseconds(500));
+    if (s->GetRun(ctx.get(), req, &run).error_code() == grpc::StatusCode::NOT_FOUND) {
+      return true;
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return false;
+}
+
+int Daemon::Stop(int sig, absl::Duration deadline) {
+  if (pid_ <= 0) return -1;
+  kill(pid_, sig);
+  return Wait(deadline);
+}
+
+int Daemon::Wait(absl::Duration deadline) {
+  if (pid_ <= 0) return -1;
+  const int code = WaitExit(pid_, deadline);
+  if (code >= 0) pid_ = -1;
+  return code;
+}
+
+std::string Daemon::log() const { return ReadAll(log_path_); }
+
+std::shared_ptr<grpc::Channel> Daemon::channel() {
+  // Short reconnect backoff and a private subchannel pool: a probe that
+  // found no socket yet must not wait out gRPC's default 1 s+ backoff.
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 10);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 10);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return grpc::CreateCustomChannel("unix:" + socket(),
+                                   grpc::InsecureChannelCredentials(), args);
+}
+
+std::unique_ptr<v1::Reconciler::Stub> Daemon::stub() {
+  return v1::Reconciler::NewStub(channel());
+}
+
+Sleeper::Sleeper() {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    ADD_FAILURE() << "pipe2";
+    return;
+  }
+  helper_ = fork();
+  if (helper_ == 0) {
+    // Only async-signal-safe calls after fork in a threaded process.
+    signal(SIGCHLD, SIG_IGN);  // children are reaped by the kernel at exit
+    const pid_t child = fork();
+    if (child == 0) {
+      char arg0[] = "sleep";
+      char arg1[] = "1000";
+      char* argv[] = {arg0, arg1, nullptr};
+      execv("/bin/sleep", argv);
+      _exit(127);
+    }
+    (void)!write(fds[1], &child, sizeof(child));
+    while (true) pause();
+  }
+  close(fds[1]);
+  pid_t child = -1;
+  ssize_t n;
+  do {
+    n = read(fds[0], &child, sizeof(child));
+  } while (n < 0 && errno == EINTR);
+  close(fds[0]);
+  pid_ = child;
+  // Wait until the child has exec'd sleep, so its identity is final.
+  const absl::Time end = absl::Now() + absl::Seconds(10);
+  while (absl::Now() < end) {
+    std::ifstream comm(absl::StrCat("/proc/", pid_, "/comm"));
+    std::string name;
+    std::getline(comm, name);
+    if (name == "sleep") break;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+}
+
+void Sleeper::Kill() {
+  if (pid_ > 0) kill(pid_, SIGKILL);
+}
+
+Sleeper::~Sleeper() {
+  Kill();
+  if (helper_ > 0) {
+    kill(helper_, SIGKILL);
+    WaitExit(helper_, absl::Seconds(10));
+  }
+}
+
+ZombieToBe::ZombieToBe(int code) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    ADD_FAILURE() << "pipe2";
+    return;
+  }
+  pid_ = fork();
+  if (pid_ == 0) {
+    close(fds[1]);
+    char c;
+    while (read(fds[0], &c, 1) < 0 && errno == EINTR) {
+    }
+    _exit(code);
+  }
+  close(fds[0]);
+  pipe_w_ = fds[1];
+}
+
+void ZombieToBe::Release() {
+  if (pipe_w_ >= 0) {
+    close(pipe_w_);
+    pipe_w_ = -1;
+  }
+}
+
+int ZombieToBe::Reap() {
+  if (reaped_ || pid_ <= 0) return -1;
+  reaped_ = true;
+  return WaitExit(pid_, absl::Seconds(10));
+}
+
+ZombieToBe::~ZombieToBe() {
+  Release();
+  Reap();
+}
+
+CtlResult RunCtl(const std::vector<std::string>& args, absl::Duration deadline) {
+  static int n = 0;
+  char tmpl[] = "/tmp/rrctl.XXXXXX";
+  CtlResult result;
+  if (mkdtemp(tmpl) == nullptr) return result;
+  const std::string dir = tmpl;
+  const std::string out = dir + "/out", err = absl::StrCat(dir, "/err", ++n);
+  std::vector<std::string> full = {kCtlPath};
+  full.insert(full.end(), args.begin(), args.end());
+  std::vector<char*> argv = Argv(full);
+  const int out_fd = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int err_fd = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out_fd, STDOUT_FILENO);
+    dup2(err_fd, STDERR_FILENO);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(out_fd);
+  close(err_fd);
+  result.exit_code = WaitExit(pid, deadline);
+  if (result.exit_code < 0) {
+    kill(pid, SIGKILL);
+    WaitExit(pid, absl::Seconds(5));
+  }
+  result.out = ReadAll(out);
+  result.err = ReadAll(err);
+  const std::string rm = "rm -rf '" + dir + "'";
+  if (system(rm.c_str()) != 0) ADD_FAILURE() << rm;
+  return result;
+}
+
+std::unique_ptr<grpc::ClientContext> Ctx(absl::Duration deadline) {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  ctx->set_deadline(std::chrono::system_clock::now() +
+                    absl::ToChronoMilliseconds(deadline));
+  return ctx;
+}
+
+}  // namespace runreaper::e2e

@@ -1,0 +1,113 @@
+// End-to-end test helpers: the real runreaperd and runreaperctl binaries
+// (Bazel data deps, found relative to the test's working directory, the
+// runfiles root), a private short /tmp directory for the socket and database,
+// and real processes to register (sleepers that exit without ever being a
+// zombie, and real zombies).
+#ifndef RUNREAPER_TESTS_E2E_UTIL_H_
+#define RUNREAPER_TESTS_E2E_UTIL_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+#include "runreaper/v1/runreaper.grpc.pb.h"
+
+namespace runreaper::e2e {
+
+namespace v1 = ::runreaper::v1;
+
+// mkdtemp("/tmp/rr.XXXXXX"), removed (rm -rf) on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// One runreaperd process on <dir>/s.sock and <dir>/db.
+class Daemon {
+ public:
+  // `extra` flags are appended (e.g. "--scan_interval=60s").
+  Daemon(std::string dir, std::vector<std::string> extra = {});
+  ~Daemon();  // SIGKILL + reap if still running
+
+  // Starts the process and waits (up to `deadline`) until it answers a call.
+  // Returns false when it exited or did not answer.
+  bool Start(absl::Duration deadline = absl::Seconds(20));
+  // Starts the process without waiting; Wait() collects its exit code.
+  void Spawn();
+  // Sends `sig` and waits for the exit; returns the exit code (128+signal
+  // when killed by a signal), -1 on timeout.
+  int Stop(int sig, absl::Duration deadline = absl::Seconds(20));
+  // Waits for a process that exits by itself.
+  int Wait(absl::Duration deadline = absl::Seconds(20));
+
+  pid_t pid() const { return pid_; }
+  std::string socket() const { return dir_ + "/s.sock"; }
+  std::string db() const { return dir_ + "/db"; }
+  std::string log() const;  // what the daemon wrote to stderr so far
+  std::shared_ptr<grpc::Channel> channel();
+  std::unique_ptr<v1::Reconciler::Stub> stub();
+
+ private:
+  std::string dir_;
+  std::vector<std::string> extra_;
+  std::string log_path_;
+  pid_t pid_ = -1;
+};
+
+// A process to register that never becomes a visible zombie: it is the child
+// of a helper that ignores SIGCHLD (so the kernel reaps it at exit) and the
+// helper is the test's child. Kill() ends the sleeper; the destructor ends
+// both and reaps the helper.
+class Sleeper {
+ public:
+  Sleeper();
+  ~Sleeper();
+  pid_t pid() const { return pid_; }
+  void Kill();
+
+ private:
+  pid_t helper_ = -1;
+  pid_t pid_ = -1;
+};
+
+// A direct child that exits with `code` when Release() is called and is not
+// reaped until Reap() or the destructor: a real zombie in between.
+class ZombieToBe {
+ public:
+  explicit ZombieToBe(int code);
+  ~ZombieToBe();
+  pid_t pid() const { return pid_; }
+  void Release();    // the child exits (and stays a zombie)
+  int Reap();        // waitpid; returns the exit code
+
+ private:
+  pid_t pid_ = -1;
+  int pipe_w_ = -1;
+  bool reaped_ = false;
+};
+
+struct CtlResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs tools/runreaperctl with `args` and collects its output.
+CtlResult RunCtl(const std::vector<std::string>& args,
+                 absl::Duration deadline = absl::Seconds(30));
+
+// A client context with a deadline.
+std::unique_ptr<grpc::ClientContext> Ctx(absl::Duration deadline = absl::Seconds(10));
+
+}  // namespace runreaper::e2e
+
+#endif  // RUNREAPER_TESTS_E2E_UTIL_H_
