@@ -335,17 +335,23 @@ struct RunStore::Impl {
   // The run with this id, or nullopt.
   absl::StatusOr<std::optional<StoredRun>> Find(absl::string_view run_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    // One statement for the run and its labels: one row per label (or one
+    // row with NULL key/value when it has none). kRunColumns are 0..19.
+    static const std::string* const kSql = new std::string(absl::StrCat(
+        "SELECT ", kRunColumns,
+        ", l.key, l.value FROM runs LEFT JOIN run_labels AS l USING (seq) "
+        "WHERE run_id = ?1"));
     std::optional<StoredRun> found;
-    {
-      static const std::string* const kSql = new std::string(
-          absl::StrCat("SELECT ", kRunColumns, " FROM runs WHERE run_id = ?1"));
-      ASSIGN_OR_RETURN(ScopedStatement s, db->Prepare(*kSql));
-      s->BindText(1, run_id);
+    ASSIGN_OR_RETURN(ScopedStatement s, db->Prepare(*kSql));
+    s->BindText(1, run_id);
+    while (true) {
       ASSIGN_OR_RETURN(bool row, s->Step());
-      if (!row) return found;
-      found = ReadRunRow(*s);
+      if (!row) break;
+      if (!found.has_value()) found = ReadRunRow(*s);
+      if (!s->ColumnIsNull(20)) {
+        (*found->run.mutable_labels())[s->ColumnText(20)] = s->ColumnText(21);
+      }
     }
-    RETURN_IF_ERROR(ReadLabels(found->seq, &found->run));
     return found;
   }
 
@@ -413,6 +419,20 @@ struct RunStore::Impl {
                                 ? std::optional<int64_t>(
                                       TimestampMicros(run.ended_at()))
                                 : std::nullopt);
+    return s->Run();
+  }
+
+  // Writes liveness and last_seen_alive_at only. Not touching `state` keeps
+  // SQLite from rewriting the state indexes (it maintains every index on a
+  // column named in SET, changed or not).
+  absl::Status WriteLiveness(const StoredRun& r)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    ASSIGN_OR_RETURN(ScopedStatement s,
+                     db->Prepare("UPDATE runs SET liveness = ?2, "
+                                 "last_seen_alive_at_us = ?3 WHERE seq = ?1"));
+    s->BindInt(1, r.seq)
+        .BindInt(2, r.run.liveness())
+        .BindInt(3, TimestampMicros(r.run.last_seen_alive_at()));
     return s->Run();
   }
 
@@ -653,7 +673,7 @@ absl::StatusOr<v1::Run> RunStore::Heartbeat(absl::string_view run_id) {
     ASSIGN_OR_RETURN(StoredRun r, m.FindOrNotFound(run_id));
     if (IsTerminal(r.run.state())) return m.Terminal(r, "heartbeat for");
     SetTimestamp(m.NowMicros(), r.run.mutable_last_seen_alive_at());
-    RETURN_IF_ERROR(m.WriteRun(r));
+    RETURN_IF_ERROR(m.WriteLiveness(r));
     result = std::move(r.run);
     return absl::OkStatus();
   }));
@@ -896,56 +916,35 @@ absl::StatusOr<std::vector<AppliedUpdate>> RunStore::ApplyBatch(
     out.clear();
     out.reserve(updates.size());
     const int64_t now = m.NowMicros();
-    // One statement per update both re-checks the state (WHERE state =
-    // RUNNING, under the write lock) and applies it; RETURNING hands back
-    // the row, so the common case costs no separate read.
-    static const std::string* const kUpdateRunning = new std::string(
-        absl::StrCat("UPDATE runs SET liveness = ?2, last_seen_alive_at_us = "
-                     "CASE WHEN ?3 THEN ?4 ELSE last_seen_alive_at_us END, "
-                     "state = ?5, stale_reason = ?6, ended_at_us = ?7 "
-                     "WHERE run_id = ?1 AND state = 1 RETURNING ",
-                     kRunColumns));
+    // Each update re-reads its run inside the transaction (under the write
+    // lock), so a run that became terminal since the pass looked is skipped.
     for (const RunUpdate& u : updates) {
       AppliedUpdate& a = out.emplace_back();
       a.update = u;
-      const bool alive = u.kind == RunUpdate::Kind::kAlive;
-      const bool stale = u.kind == RunUpdate::Kind::kStale;
-      std::optional<StoredRun> updated;
-      {
-        ASSIGN_OR_RETURN(ScopedStatement s, m.db->Prepare(*kUpdateRunning));
-        s->BindText(1, u.run_id)
-            .BindInt(2, alive ? v1::LIVENESS_ALIVE : u.liveness)
-            .BindInt(3, alive ? 1 : 0)
-            .BindInt(4, now)
-            .BindInt(5, stale ? v1::RUN_STATE_STALE : v1::RUN_STATE_RUNNING)
-            .BindInt(6, stale ? u.stale_reason : v1::STALE_REASON_UNSPECIFIED)
-            .BindOptionalInt(7, stale ? std::optional<int64_t>(now)
-                                      : std::nullopt);
-        ASSIGN_OR_RETURN(bool row, s->Step());
-        if (row) {
-          updated = ReadRunRow(*s);
-          RETURN_IF_ERROR(s->Run());  // step to completion
+      ASSIGN_OR_RETURN(std::optional<StoredRun> found, m.Find(u.run_id));
+      if (!found.has_value()) continue;
+      StoredRun& r = *found;
+      if (r.run.state() == v1::RUN_STATE_RUNNING) {
+        switch (u.kind) {
+          case RunUpdate::Kind::kAlive:
+            r.run.set_liveness(v1::LIVENESS_ALIVE);
+            SetTimestamp(now, r.run.mutable_last_seen_alive_at());
+            RETURN_IF_ERROR(m.WriteLiveness(r));
+            break;
+          case RunUpdate::Kind::kObserve:
+            r.run.set_liveness(u.liveness);
+            RETURN_IF_ERROR(m.WriteLiveness(r));
+            break;
+          case RunUpdate::Kind::kStale:
+            r.run.set_liveness(u.liveness);
+            r.run.set_stale_reason(u.stale_reason);
+            RETURN_IF_ERROR(m.Terminate(r, v1::RUN_STATE_STALE, now,
+                                        "reconcile pass"));
+            break;
         }
+        a.applied = true;
       }
-      if (!updated.has_value()) {
-        // Unknown, or no longer RUNNING: skipped, reported as it stands.
-        ASSIGN_OR_RETURN(std::optional<StoredRun> found, m.Find(u.run_id));
-        if (found.has_value()) a.run = std::move(found->run);
-        continue;
-      }
-      RETURN_IF_ERROR(m.ReadLabels(updated->seq, &updated->run));
-      if (stale) {
-        v1::Event e;
-        e.set_type(v1::EVENT_TYPE_STATE_CHANGED);
-        e.set_run_id(u.run_id);
-        e.set_from_state(v1::RUN_STATE_RUNNING);
-        e.set_to_state(v1::RUN_STATE_STALE);
-        e.set_stale_reason(u.stale_reason);
-        e.set_detail("reconcile pass");
-        RETURN_IF_ERROR(m.InsertEvent(e, now).status());
-      }
-      a.applied = true;
-      a.run = std::move(updated->run);
+      a.run = std::move(r.run);
     }
     return absl::OkStatus();
   }));

@@ -691,6 +691,64 @@ TEST_F(RunStoreTest, TerminalRunsNeverChangeState) {
   }
 }
 
+// A state change and its event are one transaction: when the event cannot be
+// written (a trigger staged with sqlite3 makes the insert fail), the state
+// change is rolled back too.
+TEST_F(RunStoreTest, StateChangeRollsBackWhenItsEventFails) {
+  auto store = OpenOrDie();
+  ASSERT_OK(store->Register(MakeRun("r1")));
+  RawExec(path_,
+          "CREATE TRIGGER no_events BEFORE INSERT ON events "
+          "BEGIN SELECT RAISE(ABORT, 'events refused'); END");
+  absl::Status s = store->Finish("r1", 0).status();
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(Contains(s.message(), "events refused")) << s;
+  EXPECT_TRUE(Contains(s.message(), path_)) << s;
+  EXPECT_FALSE(store->Cancel("r1", "x").ok());
+  EXPECT_FALSE(store->MarkStale("r1", v1::STALE_REASON_EXITED,
+                                v1::LIVENESS_DEAD)
+                   .ok());
+  EXPECT_FALSE(store->Register(MakeRun("r2")).ok());
+  std::vector<RunUpdate> batch = {{"r1", RunUpdate::Kind::kAlive,
+                                   v1::LIVENESS_ALIVE,
+                                   v1::STALE_REASON_UNSPECIFIED},
+                                  {"r1", RunUpdate::Kind::kStale,
+                                   v1::LIVENESS_DEAD,
+                                   v1::STALE_REASON_EXITED}};
+  EXPECT_FALSE(store->ApplyBatch(batch).ok());
+  ASSERT_OK_AND_ASSIGN(RunProto r, store->Get("r1"));
+  EXPECT_EQ(r.state(), v1::RUN_STATE_RUNNING);
+  EXPECT_EQ(r.liveness(), v1::LIVENESS_UNSPECIFIED) << "batch not rolled back";
+  EXPECT_FALSE(r.has_exit_code());
+  EXPECT_EQ(store->Get("r2").status().code(), absl::StatusCode::kNotFound);
+  RawExec(path_, "DROP TRIGGER no_events");
+  ASSERT_OK(store->Finish("r1", 0));
+  EXPECT_EQ(Events(*store).size(), 2u);
+}
+
+// Another connection holding the write lock longer than the busy timeout:
+// UNAVAILABLE naming the path, and the store works once the lock is gone.
+TEST_F(RunStoreTest, BusyBeyondTimeoutIsUnavailable) {
+  StoreOptions o = FakeClock();
+  o.busy_timeout = absl::Milliseconds(50);
+  auto store = OpenOrDie(o);
+  sqlite3* other = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(path_.c_str(), &other, SQLITE_OPEN_READWRITE,
+                            nullptr),
+            SQLITE_OK);
+  absl::Cleanup close_other = [other] { sqlite3_close_v2(other); };
+  ASSERT_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  absl::Status s = store->Register(MakeRun("r1")).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_TRUE(Contains(s.message(), path_)) << s;
+  // Reads are not blocked by a writer in WAL mode.
+  EXPECT_OK(store->List(ListRunsQuery()));
+  ASSERT_EQ(sqlite3_exec(other, "COMMIT", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  EXPECT_OK(store->Register(MakeRun("r1")));
+}
+
 // ---- list ----
 
 TEST_F(RunStoreTest, ListFiltersByStateAndLabels) {
