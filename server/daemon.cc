@@ -225,7 +225,9 @@ absl::Status Daemon::Start() {
   }
   LogLine(absl::StrCat(
       "serving on unix:", options_.socket,
-      options_.listen.empty() ? "" : absl::StrCat(" and ", options_.listen),
+      options_.listen.empty()
+          ? ""
+          : absl::StrCat(" and ", options_.listen, " (port ", tcp_port, ")"),
       ", database ", options_.db, ", ", running.size(), " running, ",
       first.transitions.size(), " reconciled at start",
       first.transitions.empty() ? "" : absl::StrCat(" (", DescribeTransitions(first), ")")));

@@ -91,6 +91,23 @@ TEST_F(CtlE2ETest, KillThenEventsShowStale) {
   EXPECT_TRUE(absl::StrContains(events.out, "RUNNING -> STALE (EXITED)")) << events.out;
 }
 
+TEST_F(CtlE2ETest, ExecRunsRegistersAndPublishesTheExitCode) {
+  CtlResult r = Ctl({"exec", "cli-exec", "--label=k=v", "--", "sh", "-c",
+                     "test \"$RUNREAPER_RUN_ID\" = cli-exec && exit 3"});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  CtlResult get = Ctl({"get", "cli-exec", "--json"});
+  ASSERT_EQ(get.exit_code, 0) << get.err;
+  v1::Run run;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(get.out, &run).ok()) << get.out;
+  // FINISHED, or STALE when the exit watcher saw CMD end before the result
+  // was published (the result is then kept with the STALE run).
+  EXPECT_TRUE(run.state() == v1::RUN_STATE_FINISHED || run.state() == v1::RUN_STATE_STALE)
+      << run.state();
+  ASSERT_TRUE(run.has_exit_code());
+  EXPECT_EQ(run.exit_code(), 3);
+  EXPECT_EQ(run.labels().at("k"), "v");
+}
+
 TEST_F(CtlE2ETest, ExitCodes) {
   CtlResult unknown = Ctl({"get", "no-such-run"});
   EXPECT_EQ(unknown.exit_code, 3) << unknown.err;

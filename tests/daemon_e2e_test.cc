@@ -485,6 +485,60 @@ TEST_F(DaemonE2ETest, SigtermExitsZeroAndLeavesAConsistentDatabase) {
   EXPECT_EQ(events[1].to_state(), v1::RUN_STATE_FINISHED);
 }
 
+TEST_F(DaemonE2ETest, CancelRunSweepsTheLeaderAndOrphanRpcsAnswer) {
+  Sleeper sleeper(/*own_group=*/true);
+  ASSERT_OK(Register("cx", sleeper.pid()));
+  v1::CancelRunRequest req;
+  req.set_run_id("cx");
+  req.set_reason("test");
+  ASSERT_OK_AND_ASSIGN(v1::Run run, Call(&v1::Reconciler::Stub::CancelRun, req));
+  EXPECT_EQ(run.state(), v1::RUN_STATE_CANCELLED);
+  // The sweep runs in the background: the leader gets SIGINT and is gone.
+  EXPECT_TRUE(WaitFor([&] { return kill(sleeper.pid(), 0) != 0; }, absl::Seconds(20)));
+  v1::ListOrphansRequest orphans;
+  orphans.set_run_id("cx");
+  EXPECT_OK(Call(&v1::Reconciler::Stub::ListOrphans, orphans));
+  v1::SweepRequest sweep;
+  sweep.set_dry_run(true);
+  EXPECT_OK(Call(&v1::Reconciler::Stub::Sweep, sweep, absl::Seconds(30)));
+}
+
+TEST(DaemonTcpTest, TcpListenerRequiresTheBearerToken) {
+  TempDir dir;
+  const std::string token_file = dir.path() + "/token";
+  {
+    std::ofstream(token_file) << "s3cret\n";
+  }
+  const int port = 20000 + getpid() % 20000;
+  const std::string target = absl::StrCat("127.0.0.1:", port);
+  Daemon d(dir.path(), {kSlowScan, "--listen=" + target, "--token_file=" + token_file});
+  ASSERT_TRUE(d.Start()) << d.log();
+  // Over TCP without the token: UNAUTHENTICATED.
+  auto tcp = v1::Reconciler::NewStub(
+      grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  v1::GetRunRequest get;
+  get.set_run_id("x");
+  v1::Run run;
+  auto ctx = Ctx();
+  EXPECT_EQ(tcp->GetRun(ctx.get(), get, &run).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  // With it (runreaperctl --token_file): through to the service (NOT_FOUND).
+  CtlResult r = RunCtl({"--target=" + target, "--token_file=" + token_file, "get", "x"});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  // The unix socket needs no token.
+  ctx = Ctx();
+  EXPECT_EQ(d.stub()->GetRun(ctx.get(), get, &run).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+}
+
+TEST(DaemonTcpTest, NonLoopbackListenWithoutTokenIsRefused) {
+  TempDir dir;
+  Daemon d(dir.path(), {"--listen=0.0.0.0:1"});
+  d.Spawn();
+  EXPECT_EQ(d.Wait(), 1);
+  EXPECT_TRUE(absl::StrContains(d.log(), "--token_file")) << d.log();
+}
+
 TEST(DaemonOnceTest, OnceReconcilesAnExitAndExitsZero) {
   TempDir dir;
   Sleeper sleeper;

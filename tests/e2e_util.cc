@@ -91,6 +91,9 @@ void Daemon::Spawn() {
   std::vector<char*> argv = Argv(args);
   pid_ = fork();
   if (pid_ == 0) {
+    // Its own session, as under systemd: the sweeper never signals its own
+    // session, which would otherwise hold the test's processes.
+    setsid();
     dup2(log_fd, STDERR_FILENO);
     dup2(log_fd, STDOUT_FILENO);
     execv(argv[0], argv.data());
@@ -154,7 +157,7 @@ std::unique_ptr<v1::Reconciler::Stub> Daemon::stub() {
   return v1::Reconciler::NewStub(channel());
 }
 
-Sleeper::Sleeper() {
+Sleeper::Sleeper(bool own_group) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) {
     ADD_FAILURE() << "pipe2";
@@ -166,6 +169,7 @@ Sleeper::Sleeper() {
     signal(SIGCHLD, SIG_IGN);  // children are reaped by the kernel at exit
     const pid_t child = fork();
     if (child == 0) {
+      if (own_group) setpgid(0, 0);
       char arg0[] = "sleep";
       char arg1[] = "1000";
       char* argv[] = {arg0, arg1, nullptr};

@@ -69,7 +69,9 @@ class Daemon {
 // both and reaps the helper.
 class Sleeper {
  public:
-  Sleeper();
+  // `own_group`: the sleeper leads its own process group (setpgid), as a
+  // runner's job usually does, so a sweep of its run finds it by pgid.
+  explicit Sleeper(bool own_group = false);
   ~Sleeper();
   pid_t pid() const { return pid_; }
   void Kill();

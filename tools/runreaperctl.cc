@@ -33,6 +33,8 @@
 #include "scanner/procfs.h"
 #include "server/daemon_log.h"
 #include "tools/ctl_args.h"
+#include "tools/exec_run.h"
+#include "grpcpp/support/client_interceptor.h"
 
 namespace runreaper::tools {
 namespace {
@@ -107,6 +109,13 @@ const std::vector<Command>& Commands() {
        "Removes orphans with the SIGINT -> SIGTERM -> SIGKILL ladder (one run or "
        "all); --dry_run lists what would be signalled.",
        {}, {"dry_run"}, 0, 1},
+      {"exec", "exec RUN_ID [--label=k=v]... -- CMD ARGS...",
+       "Starts CMD in its own session with RUNREAPER_RUN_ID=RUN_ID set (and in "
+       "a fresh dedicated cgroup when cgroup v2 is writable), registers it, "
+       "waits for it, forwards SIGINT/SIGTERM to it as a ladder and publishes "
+       "its exit code with FinishRun. Exits with CMD's status (128+N when "
+       "killed by signal N, 127 when CMD could not be run).",
+       {"label"}, {}, 1, 1},
       {"help", "help [COMMAND]", "Prints help.", {}, {}, 0, 1},
   };
   return *commands;
@@ -287,6 +296,37 @@ absl::StatusOr<v1::RunState> ParseState(const std::string& text) {
   return state;
 }
 
+// Adds "authorization: Bearer <token>" to every call of the channel (also
+// the calls that ExecRun makes with its own contexts).
+class TokenInterceptor : public grpc::experimental::Interceptor {
+ public:
+  explicit TokenInterceptor(std::string value) : value_(std::move(value)) {}
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
+      methods->GetSendInitialMetadata()->insert({"authorization", value_});
+    }
+    methods->Proceed();
+  }
+
+ private:
+  std::string value_;
+};
+
+class TokenInterceptorFactory
+    : public grpc::experimental::ClientInterceptorFactoryInterface {
+ public:
+  explicit TokenInterceptorFactory(std::string token)
+      : value_("Bearer " + std::move(token)) {}
+  grpc::experimental::Interceptor* CreateClientInterceptor(
+      grpc::experimental::ClientRpcInfo*) override {
+    return new TokenInterceptor(value_);
+  }
+
+ private:
+  std::string value_;
+};
+
 class Client {
  public:
   Client(const ParsedArgs& args, absl::Duration rpc_timeout)
@@ -297,7 +337,18 @@ class Client {
       target_ = "unix:" + (args.Has("socket") ? args.Get("socket")
                                               : std::string("./var/runreaper.sock"));
     }
-    channel_ = grpc::CreateChannel(target_, grpc::InsecureChannelCredentials());
+  }
+
+  // Connects (after LoadToken, when there is a token).
+  void Connect() {
+    std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>>
+        interceptors;
+    if (!token_.empty()) {
+      interceptors.push_back(std::make_unique<TokenInterceptorFactory>(token_));
+    }
+    channel_ = grpc::experimental::CreateCustomChannelWithInterceptors(
+        target_, grpc::InsecureChannelCredentials(), grpc::ChannelArguments(),
+        std::move(interceptors));
     stub_ = v1::Reconciler::NewStub(channel_);
   }
 
@@ -325,7 +376,6 @@ class Client {
       ctx->set_deadline(std::chrono::system_clock::now() +
                         absl::ToChronoMilliseconds(rpc_timeout_));
     }
-    if (!token_.empty()) ctx->AddMetadata("authorization", "Bearer " + token_);
     return ctx;
   }
 
@@ -627,10 +677,6 @@ int Main(int argc, char** argv) {
   }
   const Command* cmd = FindCommand(a.positional[0]);
   if (cmd == nullptr) {
-    if (a.positional[0] == "exec") {
-      fprintf(stderr, "runreaperctl: exec is not built into this runreaperctl yet\n");
-      return kExitUsage;
-    }
     return Usage(absl::StrCat("unknown command \"", a.positional[0], "\""));
   }
   if (cmd->name == "help") {
@@ -657,7 +703,8 @@ int Main(int argc, char** argv) {
     return Usage(absl::StrCat("--", name, " does not apply to ", cmd->name));
   }
   const int nargs = static_cast<int>(a.positional.size()) - 1;
-  if (nargs < cmd->min_args || nargs > cmd->max_args || a.dashdash) {
+  if (nargs < cmd->min_args || nargs > cmd->max_args ||
+      (a.dashdash && cmd->name != "exec")) {
     return Usage(absl::StrCat("usage: runreaperctl ", cmd->synopsis));
   }
   if (a.Has("socket") && a.Has("target")) {
@@ -676,7 +723,21 @@ int Main(int argc, char** argv) {
       return kExitError;
     }
   }
+  client.Connect();
   const std::string& name = cmd->name;
+  if (name == "exec") {
+    if (!a.dashdash || a.after_dashdash.empty()) {
+      return Usage("usage: runreaperctl exec RUN_ID [--label=k=v]... -- CMD ARGS...");
+    }
+    ExecOptions options;
+    options.run_id = a.positional[1];
+    options.argv = a.after_dashdash;
+    options.rpc_timeout = rpc_timeout;
+    absl::StatusOr<std::map<std::string, std::string>> labels = ParseLabels(a);
+    if (!labels.ok()) return Usage(std::string(labels.status().message()));
+    options.labels = *labels;
+    return ExecRun(*client.stub(), options);
+  }
   if (name == "health") return CmdHealth(client);
   if (name == "register") return CmdRegister(client, a);
   if (name == "list") return CmdList(client, a);
