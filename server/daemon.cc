@@ -210,6 +210,10 @@ absl::Status Daemon::Start() {
   if (::chmod(options_.socket.c_str(), 0660) != 0) {
     return absl::ErrnoToStatus(errno, absl::StrCat("chmod 0660 ", options_.socket));
   }
+  // "" (the whole server) and the service by name; SetServingStatus(bool)
+  // later flips both.
+  server_->GetHealthCheckService()->SetServingStatus(
+      v1::Reconciler::service_full_name(), true);
   server_->GetHealthCheckService()->SetServingStatus(true);
 
   if (!options_.metrics.empty()) {
