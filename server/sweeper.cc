@@ -75,7 +75,8 @@ v1::MatchSource ToProto(scanner::MatchSource source) {
       return v1::MATCH_SOURCE_COOKIE;
     case scanner::MatchSource::kCgroup:
       return v1::MATCH_SOURCE_CGROUP;
-    case scanner::MatchSource::kLeader:  // no proto value: the leader itself
+    case scanner::MatchSource::kLeader:
+      return v1::MATCH_SOURCE_LEADER;
     case scanner::MatchSource::kNone:
       return v1::MATCH_SOURCE_UNSPECIFIED;
   }

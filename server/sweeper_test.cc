@@ -775,6 +775,17 @@ TEST_F(SweeperTest, SweepRunTakesTheCancelledLeaderToo) {
   req.set_run_id("cancel-me");
   EXPECT_FALSE(sweeper.Sweep(req).ok());  // RUNNING
   ASSERT_OK(store_->Cancel("cancel-me", "test"));
+  // The shell leader led its group, so it matches by pgid; its identity
+  // match is reported only when nothing else matched (see the membership
+  // test), but the orphan list must name it either way.
+  ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse orphans,
+                       sweeper.ListOrphans("cancel-me"));
+  bool leader_listed = false;
+  for (const v1::Orphan& o : orphans.orphans()) {
+    if (o.pid() == s.pid) leader_listed = true;
+    EXPECT_NE(o.source(), v1::MATCH_SOURCE_UNSPECIFIED) << o.pid();
+  }
+  EXPECT_TRUE(leader_listed);
   ASSERT_OK_AND_ASSIGN(v1::SweepResponse resp, sweeper.SweepRun("cancel-me"));
   EXPECT_EQ(resp.survivors_size(), 0);
   int status = WaitExit(s.pid);
@@ -787,6 +798,52 @@ TEST_F(SweeperTest, SweepRunTakesTheCancelledLeaderToo) {
   EXPECT_TRUE(LiveInGroup(s.pid).empty());
   EXPECT_EQ(sweeper.ListOrphans("nope").status().code(),
             absl::StatusCode::kNotFound);
+}
+
+TEST_F(SweeperTest, CancelledLeaderThatLedNoGroupIsMatchedAsLeaderOnly) {
+  REQUIRE_PRIVATE_NS();
+  // The runner's group holds the leader (the older sleep) and a sibling; the
+  // run owns neither group nor session, so only the leader itself is its.
+  Spawned runner = SpawnSh("sleep 30 & sleep 30 & wait");
+  int leader = 0;
+  ASSERT_TRUE(WaitFor([&] {
+    absl::StatusOr<scanner::Snapshot> snap = procfs_.Walk();
+    if (!snap.ok()) return false;
+    int count = 0;
+    leader = 0;
+    uint64_t best = 0;
+    for (const auto& p : snap->processes) {
+      if (p.ppid != runner.pid || p.comm != "sleep") continue;
+      ++count;
+      if (leader == 0 || p.start_time < best ||
+          (p.start_time == best && p.pid < leader)) {
+        leader = p.pid;
+        best = p.start_time;
+      }
+    }
+    return count == 2;
+  }));
+  ASSERT_OK_AND_ASSIGN(scanner::Identity id, procfs_.CaptureIdentity(leader));
+  ASSERT_NE(id.pgid, id.pid);
+  Register(RunOf("cancel-led-nothing", id));
+  ASSERT_OK(store_->Cancel("cancel-led-nothing", "test"));
+  Sweeper sweeper(store_.get(), &procfs_, Fast());
+  ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse o,
+                       sweeper.ListOrphans("cancel-led-nothing"));
+  ASSERT_EQ(o.orphans_size(), 1);
+  EXPECT_EQ(o.orphans(0).pid(), leader);
+  EXPECT_EQ(o.orphans(0).source(), v1::MATCH_SOURCE_LEADER);
+  ASSERT_OK_AND_ASSIGN(v1::SweepResponse resp,
+                       sweeper.SweepRun("cancel-led-nothing"));
+  EXPECT_EQ(resp.survivors_size(), 0);
+  ASSERT_EQ(resp.targets_size(), 1);
+  EXPECT_EQ(resp.targets(0).source(), v1::MATCH_SOURCE_LEADER);
+  // The leader is gone; the runner and the sibling were never signalled.
+  ASSERT_TRUE(WaitFor([&] { return LiveInGroup(runner.pid).size() == 2u; }));
+  for (const v1::Event& e : Events("cancel-led-nothing", v1::EVENT_TYPE_SIGNAL)) {
+    EXPECT_EQ(e.pid(), leader);
+    EXPECT_NE(e.detail().find("source=leader"), std::string::npos) << e.detail();
+  }
 }
 
 }  // namespace
