@@ -115,10 +115,15 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 void FillWaitResponse(const v1::Run& run, v1::WaitRunResponse* response) {
   *response->mutable_run() = run;
   response->set_terminal(IsTerminal(run.state()));
+  // Every stale reason but TIMEOUT is decided on verified evidence that the
+  // leader is gone: an exit (ESRCH, state X), a zombie, another process on
+  // its pid (start time differs), or a reboot. TIMEOUT proves nothing.
+  const v1::StaleReason reason = run.stale_reason();
   response->set_exited_without_result(
       run.state() == v1::RUN_STATE_STALE &&
-      (run.stale_reason() == v1::STALE_REASON_EXITED ||
-       run.stale_reason() == v1::STALE_REASON_ZOMBIE) &&
+      (reason == v1::STALE_REASON_EXITED || reason == v1::STALE_REASON_ZOMBIE ||
+       reason == v1::STALE_REASON_PID_REUSED ||
+       reason == v1::STALE_REASON_REBOOTED) &&
       !run.has_exit_code());
 }
 

@@ -107,6 +107,24 @@ TEST(FillWaitResponseTest, ExitedWithoutResultOnlyForVerifiedExitWithNoCode) {
   EXPECT_EQ(w.run().exit_code(), 0);
 }
 
+// A reused pid or a reboot proves the leader is gone just as an exit does
+// (both are decided only on verified evidence); TIMEOUT proves nothing.
+TEST(FillWaitResponseTest, PidReuseAndRebootAreVerifiedExits) {
+  v1::Run run;
+  run.set_state(v1::RUN_STATE_STALE);
+  v1::WaitRunResponse w;
+  for (v1::StaleReason reason :
+       {v1::STALE_REASON_PID_REUSED, v1::STALE_REASON_REBOOTED}) {
+    run.set_stale_reason(reason);
+    FillWaitResponse(run, &w);
+    EXPECT_TRUE(w.terminal()) << v1::StaleReason_Name(reason);
+    EXPECT_TRUE(w.exited_without_result()) << v1::StaleReason_Name(reason);
+  }
+  run.set_stale_reason(v1::STALE_REASON_UNSPECIFIED);
+  FillWaitResponse(run, &w);
+  EXPECT_FALSE(w.exited_without_result());
+}
+
 TEST(ToGrpcStatusTest, KeepsCodeAndMessage) {
   const grpc::Status s = ToGrpcStatus(absl::NotFoundError("run x"));
   EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
