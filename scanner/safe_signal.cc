@@ -1,17 +1,24 @@
 #include "scanner/safe_signal.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "base/fd.h"
 #include "scanner/procfs.h"
@@ -85,7 +92,137 @@ absl::Status CheckWithStat(const ProcFs& procfs, int pid,
   return absl::OkStatus();
 }
 
+// The pids (as text) listed in <dir>/cgroup.procs of `dir` and of every
+// cgroup below it.
+absl::Status ListCgroupProcs(const std::string& dir, int depth,
+                             std::vector<std::string>* out) {
+  if (depth > 64) return absl::OutOfRangeError(absl::StrCat(dir, ": too deep"));
+  const std::string procs = dir + "/cgroup.procs";
+  Fd fd(::open(procs.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("open ", procs));
+  std::string text;
+  char buf[4096];
+  while (true) {
+    const ssize_t n = ::read(fd.get(), buf, sizeof(buf));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return absl::ErrnoToStatus(errno, absl::StrCat("read ", procs));
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+  }
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    out->emplace_back(line);
+  }
+  DIR* d = ::opendir(dir.c_str());  // O_CLOEXEC is implied by opendir
+  if (d == nullptr) return absl::ErrnoToStatus(errno, absl::StrCat("opendir ", dir));
+  std::vector<std::string> children;
+  while (struct dirent* e = ::readdir(d)) {
+    const absl::string_view name(e->d_name);
+    if (name == "." || name == "..") continue;
+    if (e->d_type == DT_DIR) children.emplace_back(name);
+  }
+  ::closedir(d);
+  for (const std::string& child : children) {
+    absl::Status s = ListCgroupProcs(dir + "/" + child, depth + 1, out);
+    // A child cgroup removed since the listing holds nobody.
+    if (!s.ok() && !absl::IsNotFound(s)) return s;
+  }
+  return absl::OkStatus();
+}
+
+// Why the process `text` (a line of cgroup.procs) forbids cgroup.kill, or OK.
+absl::Status CheckCgroupMember(const ProcFs& procfs, absl::string_view text,
+                               uint64_t min_start_time) {
+  int pid = 0;
+  if (!absl::SimpleAtoi(text, &pid)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cgroup.procs line \"", text, "\" is not a pid"));
+  }
+  if (pid == 0) {
+    return absl::FailedPreconditionError(
+        "a process outside our PID namespace is in the cgroup");
+  }
+  absl::Status number = CheckPidNumber(pid);
+  if (!number.ok()) return number;
+  absl::StatusOr<ProcStat> stat = procfs.ReadStat(pid);
+  if (!stat.ok()) {
+    if (absl::IsNotFound(stat.status()) && ::kill(pid, 0) != 0 &&
+        errno == ESRCH) {
+      return absl::OkStatus();  // gone since the listing
+    }
+    return Refuse(pid, absl::StrCat("cannot read stat: ",
+                                     stat.status().ToString()));
+  }
+  if (stat->state == 'Z' || stat->state == 'X' || stat->state == 'x') {
+    return absl::OkStatus();  // nothing left to kill
+  }
+  if (stat->start_time < min_start_time) {
+    return Refuse(pid, absl::StrCat("started (", stat->start_time,
+                                     ") before the run's leader (",
+                                     min_start_time, ")"));
+  }
+  absl::Status guard = CheckWithStat(procfs, pid, *stat);
+  if (!guard.ok()) return guard;
+  absl::StatusOr<std::optional<std::string>> keep =
+      procfs.ReadEnvVar(pid, "RUNREAPER_KEEP");
+  if (!keep.ok()) {
+    if (absl::IsNotFound(keep.status())) return absl::OkStatus();  // gone
+    return Refuse(pid, absl::StrCat("cannot check RUNREAPER_KEEP: ",
+                                     keep.status().ToString()));
+  }
+  if (keep->has_value() && **keep == "1") {
+    return Refuse(pid, "it carries RUNREAPER_KEEP=1");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+SignalOutcome KillCgroup(const ProcFs& procfs, const std::string& dir,
+                         uint64_t min_start_time) {
+  SignalOutcome out;
+  if (min_start_time == 0) {
+    out.result = SignalResult::kRefused;
+    out.status = absl::FailedPreconditionError(
+        absl::StrCat("refusing cgroup.kill of ", dir, ": no leader start time"));
+    return out;
+  }
+  std::vector<std::string> pids;
+  absl::Status listed = ListCgroupProcs(dir, 0, &pids);
+  if (!listed.ok()) {
+    out.result = absl::IsNotFound(listed) ? SignalResult::kGone
+                                          : SignalResult::kError;
+    out.status = listed;
+    return out;
+  }
+  for (const std::string& pid : pids) {
+    absl::Status ok = CheckCgroupMember(procfs, pid, min_start_time);
+    if (!ok.ok()) {
+      out.result = SignalResult::kRefused;
+      out.status = absl::FailedPreconditionError(absl::StrCat(
+          "refusing cgroup.kill of ", dir, ": ", ok.message()));
+      return out;
+    }
+  }
+  const std::string path = dir + "/cgroup.kill";
+  Fd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  ssize_t n = -1;
+  if (fd.valid()) {
+    do {
+      n = ::write(fd.get(), "1", 1);
+    } while (n < 0 && errno == EINTR);
+  }
+  if (n == 1) {
+    out.result = SignalResult::kSent;
+    out.status = absl::OkStatus();
+    return out;
+  }
+  const int err = errno;
+  out.result = err == ENOENT ? SignalResult::kGone : SignalResult::kError;
+  out.status = absl::ErrnoToStatus(err, path);
+  return out;
+}
 
 const char* SignalResultName(SignalResult result) {
   switch (result) {

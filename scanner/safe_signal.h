@@ -6,6 +6,7 @@
 #define RUNREAPER_SCANNER_SAFE_SIGNAL_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
 #include "scanner/procfs.h"
@@ -36,6 +37,19 @@ absl::Status CheckSignalTarget(const ProcFs& procfs, int pid);
 // nonzero), through a pidfd.
 SignalOutcome SignalProcess(const ProcFs& procfs, int pid,
                             uint64_t start_time, int sig);
+
+// Writes "1" to <dir>/cgroup.kill (which SIGKILLs every process in that
+// cgroup and every cgroup below it, with no identity check of its own) iff
+// every process listed in the subtree's cgroup.procs may be signalled: in our
+// PID namespace (a process outside it is listed as 0), started at or after
+// `min_start_time` (the run's leader; must be nonzero), not refused by
+// CheckSignalTarget's guard, and not carrying RUNREAPER_KEEP=1 (an unreadable
+// environment refuses too). Zombies and processes gone since the listing are
+// skipped. kSent when written; kRefused (status says why) when a process
+// forbids it; kGone when the directory no longer exists; kError otherwise.
+// A process that joins the cgroup after the check is not re-examined.
+SignalOutcome KillCgroup(const ProcFs& procfs, const std::string& dir,
+                         uint64_t min_start_time);
 
 }  // namespace runreaper::scanner
 

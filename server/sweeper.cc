@@ -293,21 +293,13 @@ struct Sweeper::Impl {
         result = "ERROR";
         detail = "no cgroup2 mount holds the run's cgroup";
       } else {
-        const std::string path = absl::StrCat(*dir, "/cgroup.kill");
-        Fd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
-        ssize_t n = -1;
-        if (fd.valid()) {
-          do {
-            n = ::write(fd.get(), "1", 1);
-          } while (n < 0 && errno == EINTR);
-        }
-        if (n == 1) {
-          result = "SENT";
-          detail = path;
-        } else {
-          result = errno == ENOENT ? "GONE" : "ERROR";
-          detail = absl::ErrnoToStatus(errno, path).ToString();
-        }
+        // Refused while the cgroup holds anything the sweep may not signal
+        // (a kept member, an older process, one outside our namespace).
+        const scanner::SignalOutcome outcome =
+            scanner::KillCgroup(*procfs, *dir, spec.start_time);
+        result = scanner::SignalResultName(outcome.result);
+        detail = outcome.status.ok() ? absl::StrCat(*dir, "/cgroup.kill")
+                                     : outcome.status.ToString();
       }
     }
     v1::Event ev;

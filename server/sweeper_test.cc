@@ -441,6 +441,47 @@ TEST_F(SweeperTest, EscapedDescendantInDedicatedCgroupIsSwept) {
   rmdir((cg->first.substr(0, cg->first.rfind('/'))).c_str());
 }
 
+// cgroup.kill kills every process in the cgroup, with no start-time, keep
+// or namespace check: it must not be written while the cgroup holds a
+// process the sweep may not signal (here a RUNREAPER_KEEP=1 member).
+TEST_F(SweeperTest, CgroupKillSparesAKeptMember) {
+  REQUIRE_PRIVATE_NS();
+  const std::string name =
+      absl::StrCat("keep-", dir_.substr(dir_.rfind('/') + 1));
+  auto cg = MakeTestCgroup(name);
+  if (!cg.has_value()) GTEST_SKIP() << "cgroup v2 hierarchy not writable here";
+  const std::string script =
+      "RUNREAPER_KEEP=1 sleep 30 & "
+      "(trap '' INT TERM; while :; do sleep 1; done) & echo ready";
+  Spawned s = StartFinished("cg-keep", script, {}, cg->first);
+  Sweeper sweeper(store_.get(), &procfs_, Fast());
+  int kept_pid = 0;
+  ASSERT_TRUE(WaitFor([&] {
+    absl::StatusOr<v1::ListOrphansResponse> o = sweeper.ListOrphans("cg-keep");
+    if (!o.ok()) return false;
+    for (const v1::Orphan& x : o->orphans()) {
+      if (x.kept()) kept_pid = x.pid();
+    }
+    return kept_pid != 0;
+  }));
+  ASSERT_OK_AND_ASSIGN(v1::SweepResponse resp, sweeper.Sweep({}));
+  EXPECT_EQ(resp.survivors_size(), 0);
+  // The stubborn member got SIGKILL; the kept sleep is untouched.
+  std::map<std::string, int> sent = SentByStage("cg-keep");
+  EXPECT_GE(sent["SIGKILL"], 1);
+  EXPECT_EQ(sent["cgroup.kill"], 0);
+  EXPECT_EQ(LiveInGroup(s.pid), std::vector<int>{kept_pid});
+  for (const v1::Event& e : Events("cg-keep", v1::EVENT_TYPE_SIGNAL)) {
+    EXPECT_NE(e.pid(), kept_pid);
+    if (e.stage() == "cgroup.kill") {
+      EXPECT_EQ(e.result(), "REFUSED") << e.detail();
+    }
+  }
+  KillEverythingElse();
+  EXPECT_EQ(rmdir(cg->first.c_str()), 0) << strerror(errno);
+  rmdir((cg->first.substr(0, cg->first.rfind('/'))).c_str());
+}
+
 TEST_F(SweeperTest, LeaderThatDidNotLeadItsGroupIsNotSweptByPgid) {
   REQUIRE_PRIVATE_NS();
   // The runner (a session leader) starts the "leader" and a later sibling in

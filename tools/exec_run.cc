@@ -150,12 +150,13 @@ struct Ladder {
       if (out.result == scanner::SignalResult::kSent) ++sent;
     }
     if (stage == 3 && !cgroup_dir.empty()) {
-      Fd fd(::open((cgroup_dir + "/cgroup.kill").c_str(), O_WRONLY | O_CLOEXEC));
-      if (fd.valid()) {
-        ssize_t n;
-        do {
-          n = ::write(fd.get(), "1", 1);
-        } while (n < 0 && errno == EINTR);
+      // Refused while the cgroup holds a process the ladder may not signal
+      // (RUNREAPER_KEEP=1, older than CMD, outside our namespace, ...).
+      scanner::SignalOutcome out =
+          scanner::KillCgroup(*procfs, cgroup_dir, spec.start_time);
+      if (out.result != scanner::SignalResult::kSent &&
+          out.result != scanner::SignalResult::kGone) {
+        Say(absl::StrCat("cgroup.kill not written: ", out.status.ToString()));
       }
     }
     Say(absl::StrFormat("%s sent to %d process(es) of run %s",
