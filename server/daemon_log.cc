@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -69,6 +70,99 @@ std::string DescribeEvent(const v1::Event& e) {
   }
   if (!e.detail().empty()) absl::StrAppend(&out, ": ", e.detail());
   return out;
+}
+
+namespace {
+
+// Length of the valid UTF-8 sequence starting at text[i], 0 when invalid
+// (truncated, overlong, surrogate, or above U+10FFFF).
+size_t Utf8SequenceLength(absl::string_view text, size_t i) {
+  const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+  const unsigned char b0 = byte(i);
+  if (b0 < 0x80) return 1;
+  size_t n;
+  unsigned char lo = 0x80, hi = 0xBF;  // bounds of the second byte
+  if (b0 >= 0xC2 && b0 <= 0xDF) {
+    n = 2;
+  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
+    n = 3;
+    if (b0 == 0xE0) lo = 0xA0;  // overlong
+    if (b0 == 0xED) hi = 0x9F;  // surrogates
+  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
+    n = 4;
+    if (b0 == 0xF0) lo = 0x90;  // overlong
+    if (b0 == 0xF4) hi = 0x8F;  // above U+10FFFF
+  } else {
+    return 0;
+  }
+  if (i + n > text.size()) return 0;
+  if (byte(i + 1) < lo || byte(i + 1) > hi) return 0;
+  for (size_t k = 2; k < n; ++k) {
+    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
+  }
+  return n;
+}
+
+}  // namespace
+
+bool IsValidUtf8(absl::string_view text) {
+  for (size_t i = 0; i < text.size();) {
+    const size_t n = Utf8SequenceLength(text, i);
+    if (n == 0) return false;
+    i += n;
+  }
+  return true;
+}
+
+std::string ToValidUtf8(absl::string_view text) {
+  if (IsValidUtf8(text)) return std::string(text);
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(text.size() + 16);
+  for (size_t i = 0; i < text.size();) {
+    const size_t n = Utf8SequenceLength(text, i);
+    if (n == 0) {
+      const auto b = static_cast<unsigned char>(text[i]);
+      out += "\\x";
+      out += kHex[b >> 4];
+      out += kHex[b & 0xF];
+      ++i;
+    } else {
+      out.append(text.data() + i, n);
+      i += n;
+    }
+  }
+  return out;
+}
+
+void MakeValidUtf8(google::protobuf::Message* message) {
+  using google::protobuf::FieldDescriptor;
+  const google::protobuf::Reflection* refl = message->GetReflection();
+  std::vector<const FieldDescriptor*> fields;
+  refl->ListFields(*message, &fields);
+  for (const FieldDescriptor* f : fields) {
+    if (f->is_map()) continue;
+    if (f->cpp_type() == FieldDescriptor::CPPTYPE_STRING &&
+        f->type() == FieldDescriptor::TYPE_STRING) {
+      if (f->is_repeated()) {
+        for (int i = 0; i < refl->FieldSize(*message, f); ++i) {
+          std::string v = refl->GetRepeatedString(*message, f, i);
+          if (!IsValidUtf8(v)) refl->SetRepeatedString(message, f, i, ToValidUtf8(v));
+        }
+      } else {
+        std::string v = refl->GetString(*message, f);
+        if (!IsValidUtf8(v)) refl->SetString(message, f, ToValidUtf8(v));
+      }
+    } else if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+      if (f->is_repeated()) {
+        for (int i = 0; i < refl->FieldSize(*message, f); ++i) {
+          MakeValidUtf8(refl->MutableRepeatedMessage(message, f, i));
+        }
+      } else {
+        MakeValidUtf8(refl->MutableMessage(message, f));
+      }
+    }
+  }
 }
 
 }  // namespace runreaper::server

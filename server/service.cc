@@ -114,6 +114,7 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 
 void FillWaitResponse(const v1::Run& run, v1::WaitRunResponse* response) {
   *response->mutable_run() = run;
+  MakeValidUtf8(response->mutable_run());
   response->set_terminal(IsTerminal(run.state()));
   // Every stale reason but TIMEOUT is decided on verified evidence that the
   // leader is gone: an exit (ESRCH, state X), a zombie, another process on
@@ -435,6 +436,7 @@ class WatchReactor : public grpc::ServerWriteReactor<v1::Event> {
   void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     current_ = std::move(queue_.front());
     queue_.pop_front();
+    MakeValidUtf8(&current_);
     writing_ = true;
     StartWrite(&current_);
   }
@@ -600,7 +602,9 @@ absl::StatusOr<v1::Run> ReconcilerService::DoRegister(
     run.set_start_time_ticks(id->start_time);
     run.set_boot_id(id->boot_id);
     run.set_uid(id->uid);
-    run.set_comm(id->comm);
+    // /proc text may be any bytes; a proto3 string must be UTF-8.
+    run.set_comm(ToValidUtf8(id->comm));
+    run.set_boot_id(ToValidUtf8(run.boot_id()));
     // Not id->cgroup: a leader's current cgroup is usually shared with its
     // runner (a systemd scope or service), and a recorded cgroup makes every
     // process in it a member to sweep. Only a caller that sends `cgroup`
@@ -636,6 +640,7 @@ grpc::ServerUnaryReactor* ReconcilerService::RegisterRun(
     return Done(ctx, run.status());
   }
   *response = *std::move(run);
+  MakeValidUtf8(response);
   return Done(ctx, absl::OkStatus());
 }
 
@@ -647,6 +652,7 @@ grpc::ServerUnaryReactor* ReconcilerService::Heartbeat(
   absl::StatusOr<v1::Run> run = store_->Heartbeat(request->run_id());
   if (!run.ok()) return Done(ctx, run.status());
   *response = *std::move(run);
+  MakeValidUtf8(response);
   return Done(ctx, absl::OkStatus());
 }
 
@@ -659,6 +665,7 @@ grpc::ServerUnaryReactor* ReconcilerService::FinishRun(
   hub_->Notify();
   if (!run.ok()) return Done(ctx, run.status());
   *response = *std::move(run);
+  MakeValidUtf8(response);
   return Done(ctx, absl::OkStatus());
 }
 
@@ -675,6 +682,7 @@ grpc::ServerUnaryReactor* ReconcilerService::CancelRun(
   hub_->Notify();
   if (!run.ok()) return Done(ctx, run.status());
   *response = *std::move(run);
+  MakeValidUtf8(response);
   if (hooks_.sweep_run) {
     // The ladder takes seconds (grace periods): it runs in the background and
     // its signals appear as events; CancelRun answers with the CANCELLED run.
@@ -698,6 +706,7 @@ grpc::ServerUnaryReactor* ReconcilerService::GetRun(
   absl::StatusOr<v1::Run> run = store_->Get(request->run_id());
   if (!run.ok()) return Done(ctx, run.status());
   *response = *std::move(run);
+  MakeValidUtf8(response);
   return Done(ctx, absl::OkStatus());
 }
 
@@ -726,6 +735,7 @@ grpc::ServerUnaryReactor* ReconcilerService::ListRuns(
   if (!page.ok()) return Done(ctx, page.status());
   for (v1::Run& run : page->runs) *response->add_runs() = std::move(run);
   response->set_next_page_token(page->next_page_token);
+  MakeValidUtf8(response);
   return Done(ctx, absl::OkStatus());
 }
 
@@ -804,6 +814,7 @@ grpc::ServerUnaryReactor* ReconcilerService::ListOrphans(
       hooks_.list_orphans(request->run_id());
   if (!orphans.ok()) return Done(ctx, orphans.status());
   *response = *std::move(orphans);
+  MakeValidUtf8(response);
   return Done(ctx, absl::OkStatus());
 }
 
@@ -823,7 +834,10 @@ grpc::ServerUnaryReactor* ReconcilerService::Sweep(
   StartBackground([this, reactor, request, response] {
     absl::StatusOr<v1::SweepResponse> swept = hooks_.sweep(*request);
     hub_->Notify();
-    if (swept.ok()) *response = *std::move(swept);
+    if (swept.ok()) {
+      *response = *std::move(swept);
+      MakeValidUtf8(response);
+    }
     reactor->Finish(ToGrpcStatus(swept.status()));
     Leave();
   });
@@ -874,6 +888,7 @@ grpc::ServerUnaryReactor* ReconcilerService::ListEvents(
     response->set_next_after_event_id(events->back().event_id());
   }
   for (v1::Event& e : *events) *response->add_events() = std::move(e);
+  MakeValidUtf8(response);
   return Done(ctx, absl::OkStatus());
 }
 

@@ -468,7 +468,7 @@ int CmdRegister(Client& c, const ParsedArgs& a) {
   if (id->start_time != 0) req.set_start_time_ticks(id->start_time);
   if (!id->boot_id.empty()) req.set_boot_id(id->boot_id);
   req.set_uid(id->uid);
-  req.set_comm(id->comm);
+  req.set_comm(server::ToValidUtf8(id->comm));  // proto3 strings are UTF-8
   // The process's current cgroup is usually shared with its runner: only an
   // explicit --cgroup names a cgroup whose members are this run's.
   if (a.Has("cgroup")) req.set_cgroup(a.Get("cgroup"));
