@@ -69,6 +69,11 @@ struct RunUpdate {
   Kind kind = Kind::kObserve;
   v1::Liveness liveness = v1::LIVENESS_UNSPECIFIED;
   v1::StaleReason stale_reason = v1::STALE_REASON_UNSPECIFIED;
+  // The run's store key (RunningRecord::seq) when the caller has it, so
+  // ApplyPass can update kAlive/kObserve by integer key; 0 = look the run up
+  // by run_id. A seq that does not belong to run_id updates nothing. Last,
+  // so brace-initialised updates keep their meaning.
+  int64_t seq = 0;
 };
 
 // What ApplyBatch did for one update.
@@ -78,6 +83,19 @@ struct AppliedUpdate {
   // transaction ran: the reconciler never overwrites a terminal record.
   bool applied = false;
   v1::Run run;  // the run after the update (when it exists)
+};
+
+// The fields of a RUNNING run that a reconcile pass needs, without labels
+// or timestamps other than last_seen_alive (see ListRunningForReconcile).
+struct RunningRecord {
+  int64_t seq = 0;  // the store's key (registration order)
+  std::string run_id;
+  int pid = 0;
+  uint64_t pidns_inode = 0;  // 0 = unknown
+  uint64_t start_time_ticks = 0;
+  std::string boot_id;
+  v1::Liveness liveness = v1::LIVENESS_UNSPECIFIED;
+  absl::Time last_seen_alive;
 };
 
 class RunStore {
@@ -128,6 +146,10 @@ class RunStore {
   // Every RUNNING run (for the reconciler), in registration order.
   absl::StatusOr<std::vector<v1::Run>> ListRunning();
 
+  // The same runs as ListRunning(), slimmed to what a reconcile pass reads:
+  // one query, no labels, no protos.
+  absl::StatusOr<std::vector<RunningRecord>> ListRunningForReconcile();
+
   // Every terminal run that has not been swept clean yet (sweep_done unset),
   // for orphan detection.
   absl::StatusOr<std::vector<v1::Run>> ListTerminalUnswept();
@@ -138,6 +160,15 @@ class RunStore {
   // change. Updates for runs that are no longer RUNNING are skipped
   // (applied = false), never an error.
   absl::StatusOr<std::vector<AppliedUpdate>> ApplyBatch(
+      const std::vector<RunUpdate>& updates);
+
+  // ApplyBatch for the reconciler's pass, with the same rules and one
+  // transaction, but each kAlive/kObserve is a single UPDATE by key (seq
+  // when set, else run_id) guarded by state = RUNNING, without reading the
+  // run back: `applied` is set for every update, while AppliedUpdate.run is
+  // filled only for applied kStale updates (their state change and event
+  // are written exactly as ApplyBatch writes them).
+  absl::StatusOr<std::vector<AppliedUpdate>> ApplyPass(
       const std::vector<RunUpdate>& updates);
 
   // Appends an audit event (SIGNAL, SWEEP_*, KEPT) and returns its id; the

@@ -1014,6 +1014,139 @@ TEST_F(RunStoreTest, ApplyBatchWithAnInvalidUpdateChangesNothing) {
   EXPECT_TRUE(empty.empty());
 }
 
+TEST_F(RunStoreTest, ListRunningForReconcileMatchesListRunning) {
+  auto store = OpenOrDie();
+  for (const char* id : {"a", "b", "c"}) {
+    ASSERT_OK(store->Register(MakeRun(id)));
+  }
+  ASSERT_OK(store->Finish("b", 0));
+  now_ += absl::Seconds(3);
+  ASSERT_OK(store->Heartbeat("c"));
+  ASSERT_OK(store->ApplyBatch({{"a", RunUpdate::Kind::kObserve,
+                                v1::LIVENESS_UNKNOWN,
+                                v1::STALE_REASON_UNSPECIFIED}}));
+  ASSERT_OK_AND_ASSIGN(std::vector<RunProto> full, store->ListRunning());
+  ASSERT_OK_AND_ASSIGN(std::vector<RunningRecord> slim,
+                       store->ListRunningForReconcile());
+  ASSERT_EQ(full.size(), 2u);
+  ASSERT_EQ(slim.size(), full.size());
+  int64_t last_seq = 0;
+  for (size_t i = 0; i < full.size(); ++i) {
+    EXPECT_EQ(slim[i].run_id, full[i].run_id()) << i;
+    EXPECT_EQ(slim[i].pid, full[i].pid()) << i;
+    EXPECT_EQ(slim[i].pidns_inode, full[i].pidns_inode()) << i;
+    EXPECT_EQ(slim[i].start_time_ticks, full[i].start_time_ticks()) << i;
+    EXPECT_EQ(slim[i].boot_id, full[i].boot_id()) << i;
+    EXPECT_EQ(slim[i].liveness, full[i].liveness()) << i;
+    EXPECT_EQ(absl::ToUnixMicros(slim[i].last_seen_alive),
+              full[i].last_seen_alive_at().seconds() * 1000000 +
+                  full[i].last_seen_alive_at().nanos() / 1000)
+        << i;
+    EXPECT_GT(slim[i].seq, last_seq) << i;  // registration order
+    last_seq = slim[i].seq;
+  }
+  EXPECT_EQ(slim[0].liveness, v1::LIVENESS_UNKNOWN);
+  EXPECT_EQ(slim[1].last_seen_alive, now_);
+}
+
+TEST_F(RunStoreTest, ApplyPassWritesWhatApplyBatchWrites) {
+  // The same updates through ApplyBatch on one file and ApplyPass on
+  // another leave identical runs and events.
+  const std::string other_path = dir_ + "/other.db";
+  auto batch_store = OpenOrDie();
+  absl::StatusOr<std::unique_ptr<RunStore>> opened =
+      RunStore::Open(other_path, FakeClock());
+  ASSERT_OK(opened.status());
+  std::unique_ptr<RunStore> pass_store = *std::move(opened);
+  for (RunStore* store : {batch_store.get(), pass_store.get()}) {
+    for (const char* id : {"alive", "observe", "stale", "done", "byseq"}) {
+      ASSERT_OK(store->Register(MakeRun(id)));
+    }
+    ASSERT_OK(store->Finish("done", 0));
+  }
+  ASSERT_OK_AND_ASSIGN(std::vector<RunningRecord> running,
+                       pass_store->ListRunningForReconcile());
+  int64_t byseq = 0, alive_seq = 0;
+  for (const RunningRecord& r : running) {
+    if (r.run_id == "byseq") byseq = r.seq;
+    if (r.run_id == "alive") alive_seq = r.seq;
+  }
+  ASSERT_GT(byseq, 0);
+  now_ += absl::Seconds(10);
+
+  std::vector<RunUpdate> updates = {
+      {"alive", RunUpdate::Kind::kAlive, v1::LIVENESS_ALIVE,
+       v1::STALE_REASON_UNSPECIFIED},
+      {"observe", RunUpdate::Kind::kObserve, v1::LIVENESS_UNKNOWN,
+       v1::STALE_REASON_UNSPECIFIED},
+      {"stale", RunUpdate::Kind::kStale, v1::LIVENESS_ZOMBIE,
+       v1::STALE_REASON_ZOMBIE},
+      {"done", RunUpdate::Kind::kAlive, v1::LIVENESS_ALIVE,
+       v1::STALE_REASON_UNSPECIFIED},
+      {"ghost", RunUpdate::Kind::kAlive, v1::LIVENESS_ALIVE,
+       v1::STALE_REASON_UNSPECIFIED},
+      // Made terminal earlier in the same transaction: skipped.
+      {"stale", RunUpdate::Kind::kAlive, v1::LIVENESS_ALIVE,
+       v1::STALE_REASON_UNSPECIFIED},
+      {"byseq", RunUpdate::Kind::kAlive, v1::LIVENESS_ALIVE,
+       v1::STALE_REASON_UNSPECIFIED, byseq},
+  };
+  ASSERT_OK_AND_ASSIGN(std::vector<AppliedUpdate> via_batch,
+                       batch_store->ApplyBatch(updates));
+  ASSERT_OK_AND_ASSIGN(std::vector<AppliedUpdate> via_pass,
+                       pass_store->ApplyPass(updates));
+  ASSERT_EQ(via_pass.size(), updates.size());
+  for (size_t i = 0; i < updates.size(); ++i) {
+    EXPECT_EQ(via_pass[i].applied, via_batch[i].applied) << i;
+    EXPECT_EQ(via_pass[i].update.run_id, updates[i].run_id) << i;
+  }
+  EXPECT_TRUE(via_pass[0].applied);
+  EXPECT_FALSE(via_pass[3].applied);
+  EXPECT_FALSE(via_pass[4].applied);
+  EXPECT_FALSE(via_pass[5].applied);
+  EXPECT_TRUE(via_pass[6].applied);
+  // The applied state change carries the run, as ApplyBatch's does.
+  EXPECT_TRUE(SameRun(via_pass[2].run, via_batch[2].run));
+  EXPECT_EQ(via_pass[2].run.state(), v1::RUN_STATE_STALE);
+
+  for (const char* id : {"alive", "observe", "stale", "done", "byseq"}) {
+    ASSERT_OK_AND_ASSIGN(RunProto b, batch_store->Get(id));
+    ASSERT_OK_AND_ASSIGN(RunProto p, pass_store->Get(id));
+    EXPECT_TRUE(SameRun(b, p)) << id;
+  }
+  ASSERT_OK_AND_ASSIGN(RunProto alive, pass_store->Get("alive"));
+  EXPECT_EQ(alive.last_seen_alive_at().seconds(), absl::ToUnixSeconds(now_));
+  std::vector<Event> eb = Events(*batch_store);
+  std::vector<Event> ep = Events(*pass_store);
+  ASSERT_EQ(ep.size(), eb.size());
+  EXPECT_EQ(ep.back().run_id(), "stale");
+  EXPECT_EQ(ep.back().to_state(), v1::RUN_STATE_STALE);
+  EXPECT_EQ(ep.back().stale_reason(), v1::STALE_REASON_ZOMBIE);
+
+  // A seq that belongs to another run updates nothing.
+  now_ += absl::Seconds(10);
+  ASSERT_OK_AND_ASSIGN(
+      std::vector<AppliedUpdate> wrong,
+      pass_store->ApplyPass({{"byseq", RunUpdate::Kind::kObserve,
+                              v1::LIVENESS_UNKNOWN,
+                              v1::STALE_REASON_UNSPECIFIED, alive_seq}}));
+  EXPECT_FALSE(wrong[0].applied);
+  ASSERT_OK_AND_ASSIGN(RunProto a2, pass_store->Get("alive"));
+  ASSERT_OK_AND_ASSIGN(RunProto s2, pass_store->Get("byseq"));
+  EXPECT_EQ(a2.liveness(), v1::LIVENESS_ALIVE);
+  EXPECT_EQ(s2.liveness(), v1::LIVENESS_ALIVE);
+
+  // Invalid updates are refused whole, as by ApplyBatch.
+  EXPECT_EQ(pass_store
+                ->ApplyPass({{"alive", RunUpdate::Kind::kStale,
+                              v1::LIVENESS_DEAD, v1::STALE_REASON_UNSPECIFIED}})
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_OK_AND_ASSIGN(auto empty, pass_store->ApplyPass({}));
+  EXPECT_TRUE(empty.empty());
+}
+
 // ---- events ----
 
 TEST_F(RunStoreTest, AppendAndListEvents) {
