@@ -101,10 +101,14 @@ v1::Orphan ToOrphan(const std::vector<RunSpec>& specs, const Member& m) {
 Key KeyOf(const Member& m) { return {m.process.pid, m.process.start_time}; }
 
 // Signallable members, one per process: a process that belongs to several
-// runs is handled once, under the first run listed.
+// runs is handled once, under the first run listed. A process kept by any of
+// its runs (RUNREAPER_KEEP=1, or a keep-policy run) is no run's target.
 std::vector<Member> Targets(const Membership& membership) {
   std::vector<Member> out;
   std::set<Key> seen;
+  for (const Member& m : membership.members) {
+    if (m.kept) seen.insert(KeyOf(m));
+  }
   for (const Member& m : membership.members) {
     if (!m.Signallable()) continue;
     if (!seen.insert(KeyOf(m)).second) continue;

@@ -611,6 +611,28 @@ TEST_F(SweeperTest, KeptMemberSurvivesAndIsReported) {
   }
 }
 
+// A process that is a member of a keep-policy run (here by its cookie) and
+// also of an ordinary run (by pgid) is exempt: no run may signal it.
+TEST_F(SweeperTest, MemberOfAKeepRunIsNotSignalledThroughAnotherRun) {
+  REQUIRE_PRIVATE_NS();
+  Spawned a = SpawnSh("exit 0");
+  Register(RunOf("keep-a", a.id, /*keep=*/true));
+  WaitExit(a.pid);
+  ASSERT_OK(store_->Finish("keep-a", 0));
+  Spawned b = StartFinished("plain-b",
+                            "RUNREAPER_RUN_ID=keep-a sleep 30 & echo ready");
+  ASSERT_TRUE(WaitFor([&] { return LiveInGroup(b.pid).size() == 1u; }));
+  const int sleeper = LiveInGroup(b.pid)[0];
+  Sweeper sweeper(store_.get(), &procfs_, Fast());
+  ASSERT_OK_AND_ASSIGN(v1::SweepResponse resp, sweeper.Sweep({}));
+  EXPECT_EQ(resp.survivors_size(), 0);
+  EXPECT_EQ(LiveInGroup(b.pid), std::vector<int>{sleeper});
+  EXPECT_TRUE(Events("plain-b", v1::EVENT_TYPE_SIGNAL).empty());
+  EXPECT_TRUE(Events("keep-a", v1::EVENT_TYPE_SIGNAL).empty());
+  ASSERT_EQ(Events("keep-a", v1::EVENT_TYPE_KEPT).size(), 1u);
+  EXPECT_EQ(Events("keep-a", v1::EVENT_TYPE_KEPT)[0].pid(), sleeper);
+}
+
 TEST_F(SweeperTest, ZombieMemberDoesNotBlockTheDrain) {
   REQUIRE_PRIVATE_NS();
   int info[2];
