@@ -725,6 +725,13 @@ grpc::ServerUnaryReactor* ReconcilerService::ListRuns(
       !s.ok()) {
     return Done(ctx, s);
   }
+  if (request->page_token().size() > kMaxPageTokenBytes) {
+    // Refused here: the store's message would quote it, and a status message
+    // that large does not fit in the trailers the client accepts.
+    return Done(ctx, absl::InvalidArgumentError(
+                         absl::StrCat("page_token: ", request->page_token().size(),
+                                      " bytes, not a token from ListRuns")));
+  }
   store::ListRunsQuery query;
   query.state = request->state();
   query.labels.insert(request->label_selector().begin(),

@@ -37,6 +37,8 @@ inline constexpr size_t kMaxLabelKeyBytes = 63;
 inline constexpr size_t kMaxLabelValueBytes = 256;
 inline constexpr int kMaxLabels = 64;
 inline constexpr int kMaxReasonBytes = 1024;
+// Tokens we hand out are a few dozen bytes; a longer one is not ours.
+inline constexpr size_t kMaxPageTokenBytes = 1024;
 
 // The orphan side (ListOrphans, Sweep, the sweep after CancelRun), filled by
 // the daemon from server/sweeper.h. An empty hook makes its RPC UNIMPLEMENTED

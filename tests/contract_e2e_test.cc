@@ -168,6 +168,9 @@ TEST_F(ContractE2ETest, HostileRequestsAreRejectedNamingTheFieldAndTheServerLive
   }
   {
     v1::ListRunsRequest l;
+    l.set_page_token(std::string(200000, 'g'));
+    cases.push_back({"huge page token", Call(&v1::Reconciler::Stub::ListRuns, l).status(),
+                     "page_token"});
     l.set_page_token("\x01\x02 not a token");
     cases.push_back({"garbage page token",
                      Call(&v1::Reconciler::Stub::ListRuns, l).status(), ""});
