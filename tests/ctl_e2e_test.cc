@@ -65,6 +65,28 @@ TEST_F(CtlE2ETest, RegisterSendsTheLocalIdentityAndJsonKeepsProtoFieldNames) {
   ASSERT_EQ(table.exit_code, 0);
   EXPECT_TRUE(absl::StrContains(table.out, "RUN_ID")) << table.out;
   EXPECT_TRUE(absl::StrContains(table.out, "cli1")) << table.out;
+  // A human sees what the last pass concluded and how old the run is.
+  ASSERT_EQ(Ctl({"reconcile"}).exit_code, 0);
+  table = Ctl({"list", "--state=RUN_STATE_RUNNING"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  for (const char* column : {"RUN_ID", "STATE", "LIVENESS", "REASON", "PID", "AGE"}) {
+    EXPECT_TRUE(absl::StrContains(table.out, column)) << column << "\n" << table.out;
+  }
+  std::string row;
+  for (absl::string_view line : absl::StrSplit(table.out, '\n')) {
+    if (absl::StartsWith(line, "cli1 ")) row = std::string(line);
+  }
+  EXPECT_TRUE(absl::StrContains(row, "RUNNING")) << table.out;
+  EXPECT_TRUE(absl::StrContains(row, "ALIVE")) << table.out;
+  EXPECT_TRUE(absl::StrContains(row, absl::StrCat(sleeper.pid()))) << table.out;
+  EXPECT_TRUE(absl::EndsWith(row, "s")) << row;  // age, like "0s"
+  // The natural spellings of a state, and nothing else.
+  for (const char* s : {"RUNNING", "running", "RUN_STATE_RUNNING"}) {
+    EXPECT_EQ(Ctl({"list", absl::StrCat("--state=", s)}).exit_code, 0) << s;
+  }
+  for (const char* s : {"runing", "5", "RUN_STATE_", ""}) {
+    EXPECT_EQ(Ctl({"list", absl::StrCat("--state=", s)}).exit_code, 2) << s;
+  }
 }
 
 TEST_F(CtlE2ETest, FinishGetAndWait) {

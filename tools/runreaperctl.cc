@@ -220,18 +220,32 @@ void PrintRun(const v1::Run& r) {
   printf("ended_at:      %s\n", Time(r.ended_at()).c_str());
 }
 
+// "42s", "3m10s", "2h05m", "3d04h": how long ago `t` was, for tables.
+std::string Age(const google::protobuf::Timestamp& t) {
+  if (t.seconds() == 0 && t.nanos() == 0) return "-";
+  int64_t s = absl::ToInt64Seconds(absl::Now() - absl::FromUnixSeconds(t.seconds()));
+  if (s < 0) s = 0;
+  if (s < 60) return absl::StrCat(s, "s");
+  if (s < 3600) return absl::StrFormat("%dm%02ds", s / 60, s % 60);
+  if (s < 86400) return absl::StrFormat("%dh%02dm", s / 3600, (s % 3600) / 60);
+  return absl::StrFormat("%dd%02dh", s / 86400, (s % 86400) / 3600);
+}
+
+// One line per run: what a human needs to tell a healthy run from a stuck or
+// dead one (state, what the last pass saw, why it is stale, how old it is).
 void PrintRunTable(const std::vector<v1::Run>& runs) {
-  printf("%-24s %-10s %-9s %8s %8s %-16s %5s %s\n", "RUN_ID", "STATE", "REASON",
-         "PID", "PGID", "COMM", "EXIT", "REGISTERED");
+  printf("%-24s %-10s %-11s %-9s %8s %8s %-16s %5s %s\n", "RUN_ID", "STATE", "LIVENESS",
+         "REASON", "PID", "PGID", "COMM", "EXIT", "AGE");
   for (const v1::Run& r : runs) {
-    printf("%-24s %-10s %-9s %8d %8d %-16s %5s %s\n", r.run_id().c_str(),
+    printf("%-24s %-10s %-11s %-9s %8d %8d %-16s %5s %s\n", r.run_id().c_str(),
            server::ShortStateName(r.state()).c_str(),
+           r.liveness() == v1::LIVENESS_UNSPECIFIED ? "-" : Liveness(r.liveness()).c_str(),
            r.state() == v1::RUN_STATE_STALE
                ? server::ShortReasonName(r.stale_reason()).c_str()
                : "-",
            r.pid(), r.pgid(), r.comm().c_str(),
            r.has_exit_code() ? absl::StrCat(r.exit_code()).c_str() : "-",
-           Time(r.registered_at()).c_str());
+           Age(r.registered_at()).c_str());
   }
 }
 
