@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <grp.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -631,6 +632,70 @@ TEST_F(SweeperTest, MemberOfAKeepRunIsNotSignalledThroughAnotherRun) {
   EXPECT_TRUE(Events("keep-a", v1::EVENT_TYPE_SIGNAL).empty());
   ASSERT_EQ(Events("keep-a", v1::EVENT_TYPE_KEPT).size(), 1u);
   EXPECT_EQ(Events("keep-a", v1::EVENT_TYPE_KEPT)[0].pid(), sleeper);
+}
+
+// A member the sweeper may not signal (EPERM: the sweep runs as an
+// unprivileged uid, the member is root's) is a survivor, never "gone": every
+// stage is DENIED, the sweep still finishes, the run stays unswept.
+TEST_F(SweeperTest, DeniedMemberIsASurvivorAndTheSweepFinishes) {
+  REQUIRE_PRIVATE_NS();
+  Spawned s = StartFinished("denied", "sleep 30 & echo ready");
+  ASSERT_TRUE(WaitFor([&] { return LiveInGroup(s.pid).size() == 1u; }));
+  const int sleeper = LiveInGroup(s.pid)[0];
+  // The unprivileged sweeper opens the same database.
+  ASSERT_EQ(chmod(dir_.c_str(), 0777), 0);
+  for (const char* f : {"/runs.db", "/runs.db-wal", "/runs.db-shm"}) {
+    chmod((dir_ + f).c_str(), 0666);
+  }
+  int result[2];
+  ASSERT_EQ(pipe2(result, O_CLOEXEC), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(result[0]);
+    if (setgroups(0, nullptr) != 0 || setresgid(65534, 65534, 65534) != 0 ||
+        setresuid(65534, 65534, 65534) != 0) {
+      _exit(10);
+    }
+    absl::StatusOr<std::unique_ptr<store::RunStore>> st =
+        store::RunStore::Open(db_path_);
+    if (!st.ok()) _exit(11);
+    scanner::ProcFs procfs;
+    Sweeper sweeper(st->get(), &procfs, Fast());
+    absl::StatusOr<v1::SweepResponse> resp = sweeper.Sweep({});
+    if (!resp.ok()) _exit(12);
+    int out[2] = {resp->survivors_size(),
+                  resp->survivors_size() > 0 ? resp->survivors(0).pid() : 0};
+    WriteAll(result[1], reinterpret_cast<const char*>(out), sizeof(out));
+    _exit(0);
+  }
+  close(result[1]);
+  int out[2] = {-1, -1};
+  ssize_t n;
+  do {
+    n = read(result[0], out, sizeof(out));
+  } while (n < 0 && errno == EINTR);
+  close(result[0]);
+  const int status = WaitExit(child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  ASSERT_EQ(n, static_cast<ssize_t>(sizeof(out)));
+  EXPECT_EQ(out[0], 1);
+  EXPECT_EQ(out[1], sleeper);
+  // Still alive, every stage DENIED (never GONE), and the sweep finished.
+  EXPECT_EQ(LiveInGroup(s.pid), std::vector<int>{sleeper});
+  std::map<std::string, std::string> result_by_stage;
+  for (const v1::Event& e : Events("denied", v1::EVENT_TYPE_SIGNAL)) {
+    EXPECT_EQ(e.pid(), sleeper);
+    result_by_stage[e.stage()] = e.result();
+  }
+  EXPECT_EQ(result_by_stage["SIGINT"], "DENIED");
+  EXPECT_EQ(result_by_stage["SIGTERM"], "DENIED");
+  EXPECT_EQ(result_by_stage["SIGKILL"], "DENIED");
+  EXPECT_EQ(Events("denied", v1::EVENT_TYPE_SWEEP_FINISHED).size(), 1u);
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Run> unswept,
+                       store_->ListTerminalUnswept());
+  ASSERT_EQ(unswept.size(), 1u);
+  EXPECT_EQ(unswept[0].run_id(), "denied");
 }
 
 TEST_F(SweeperTest, ZombieMemberDoesNotBlockTheDrain) {
