@@ -217,12 +217,23 @@ struct Sweeper::Impl {
     }
   }
 
-  void Append(const v1::Event& event) const {
+  // Appends `event` to the audit log and, when it was stored, replaces it
+  // with the stored copy (event_id and time set by the store), so a
+  // SweepResponse reports exactly what the log holds.
+  void Append(v1::Event& event) const {
     absl::StatusOr<int64_t> id = store->AppendEvent(event);
     if (!id.ok()) {
       fprintf(stderr, "runreaper sweeper: cannot append %s event for run %s: %s\n",
               v1::EventType_Name(event.type()).c_str(), event.run_id().c_str(),
               id.status().ToString().c_str());
+      return;
+    }
+    absl::StatusOr<std::vector<v1::Event>> stored =
+        store->ListEvents(*id - 1, event.run_id(), 1);
+    if (stored.ok() && !stored->empty() && stored->front().event_id() == *id) {
+      event = std::move(stored->front());
+    } else {
+      event.set_event_id(*id);
     }
   }
 

@@ -296,6 +296,14 @@ TEST_F(SweeperTest, MotivatingCaseLeavesNoSurvivor) {
   EXPECT_GE(sent["SIGINT"], 1);
   EXPECT_GE(sent["SIGTERM"], 1);
   EXPECT_GE(sent["SIGKILL"], 1);
+  // The response reports the signals as the audit log holds them.
+  const std::vector<v1::Event> logged = Events("ci-1", v1::EVENT_TYPE_SIGNAL);
+  ASSERT_EQ(resp.signals_size(), static_cast<int>(logged.size()));
+  for (int i = 0; i < resp.signals_size(); ++i) {
+    EXPECT_EQ(resp.signals(i).event_id(), logged[i].event_id());
+    EXPECT_GT(resp.signals(i).event_id(), 0);
+    EXPECT_GT(resp.signals(i).time().seconds(), 0);
+  }
   EXPECT_EQ(Events("ci-1", v1::EVENT_TYPE_SWEEP_STARTED).size(), 1u);
   EXPECT_EQ(Events("ci-1", v1::EVENT_TYPE_SWEEP_FINISHED).size(), 1u);
   // Swept clean: no longer listed for orphan detection.
