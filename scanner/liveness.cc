@@ -1,6 +1,7 @@
 #include "scanner/liveness.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -18,6 +19,10 @@
 #include "absl/time/time.h"
 #include "base/fd.h"
 #include "scanner/procfs.h"
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
 
 namespace runreaper::scanner {
 namespace {
@@ -100,8 +105,9 @@ SignalProbe ProbeInNamespace(const ProcFs& procfs, int ns_member,
 }
 
 // Fills the probe and procfs fields for `pid`, a pid in the observer's
-// namespace.
-void ProbePid(const ProcFs& procfs, int pid, Evidence* evidence) {
+// namespace: kill(pid, 0), the stat read, and the status read (Tgid) that
+// tells a thread apart from a process. The general path.
+void ProbePidSlow(const ProcFs& procfs, int pid, Evidence* evidence) {
   evidence->probe = ProbeKill(pid);
   if (evidence->probe == SignalProbe::kGone) return;
   absl::StatusOr<ProcStat> stat = procfs.ReadStat(pid);
@@ -125,6 +131,55 @@ void ProbePid(const ProcFs& procfs, int pid, Evidence* evidence) {
   evidence->state = stat->state;
   evidence->observed_start_time = stat->start_time;
   evidence->is_non_leader_thread = status->tgid != 0 && status->tgid != pid;
+}
+
+bool PollReadable(int fd) {
+  struct pollfd p = {fd, POLLIN, 0};
+  int n;
+  do {
+    n = ::poll(&p, 1, 0);
+  } while (n < 0 && errno == EINTR);
+  return n != 0;  // readable, or an error: claim nothing
+}
+
+// The same evidence as ProbePidSlow for the common case, cheaper: a pidfd
+// instead of kill(pid, 0) + the status read.
+//  - pidfd_open(pid) (no PIDFD_THREAD) succeeds only for a pid that names a
+//    thread-group leader that has not been reaped: the process exists and is
+//    not a mere thread (what the status read established).
+//  - pidfd_open ESRCH: no process with that pid, as kill(pid, 0) ESRCH.
+//    (pidfd_open never answers EPERM: it checks no permission.)
+//  - The stat is read while the pidfd is held; a pidfd turns readable when
+//    its process exits (zombie included), and a pid is not reused before
+//    the process is reaped. So if the pidfd is still not readable after the
+//    read, the stat was read from that very process.
+// Anything else (ENOENT/EINVAL: a thread or a task-less pid; EMFILE; an
+// unreadable stat; an exit during the read) takes the general path, which
+// also keeps kill(pid, 0)'s EPERM answer where procfs cannot be read.
+void ProbePid(const ProcFs& procfs, int pid, Evidence* evidence) {
+  if (pid <= 0) {
+    ProbePidSlow(procfs, pid, evidence);
+    return;
+  }
+  Fd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  if (!pidfd.valid()) {
+    if (errno == ESRCH) {
+      evidence->probe = SignalProbe::kGone;
+      return;
+    }
+    ProbePidSlow(procfs, pid, evidence);
+    return;
+  }
+  absl::StatusOr<ProcStat> stat = procfs.ReadStat(pid);
+  if (!stat.ok() || PollReadable(pidfd.get())) {
+    ProbePidSlow(procfs, pid, evidence);
+    return;
+  }
+  evidence->probe = SignalProbe::kExists;
+  evidence->stat_readable = true;
+  evidence->state = stat->state;
+  evidence->observed_start_time = stat->start_time;
+  evidence->is_non_leader_thread = false;
 }
 
 }  // namespace
