@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -26,14 +27,38 @@ absl::Time FromTimestamp(const google::protobuf::Timestamp& ts) {
   return absl::FromUnixSeconds(ts.seconds()) + absl::Nanoseconds(ts.nanos());
 }
 
-// The last time the leader was known alive: last_seen_alive_at, or the
-// registration time when the store has not set it.
-absl::Time LastSeenAlive(const v1::Run& run) {
-  if (run.has_last_seen_alive_at()) {
-    return FromTimestamp(run.last_seen_alive_at());
-  }
-  return FromTimestamp(run.registered_at());
+// The slim record a pass works on, from a full run (ReconcileRuns). The store
+// always sets last_seen_alive_at (registration sets it to registered_at).
+store::RunningRecord ToRecord(const v1::Run& run) {
+  store::RunningRecord r;
+  r.run_id = run.run_id();
+  r.pid = run.pid();
+  r.pidns_inode = run.pidns_inode();
+  r.start_time_ticks = run.start_time_ticks();
+  r.boot_id = run.boot_id();
+  r.liveness = run.liveness();
+  r.last_seen_alive = run.has_last_seen_alive_at()
+                          ? FromTimestamp(run.last_seen_alive_at())
+                          : FromTimestamp(run.registered_at());
+  return r;
 }
+
+// Records with the same identity in one pass share one probe: the same
+// (pid, pid namespace, start time), none of them from another boot, gets the
+// same evidence and so the same verdict.
+struct ProbeKey {
+  int pid;
+  uint64_t pidns_inode;
+  uint64_t start_time;
+  bool operator==(const ProbeKey& o) const {
+    return pid == o.pid && pidns_inode == o.pidns_inode &&
+           start_time == o.start_time;
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, const ProbeKey& k) {
+    return H::combine(std::move(h), k.pid, k.pidns_inode, k.start_time);
+  }
+};
 
 // What the observer knows about itself. A failed read leaves the field
 // unknown, which Decide() treats conservatively (never REBOOTED on a missing
@@ -57,9 +82,10 @@ scanner::Observer ReadObserver(const scanner::ProcFs& procfs) {
   return observer;
 }
 
-bool BootMatches(const v1::Run& run, const scanner::Observer& observer) {
-  return run.boot_id().empty() || observer.boot_id.empty() ||
-         run.boot_id() == observer.boot_id;
+bool BootMatches(const store::RunningRecord& run,
+                 const scanner::Observer& observer) {
+  return run.boot_id.empty() || observer.boot_id.empty() ||
+         run.boot_id == observer.boot_id;
 }
 
 }  // namespace
@@ -79,14 +105,15 @@ absl::StatusOr<PassResult> Reconciler::RunPass(bool dry_run) {
   // probed below rather than taken as alive. A dry run leaves the watcher's
   // reports for the daemon's watch loop.
   if (watcher_ != nullptr && !dry_run) watcher_->Wait(absl::ZeroDuration());
-  ASSIGN_OR_RETURN(std::vector<v1::Run> runs, store_->ListRunning());
+  ASSIGN_OR_RETURN(std::vector<store::RunningRecord> runs,
+                   store_->ListRunningForReconcile());
   return ReconcileLocked(runs, dry_run);
 }
 
 absl::StatusOr<PassResult> Reconciler::ReconcileRuns(
     const std::vector<std::string>& run_ids) {
   absl::MutexLock lock(&pass_mu_);
-  std::vector<v1::Run> runs;
+  std::vector<store::RunningRecord> runs;
   runs.reserve(run_ids.size());
   for (const std::string& id : run_ids) {
     absl::StatusOr<v1::Run> run = store_->Get(id);
@@ -97,13 +124,13 @@ absl::StatusOr<PassResult> Reconciler::ReconcileRuns(
       if (watcher_ != nullptr) watcher_->Disarm(id);
       continue;
     }
-    runs.push_back(*std::move(run));
+    runs.push_back(ToRecord(*run));
   }
   return ReconcileLocked(runs, /*dry_run=*/false);
 }
 
 absl::StatusOr<PassResult> Reconciler::ReconcileLocked(
-    const std::vector<v1::Run>& runs, bool dry_run) {
+    const std::vector<store::RunningRecord>& runs, bool dry_run) {
   const absl::Time now = options_.clock();
   const scanner::Observer observer = ReadObserver(*procfs_);
 
@@ -115,49 +142,59 @@ absl::StatusOr<PassResult> Reconciler::ReconcileLocked(
   scanner::WalkOptions walk_options;
   walk_options.with_status = true;
   walk_options.with_pidns = true;
+  absl::flat_hash_map<ProbeKey, scanner::Verdict> verdicts;
 
   PassResult result;
   std::vector<store::RunUpdate> updates;
   updates.reserve(runs.size());
-  for (const v1::Run& run : runs) {
-    if (run.state() != v1::RUN_STATE_RUNNING) continue;
+  for (const store::RunningRecord& run : runs) {
     ++result.examined;
 
     store::RunUpdate update;
-    update.run_id = run.run_id();
+    update.run_id = run.run_id;
+    update.seq = run.seq;
     // Fast path: an armed pidfd that is not readable is the very process
     // that was verified (start time) when it was armed, still running and
     // not a zombie: no procfs read needed.
-    if (watcher_ != nullptr && watcher_->IsRunning(run.run_id())) {
+    if (watcher_ != nullptr && watcher_->IsRunning(run.run_id)) {
       update.kind = store::RunUpdate::Kind::kAlive;
       update.liveness = v1::LIVENESS_ALIVE;
       updates.push_back(std::move(update));
       continue;
     }
 
-    scanner::RecordIdentity record;
-    record.pid = run.pid();
-    record.pidns_inode = run.pidns_inode();
-    record.start_time = run.start_time_ticks();
-    record.boot_id = run.boot_id();
-    const scanner::Snapshot* snap = nullptr;
-    if (run.pidns_inode() != 0 && run.pidns_inode() != observer.pidns_inode &&
-        BootMatches(run, observer)) {
-      if (!walked) {
-        walked = true;
-        snapshot = procfs_->Walk(walk_options);
-        if (!snapshot.ok()) {
-          // Without the walk a foreign namespace cannot be verified: those
-          // records stay UNKNOWN (stale only past the threshold).
-          std::fprintf(stderr, "reconciler: walk of %s failed: %s\n",
-                       procfs_->root().c_str(),
-                       snapshot.status().ToString().c_str());
+    const bool boot_matches = BootMatches(run, observer);
+    const ProbeKey key{run.pid, run.pidns_inode, run.start_time_ticks};
+    auto memo = boot_matches ? verdicts.find(key) : verdicts.end();
+    scanner::Verdict verdict;
+    if (memo != verdicts.end()) {
+      verdict = memo->second;
+    } else {
+      scanner::RecordIdentity record;
+      record.pid = run.pid;
+      record.pidns_inode = run.pidns_inode;
+      record.start_time = run.start_time_ticks;
+      record.boot_id = run.boot_id;
+      const scanner::Snapshot* snap = nullptr;
+      if (run.pidns_inode != 0 && run.pidns_inode != observer.pidns_inode &&
+          boot_matches) {
+        if (!walked) {
+          walked = true;
+          snapshot = procfs_->Walk(walk_options);
+          if (!snapshot.ok()) {
+            // Without the walk a foreign namespace cannot be verified: those
+            // records stay UNKNOWN (stale only past the threshold).
+            std::fprintf(stderr, "reconciler: walk of %s failed: %s\n",
+                         procfs_->root().c_str(),
+                         snapshot.status().ToString().c_str());
+          }
         }
+        if (snapshot.ok()) snap = &*snapshot;
       }
-      if (snapshot.ok()) snap = &*snapshot;
+      verdict = scanner::Decide(
+          scanner::GatherEvidence(*procfs_, observer, record, snap));
+      if (boot_matches) verdicts.emplace(key, verdict);
     }
-    const scanner::Verdict verdict = scanner::Decide(
-        scanner::GatherEvidence(*procfs_, observer, record, snap));
 
     update.liveness = verdict.liveness;
     if (verdict.stale_reason != v1::STALE_REASON_UNSPECIFIED) {
@@ -165,14 +202,14 @@ absl::StatusOr<PassResult> Reconciler::ReconcileLocked(
       update.stale_reason = verdict.stale_reason;
     } else if (verdict.liveness == v1::LIVENESS_ALIVE) {
       update.kind = store::RunUpdate::Kind::kAlive;
-    } else if (scanner::TimedOut(LastSeenAlive(run), now,
+    } else if (scanner::TimedOut(run.last_seen_alive, now,
                                  options_.stale_after)) {
       update.kind = store::RunUpdate::Kind::kStale;
       update.stale_reason = v1::STALE_REASON_TIMEOUT;
     } else {
       // UNKNOWN within the threshold: record the liveness only, and only
       // when it changes.
-      if (run.liveness() == verdict.liveness) continue;
+      if (run.liveness == verdict.liveness) continue;
       update.kind = store::RunUpdate::Kind::kObserve;
     }
     updates.push_back(std::move(update));
@@ -200,7 +237,7 @@ absl::StatusOr<PassResult> Reconciler::ReconcileLocked(
 
   // One transaction for the whole pass, its events included.
   ASSIGN_OR_RETURN(std::vector<store::AppliedUpdate> applied,
-                   store_->ApplyBatch(updates));
+                   store_->ApplyPass(updates));
   for (const store::AppliedUpdate& a : applied) {
     if (!a.applied || a.update.kind != store::RunUpdate::Kind::kStale) {
       continue;

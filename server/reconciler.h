@@ -55,8 +55,8 @@ class Reconciler {
 
  private:
   // Evidence -> decisions -> one ApplyBatch for `runs` (RUNNING ones only).
-  absl::StatusOr<PassResult> ReconcileLocked(const std::vector<v1::Run>& runs,
-                                             bool dry_run)
+  absl::StatusOr<PassResult> ReconcileLocked(
+      const std::vector<store::RunningRecord>& runs, bool dry_run)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(pass_mu_);
 
   store::RunStore* store_;

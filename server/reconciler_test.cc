@@ -264,6 +264,55 @@ TEST_F(ReconcilerTest, RightPidOtherStartTimeIsPidReused) {
   EXPECT_EQ(run.liveness(), v1::LIVENESS_PID_REUSED);
 }
 
+TEST_F(ReconcilerTest, RecordsSharingAProcessShareOneProbeButKeepTheirVerdicts) {
+  // A pass probes each (pid, namespace, start time) once: several records of
+  // one live process all get ALIVE, while a record with the same pid but
+  // another start time, another boot or an unknown namespace still gets its
+  // own verdict; a zombie shared by two records ends both.
+  Child live;
+  Child zombie;
+  for (const char* id : {"live-1", "live-2", "live-3"}) {
+    ASSERT_OK(store_->Register(RunFor(id, live.pid())));
+  }
+  v1::Run reused = RunFor("live-reused", live.pid());
+  reused.set_start_time_ticks(reused.start_time_ticks() + 1);
+  ASSERT_OK(store_->Register(reused));
+  v1::Run rebooted = RunFor("live-rebooted", live.pid());
+  rebooted.set_boot_id("00000000-0000-0000-0000-000000000000");
+  ASSERT_OK(store_->Register(rebooted));
+  v1::Run no_ns = RunFor("live-no-ns", live.pid());
+  no_ns.set_pidns_inode(0);
+  ASSERT_OK(store_->Register(no_ns));
+  ASSERT_OK(store_->Register(RunFor("zombie-1", zombie.pid())));
+  ASSERT_OK(store_->Register(RunFor("zombie-2", zombie.pid())));
+  zombie.ExitToZombie();
+  now_ += absl::Minutes(1);
+
+  ASSERT_OK_AND_ASSIGN(PassResult pass, reconciler_->RunPass());
+  EXPECT_EQ(pass.examined, 8);
+  std::set<std::string> stale;
+  for (const v1::Transition& t : pass.transitions) stale.insert(t.run_id());
+  EXPECT_EQ(stale, (std::set<std::string>{"live-reused", "live-rebooted",
+                                          "zombie-1", "zombie-2"}));
+  for (const char* id : {"live-1", "live-2", "live-3"}) {
+    const v1::Run run = Get(id);
+    EXPECT_EQ(run.state(), v1::RUN_STATE_RUNNING) << id;
+    EXPECT_EQ(run.liveness(), v1::LIVENESS_ALIVE) << id;
+    EXPECT_EQ(FromTimestamp(run.last_seen_alive_at()), now_) << id;
+  }
+  EXPECT_EQ(Get("live-reused").stale_reason(), v1::STALE_REASON_PID_REUSED);
+  EXPECT_EQ(Get("live-rebooted").stale_reason(), v1::STALE_REASON_REBOOTED);
+  const v1::Run unknown = Get("live-no-ns");
+  EXPECT_EQ(unknown.state(), v1::RUN_STATE_RUNNING);
+  EXPECT_EQ(unknown.liveness(), v1::LIVENESS_UNKNOWN);
+  for (const char* id : {"zombie-1", "zombie-2"}) {
+    const v1::Run run = Get(id);
+    EXPECT_EQ(run.state(), v1::RUN_STATE_STALE) << id;
+    EXPECT_EQ(run.stale_reason(), v1::STALE_REASON_ZOMBIE) << id;
+  }
+  zombie.Reap();
+}
+
 TEST_F(ReconcilerTest, OtherBootIdIsRebooted) {
   Child child;  // alive: only the boot id says it is not the same process
   v1::Run record = RunFor("rebooted", child.pid());
