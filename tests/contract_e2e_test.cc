@@ -31,17 +31,8 @@
 namespace runreaper::e2e {
 namespace {
 
-class ContractE2ETest : public ::testing::Test {
+class ContractE2ETest : public SharedDaemonTest {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = new TempDir();
-    daemon_ = new Daemon(dir_->path(), {"--scan_interval=60s"});
-    ASSERT_TRUE(daemon_->Start()) << daemon_->log();
-  }
-  static void TearDownTestSuite() {
-    delete daemon_;
-    delete dir_;
-  }
   void SetUp() override { stub_ = daemon_->stub(); }
 
   template <typename Req, typename Resp>
@@ -70,12 +61,8 @@ class ContractE2ETest : public ::testing::Test {
     return Call(&v1::Reconciler::Stub::GetRun, req);
   }
 
-  static TempDir* dir_;
-  static Daemon* daemon_;
   std::unique_ptr<v1::Reconciler::Stub> stub_;
 };
-TempDir* ContractE2ETest::dir_ = nullptr;
-Daemon* ContractE2ETest::daemon_ = nullptr;
 
 // A direct child whose comm (PR_SET_NAME) is not valid UTF-8, as any process
 // may name itself. Killed and reaped by the destructor.

@@ -15,26 +15,13 @@
 namespace runreaper::e2e {
 namespace {
 
-class CtlE2ETest : public ::testing::Test {
+class CtlE2ETest : public SharedDaemonTest {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = new TempDir();
-    daemon_ = new Daemon(dir_->path(), {"--scan_interval=60s"});
-    ASSERT_TRUE(daemon_->Start()) << daemon_->log();
-  }
-  static void TearDownTestSuite() {
-    delete daemon_;
-    delete dir_;
-  }
   CtlResult Ctl(std::vector<std::string> args) {
     args.insert(args.begin(), "--socket=" + daemon_->socket());
     return RunCtl(args);
   }
-  static TempDir* dir_;
-  static Daemon* daemon_;
 };
-TempDir* CtlE2ETest::dir_ = nullptr;
-Daemon* CtlE2ETest::daemon_ = nullptr;
 
 TEST_F(CtlE2ETest, RegisterSendsTheLocalIdentityAndJsonKeepsProtoFieldNames) {
   Sleeper sleeper;

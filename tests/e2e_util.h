@@ -14,6 +14,7 @@
 
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
 #include "runreaper/v1/runreaper.grpc.pb.h"
 
 namespace runreaper::e2e {
@@ -109,6 +110,26 @@ CtlResult RunCtl(const std::vector<std::string>& args,
 
 // A client context with a deadline.
 std::unique_ptr<grpc::ClientContext> Ctx(absl::Duration deadline = absl::Seconds(10));
+
+// A test suite sharing one daemon (periodic pass every 60 s, so exits are
+// seen through the watcher): started once in SetUpTestSuite, killed after.
+class SharedDaemonTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    daemon_ = new Daemon(dir_->path(), {"--scan_interval=60s"});
+    ASSERT_TRUE(daemon_->Start()) << daemon_->log();
+  }
+  static void TearDownTestSuite() {
+    delete daemon_;
+    delete dir_;
+    daemon_ = nullptr;
+    dir_ = nullptr;
+  }
+  static inline TempDir* dir_ = nullptr;
+  static inline Daemon* daemon_ = nullptr;
+};
+
 
 }  // namespace runreaper::e2e
 
