@@ -89,6 +89,15 @@ CREATE TABLE sweep_progress (
   PRIMARY KEY (run_id, pid, start_time_ticks)
 ) WITHOUT ROWID;
 )sql",
+    // 1 -> 2: sweep_progress.sent_at_us, set when the claimed stage's signal
+    // was attempted and its SIGNAL event stored (NULL: claimed only, e.g.
+    // the claimer crashed before signalling). updated_at_us is the claim
+    // time. Rows from schema 1 stay NULL: whether their signal went out is
+    // unknown, and re-sending the same stage is harmless where skipping it
+    // forever is not.
+    R"sql(
+ALTER TABLE sweep_progress ADD COLUMN sent_at_us INTEGER;
+)sql",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) ==
                   RunStore::kSchemaVersion,
@@ -505,7 +514,17 @@ absl::Status ConfigureAndMigrate(Database& db, const StoreOptions& options) {
         "its directory is not writable)"));
   }
 
-  ASSIGN_OR_RETURN(std::string mode, db.QueryText("PRAGMA journal_mode=WAL"));
+  // Switching a new file to WAL needs an exclusive lock and SQLite does not
+  // call the busy handler for it: when another process is creating the same
+  // file at this moment, retry within the busy timeout.
+  absl::StatusOr<std::string> wal = db.QueryText("PRAGMA journal_mode=WAL");
+  const absl::Time wal_deadline = absl::Now() + options.busy_timeout;
+  while (!wal.ok() && absl::IsUnavailable(wal.status()) &&
+         absl::Now() < wal_deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+    wal = db.QueryText("PRAGMA journal_mode=WAL");
+  }
+  ASSIGN_OR_RETURN(std::string mode, std::move(wal));
   if (mode != "wal") {
     return absl::UnavailableError(absl::StrCat(
         "database ", path, " could not switch to WAL (journal_mode is \"",
@@ -1106,7 +1125,8 @@ absl::StatusOr<int64_t> RunStore::LastEventId() {
 absl::StatusOr<bool> RunStore::ClaimSweepStage(absl::string_view run_id,
                                                int pid,
                                                uint64_t start_time_ticks,
-                                               int stage) {
+                                               int stage,
+                                               absl::Duration stale_after) {
   if (stage < 1 || stage > 3) {
     return absl::InvalidArgumentError(
         absl::StrCat("claim sweep stage for run \"", run_id, "\" pid ", pid,
@@ -1120,20 +1140,35 @@ absl::StatusOr<bool> RunStore::ClaimSweepStage(absl::string_view run_id,
     ASSIGN_OR_RETURN(StoredRun r, m.FindOrNotFound(run_id));
     (void)r;
     // One statement decides, under the write lock: it raises the stage only
-    // when the new one is higher, and sqlite3_changes says whether it did.
+    // when the new one is higher, or takes over the same stage when its
+    // claim was never marked sent and is at least stale_after old (the
+    // claimer died between claim and signal); sqlite3_changes says whether
+    // it did. A takeover renews the claim time, so of two sweeps racing to
+    // take over one stale claim exactly one wins.
     ASSIGN_OR_RETURN(
         ScopedStatement s,
         m.db->Prepare(
             "INSERT INTO sweep_progress (run_id, pid, start_time_ticks, "
-            "stage, updated_at_us) VALUES (?1, ?2, ?3, ?4, ?5) "
+            "stage, updated_at_us, sent_at_us) VALUES (?1, ?2, ?3, ?4, ?5, "
+            "NULL) "
             "ON CONFLICT (run_id, pid, start_time_ticks) DO UPDATE SET "
-            "stage = excluded.stage, updated_at_us = excluded.updated_at_us "
-            "WHERE excluded.stage > sweep_progress.stage"));
+            "stage = excluded.stage, updated_at_us = excluded.updated_at_us, "
+            "sent_at_us = NULL "
+            "WHERE excluded.stage > sweep_progress.stage OR "
+            "(excluded.stage = sweep_progress.stage AND "
+            "sweep_progress.sent_at_us IS NULL AND "
+            "sweep_progress.updated_at_us <= ?6)"));
+    const int64_t now = m.NowMicros();
     s->BindText(1, run_id)
         .BindInt(2, pid)
         .BindInt(3, static_cast<int64_t>(start_time_ticks))
         .BindInt(4, stage)
-        .BindInt(5, m.NowMicros());
+        .BindInt(5, now);
+    // ?6 stays NULL (never stale) for an infinite stale_after.
+    if (stale_after != absl::InfiniteDuration()) {
+      s->BindInt(6, now - absl::ToInt64Microseconds(
+                              std::max(stale_after, absl::ZeroDuration())));
+    }
     RETURN_IF_ERROR(s->Run());
     claimed = m.db->Changes() == 1;
     return absl::OkStatus();
@@ -1141,18 +1176,68 @@ absl::StatusOr<bool> RunStore::ClaimSweepStage(absl::string_view run_id,
   return claimed;
 }
 
+absl::StatusOr<int64_t> RunStore::RecordSweepSignal(absl::string_view run_id,
+                                                    int pid,
+                                                    uint64_t start_time_ticks,
+                                                    int stage,
+                                                    const v1::Event& event) {
+  if (stage < 1 || stage > 3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("record sweep signal for run \"", run_id, "\" pid ", pid,
+                     " in ", path(), ": stage ", stage, " not in 1..3"));
+  }
+  if (event.type() != v1::EVENT_TYPE_SIGNAL || event.run_id() != run_id) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "record sweep signal for run \"", run_id, "\" pid ", pid, " in ",
+        path(), ": the event must be a SIGNAL event of that run"));
+  }
+  Impl& m = *impl_;
+  absl::MutexLock lock(&m.mu);
+  int64_t id = 0;
+  RETURN_IF_ERROR(m.InWriteTransaction([&]() -> absl::Status {
+    const int64_t now = m.NowMicros();
+    ASSIGN_OR_RETURN(
+        ScopedStatement s,
+        m.db->Prepare("UPDATE sweep_progress SET sent_at_us = ?5 WHERE "
+                      "run_id = ?1 AND pid = ?2 AND start_time_ticks = ?3 AND "
+                      "stage = ?4 AND sent_at_us IS NULL"));
+    s->BindText(1, run_id)
+        .BindInt(2, pid)
+        .BindInt(3, static_cast<int64_t>(start_time_ticks))
+        .BindInt(4, stage)
+        .BindInt(5, now);
+    RETURN_IF_ERROR(s->Run());
+    ASSIGN_OR_RETURN(id, m.InsertEvent(event, now));
+    return absl::OkStatus();
+  }));
+  return id;
+}
+
 absl::StatusOr<int> RunStore::GetSweepStage(absl::string_view run_id, int pid,
                                             uint64_t start_time_ticks) {
+  ASSIGN_OR_RETURN(SweepProgress p,
+                   GetSweepProgress(run_id, pid, start_time_ticks));
+  return p.stage;
+}
+
+absl::StatusOr<SweepProgress> RunStore::GetSweepProgress(
+    absl::string_view run_id, int pid, uint64_t start_time_ticks) {
   Impl& m = *impl_;
   absl::MutexLock lock(&m.mu);
   ASSIGN_OR_RETURN(
       ScopedStatement s,
-      m.db->Prepare("SELECT stage FROM sweep_progress WHERE run_id = ?1 AND "
-                    "pid = ?2 AND start_time_ticks = ?3"));
+      m.db->Prepare("SELECT stage, updated_at_us, sent_at_us FROM "
+                    "sweep_progress WHERE run_id = ?1 AND pid = ?2 AND "
+                    "start_time_ticks = ?3"));
   s->BindText(1, run_id).BindInt(2, pid).BindInt(
       3, static_cast<int64_t>(start_time_ticks));
   ASSIGN_OR_RETURN(bool row, s->Step());
-  return row ? static_cast<int>(s->ColumnInt(0)) : 0;
+  SweepProgress p;
+  if (!row) return p;
+  p.stage = static_cast<int>(s->ColumnInt(0));
+  p.claimed_at = absl::FromUnixMicros(s->ColumnInt(1));
+  if (!s->ColumnIsNull(2)) p.sent_at = absl::FromUnixMicros(s->ColumnInt(2));
+  return p;
 }
 
 }  // namespace runreaper::store

@@ -98,10 +98,17 @@ struct RunningRecord {
   absl::Time last_seen_alive;
 };
 
+// One process's record in sweep_progress.
+struct SweepProgress {
+  int stage = 0;                       // 0 none, 1..3 as in ClaimSweepStage
+  absl::Time claimed_at;               // when `stage` was (last) claimed
+  std::optional<absl::Time> sent_at;   // when its signal was recorded sent
+};
+
 class RunStore {
  public:
   static constexpr int kMaxPageSize = 1000;
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
 
   // Opens or creates the database at `path` (its directory must exist).
   // Refuses a schema newer than kSchemaVersion, a file that is not a SQLite
@@ -185,16 +192,35 @@ class RunStore {
   absl::StatusOr<int64_t> LastEventId();
 
   // Sweep progress, so a sweep interrupted by a crash or overlapping with
-  // another sweep never goes back down the ladder for the same process.
-  // Stage numbers: 0 none, 1 SIGINT, 2 SIGTERM, 3 SIGKILL/cgroup.kill.
-  // Raises the recorded stage of (run_id, pid, start_time_ticks) to `stage`
-  // if it is higher; returns true when this call raised it (the caller owns
-  // that signal), false when it was already at or past `stage`.
-  absl::StatusOr<bool> ClaimSweepStage(absl::string_view run_id, int pid,
-                                       uint64_t start_time_ticks, int stage);
+  // another sweep never goes back down the ladder for the same process, and
+  // a stage claimed by a sweep that died before signalling is not skipped
+  // forever. Stage numbers: 0 none, 1 SIGINT, 2 SIGTERM, 3 SIGKILL (pid 0:
+  // the run's cgroup.kill).
+  //
+  // Claims `stage` for (run_id, pid, start_time_ticks); true means this call
+  // owns that stage's signal. It owns it when the recorded stage was lower
+  // (raised to `stage`), or when the recorded stage is `stage` itself, was
+  // never marked sent (RecordSweepSignal) and was claimed at least
+  // `stale_after` ago: a takeover of a claim whose owner crashed between
+  // claim and signal. False when at or past `stage` otherwise. Never lowers
+  // the stage. The default (infinite) never takes over.
+  absl::StatusOr<bool> ClaimSweepStage(
+      absl::string_view run_id, int pid, uint64_t start_time_ticks, int stage,
+      absl::Duration stale_after = absl::InfiniteDuration());
+  // Marks the claimed `stage` sent (when the recorded stage is still
+  // `stage`) and appends `event`, a SIGNAL event of run_id, in one
+  // transaction; returns the event id. A claim is thus marked sent exactly
+  // when its signal's event is in the log.
+  absl::StatusOr<int64_t> RecordSweepSignal(absl::string_view run_id, int pid,
+                                            uint64_t start_time_ticks,
+                                            int stage, const v1::Event& event);
   // Recorded stage for the process, 0 when none.
   absl::StatusOr<int> GetSweepStage(absl::string_view run_id, int pid,
                                     uint64_t start_time_ticks);
+  // The whole record (stage 0 and no times when none).
+  absl::StatusOr<SweepProgress> GetSweepProgress(absl::string_view run_id,
+                                                 int pid,
+                                                 uint64_t start_time_ticks);
 
   RunStore(const RunStore&) = delete;
   RunStore& operator=(const RunStore&) = delete;

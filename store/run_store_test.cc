@@ -1287,6 +1287,178 @@ TEST_F(RunStoreTest, ClaimSweepStageIsExclusiveAcrossHandles) {
   }
 }
 
+// A sweep that crashed between claiming a stage and signalling left a claim
+// that is never marked sent; after `stale_after` another sweep takes it
+// over, before that it is the live claimer's. A sent stage is never taken
+// over and the stage never goes down.
+TEST_F(RunStoreTest, ClaimSweepStageTakesOverOnlyAStaleUnsentClaim) {
+  auto store = OpenOrDie();
+  ASSERT_OK(store->Register(MakeRun("r1")));
+  ASSERT_OK(store->Cancel("r1", ""));
+  const uint64_t ticks = 77;
+  const absl::Duration lease = absl::Seconds(30);
+  const absl::Time t0 = now_;
+  auto claim = [&](int s) {
+    absl::StatusOr<bool> r = store->ClaimSweepStage("r1", 100, ticks, s, lease);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() && *r;
+  };
+  EXPECT_TRUE(claim(1));
+  ASSERT_OK_AND_ASSIGN(SweepProgress p, store->GetSweepProgress("r1", 100, ticks));
+  EXPECT_EQ(p.stage, 1);
+  EXPECT_EQ(p.claimed_at, t0);
+  EXPECT_FALSE(p.sent_at.has_value());
+  now_ = t0 + lease - absl::Seconds(1);
+  EXPECT_FALSE(claim(1));  // the claimer may still be about to signal
+  // Without a lease (the default), never taken over.
+  now_ = t0 + absl::Hours(1);
+  ASSERT_OK_AND_ASSIGN(bool plain, store->ClaimSweepStage("r1", 100, ticks, 1));
+  EXPECT_FALSE(plain);
+  now_ = t0 + lease;
+  EXPECT_TRUE(claim(1));   // stale and never sent: taken over
+  EXPECT_FALSE(claim(1));  // the takeover renewed the claim
+  ASSERT_OK_AND_ASSIGN(p, store->GetSweepProgress("r1", 100, ticks));
+  EXPECT_EQ(p.claimed_at, t0 + lease);
+
+  Event ev;
+  ev.set_type(v1::EVENT_TYPE_SIGNAL);
+  ev.set_run_id("r1");
+  ev.set_pid(100);
+  ev.set_signal(SIGINT);
+  ev.set_stage("SIGINT");
+  ev.set_result("SENT");
+  now_ = t0 + lease + absl::Seconds(1);
+  ASSERT_OK_AND_ASSIGN(int64_t id,
+                       store->RecordSweepSignal("r1", 100, ticks, 1, ev));
+  EXPECT_GT(id, 0);
+  ASSERT_OK_AND_ASSIGN(p, store->GetSweepProgress("r1", 100, ticks));
+  ASSERT_TRUE(p.sent_at.has_value());
+  EXPECT_EQ(*p.sent_at, now_);
+  std::vector<Event> all = Events(*store, "r1");
+  ASSERT_FALSE(all.empty());
+  EXPECT_EQ(all.back().event_id(), id);
+  EXPECT_EQ(all.back().stage(), "SIGINT");
+
+  now_ = t0 + absl::Hours(2);
+  EXPECT_FALSE(claim(1));  // sent: never again
+  EXPECT_TRUE(claim(2));
+  ASSERT_OK_AND_ASSIGN(p, store->GetSweepProgress("r1", 100, ticks));
+  EXPECT_EQ(p.stage, 2);
+  EXPECT_FALSE(p.sent_at.has_value());  // the new stage is not sent yet
+  now_ = t0 + absl::Hours(3);
+  EXPECT_FALSE(claim(1));  // never down, however stale
+  // Recording a stage the process has moved past appends the event but
+  // does not mark the higher stage sent.
+  ASSERT_OK(store->RecordSweepSignal("r1", 100, ticks, 1, ev));
+  ASSERT_OK_AND_ASSIGN(p, store->GetSweepProgress("r1", 100, ticks));
+  EXPECT_EQ(p.stage, 2);
+  EXPECT_FALSE(p.sent_at.has_value());
+  EXPECT_TRUE(claim(2));  // stale, unsent: taken over
+
+  Event other = ev;
+  other.set_run_id("r2");
+  EXPECT_EQ(store->RecordSweepSignal("r1", 100, ticks, 1, other).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  Event kept = ev;
+  kept.set_type(v1::EVENT_TYPE_KEPT);
+  EXPECT_EQ(store->RecordSweepSignal("r1", 100, ticks, 1, kept).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->RecordSweepSignal("r1", 100, ticks, 4, ev).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // No record: stage 0, no times.
+  ASSERT_OK_AND_ASSIGN(p, store->GetSweepProgress("r1", 101, ticks));
+  EXPECT_EQ(p.stage, 0);
+  EXPECT_FALSE(p.sent_at.has_value());
+}
+
+// Two handles race to take over the same stale claims: each is taken over
+// by exactly one of them.
+TEST_F(RunStoreTest, StaleClaimIsTakenOverByExactlyOneHandle) {
+  constexpr int kPids = 40;
+  {
+    // The claims of a sweep that died an hour ago. Fake at the edge: only
+    // their age, by the claiming handle's clock.
+    StoreOptions past;
+    past.clock = [] { return absl::Now() - absl::Hours(1); };
+    auto crashed = OpenOrDie(past);
+    ASSERT_OK(crashed->Register(MakeRun("r1")));
+    ASSERT_OK(crashed->Cancel("r1", ""));
+    for (int pid = 0; pid < kPids; ++pid) {
+      ASSERT_OK_AND_ASSIGN(bool c,
+                           crashed->ClaimSweepStage("r1", 1000 + pid, 5, 3));
+      ASSERT_TRUE(c);
+    }
+  }
+  auto a = OpenOrDie(StoreOptions());
+  auto b = OpenOrDie(StoreOptions());
+  std::atomic<int> claims[kPids] = {};
+  std::atomic<int> errors{0};
+  auto worker = [&](RunStore* s) {
+    for (int pid = 0; pid < kPids; ++pid) {
+      absl::StatusOr<bool> r =
+          s->ClaimSweepStage("r1", 1000 + pid, 5, 3, absl::Seconds(30));
+      if (!r.ok()) {
+        ++errors;
+      } else if (*r) {
+        ++claims[pid];
+      }
+    }
+  };
+  std::thread t1(worker, a.get());
+  std::thread t2(worker, b.get());
+  t1.join();
+  t2.join();
+  EXPECT_EQ(errors.load(), 0);
+  for (int pid = 0; pid < kPids; ++pid) {
+    EXPECT_EQ(claims[pid].load(), 1) << pid;
+  }
+}
+
+// A schema-1 file (sweep_progress without sent_at_us) is migrated in place:
+// its rows are kept and count as claimed but not sent, so a stale one is
+// taken over (its signal may never have gone out).
+TEST_F(RunStoreTest, MigratesASchemaOneFile) {
+  {
+    auto store = OpenOrDie();
+    ASSERT_OK(store->Register(MakeRun("r1")));
+    ASSERT_OK(store->Cancel("r1", ""));
+    ASSERT_OK_AND_ASSIGN(bool c, store->ClaimSweepStage("r1", 100, 9, 3));
+    ASSERT_TRUE(c);
+  }
+  // Schema 1 is schema 2 without sweep_progress.sent_at_us (the only change
+  // of migration 1 -> 2), so dropping it rebuilds the shipped v1 file.
+  RawExec(path_,
+          "ALTER TABLE sweep_progress DROP COLUMN sent_at_us; "
+          "PRAGMA user_version = 1;");
+  ASSERT_EQ(RawQueryInt(path_, "PRAGMA user_version"), 1);
+  ASSERT_EQ(RawQueryInt(path_, "SELECT count(*) FROM "
+                               "pragma_table_info('sweep_progress') WHERE "
+                               "name = 'sent_at_us'"),
+            0);
+
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(RawQueryInt(path_, "PRAGMA user_version"), 2);
+  EXPECT_EQ(RawQueryInt(path_, "SELECT count(*) FROM "
+                               "pragma_table_info('sweep_progress') WHERE "
+                               "name = 'sent_at_us'"),
+            1);
+  ASSERT_OK_AND_ASSIGN(RunProto r, store->Get("r1"));
+  EXPECT_EQ(r.state(), v1::RUN_STATE_CANCELLED);
+  ASSERT_OK_AND_ASSIGN(SweepProgress p, store->GetSweepProgress("r1", 100, 9));
+  EXPECT_EQ(p.stage, 3);
+  EXPECT_EQ(p.claimed_at, now_);
+  EXPECT_FALSE(p.sent_at.has_value());
+  now_ += absl::Seconds(10);
+  ASSERT_OK_AND_ASSIGN(bool young,
+                       store->ClaimSweepStage("r1", 100, 9, 3, absl::Seconds(30)));
+  EXPECT_FALSE(young);
+  now_ += absl::Minutes(1);
+  ASSERT_OK_AND_ASSIGN(bool stale,
+                       store->ClaimSweepStage("r1", 100, 9, 3, absl::Seconds(30)));
+  EXPECT_TRUE(stale);
+}
+
 // ---- concurrency and durability ----
 
 TEST_F(RunStoreTest, ThreadsAndHandlesWriteConcurrently) {
@@ -1331,7 +1503,10 @@ TEST_F(RunStoreTest, TwoProcessesWriteAtOnce) {
     ASSERT_GE(children[c], 0);
     if (children[c] == 0) {
       absl::StatusOr<std::unique_ptr<RunStore>> s = RunStore::Open(path_);
-      if (!s.ok()) _exit(2);
+      if (!s.ok()) {
+        fprintf(stderr, "child open: %s\n", s.status().ToString().c_str());
+        _exit(2);
+      }
       for (int i = 0; i < kPerProcess; ++i) {
         const std::string id = absl::StrCat("p", c, "-", i);
         if (!(*s)->Register(MakeRun(id, 100 + i)).ok()) _exit(3);
