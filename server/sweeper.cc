@@ -221,7 +221,20 @@ struct Sweeper::Impl {
   // with the stored copy (event_id and time set by the store), so a
   // SweepResponse reports exactly what the log holds.
   void Append(v1::Event& event) const {
-    absl::StatusOr<int64_t> id = store->AppendEvent(event);
+    Stored(store->AppendEvent(event), event);
+  }
+
+  // Records a claimed stage's signal: its event and the claim's "sent" mark
+  // in one transaction, then as Append. When that fails the claim stays
+  // unsent, and a later sweep sends the same stage again after the lease.
+  void AppendSignal(int pid, uint64_t start_time, int stage,
+                    v1::Event& event) const {
+    Stored(store->RecordSweepSignal(event.run_id(), pid, start_time, stage,
+                                    event),
+           event);
+  }
+
+  void Stored(const absl::StatusOr<int64_t>& id, v1::Event& event) const {
     if (!id.ok()) {
       fprintf(stderr, "runreaper sweeper: cannot append %s event for run %s: %s\n",
               v1::EventType_Name(event.type()).c_str(), event.run_id().c_str(),
@@ -238,20 +251,27 @@ struct Sweeper::Impl {
   }
 
   // Claims `stage` for the target in the store and, only when this call
-  // raised it, sends the stage's signal. Returns whether the target is now
-  // at `stage` or beyond it (by us or by another sweep).
+  // owns it, sends the stage's signal and records it. Returns whether this
+  // call signalled. Not signalled: the target is at or past `stage` by
+  // another sweep's claim (a live one, or one younger than the lease), and
+  // the caller's ladder continues above it, never below. A claim at `stage`
+  // that was never recorded sent and is older than the lease (its sweep
+  // died between claim and signal) is taken over and sent again: the same
+  // stage twice is in order, never sending it is not.
   absl::StatusOr<bool> Escalate(const std::vector<RunSpec>& specs,
                                 const Member& m, int stage,
                                 v1::SweepResponse* response) const {
     const std::string& run_id = specs[m.run_index].run_id;
-    ASSIGN_OR_RETURN(int recorded,
-                     store->GetSweepStage(run_id, m.process.pid,
-                                          m.process.start_time));
-    if (recorded >= stage) return true;
+    ASSIGN_OR_RETURN(store::SweepProgress recorded,
+                     store->GetSweepProgress(run_id, m.process.pid,
+                                             m.process.start_time));
+    if (recorded.stage > stage) return false;
+    if (recorded.stage == stage && recorded.sent_at.has_value()) return false;
     ASSIGN_OR_RETURN(bool claimed,
                      store->ClaimSweepStage(run_id, m.process.pid,
-                                            m.process.start_time, stage));
-    if (!claimed) return true;  // another sweep got there first
+                                            m.process.start_time, stage,
+                                            options.claim_lease));
+    if (!claimed) return false;  // another sweep owns it
     const scanner::SignalOutcome outcome = scanner::SignalProcess(
         *procfs, m.process.pid, m.process.start_time, kStageSignal[stage]);
     v1::Event ev;
@@ -265,18 +285,24 @@ struct Sweeper::Impl {
         absl::StrCat("source=", scanner::MatchSourceName(m.source),
                      " comm=", m.process.comm,
                      " start_time=", m.process.start_time);
+    if (recorded.stage == stage) {
+      absl::StrAppend(&detail, " resumed=claim of ",
+                      absl::FormatTime(recorded.claimed_at),
+                      " never recorded sent");
+    }
     if (!outcome.status.ok()) {
       absl::StrAppend(&detail, " status=", outcome.status.ToString());
     }
     ev.set_detail(detail);
-    Append(ev);
+    AppendSignal(m.process.pid, m.process.start_time, stage, ev);
     *response->add_signals() = ev;
     return true;
   }
 
   // Writes "1" to the run's cgroup.kill. Only for a run with a dedicated
   // cgroup that holds neither us nor any ancestor of ours, claimed once in
-  // the store under pid 0 so overlapping sweeps write it once.
+  // the store under pid 0 so overlapping sweeps write it once (a claim never
+  // recorded sent is taken over after the lease, as in Escalate).
   void CgroupKill(const RunSpec& spec, const scanner::Observer& observer,
                   v1::SweepResponse* response) const {
     if (!scanner::CheckDedicatedCgroup(spec, observer).ok()) return;
@@ -294,8 +320,8 @@ struct Sweeper::Impl {
         break;
       }
     }
-    absl::StatusOr<bool> claimed =
-        store->ClaimSweepStage(spec.run_id, 0, spec.start_time, 3);
+    absl::StatusOr<bool> claimed = store->ClaimSweepStage(
+        spec.run_id, 0, spec.start_time, 3, options.claim_lease);
     if (!claimed.ok() || !*claimed) return;
     if (result.empty()) {
       absl::StatusOr<std::string> mountinfo =
@@ -325,7 +351,7 @@ struct Sweeper::Impl {
     ev.set_stage("cgroup.kill");
     ev.set_result(result);
     ev.set_detail(absl::StrCat("cgroup=", spec.cgroup, " ", detail));
-    Append(ev);
+    AppendSignal(0, spec.start_time, 3, ev);
     *response->add_signals() = ev;
   }
 
@@ -389,7 +415,10 @@ struct Sweeper::Impl {
       for (const Member& m : live) {
         // A process already claimed at this stage or beyond (an overlapping
         // sweep, or one resumed after a crash) is not signalled again, and
-        // never at a lower stage: it continues from where it is.
+        // never at a lower stage: it continues from where it is. The one
+        // exception is a claim at this very stage never recorded sent and
+        // older than the lease (its sweep died between claim and signal):
+        // this stage is sent again.
         RETURN_IF_ERROR(Escalate(specs, m, stage, &response).status());
       }
       if (stage == 3) {
@@ -414,14 +443,16 @@ struct Sweeper::Impl {
         bool fresh = false;
         for (const Member& m : live) {
           listed.emplace(KeyOf(m), m);
-          ASSIGN_OR_RETURN(int recorded,
-                           store->GetSweepStage(specs[m.run_index].run_id,
-                                                m.process.pid,
-                                                m.process.start_time));
-          if (recorded < 3) {
-            fresh = true;
-            RETURN_IF_ERROR(Escalate(specs, m, 3, &response).status());
-          }
+          ASSIGN_OR_RETURN(store::SweepProgress p,
+                           store->GetSweepProgress(specs[m.run_index].run_id,
+                                                   m.process.pid,
+                                                   m.process.start_time));
+          if (p.stage == 3 && p.sent_at.has_value()) continue;  // survived it
+          // Not yet at SIGKILL (forked late), or a SIGKILL claimed but not
+          // recorded sent (in flight in another sweep, or stale: taken
+          // over here): kill it now or give it time, and look again.
+          fresh = true;
+          RETURN_IF_ERROR(Escalate(specs, m, 3, &response).status());
         }
         if (!fresh) break;
       }

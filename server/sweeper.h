@@ -21,6 +21,13 @@ namespace v1 = ::runreaper::v1;
 struct SweeperOptions {
   absl::Duration sigint_grace = absl::Seconds(2);   // SIGINT -> SIGTERM
   absl::Duration sigterm_grace = absl::Seconds(5);  // SIGTERM -> SIGKILL
+  // How old a stage's claim must be, never marked sent, before another sweep
+  // takes it over and sends that stage's signal itself (its claimer died
+  // between claim and signal). A live claimer signals and records within
+  // milliseconds of its claim (no grace lies between them), so this only
+  // has to outlast a slow store write; a sweep that takes over a claim
+  // still in flight sends the same stage twice, never a lower one.
+  absl::Duration claim_lease = absl::Seconds(30);
 };
 
 class Sweeper {

@@ -271,6 +271,10 @@ class SweeperTest : public ::testing::Test {
   std::string db_path_;
   std::unique_ptr<store::RunStore> store_;
   scanner::ProcFs procfs_;
+
+ public:
+  v1::Run RegisterForTest(const v1::Run& run) { return Register(run); }
+  store::RunStore* store() { return store_.get(); }
 };
 
 TEST_F(SweeperTest, MotivatingCaseLeavesNoSurvivor) {
@@ -343,6 +347,91 @@ Spawned ForkGroup(int members) {
   close(ready[0]);
   close(go[1]);
   return s;
+}
+
+// A leader in a new session that forks one member and exits. The member
+// catches SIGINT and SIGTERM, writes 'I' / 'T' to the returned pipe for
+// each one it receives, and keeps running (only SIGKILL ends it): the
+// process's own account of which signals reached it, in order. `ready` is
+// read once the member's handlers are installed. Fork-only: the member runs
+// async-signal-safe calls only.
+struct Counter {
+  Spawned leader;
+  int member = 0;               // set by FinishCounterRun
+  uint64_t member_start = 0;
+  Fd report;  // read end; EOF once the member is gone
+};
+
+int g_report_fd = -1;
+void ReportSignal(int sig) {
+  const char c = sig == SIGINT ? 'I' : sig == SIGTERM ? 'T' : '?';
+  const int saved = errno;
+  (void)!write(g_report_fd, &c, 1);
+  errno = saved;
+}
+
+Counter ForkCounter() {
+  int ready[2], go[2], report[2];
+  if (pipe2(ready, O_CLOEXEC) != 0 || pipe2(go, O_CLOEXEC) != 0 ||
+      pipe2(report, O_CLOEXEC) != 0) {
+    abort();
+  }
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setsid();
+    close(report[0]);
+    WriteAll(ready[1], "S", 1);
+    if (ReadByte(go[0]) != 'G') _exit(121);
+    const pid_t member = fork();
+    if (member == 0) {
+      g_report_fd = report[1];
+      struct sigaction sa;
+      memset(&sa, 0, sizeof(sa));
+      sa.sa_handler = ReportSignal;
+      sigemptyset(&sa.sa_mask);
+      sa.sa_flags = SA_RESTART;
+      sigaction(SIGINT, &sa, nullptr);
+      sigaction(SIGTERM, &sa, nullptr);
+      WriteAll(ready[1], "R", 1);
+      while (true) pause();
+    }
+    _exit(member > 0 ? 0 : 122);
+  }
+  close(ready[1]);
+  close(go[0]);
+  close(report[1]);
+  Counter c;
+  c.leader.pid = pid;
+  c.report = Fd(report[0]);
+  EXPECT_EQ(ReadByte(ready[0]), 'S');
+  scanner::ProcFs procfs;
+  absl::StatusOr<scanner::Identity> id = procfs.CaptureIdentity(pid);
+  EXPECT_TRUE(id.ok()) << id.status();
+  if (id.ok()) c.leader.id = *id;
+  WriteAll(go[1], "G", 1);
+  EXPECT_EQ(ReadByte(ready[0]), 'R');  // the member's handlers are in place
+  close(ready[0]);
+  close(go[1]);
+  return c;
+}
+
+// Everything the member reported until it died (EOF). A member still alive
+// is killed first (through the safe path, inside our namespace), so a test
+// that failed to sweep it does not hang here.
+std::string ReceivedSignals(const Counter& c) {
+  if (c.member > 1) {
+    scanner::ProcFs procfs;
+    scanner::SignalProcess(procfs, c.member, c.member_start, SIGKILL);
+  }
+  std::string out;
+  char buf[64];
+  while (true) {
+    const ssize_t n = read(c.report.get(), buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
 }
 
 TEST_F(SweeperTest, MemberThatExitsOnSigintEndsAtStageOne) {
@@ -630,7 +719,12 @@ TEST_F(SweeperTest, MemberOfAKeepRunIsNotSignalledThroughAnotherRun) {
   ASSERT_OK(store_->Finish("keep-a", 0));
   Spawned b = StartFinished("plain-b",
                             "RUNREAPER_RUN_ID=keep-a sleep 30 & echo ready");
-  ASSERT_TRUE(WaitFor([&] { return LiveInGroup(b.pid).size() == 1u; }));
+  // Until sh has exec'd sleep, the forked child lacks the cookie and is
+  // plain-b's member: wait for the exec.
+  ASSERT_TRUE(WaitFor([&] {
+    return LiveInGroup(b.pid).size() == 1u &&
+           LiveWithCookie("keep-a") == LiveInGroup(b.pid);
+  }));
   const int sleeper = LiveInGroup(b.pid)[0];
   Sweeper sweeper(store_.get(), &procfs_, Fast());
   ASSERT_OK_AND_ASSIGN(v1::SweepResponse resp, sweeper.Sweep({}));
@@ -982,12 +1076,202 @@ TEST_F(SweeperTest, CancelledLeaderThatLedNoGroupIsMatchedAsLeaderOnly) {
   }
 }
 
+// ---- crash resume: a claimed stage whose signal may never have been sent ----
+
+// Registers the counter's leader as `run_id`, lets it exit, finishes the run
+// and records the member (its only member) in `c`.
+void FinishCounterRun(SweeperTest* t, const std::string& run_id, Counter& c);
+
+std::vector<std::string> StagesOf(const std::vector<v1::Event>& events,
+                                  int pid) {
+  std::vector<std::string> out;
+  for (const v1::Event& e : events) {
+    if (e.pid() == pid) out.push_back(absl::StrCat(e.stage(), "/", e.result()));
+  }
+  return out;
+}
+
+// The claim a sweeper wrote just before it crashed, before it could send the
+// stage's signal, `age` ago. A fake at the edge that cannot be staged: the
+// claim's age (a real one would mean waiting out the lease), so the claiming
+// handle's clock is set back; the claim itself is the store's real one.
+void ClaimAsACrashedSweeper(const std::string& db_path,
+                            const std::string& run_id, const Counter& c,
+                            int stage, absl::Duration age) {
+  store::StoreOptions o;
+  o.clock = [age] { return absl::Now() - age; };
+  absl::StatusOr<std::unique_ptr<store::RunStore>> crashed =
+      store::RunStore::Open(db_path, o);
+  ASSERT_TRUE(crashed.ok()) << crashed.status();
+  ASSERT_OK_AND_ASSIGN(bool claimed,
+                       (*crashed)->ClaimSweepStage(run_id, c.member,
+                                                   c.member_start, stage));
+  ASSERT_TRUE(claimed);
+}
+
+TEST_F(SweeperTest, StaleSigkillClaimThatWasNeverSentIsSentAgain) {
+  REQUIRE_PRIVATE_NS();
+  Counter c = ForkCounter();
+  FinishCounterRun(this, "crashed-kill", c);
+  ASSERT_GT(c.member, 1);
+  ClaimAsACrashedSweeper(db_path_, "crashed-kill", c, 3, absl::Hours(1));
+
+  Sweeper sweeper(store_.get(), &procfs_, Fast());
+  ASSERT_OK_AND_ASSIGN(v1::SweepResponse resp, sweeper.Sweep({}));
+  EXPECT_EQ(resp.survivors_size(), 0);
+  EXPECT_TRUE(LiveInGroup(c.leader.pid).empty());
+  // Resumed at SIGKILL: never back down to SIGINT or SIGTERM.
+  EXPECT_EQ(StagesOf(Events("crashed-kill", v1::EVENT_TYPE_SIGNAL), c.member),
+            std::vector<std::string>{"SIGKILL/SENT"});
+  EXPECT_EQ(ReceivedSignals(c), "");
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Run> unswept,
+                       store_->ListTerminalUnswept());
+  EXPECT_TRUE(unswept.empty());
+}
+
+TEST_F(SweeperTest, StaleSigintClaimThatWasNeverSentIsSentAgain) {
+  REQUIRE_PRIVATE_NS();
+  Counter c = ForkCounter();
+  FinishCounterRun(this, "crashed-int", c);
+  ASSERT_GT(c.member, 1);
+  ClaimAsACrashedSweeper(db_path_, "crashed-int", c, 1, absl::Hours(1));
+
+  Sweeper sweeper(store_.get(), &procfs_, Fast());
+  ASSERT_OK_AND_ASSIGN(v1::SweepResponse resp, sweeper.Sweep({}));
+  EXPECT_EQ(resp.survivors_size(), 0);
+  EXPECT_TRUE(LiveInGroup(c.leader.pid).empty());
+  EXPECT_EQ(StagesOf(Events("crashed-int", v1::EVENT_TYPE_SIGNAL), c.member),
+            (std::vector<std::string>{"SIGINT/SENT", "SIGTERM/SENT",
+                                      "SIGKILL/SENT"}));
+  EXPECT_EQ(ReceivedSignals(c), "IT");
+}
+
+// A claim younger than the lease belongs to a sweep that is alive and about
+// to signal (the live claimer): another sweep never sends that stage too,
+// and goes on up the ladder from it.
+TEST_F(SweeperTest, FreshClaimOfALiveSweepIsNotSentAgain) {
+  REQUIRE_PRIVATE_NS();
+  Counter c = ForkCounter();
+  FinishCounterRun(this, "live-claim", c);
+  ASSERT_GT(c.member, 1);
+  // The test is the live claimer, through its own handle: SIGINT claimed
+  // just now, not sent yet.
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<store::RunStore> live,
+                       store::RunStore::Open(db_path_));
+  ASSERT_OK_AND_ASSIGN(bool claimed,
+                       live->ClaimSweepStage("live-claim", c.member,
+                                             c.member_start, 1));
+  ASSERT_TRUE(claimed);
+
+  Sweeper sweeper(store_.get(), &procfs_, Fast());  // lease: 30 s
+  ASSERT_OK_AND_ASSIGN(v1::SweepResponse resp, sweeper.Sweep({}));
+  EXPECT_EQ(resp.survivors_size(), 0);
+  EXPECT_TRUE(LiveInGroup(c.leader.pid).empty());
+  EXPECT_EQ(StagesOf(Events("live-claim", v1::EVENT_TYPE_SIGNAL), c.member),
+            (std::vector<std::string>{"SIGTERM/SENT", "SIGKILL/SENT"}));
+  EXPECT_EQ(ReceivedSignals(c), "T");  // SIGINT is the live claimer's
+  ASSERT_OK_AND_ASSIGN(store::SweepProgress p,
+                       store_->GetSweepProgress("live-claim", c.member,
+                                                c.member_start));
+  EXPECT_EQ(p.stage, 3);
+  EXPECT_TRUE(p.sent_at.has_value());
+}
+
+constexpr char kCrashDbEnv[] = "RR_SWEEPER_TEST_CRASH_DB";
+
+// The crashing sweeper: this binary re-executed (a real, separate process
+// with its own store handle) sweeps everything with long graces; the test
+// SIGKILLs it mid-ladder.
+int RunSweepUntilKilled(const char* db_path) {
+  absl::StatusOr<std::unique_ptr<store::RunStore>> store =
+      store::RunStore::Open(db_path);
+  if (!store.ok()) {
+    fprintf(stderr, "crash child: %s\n", store.status().ToString().c_str());
+    return 2;
+  }
+  scanner::ProcFs procfs;
+  SweeperOptions o;
+  o.sigint_grace = absl::Seconds(10);
+  o.sigterm_grace = absl::Seconds(10);
+  Sweeper sweeper(store->get(), &procfs, o);
+  absl::StatusOr<v1::SweepResponse> r = sweeper.Sweep({});
+  return r.ok() ? 0 : 3;
+}
+
+pid_t StartCrashingSweeper(const std::string& db_path) {
+  char self[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return -1;
+  self[n] = '\0';
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) env_strings.push_back(*e);
+  env_strings.push_back(absl::StrCat(kCrashDbEnv, "=", db_path));
+  std::vector<char*> envp;
+  for (std::string& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  char* argv[] = {self, nullptr};
+  const pid_t pid = fork();
+  if (pid == 0) {
+    execve(self, argv, envp.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+TEST_F(SweeperTest, SweepKilledMidLadderIsResumedUpTheLadder) {
+  REQUIRE_PRIVATE_NS();
+  Counter c = ForkCounter();
+  FinishCounterRun(this, "crashed-sweep", c);
+  ASSERT_GT(c.member, 1);
+
+  const pid_t crashing = StartCrashingSweeper(db_path_);
+  ASSERT_GT(crashing, 1);
+  // Its SIGINT is in the audit log: it is now in its 10 s SIGINT grace.
+  const bool signalled = WaitFor([&] {
+    return !Events("crashed-sweep", v1::EVENT_TYPE_SIGNAL).empty();
+  });
+  ASSERT_EQ(kill(crashing, SIGKILL), 0);
+  const int status = WaitExit(crashing);
+  ASSERT_TRUE(signalled);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+
+  Sweeper sweeper(store_.get(), &procfs_, Fast());
+  ASSERT_OK_AND_ASSIGN(v1::SweepResponse resp, sweeper.Sweep({}));
+  EXPECT_EQ(resp.survivors_size(), 0);
+  EXPECT_TRUE(LiveInGroup(c.leader.pid).empty());
+  // SIGINT exactly once (the crashed sweep's), then up the ladder.
+  EXPECT_EQ(StagesOf(Events("crashed-sweep", v1::EVENT_TYPE_SIGNAL), c.member),
+            (std::vector<std::string>{"SIGINT/SENT", "SIGTERM/SENT",
+                                      "SIGKILL/SENT"}));
+  EXPECT_EQ(ReceivedSignals(c), "IT");
+  EXPECT_EQ(Events("crashed-sweep", v1::EVENT_TYPE_SWEEP_STARTED).size(), 2u);
+  EXPECT_EQ(Events("crashed-sweep", v1::EVENT_TYPE_SWEEP_FINISHED).size(), 1u);
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Run> unswept,
+                       store_->ListTerminalUnswept());
+  EXPECT_TRUE(unswept.empty());
+}
+
+void FinishCounterRun(SweeperTest* t, const std::string& run_id, Counter& c) {
+  t->RegisterForTest(RunOf(run_id, c.leader.id));
+  WaitExit(c.leader.pid);
+  EXPECT_OK(t->store()->Finish(run_id, 0));
+  const std::vector<int> live = LiveInGroup(c.leader.pid);
+  ASSERT_EQ(live.size(), 1u);
+  scanner::ProcFs procfs;
+  ASSERT_OK_AND_ASSIGN(scanner::ProcStat st, procfs.ReadStat(live[0]));
+  c.member = live[0];
+  c.member_start = st.start_time;
+}
+
 }  // namespace
 }  // namespace runreaper::server
 
 // Re-executes the test as pid 1 of a private PID + mount namespace with its
 // own /proc; falls back to running in place (signalling tests then skip).
 int main(int argc, char** argv) {
+  if (const char* db = getenv(runreaper::server::kCrashDbEnv)) {
+    return runreaper::server::RunSweepUntilKilled(db);
+  }
   if (getenv(runreaper::server::kInNsEnv) == nullptr && getpid() != 1) {
     char self[PATH_MAX];
     const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
