@@ -464,6 +464,24 @@ struct RunStore::Impl {
     return InsertEvent(e, now_us).status();
   }
 
+  // Applies one kStale update inside the pass's transaction: the run is
+  // re-read under the write lock, so one that became terminal (or vanished)
+  // since the pass looked is skipped (applied = false).
+  absl::Status ApplyStale(const RunUpdate& u, int64_t now_us, AppliedUpdate* a)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    ASSIGN_OR_RETURN(std::optional<StoredRun> found, Find(u.run_id));
+    if (!found.has_value()) return absl::OkStatus();
+    StoredRun& r = *found;
+    if (r.run.state() == v1::RUN_STATE_RUNNING) {
+      r.run.set_liveness(u.liveness);
+      r.run.set_stale_reason(u.stale_reason);
+      RETURN_IF_ERROR(Terminate(r, v1::RUN_STATE_STALE, now_us, "reconcile pass"));
+      a->applied = true;
+    }
+    a->run = std::move(r.run);
+    return absl::OkStatus();
+  }
+
   absl::Status Terminal(const StoredRun& r, absl::string_view op) {
     return absl::FailedPreconditionError(absl::StrCat(
         op, " run \"", r.run.run_id(), "\" in ", path(), ": run is ",
@@ -942,18 +960,26 @@ absl::Status RunStore::SetSweepDone(absl::string_view run_id, bool done) {
   });
 }
 
-absl::StatusOr<std::vector<AppliedUpdate>> RunStore::ApplyBatch(
-    const std::vector<RunUpdate>& updates) {
+// A kStale update needs a real reason, and every liveness must be a known
+// value; one bad update refuses the whole batch before anything is written.
+static absl::Status ValidateUpdates(const std::vector<RunUpdate>& updates,
+                             absl::string_view op, const std::string& path) {
   for (const RunUpdate& u : updates) {
     const bool bad_stale = u.kind == RunUpdate::Kind::kStale &&
                            (u.stale_reason == v1::STALE_REASON_UNSPECIFIED ||
                             !v1::StaleReason_IsValid(u.stale_reason));
     if (bad_stale || !v1::Liveness_IsValid(u.liveness)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "apply batch in ", path(), ": update for run \"", u.run_id,
+          op, " in ", path, ": update for run \"", u.run_id,
           "\" has an invalid stale reason or liveness"));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<AppliedUpdate>> RunStore::ApplyBatch(
+    const std::vector<RunUpdate>& updates) {
+  RETURN_IF_ERROR(ValidateUpdates(updates, "apply batch", path()));
   std::vector<AppliedUpdate> out;
   if (updates.empty()) return out;
   Impl& m = *impl_;
@@ -967,27 +993,21 @@ absl::StatusOr<std::vector<AppliedUpdate>> RunStore::ApplyBatch(
     for (const RunUpdate& u : updates) {
       AppliedUpdate& a = out.emplace_back();
       a.update = u;
+      if (u.kind == RunUpdate::Kind::kStale) {
+        RETURN_IF_ERROR(m.ApplyStale(u, now, &a));
+        continue;
+      }
       ASSIGN_OR_RETURN(std::optional<StoredRun> found, m.Find(u.run_id));
       if (!found.has_value()) continue;
       StoredRun& r = *found;
       if (r.run.state() == v1::RUN_STATE_RUNNING) {
-        switch (u.kind) {
-          case RunUpdate::Kind::kAlive:
-            r.run.set_liveness(v1::LIVENESS_ALIVE);
-            SetTimestamp(now, r.run.mutable_last_seen_alive_at());
-            RETURN_IF_ERROR(m.WriteLiveness(r));
-            break;
-          case RunUpdate::Kind::kObserve:
-            r.run.set_liveness(u.liveness);
-            RETURN_IF_ERROR(m.WriteLiveness(r));
-            break;
-          case RunUpdate::Kind::kStale:
-            r.run.set_liveness(u.liveness);
-            r.run.set_stale_reason(u.stale_reason);
-            RETURN_IF_ERROR(m.Terminate(r, v1::RUN_STATE_STALE, now,
-                                        "reconcile pass"));
-            break;
+        if (u.kind == RunUpdate::Kind::kAlive) {
+          r.run.set_liveness(v1::LIVENESS_ALIVE);
+          SetTimestamp(now, r.run.mutable_last_seen_alive_at());
+        } else {
+          r.run.set_liveness(u.liveness);
         }
+        RETURN_IF_ERROR(m.WriteLiveness(r));
         a.applied = true;
       }
       a.run = std::move(r.run);
@@ -999,16 +1019,7 @@ absl::StatusOr<std::vector<AppliedUpdate>> RunStore::ApplyBatch(
 
 absl::StatusOr<std::vector<AppliedUpdate>> RunStore::ApplyPass(
     const std::vector<RunUpdate>& updates) {
-  for (const RunUpdate& u : updates) {
-    const bool bad_stale = u.kind == RunUpdate::Kind::kStale &&
-                           (u.stale_reason == v1::STALE_REASON_UNSPECIFIED ||
-                            !v1::StaleReason_IsValid(u.stale_reason));
-    if (bad_stale || !v1::Liveness_IsValid(u.liveness)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "apply pass in ", path(), ": update for run \"", u.run_id,
-          "\" has an invalid stale reason or liveness"));
-    }
-  }
+  RETURN_IF_ERROR(ValidateUpdates(updates, "apply pass", path()));
   std::vector<AppliedUpdate> out;
   if (updates.empty()) return out;
   Impl& m = *impl_;
@@ -1021,18 +1032,7 @@ absl::StatusOr<std::vector<AppliedUpdate>> RunStore::ApplyPass(
       AppliedUpdate& a = out.emplace_back();
       a.update = u;
       if (u.kind == RunUpdate::Kind::kStale) {
-        // A state change with its event: re-read the run as ApplyBatch does.
-        ASSIGN_OR_RETURN(std::optional<StoredRun> found, m.Find(u.run_id));
-        if (!found.has_value()) continue;
-        StoredRun& r = *found;
-        if (r.run.state() == v1::RUN_STATE_RUNNING) {
-          r.run.set_liveness(u.liveness);
-          r.run.set_stale_reason(u.stale_reason);
-          RETURN_IF_ERROR(
-              m.Terminate(r, v1::RUN_STATE_STALE, now, "reconcile pass"));
-          a.applied = true;
-        }
-        a.run = std::move(r.run);
+        RETURN_IF_ERROR(m.ApplyStale(u, now, &a));
         continue;
       }
       // kAlive / kObserve: one UPDATE, applied only to a run that is still
