@@ -3,6 +3,13 @@
 #define RUNREAPER_BASE_TEST_UTIL_H_
 
 #include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <cerrno>
+#include <unistd.h>
+#include <vector>
 #include <functional>
 #include <thread>
 
@@ -52,6 +59,33 @@ inline bool WaitFor(const std::function<bool()>& cond,
     if (absl::Now() >= end) return false;
     absl::SleepFor(step);
   }
+}
+
+
+// Re-executes this test binary as pid 1 of a private PID + mount namespace
+// with its own /proc (`unshare --pid --fork --mount-proc`), so that a bug in
+// signalling code under test cannot reach past the test. Call first thing in
+// main(). Returns without exec'ing when already inside (`marker_env` is set,
+// or we are pid 1) or when unshare cannot be run; tests that signal must then
+// check getpid() == 1 and skip rather than signal on the host.
+inline void ReexecInPrivatePidNamespace(int argc, char** argv,
+                                        const char* marker_env) {
+  if (getenv(marker_env) != nullptr || getpid() == 1) return;
+  char self[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return;
+  self[n] = '\0';
+  setenv(marker_env, "1", 1);
+  std::vector<char*> args = {const_cast<char*>("unshare"),
+                             const_cast<char*>("--pid"),
+                             const_cast<char*>("--fork"),
+                             const_cast<char*>("--mount-proc"),
+                             const_cast<char*>("--"), self};
+  for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
+  args.push_back(nullptr);
+  execvp("unshare", args.data());
+  fprintf(stderr, "%s: exec unshare: %s; running in place\n", argv[0],
+          strerror(errno));
 }
 
 }  // namespace runreaper

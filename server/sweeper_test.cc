@@ -1272,24 +1272,7 @@ int main(int argc, char** argv) {
   if (const char* db = getenv(runreaper::server::kCrashDbEnv)) {
     return runreaper::server::RunSweepUntilKilled(db);
   }
-  if (getenv(runreaper::server::kInNsEnv) == nullptr && getpid() != 1) {
-    char self[PATH_MAX];
-    const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (n > 0) {
-      self[n] = '\0';
-      setenv(runreaper::server::kInNsEnv, "1", 1);
-      std::vector<char*> args = {const_cast<char*>("unshare"),
-                                 const_cast<char*>("--pid"),
-                                 const_cast<char*>("--fork"),
-                                 const_cast<char*>("--mount-proc"),
-                                 const_cast<char*>("--"), self};
-      for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
-      args.push_back(nullptr);
-      execvp("unshare", args.data());
-      fprintf(stderr, "sweeper_test: exec unshare: %s; running in place\n",
-              strerror(errno));
-    }
-  }
+  runreaper::ReexecInPrivatePidNamespace(argc, argv, runreaper::server::kInNsEnv);
   testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

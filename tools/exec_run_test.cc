@@ -224,24 +224,7 @@ TEST(CgroupNameTest, SafeAndDistinct) {
 }  // namespace runreaper::tools
 
 int main(int argc, char** argv) {
-  if (getenv(runreaper::tools::kInNsEnv) == nullptr && getpid() != 1) {
-    char self[PATH_MAX];
-    const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (n > 0) {
-      self[n] = '\0';
-      setenv(runreaper::tools::kInNsEnv, "1", 1);
-      std::vector<char*> args = {const_cast<char*>("unshare"),
-                                 const_cast<char*>("--pid"),
-                                 const_cast<char*>("--fork"),
-                                 const_cast<char*>("--mount-proc"),
-                                 const_cast<char*>("--"), self};
-      for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
-      args.push_back(nullptr);
-      execvp("unshare", args.data());
-      fprintf(stderr, "exec_run_test: exec unshare: %s; running in place\n",
-              strerror(errno));
-    }
-  }
+  runreaper::ReexecInPrivatePidNamespace(argc, argv, runreaper::tools::kInNsEnv);
   testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }
