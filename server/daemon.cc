@@ -33,7 +33,7 @@
 #include "scanner/exit_watcher.h"
 #include "scanner/procfs.h"
 #include "server/daemon_log.h"
-#include "server/daemon_orphans.h"
+#include "server/sweeper.h"
 #include "server/event_hub.h"
 #include "server/metrics.h"
 #include "server/reconciler.h"
@@ -42,6 +42,22 @@
 
 namespace runreaper::server {
 namespace {
+
+// The service's orphan RPCs (ListOrphans, Sweep, the sweep after CancelRun)
+// answered by the daemon's sweeper.
+OrphanHooks SweeperHooks(Sweeper* sweeper) {
+  OrphanHooks h;
+  h.list_orphans = [sweeper](const std::string& run_id) {
+    return sweeper->ListOrphans(run_id);
+  };
+  h.sweep = [sweeper](const v1::SweepRequest& request) {
+    return sweeper->Sweep(request);
+  };
+  h.sweep_run = [sweeper](const std::string& run_id) {
+    return sweeper->SweepRun(run_id);
+  };
+  return h;
+}
 
 std::string DirName(const std::string& path) {
   const size_t slash = path.rfind('/');
@@ -116,7 +132,7 @@ class Daemon {
   scanner::ProcFs procfs_;
   std::unique_ptr<scanner::ExitWatcher> watcher_;
   std::unique_ptr<Reconciler> reconciler_;
-  std::unique_ptr<OrphanSide> orphans_;
+  std::unique_ptr<Sweeper> sweeper_;
   std::unique_ptr<EventHub> hub_;
   std::unique_ptr<ReconcilerService> service_;
   std::unique_ptr<grpc::Server> server_;
@@ -158,7 +174,7 @@ absl::Status Daemon::Start() {
   ropts.stale_after = options_.stale_after;
   reconciler_ = std::make_unique<Reconciler>(store_.get(), &procfs_,
                                              watcher_.get(), ropts);
-  orphans_ = OrphanSide::Create(store_.get(), &procfs_);
+  sweeper_ = std::make_unique<Sweeper>(store_.get(), &procfs_);
   hub_ = std::make_unique<EventHub>(store_.get());
 
   // Re-arm the exit watcher for every RUNNING record, then one full pass:
@@ -181,7 +197,7 @@ absl::Status Daemon::Start() {
   sopts.token = token;
   sopts.watch_queue_limit = options_.watch_queue_limit;
   service_ = std::make_unique<ReconcilerService>(
-      store_.get(), &procfs_, reconciler_.get(), hub_.get(), orphans_->hooks(),
+      store_.get(), &procfs_, reconciler_.get(), hub_.get(), SweeperHooks(sweeper_.get()),
       sopts);
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -224,7 +240,7 @@ absl::Status Daemon::Start() {
   threads_.emplace_back([this] { WatcherLoop(); });
   threads_.emplace_back([this] { PassLoop(); });
   threads_.emplace_back([this] { MonitorLoop(); });
-  if (options_.sweep_interval > absl::ZeroDuration() && orphans_->available()) {
+  if (options_.sweep_interval > absl::ZeroDuration()) {
     threads_.emplace_back([this] { SweepLoop(); });
   }
   LogLine(absl::StrCat(
@@ -323,7 +339,7 @@ void Daemon::MonitorLoop() {
 
 void Daemon::SweepLoop() {
   while (!WaitStop(options_.sweep_interval)) {
-    absl::StatusOr<v1::SweepResponse> swept = orphans_->SweepAll(/*dry_run=*/false);
+    absl::StatusOr<v1::SweepResponse> swept = sweeper_->Sweep(v1::SweepRequest());
     hub_->Notify();
     metrics_.sweeps_total.fetch_add(1);
     if (!swept.ok()) {
@@ -362,7 +378,7 @@ void Daemon::Stop() {
   metrics_server_.reset();
   hub_.reset();
   reconciler_.reset();
-  orphans_.reset();
+  sweeper_.reset();
   watcher_.reset();
   store_.reset();  // closes the database
   if (lock_fd_.valid()) {
@@ -541,12 +557,14 @@ int RunOnce(const DaemonOptions& options, bool sweep) {
   }
   int rc = 0;
   if (sweep) {
-    std::unique_ptr<OrphanSide> orphans = OrphanSide::Create(store->get(), &procfs);
-    absl::StatusOr<v1::SweepResponse> swept = orphans->SweepAll(/*dry_run=*/false);
+    Sweeper sweeper(store->get(), &procfs);
+    absl::StatusOr<v1::SweepResponse> swept = sweeper.Sweep(v1::SweepRequest());
     if (swept.ok()) {
       absl::StrAppend(&line, "; swept ", swept->targets_size(), " orphans, ",
                       swept->signals_size(), " signals, ", swept->survivors_size(),
                       " survivors");
+      // For cron: success only when nothing survived the ladder.
+      if (swept->survivors_size() > 0) rc = 1;
     } else {
       absl::StrAppend(&line, "; sweep failed: ", swept.status().message());
       rc = 1;

@@ -37,7 +37,8 @@ struct DaemonOptions {
 int RunDaemon(const DaemonOptions& options);
 
 // One reconcile pass against the database (and a sweep when `sweep`), prints
-// a one-line summary to stdout. Returns the exit code.
+// a one-line summary to stdout. Returns the exit code: 0 on success, 1 when
+// the pass or the sweep failed or a member survived the sweep.
 int RunOnce(const DaemonOptions& options, bool sweep);
 
 // --- pieces, exposed for tests ---

@@ -1,6 +1,7 @@
 // runreaperd end to end: the real daemon binary on a real unix socket, real
 // processes, real SQLite file, talked to over gRPC.
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -563,6 +564,39 @@ TEST(DaemonOnceTest, OnceReconcilesAnExitAndExitsZero) {
   ASSERT_OK_AND_ASSIGN(v1::Run run, store->Get("cron"));
   EXPECT_EQ(run.state(), v1::RUN_STATE_STALE);
   EXPECT_EQ(run.stale_reason(), v1::STALE_REASON_EXITED);
+}
+
+// For cron, `--once --sweep` succeeds only when nothing survived. Staging a
+// survivor as root: the one-shot daemon runs as nobody (65534), so the
+// root-owned member answers every stage with EPERM and outlives the ladder.
+TEST(DaemonOnceTest, OnceSweepExitsNonZeroWhenAMemberSurvives) {
+  TempDir dir;
+  Sleeper member(/*own_group=*/true);
+  {
+    ASSERT_OK_AND_ASSIGN(auto store, store::RunStore::Open(dir.path() + "/db"));
+    scanner::ProcFs procfs;
+    ASSERT_OK_AND_ASSIGN(scanner::Identity id, procfs.CaptureIdentity(member.pid()));
+    v1::Run run;
+    run.set_run_id("leaky");
+    run.set_pid(id.pid);
+    run.set_pgid(id.pgid);
+    run.set_sid(id.sid);
+    run.set_pidns_inode(id.pidns_inode);
+    run.set_start_time_ticks(id.start_time);
+    run.set_boot_id(id.boot_id);
+    ASSERT_OK(store->Register(run));
+    ASSERT_OK(store->Finish("leaky", 0));
+  }
+  // The database must be writable by nobody.
+  ASSERT_EQ(chmod(dir.path().c_str(), 0777), 0);
+  ASSERT_EQ(chmod((dir.path() + "/db").c_str(), 0666), 0);
+
+  Daemon once(dir.path(), {"--once", "--sweep"});
+  once.set_user(65534);
+  once.Spawn();
+  EXPECT_EQ(once.Wait(), 1) << once.log();
+  EXPECT_TRUE(absl::StrContains(once.log(), "1 survivors")) << once.log();
+  EXPECT_EQ(kill(member.pid(), 0), 0) << "the member must still be alive";
 }
 
 }  // namespace

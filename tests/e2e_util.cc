@@ -1,6 +1,8 @@
 #include "tests/e2e_util.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <grp.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -85,7 +87,17 @@ Daemon::~Daemon() {
 }
 
 void Daemon::Spawn() {
-  std::vector<std::string> args = {kDaemonPath, "--db=" + db(), "--socket=" + socket()};
+  std::string binary = kDaemonPath;
+  if (uid_ != static_cast<uid_t>(-1)) {
+    // Another user cannot reach the runfiles tree under /root: run a copy.
+    binary = dir_ + "/runreaperd";
+    std::ifstream in(kDaemonPath, std::ios::binary);
+    std::ofstream out(binary, std::ios::binary | std::ios::trunc);
+    out << in.rdbuf();
+    out.close();
+    chmod(binary.c_str(), 0755);
+  }
+  std::vector<std::string> args = {binary, "--db=" + db(), "--socket=" + socket()};
   args.insert(args.end(), extra_.begin(), extra_.end());
   const int log_fd = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   std::vector<char*> argv = Argv(args);
@@ -96,6 +108,11 @@ void Daemon::Spawn() {
     setsid();
     dup2(log_fd, STDERR_FILENO);
     dup2(log_fd, STDOUT_FILENO);
+    if (uid_ != static_cast<uid_t>(-1) &&
+        (setgroups(0, nullptr) != 0 || setresgid(uid_, uid_, uid_) != 0 ||
+         setresuid(uid_, uid_, uid_) != 0)) {
+      _exit(126);
+    }
     execv(argv[0], argv.data());
     _exit(127);
   }

@@ -50,6 +50,9 @@ class Daemon {
   // Waits for a process that exits by itself.
   int Wait(absl::Duration deadline = absl::Seconds(20));
 
+  // Runs the daemon as this uid and gid (set before Spawn/Start).
+  void set_user(uid_t uid) { uid_ = uid; }
+
   pid_t pid() const { return pid_; }
   std::string socket() const { return dir_ + "/s.sock"; }
   std::string db() const { return dir_ + "/db"; }
@@ -62,6 +65,7 @@ class Daemon {
   std::vector<std::string> extra_;
   std::string log_path_;
   pid_t pid_ = -1;
+  uid_t uid_ = static_cast<uid_t>(-1);  // -1 = ours
 };
 
 // A process to register that never becomes a visible zombie: it is the child
