@@ -304,17 +304,26 @@ class WatchLink : public EventSubscriber {
 // Backlog from the store page by page (each page read when the previous one
 // has been written), then live events from the hub. Live events that arrive
 // while the backlog is read are buffered and merged at the seam by id, so
-// nothing is lost or sent twice. A stream whose unsent queue grows past the
-// limit is ended with RESOURCE_EXHAUSTED naming the id to resume from.
+// nothing is lost or sent twice.
+//
+// Memory per stream is bounded by the queue limit (plus one store page): a
+// live batch that would push the unsent queue past the limit is dropped and
+// the stream goes back to reading the store from its last queued id (a burst
+// pumped at once, e.g. another process's writes picked up on a poll, is not a
+// slow consumer). A stream over the limit whose last write has not been
+// accepted by the transport for `stall` (the client stopped reading) is ended
+// with RESOURCE_EXHAUSTED naming the id to resume from. Nothing here waits
+// for a client: the hub's pump only copies under the lock.
 class WatchReactor : public grpc::ServerWriteReactor<v1::Event> {
  public:
   WatchReactor(store::RunStore* store, EventHub* hub, int64_t after_event_id,
-               size_t queue_limit)
+               size_t queue_limit, absl::Duration stall)
       : store_(store),
         hub_(hub),
         queue_limit_(queue_limit),
+        stall_(stall),
         cursor_(after_event_id),
-        last_sent_(after_event_id) {}
+        written_(after_event_id) {}
 
   void Start() {
     link_ = std::make_shared<WatchLink>(this);
@@ -330,13 +339,15 @@ class WatchReactor : public grpc::ServerWriteReactor<v1::Event> {
     absl::MutexLock lock(&mu_);
     if (finished_) return;
     if (backlog_) {
-      if (live_overflow_) return;
-      live_.insert(live_.end(), events.begin(), events.end());
-      if (live_.size() > queue_limit_) {
-        // The store has them all; the loader re-reads after this point.
-        live_.clear();
-        live_overflow_ = true;
+      if (!live_overflow_) {
+        live_.insert(live_.end(), events.begin(), events.end());
+        if (live_.size() > queue_limit_) {
+          // The store has them all; the loader re-reads after this point.
+          live_.clear();
+          live_overflow_ = true;
+        }
       }
+      if (live_overflow_ && StalledLocked()) CutOffLocked(events.back().event_id());
       return;
     }
     for (const v1::Event& e : events) {
@@ -345,9 +356,18 @@ class WatchReactor : public grpc::ServerWriteReactor<v1::Event> {
       cursor_ = e.event_id();
     }
     if (queue_.size() > queue_limit_) {
-      FinishLocked(grpc::Status(
-          grpc::StatusCode::RESOURCE_EXHAUSTED,
-          absl::StrCat("slow consumer; resume with after_event_id=", last_sent_)));
+      if (StalledLocked()) {
+        CutOffLocked(cursor_);
+        return;
+      }
+      // Behind, but the client is reading: drop what is queued and read it
+      // back from the store (in the writer's context, never on the pump).
+      if (!writing_) WriteNextLocked();
+      queue_.clear();
+      live_.clear();
+      cursor_ = written_;
+      backlog_ = true;
+      live_overflow_ = true;  // re-read the store before buffering live events
       return;
     }
     if (!writing_ && !queue_.empty()) WriteNextLocked();
@@ -358,17 +378,17 @@ class WatchReactor : public grpc::ServerWriteReactor<v1::Event> {
     FinishLocked(grpc::Status(
         grpc::StatusCode::UNAVAILABLE,
         absl::StrCat("runreaperd is shutting down; resume with after_event_id=",
-                     last_sent_)));
+                     written_)));
   }
 
   void OnWriteDone(bool ok) override {
     {
       absl::MutexLock lock(&mu_);
+      write_pending_ = false;
       if (!ok) {
         FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "stream broken"));
         return;
       }
-      last_sent_ = current_.event_id();
     }
     Advance();
   }
@@ -437,8 +457,27 @@ class WatchReactor : public grpc::ServerWriteReactor<v1::Event> {
     current_ = std::move(queue_.front());
     queue_.pop_front();
     MakeValidUtf8(&current_);
+    written_ = current_.event_id();
     writing_ = true;
+    write_pending_ = true;
+    write_started_ = absl::Now();
     StartWrite(&current_);
+  }
+
+  // The transport has not taken our last message for `stall_`: the client
+  // is not reading (a store read by the loader does not count).
+  bool StalledLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return write_pending_ && absl::Now() - write_started_ > stall_;
+  }
+
+  void CutOffLocked(int64_t newest) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    LogLine(absl::StrCat("WatchEvents: slow consumer cut off (last write pending for ",
+                         absl::FormatDuration(absl::Now() - write_started_),
+                         ", event ", newest, " published); resume with after_event_id=",
+                         written_));
+    FinishLocked(grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        absl::StrCat("slow consumer; resume with after_event_id=", written_)));
   }
 
   void FinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -452,6 +491,7 @@ class WatchReactor : public grpc::ServerWriteReactor<v1::Event> {
   store::RunStore* store_;
   EventHub* hub_;
   const size_t queue_limit_;
+  const absl::Duration stall_;
   std::shared_ptr<WatchLink> link_;
   int64_t sub_id_ = 0;
 
@@ -460,8 +500,13 @@ class WatchReactor : public grpc::ServerWriteReactor<v1::Event> {
   bool live_overflow_ ABSL_GUARDED_BY(mu_) = false;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool write_pending_ ABSL_GUARDED_BY(mu_) = false;  // StartWrite, no OnWriteDone yet
+  absl::Time write_started_ ABSL_GUARDED_BY(mu_);
   int64_t cursor_ ABSL_GUARDED_BY(mu_);     // last id queued
-  int64_t last_sent_ ABSL_GUARDED_BY(mu_);  // last id written to the stream
+  // The id of the last message handed to StartWrite: the one the client gets
+  // last, as a write in flight is delivered before the status that Finish
+  // sends after it (ordered stream), so it is the id to resume from.
+  int64_t written_ ABSL_GUARDED_BY(mu_);
   std::deque<v1::Event> queue_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::Event> live_ ABSL_GUARDED_BY(mu_);
   v1::Event current_;  // the message in flight; owned by the writer
@@ -868,7 +913,7 @@ grpc::ServerWriteReactor<v1::Event>* ReconcilerService::WatchEvents(
     return new Failed(bad);
   }
   auto* reactor = new WatchReactor(store_, hub_, request->after_event_id(),
-                                   options_.watch_queue_limit);
+                                   options_.watch_queue_limit, options_.watch_stall);
   reactor->Start();
   Leave();  // ended by the client or by the hub's shutdown
   return reactor;

@@ -53,9 +53,14 @@ struct OrphanHooks {
 };
 
 struct ServiceOptions {
-  // A WatchEvents stream whose unsent queue grows past this is ended with
-  // RESOURCE_EXHAUSTED ("slow consumer; resume with after_event_id=N").
+  // At most this many live events are held unsent per WatchEvents stream.
+  // A batch that would go past it is read back from the store instead (the
+  // client is behind, not necessarily slow); a stream past it whose last
+  // message has waited longer than `watch_stall` for the transport (the
+  // client stopped reading) is ended with RESOURCE_EXHAUSTED ("slow
+  // consumer; resume with after_event_id=N").
   size_t watch_queue_limit = 10000;
+  absl::Duration watch_stall = absl::Seconds(1);
   // When set, calls from a non-unix peer (TCP) must carry the metadata
   // "authorization: Bearer <token>"; others get UNAUTHENTICATED. Calls over
   // the unix socket are authorised by its file mode.
