@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -111,6 +112,16 @@ struct CtlResult {
 // Runs tools/runreaperctl with `args` and collects its output.
 CtlResult RunCtl(const std::vector<std::string>& args,
                  absl::Duration deadline = absl::Seconds(30));
+
+// grpc.health.v1.Health/Check for `service` ("" = the whole server), hand
+// encoded (Debian ships no generated health stubs): the status enum
+// (1 SERVING, 2 NOT_SERVING, 3 SERVICE_UNKNOWN, 0 UNKNOWN), or the call's
+// error.
+absl::StatusOr<int> HealthCheck(const std::shared_ptr<grpc::Channel>& channel,
+                                const std::string& service,
+                                absl::Duration deadline = absl::Seconds(5));
+inline constexpr int kHealthServing = 1;
+inline constexpr int kHealthNotServing = 2;
 
 // A client context with a deadline.
 std::unique_ptr<grpc::ClientContext> Ctx(absl::Duration deadline = absl::Seconds(10));
