@@ -24,6 +24,7 @@
 #include "runreaper/v1/runreaper.pb.h"
 #include "scanner/exit_watcher.h"
 #include "scanner/procfs.h"
+#include "scanner/identity_proto.h"
 #include "store/run_store.h"
 
 namespace runreaper::server {
@@ -144,14 +145,7 @@ class ReconcilerTest : public ::testing::Test {
     EXPECT_TRUE(id.ok()) << id.status();
     if (!id.ok()) return run;
     run.set_run_id(run_id);
-    run.set_pid(id->pid);
-    run.set_pgid(id->pgid);
-    run.set_sid(id->sid);
-    run.set_pidns_inode(id->pidns_inode);
-    run.set_start_time_ticks(id->start_time);
-    run.set_boot_id(id->boot_id);
-    run.set_uid(id->uid);
-    run.set_comm(id->comm);
+    scanner::SetIdentity(*id, &run);
     return run;
   }
 

@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "base/status_macros.h"
 #include "server/daemon_log.h"
+#include "scanner/identity_proto.h"
 
 namespace runreaper::server {
 namespace {
@@ -641,12 +642,7 @@ absl::StatusOr<v1::Run> ReconcilerService::DoRegister(
           "pid: cannot read the identity of process ", r.pid(), ": ",
           id.status().message()));
     }
-    run.set_pgid(id->pgid);
-    run.set_sid(id->sid);
-    run.set_pidns_inode(id->pidns_inode);
-    run.set_start_time_ticks(id->start_time);
-    run.set_boot_id(id->boot_id);
-    run.set_uid(id->uid);
+    scanner::SetIdentity(*id, &run);
     // /proc text may be any bytes; a proto3 string must be UTF-8.
     run.set_comm(ToValidUtf8(id->comm));
     run.set_boot_id(ToValidUtf8(run.boot_id()));

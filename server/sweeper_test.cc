@@ -33,6 +33,7 @@
 #include "scanner/membership.h"
 #include "scanner/procfs.h"
 #include "scanner/safe_signal.h"
+#include "scanner/identity_proto.h"
 #include "store/run_store.h"
 
 extern char** environ;
@@ -143,14 +144,7 @@ v1::Run RunOf(const std::string& run_id, const scanner::Identity& id,
               bool keep = false) {
   v1::Run r;
   r.set_run_id(run_id);
-  r.set_pid(id.pid);
-  r.set_pgid(id.pgid);
-  r.set_sid(id.sid);
-  r.set_pidns_inode(id.pidns_inode);
-  r.set_start_time_ticks(id.start_time);
-  r.set_boot_id(id.boot_id);
-  r.set_uid(id.uid);
-  r.set_comm(id.comm);
+  scanner::SetIdentity(id, &r);
   r.set_keep(keep);
   return r;
 }

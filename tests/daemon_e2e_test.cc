@@ -19,6 +19,7 @@
 #include "base/test_util.h"
 #include "gtest/gtest.h"
 #include "scanner/procfs.h"
+#include "scanner/identity_proto.h"
 #include "store/run_store.h"
 #include "tests/e2e_util.h"
 
@@ -578,12 +579,7 @@ TEST(DaemonOnceTest, OnceSweepExitsNonZeroWhenAMemberSurvives) {
     ASSERT_OK_AND_ASSIGN(scanner::Identity id, procfs.CaptureIdentity(member.pid()));
     v1::Run run;
     run.set_run_id("leaky");
-    run.set_pid(id.pid);
-    run.set_pgid(id.pgid);
-    run.set_sid(id.sid);
-    run.set_pidns_inode(id.pidns_inode);
-    run.set_start_time_ticks(id.start_time);
-    run.set_boot_id(id.boot_id);
+    scanner::SetIdentity(id, &run);
     ASSERT_OK(store->Register(run));
     ASSERT_OK(store->Finish("leaky", 0));
   }

@@ -49,6 +49,7 @@
 #include "runreaper/v1/runreaper.pb.h"
 #include "scanner/exit_watcher.h"
 #include "scanner/procfs.h"
+#include "scanner/identity_proto.h"
 #include "server/reconciler.h"
 #include "store/run_store.h"
 
@@ -525,14 +526,7 @@ PassBench BenchPass(const scanner::ProcFs& procfs, const std::vector<int>& pids,
       const scanner::Identity& id = ids[i % ids.size()];
       v1::Run run;
       run.set_run_id(absl::StrFormat("bench-%07d", i));
-      run.set_pid(id.pid);
-      run.set_pgid(id.pgid);
-      run.set_sid(id.sid);
-      run.set_pidns_inode(id.pidns_inode);
-      run.set_start_time_ticks(id.start_time);
-      run.set_boot_id(id.boot_id);
-      run.set_uid(id.uid);
-      run.set_comm(id.comm);
+      scanner::SetIdentity(id, &run);
       absl::StatusOr<v1::Run> stored = (*store)->Register(run);
       if (!stored.ok()) Die(stored.status().ToString());
       runs.push_back(*std::move(stored));

@@ -26,6 +26,7 @@
 #include "scanner/membership.h"
 #include "scanner/procfs.h"
 #include "scanner/safe_signal.h"
+#include "scanner/identity_proto.h"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
@@ -327,13 +328,8 @@ int ExecRun(v1::Reconciler::StubInterface& stub, const ExecOptions& options) {
 
   v1::RegisterRunRequest req;
   req.set_run_id(options.run_id);
-  req.set_pid(id->pid);
-  req.set_pgid(id->pgid);
-  req.set_sid(id->sid);
-  req.set_pidns_inode(id->pidns_inode);
-  req.set_start_time_ticks(id->start_time);
-  req.set_boot_id(id->boot_id);
-  req.set_uid(id->uid);
+  scanner::SetIdentity(*id, &req);
+  // The command's name, not the pre-exec child's inherited comm.
   req.set_comm(Basename(options.argv[0]).substr(0, 15));
   // Only the fresh directory is the run's own; the cgroup the child merely
   // inherited is shared with others and must never be recorded.
