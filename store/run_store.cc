@@ -295,11 +295,21 @@ absl::StatusOr<int64_t> DecodePageToken(const std::string& token,
 
 }  // namespace
 
+// Two connections to the file: `db` for every write transaction (and the
+// reads made inside one, under the write lock), `reader` for the read-only
+// calls. Each has its own mutex and statement cache, and no method holds
+// both mutexes, so a write waiting up to the busy timeout for another
+// process's lock (holding `mu`) never holds up a read (WAL lets readers run
+// beside a writer). A write method returns after COMMIT, and every read
+// starts a new read transaction on `reader`, so a caller reads its own
+// writes.
 struct RunStore::Impl {
-  Impl(std::unique_ptr<Database> database, StoreOptions opts)
+  Impl(std::unique_ptr<Database> writer, std::unique_ptr<Database> read_conn,
+       StoreOptions opts)
       : options(std::move(opts)),
-        db_path(database->path()),
-        db(std::move(database)) {}
+        db_path(writer->path()),
+        db(std::move(writer)),
+        reader(std::move(read_conn)) {}
 
   absl::Time Now() const {
     return options.clock ? options.clock() : absl::Now();
@@ -327,11 +337,47 @@ struct RunStore::Impl {
     return status;
   }
 
-  absl::Status ReadLabels(int64_t seq, v1::Run* run)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+  // Runs `fn` on the read connection. With `snapshot`, inside BEGIN ...
+  // COMMIT, so that several SELECTs see one state of the database (a run
+  // list and its labels); a single SELECT is its own read transaction.
+  // Never called with `mu` held.
+  absl::Status Read(bool snapshot,
+                    const std::function<absl::Status(Database&)>& fn)
+      ABSL_LOCKS_EXCLUDED(read_mu, mu) {
+    absl::MutexLock lock(&read_mu);
+    Database& d = *reader;
+    if (!snapshot) return fn(d);
+    {
+      ASSIGN_OR_RETURN(ScopedStatement begin, d.Prepare("BEGIN"));
+      RETURN_IF_ERROR(begin->Run());
+    }
+    absl::Status status = fn(d);
+    // Ends the read transaction after an error too: an open one would pin
+    // its snapshot (and keep checkpoints from resetting the WAL).
+    if (sqlite3_get_autocommit(d.get()) == 0) {
+      absl::Status end = [&]() -> absl::Status {
+        ASSIGN_OR_RETURN(ScopedStatement commit, d.Prepare("COMMIT"));
+        return commit->Run();
+      }();
+      if (!end.ok() && sqlite3_get_autocommit(d.get()) == 0) {
+        const absl::Status rollback = d.Exec("ROLLBACK");
+        if (!rollback.ok()) {
+          fprintf(stderr, "runreaper store: %s\n",
+                  rollback.ToString().c_str());
+        }
+      }
+      if (status.ok()) status = end;
+    }
+    return status;
+  }
+
+  // The helpers below take the connection to read with: `*db` inside a
+  // write transaction (caller holds `mu`), `*reader` inside Read().
+
+  static absl::Status ReadLabels(Database& d, int64_t seq, v1::Run* run) {
     ASSIGN_OR_RETURN(ScopedStatement s,
-                     db->Prepare("SELECT key, value FROM run_labels "
-                                 "WHERE seq = ?1"));
+                     d.Prepare("SELECT key, value FROM run_labels "
+                               "WHERE seq = ?1"));
     s->BindInt(1, seq);
     while (true) {
       ASSIGN_OR_RETURN(bool row, s->Step());
@@ -342,8 +388,8 @@ struct RunStore::Impl {
   }
 
   // The run with this id, or nullopt.
-  absl::StatusOr<std::optional<StoredRun>> Find(absl::string_view run_id)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+  static absl::StatusOr<std::optional<StoredRun>> Find(
+      Database& d, absl::string_view run_id) {
     // One statement for the run and its labels: one row per label (or one
     // row with NULL key/value when it has none). kRunColumns are 0..19.
     static const std::string* const kSql = new std::string(absl::StrCat(
@@ -351,7 +397,7 @@ struct RunStore::Impl {
         ", l.key, l.value FROM runs LEFT JOIN run_labels AS l USING (seq) "
         "WHERE run_id = ?1"));
     std::optional<StoredRun> found;
-    ASSIGN_OR_RETURN(ScopedStatement s, db->Prepare(*kSql));
+    ASSIGN_OR_RETURN(ScopedStatement s, d.Prepare(*kSql));
     s->BindText(1, run_id);
     while (true) {
       ASSIGN_OR_RETURN(bool row, s->Step());
@@ -364,23 +410,34 @@ struct RunStore::Impl {
     return found;
   }
 
-  absl::StatusOr<StoredRun> FindOrNotFound(absl::string_view run_id)
+  // Find() on the writer connection, inside a write transaction.
+  absl::StatusOr<std::optional<StoredRun>> Find(absl::string_view run_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    ASSIGN_OR_RETURN(std::optional<StoredRun> found, Find(run_id));
+    return Find(*db, run_id);
+  }
+
+  absl::StatusOr<StoredRun> FindOrNotFound(Database& d,
+                                           absl::string_view run_id) const {
+    ASSIGN_OR_RETURN(std::optional<StoredRun> found, Find(d, run_id));
     if (!found.has_value()) {
       return absl::NotFoundError(
           absl::StrCat("run \"", run_id, "\" not found in ", path()));
     }
     return *std::move(found);
   }
-
-  // Runs of a "SELECT kRunColumns ..." query, labels included.
-  absl::StatusOr<std::vector<StoredRun>> QueryRuns(
-      const std::string& sql, const std::function<void(Statement&)>& bind)
+  absl::StatusOr<StoredRun> FindOrNotFound(absl::string_view run_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return FindOrNotFound(*db, run_id);
+  }
+
+  // Runs of a "SELECT kRunColumns ..." query, labels included (several
+  // statements: call it inside one transaction).
+  static absl::StatusOr<std::vector<StoredRun>> QueryRuns(
+      Database& d, const std::string& sql,
+      const std::function<void(Statement&)>& bind) {
     std::vector<StoredRun> out;
     {
-      ASSIGN_OR_RETURN(ScopedStatement s, db->Prepare(sql));
+      ASSIGN_OR_RETURN(ScopedStatement s, d.Prepare(sql));
       if (bind) bind(*s);
       while (true) {
         ASSIGN_OR_RETURN(bool row, s->Step());
@@ -388,7 +445,7 @@ struct RunStore::Impl {
         out.push_back(ReadRunRow(*s));
       }
     }
-    for (StoredRun& r : out) RETURN_IF_ERROR(ReadLabels(r.seq, &r.run));
+    for (StoredRun& r : out) RETURN_IF_ERROR(ReadLabels(d, r.seq, &r.run));
     return out;
   }
 
@@ -495,8 +552,12 @@ struct RunStore::Impl {
 
   const StoreOptions options;
   const std::string db_path;
-  absl::Mutex mu;
+  absl::Mutex mu;  // the writer connection
   std::unique_ptr<Database> db ABSL_GUARDED_BY(mu);
+  absl::Mutex read_mu;  // the read connection; never taken together with mu
+  // Declared last: closed first, so the writer is the last connection and
+  // checkpoints the WAL on close.
+  std::unique_ptr<Database> reader ABSL_GUARDED_BY(read_mu);
 };
 
 namespace {
@@ -617,12 +678,28 @@ absl::StatusOr<std::unique_ptr<RunStore>> RunStore::Open(
       Database::Open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
                                SQLITE_OPEN_NOMUTEX));
   const int64_t busy_ms = absl::ToInt64Milliseconds(options.busy_timeout);
-  sqlite3_busy_timeout(db->get(),
-                       static_cast<int>(std::min<int64_t>(
-                           std::max<int64_t>(busy_ms, 0), 1 << 30)));
+  const int busy_timeout_ms = static_cast<int>(
+      std::min<int64_t>(std::max<int64_t>(busy_ms, 0), 1 << 30));
+  sqlite3_busy_timeout(db->get(), busy_timeout_ms);
   RETURN_IF_ERROR(ConfigureAndMigrate(*db, options));
-  return std::unique_ptr<RunStore>(
-      new RunStore(std::make_unique<Impl>(std::move(db), std::move(options))));
+  // The read connection, opened once the writer has made the file WAL at
+  // the current schema. Read-only twice over (open flag and query_only).
+  // The busy timeout covers the rare SQLITE_BUSY a WAL reader can meet
+  // (e.g. while another connection recovers the WAL index).
+  ASSIGN_OR_RETURN(std::unique_ptr<Database> reader,
+                   Database::Open(path, SQLITE_OPEN_READONLY |
+                                            SQLITE_OPEN_NOMUTEX));
+  sqlite3_busy_timeout(reader->get(), busy_timeout_ms);
+  RETURN_IF_ERROR(reader->Exec("PRAGMA query_only=1"));
+  RETURN_IF_ERROR(reader->Exec("PRAGMA cache_size=-16384"));
+  ASSIGN_OR_RETURN(std::string mode, reader->QueryText("PRAGMA journal_mode"));
+  if (mode != "wal") {
+    return absl::InternalError(absl::StrCat(
+        "database ", path, ": the read connection sees journal_mode \"", mode,
+        "\", not wal"));
+  }
+  return std::unique_ptr<RunStore>(new RunStore(std::make_unique<Impl>(
+      std::move(db), std::move(reader), std::move(options))));
 }
 
 RunStore::RunStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -821,9 +898,14 @@ absl::StatusOr<v1::Run> RunStore::MarkStale(absl::string_view run_id,
 
 absl::StatusOr<v1::Run> RunStore::Get(absl::string_view run_id) {
   Impl& m = *impl_;
-  absl::MutexLock lock(&m.mu);
-  ASSIGN_OR_RETURN(StoredRun r, m.FindOrNotFound(run_id));
-  return std::move(r.run);
+  v1::Run out;
+  // One statement reads the run and its labels.
+  RETURN_IF_ERROR(m.Read(false, [&](Database& d) -> absl::Status {
+    ASSIGN_OR_RETURN(StoredRun r, m.FindOrNotFound(d, run_id));
+    out = std::move(r.run);
+    return absl::OkStatus();
+  }));
+  return out;
 }
 
 absl::StatusOr<ListRunsPage> RunStore::List(const ListRunsQuery& query) {
@@ -863,18 +945,22 @@ absl::StatusOr<ListRunsPage> RunStore::List(const ListRunsQuery& query) {
   sql += " ORDER BY seq LIMIT ?2";
 
   Impl& m = *impl_;
-  absl::MutexLock lock(&m.mu);
-  ASSIGN_OR_RETURN(
-      std::vector<StoredRun> runs,
-      m.QueryRuns(sql, [&](Statement& s) {
-        s.BindInt(1, after_seq).BindInt(2, page_size + 1);
-        if (query.state != v1::RUN_STATE_UNSPECIFIED) s.BindInt(3, query.state);
-        int i = 4;
-        for (const auto& [k, v] : query.labels) {
-          s.BindText(i, k).BindText(i + 1, v);
-          i += 2;
-        }
-      }));
+  std::vector<StoredRun> runs;
+  RETURN_IF_ERROR(m.Read(true, [&](Database& d) -> absl::Status {
+    ASSIGN_OR_RETURN(
+        runs, Impl::QueryRuns(d, sql, [&](Statement& s) {
+          s.BindInt(1, after_seq).BindInt(2, page_size + 1);
+          if (query.state != v1::RUN_STATE_UNSPECIFIED) {
+            s.BindInt(3, query.state);
+          }
+          int i = 4;
+          for (const auto& [k, v] : query.labels) {
+            s.BindText(i, k).BindText(i + 1, v);
+            i += 2;
+          }
+        }));
+    return absl::OkStatus();
+  }));
   ListRunsPage page;
   if (runs.size() > static_cast<size_t>(page_size)) {
     runs.resize(page_size);
@@ -887,12 +973,17 @@ absl::StatusOr<ListRunsPage> RunStore::List(const ListRunsQuery& query) {
 
 absl::StatusOr<std::vector<v1::Run>> RunStore::ListRunning() {
   Impl& m = *impl_;
-  absl::MutexLock lock(&m.mu);
-  ASSIGN_OR_RETURN(
-      std::vector<StoredRun> runs,
-      m.QueryRuns(absl::StrCat("SELECT ", kRunColumns,
-                               " FROM runs WHERE state = ?1 ORDER BY seq"),
-                  [](Statement& s) { s.BindInt(1, v1::RUN_STATE_RUNNING); }));
+  std::vector<StoredRun> runs;
+  RETURN_IF_ERROR(m.Read(true, [&](Database& d) -> absl::Status {
+    ASSIGN_OR_RETURN(
+        runs,
+        Impl::QueryRuns(
+            d,
+            absl::StrCat("SELECT ", kRunColumns,
+                         " FROM runs WHERE state = ?1 ORDER BY seq"),
+            [](Statement& s) { s.BindInt(1, v1::RUN_STATE_RUNNING); }));
+    return absl::OkStatus();
+  }));
   std::vector<v1::Run> out;
   out.reserve(runs.size());
   for (StoredRun& r : runs) out.push_back(std::move(r.run));
@@ -901,41 +992,47 @@ absl::StatusOr<std::vector<v1::Run>> RunStore::ListRunning() {
 
 absl::StatusOr<std::vector<RunningRecord>> RunStore::ListRunningForReconcile() {
   Impl& m = *impl_;
-  absl::MutexLock lock(&m.mu);
   std::vector<RunningRecord> out;
-  ASSIGN_OR_RETURN(
-      ScopedStatement s,
-      m.db->Prepare("SELECT seq, run_id, pid, pidns_inode, start_time_ticks, "
-                    "boot_id, liveness, last_seen_alive_at_us FROM runs "
-                    "WHERE state = ?1 ORDER BY seq"));
-  s->BindInt(1, v1::RUN_STATE_RUNNING);
-  while (true) {
-    ASSIGN_OR_RETURN(bool row, s->Step());
-    if (!row) break;
-    RunningRecord& r = out.emplace_back();
-    r.seq = s->ColumnInt(0);
-    r.run_id = s->ColumnText(1);
-    r.pid = static_cast<int>(s->ColumnInt(2));
-    // uint64 values are stored as their int64 bit pattern.
-    r.pidns_inode = static_cast<uint64_t>(s->ColumnInt(3));
-    r.start_time_ticks = static_cast<uint64_t>(s->ColumnInt(4));
-    r.boot_id = s->ColumnText(5);
-    r.liveness = static_cast<v1::Liveness>(s->ColumnInt(6));
-    r.last_seen_alive = absl::FromUnixMicros(s->ColumnInt(7));
-  }
+  RETURN_IF_ERROR(m.Read(false, [&](Database& d) -> absl::Status {
+    ASSIGN_OR_RETURN(
+        ScopedStatement s,
+        d.Prepare("SELECT seq, run_id, pid, pidns_inode, start_time_ticks, "
+                  "boot_id, liveness, last_seen_alive_at_us FROM runs "
+                  "WHERE state = ?1 ORDER BY seq"));
+    s->BindInt(1, v1::RUN_STATE_RUNNING);
+    while (true) {
+      ASSIGN_OR_RETURN(bool row, s->Step());
+      if (!row) break;
+      RunningRecord& r = out.emplace_back();
+      r.seq = s->ColumnInt(0);
+      r.run_id = s->ColumnText(1);
+      r.pid = static_cast<int>(s->ColumnInt(2));
+      // uint64 values are stored as their int64 bit pattern.
+      r.pidns_inode = static_cast<uint64_t>(s->ColumnInt(3));
+      r.start_time_ticks = static_cast<uint64_t>(s->ColumnInt(4));
+      r.boot_id = s->ColumnText(5);
+      r.liveness = static_cast<v1::Liveness>(s->ColumnInt(6));
+      r.last_seen_alive = absl::FromUnixMicros(s->ColumnInt(7));
+    }
+    return absl::OkStatus();
+  }));
   return out;
 }
 
 absl::StatusOr<std::vector<v1::Run>> RunStore::ListTerminalUnswept() {
   Impl& m = *impl_;
-  absl::MutexLock lock(&m.mu);
-  // Same predicate as the partial index runs_terminal_unswept.
-  ASSIGN_OR_RETURN(
-      std::vector<StoredRun> runs,
-      m.QueryRuns(absl::StrCat("SELECT ", kRunColumns,
+  std::vector<StoredRun> runs;
+  RETURN_IF_ERROR(m.Read(true, [&](Database& d) -> absl::Status {
+    // Same predicate as the partial index runs_terminal_unswept.
+    ASSIGN_OR_RETURN(
+        runs, Impl::QueryRuns(
+                  d,
+                  absl::StrCat("SELECT ", kRunColumns,
                                " FROM runs WHERE state != 1 AND sweep_done = 0"
                                " ORDER BY seq"),
                   nullptr));
+    return absl::OkStatus();
+  }));
   std::vector<v1::Run> out;
   out.reserve(runs.size());
   for (StoredRun& r : runs) out.push_back(std::move(r.run));
@@ -1095,31 +1192,42 @@ absl::StatusOr<std::vector<v1::Event>> RunStore::ListEvents(
     int64_t after_event_id, absl::string_view run_id, int limit) {
   const int n = limit <= 0 ? kDefaultPageSize : std::min(limit, kMaxPageSize);
   Impl& m = *impl_;
-  absl::MutexLock lock(&m.mu);
-  const std::string cols =
-      "SELECT event_id, time_us, type, run_id, from_state, to_state, "
-      "stale_reason, exit_code, pid, signal, stage, result, detail "
-      "FROM events WHERE event_id > ?1";
-  ASSIGN_OR_RETURN(
-      ScopedStatement s,
-      m.db->Prepare(run_id.empty()
-                        ? cols + " ORDER BY event_id LIMIT ?2"
-                        : cols + " AND run_id = ?3 ORDER BY event_id LIMIT ?2"));
-  s->BindInt(1, after_event_id).BindInt(2, n);
-  if (!run_id.empty()) s->BindText(3, run_id);
+  static const std::string* const kSql[2] = {
+      new std::string(
+          "SELECT event_id, time_us, type, run_id, from_state, to_state, "
+          "stale_reason, exit_code, pid, signal, stage, result, detail "
+          "FROM events WHERE event_id > ?1 ORDER BY event_id LIMIT ?2"),
+      new std::string(
+          "SELECT event_id, time_us, type, run_id, from_state, to_state, "
+          "stale_reason, exit_code, pid, signal, stage, result, detail "
+          "FROM events WHERE event_id > ?1 AND run_id = ?3 "
+          "ORDER BY event_id LIMIT ?2"),
+  };
   std::vector<v1::Event> out;
-  while (true) {
-    ASSIGN_OR_RETURN(bool row, s->Step());
-    if (!row) break;
-    out.push_back(ReadEventRow(*s));
-  }
+  RETURN_IF_ERROR(m.Read(false, [&](Database& d) -> absl::Status {
+    ASSIGN_OR_RETURN(ScopedStatement s,
+                     d.Prepare(*kSql[run_id.empty() ? 0 : 1]));
+    s->BindInt(1, after_event_id).BindInt(2, n);
+    if (!run_id.empty()) s->BindText(3, run_id);
+    while (true) {
+      ASSIGN_OR_RETURN(bool row, s->Step());
+      if (!row) break;
+      out.push_back(ReadEventRow(*s));
+    }
+    return absl::OkStatus();
+  }));
   return out;
 }
 
 absl::StatusOr<int64_t> RunStore::LastEventId() {
   Impl& m = *impl_;
-  absl::MutexLock lock(&m.mu);
-  return m.db->QueryInt("SELECT COALESCE(MAX(event_id), 0) FROM events");
+  int64_t last = 0;
+  RETURN_IF_ERROR(m.Read(false, [&](Database& d) -> absl::Status {
+    ASSIGN_OR_RETURN(
+        last, d.QueryInt("SELECT COALESCE(MAX(event_id), 0) FROM events"));
+    return absl::OkStatus();
+  }));
+  return last;
 }
 
 absl::StatusOr<bool> RunStore::ClaimSweepStage(absl::string_view run_id,
@@ -1223,20 +1331,22 @@ absl::StatusOr<int> RunStore::GetSweepStage(absl::string_view run_id, int pid,
 absl::StatusOr<SweepProgress> RunStore::GetSweepProgress(
     absl::string_view run_id, int pid, uint64_t start_time_ticks) {
   Impl& m = *impl_;
-  absl::MutexLock lock(&m.mu);
-  ASSIGN_OR_RETURN(
-      ScopedStatement s,
-      m.db->Prepare("SELECT stage, updated_at_us, sent_at_us FROM "
-                    "sweep_progress WHERE run_id = ?1 AND pid = ?2 AND "
-                    "start_time_ticks = ?3"));
-  s->BindText(1, run_id).BindInt(2, pid).BindInt(
-      3, static_cast<int64_t>(start_time_ticks));
-  ASSIGN_OR_RETURN(bool row, s->Step());
   SweepProgress p;
-  if (!row) return p;
-  p.stage = static_cast<int>(s->ColumnInt(0));
-  p.claimed_at = absl::FromUnixMicros(s->ColumnInt(1));
-  if (!s->ColumnIsNull(2)) p.sent_at = absl::FromUnixMicros(s->ColumnInt(2));
+  RETURN_IF_ERROR(m.Read(false, [&](Database& d) -> absl::Status {
+    ASSIGN_OR_RETURN(
+        ScopedStatement s,
+        d.Prepare("SELECT stage, updated_at_us, sent_at_us FROM "
+                  "sweep_progress WHERE run_id = ?1 AND pid = ?2 AND "
+                  "start_time_ticks = ?3"));
+    s->BindText(1, run_id).BindInt(2, pid).BindInt(
+        3, static_cast<int64_t>(start_time_ticks));
+    ASSIGN_OR_RETURN(bool row, s->Step());
+    if (!row) return absl::OkStatus();
+    p.stage = static_cast<int>(s->ColumnInt(0));
+    p.claimed_at = absl::FromUnixMicros(s->ColumnInt(1));
+    if (!s->ColumnIsNull(2)) p.sent_at = absl::FromUnixMicros(s->ColumnInt(2));
+    return absl::OkStatus();
+  }));
   return p;
 }
 

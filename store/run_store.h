@@ -1,9 +1,13 @@
 // The run store: run records and the append-only audit log in one SQLite file.
 //
-// Thread-safe: one handle may be shared by many threads (calls are serialised
-// on the handle's connection). Several handles, in one process or several,
-// may open the same file at once (WAL + busy timeout), which the cron one-shot
-// mode relies on.
+// Thread-safe: one handle may be shared by many threads. Writes are
+// serialised on the handle's writer connection; the read-only calls (Get,
+// List*, ListEvents, LastEventId, GetSweep*) are serialised on a second,
+// read-only connection, so they never wait for a write, even one waiting up
+// to the busy timeout for another process's lock. A read sees every write
+// that returned before it started. Several handles, in one process or
+// several, may open the same file at once (WAL + busy timeout), which the
+// cron one-shot mode relies on.
 //
 // Every state change writes its event in the same transaction. A terminal run
 // (FINISHED, STALE, CANCELLED) never changes state again.

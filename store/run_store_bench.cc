@@ -1,8 +1,10 @@
-// Measures the store's write costs on this machine (not a test):
-//   bazel run //store:run_store_bench -- [dir]
+// Measures the store's costs on this machine (not a test):
+//   bazel run //store:run_store_bench -- [dir [sync|reads|batch]]
 // 1. Register + Finish, one transaction each, with synchronous=FULL and
 //    synchronous=NORMAL (the cost of an fsync per commit).
-// 2. ApplyBatch of 100,000 updates in one transaction.
+// 2. Reads (Get, List, ListEvents, LastEventId, ListRunningForReconcile) on
+//    2,000 runs, alone and each right after a write on the same handle.
+// 3. ApplyBatch of 100,000 updates in one transaction.
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -80,6 +82,56 @@ void MeasureSync(const std::string& dir, rs::StoreOptions::Sync sync,
          absl::ToDoubleMilliseconds(fin), absl::ToDoubleMilliseconds(fin) / n);
 }
 
+// Times `n` calls of `fn` (which dies on error); prints ms per call.
+template <typename Fn>
+void TimeCalls(const char* name, int n, Fn fn) {
+  const absl::Time t0 = absl::Now();
+  const double cpu0 = CpuMs();
+  for (int i = 0; i < n; ++i) fn(i);
+  const double wall = absl::ToDoubleMilliseconds(absl::Now() - t0);
+  const double cpu = CpuMs() - cpu0;
+  printf("%-34s %5d calls: %8.1f ms wall (%.4f ms each), %8.1f ms CPU\n",
+         name, n, wall, wall / n, cpu);
+}
+
+template <typename T>
+void Check(const absl::StatusOr<T>& s) {
+  if (!s.ok()) Die(s.status());
+}
+
+void MeasureReads(const std::string& dir, int n) {
+  rs::StoreOptions opts;
+  opts.synchronous = rs::StoreOptions::Sync::kNormal;  // reads, not fsyncs
+  auto store = rs::RunStore::Open(FreshPath(dir, "bench_reads.db"), opts);
+  if (!store.ok()) Die(store.status());
+  rs::RunStore& s = **store;
+  for (int i = 0; i < n; ++i) Check(s.Register(MakeRun(i)));
+  for (int i = 0; i < n; i += 2) Check(s.Finish(absl::StrCat("run-", i), 0));
+  TimeCalls("Get", n, [&](int i) { Check(s.Get(absl::StrCat("run-", i))); });
+  TimeCalls("List (page of 100, 1 label)", n / 10, [&](int) {
+    rs::ListRunsQuery q;
+    q.labels["queue"] = "a";
+    Check(s.List(q));
+  });
+  TimeCalls("ListEvents (100)", n / 10, [&](int i) {
+    Check(s.ListEvents(i * 10, "", 100));
+  });
+  TimeCalls("LastEventId", n, [&](int) { Check(s.LastEventId()); });
+  TimeCalls("ListRunningForReconcile (1000)", 100,
+            [&](int) { Check(s.ListRunningForReconcile()); });
+  TimeCalls("ListTerminalUnswept (1000)", 20,
+            [&](int) { Check(s.ListTerminalUnswept()); });
+  // A read right after a write: the reader's page cache sees the change.
+  TimeCalls("Heartbeat + Get", n / 2, [&](int i) {
+    const std::string id = absl::StrCat("run-", 2 * i + 1);
+    Check(s.Heartbeat(id));
+    Check(s.Get(id));
+  });
+  TimeCalls("Heartbeat alone", n / 2, [&](int i) {
+    Check(s.Heartbeat(absl::StrCat("run-", 2 * i + 1)));
+  });
+}
+
 void MeasureBatch(const std::string& dir, int n) {
   rs::StoreOptions opts;
   opts.synchronous = rs::StoreOptions::Sync::kNormal;  // fast setup only
@@ -137,12 +189,13 @@ void MeasureBatch(const std::string& dir, int n) {
 
 int main(int argc, char** argv) {
   const std::string dir = argc > 1 ? argv[1] : "/tmp";
-  const bool batch_only = argc > 2 && std::string(argv[2]) == "batch";
+  const std::string only = argc > 2 ? argv[2] : "";
   const int n = 2000;
-  if (!batch_only) {
+  if (only.empty() || only == "sync") {
     MeasureSync(dir, rs::StoreOptions::Sync::kFull, "FULL", n);
     MeasureSync(dir, rs::StoreOptions::Sync::kNormal, "NORMAL", n);
   }
-  MeasureBatch(dir, 100000);
+  if (only.empty() || only == "reads") MeasureReads(dir, n);
+  if (only.empty() || only == "batch") MeasureBatch(dir, 100000);
   return 0;
 }

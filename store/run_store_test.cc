@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -28,6 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/fd.h"
@@ -747,6 +749,128 @@ TEST_F(RunStoreTest, BusyBeyondTimeoutIsUnavailable) {
   ASSERT_EQ(sqlite3_exec(other, "COMMIT", nullptr, nullptr, nullptr),
             SQLITE_OK);
   EXPECT_OK(store->Register(MakeRun("r1")));
+}
+
+// A write waiting for another connection's lock (up to the 5 s busy
+// timeout) must not hold up reads on the same handle: WAL lets readers run
+// beside a writer, and the handle reads on its own connection. Each read is
+// awaited with a 2 s deadline in its own thread; reads are repeated for a
+// while so that the blocked write is surely inside the store. The write is
+// checked to be still pending after the reads, then completes once the lock
+// is released, and a read sees it at once (read-your-writes).
+TEST_F(RunStoreTest, ReadsAnswerWhileAWriteWaitsForTheLock) {
+  auto store = OpenOrDie(StoreOptions());  // busy timeout 5 s
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK(store->Register(MakeRun("r1")));
+  ASSERT_OK(store->Register(MakeRun("done")));
+  ASSERT_OK(store->Finish("done", 0));
+  ASSERT_OK(store->ClaimSweepStage("done", 77, 5, 1));
+
+  sqlite3* other = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(path_.c_str(), &other, SQLITE_OPEN_READWRITE,
+                            nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  bool released = false;
+  auto release = [&] {
+    if (released) return;
+    released = true;
+    EXPECT_EQ(sqlite3_exec(other, "COMMIT", nullptr, nullptr, nullptr),
+              SQLITE_OK);
+  };
+
+  absl::Notification write_started, write_done;
+  absl::Status write_status;
+  std::thread writer([&] {
+    write_started.Notify();
+    write_status = store->Register(MakeRun("r2")).status();
+    write_done.Notify();
+  });
+  std::vector<std::thread> readers;
+  absl::Cleanup unwind = [&] {
+    release();
+    writer.join();
+    for (std::thread& t : readers) t.join();
+    sqlite3_close_v2(other);
+  };
+  write_started.WaitForNotification();
+
+  // Runs `read` in a thread; its status, or DEADLINE_EXCEEDED when it has
+  // not answered within 2 s (the thread is joined at the end).
+  auto answer = [&](const char* what,
+                    std::function<absl::Status()> read) -> absl::Status {
+    auto done = std::make_shared<absl::Notification>();
+    auto status = std::make_shared<absl::Status>();
+    readers.emplace_back([done, status, read] {
+      *status = read();
+      done->Notify();
+    });
+    if (!done->WaitForNotificationWithTimeout(absl::Seconds(2))) {
+      return absl::DeadlineExceededError(
+          absl::StrCat(what, " blocked while a write waits for the lock"));
+    }
+    return *status;
+  };
+
+  const absl::Time reads_until = absl::Now() + absl::Milliseconds(300);
+  int rounds = 0;
+  do {
+    ++rounds;
+    ASSERT_OK(answer("Get", [&]() -> absl::Status {
+      ASSIGN_OR_RETURN(RunProto r, store->Get("r1"));
+      if (r.labels().size() != 2) return absl::InternalError("labels");
+      return absl::OkStatus();
+    }));
+    ASSERT_OK(answer("List", [&]() -> absl::Status {
+      ASSIGN_OR_RETURN(ListRunsPage page, store->List(ListRunsQuery()));
+      if (page.runs.size() != 2) return absl::InternalError("runs");
+      return absl::OkStatus();
+    }));
+    ASSERT_OK(answer("ListEvents", [&]() -> absl::Status {
+      ASSIGN_OR_RETURN(std::vector<Event> events,
+                       store->ListEvents(0, "", 100));
+      if (events.size() != 3) return absl::InternalError("events");
+      return absl::OkStatus();
+    }));
+    ASSERT_OK(answer("LastEventId", [&]() -> absl::Status {
+      ASSIGN_OR_RETURN(int64_t last, store->LastEventId());
+      if (last != 3) return absl::InternalError(absl::StrCat(last));
+      return absl::OkStatus();
+    }));
+    ASSERT_OK(answer("ListRunning", [&]() -> absl::Status {
+      ASSIGN_OR_RETURN(std::vector<RunProto> running, store->ListRunning());
+      if (running.size() != 1) return absl::InternalError("running");
+      return absl::OkStatus();
+    }));
+    ASSERT_OK(answer("ListRunningForReconcile", [&]() -> absl::Status {
+      ASSIGN_OR_RETURN(std::vector<RunningRecord> running,
+                       store->ListRunningForReconcile());
+      if (running.size() != 1) return absl::InternalError("running");
+      return absl::OkStatus();
+    }));
+    ASSERT_OK(answer("ListTerminalUnswept", [&]() -> absl::Status {
+      ASSIGN_OR_RETURN(std::vector<RunProto> unswept,
+                       store->ListTerminalUnswept());
+      if (unswept.size() != 1) return absl::InternalError("unswept");
+      return absl::OkStatus();
+    }));
+    ASSERT_OK(answer("GetSweepStage", [&]() -> absl::Status {
+      ASSIGN_OR_RETURN(int stage, store->GetSweepStage("done", 77, 5));
+      if (stage != 1) return absl::InternalError(absl::StrCat(stage));
+      return absl::OkStatus();
+    }));
+  } while (absl::Now() < reads_until);
+  // The reads answered while the write was waiting, not after it gave up.
+  EXPECT_FALSE(write_done.HasBeenNotified()) << "after " << rounds << " rounds";
+
+  release();
+  ASSERT_TRUE(write_done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  ASSERT_OK(write_status);
+  // Read-your-writes: the committed write is visible to the next read.
+  EXPECT_OK(store->Get("r2"));
+  ASSERT_OK_AND_ASSIGN(int64_t last, store->LastEventId());
+  EXPECT_EQ(last, 4);
 }
 
 // ---- list ----
