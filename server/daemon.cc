@@ -248,6 +248,10 @@ absl::Status Daemon::Start() {
       options_.listen.empty()
           ? ""
           : absl::StrCat(" and ", options_.listen, " (port ", tcp_port, ")"),
+      metrics_server_ == nullptr
+          ? ""
+          : absl::StrCat(", metrics on ", options_.metrics, " (port ",
+                         metrics_server_->port(), ")"),
       ", database ", options_.db, ", ", running.size(), " running, ",
       first.transitions.size(), " reconciled at start",
       first.transitions.empty() ? "" : absl::StrCat(" (", DescribeTransitions(first), ")")));

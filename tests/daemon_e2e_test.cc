@@ -1,10 +1,14 @@
 // runreaperd end to end: the real daemon binary on a real unix socket, real
 // processes, real SQLite file, talked to over gRPC.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <fstream>
 #include <future>
 #include <memory>
@@ -503,6 +507,56 @@ TEST_F(DaemonE2ETest, CancelRunSweepsTheLeaderAndOrphanRpcsAnswer) {
   v1::SweepRequest sweep;
   sweep.set_dry_run(true);
   EXPECT_OK(Call(&v1::Reconciler::Stub::Sweep, sweep, absl::Seconds(30)));
+}
+
+// A Prometheus scrape of a real daemon: what happened shows in the counters.
+std::string HttpGet(int port, const std::string& path) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string out;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    const std::string req = "GET " + path + " HTTP/1.0\r\n\r\n";
+    (void)!write(fd, req.data(), req.size());
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof(buf))) > 0) out.append(buf, n);
+  }
+  close(fd);
+  return out;
+}
+
+TEST(DaemonMetricsTest, ScrapeCountsRegistrationsAndTransitions) {
+  TempDir dir;
+  Daemon d(dir.path(), {kSlowScan, "--metrics=127.0.0.1:0"});
+  ASSERT_TRUE(d.Start()) << d.log();
+  // The daemon names the port it bound.
+  const std::string log = d.log();
+  const size_t at = log.find("metrics on 127.0.0.1:0 (port ");
+  ASSERT_NE(at, std::string::npos) << log;
+  const int port = atoi(log.c_str() + at + strlen("metrics on 127.0.0.1:0 (port "));
+  ASSERT_GT(port, 0) << log;
+
+  Sleeper sleeper;
+  auto stub = d.stub();
+  v1::RegisterRunRequest req;
+  req.set_run_id("m1");
+  req.set_pid(sleeper.pid());
+  v1::Run run;
+  auto ctx = Ctx();
+  ASSERT_TRUE(stub->RegisterRun(ctx.get(), req, &run).ok());
+  sleeper.Kill();
+  ASSERT_TRUE(WaitFor([&] {
+    return absl::StrContains(HttpGet(port, "/metrics"),
+                             "\nrunreaper_transitions_total 1\n");
+  })) << HttpGet(port, "/metrics");
+  const std::string body = HttpGet(port, "/metrics");
+  EXPECT_TRUE(absl::StrContains(body, "HTTP/1.0 200 OK")) << body;
+  EXPECT_TRUE(absl::StrContains(body, "\nrunreaper_registrations_total 1\n")) << body;
+  EXPECT_TRUE(absl::StrContains(body, "\nrunreaper_watcher_exits_total 1\n")) << body;
+  EXPECT_TRUE(absl::StrContains(body, "\nrunreaper_healthy 1\n")) << body;
 }
 
 TEST(DaemonTcpTest, TcpListenerRequiresTheBearerToken) {
