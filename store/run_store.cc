@@ -293,6 +293,23 @@ absl::StatusOr<int64_t> DecodePageToken(const std::string& token,
   return seq;
 }
 
+// A kStale update needs a real reason, and every liveness must be a known
+// value; one bad update refuses the whole batch before anything is written.
+absl::Status ValidateUpdates(const std::vector<RunUpdate>& updates,
+                             absl::string_view op, const std::string& path) {
+  for (const RunUpdate& u : updates) {
+    const bool bad_stale = u.kind == RunUpdate::Kind::kStale &&
+                           (u.stale_reason == v1::STALE_REASON_UNSPECIFIED ||
+                            !v1::StaleReason_IsValid(u.stale_reason));
+    if (bad_stale || !v1::Liveness_IsValid(u.liveness)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          op, " in ", path, ": update for run \"", u.run_id,
+          "\" has an invalid stale reason or liveness"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 // Two connections to the file: `db` for every write transaction (and the
@@ -303,6 +320,7 @@ absl::StatusOr<int64_t> DecodePageToken(const std::string& token,
 // beside a writer). A write method returns after COMMIT, and every read
 // starts a new read transaction on `reader`, so a caller reads its own
 // writes.
+
 struct RunStore::Impl {
   Impl(std::unique_ptr<Database> writer, std::unique_ptr<Database> read_conn,
        StoreOptions opts)
@@ -537,6 +555,35 @@ struct RunStore::Impl {
     }
     a->run = std::move(r.run);
     return absl::OkStatus();
+  }
+
+  // The skeleton both batch calls share: validation, one write transaction,
+  // kStale through Impl::ApplyStale, and `liveness_step` for kAlive/kObserve.
+  template <typename LivenessStep>
+  absl::StatusOr<std::vector<AppliedUpdate>> ApplyUpdates(
+      const std::vector<RunUpdate>& updates, absl::string_view op,
+      LivenessStep liveness_step) ABSL_LOCKS_EXCLUDED(mu) {
+    Impl& m = *this;
+    RETURN_IF_ERROR(ValidateUpdates(updates, op, m.path()));
+    std::vector<AppliedUpdate> out;
+    if (updates.empty()) return out;
+    absl::MutexLock lock(&m.mu);
+    RETURN_IF_ERROR(m.InWriteTransaction([&]() -> absl::Status {
+      out.clear();
+      out.reserve(updates.size());
+      const int64_t now = m.NowMicros();
+      for (const RunUpdate& u : updates) {
+        AppliedUpdate& a = out.emplace_back();
+        a.update = u;
+        if (u.kind == RunUpdate::Kind::kStale) {
+          RETURN_IF_ERROR(m.ApplyStale(u, now, &a));
+        } else {
+          RETURN_IF_ERROR(liveness_step(u, now, &a));
+        }
+      }
+      return absl::OkStatus();
+    }));
+    return out;
   }
 
   absl::Status Terminal(const StoredRun& r, absl::string_view op) {
@@ -1057,110 +1104,68 @@ absl::Status RunStore::SetSweepDone(absl::string_view run_id, bool done) {
   });
 }
 
-// A kStale update needs a real reason, and every liveness must be a known
-// value; one bad update refuses the whole batch before anything is written.
-static absl::Status ValidateUpdates(const std::vector<RunUpdate>& updates,
-                             absl::string_view op, const std::string& path) {
-  for (const RunUpdate& u : updates) {
-    const bool bad_stale = u.kind == RunUpdate::Kind::kStale &&
-                           (u.stale_reason == v1::STALE_REASON_UNSPECIFIED ||
-                            !v1::StaleReason_IsValid(u.stale_reason));
-    if (bad_stale || !v1::Liveness_IsValid(u.liveness)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          op, " in ", path, ": update for run \"", u.run_id,
-          "\" has an invalid stale reason or liveness"));
-    }
-  }
-  return absl::OkStatus();
-}
 
 absl::StatusOr<std::vector<AppliedUpdate>> RunStore::ApplyBatch(
     const std::vector<RunUpdate>& updates) {
-  RETURN_IF_ERROR(ValidateUpdates(updates, "apply batch", path()));
-  std::vector<AppliedUpdate> out;
-  if (updates.empty()) return out;
   Impl& m = *impl_;
-  absl::MutexLock lock(&m.mu);
-  RETURN_IF_ERROR(m.InWriteTransaction([&]() -> absl::Status {
-    out.clear();
-    out.reserve(updates.size());
-    const int64_t now = m.NowMicros();
-    // Each update re-reads its run inside the transaction (under the write
-    // lock), so a run that became terminal since the pass looked is skipped.
-    for (const RunUpdate& u : updates) {
-      AppliedUpdate& a = out.emplace_back();
-      a.update = u;
-      if (u.kind == RunUpdate::Kind::kStale) {
-        RETURN_IF_ERROR(m.ApplyStale(u, now, &a));
-        continue;
-      }
-      ASSIGN_OR_RETURN(std::optional<StoredRun> found, m.Find(u.run_id));
-      if (!found.has_value()) continue;
-      StoredRun& r = *found;
-      if (r.run.state() == v1::RUN_STATE_RUNNING) {
-        if (u.kind == RunUpdate::Kind::kAlive) {
-          r.run.set_liveness(v1::LIVENESS_ALIVE);
-          SetTimestamp(now, r.run.mutable_last_seen_alive_at());
-        } else {
-          r.run.set_liveness(u.liveness);
+  // Each update re-reads its run inside the transaction (under the write
+  // lock), so a run that became terminal since the pass looked is skipped.
+  return m.ApplyUpdates(
+      updates, "apply batch",
+      [&m](const RunUpdate& u, int64_t now, AppliedUpdate* a)
+          ABSL_EXCLUSIVE_LOCKS_REQUIRED(m.mu) -> absl::Status {
+        ASSIGN_OR_RETURN(std::optional<StoredRun> found, m.Find(u.run_id));
+        if (!found.has_value()) return absl::OkStatus();
+        StoredRun& r = *found;
+        if (r.run.state() == v1::RUN_STATE_RUNNING) {
+          if (u.kind == RunUpdate::Kind::kAlive) {
+            r.run.set_liveness(v1::LIVENESS_ALIVE);
+            SetTimestamp(now, r.run.mutable_last_seen_alive_at());
+          } else {
+            r.run.set_liveness(u.liveness);
+          }
+          RETURN_IF_ERROR(m.WriteLiveness(r));
+          a->applied = true;
         }
-        RETURN_IF_ERROR(m.WriteLiveness(r));
-        a.applied = true;
-      }
-      a.run = std::move(r.run);
-    }
-    return absl::OkStatus();
-  }));
-  return out;
+        a->run = std::move(r.run);
+        return absl::OkStatus();
+      });
 }
 
 absl::StatusOr<std::vector<AppliedUpdate>> RunStore::ApplyPass(
     const std::vector<RunUpdate>& updates) {
-  RETURN_IF_ERROR(ValidateUpdates(updates, "apply pass", path()));
-  std::vector<AppliedUpdate> out;
-  if (updates.empty()) return out;
   Impl& m = *impl_;
-  absl::MutexLock lock(&m.mu);
-  RETURN_IF_ERROR(m.InWriteTransaction([&]() -> absl::Status {
-    out.clear();
-    out.reserve(updates.size());
-    const int64_t now = m.NowMicros();
-    for (const RunUpdate& u : updates) {
-      AppliedUpdate& a = out.emplace_back();
-      a.update = u;
-      if (u.kind == RunUpdate::Kind::kStale) {
-        RETURN_IF_ERROR(m.ApplyStale(u, now, &a));
-        continue;
-      }
-      // kAlive / kObserve: one UPDATE, applied only to a run that is still
-      // RUNNING (state = 1) under the write lock; neither names `state` in
-      // SET, so no index is rewritten. With a seq the row is found by its
-      // integer key and must still carry this run_id.
-      const bool alive = u.kind == RunUpdate::Kind::kAlive;
-      static const std::string* const kSql[4] = {
-          new std::string("UPDATE runs SET liveness = ?2 "
-                          "WHERE run_id = ?4 AND state = 1"),
-          new std::string("UPDATE runs SET liveness = ?2, "
-                          "last_seen_alive_at_us = ?3 "
-                          "WHERE run_id = ?4 AND state = 1"),
-          new std::string("UPDATE runs SET liveness = ?2 "
-                          "WHERE seq = ?1 AND run_id = ?4 AND state = 1"),
-          new std::string("UPDATE runs SET liveness = ?2, "
-                          "last_seen_alive_at_us = ?3 "
-                          "WHERE seq = ?1 AND run_id = ?4 AND state = 1"),
-      };
-      const std::string& sql = *kSql[(u.seq > 0 ? 2 : 0) + (alive ? 1 : 0)];
-      ASSIGN_OR_RETURN(ScopedStatement s, m.db->Prepare(sql));
-      if (u.seq > 0) s->BindInt(1, u.seq);
-      s->BindInt(2, alive ? v1::LIVENESS_ALIVE : u.liveness);
-      if (alive) s->BindInt(3, now);
-      s->BindText(4, u.run_id);
-      RETURN_IF_ERROR(s->Run());
-      a.applied = sqlite3_changes(m.db->get()) == 1;
-    }
-    return absl::OkStatus();
-  }));
-  return out;
+  // kAlive / kObserve: one UPDATE, applied only to a run that is still
+  // RUNNING (state = 1) under the write lock; neither names `state` in SET,
+  // so no index is rewritten. With a seq the row is found by its integer key
+  // and must still carry this run_id. The run is not read back.
+  return m.ApplyUpdates(
+      updates, "apply pass",
+      [&m](const RunUpdate& u, int64_t now, AppliedUpdate* a)
+          ABSL_EXCLUSIVE_LOCKS_REQUIRED(m.mu) -> absl::Status {
+        const bool alive = u.kind == RunUpdate::Kind::kAlive;
+        static const std::string* const kSql[4] = {
+            new std::string("UPDATE runs SET liveness = ?2 "
+                            "WHERE run_id = ?4 AND state = 1"),
+            new std::string("UPDATE runs SET liveness = ?2, "
+                            "last_seen_alive_at_us = ?3 "
+                            "WHERE run_id = ?4 AND state = 1"),
+            new std::string("UPDATE runs SET liveness = ?2 "
+                            "WHERE seq = ?1 AND run_id = ?4 AND state = 1"),
+            new std::string("UPDATE runs SET liveness = ?2, "
+                            "last_seen_alive_at_us = ?3 "
+                            "WHERE seq = ?1 AND run_id = ?4 AND state = 1"),
+        };
+        const std::string& sql = *kSql[(u.seq > 0 ? 2 : 0) + (alive ? 1 : 0)];
+        ASSIGN_OR_RETURN(ScopedStatement s, m.db->Prepare(sql));
+        if (u.seq > 0) s->BindInt(1, u.seq);
+        s->BindInt(2, alive ? v1::LIVENESS_ALIVE : u.liveness);
+        if (alive) s->BindInt(3, now);
+        s->BindText(4, u.run_id);
+        RETURN_IF_ERROR(s->Run());
+        a->applied = sqlite3_changes(m.db->get()) == 1;
+        return absl::OkStatus();
+      });
 }
 
 absl::StatusOr<int64_t> RunStore::AppendEvent(const v1::Event& event) {
