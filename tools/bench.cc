@@ -1,9 +1,9 @@
 // runreaper benchmark: what the scanner, the exit watcher and the reconcile
 // pass cost against a live process table of N cheap children.
 //
-//   bazel run -c opt //tools:bench -- [--processes=N] [--exits=N]
-//                                     [--records=N] [--poll_interval_ms=N]
-//                                     [--quick]
+//   bazel run //tools:bench -- [--processes=N] [--exits=N]
+//                               [--records=N] [--poll_interval_ms=N]
+//                               [--quick]
 //
 // Prints a table, then as the last line one JSON object (see
 // docs/BENCHMARK.md for what each row means). Every child is killed and
@@ -456,6 +456,311 @@ LatencyResult BenchExits(const scanner::ProcFs& procfs, Children* children,
   return r;
 }
 
+// --- (3) the exit floor ---------------------------------------------------
+//
+// When does an exit become observable at all? Separate exiters, separate
+// phase: the thread that sends SIGUSR1 then spins (poll(pidfd, 0) on every
+// pending exiter, sched_yield between rounds) until the pidfd is readable.
+// It spins only between a kill and the exit becoming visible, so it holds
+// one CPU during exactly the window being measured and leaves the other to
+// the exiting task. The ExitWatcher watches the same exits, so the
+// difference per exit is the watcher's own share.
+
+// Exiter body shared by the benchmark and the helper: SIGUSR1 must already
+// be blocked by the caller.
+[[noreturn]] void ExiterMain(int64_t* slot) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGUSR1);
+  siginfo_t info;
+  while (sigwaitinfo(&set, &info) < 0) {
+  }
+  *slot = MonoNanos();
+  ::_exit(0);
+}
+
+bool ReadFull(int fd, void* buf, size_t n) {
+  char* p = static_cast<char*>(buf);
+  while (n > 0) {
+    const ssize_t r = ::read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+bool WriteFull(int fd, const void* buf, size_t n) {
+  const char* p = static_cast<const char*>(buf);
+  while (n > 0) {
+    const ssize_t r = ::write(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+// "VmPTE" / "VmRSS" of /proc/<pid>/status in kB, -1 if unreadable.
+long StatusKb(int pid, const char* field) {
+  FILE* f = std::fopen(absl::StrCat("/proc/", pid, "/status").c_str(), "re");
+  if (f == nullptr) return -1;
+  char line[256];
+  long kb = -1;
+  const size_t len = std::strlen(field);
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    if (std::strncmp(line, field, len) == 0 && line[len] == ':') {
+      kb = std::strtol(line + len + 1, nullptr, 10);
+      break;
+    }
+  }
+  std::fclose(f);
+  return kb;
+}
+
+// A small process forked at the very start of main (before the sleepers,
+// threads and store exist) that forks exiters on request, so that they do
+// not inherit the benchmark's address space and do not have 5,000 sleeping
+// siblings. Protocol on two pipes: the benchmark writes a count n > 0, the
+// helper forks n exiters (slot i of the shared mapping) and writes back
+// their n pids; the benchmark writes 0, the helper reaps them all and
+// writes back 0. EOF on the command pipe: the helper kills and reaps what
+// it has and exits.
+class ExitHelper {
+ public:
+  ExitHelper(int64_t* slots, int capacity) {
+    int cmd[2], reply[2];
+    if (::pipe2(cmd, O_CLOEXEC) != 0 || ::pipe2(reply, O_CLOEXEC) != 0) {
+      Die("pipe2 for the exit helper");
+    }
+    const pid_t parent = ::getpid();
+    pid_ = ::fork();
+    if (pid_ < 0) Die(absl::StrCat("fork: ", strerror(errno)));
+    if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(0);
+      ::close(cmd[1]);
+      ::close(reply[0]);
+      Serve(cmd[0], reply[1], slots, capacity);
+    }
+    ::close(cmd[0]);
+    ::close(reply[1]);
+    cmd_ = cmd[1];
+    reply_ = reply[0];
+  }
+  ~ExitHelper() {
+    ::close(cmd_);
+    ::close(reply_);
+    int status;
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  int pid() const { return pid_; }
+
+  std::vector<int> Spawn(int n) {
+    std::vector<int> pids(n);
+    if (!WriteFull(cmd_, &n, sizeof(n)) ||
+        !ReadFull(reply_, pids.data(), sizeof(int) * n)) {
+      Die("exit helper did not answer");
+    }
+    return pids;
+  }
+  void ReapAll() {
+    int zero = 0;
+    if (!WriteFull(cmd_, &zero, sizeof(zero)) ||
+        !ReadFull(reply_, &zero, sizeof(zero))) {
+      Die("exit helper did not reap");
+    }
+  }
+
+ private:
+  [[noreturn]] static void Serve(int in, int out, int64_t* slots,
+                                 int capacity) {
+    std::vector<int> kids;
+    const pid_t self = ::getpid();
+    int n;
+    while (ReadFull(in, &n, sizeof(n))) {
+      if (n > 0) {
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, SIGUSR1);
+        sigprocmask(SIG_BLOCK, &set, nullptr);  // inherited by the exiters
+        std::vector<int> pids;
+        for (int i = 0; i < n && i < capacity; ++i) {
+          slots[i] = 0;
+          const pid_t pid = ::fork();
+          if (pid < 0) ::_exit(1);
+          if (pid == 0) {
+            ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (::getppid() != self) ::_exit(0);
+            ExiterMain(&slots[i]);
+          }
+          pids.push_back(pid);
+          kids.push_back(pid);
+        }
+        if (!WriteFull(out, pids.data(), sizeof(int) * pids.size())) break;
+      } else {
+        for (int pid : kids) {
+          int status;
+          while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+          }
+        }
+        kids.clear();
+        if (!WriteFull(out, &n, sizeof(n))) break;
+      }
+    }
+    for (int pid : kids) ::kill(pid, SIGKILL);
+    for (int pid : kids) {
+      int status;
+      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+    }
+    ::_exit(0);
+  }
+
+  pid_t pid_ = -1;
+  int cmd_ = -1;
+  int reply_ = -1;
+};
+
+struct FloorResult {
+  std::vector<double> floor_ms;  // first observable − exit stamp
+  std::vector<double> watch_ms;  // ExitWatcher detection − exit stamp
+  std::vector<double> diff_ms;   // watcher − first observable, per exit
+  long parent_rss_kb = -1;       // of the exiters' parent when they forked
+  long parent_pte_kb = -1;
+};
+
+// Triggers the exits of `pids` (slots exit_ns) over span_s, spinning for
+// each until it is observable, while an ExitWatcher watches the same exits.
+FloorResult MeasureFloor(const scanner::ProcFs& procfs,
+                         const std::vector<int>& pids, int64_t* exit_ns,
+                         double span_s) {
+  const int e = static_cast<int>(pids.size());
+  std::vector<int> pidfds(e);
+  absl::StatusOr<std::unique_ptr<scanner::ExitWatcher>> watcher =
+      scanner::ExitWatcher::Create(&procfs);
+  if (!watcher.ok()) Die(watcher.status().ToString());
+  for (int i = 0; i < e; ++i) {
+    pidfds[i] = static_cast<int>(::syscall(SYS_pidfd_open, pids[i], 0));
+    if (pidfds[i] < 0) {
+      Die(absl::StrCat("pidfd_open ", pids[i], ": ", strerror(errno)));
+    }
+    absl::StatusOr<scanner::ProcStat> st = procfs.ReadStat(pids[i]);
+    if (!st.ok()) Die(st.status().ToString());
+    if ((*watcher)->Arm(absl::StrCat(i), pids[i], st->start_time) !=
+        scanner::ExitWatcher::ArmResult::kArmed) {
+      Die(absl::StrCat("could not arm exiter ", pids[i]));
+    }
+  }
+  std::vector<int64_t> watch_detect(e, 0);
+  std::vector<int64_t> floor_detect(e, 0);
+  std::thread watch_thread([&] {
+    int seen = 0;
+    const int64_t give_up = MonoNanos() + 60LL * 1000000000;
+    while (seen < e && MonoNanos() < give_up) {
+      for (const std::string& key : (*watcher)->Wait(absl::Milliseconds(200))) {
+        const int64_t now = MonoNanos();
+        int i;
+        if (absl::SimpleAtoi(key, &i) && i >= 0 && i < e &&
+            watch_detect[i] == 0) {
+          watch_detect[i] = now;
+          ++seen;
+        }
+      }
+    }
+  });
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> jitter(0.0, 2.0);
+  std::vector<int> order(e);
+  for (int i = 0; i < e; ++i) order[i] = i;
+  std::shuffle(order.begin(), order.end(), rng);
+  const double mean_gap_ns = span_s * 1e9 / e;
+  int64_t at = MonoNanos();
+  size_t next = 0;
+  std::vector<int> pending;
+  const int64_t give_up = MonoNanos() + static_cast<int64_t>(span_s * 3e9) +
+                          30LL * 1000000000;
+  at += static_cast<int64_t>(mean_gap_ns * jitter(rng));
+  while ((next < order.size() || !pending.empty()) && MonoNanos() < give_up) {
+    const int64_t now = MonoNanos();
+    if (next < order.size() && now >= at) {
+      const int i = order[next++];
+      ::kill(pids[i], SIGUSR1);
+      pending.push_back(i);
+      at += static_cast<int64_t>(mean_gap_ns * jitter(rng));
+      continue;
+    }
+    if (pending.empty()) {
+      struct timespec ts = {0, static_cast<long>(at - now)};
+      nanosleep(&ts, nullptr);
+      continue;
+    }
+    for (size_t k = 0; k < pending.size();) {
+      const int i = pending[k];
+      struct pollfd p = {pidfds[i], POLLIN, 0};
+      if (::poll(&p, 1, 0) > 0) {
+        floor_detect[i] = MonoNanos();
+        pending[k] = pending.back();
+        pending.pop_back();
+      } else {
+        ++k;
+      }
+    }
+    if (!pending.empty()) sched_yield();
+  }
+  watch_thread.join();
+  FloorResult r;
+  for (int i = 0; i < e; ++i) {
+    ::close(pidfds[i]);
+    if (exit_ns[i] == 0) Die(absl::StrCat("exiter ", pids[i], " never ran"));
+    if (floor_detect[i] == 0 || watch_detect[i] == 0) {
+      Die(absl::StrCat("exit of ", pids[i], " not detected (floor phase)"));
+    }
+    r.floor_ms.push_back((floor_detect[i] - exit_ns[i]) / 1e6);
+    r.watch_ms.push_back((watch_detect[i] - exit_ns[i]) / 1e6);
+    r.diff_ms.push_back((watch_detect[i] - floor_detect[i]) / 1e6);
+  }
+  return r;
+}
+
+// The floor for exiters forked by the benchmark itself (same parent, same
+// inherited address space and 5,000 siblings as in the main phase).
+FloorResult BenchFloorOwn(const scanner::ProcFs& procfs, Children* children,
+                          const Config& cfg) {
+  const int e = cfg.exits;
+  void* mem = ::mmap(nullptr, sizeof(int64_t) * e, PROT_READ | PROT_WRITE,
+                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) Die("mmap");
+  int64_t* exit_ns = static_cast<int64_t*>(mem);
+  const long rss = StatusKb(::getpid(), "VmRSS");
+  const long pte = StatusKb(::getpid(), "VmPTE");
+  std::vector<int> pids(e);
+  for (int i = 0; i < e; ++i) {
+    exit_ns[i] = 0;
+    pids[i] = children->SpawnExiter(&exit_ns[i]);
+  }
+  FloorResult r = MeasureFloor(procfs, pids, exit_ns, cfg.quick ? 1.0 : 4.0);
+  r.parent_rss_kb = rss;
+  r.parent_pte_kb = pte;
+  for (int pid : pids) children->Reap(pid);
+  ::munmap(mem, sizeof(int64_t) * e);
+  return r;
+}
+
+// The same, for exiters forked by the small helper.
+FloorResult BenchFloorHelper(const scanner::ProcFs& procfs, ExitHelper* helper,
+                             int64_t* exit_ns, const Config& cfg) {
+  const std::vector<int> pids = helper->Spawn(cfg.exits);
+  FloorResult r = MeasureFloor(procfs, pids, exit_ns, cfg.quick ? 1.0 : 4.0);
+  r.parent_rss_kb = StatusKb(helper->pid(), "VmRSS");
+  r.parent_pte_kb = StatusKb(helper->pid(), "VmPTE");
+  helper->ReapAll();
+  return r;
+}
+
 // --- (4) the reconcile pass -----------------------------------------------
 
 struct PassBench {
@@ -712,6 +1017,14 @@ int Main(int argc, char** argv) {
   // The exiters' pidfds and the pass's pidfds need room.
   EnsureFdLimit(static_cast<rlim_t>(cfg.processes + cfg.exits) + 4096);
 
+  // The exit helper is forked first, while the benchmark is still small
+  // (no sleepers, no threads, no store); its exiters' slots are shared.
+  void* helper_mem =
+      ::mmap(nullptr, sizeof(int64_t) * cfg.exits, PROT_READ | PROT_WRITE,
+             MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (helper_mem == MAP_FAILED) Die("mmap");
+  ExitHelper helper(static_cast<int64_t*>(helper_mem), cfg.exits);
+
   scanner::ProcFs procfs;
   Children children;
   const int64_t t0 = MonoNanos();
@@ -725,6 +1038,9 @@ int Main(int argc, char** argv) {
   const WalkResult walk = BenchWalk(procfs, cfg.reps);
   const CheckResult checks = BenchChecks(procfs, sleepers, cfg.reps);
   const LatencyResult lat = BenchExits(procfs, &children, cfg);
+  const FloorResult floor_own = BenchFloorOwn(procfs, &children, cfg);
+  const FloorResult floor_helper = BenchFloorHelper(
+      procfs, &helper, static_cast<int64_t*>(helper_mem), cfg);
   const PassBench pass = BenchPass(procfs, sleepers, cfg, dir);
 
   children.KillAll();
@@ -740,6 +1056,17 @@ int Main(int argc, char** argv) {
   const double watch_p99 = Percentile(lat.watch_ms, 99);
   const double poll_p50 = Percentile(lat.poll_ms, 50);
   const double poll_p99 = Percentile(lat.poll_ms, 99);
+  const double floor_p50 = Percentile(floor_own.floor_ms, 50);
+  const double floor_p99 = Percentile(floor_own.floor_ms, 99);
+  const double floor_watch_p50 = Percentile(floor_own.watch_ms, 50);
+  const double floor_watch_p99 = Percentile(floor_own.watch_ms, 99);
+  const double diff_p50 = Percentile(floor_own.diff_ms, 50);
+  const double diff_p99 = Percentile(floor_own.diff_ms, 99);
+  const double helper_floor_p50 = Percentile(floor_helper.floor_ms, 50);
+  const double helper_floor_p99 = Percentile(floor_helper.floor_ms, 99);
+  const double helper_watch_p50 = Percentile(floor_helper.watch_ms, 50);
+  const double helper_watch_p99 = Percentile(floor_helper.watch_ms, 99);
+  const double helper_diff_p99 = Percentile(floor_helper.diff_ms, 99);
 
   auto ok = [](bool met) { return met ? "ok" : "MISSED"; };
   double load[3] = {0, 0, 0};
@@ -767,6 +1094,21 @@ int Main(int argc, char** argv) {
   std::printf("%-44s %11.3f ms %11.1f ms %8s %8s\n",
               "(3) exit detection p99 (watcher vs poll)", watch_p99, poll_p99,
               "", ok(watch_p99 <= 10.0));
+  std::printf("%-44s %11.3f ms %11.3f ms %8s %8s\n",
+              "(3f) floor phase p50 (watcher vs floor)", floor_watch_p50,
+              floor_p50, "", "-");
+  std::printf("%-44s %11.3f ms %11.3f ms %8s %8s\n",
+              "(3f) floor phase p99 (watcher vs floor)", floor_watch_p99,
+              floor_p99, "", "-");
+  std::printf("%-44s %11.3f ms %11.3f ms %8s %8s\n",
+              "(3f) watcher - floor per exit, p50 / p99", diff_p50, diff_p99,
+              "", "-");
+  std::printf("%-44s %11.3f ms %11.3f ms %8s %8s\n",
+              "(3h) small-parent exiters p50 (watch/floor)", helper_watch_p50,
+              helper_floor_p50, "", "-");
+  std::printf("%-44s %11.3f ms %11.3f ms %8s %8s\n",
+              "(3h) small-parent exiters p99 (watch/floor)", helper_watch_p99,
+              helper_floor_p99, "", "-");
   std::printf("%-44s %11.3f s  %11.3f s  %8s %8s\n",
               absl::StrFormat("(4) reconcile pass, %d records (vs no pidfds)",
                               cfg.records)
@@ -790,12 +1132,20 @@ int Main(int argc, char** argv) {
       "\nnotes: (3) both paths measured live on the same %d exits "
       "(random times over %.1f s); the poll loop really ticks every %d ms "
       "(%d ticks) and checks stat state/ENOENT of each pending pid. "
+      "(3f) a separate phase, %d other exiters of the benchmark (parent "
+      "VmRSS %ld kB, VmPTE %ld kB): the triggering thread spins on "
+      "poll(pidfd, 0) until each exit is observable (the floor), the "
+      "watcher watches the same exits. (3h) the same with %d exiters forked "
+      "by a small helper (VmRSS %ld kB, VmPTE %ld kB, no sleeping "
+      "siblings); watcher - floor p99 there %.3f ms. "
       "(4) %d of %d records armed with a pidfd, the rest probed (records map "
       "onto the live children many-to-one; a pass probes each identity once); "
       "median of %d "
       "pass(es), one transaction each, store synchronous=FULL; setup "
       "(registration) %.1f s.\n\n",
       cfg.exits, cfg.quick ? 1.0 : 4.0, cfg.poll_interval_ms, lat.poll_ticks,
+      cfg.exits, floor_own.parent_rss_kb, floor_own.parent_pte_kb, cfg.exits,
+      floor_helper.parent_rss_kb, floor_helper.parent_pte_kb, helper_diff_p99,
       pass.armed, pass.records, cfg.passes, pass.setup_s);
 
   std::printf(
@@ -804,6 +1154,13 @@ int Main(int argc, char** argv) {
       "\"pidfd_us\":%.4f,\"pidfd_vs_kill\":%.3f,\"stat_vs_kill\":%.3f,"
       "\"exits\":%d,\"watch_p50_ms\":%.4f,\"watch_p99_ms\":%.4f,"
       "\"poll_p50_ms\":%.2f,\"poll_p99_ms\":%.2f,\"poll_interval_ms\":%d,"
+      "\"exit_floor_p50_ms\":%.4f,\"exit_floor_p99_ms\":%.4f,"
+      "\"floor_watch_p50_ms\":%.4f,\"floor_watch_p99_ms\":%.4f,"
+      "\"watch_minus_floor_p50_ms\":%.4f,\"watch_minus_floor_p99_ms\":%.4f,"
+      "\"helper_floor_p50_ms\":%.4f,\"helper_floor_p99_ms\":%.4f,"
+      "\"helper_watch_p50_ms\":%.4f,\"helper_watch_p99_ms\":%.4f,"
+      "\"helper_watch_minus_floor_p99_ms\":%.4f,"
+      "\"parent_pte_kb\":%ld,\"helper_pte_kb\":%ld,"
       "\"pass_records\":%d,\"pass_armed\":%d,\"pass_100k_s\":%.4f,"
       "\"pass_probe_only_s\":%.4f,\"pass_list_s\":%.4f,"
       "\"pass_batch_s\":%.4f,\"pass_list_full_s\":%.4f,"
@@ -813,7 +1170,10 @@ int Main(int argc, char** argv) {
       cfg.processes, walk.floor_us, walk.walk_us, walk_vs_floor,
       checks.kill_us, checks.stat_us, checks.pidfd_us, pidfd_vs_kill,
       stat_vs_kill, cfg.exits, watch_p50, watch_p99, poll_p50, poll_p99,
-      cfg.poll_interval_ms, pass.records, pass.armed, pass.pass_s,
+      cfg.poll_interval_ms, floor_p50, floor_p99, floor_watch_p50,
+      floor_watch_p99, diff_p50, diff_p99, helper_floor_p50, helper_floor_p99,
+      helper_watch_p50, helper_watch_p99, helper_diff_p99,
+      floor_own.parent_pte_kb, floor_helper.parent_pte_kb, pass.records, pass.armed, pass.pass_s,
       pass.probe_pass_s, pass.list_s, pass.batch_s, pass.list_full_s,
       pass.batch_full_s, pass.distinct_records, pass.distinct_pass_s,
       pass.distinct_pass_s * 1e6 / std::max(pass.distinct_records, 1),
