@@ -86,6 +86,25 @@ struct Spawned {
   scanner::Identity id;
 };
 
+// The parent's half of the spawn handshake: wait until the child is set up
+// ('S'), capture its identity while it is still waiting, then let it go on
+// ('G') to exec or fork. The identity is the leader's as registered.
+Spawned CaptureThenRelease(pid_t pid, int ready[2], int go[2]) {
+  close(ready[1]);
+  close(go[0]);
+  Spawned s;
+  s.pid = pid;
+  EXPECT_EQ(ReadByte(ready[0]), 'S');
+  scanner::ProcFs procfs;
+  absl::StatusOr<scanner::Identity> id = procfs.CaptureIdentity(pid);
+  EXPECT_TRUE(id.ok()) << id.status();
+  if (id.ok()) s.id = *id;
+  WriteAll(go[1], "G", 1);
+  close(ready[0]);
+  close(go[1]);
+  return s;
+}
+
 // Starts `sh -c script` in a new session (optionally with extra environment
 // and inside the cgroup directory `cgroup_dir`), held before exec until its
 // identity has been captured.
@@ -116,19 +135,7 @@ Spawned SpawnSh(const std::string& script,
     execve("/bin/sh", const_cast<char**>(argv), envp.data());
     _exit(127);
   }
-  close(ready[1]);
-  close(go[0]);
-  Spawned s;
-  s.pid = pid;
-  EXPECT_EQ(ReadByte(ready[0]), 'S');
-  scanner::ProcFs procfs;
-  absl::StatusOr<scanner::Identity> id = procfs.CaptureIdentity(pid);
-  EXPECT_TRUE(id.ok()) << id.status();
-  if (id.ok()) s.id = *id;
-  WriteAll(go[1], "G", 1);
-  close(ready[0]);
-  close(go[1]);
-  return s;
+  return CaptureThenRelease(pid, ready, go);
 }
 
 int WaitExit(pid_t pid) {
@@ -328,19 +335,7 @@ Spawned ForkGroup(int members) {
     }
     _exit(0);
   }
-  close(ready[1]);
-  close(go[0]);
-  Spawned s;
-  s.pid = pid;
-  EXPECT_EQ(ReadByte(ready[0]), 'S');
-  scanner::ProcFs procfs;
-  absl::StatusOr<scanner::Identity> id = procfs.CaptureIdentity(pid);
-  EXPECT_TRUE(id.ok()) << id.status();
-  if (id.ok()) s.id = *id;
-  WriteAll(go[1], "G", 1);
-  close(ready[0]);
-  close(go[1]);
-  return s;
+  return CaptureThenRelease(pid, ready, go);
 }
 
 // A leader in a new session that forks one member and exits. The member
