@@ -83,6 +83,26 @@ int64_t MonoNanos() {
   std::exit(1);
 }
 
+// The watcher side of an exit-latency phase: blocks in Wait() and records,
+// for each exiter key "i", the CLOCK_MONOTONIC time its exit was reported,
+// until every one of `detect` is set or 60 s pass.
+void RecordWatcherExits(scanner::ExitWatcher* watcher,
+                        std::vector<int64_t>* detect) {
+  const int e = static_cast<int>(detect->size());
+  int seen = 0;
+  const int64_t give_up = MonoNanos() + 60LL * 1000000000;
+  while (seen < e && MonoNanos() < give_up) {
+    for (const std::string& key : watcher->Wait(absl::Milliseconds(200))) {
+      const int64_t now = MonoNanos();
+      int i;
+      if (absl::SimpleAtoi(key, &i) && i >= 0 && i < e && (*detect)[i] == 0) {
+        (*detect)[i] = now;
+        ++seen;
+      }
+    }
+  }
+}
+
 double Median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -364,19 +384,7 @@ LatencyResult BenchExits(const scanner::ProcFs& procfs, Children* children,
 
   // The fast path: one thread blocked in Wait().
   std::thread watch_thread([&] {
-    int seen = 0;
-    const int64_t give_up = MonoNanos() + 60LL * 1000000000;
-    while (seen < e && MonoNanos() < give_up) {
-      for (const std::string& key : (*watcher)->Wait(absl::Milliseconds(200))) {
-        const int64_t now = MonoNanos();
-        int i;
-        if (absl::SimpleAtoi(key, &i) && i >= 0 && i < e &&
-            watch_detect[i] == 0) {
-          watch_detect[i] = now;
-          ++seen;
-        }
-      }
-    }
+    RecordWatcherExits(watcher->get(), &watch_detect);
   });
 
   // The slow path it replaces: every tick, check each pending pid (stat
@@ -658,19 +666,7 @@ FloorResult MeasureFloor(const scanner::ProcFs& procfs,
   std::vector<int64_t> watch_detect(e, 0);
   std::vector<int64_t> floor_detect(e, 0);
   std::thread watch_thread([&] {
-    int seen = 0;
-    const int64_t give_up = MonoNanos() + 60LL * 1000000000;
-    while (seen < e && MonoNanos() < give_up) {
-      for (const std::string& key : (*watcher)->Wait(absl::Milliseconds(200))) {
-        const int64_t now = MonoNanos();
-        int i;
-        if (absl::SimpleAtoi(key, &i) && i >= 0 && i < e &&
-            watch_detect[i] == 0) {
-          watch_detect[i] = now;
-          ++seen;
-        }
-      }
-    }
+    RecordWatcherExits(watcher->get(), &watch_detect);
   });
   std::mt19937_64 rng(7);
   std::uniform_real_distribution<double> jitter(0.0, 2.0);
