@@ -43,22 +43,6 @@
 namespace runreaper::server {
 namespace {
 
-// The service's orphan RPCs (ListOrphans, Sweep, the sweep after CancelRun)
-// answered by the daemon's sweeper.
-OrphanHooks SweeperHooks(Sweeper* sweeper) {
-  OrphanHooks h;
-  h.list_orphans = [sweeper](const std::string& run_id) {
-    return sweeper->ListOrphans(run_id);
-  };
-  h.sweep = [sweeper](const v1::SweepRequest& request) {
-    return sweeper->Sweep(request);
-  };
-  h.sweep_run = [sweeper](const std::string& run_id) {
-    return sweeper->SweepRun(run_id);
-  };
-  return h;
-}
-
 std::string DirName(const std::string& path) {
   const size_t slash = path.rfind('/');
   if (slash == std::string::npos) return ".";
@@ -197,7 +181,7 @@ absl::Status Daemon::Start() {
   sopts.token = token;
   sopts.watch_queue_limit = options_.watch_queue_limit;
   service_ = std::make_unique<ReconcilerService>(
-      store_.get(), &procfs_, reconciler_.get(), hub_.get(), SweeperHooks(sweeper_.get()),
+      store_.get(), &procfs_, reconciler_.get(), hub_.get(), sweeper_.get(),
       sopts);
 
   grpc::EnableDefaultHealthCheckService(true);

@@ -530,12 +530,12 @@ void WatchLink::OnShutdown() {
 ReconcilerService::ReconcilerService(store::RunStore* store,
                                      const scanner::ProcFs* procfs,
                                      Reconciler* reconciler, EventHub* hub,
-                                     OrphanHooks hooks, ServiceOptions options)
+                                     Sweeper* sweeper, ServiceOptions options)
     : store_(store),
       procfs_(procfs),
       reconciler_(reconciler),
       hub_(hub),
-      hooks_(std::move(hooks)),
+      sweeper_(sweeper),
       options_(std::move(options)),
       timers_(std::make_unique<Timers>()) {}
 
@@ -724,18 +724,16 @@ grpc::ServerUnaryReactor* ReconcilerService::CancelRun(
   if (!run.ok()) return Done(ctx, run.status());
   *response = *std::move(run);
   MakeValidUtf8(response);
-  if (hooks_.sweep_run) {
-    // The ladder takes seconds (grace periods): it runs in the background and
-    // its signals appear as events; CancelRun answers with the CANCELLED run.
-    StartBackground([this, run_id = request->run_id()] {
-      absl::StatusOr<v1::SweepResponse> swept = hooks_.sweep_run(run_id);
-      hub_->Notify();
-      if (!swept.ok()) {
-        LogLine(absl::StrCat("run ", run_id, ": sweep after cancel: ",
-                             swept.status().ToString()));
-      }
-    });
-  }
+  // The ladder takes seconds (grace periods): it runs in the background and
+  // its signals appear as events; CancelRun answers with the CANCELLED run.
+  StartBackground([this, run_id = request->run_id()] {
+    absl::StatusOr<v1::SweepResponse> swept = sweeper_->SweepRun(run_id);
+    hub_->Notify();
+    if (!swept.ok()) {
+      LogLine(absl::StrCat("run ", run_id, ": sweep after cancel: ",
+                           swept.status().ToString()));
+    }
+  });
   return Done(ctx, absl::OkStatus());
 }
 
@@ -852,14 +850,11 @@ grpc::ServerUnaryReactor* ReconcilerService::ListOrphans(
     grpc::CallbackServerContext* ctx, const v1::ListOrphansRequest* request,
     v1::ListOrphansResponse* response) {
   if (absl::Status s = Begin(ctx); !s.ok()) return Done(ctx, s);
-  if (!hooks_.list_orphans) {
-    return Done(ctx, absl::UnimplementedError("ListOrphans: no sweeper in this build"));
-  }
   if (!request->run_id().empty()) {
     if (absl::Status s = ValidateRunId(request->run_id()); !s.ok()) return Done(ctx, s);
   }
   absl::StatusOr<v1::ListOrphansResponse> orphans =
-      hooks_.list_orphans(request->run_id());
+      sweeper_->ListOrphans(request->run_id());
   if (!orphans.ok()) return Done(ctx, orphans.status());
   *response = *std::move(orphans);
   MakeValidUtf8(response);
@@ -870,9 +865,6 @@ grpc::ServerUnaryReactor* ReconcilerService::Sweep(
     grpc::CallbackServerContext* ctx, const v1::SweepRequest* request,
     v1::SweepResponse* response) {
   if (absl::Status s = Begin(ctx); !s.ok()) return Done(ctx, s);
-  if (!hooks_.sweep) {
-    return Done(ctx, absl::UnimplementedError("Sweep: no sweeper in this build"));
-  }
   if (!request->run_id().empty()) {
     if (absl::Status s = ValidateRunId(request->run_id()); !s.ok()) return Done(ctx, s);
   }
@@ -880,7 +872,7 @@ grpc::ServerUnaryReactor* ReconcilerService::Sweep(
   // reactor is finished from there, so no gRPC thread waits for it.
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   StartBackground([this, reactor, request, response] {
-    absl::StatusOr<v1::SweepResponse> swept = hooks_.sweep(*request);
+    absl::StatusOr<v1::SweepResponse> swept = sweeper_->Sweep(*request);
     hub_->Notify();
     if (swept.ok()) {
       *response = *std::move(swept);

@@ -25,6 +25,7 @@
 #include "scanner/procfs.h"
 #include "server/event_hub.h"
 #include "server/reconciler.h"
+#include "server/sweeper.h"
 #include "store/run_store.h"
 
 namespace runreaper::server {
@@ -39,18 +40,6 @@ inline constexpr int kMaxLabels = 64;
 inline constexpr int kMaxReasonBytes = 1024;
 // Tokens we hand out are a few dozen bytes; a longer one is not ours.
 inline constexpr size_t kMaxPageTokenBytes = 1024;
-
-// The orphan side (ListOrphans, Sweep, the sweep after CancelRun), filled by
-// the daemon from server/sweeper.h. An empty hook makes its RPC UNIMPLEMENTED
-// (and CancelRun only cancels).
-struct OrphanHooks {
-  std::function<absl::StatusOr<v1::ListOrphansResponse>(const std::string&)>
-      list_orphans;
-  std::function<absl::StatusOr<v1::SweepResponse>(const v1::SweepRequest&)>
-      sweep;
-  std::function<absl::StatusOr<v1::SweepResponse>(const std::string&)>
-      sweep_run;
-};
 
 struct ServiceOptions {
   // At most this many live events are held unsent per WatchEvents stream.
@@ -81,8 +70,9 @@ class ReconcilerService final : public v1::Reconciler::CallbackService {
  public:
   // None of the pointers is owned; `reconciler` may be null (no exit watching
   // on registration; Reconcile is UNIMPLEMENTED). `hub` must be started.
+  // `sweeper` answers ListOrphans and Sweep and sweeps a cancelled run.
   ReconcilerService(store::RunStore* store, const scanner::ProcFs* procfs,
-                    Reconciler* reconciler, EventHub* hub, OrphanHooks hooks,
+                    Reconciler* reconciler, EventHub* hub, Sweeper* sweeper,
                     ServiceOptions options = {});
   // Waits for background sweeps started by CancelRun.
   ~ReconcilerService() override;
@@ -154,7 +144,7 @@ class ReconcilerService final : public v1::Reconciler::CallbackService {
   const scanner::ProcFs* procfs_;
   Reconciler* reconciler_;
   EventHub* hub_;
-  OrphanHooks hooks_;
+  Sweeper* sweeper_;
   ServiceOptions options_;
   std::unique_ptr<Timers> timers_;
 
