@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "base/test_child.h"
 #include "base/test_util.h"
 #include "gtest/gtest.h"
 #include "scanner/procfs.h"
@@ -29,46 +30,6 @@ namespace {
 
 // The bound for detecting an exit; awaited as a condition.
 constexpr absl::Duration kReportDeadline = absl::Milliseconds(100);
-
-// A child that exits with code 7 once `release` (a pipe) is closed or
-// written, or when killed.
-struct Child {
-  pid_t pid = -1;
-  int release = -1;  // write end
-};
-
-Child ForkChild() {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return {};
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    ::close(fds[1]);
-    char c;
-    while (::read(fds[0], &c, 1) < 0 && errno == EINTR) {
-    }
-    ::_exit(7);
-  }
-  ::close(fds[0]);
-  return {pid, fds[1]};
-}
-
-void Release(Child* c) {
-  // Write rather than rely on EOF: a later fork inherits this write end.
-  const char byte = 'x';
-  while (c->release >= 0 && ::write(c->release, &byte, 1) < 0 &&
-         errno == EINTR) {
-  }
-  if (c->release >= 0) ::close(c->release);
-  c->release = -1;
-}
-
-int Reap(pid_t pid) {
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return status;
-}
 
 class ExitWatcherTest : public ::testing::Test {
  protected:
@@ -106,42 +67,42 @@ TEST_F(ExitWatcherTest, CreateRaisesFdSoftLimitToHard) {
 }
 
 TEST_F(ExitWatcherTest, ReportsWatchedChildThatExitsAndIsReaped) {
-  Child c = ForkChild();
-  ASSERT_GT(c.pid, 0);
-  ASSERT_EQ(watcher_->Arm("run-a", c.pid, StartTime(c.pid)),
+  TestChild c(nullptr, 7);
+  ASSERT_GT(c.pid(), 0);
+  ASSERT_EQ(watcher_->Arm("run-a", c.pid(), StartTime(c.pid())),
             ExitWatcher::ArmResult::kArmed);
   EXPECT_EQ(watcher_->armed(), 1);
   EXPECT_TRUE(watcher_->Wait(absl::ZeroDuration()).empty());
-  Release(&c);
-  const int status = Reap(c.pid);
+  c.Release();
+  const int status = c.Reap();
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 7);
   EXPECT_TRUE(AwaitReported("run-a"));
   EXPECT_EQ(watcher_->armed(), 0);  // reported keys are disarmed
 }
 
 TEST_F(ExitWatcherTest, ReportsWatchedChildThatBecomesAZombie) {
-  Child c = ForkChild();
-  ASSERT_GT(c.pid, 0);
-  ASSERT_EQ(watcher_->Arm("run-z", c.pid, StartTime(c.pid)),
+  TestChild c(nullptr, 7);
+  ASSERT_GT(c.pid(), 0);
+  ASSERT_EQ(watcher_->Arm("run-z", c.pid(), StartTime(c.pid())),
             ExitWatcher::ArmResult::kArmed);
-  Release(&c);  // exits; we do not reap it yet
+  c.Release();  // exits; we do not reap it yet
   EXPECT_TRUE(AwaitReported("run-z"));
   // It was reported while still a zombie, not because it was reaped.
-  ASSERT_OK_AND_ASSIGN(ProcStat stat, procfs_.ReadStat(c.pid));
+  ASSERT_OK_AND_ASSIGN(ProcStat stat, procfs_.ReadStat(c.pid()));
   EXPECT_EQ(stat.state, 'Z');
-  Reap(c.pid);
+  c.Reap();
 }
 
 TEST_F(ExitWatcherTest, ZombieBeforeArmIsReportedByNextWait) {
-  Child c = ForkChild();
-  ASSERT_GT(c.pid, 0);
-  const uint64_t start = StartTime(c.pid);
-  Release(&c);
+  TestChild c(nullptr, 7);
+  ASSERT_GT(c.pid(), 0);
+  const uint64_t start = StartTime(c.pid());
+  c.Release();
   ASSERT_TRUE(WaitFor([&] {
-    absl::StatusOr<ProcStat> s = procfs_.ReadStat(c.pid);
+    absl::StatusOr<ProcStat> s = procfs_.ReadStat(c.pid());
     return s.ok() && s->state == 'Z';
   }));
-  const ExitWatcher::ArmResult armed = watcher_->Arm("run-early", c.pid, start);
+  const ExitWatcher::ArmResult armed = watcher_->Arm("run-early", c.pid(), start);
   if (armed == ExitWatcher::ArmResult::kArmed) {
     // The pidfd of an exited process is readable at once.
     const std::vector<std::string> keys = watcher_->Wait(absl::ZeroDuration());
@@ -149,29 +110,29 @@ TEST_F(ExitWatcherTest, ZombieBeforeArmIsReportedByNextWait) {
   } else {
     EXPECT_EQ(armed, ExitWatcher::ArmResult::kExited);
   }
-  Reap(c.pid);
+  c.Reap();
 }
 
 TEST_F(ExitWatcherTest, ReapedBeforeArmIsExited) {
-  Child c = ForkChild();
-  ASSERT_GT(c.pid, 0);
-  const uint64_t start = StartTime(c.pid);
-  Release(&c);
-  Reap(c.pid);
-  EXPECT_EQ(watcher_->Arm("run-gone", c.pid, start),
+  TestChild c(nullptr, 7);
+  ASSERT_GT(c.pid(), 0);
+  const uint64_t start = StartTime(c.pid());
+  c.Release();
+  c.Reap();
+  EXPECT_EQ(watcher_->Arm("run-gone", c.pid(), start),
             ExitWatcher::ArmResult::kExited);
   EXPECT_EQ(watcher_->armed(), 0);
   EXPECT_EQ(watcher_->fallbacks(), 0);
 }
 
 TEST_F(ExitWatcherTest, WrongStartTimeIsExitedAndNotWatched) {
-  Child c = ForkChild();
-  ASSERT_GT(c.pid, 0);
-  EXPECT_EQ(watcher_->Arm("run-reused", c.pid, StartTime(c.pid) + 1),
+  TestChild c(nullptr, 7);
+  ASSERT_GT(c.pid(), 0);
+  EXPECT_EQ(watcher_->Arm("run-reused", c.pid(), StartTime(c.pid()) + 1),
             ExitWatcher::ArmResult::kExited);
   EXPECT_EQ(watcher_->armed(), 0);
-  Release(&c);
-  Reap(c.pid);
+  c.Release();
+  c.Reap();
   EXPECT_TRUE(watcher_->Wait(absl::Milliseconds(20)).empty());
 }
 
@@ -202,8 +163,8 @@ TEST_F(ExitWatcherTest, WakeInterruptsWait) {
 }
 
 TEST_F(ExitWatcherTest, ArmFromAnotherThreadWhileWaiting) {
-  Child c = ForkChild();
-  ASSERT_GT(c.pid, 0);
+  TestChild c(nullptr, 7);
+  ASSERT_GT(c.pid(), 0);
   std::vector<std::string> keys;
   std::thread waiter([&] {
     const absl::Time end = absl::Now() + absl::Seconds(10);
@@ -211,69 +172,69 @@ TEST_F(ExitWatcherTest, ArmFromAnotherThreadWhileWaiting) {
       keys = watcher_->Wait(absl::Seconds(10));
     }
   });
-  ASSERT_EQ(watcher_->Arm("run-x", c.pid, StartTime(c.pid)),
+  ASSERT_EQ(watcher_->Arm("run-x", c.pid(), StartTime(c.pid())),
             ExitWatcher::ArmResult::kArmed);
-  Release(&c);
+  c.Release();
   waiter.join();
   EXPECT_EQ(keys, std::vector<std::string>{"run-x"});
-  Reap(c.pid);
+  c.Reap();
 }
 
 TEST_F(ExitWatcherTest, DisarmStopsReporting) {
-  Child c = ForkChild();
-  ASSERT_GT(c.pid, 0);
-  ASSERT_EQ(watcher_->Arm("run-d", c.pid, StartTime(c.pid)),
+  TestChild c(nullptr, 7);
+  ASSERT_GT(c.pid(), 0);
+  ASSERT_EQ(watcher_->Arm("run-d", c.pid(), StartTime(c.pid())),
             ExitWatcher::ArmResult::kArmed);
   watcher_->Disarm("run-d");
   EXPECT_EQ(watcher_->armed(), 0);
-  Release(&c);
+  c.Release();
   // Wait until the kernel shows the exit, then make sure nothing is reported.
   ASSERT_TRUE(WaitFor([&] {
-    absl::StatusOr<ProcStat> s = procfs_.ReadStat(c.pid);
+    absl::StatusOr<ProcStat> s = procfs_.ReadStat(c.pid());
     return s.ok() && s->state == 'Z';
   }));
   EXPECT_TRUE(watcher_->Wait(absl::Milliseconds(20)).empty());
-  Reap(c.pid);
+  c.Reap();
 }
 
 TEST_F(ExitWatcherTest, RearmReplacesThePidfd) {
-  Child a = ForkChild();
-  Child b = ForkChild();
-  ASSERT_GT(a.pid, 0);
-  ASSERT_GT(b.pid, 0);
-  ASSERT_EQ(watcher_->Arm("run-r", a.pid, StartTime(a.pid)),
+  TestChild a(nullptr, 7);
+  TestChild b(nullptr, 7);
+  ASSERT_GT(a.pid(), 0);
+  ASSERT_GT(b.pid(), 0);
+  ASSERT_EQ(watcher_->Arm("run-r", a.pid(), StartTime(a.pid())),
             ExitWatcher::ArmResult::kArmed);
-  ASSERT_EQ(watcher_->Arm("run-r", b.pid, StartTime(b.pid)),
+  ASSERT_EQ(watcher_->Arm("run-r", b.pid(), StartTime(b.pid())),
             ExitWatcher::ArmResult::kArmed);
   EXPECT_EQ(watcher_->armed(), 1);
-  Release(&a);
-  Reap(a.pid);
+  a.Release();
+  a.Reap();
   EXPECT_TRUE(watcher_->Wait(absl::Milliseconds(20)).empty());
-  Release(&b);
+  b.Release();
   EXPECT_TRUE(AwaitReported("run-r"));
-  Reap(b.pid);
+  b.Reap();
 }
 
 TEST_F(ExitWatcherTest, IsRunningUntilTheProcessExits) {
-  Child c = ForkChild();
-  ASSERT_GT(c.pid, 0);
+  TestChild c(nullptr, 7);
+  ASSERT_GT(c.pid(), 0);
   EXPECT_FALSE(watcher_->IsRunning("run-i"));  // not armed
-  ASSERT_EQ(watcher_->Arm("run-i", c.pid, StartTime(c.pid)),
+  ASSERT_EQ(watcher_->Arm("run-i", c.pid(), StartTime(c.pid())),
             ExitWatcher::ArmResult::kArmed);
   EXPECT_TRUE(watcher_->IsRunning("run-i"));
-  Release(&c);
+  c.Release();
   // Turns false once it is a zombie, before anyone reaps it.
   EXPECT_TRUE(WaitFor([&] { return !watcher_->IsRunning("run-i"); }));
-  ASSERT_OK_AND_ASSIGN(ProcStat stat, procfs_.ReadStat(c.pid));
+  ASSERT_OK_AND_ASSIGN(ProcStat stat, procfs_.ReadStat(c.pid()));
   EXPECT_EQ(stat.state, 'Z');
   EXPECT_TRUE(AwaitReported("run-i"));
-  Reap(c.pid);
+  c.Reap();
 }
 
 TEST_F(ExitWatcherTest, OutOfDescriptorsFallsBackToPolling) {
-  Child c = ForkChild();
-  ASSERT_GT(c.pid, 0);
-  const uint64_t start = StartTime(c.pid);
+  TestChild c(nullptr, 7);
+  ASSERT_GT(c.pid(), 0);
+  const uint64_t start = StartTime(c.pid());
   struct rlimit saved;
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
   // Every descriptor number below the lowest free one is in use, so a soft
@@ -284,13 +245,13 @@ TEST_F(ExitWatcherTest, OutOfDescriptorsFallsBackToPolling) {
   struct rlimit low = saved;
   low.rlim_cur = static_cast<rlim_t>(lowest_free);
   ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
-  const ExitWatcher::ArmResult armed = watcher_->Arm("run-f", c.pid, start);
+  const ExitWatcher::ArmResult armed = watcher_->Arm("run-f", c.pid(), start);
   ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
   EXPECT_EQ(armed, ExitWatcher::ArmResult::kFallback);
   EXPECT_EQ(watcher_->fallbacks(), 1);
   EXPECT_EQ(watcher_->armed(), 0);
-  Release(&c);
-  Reap(c.pid);
+  c.Release();
+  c.Reap();
 }
 
 }  // namespace

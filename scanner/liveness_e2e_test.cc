@@ -21,6 +21,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/fd.h"
+#include "base/test_child.h"
 #include "base/test_util.h"
 #include "gtest/gtest.h"
 #include "scanner/liveness.h"
@@ -66,37 +67,6 @@ bool ReadAll(int fd, void* data, size_t len) {
   return true;
 }
 
-// A child that runs until released through a pipe (one byte), then exits.
-// `comm`, when given, is set with PR_SET_NAME first.
-struct Child {
-  pid_t pid = -1;
-  int release = -1;
-};
-
-Child ForkChild(const char* comm = nullptr) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return {};
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (comm != nullptr) ::prctl(PR_SET_NAME, comm, 0, 0, 0);
-    ::close(fds[1]);
-    char c;
-    while (::read(fds[0], &c, 1) < 0 && errno == EINTR) {
-    }
-    ::_exit(0);
-  }
-  ::close(fds[0]);
-  return {pid, fds[1]};
-}
-
-void Release(Child* c) {
-  const char byte = 'x';
-  WriteAll(c->release, &byte, 1);
-  ::close(c->release);
-  c->release = -1;
-}
-
 class LivenessE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -129,33 +99,33 @@ class LivenessE2eTest : public ::testing::Test {
 };
 
 TEST_F(LivenessE2eTest, LiveSleeperIsAlive) {
-  Child c = ForkChild();
-  ASSERT_GT(c.pid, 0);
-  const Verdict v = Check(Record(c.pid));
+  TestChild c;
+  ASSERT_GT(c.pid(), 0);
+  const Verdict v = Check(Record(c.pid()));
   EXPECT_EQ(v.liveness, v1::LIVENESS_ALIVE);
   EXPECT_EQ(v.stale_reason, v1::STALE_REASON_UNSPECIFIED);
   EXPECT_TRUE(evidence_.namespace_verified);
   EXPECT_EQ(evidence_.probe, SignalProbe::kExists);
-  Release(&c);
-  Reap(c.pid);
+  c.Release();
+  c.Reap();
 }
 
 TEST_F(LivenessE2eTest, StartTimeZeroIsNeverReused) {
-  Child c = ForkChild();
-  ASSERT_GT(c.pid, 0);
-  RecordIdentity r = Record(c.pid);
+  TestChild c;
+  ASSERT_GT(c.pid(), 0);
+  RecordIdentity r = Record(c.pid());
   r.start_time = 0;
   EXPECT_EQ(Check(r).liveness, v1::LIVENESS_ALIVE);
-  Release(&c);
-  Reap(c.pid);
+  c.Release();
+  c.Reap();
 }
 
 TEST_F(LivenessE2eTest, ExitedAndReapedIsDeadExited) {
-  Child c = ForkChild();
-  ASSERT_GT(c.pid, 0);
-  const RecordIdentity r = Record(c.pid);
-  Release(&c);
-  Reap(c.pid);
+  TestChild c;
+  ASSERT_GT(c.pid(), 0);
+  const RecordIdentity r = Record(c.pid());
+  c.Release();
+  c.Reap();
   const Verdict v = Check(r);
   EXPECT_EQ(v.liveness, v1::LIVENESS_DEAD);
   EXPECT_EQ(v.stale_reason, v1::STALE_REASON_EXITED);
@@ -163,16 +133,16 @@ TEST_F(LivenessE2eTest, ExitedAndReapedIsDeadExited) {
 }
 
 TEST_F(LivenessE2eTest, RealZombieWithParenthesesInCommIsZombie) {
-  Child c = ForkChild("a) Z (b");
-  ASSERT_GT(c.pid, 0);
+  TestChild c("a) Z (b");
+  ASSERT_GT(c.pid(), 0);
   ASSERT_TRUE(WaitFor([&] {
-    absl::StatusOr<ProcStat> s = procfs_.ReadStat(c.pid);
+    absl::StatusOr<ProcStat> s = procfs_.ReadStat(c.pid());
     return s.ok() && s->comm == "a) Z (b";
   }));
-  const RecordIdentity r = Record(c.pid);
-  Release(&c);  // it exits; we do not wait for it until asserted
+  const RecordIdentity r = Record(c.pid());
+  c.Release();  // it exits; we do not wait for it until asserted
   ASSERT_TRUE(WaitFor([&] {
-    absl::StatusOr<ProcStat> s = procfs_.ReadStat(c.pid);
+    absl::StatusOr<ProcStat> s = procfs_.ReadStat(c.pid());
     return s.ok() && s->state == 'Z';
   }));
   const Verdict v = Check(r);
@@ -180,37 +150,37 @@ TEST_F(LivenessE2eTest, RealZombieWithParenthesesInCommIsZombie) {
   EXPECT_EQ(v.stale_reason, v1::STALE_REASON_ZOMBIE);
   // kill(pid, 0) alone would have called it alive.
   EXPECT_EQ(evidence_.probe, SignalProbe::kExists);
-  Reap(c.pid);
+  c.Reap();
 }
 
 TEST_F(LivenessE2eTest, RightPidOtherStartTimeIsPidReused) {
-  Child c = ForkChild();
-  ASSERT_GT(c.pid, 0);
-  RecordIdentity r = Record(c.pid);
+  TestChild c;
+  ASSERT_GT(c.pid(), 0);
+  RecordIdentity r = Record(c.pid());
   r.start_time += 1;
   const Verdict v = Check(r);
   EXPECT_EQ(v.liveness, v1::LIVENESS_PID_REUSED);
   EXPECT_EQ(v.stale_reason, v1::STALE_REASON_PID_REUSED);
-  Release(&c);
-  Reap(c.pid);
+  c.Release();
+  c.Reap();
 }
 
 TEST_F(LivenessE2eTest, OtherBootIdIsDeadRebooted) {
-  Child c = ForkChild();
-  ASSERT_GT(c.pid, 0);
-  RecordIdentity r = Record(c.pid);
+  TestChild c;
+  ASSERT_GT(c.pid(), 0);
+  RecordIdentity r = Record(c.pid());
   r.boot_id = "00000000-0000-0000-0000-000000000000";
   const Verdict v = Check(r);
   EXPECT_EQ(v.liveness, v1::LIVENESS_DEAD);
   EXPECT_EQ(v.stale_reason, v1::STALE_REASON_REBOOTED);
-  Release(&c);
-  Reap(c.pid);
+  c.Release();
+  c.Reap();
 }
 
 TEST_F(LivenessE2eTest, NamespaceNoProcessHasIsUnknown) {
-  Child c = ForkChild();
-  ASSERT_GT(c.pid, 0);
-  RecordIdentity r = Record(c.pid);
+  TestChild c;
+  ASSERT_GT(c.pid(), 0);
+  RecordIdentity r = Record(c.pid());
   ASSERT_OK_AND_ASSIGN(Snapshot snap,
                        procfs_.Walk({/*with_status=*/true,
                                      /*with_pidns=*/true}));
@@ -225,8 +195,8 @@ TEST_F(LivenessE2eTest, NamespaceNoProcessHasIsUnknown) {
   // A missing namespace is never verified either.
   r.pidns_inode = 0;
   EXPECT_EQ(Check(r, &snap).liveness, v1::LIVENESS_UNKNOWN);
-  Release(&c);
-  Reap(c.pid);
+  c.Release();
+  c.Reap();
 }
 
 // A real child PID namespace: `unshare --pid --fork --mount-proc` runs sh as
@@ -304,12 +274,12 @@ TEST_F(LivenessE2eTest, ChildPidNamespaceTranslatesThroughNSpid) {
 // same observer reading an ordinary proc instance sees state Z: with a
 // readable stat the stat decides.
 TEST_F(LivenessE2eTest, EpermWithoutProcfsEvidenceIsUnknownNotDead) {
-  Child target = ForkChild();
-  ASSERT_GT(target.pid, 0);
-  const RecordIdentity r = Record(target.pid);
-  Release(&target);
+  TestChild target;
+  ASSERT_GT(target.pid(), 0);
+  const RecordIdentity r = Record(target.pid());
+  target.Release();
   ASSERT_TRUE(WaitFor([&] {
-    absl::StatusOr<ProcStat> s = procfs_.ReadStat(target.pid);
+    absl::StatusOr<ProcStat> s = procfs_.ReadStat(target.pid());
     return s.ok() && s->state == 'Z';
   }));
 
@@ -371,7 +341,7 @@ TEST_F(LivenessE2eTest, EpermWithoutProcfsEvidenceIsUnknownNotDead) {
   Report rep = {};
   const bool got = ReadAll(rd.get(), &rep, sizeof(rep));
   Reap(observer);
-  Reap(target.pid);
+  target.Reap();
   ::rmdir(dir);
   ASSERT_TRUE(got);
   ASSERT_EQ(rep.error, 0);

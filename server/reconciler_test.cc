@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "base/test_child.h"
 #include "base/test_util.h"
 #include "gtest/gtest.h"
 #include "runreaper/v1/runreaper.pb.h"
@@ -34,80 +35,7 @@ absl::Time FromTimestamp(const google::protobuf::Timestamp& ts) {
   return absl::FromUnixSeconds(ts.seconds()) + absl::Nanoseconds(ts.nanos());
 }
 
-// A forked child that blocks reading a pipe. Closing the pipe (Release)
-// makes it _exit(0), leaving a zombie until Reap(); the destructor kills and
-// reaps whatever is left. The child dies with the test (PR_SET_PDEATHSIG).
-class Child {
- public:
-  explicit Child(const char* comm = nullptr) {
-    int hold[2];
-    int ready[2];
-    if (::pipe2(hold, O_CLOEXEC) != 0 || ::pipe2(ready, O_CLOEXEC) != 0) {
-      std::abort();
-    }
-    pid_ = ::fork();
-    if (pid_ < 0) std::abort();
-    if (pid_ == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (comm != nullptr) ::prctl(PR_SET_NAME, comm);
-      ::close(hold[1]);
-      ::close(ready[0]);
-      char c = 'r';
-      while (::write(ready[1], &c, 1) < 0 && errno == EINTR) {
-      }
-      ::close(ready[1]);
-      ssize_t n;
-      do {
-        n = ::read(hold[0], &c, 1);
-      } while (n < 0 && errno == EINTR);
-      ::_exit(0);
-    }
-    ::close(hold[0]);
-    ::close(ready[1]);
-    hold_ = hold[1];
-    char c;
-    ssize_t n;
-    do {
-      n = ::read(ready[0], &c, 1);  // the child's comm is set from here on
-    } while (n < 0 && errno == EINTR);
-    ::close(ready[0]);
-  }
-  ~Child() {
-    if (!reaped_) {
-      ::kill(pid_, SIGKILL);
-      Reap();
-    }
-    if (hold_ >= 0) ::close(hold_);
-  }
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
-
-  int pid() const { return pid_; }
-
-  // The child exits; it stays a zombie until Reap(). Returns once it is one
-  // (waitid with WNOWAIT waits without reaping).
-  void ExitToZombie() {
-    ::close(hold_);
-    hold_ = -1;
-    siginfo_t info;
-    while (::waitid(P_PID, pid_, &info, WEXITED | WNOWAIT) != 0 &&
-           errno == EINTR) {
-    }
-  }
-  void Kill() { ::kill(pid_, SIGKILL); }
-  void Reap() {
-    if (reaped_) return;
-    int status;
-    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-    }
-    reaped_ = true;
-  }
-
- private:
-  pid_t pid_ = -1;
-  int hold_ = -1;
-  bool reaped_ = false;
-};
+using Child = TestChild;
 
 class ReconcilerTest : public ::testing::Test {
  protected:
