@@ -524,6 +524,15 @@ TEST(RealProcessTest, CraftedCommsParseBackExactly) {
     children.push_back(std::make_unique<Sleeper>(comm.c_str()));
     ASSERT_TRUE(children.back()->ready());
   }
+  // Each child writes its ready byte and only then reaches pause(): await
+  // the sleeping state instead of assuming it (it read 'R' under load).
+  for (const auto& child : children) {
+    const pid_t pid = child->pid();
+    ASSERT_TRUE(WaitFor([&] {
+      absl::StatusOr<ProcStat> st = fs.ReadStat(pid);
+      return st.ok() && st->state == 'S';
+    })) << "pid " << pid << " never reached pause()";
+  }
   ASSERT_OK_AND_ASSIGN(Snapshot snap, fs.Walk());
   for (size_t i = 0; i < comms.size(); ++i) {
     SCOPED_TRACE(comms[i]);
