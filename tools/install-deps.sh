@@ -20,6 +20,11 @@ PACKAGES=(
   util-linux
   procps
   python3
+  prometheus-cpp-dev
+  prometheus
+  lintian
+  dpkg-dev
+  systemd
 )
 
 missing=()

@@ -27,6 +27,7 @@ _LIBS = {
     "gtest": (["gtest", "gmock"], ["-lpthread"]),
     "gtest_main": (["gtest_main"], []),
     "benchmark": (["benchmark"], ["-lpthread"]),
+    "prometheus_cpp": (["prometheus-cpp-pull", "prometheus-cpp-core"], ["-lpthread"]),
 }
 
 def _system_libs_impl(ctx):
