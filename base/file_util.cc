@@ -1,0 +1,106 @@
+#include "base/file_util.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "base/fd.h"
+#include "base/status_macros.h"
+
+namespace runreaper::base {
+namespace {
+
+absl::Status ReadError(int err, absl::string_view op, absl::string_view path,
+                       size_t max_bytes) {
+  if (err == EFBIG) {  // our own code: the file is larger than the cap
+    return absl::ResourceExhaustedError(absl::StrCat(
+        op, " ", path, ": larger than the ", max_bytes, "-byte limit"));
+  }
+  return absl::ErrnoToStatus(err, absl::StrCat(op, " ", path));
+}
+
+}  // namespace
+
+int OpenAtCloexec(int dirfd, const char* path, int flags) {
+  int fd;
+  do {
+    fd = ::openat(dirfd, path, flags | O_CLOEXEC);
+  } while (fd < 0 && errno == EINTR);
+  return fd;
+}
+
+int ReadFdToBuffer(int fd, char* buf, size_t size, bool stop_at_newline,
+                   size_t* len) {
+  size_t n = 0;
+  while (n < size) {
+    const ssize_t r = ::read(fd, buf + n, size - n);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (r == 0) break;
+    n += static_cast<size_t>(r);
+    if (stop_at_newline && buf[n - 1] == '\n') break;
+  }
+  if (n == size) return EFBIG;
+  *len = n;
+  return 0;
+}
+
+int ReadFdToString(int fd, size_t max_bytes, std::string* out) {
+  // Grows *out geometrically up to max_bytes + 1: one byte past the cap is
+  // enough to tell "exactly max_bytes" from "larger", and nothing more is
+  // ever read.
+  const size_t limit = max_bytes == SIZE_MAX ? max_bytes : max_bytes + 1;
+  size_t n = 0;
+  size_t want = std::min<size_t>(4096, limit);
+  out->clear();
+  while (true) {
+    if (out->size() < want) out->resize(want);
+    const ssize_t r = ::read(fd, &(*out)[n], out->size() - n);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      out->clear();
+      return errno;
+    }
+    if (r == 0) break;
+    n += static_cast<size_t>(r);
+    if (n > max_bytes) {
+      out->clear();
+      return EFBIG;
+    }
+    if (n == out->size()) want = std::min(out->size() * 2, limit);
+  }
+  out->resize(n);
+  return 0;
+}
+
+absl::Status ReadFileAt(int dirfd, const char* name, absl::string_view display,
+                        size_t max_bytes, std::string* out) {
+  if (display.empty()) display = name;
+  Fd fd(OpenAtCloexec(dirfd, name, O_RDONLY));
+  if (!fd.valid()) return ReadError(errno, "open", display, max_bytes);
+  if (const int err = ReadFdToString(fd.get(), max_bytes, out); err != 0) {
+    return ReadError(err, "read", display, max_bytes);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadFileToString(absl::string_view path,
+                                             size_t max_bytes) {
+  const std::string p(path);
+  std::string out;
+  RETURN_IF_ERROR(ReadFileAt(AT_FDCWD, p.c_str(), p, max_bytes, &out));
+  return out;
+}
+
+}  // namespace runreaper::base

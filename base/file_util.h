@@ -1,0 +1,63 @@
+// Reading small files: the one read-to-end-of-file loop in runreaper. A new
+// small-file read (a token, a /proc or /sys file, mountinfo) goes through
+// these functions rather than a loop of its own.
+//
+// Every open is O_CLOEXEC and retried on EINTR, every read is retried on
+// EINTR and short reads are looped until end of file. No read goes past the
+// caller's cap: a file larger than `max_bytes` is RESOURCE_EXHAUSTED, found
+// by reading at most max_bytes + 1 bytes.
+//
+// Errors are absl::ErrnoToStatus codes with "open <path>: <strerror>" or
+// "read <path>: <strerror>" as the message: ENOENT and ESRCH (a /proc file of
+// a process reaped between open and read) are NOT_FOUND, EACCES and EPERM are
+// PERMISSION_DENIED, a directory is FAILED_PRECONDITION (EISDIR).
+#ifndef RUNREAPER_BASE_FILE_UTIL_H_
+#define RUNREAPER_BASE_FILE_UTIL_H_
+
+#include <cstddef>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace runreaper::base {
+
+// The whole file at `path`, at most `max_bytes` long.
+absl::StatusOr<std::string> ReadFileToString(absl::string_view path,
+                                             size_t max_bytes);
+
+// Reads the file `name` (NUL-terminated), relative to the directory `dirfd`
+// (or AT_FDCWD), into *out, replacing its contents. For hot paths: *out's
+// capacity is reused, so a caller that keeps one string across reads
+// allocates only while it grows. Errors name `display` (the path a reader
+// recognises, e.g. "/proc/12/status" for "12/status" under a /proc fd), or
+// `name` when `display` is empty; no allocation happens unless there is an
+// error. On error *out holds unspecified contents.
+absl::Status ReadFileAt(int dirfd, const char* name, absl::string_view display,
+                        size_t max_bytes, std::string* out);
+
+// The errno-level pieces, for loops that must not build an absl::Status for
+// an expected failure (a process that vanished mid-walk). Each returns 0 or
+// an errno value and allocates nothing beyond growing *out.
+
+// openat(dirfd, path, flags | O_CLOEXEC), retried on EINTR. Returns the fd
+// or -1 with errno set.
+int OpenAtCloexec(int dirfd, const char* path, int flags);
+
+// Reads `fd` from its current offset into buf[0, size) and sets *len.
+// Stops at end of file, or, when `stop_at_newline`, as soon as the bytes
+// read so far end in '\n' (saves the read() that would only return 0 for a
+// one-line file such as /proc/<pid>/stat). Returns EFBIG when the data fills
+// all `size` bytes: a file must be shorter than the buffer.
+int ReadFdToBuffer(int fd, char* buf, size_t size, bool stop_at_newline,
+                   size_t* len);
+
+// Reads `fd` from its current offset to end of file into *out (replacing
+// its contents, reusing its capacity). Returns EFBIG once more than
+// `max_bytes` bytes have been read.
+int ReadFdToString(int fd, size_t max_bytes, std::string* out);
+
+}  // namespace runreaper::base
+
+#endif  // RUNREAPER_BASE_FILE_UTIL_H_

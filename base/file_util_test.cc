@@ -1,0 +1,193 @@
+#include "base/file_util.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "base/fd.h"
+#include "base/test_util.h"
+#include "gtest/gtest.h"
+
+namespace runreaper::base {
+namespace {
+
+class FileUtilTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    std::string tmpl = "/tmp/file_util_test.XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    dir_ = new std::string(tmpl);
+  }
+  static void TearDownTestSuite() {
+    std::string cmd = "rm -rf " + *dir_;
+    (void)std::system(cmd.c_str());
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static std::string Write(const std::string& name, const std::string& data) {
+    const std::string path = *dir_ + "/" + name;
+    Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    EXPECT_TRUE(fd.valid());
+    EXPECT_EQ(::write(fd.get(), data.data(), data.size()),
+              static_cast<ssize_t>(data.size()));
+    return path;
+  }
+  static std::string* dir_;
+};
+std::string* FileUtilTest::dir_ = nullptr;
+
+TEST_F(FileUtilTest, ReadsWholeFile) {
+  std::string data(100000, 'a');
+  data[99999] = 'z';
+  const std::string path = Write("big", data);
+  ASSERT_OK_AND_ASSIGN(std::string got, ReadFileToString(path, 1 << 20));
+  EXPECT_EQ(got, data);
+}
+
+TEST_F(FileUtilTest, EmptyFileIsEmptyString) {
+  const std::string path = Write("empty", "");
+  ASSERT_OK_AND_ASSIGN(std::string got, ReadFileToString(path, 16));
+  EXPECT_EQ(got, "");
+}
+
+TEST_F(FileUtilTest, FileOfExactlyTheCapIsRead) {
+  const std::string path = Write("exact", std::string(4096, 'x'));
+  ASSERT_OK_AND_ASSIGN(std::string got, ReadFileToString(path, 4096));
+  EXPECT_EQ(got.size(), 4096u);
+}
+
+TEST_F(FileUtilTest, FileOverTheCapIsResourceExhausted) {
+  const std::string path = Write("over", std::string(4097, 'x'));
+  absl::StatusOr<std::string> got = ReadFileToString(path, 4096);
+  ASSERT_EQ(got.status().code(), absl::StatusCode::kResourceExhausted)
+      << got.status();
+  EXPECT_TRUE(absl::StrContains(got.status().message(), path))
+      << got.status();
+}
+
+TEST_F(FileUtilTest, EndlessFileStopsAtTheCap) {
+  // /dev/zero never reaches end of file: only the cap ends the read.
+  absl::StatusOr<std::string> got = ReadFileToString("/dev/zero", 10000);
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kResourceExhausted)
+      << got.status();
+}
+
+TEST_F(FileUtilTest, MissingFileIsNotFoundWithPathAndErrno) {
+  const std::string path = *dir_ + "/missing";
+  absl::StatusOr<std::string> got = ReadFileToString(path, 16);
+  ASSERT_EQ(got.status().code(), absl::StatusCode::kNotFound) << got.status();
+  EXPECT_EQ(got.status().message(),
+            "open " + path + ": No such file or directory");
+}
+
+TEST_F(FileUtilTest, DirectoryIsAnError) {
+  absl::StatusOr<std::string> got = ReadFileToString(*dir_, 16);
+  ASSERT_EQ(got.status().code(), absl::StatusCode::kFailedPrecondition)
+      << got.status();
+  EXPECT_EQ(got.status().message(), "read " + *dir_ + ": Is a directory");
+}
+
+TEST_F(FileUtilTest, UnreadableFileIsPermissionDenied) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root reads a mode-000 file";
+  const std::string path = Write("secret", "x");
+  ASSERT_EQ(::chmod(path.c_str(), 0), 0);
+  EXPECT_EQ(ReadFileToString(path, 16).status().code(),
+            absl::StatusCode::kPermissionDenied);
+}
+
+TEST_F(FileUtilTest, ProcFileIsRead) {
+  // procfs reports size 0 and is generated on read: only end of file ends it.
+  ASSERT_OK_AND_ASSIGN(std::string got,
+                       ReadFileToString("/proc/self/status", 1 << 16));
+  EXPECT_TRUE(absl::StartsWith(got, "Name:")) << got;
+}
+
+TEST_F(FileUtilTest, ReadFileAtIsRelativeToDirfdAndNamesDisplay) {
+  Write("rel", "hello\n");
+  Fd dir(::open(dir_->c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  ASSERT_TRUE(dir.valid());
+  std::string buf = "old contents that must go";
+  ASSERT_OK(ReadFileAt(dir.get(), "rel", "", 16, &buf));
+  EXPECT_EQ(buf, "hello\n");
+
+  absl::Status missing = ReadFileAt(dir.get(), "nope", "/shown/nope", 16, &buf);
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(missing.message(), "open /shown/nope: No such file or directory");
+  absl::Status unnamed = ReadFileAt(dir.get(), "nope", "", 16, &buf);
+  EXPECT_EQ(unnamed.message(), "open nope: No such file or directory");
+}
+
+TEST_F(FileUtilTest, ReadFileAtReusesTheBuffer) {
+  const std::string path = Write("reuse", std::string(3000, 'r'));
+  std::string buf;
+  ASSERT_OK(ReadFileAt(AT_FDCWD, path.c_str(), path, 1 << 16, &buf));
+  const char* const data = buf.data();
+  const size_t capacity = buf.capacity();
+  ASSERT_OK(ReadFileAt(AT_FDCWD, path.c_str(), path, 1 << 16, &buf));
+  EXPECT_EQ(buf.size(), 3000u);
+  EXPECT_EQ(buf.data(), data) << "no new allocation for a same-size file";
+  EXPECT_EQ(buf.capacity(), capacity);
+}
+
+TEST(ReadFdToString, LoopsOverShortReadsToEndOfFile) {
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+  Fd rd(p[0]);
+  Fd wr(p[1]);
+  // Each write arrives as its own short read; only the writer's close ends
+  // the data.
+  std::thread writer([&] {
+    for (int i = 0; i < 50; ++i) {
+      ASSERT_EQ(::write(wr.get(), "0123456789", 10), 10);
+      ::usleep(100);
+    }
+    wr.Reset();
+  });
+  std::string out;
+  const int err = ReadFdToString(rd.get(), 1 << 16, &out);
+  writer.join();
+  ASSERT_EQ(err, 0) << strerror(err);
+  EXPECT_EQ(out.size(), 500u);
+}
+
+TEST(ReadFdToBuffer, StopsAtNewlineOnlyWhenAsked) {
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+  Fd rd(p[0]);
+  Fd wr(p[1]);
+  ASSERT_EQ(::write(wr.get(), "line\n", 5), 5);
+  char buf[64];
+  size_t len = 0;
+  // The write end is still open: a read past the newline would block.
+  ASSERT_EQ(ReadFdToBuffer(rd.get(), buf, sizeof(buf), true, &len), 0);
+  EXPECT_EQ(std::string(buf, len), "line\n");
+
+  ASSERT_EQ(::write(wr.get(), "a\nb", 3), 3);
+  wr.Reset();
+  ASSERT_EQ(ReadFdToBuffer(rd.get(), buf, sizeof(buf), false, &len), 0);
+  EXPECT_EQ(std::string(buf, len), "a\nb");
+}
+
+TEST(ReadFdToBuffer, DataThatFillsTheBufferIsEfbig) {
+  Fd fd(::open("/dev/zero", O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(fd.valid());
+  char buf[128];
+  size_t len = 0;
+  EXPECT_EQ(ReadFdToBuffer(fd.get(), buf, sizeof(buf), true, &len), EFBIG);
+}
+
+TEST(OpenAtCloexec, SetsCloexec) {
+  Fd fd(OpenAtCloexec(AT_FDCWD, "/proc/self/stat", O_RDONLY));
+  ASSERT_TRUE(fd.valid());
+  EXPECT_NE(::fcntl(fd.get(), F_GETFD) & FD_CLOEXEC, 0);
+}
+
+}  // namespace
+}  // namespace runreaper::base
