@@ -2,7 +2,7 @@
 // v1::RegisterRunRequest (they use the same field names). The cgroup is
 // deliberately not copied: a process's current cgroup is usually shared with
 // its runner, and only a cgroup of the run's own may ever be recorded (see
-// DESIGN.md, "Orphans and the sweep").
+// docs/DESIGN.md, "Orphans and the sweep").
 #ifndef RUNREAPER_SCANNER_IDENTITY_PROTO_H_
 #define RUNREAPER_SCANNER_IDENTITY_PROTO_H_
 

@@ -1,4 +1,4 @@
-// The liveness decision table of DESIGN.md as a pure function, and the probe
+// The liveness decision table of docs/DESIGN.md as a pure function, and the probe
 // that gathers its evidence for one record from the kernel.
 #ifndef RUNREAPER_SCANNER_LIVENESS_H_
 #define RUNREAPER_SCANNER_LIVENESS_H_

@@ -1,4 +1,4 @@
-// Every row of the DESIGN.md liveness decision table as a pure test of
+// Every row of the docs/DESIGN.md liveness decision table as a pure test of
 // Decide(), plus the stale_after threshold.
 #include "scanner/liveness.h"
 

@@ -1,5 +1,5 @@
 // Run membership: which processes of a /proc snapshot belong to a run
-// (DESIGN.md "Orphans and the sweep"). Pure decision code: it reads nothing
+// (docs/DESIGN.md "Orphans and the sweep"). Pure decision code: it reads nothing
 // itself; the snapshot, the observer's identity and a ProcessEvidence that
 // answers environ/cgroup questions are passed in (the sweeper passes one
 // backed by ProcFs, tests pass hand-built ones).

@@ -1,5 +1,5 @@
 // The sweeper: finds the orphans of terminal runs (live members, by pgid, sid,
-// environment cookie and dedicated cgroup, under DESIGN.md's ownership rules)
+// environment cookie and dedicated cgroup, under docs/DESIGN.md's ownership rules)
 // and removes them with the SIGINT -> SIGTERM -> SIGKILL ladder, every signal
 // through scanner/safe_signal.h and every signal an audit event.
 #ifndef RUNREAPER_SERVER_SWEEPER_H_

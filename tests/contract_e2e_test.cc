@@ -1,4 +1,4 @@
-// The outside contract of DESIGN.md ("API contract", "Programs and their
+// The outside contract of docs/DESIGN.md ("API contract", "Programs and their
 // words") end to end: what a hostile or careless client can send, the state
 // machine through the RPCs, ListRuns/ListEvents paging, and the daemon's
 // defaults and startup errors. Real runreaperd binary, real socket.
