@@ -13,14 +13,12 @@
 #include "base/status_macros.h"
 #include "server/daemon_log.h"
 #include "scanner/identity_proto.h"
+#include "store/run_state.h"
 
 namespace runreaper::server {
 namespace {
 
-bool IsTerminal(v1::RunState state) {
-  return state == v1::RUN_STATE_FINISHED || state == v1::RUN_STATE_STALE ||
-         state == v1::RUN_STATE_CANCELLED;
-}
+using store::IsTerminal;
 
 absl::Status ValidateRunId(const std::string& run_id) {
   if (run_id.empty()) {

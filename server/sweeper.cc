@@ -22,6 +22,7 @@
 #include "base/status_macros.h"
 #include "scanner/membership.h"
 #include "scanner/safe_signal.h"
+#include "store/run_state.h"
 
 namespace runreaper::server {
 namespace {
@@ -45,10 +46,7 @@ constexpr int kMaxKillRounds = 4;
 constexpr int kStageSignal[4] = {0, SIGINT, SIGTERM, SIGKILL};
 constexpr const char* kStageName[4] = {"", "SIGINT", "SIGTERM", "SIGKILL"};
 
-bool IsTerminal(v1::RunState state) {
-  return state == v1::RUN_STATE_FINISHED || state == v1::RUN_STATE_STALE ||
-         state == v1::RUN_STATE_CANCELLED;
-}
+using store::IsTerminal;
 
 RunSpec SpecOf(const v1::Run& run) {
   RunSpec s;

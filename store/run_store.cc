@@ -21,6 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "base/status_macros.h"
+#include "store/run_state.h"
 #include "store/sqlite.h"
 
 namespace runreaper::store {
@@ -137,11 +138,6 @@ void SetTimestamp(int64_t micros, google::protobuf::Timestamp* ts) {
 
 int64_t TimestampMicros(const google::protobuf::Timestamp& ts) {
   return ts.seconds() * 1000000 + ts.nanos() / 1000;
-}
-
-bool IsTerminal(v1::RunState state) {
-  return state == v1::RUN_STATE_FINISHED || state == v1::RUN_STATE_STALE ||
-         state == v1::RUN_STATE_CANCELLED;
 }
 
 std::string StateName(v1::RunState state) {
