@@ -16,7 +16,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
 
 namespace runreaper::e2e {
@@ -307,45 +306,17 @@ std::unique_ptr<grpc::ClientContext> Ctx(absl::Duration deadline) {
 
 absl::StatusOr<int> HealthCheck(const std::shared_ptr<grpc::Channel>& channel,
                                 const std::string& service, absl::Duration deadline) {
-  // HealthCheckRequest { string service = 1; }
-  std::string request_bytes;
-  if (!service.empty()) {
-    request_bytes.push_back(0x0a);
-    request_bytes.push_back(static_cast<char>(service.size()));  // < 128
-    request_bytes += service;
-  }
-  grpc::Slice slice(request_bytes);
-  grpc::ByteBuffer request(&slice, 1);
-  grpc::GenericStub generic(channel);
-  grpc::CompletionQueue cq;
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(service);
+  grpc::health::v1::HealthCheckResponse response;
   auto ctx = Ctx(deadline);
-  grpc::ByteBuffer response;
-  grpc::Status status;
-  auto call = generic.PrepareUnaryCall(ctx.get(), "/grpc.health.v1.Health/Check",
-                                       request, &cq);
-  call->StartCall();
-  call->Finish(&response, &status, reinterpret_cast<void*>(1));
-  void* tag;
-  bool ok;
-  cq.Next(&tag, &ok);
-  cq.Shutdown();
-  while (cq.Next(&tag, &ok)) {
-  }
+  const grpc::Status status =
+      grpc::health::v1::Health::NewStub(channel)->Check(ctx.get(), request, &response);
   if (!status.ok()) {
     return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
                         status.error_message());
   }
-  std::vector<grpc::Slice> slices;
-  std::string bytes;
-  if (!response.Dump(&slices).ok()) return absl::InternalError("health: bad response");
-  for (const grpc::Slice& s : slices) {
-    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  }
-  // HealthCheckResponse { ServingStatus status = 1; } (0 = UNKNOWN is omitted)
-  if (bytes.empty()) return 0;
-  if (bytes.size() == 2 && bytes[0] == 0x08) return static_cast<unsigned char>(bytes[1]);
-  return absl::InternalError(absl::StrCat("health: unexpected response of ",
-                                          bytes.size(), " bytes"));
+  return static_cast<int>(response.status());
 }
 
 }  // namespace runreaper::e2e

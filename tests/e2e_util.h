@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "runreaper/v1/runreaper.grpc.pb.h"
@@ -113,15 +114,15 @@ struct CtlResult {
 CtlResult RunCtl(const std::vector<std::string>& args,
                  absl::Duration deadline = absl::Seconds(30));
 
-// grpc.health.v1.Health/Check for `service` ("" = the whole server), hand
-// encoded (Debian ships no generated health stubs): the status enum
-// (1 SERVING, 2 NOT_SERVING, 3 SERVICE_UNKNOWN, 0 UNKNOWN), or the call's
-// error.
+// grpc.health.v1.Health/Check for `service` ("" = the whole server): the
+// HealthCheckResponse status (1 SERVING, 2 NOT_SERVING, 3 SERVICE_UNKNOWN,
+// 0 UNKNOWN), or the call's error.
 absl::StatusOr<int> HealthCheck(const std::shared_ptr<grpc::Channel>& channel,
                                 const std::string& service,
                                 absl::Duration deadline = absl::Seconds(5));
-inline constexpr int kHealthServing = 1;
-inline constexpr int kHealthNotServing = 2;
+inline constexpr int kHealthServing = grpc::health::v1::HealthCheckResponse::SERVING;
+inline constexpr int kHealthNotServing =
+    grpc::health::v1::HealthCheckResponse::NOT_SERVING;
 
 // A client context with a deadline.
 std::unique_ptr<grpc::ClientContext> Ctx(absl::Duration deadline = absl::Seconds(10));

@@ -26,7 +26,7 @@
 #include "absl/time/time.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/time_util.h"
-#include "grpcpp/generic/generic_stub.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "runreaper/v1/runreaper.grpc.pb.h"
 #include "runreaper/v1/runreaper.pb.h"
@@ -418,46 +418,24 @@ int PrintRunResult(Client& c, const grpc::Status& s, const v1::Run& run,
   return kExitOk;
 }
 
-// grpc.health.v1.Health/Check with a hand-encoded request (service "" is the
-// empty message) and response (field 1, varint status): Debian ships no
-// generated health stubs.
+// grpc.health.v1.Health/Check for the whole server (service "").
 int CmdHealth(Client& c) {
-  grpc::GenericStub generic(c.channel()->shared_from_this());
-  grpc::CompletionQueue cq;
+  using grpc::health::v1::HealthCheckResponse;
+  HealthCheckResponse response;
   auto ctx = c.Context();
-  grpc::ByteBuffer request;
-  grpc::Slice empty("", 0);
-  request = grpc::ByteBuffer(&empty, 1);
-  grpc::ByteBuffer response;
-  grpc::Status status;
-  auto call = generic.PrepareUnaryCall(ctx.get(), "/grpc.health.v1.Health/Check",
-                                       request, &cq);
-  call->StartCall();
-  call->Finish(&response, &status, reinterpret_cast<void*>(1));
-  void* tag;
-  bool ok;
-  cq.Next(&tag, &ok);
-  cq.Shutdown();
-  while (cq.Next(&tag, &ok)) {
-  }
+  const grpc::Status status =
+      grpc::health::v1::Health::NewStub(c.channel()->shared_from_this())
+          ->Check(ctx.get(), grpc::health::v1::HealthCheckRequest(), &response);
   if (!status.ok()) return ExitFor(status, "health");
-  std::vector<grpc::Slice> slices;
-  std::string bytes;
-  if (response.Dump(&slices).ok()) {
-    for (const grpc::Slice& s : slices) {
-      bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-    }
-  }
-  int code = 0;  // UNKNOWN
-  if (bytes.size() >= 2 && bytes[0] == 0x08) code = static_cast<unsigned char>(bytes[1]);
-  static const char* kNames[] = {"UNKNOWN", "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN"};
-  const char* name = code >= 0 && code <= 3 ? kNames[code] : "UNKNOWN";
+  const std::string name = HealthCheckResponse::ServingStatus_IsValid(response.status())
+                               ? HealthCheckResponse::ServingStatus_Name(response.status())
+                               : "UNKNOWN";
   if (c.json()) {
-    printf("{\"status\":\"%s\"}\n", name);
+    printf("{\"status\":\"%s\"}\n", name.c_str());
   } else {
-    printf("%s\n", name);
+    printf("%s\n", name.c_str());
   }
-  return code == 1 ? kExitOk : kExitError;
+  return response.status() == HealthCheckResponse::SERVING ? kExitOk : kExitError;
 }
 
 int CmdRegister(Client& c, const ParsedArgs& a) {
