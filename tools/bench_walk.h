@@ -1,0 +1,23 @@
+// Row (1): what ProcFs::Walk() costs per process against the floor, the
+// least any walk must do (list /proc, read each <pid>/stat once).
+#ifndef RUNREAPER_TOOLS_BENCH_WALK_H_
+#define RUNREAPER_TOOLS_BENCH_WALK_H_
+
+#include "scanner/procfs.h"
+
+namespace runreaper::bench {
+
+struct WalkResult {
+  double floor_us = 0;  // per process
+  double walk_us = 0;
+  double ratio = 0;  // median of the per-repetition ratios (paired runs)
+  int processes_seen = 0;
+};
+
+// `reps` paired repetitions of walk and floor, alternating which runs
+// first. Dies if the walk fails.
+WalkResult BenchWalk(const scanner::ProcFs& procfs, int reps);
+
+}  // namespace runreaper::bench
+
+#endif  // RUNREAPER_TOOLS_BENCH_WALK_H_
