@@ -1,32 +1,18 @@
 #include "server/daemon_log.h"
 
-#include <unistd.h>
-
-#include <cerrno>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "absl/time/clock.h"
-#include "absl/time/time.h"
+#include "base/log.h"
+#include "base/text.h"
 
 namespace runreaper::server {
 
 namespace v1 = ::runreaper::v1;
 
-void LogLine(absl::string_view message) {
-  const std::string line = absl::StrCat(
-      absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone()),
-      " runreaperd: ", message, "\n");
-  size_t off = 0;
-  while (off < line.size()) {
-    const ssize_t n = ::write(STDERR_FILENO, line.data() + off, line.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    off += static_cast<size_t>(n);
-  }
-}
+void LogLine(absl::string_view message) { LogInfo(message); }
 
 std::string ShortStateName(v1::RunState state) {
   std::string name = v1::RunState_Name(state);
@@ -69,69 +55,6 @@ std::string DescribeEvent(const v1::Event& e) {
     }
   }
   if (!e.detail().empty()) absl::StrAppend(&out, ": ", e.detail());
-  return out;
-}
-
-namespace {
-
-// Length of the valid UTF-8 sequence starting at text[i], 0 when invalid
-// (truncated, overlong, surrogate, or above U+10FFFF).
-size_t Utf8SequenceLength(absl::string_view text, size_t i) {
-  const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
-  const unsigned char b0 = byte(i);
-  if (b0 < 0x80) return 1;
-  size_t n;
-  unsigned char lo = 0x80, hi = 0xBF;  // bounds of the second byte
-  if (b0 >= 0xC2 && b0 <= 0xDF) {
-    n = 2;
-  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-    n = 3;
-    if (b0 == 0xE0) lo = 0xA0;  // overlong
-    if (b0 == 0xED) hi = 0x9F;  // surrogates
-  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-    n = 4;
-    if (b0 == 0xF0) lo = 0x90;  // overlong
-    if (b0 == 0xF4) hi = 0x8F;  // above U+10FFFF
-  } else {
-    return 0;
-  }
-  if (i + n > text.size()) return 0;
-  if (byte(i + 1) < lo || byte(i + 1) > hi) return 0;
-  for (size_t k = 2; k < n; ++k) {
-    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
-  }
-  return n;
-}
-
-}  // namespace
-
-bool IsValidUtf8(absl::string_view text) {
-  for (size_t i = 0; i < text.size();) {
-    const size_t n = Utf8SequenceLength(text, i);
-    if (n == 0) return false;
-    i += n;
-  }
-  return true;
-}
-
-std::string ToValidUtf8(absl::string_view text) {
-  if (IsValidUtf8(text)) return std::string(text);
-  static const char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(text.size() + 16);
-  for (size_t i = 0; i < text.size();) {
-    const size_t n = Utf8SequenceLength(text, i);
-    if (n == 0) {
-      const auto b = static_cast<unsigned char>(text[i]);
-      out += "\\x";
-      out += kHex[b >> 4];
-      out += kHex[b & 0xF];
-      ++i;
-    } else {
-      out.append(text.data() + i, n);
-      i += n;
-    }
-  }
   return out;
 }
 

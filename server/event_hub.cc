@@ -1,11 +1,11 @@
 #include "server/event_hub.h"
 
-#include <cstdio>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/log.h"
 #include "base/status_macros.h"
 
 namespace runreaper::server {
@@ -89,11 +89,7 @@ void EventHub::Loop(absl::Duration poll_interval) {
     }
     if (absl::Now() >= next_poll) next_poll = absl::Now() + poll_interval;
     if (absl::Status s = Pump(); !s.ok()) {
-      fprintf(stderr, "%s runreaperd: event pump: %s\n",
-              absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(),
-                               absl::UTCTimeZone())
-                  .c_str(),
-              s.ToString().c_str());
+      LogError("event pump: ", s.ToString());
     }
   }
 }
