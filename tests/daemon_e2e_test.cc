@@ -548,9 +548,12 @@ TEST(DaemonMetricsTest, ScrapeCountsRegistrationsAndTransitions) {
   auto ctx = Ctx();
   ASSERT_TRUE(stub->RegisterRun(ctx.get(), req, &run).ok());
   sleeper.Kill();
+  // Transitions are counted by the reconciler, registrations when the event
+  // hub hands the REGISTERED event to the logger: await both.
   ASSERT_TRUE(WaitFor([&] {
-    return absl::StrContains(HttpGet(port, "/metrics"),
-                             "\nrunreaper_transitions_total 1\n");
+    const std::string body = HttpGet(port, "/metrics");
+    return absl::StrContains(body, "\nrunreaper_transitions_total 1\n") &&
+           absl::StrContains(body, "\nrunreaper_registrations_total 1\n");
   })) << HttpGet(port, "/metrics");
   const std::string body = HttpGet(port, "/metrics");
   EXPECT_TRUE(absl::StrContains(body, "HTTP/1.0 200 OK")) << body;
