@@ -147,9 +147,18 @@ std::optional<Cgroup2Mount> FindCgroup2Mount(absl::string_view mountinfo) {
   return std::nullopt;
 }
 
+bool IsNormalCgroupPath(absl::string_view path) {
+  if (path.empty() || path.front() != '/') return false;
+  if (path == "/") return true;
+  for (absl::string_view part : absl::StrSplit(path.substr(1), '/')) {
+    if (part.empty() || part == "." || part == "..") return false;
+  }
+  return true;
+}
+
 std::optional<std::string> CgroupDir(const Cgroup2Mount& mount,
                                      absl::string_view cgroup) {
-  if (cgroup.empty() || cgroup.front() != '/') return std::nullopt;
+  if (!IsNormalCgroupPath(cgroup)) return std::nullopt;
   if (!CgroupIsWithin(cgroup, mount.root)) return std::nullopt;
   absl::string_view rest = cgroup;
   if (mount.root != "/") rest.remove_prefix(mount.root.size());

@@ -150,8 +150,15 @@ struct Cgroup2Mount {
 };
 std::optional<Cgroup2Mount> FindCgroup2Mount(absl::string_view mountinfo);
 
+// A cgroup v2 path as the kernel writes it: absolute, and every component
+// non-empty and neither "." nor ".." ("/" itself is normal). A path from a
+// client that is not normal could name a directory outside the cgroup mount
+// once joined to it (".." climbs out of it).
+bool IsNormalCgroupPath(absl::string_view path);
+
 // The directory of cgroup v2 path `cgroup` under `mount`; nullopt when the
-// path lies outside the mounted part of the hierarchy.
+// path is not normal (IsNormalCgroupPath) or lies outside the mounted part of
+// the hierarchy.
 std::optional<std::string> CgroupDir(const Cgroup2Mount& mount,
                                      absl::string_view cgroup);
 

@@ -361,6 +361,18 @@ TEST(MembershipTest, FindsCgroup2Mount) {
   sub.mount_point = "/mnt/my cg";
   EXPECT_EQ(CgroupDir(sub, "/a/b"), std::optional<std::string>("/mnt/my cg/b"));
   EXPECT_FALSE(CgroupDir(sub, "/ab").has_value());
+  // Found by tests/fuzz/cgroup_fuzz.cc: a path with "." or ".." components
+  // (sent by a client at registration) named a directory outside the mount,
+  // where the sweep would write cgroup.kill.
+  EXPECT_FALSE(CgroupDir(*m, "/../../etc").has_value());
+  EXPECT_FALSE(CgroupDir(*m, "/./runreaper").has_value());
+  EXPECT_FALSE(CgroupDir(*m, "/runreaper//r1").has_value());
+  EXPECT_FALSE(CgroupDir(*m, "/runreaper/r1/").has_value());
+  EXPECT_FALSE(CgroupDir(sub, "/a/../b").has_value());
+  EXPECT_TRUE(IsNormalCgroupPath("/"));
+  EXPECT_TRUE(IsNormalCgroupPath("/a/b.c/..d"));
+  EXPECT_FALSE(IsNormalCgroupPath("a/b"));
+  EXPECT_FALSE(IsNormalCgroupPath(""));
   std::optional<Cgroup2Mount> esc = FindCgroup2Mount(
       "9 1 0:5 /x /mnt/my\\040cg rw - cgroup2 none rw\n");
   ASSERT_TRUE(esc.has_value());

@@ -20,6 +20,8 @@ PACKAGES=(
   util-linux
   procps
   python3
+  clang
+  libclang-rt-14-dev
   prometheus-cpp-dev
   prometheus
   lintian
