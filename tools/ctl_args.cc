@@ -2,6 +2,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/text.h"
 
 namespace runreaper::tools {
 
@@ -52,18 +53,19 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
       if (has_value && value != "true" && value != "false" && value != "1" &&
           value != "0" && value != "yes" && value != "no") {
         return absl::InvalidArgumentError(
-            absl::StrCat("--", name, " takes no value (or true/false), got \"",
-                         value, "\""));
+            absl::StrCat("--", EscapeForLog(name),
+                         " takes no value (or true/false), got \"",
+                         EscapeForLog(value), "\""));
       }
       out.flags[name].push_back(has_value ? value : "");
       continue;
     }
     if (!value_flags.count(name)) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name));
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", EscapeForLog(name)));
     }
     if (!has_value) {
       if (i + 1 >= args.size()) {
-        return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
+        return absl::InvalidArgumentError(absl::StrCat("--", EscapeForLog(name), " needs a value"));
       }
       value = args[++i];
     }

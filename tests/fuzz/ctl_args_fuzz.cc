@@ -1,7 +1,8 @@
 // Fuzzes runreaperctl's argument parser (bytes a user, or a script feeding
 // it untrusted names, puts on the command line). The input is split at NUL
 // into argv words. Properties: never crashes; every flag it accepts is one
-// of the declared flags; every word is accounted for exactly once.
+// of the declared flags (or help); no word is counted twice; an error
+// message holds no control character (it is printed to a terminal).
 #include <cstddef>
 #include <cstdint>
 #include <set>
@@ -23,10 +24,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       new std::set<std::string>{"json", "dry_run", "follow", "keep"};
   absl::StatusOr<runreaper::tools::ParsedArgs> parsed =
       runreaper::tools::ParseArgs(args, *kValue, *kBool);
-  if (!parsed.ok()) return 0;
+  if (!parsed.ok()) {
+    for (char c : parsed.status().message()) {
+      FUZZ_CHECK(static_cast<unsigned char>(c) >= 0x20 && c != 0x7f);
+    }
+    return 0;
+  }
   size_t values = 0;
   for (const auto& [name, list] : parsed->flags) {
-    FUZZ_CHECK(kValue->count(name) > 0 || kBool->count(name) > 0);
+    // "-h" is always accepted, as "help".
+    FUZZ_CHECK(kValue->count(name) > 0 || kBool->count(name) > 0 ||
+               name == "help");
     values += list.size();
   }
   FUZZ_CHECK(parsed->positional.size() + parsed->after_dashdash.size() +
