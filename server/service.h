@@ -1,7 +1,9 @@
-// The runreaper.v1.Reconciler gRPC service (callback API): request
-// validation, the mapping onto the store, the reconciler and the sweeper, and
-// the two long-lived calls, WaitRun and WatchEvents, which wait on the event
-// hub and a shared timer thread instead of pinning a thread each.
+// The runreaper.v1.Reconciler gRPC service (callback API): the handlers that
+// map each RPC onto the store, the reconciler and the sweeper. The pieces
+// live in their own units: request validation (server/request_validation.h),
+// bearer-token auth (server/bearer_auth.h), the long-lived WaitRun and
+// WatchEvents reactors (server/streams.h, server/watch_flow.h) and their
+// timer thread (server/timers.h).
 //
 // Status mapping: the store's absl::Status codes pass through unchanged (the
 // numeric codes are gRPC's); a request field that is malformed is
@@ -18,28 +20,24 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/functional/function_ref.h"
 #include "absl/time/time.h"
+#include "google/protobuf/message.h"
 #include "grpcpp/grpcpp.h"
 #include "runreaper/v1/runreaper.grpc.pb.h"
 #include "runreaper/v1/runreaper.pb.h"
 #include "scanner/procfs.h"
 #include "server/event_hub.h"
 #include "server/reconciler.h"
+#include "server/request_validation.h"
+#include "server/streams.h"
 #include "server/sweeper.h"
+#include "server/timers.h"
 #include "store/run_store.h"
 
 namespace runreaper::server {
 
 namespace v1 = ::runreaper::v1;
-
-// Request limits (also documented in the proto and docs/OPERATIONS.md).
-inline constexpr size_t kMaxRunIdBytes = 256;
-inline constexpr size_t kMaxLabelKeyBytes = 63;
-inline constexpr size_t kMaxLabelValueBytes = 256;
-inline constexpr int kMaxLabels = 64;
-inline constexpr int kMaxReasonBytes = 1024;
-// Tokens we hand out are a few dozen bytes; a longer one is not ours.
-inline constexpr size_t kMaxPageTokenBytes = 1024;
 
 struct ServiceOptions {
   // At most this many live events are held unsent per WatchEvents stream.
@@ -55,16 +53,6 @@ struct ServiceOptions {
   // the unix socket are authorised by its file mode.
   std::string token;
 };
-
-// Checks a RegisterRunRequest's fields (not the process): INVALID_ARGUMENT
-// naming the first bad field.
-absl::Status ValidateRegisterRequest(const v1::RegisterRunRequest& request);
-
-grpc::Status ToGrpcStatus(const absl::Status& status);
-
-// Fills a WaitRunResponse from the run as it stands (terminal and
-// exited_without_result; timed_out is left to the caller).
-void FillWaitResponse(const v1::Run& run, v1::WaitRunResponse* response);
 
 class ReconcilerService final : public v1::Reconciler::CallbackService {
  public:
@@ -124,18 +112,22 @@ class ReconcilerService final : public v1::Reconciler::CallbackService {
       grpc::CallbackServerContext* ctx, const v1::ListEventsRequest* request,
       v1::ListEventsResponse* response) override;
 
-  // Shared one-thread timer (WaitRun timeouts). Public for the reactors in
-  // service.cc.
-  class Timers;
-
  private:
   absl::Status Authorize(grpc::CallbackServerContext* ctx) const;
   // Every handler starts with Begin (counts the call in flight, refuses while
-  // draining, checks the token) and answers with Done (or Leave for a call
-  // whose reactor finishes later).
+  // draining, checks the token) and ends with Leave (once its reactor is
+  // set up, or once it has answered).
   absl::Status Begin(grpc::CallbackServerContext* ctx);
   void Leave();
+  // A unary call answered in the handler: Begin, then `body` (validates and
+  // fills `response`), then Done with body's status.
+  grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* ctx,
+                                  google::protobuf::Message* response,
+                                  absl::FunctionRef<absl::Status()> body);
+  // Answers a unary call after Begin: on OK the response's text is made valid
+  // UTF-8 (see MakeValidUtf8); then Finish and Leave.
   grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx,
+                                 google::protobuf::Message* response,
                                  const absl::Status& status);
   absl::StatusOr<v1::Run> DoRegister(const v1::RegisterRunRequest& request);
   void StartBackground(std::function<void()> work);

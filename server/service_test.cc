@@ -1,4 +1,5 @@
-// Pure pieces of the service: request validation and the WaitRun response.
+// Pure pieces of the service: the WaitRun response and the status mapping
+// (request validation is tested in request_validation_test.cc).
 // The RPCs themselves are tested end to end in tests/ (real daemon, real
 // socket).
 #include "server/service.h"
@@ -13,64 +14,6 @@
 
 namespace runreaper::server {
 namespace {
-
-v1::RegisterRunRequest Valid() {
-  v1::RegisterRunRequest r;
-  r.set_run_id("r1");
-  r.set_pid(42);
-  return r;
-}
-
-void ExpectBad(const v1::RegisterRunRequest& r, absl::string_view field) {
-  const absl::Status s = ValidateRegisterRequest(r);
-  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
-  EXPECT_TRUE(absl::StartsWith(s.message(), field)) << s;
-}
-
-TEST(ValidateRegisterRequestTest, AcceptsMinimalAndLimits) {
-  EXPECT_OK(ValidateRegisterRequest(Valid()));
-  auto r = Valid();
-  r.set_run_id(std::string(kMaxRunIdBytes, 'x'));
-  r.set_pgid(2);
-  r.set_sid(1);
-  (*r.mutable_labels())[std::string(kMaxLabelKeyBytes, 'k')] =
-      std::string(kMaxLabelValueBytes, 'v');
-  EXPECT_OK(ValidateRegisterRequest(r));
-}
-
-TEST(ValidateRegisterRequestTest, NamesTheBadField) {
-  auto r = Valid();
-  r.set_run_id("");
-  ExpectBad(r, "run_id");
-  r = Valid();
-  r.set_run_id(std::string(kMaxRunIdBytes + 1, 'x'));
-  ExpectBad(r, "run_id");
-  r = Valid();
-  r.set_pid(0);
-  ExpectBad(r, "pid");
-  r.set_pid(-5);
-  ExpectBad(r, "pid");
-  r = Valid();
-  r.set_pgid(1);
-  ExpectBad(r, "pgid");
-  r.set_pgid(0);
-  ExpectBad(r, "pgid");
-  r = Valid();
-  r.set_sid(0);
-  ExpectBad(r, "sid");
-  r = Valid();
-  (*r.mutable_labels())[""] = "v";
-  ExpectBad(r, "labels");
-  r = Valid();
-  (*r.mutable_labels())[std::string(kMaxLabelKeyBytes + 1, 'k')] = "v";
-  ExpectBad(r, "labels");
-  r = Valid();
-  (*r.mutable_labels())["k"] = std::string(kMaxLabelValueBytes + 1, 'v');
-  ExpectBad(r, "labels");
-  r = Valid();
-  for (int i = 0; i <= kMaxLabels; ++i) (*r.mutable_labels())[std::to_string(i)] = "v";
-  ExpectBad(r, "labels");
-}
 
 TEST(FillWaitResponseTest, ExitedWithoutResultOnlyForVerifiedExitWithNoCode) {
   v1::Run run;

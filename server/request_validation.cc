@@ -1,0 +1,133 @@
+#include "server/request_validation.h"
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "store/run_store.h"
+
+namespace runreaper::server {
+
+absl::Status ValidateRunId(absl::string_view run_id) {
+  if (run_id.empty()) {
+    return absl::InvalidArgumentError("run_id: must not be empty");
+  }
+  if (run_id.size() > kMaxRunIdBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "run_id: ", run_id.size(), " bytes, at most ", kMaxRunIdBytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateOptionalRunId(absl::string_view run_id) {
+  return run_id.empty() ? absl::OkStatus() : ValidateRunId(run_id);
+}
+
+absl::Status ValidatePageSize(int page_size) {
+  if (page_size < 0 || page_size > store::RunStore::kMaxPageSize) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("page_size: ", page_size, " is outside 0..",
+                     store::RunStore::kMaxPageSize));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateLabels(
+    const google::protobuf::Map<std::string, std::string>& labels,
+    absl::string_view field) {
+  if (labels.size() > static_cast<size_t>(kMaxLabels)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": ", labels.size(), " labels, at most ", kMaxLabels));
+  }
+  for (const auto& [key, value] : labels) {
+    if (key.empty() || key.size() > kMaxLabelKeyBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": key \"", key.substr(0, 80), "\" must be 1..",
+                       kMaxLabelKeyBytes, " bytes"));
+    }
+    if (value.size() > kMaxLabelValueBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": value of \"", key, "\" is ", value.size(),
+                       " bytes, at most ", kMaxLabelValueBytes));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateRegisterRequest(const v1::RegisterRunRequest& r) {
+  RETURN_IF_ERROR(ValidateRunId(r.run_id()));
+  if (r.pid() <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pid: ", r.pid(), " must be > 0"));
+  }
+  if (r.has_pgid() && r.pgid() <= 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pgid: ", r.pgid(), " must be > 1"));
+  }
+  if (r.has_sid() && r.sid() <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sid: ", r.sid(), " must be > 0"));
+  }
+  if (r.has_comm() && r.comm().size() > 64) {
+    return absl::InvalidArgumentError("comm: longer than 64 bytes");
+  }
+  if (r.has_boot_id() && r.boot_id().size() > 64) {
+    return absl::InvalidArgumentError("boot_id: longer than 64 bytes");
+  }
+  if (r.has_cgroup() && r.cgroup().size() > 4096) {
+    return absl::InvalidArgumentError("cgroup: longer than 4096 bytes");
+  }
+  return ValidateLabels(r.labels(), "labels");
+}
+
+absl::Status ValidateCancelRequest(const v1::CancelRunRequest& r) {
+  RETURN_IF_ERROR(ValidateRunId(r.run_id()));
+  if (r.reason().size() > static_cast<size_t>(kMaxReasonBytes)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("reason: longer than ", kMaxReasonBytes, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateListRunsRequest(const v1::ListRunsRequest& r) {
+  if (!v1::RunState_IsValid(r.state())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "state: unknown value ", static_cast<int>(r.state())));
+  }
+  RETURN_IF_ERROR(ValidatePageSize(r.page_size()));
+  RETURN_IF_ERROR(ValidateLabels(r.label_selector(), "label_selector"));
+  if (r.page_token().size() > kMaxPageTokenBytes) {
+    // Refused here: the store's message would quote it, and a status message
+    // that large does not fit in the trailers the client accepts.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "page_token: ", r.page_token().size(), " bytes, not a token from ListRuns"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateListEventsRequest(const v1::ListEventsRequest& r) {
+  if (r.after_event_id() < 0) {
+    return absl::InvalidArgumentError("after_event_id: must be >= 0");
+  }
+  RETURN_IF_ERROR(ValidatePageSize(r.page_size()));
+  // Empty means every run; a run id too long to exist is refused.
+  if (r.run_id().size() > kMaxRunIdBytes) return ValidateRunId(r.run_id());
+  return absl::OkStatus();
+}
+
+absl::Status ValidateWatchEventsRequest(const v1::WatchEventsRequest& r) {
+  if (r.after_event_id() < 0) {
+    return absl::InvalidArgumentError("after_event_id: must be >= 0");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<absl::Duration> WaitTimeout(const v1::WaitRunRequest& r) {
+  RETURN_IF_ERROR(ValidateRunId(r.run_id()));
+  if (!r.has_timeout()) return absl::InfiniteDuration();
+  const auto& t = r.timeout();
+  if (t.seconds() < 0 || t.nanos() < 0 || t.nanos() > 999999999) {
+    return absl::InvalidArgumentError("timeout: must be >= 0");
+  }
+  return absl::Seconds(t.seconds()) + absl::Nanoseconds(t.nanos());
+}
+
+}  // namespace runreaper::server

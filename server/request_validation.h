@@ -1,0 +1,56 @@
+// Request validation for the runreaper.v1.Reconciler service: pure checks of
+// the fields a client sent (never of the process or the store), one function
+// per request. Each returns OK or INVALID_ARGUMENT with a message that starts
+// with the name of the first bad field. The limits are part of the contract
+// (documented in the proto, docs/DESIGN.md and docs/OPERATIONS.md).
+#ifndef RUNREAPER_SERVER_REQUEST_VALIDATION_H_
+#define RUNREAPER_SERVER_REQUEST_VALIDATION_H_
+
+#include <cstddef>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "google/protobuf/map.h"
+#include "runreaper/v1/runreaper.pb.h"
+
+namespace runreaper::server {
+
+namespace v1 = ::runreaper::v1;
+
+// Request limits.
+inline constexpr size_t kMaxRunIdBytes = 256;
+inline constexpr size_t kMaxLabelKeyBytes = 63;
+inline constexpr size_t kMaxLabelValueBytes = 256;
+inline constexpr int kMaxLabels = 64;
+inline constexpr int kMaxReasonBytes = 1024;
+// Tokens we hand out are a few dozen bytes; a longer one is not ours.
+inline constexpr size_t kMaxPageTokenBytes = 1024;
+// The page size a request gets when it sends 0.
+inline constexpr int kDefaultPageSize = 100;
+
+// 1..kMaxRunIdBytes bytes.
+absl::Status ValidateRunId(absl::string_view run_id);
+// Empty (= every run) or a valid run id.
+absl::Status ValidateOptionalRunId(absl::string_view run_id);
+// 0 (the default) .. store::RunStore::kMaxPageSize.
+absl::Status ValidatePageSize(int page_size);
+// At most kMaxLabels labels, keys 1..kMaxLabelKeyBytes, values up to
+// kMaxLabelValueBytes; `field` names the map in the message.
+absl::Status ValidateLabels(
+    const google::protobuf::Map<std::string, std::string>& labels,
+    absl::string_view field);
+
+absl::Status ValidateRegisterRequest(const v1::RegisterRunRequest& request);
+absl::Status ValidateCancelRequest(const v1::CancelRunRequest& request);
+absl::Status ValidateListRunsRequest(const v1::ListRunsRequest& request);
+absl::Status ValidateListEventsRequest(const v1::ListEventsRequest& request);
+absl::Status ValidateWatchEventsRequest(const v1::WatchEventsRequest& request);
+// The WaitRun timeout: absl::InfiniteDuration() when the request has none.
+absl::StatusOr<absl::Duration> WaitTimeout(const v1::WaitRunRequest& request);
+
+}  // namespace runreaper::server
+
+#endif  // RUNREAPER_SERVER_REQUEST_VALIDATION_H_

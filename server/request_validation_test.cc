@@ -1,0 +1,160 @@
+// The service's request validation: each request's bad field is named, and
+// the limits themselves are accepted.
+#include "server/request_validation.h"
+
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/string_view.h"
+#include "base/test_util.h"
+#include "gtest/gtest.h"
+#include "store/run_store.h"
+
+namespace runreaper::server {
+namespace {
+
+v1::RegisterRunRequest Valid() {
+  v1::RegisterRunRequest r;
+  r.set_run_id("r1");
+  r.set_pid(42);
+  return r;
+}
+
+void ExpectBadStatus(const absl::Status& s, absl::string_view field) {
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_TRUE(absl::StartsWith(s.message(), field)) << s;
+}
+
+void ExpectBad(const v1::RegisterRunRequest& r, absl::string_view field) {
+  ExpectBadStatus(ValidateRegisterRequest(r), field);
+}
+
+TEST(ValidateRegisterRequestTest, AcceptsMinimalAndLimits) {
+  EXPECT_OK(ValidateRegisterRequest(Valid()));
+  auto r = Valid();
+  r.set_run_id(std::string(kMaxRunIdBytes, 'x'));
+  r.set_pgid(2);
+  r.set_sid(1);
+  (*r.mutable_labels())[std::string(kMaxLabelKeyBytes, 'k')] =
+      std::string(kMaxLabelValueBytes, 'v');
+  EXPECT_OK(ValidateRegisterRequest(r));
+}
+
+TEST(ValidateRegisterRequestTest, NamesTheBadField) {
+  auto r = Valid();
+  r.set_run_id("");
+  ExpectBad(r, "run_id");
+  r = Valid();
+  r.set_run_id(std::string(kMaxRunIdBytes + 1, 'x'));
+  ExpectBad(r, "run_id");
+  r = Valid();
+  r.set_pid(0);
+  ExpectBad(r, "pid");
+  r.set_pid(-5);
+  ExpectBad(r, "pid");
+  r = Valid();
+  r.set_pgid(1);
+  ExpectBad(r, "pgid");
+  r.set_pgid(0);
+  ExpectBad(r, "pgid");
+  r = Valid();
+  r.set_sid(0);
+  ExpectBad(r, "sid");
+  r = Valid();
+  r.set_comm(std::string(65, 'c'));
+  ExpectBad(r, "comm");
+  r = Valid();
+  r.set_boot_id(std::string(65, 'b'));
+  ExpectBad(r, "boot_id");
+  r = Valid();
+  r.set_cgroup(std::string(4097, '/'));
+  ExpectBad(r, "cgroup");
+  r = Valid();
+  (*r.mutable_labels())[""] = "v";
+  ExpectBad(r, "labels");
+  r = Valid();
+  (*r.mutable_labels())[std::string(kMaxLabelKeyBytes + 1, 'k')] = "v";
+  ExpectBad(r, "labels");
+  r = Valid();
+  (*r.mutable_labels())["k"] = std::string(kMaxLabelValueBytes + 1, 'v');
+  ExpectBad(r, "labels");
+  r = Valid();
+  for (int i = 0; i <= kMaxLabels; ++i) (*r.mutable_labels())[std::to_string(i)] = "v";
+  ExpectBad(r, "labels");
+}
+
+TEST(ValidateRunIdTest, OptionalRunIdMayBeEmptyButNotTooLong) {
+  EXPECT_OK(ValidateOptionalRunId(""));
+  EXPECT_OK(ValidateOptionalRunId(std::string(kMaxRunIdBytes, 'x')));
+  ExpectBadStatus(ValidateOptionalRunId(std::string(kMaxRunIdBytes + 1, 'x')), "run_id");
+  ExpectBadStatus(ValidateRunId(""), "run_id");
+}
+
+TEST(ValidateCancelRequestTest, ReasonIsBounded) {
+  v1::CancelRunRequest r;
+  r.set_run_id("r1");
+  r.set_reason(std::string(kMaxReasonBytes, 'x'));
+  EXPECT_OK(ValidateCancelRequest(r));
+  r.set_reason(std::string(kMaxReasonBytes + 1, 'x'));
+  ExpectBadStatus(ValidateCancelRequest(r), "reason");
+  r.set_run_id("");
+  ExpectBadStatus(ValidateCancelRequest(r), "run_id");
+}
+
+TEST(ValidateListRunsRequestTest, NamesTheBadField) {
+  v1::ListRunsRequest r;
+  EXPECT_OK(ValidateListRunsRequest(r));
+  r.set_state(static_cast<v1::RunState>(99));
+  ExpectBadStatus(ValidateListRunsRequest(r), "state");
+  r = v1::ListRunsRequest();
+  r.set_page_size(-1);
+  ExpectBadStatus(ValidateListRunsRequest(r), "page_size");
+  r.set_page_size(store::RunStore::kMaxPageSize + 1);
+  ExpectBadStatus(ValidateListRunsRequest(r), "page_size");
+  r.set_page_size(store::RunStore::kMaxPageSize);
+  EXPECT_OK(ValidateListRunsRequest(r));
+  (*r.mutable_label_selector())[""] = "v";
+  ExpectBadStatus(ValidateListRunsRequest(r), "label_selector");
+  r = v1::ListRunsRequest();
+  r.set_page_token(std::string(kMaxPageTokenBytes + 1, 't'));
+  ExpectBadStatus(ValidateListRunsRequest(r), "page_token");
+}
+
+TEST(ValidateEventsRequestTest, NamesTheBadField) {
+  v1::ListEventsRequest list;
+  EXPECT_OK(ValidateListEventsRequest(list));
+  list.set_after_event_id(-1);
+  ExpectBadStatus(ValidateListEventsRequest(list), "after_event_id");
+  list = v1::ListEventsRequest();
+  list.set_page_size(-3);
+  ExpectBadStatus(ValidateListEventsRequest(list), "page_size");
+  list = v1::ListEventsRequest();
+  list.set_run_id(std::string(kMaxRunIdBytes + 1, 'x'));
+  ExpectBadStatus(ValidateListEventsRequest(list), "run_id");
+
+  v1::WatchEventsRequest watch;
+  EXPECT_OK(ValidateWatchEventsRequest(watch));
+  watch.set_after_event_id(-1);
+  ExpectBadStatus(ValidateWatchEventsRequest(watch), "after_event_id");
+}
+
+TEST(WaitTimeoutTest, AbsentIsInfiniteAndNegativeIsRefused) {
+  v1::WaitRunRequest r;
+  r.set_run_id("r1");
+  ASSERT_OK_AND_ASSIGN(absl::Duration none, WaitTimeout(r));
+  EXPECT_EQ(none, absl::InfiniteDuration());
+  r.mutable_timeout()->set_seconds(2);
+  r.mutable_timeout()->set_nanos(500000000);
+  ASSERT_OK_AND_ASSIGN(absl::Duration t, WaitTimeout(r));
+  EXPECT_EQ(t, absl::Milliseconds(2500));
+  r.mutable_timeout()->set_seconds(-1);
+  ExpectBadStatus(WaitTimeout(r).status(), "timeout");
+  r.mutable_timeout()->set_seconds(0);
+  r.mutable_timeout()->set_nanos(1000000000);
+  ExpectBadStatus(WaitTimeout(r).status(), "timeout");
+  r.clear_run_id();
+  ExpectBadStatus(WaitTimeout(r).status(), "run_id");
+}
+
+}  // namespace
+}  // namespace runreaper::server

@@ -1,0 +1,309 @@
+#include "server/streams.h"
+
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "server/daemon_log.h"
+#include "server/watch_flow.h"
+#include "store/run_state.h"
+
+namespace runreaper::server {
+
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                      std::string(status.message()));
+}
+
+void FillWaitResponse(const v1::Run& run, v1::WaitRunResponse* response) {
+  *response->mutable_run() = run;
+  MakeValidUtf8(response->mutable_run());
+  response->set_terminal(store::IsTerminal(run.state()));
+  // Every stale reason but TIMEOUT is decided on verified evidence that the
+  // leader is gone: an exit (ESRCH, state X), a zombie, another process on
+  // its pid (start time differs), or a reboot. TIMEOUT proves nothing.
+  const v1::StaleReason reason = run.stale_reason();
+  response->set_exited_without_result(
+      run.state() == v1::RUN_STATE_STALE &&
+      (reason == v1::STALE_REASON_EXITED || reason == v1::STALE_REASON_ZOMBIE ||
+       reason == v1::STALE_REASON_PID_REUSED ||
+       reason == v1::STALE_REASON_REBOOTED) &&
+      !run.has_exit_code());
+}
+
+bool EndsWait(const v1::Event& e, absl::string_view run_id) {
+  if (e.run_id() != run_id) return false;
+  return (e.type() == v1::EVENT_TYPE_STATE_CHANGED && store::IsTerminal(e.to_state())) ||
+         e.type() == v1::EVENT_TYPE_RESULT;
+}
+
+namespace {
+
+// ---------------------------------------------------------------- WaitRun
+
+// Shared between the reactor, the hub and the timer: whoever comes first
+// finishes the call; later arrivals find `reactor_` null and do nothing.
+class WaitState : public EventSubscriber {
+ public:
+  WaitState(grpc::ServerUnaryReactor* reactor, v1::WaitRunResponse* response,
+            store::RunStore* store, std::string run_id)
+      : reactor_(reactor),
+        response_(response),
+        store_(store),
+        run_id_(std::move(run_id)) {}
+
+  void OnEvents(const std::vector<v1::Event>& events) override {
+    for (const v1::Event& e : events) {
+      if (EndsWait(e, run_id_)) {
+        Complete(/*timed_out=*/false);
+        return;
+      }
+    }
+  }
+
+  void OnShutdown() override {
+    Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "runreaperd is shutting down; call WaitRun again"));
+  }
+
+  // Reads the run and finishes with it (timed_out when the timer fired and
+  // the run is still RUNNING).
+  void Complete(bool timed_out) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (reactor_ == nullptr) return;
+    }
+    absl::StatusOr<v1::Run> run = store_->Get(run_id_);
+    absl::MutexLock lock(&mu_);
+    if (reactor_ == nullptr) return;
+    if (!run.ok()) {
+      reactor_->Finish(ToGrpcStatus(run.status()));
+    } else {
+      FillWaitResponse(*run, response_);
+      response_->set_timed_out(timed_out && !response_->terminal());
+      reactor_->Finish(grpc::Status::OK);
+    }
+    reactor_ = nullptr;
+  }
+
+  void Finish(const grpc::Status& status) {
+    absl::MutexLock lock(&mu_);
+    if (reactor_ == nullptr) return;
+    reactor_->Finish(status);
+    reactor_ = nullptr;
+  }
+
+ private:
+  absl::Mutex mu_;
+  grpc::ServerUnaryReactor* reactor_ ABSL_GUARDED_BY(mu_);
+  v1::WaitRunResponse* response_;
+  store::RunStore* store_;
+  const std::string run_id_;
+};
+
+class WaitReactor : public grpc::ServerUnaryReactor {
+ public:
+  WaitReactor(EventHub* hub, Timers* timers) : hub_(hub), timers_(timers) {}
+
+  void OnCancel() override {
+    state_->Finish(grpc::Status(grpc::StatusCode::CANCELLED,
+                                "WaitRun cancelled or past its deadline"));
+  }
+  void OnDone() override {
+    hub_->Unsubscribe(sub_id_);
+    if (timer_id_ != 0) timers_->Cancel(timer_id_);
+    delete this;
+  }
+
+  EventHub* hub_;
+  Timers* timers_;
+  std::shared_ptr<WaitState> state_;
+  int64_t sub_id_ = 0;
+  int64_t timer_id_ = 0;
+};
+
+// ------------------------------------------------------------ WatchEvents
+
+class WatchReactor;
+
+// What the hub holds: forwards to the reactor until it is done.
+class WatchLink : public EventSubscriber {
+ public:
+  explicit WatchLink(WatchReactor* reactor) : reactor_(reactor) {}
+  void OnEvents(const std::vector<v1::Event>& events) override;
+  void OnShutdown() override;
+  void Detach() {
+    absl::MutexLock lock(&mu_);
+    reactor_ = nullptr;
+  }
+
+ private:
+  absl::Mutex mu_;
+  WatchReactor* reactor_ ABSL_GUARDED_BY(mu_);
+};
+
+// Carries out the steps of its WatchFlow: the hub's pump only copies under
+// the lock (and may start a write, which does not block); store pages are
+// read in the writer's context, outside the lock.
+class WatchReactor : public grpc::ServerWriteReactor<v1::Event> {
+ public:
+  WatchReactor(store::RunStore* store, EventHub* hub, int64_t after_event_id,
+               size_t queue_limit, absl::Duration stall)
+      : store_(store), hub_(hub), flow_(after_event_id, queue_limit, stall) {}
+
+  void Start() {
+    link_ = std::make_shared<WatchLink>(this);
+    sub_id_ = hub_->Subscribe(link_);  // before the backlog: no gap
+    Advance();
+  }
+
+  void OnLive(const std::vector<v1::Event>& events) {
+    absl::MutexLock lock(&mu_);
+    Carry(flow_.OnLive(events, absl::Now()));
+  }
+
+  void OnHubShutdown() {
+    absl::MutexLock lock(&mu_);
+    Carry(flow_.OnShutdown());
+  }
+
+  void OnWriteDone(bool ok) override {
+    {
+      absl::MutexLock lock(&mu_);
+      WatchStep step = flow_.OnWriteDone(ok);
+      if (step.kind != WatchStep::kIdle) {
+        Carry(std::move(step));
+        return;
+      }
+    }
+    Advance();
+  }
+
+  void OnCancel() override {
+    absl::MutexLock lock(&mu_);
+    Carry(flow_.Finish(absl::CancelledError("WatchEvents cancelled")));
+  }
+
+  void OnDone() override {
+    hub_->Unsubscribe(sub_id_);
+    link_->Detach();
+    delete this;
+  }
+
+ private:
+  // Runs in the writer's context (only one at a time, see WatchFlow).
+  void Advance() {
+    while (true) {
+      int64_t from;
+      {
+        absl::MutexLock lock(&mu_);
+        WatchStep step = flow_.Next(absl::Now());
+        if (step.kind != WatchStep::kReadStore) {
+          Carry(std::move(step));
+          return;
+        }
+        from = step.after_event_id;
+      }
+      absl::StatusOr<std::vector<v1::Event>> page =
+          store_->ListEvents(from, "", WatchFlow::kDefaultPageSize);
+      absl::MutexLock lock(&mu_);
+      if (!page.ok()) {
+        Carry(flow_.Finish(page.status()));
+        return;
+      }
+      flow_.OnPage(*std::move(page));
+    }
+  }
+
+  void Carry(WatchStep step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    switch (step.kind) {
+      case WatchStep::kWrite:
+        current_ = std::move(step.event);
+        MakeValidUtf8(&current_);
+        StartWrite(&current_);
+        return;
+      case WatchStep::kFinish:
+        if (!step.log.empty()) LogLine(step.log);
+        Finish(ToGrpcStatus(step.status));
+        return;
+      case WatchStep::kIdle:
+      case WatchStep::kReadStore:  // only Next returns it, handled there
+        return;
+    }
+  }
+
+  store::RunStore* store_;
+  EventHub* hub_;
+  std::shared_ptr<WatchLink> link_;
+  int64_t sub_id_ = 0;
+
+  absl::Mutex mu_;
+  WatchFlow flow_ ABSL_GUARDED_BY(mu_);
+  v1::Event current_ ABSL_GUARDED_BY(mu_);  // the message in flight
+};
+
+void WatchLink::OnEvents(const std::vector<v1::Event>& events) {
+  absl::MutexLock lock(&mu_);
+  if (reactor_ != nullptr) reactor_->OnLive(events);
+}
+
+void WatchLink::OnShutdown() {
+  absl::MutexLock lock(&mu_);
+  if (reactor_ != nullptr) reactor_->OnHubShutdown();
+}
+
+// A reactor that only carries the error.
+class FailedWatchReactor : public grpc::ServerWriteReactor<v1::Event> {
+ public:
+  explicit FailedWatchReactor(const absl::Status& s) { Finish(ToGrpcStatus(s)); }
+  void OnDone() override { delete this; }
+};
+
+}  // namespace
+
+grpc::ServerUnaryReactor* StartWaitRun(store::RunStore* store, EventHub* hub,
+                                       Timers* timers, const std::string& run_id,
+                                       absl::Duration timeout,
+                                       v1::WaitRunResponse* response) {
+  auto* reactor = new WaitReactor(hub, timers);
+  reactor->state_ = std::make_shared<WaitState>(reactor, response, store, run_id);
+  // Subscribe first, then read: a transition after the read is an event.
+  reactor->sub_id_ = hub->Subscribe(reactor->state_);
+  absl::StatusOr<v1::Run> run = store->Get(run_id);
+  if (!run.ok()) {
+    reactor->state_->Finish(ToGrpcStatus(run.status()));
+    return reactor;
+  }
+  if (store::IsTerminal(run->state())) {
+    reactor->state_->Complete(/*timed_out=*/false);
+    return reactor;
+  }
+  if (timeout != absl::InfiniteDuration()) {
+    std::weak_ptr<WaitState> weak = reactor->state_;
+    reactor->timer_id_ = timers->Add(absl::Now() + timeout, [weak] {
+      if (std::shared_ptr<WaitState> state = weak.lock()) {
+        state->Complete(/*timed_out=*/true);
+      }
+    });
+  }
+  return reactor;
+}
+
+grpc::ServerWriteReactor<v1::Event>* StartWatchEvents(store::RunStore* store,
+                                                      EventHub* hub,
+                                                      int64_t after_event_id,
+                                                      size_t queue_limit,
+                                                      absl::Duration stall) {
+  auto* reactor = new WatchReactor(store, hub, after_event_id, queue_limit, stall);
+  reactor->Start();
+  return reactor;
+}
+
+grpc::ServerWriteReactor<v1::Event>* FailedWatch(const absl::Status& status) {
+  return new FailedWatchReactor(status);
+}
+
+}  // namespace runreaper::server
