@@ -1,7 +1,6 @@
 #include "tools/bench_util.h"
 
 #include <dirent.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,11 +11,14 @@
 #include <cstring>
 #include <ctime>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "base/file_util.h"
+#include "base/syscalls.h"
 
 namespace runreaper::bench {
 
@@ -58,7 +60,7 @@ double TimePerItem(int reps, size_t items, const std::function<void()>& body) {
 }
 
 int PidfdOpenOrDie(int pid) {
-  const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  const int fd = base::PidfdOpen(pid, 0);
   if (fd < 0) Die(absl::StrCat("pidfd_open ", pid, ": ", strerror(errno)));
   return fd;
 }
@@ -69,20 +71,23 @@ void ReapPid(pid_t pid) {
   }
 }
 
-long StatusKb(int pid, const char* field) {
-  FILE* f = std::fopen(absl::StrCat("/proc/", pid, "/status").c_str(), "re");
-  if (f == nullptr) return -1;
-  char line[256];
-  long kb = -1;
-  const size_t len = std::strlen(field);
-  while (std::fgets(line, sizeof(line), f) != nullptr) {
-    if (std::strncmp(line, field, len) == 0 && line[len] == ':') {
-      kb = std::strtol(line + len + 1, nullptr, 10);
-      break;
+long ParseStatusKb(absl::string_view status_text, absl::string_view field) {
+  for (absl::string_view line : absl::StrSplit(status_text, '\n')) {
+    if (!absl::ConsumePrefix(&line, field) || !absl::ConsumePrefix(&line, ":")) {
+      continue;
     }
+    line = absl::StripAsciiWhitespace(line);
+    if (!absl::ConsumeSuffix(&line, "kB")) return -1;
+    long kb;
+    return absl::SimpleAtoi(line, &kb) ? kb : -1;
   }
-  std::fclose(f);
-  return kb;
+  return -1;
+}
+
+long StatusKb(int pid, absl::string_view field) {
+  absl::StatusOr<std::string> text =
+      base::ReadFileToString(absl::StrCat("/proc/", pid, "/status"), 64 << 10);
+  return text.ok() ? ParseStatusKb(*text, field) : -1;
 }
 
 rlim_t EnsureFdLimit(rlim_t want) {

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
+
 namespace runreaper::bench {
 
 // CLOCK_MONOTONIC in nanoseconds (the exiters write the same clock).
@@ -37,8 +39,12 @@ int PidfdOpenOrDie(int pid);
 // Blocks until `pid` (a child) is reaped, retrying EINTR.
 void ReapPid(pid_t pid);
 
-// A field of /proc/<pid>/status in kB ("VmRSS", "VmPTE"); -1 if unreadable.
-long StatusKb(int pid, const char* field);
+// The value of a "<field>:  <n> kB" line of /proc/<pid>/status text
+// ("VmRSS", "VmPTE"); -1 when the field is missing or not a number. Pure.
+long ParseStatusKb(absl::string_view status_text, absl::string_view field);
+
+// ParseStatusKb of /proc/<pid>/status; -1 if it cannot be read.
+long StatusKb(int pid, absl::string_view field);
 
 // Lets this process hold `want` descriptors if the limits allow (as root
 // the hard limit can be raised too). Returns the soft limit in effect.
