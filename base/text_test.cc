@@ -16,7 +16,8 @@ TEST(Utf8Test, ValidTextIsUnchangedAndInvalidBytesAreWrittenAsHex) {
   EXPECT_EQ(ToValidUtf8("\xc0\xaf"), "\\xc0\\xaf");                    // overlong
   EXPECT_EQ(ToValidUtf8("\xed\xa0\x80"), "\\xed\\xa0\\x80");           // surrogate
   EXPECT_EQ(ToValidUtf8("\xf4\x90\x80\x80"), "\\xf4\\x90\\x80\\x80");  // > U+10FFFF
-  for (const char* s : {"\xff", "\xc3", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80"}) {
+  for (const char* s : {"\xff", "\xc3", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "a\xc3",
+                        "\xe0\x80\x80", "x\x80y"}) {
     EXPECT_FALSE(IsValidUtf8(s)) << s;
     EXPECT_TRUE(IsValidUtf8(ToValidUtf8(s))) << s;
   }

@@ -30,6 +30,7 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "proto/describe.h"
 #include "scanner/exit_watcher.h"
 #include "scanner/procfs.h"
 #include "server/daemon_log.h"

@@ -8,6 +8,8 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/status_macros.h"
+#include "base/text.h"
+#include "proto/describe.h"
 #include "scanner/identity_proto.h"
 #include "server/bearer_auth.h"
 #include "server/daemon_log.h"

@@ -10,7 +10,6 @@
 #include "absl/strings/string_view.h"
 #include "base/test_util.h"
 #include "gtest/gtest.h"
-#include "server/daemon_log.h"
 
 namespace runreaper::server {
 namespace {
@@ -67,32 +66,6 @@ TEST(FillWaitResponseTest, PidReuseAndRebootAreVerifiedExits) {
   run.set_stale_reason(v1::STALE_REASON_UNSPECIFIED);
   FillWaitResponse(run, &w);
   EXPECT_FALSE(w.exited_without_result());
-}
-
-TEST(Utf8Test, InvalidBytesAreEscapedAndValidTextIsKept) {
-  EXPECT_EQ(ToValidUtf8("sleep"), "sleep");
-  EXPECT_EQ(ToValidUtf8("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"),
-            "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
-  EXPECT_EQ(ToValidUtf8("a\xff" "b"), "a\\xffb");
-  EXPECT_EQ(ToValidUtf8("\xc3"), "\\xc3");                 // truncated
-  EXPECT_EQ(ToValidUtf8("\xc0\xaf"), "\\xc0\\xaf");        // overlong
-  EXPECT_EQ(ToValidUtf8("\xed\xa0\x80"), "\\xed\\xa0\\x80");  // surrogate
-  EXPECT_EQ(ToValidUtf8("\xf4\x90\x80\x80"), "\\xf4\\x90\\x80\\x80");  // > U+10FFFF
-  for (absl::string_view s : {"\xff", "a\xc3", "\xe0\x80\x80", "x\x80y"}) {
-    EXPECT_FALSE(IsValidUtf8(s)) << s;
-    EXPECT_TRUE(IsValidUtf8(ToValidUtf8(s))) << s;
-  }
-
-  v1::SweepResponse resp;
-  resp.add_targets()->set_comm("bad\xfe");
-  resp.add_signals()->set_detail("comm=\x80");
-  MakeValidUtf8(&resp);
-  EXPECT_EQ(resp.targets(0).comm(), "bad\\xfe");
-  EXPECT_EQ(resp.signals(0).detail(), "comm=\\x80");
-  std::string wire;
-  ASSERT_TRUE(resp.SerializeToString(&wire));
-  v1::SweepResponse back;
-  EXPECT_TRUE(back.ParseFromString(wire));
 }
 
 TEST(ToGrpcStatusTest, KeepsCodeAndMessage) {

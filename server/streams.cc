@@ -6,6 +6,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "proto/describe.h"
 #include "server/daemon_log.h"
 #include "server/watch_flow.h"
 #include "store/run_state.h"

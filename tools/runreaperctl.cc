@@ -24,14 +24,15 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/text.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/time_util.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "proto/describe.h"
 #include "runreaper/v1/runreaper.grpc.pb.h"
 #include "runreaper/v1/runreaper.pb.h"
 #include "scanner/procfs.h"
-#include "server/daemon_log.h"
 #include "tools/ctl_args.h"
 #include "tools/exec_run.h"
 #include "grpcpp/support/client_interceptor.h"
@@ -190,8 +191,6 @@ std::string Liveness(v1::Liveness l) {
 }
 
 void PrintRun(const v1::Run& r) {
-  using server::ShortReasonName;
-  using server::ShortStateName;
   printf("run_id:        %s\n", r.run_id().c_str());
   printf("state:         %s", ShortStateName(r.state()).c_str());
   if (r.state() == v1::RUN_STATE_STALE) {
@@ -238,10 +237,10 @@ void PrintRunTable(const std::vector<v1::Run>& runs) {
          "REASON", "PID", "PGID", "COMM", "EXIT", "AGE");
   for (const v1::Run& r : runs) {
     printf("%-24s %-10s %-11s %-9s %8d %8d %-16s %5s %s\n", r.run_id().c_str(),
-           server::ShortStateName(r.state()).c_str(),
+           ShortStateName(r.state()).c_str(),
            r.liveness() == v1::LIVENESS_UNSPECIFIED ? "-" : Liveness(r.liveness()).c_str(),
            r.state() == v1::RUN_STATE_STALE
-               ? server::ShortReasonName(r.stale_reason()).c_str()
+               ? ShortReasonName(r.stale_reason()).c_str()
                : "-",
            r.pid(), r.pgid(), r.comm().c_str(),
            r.has_exit_code() ? absl::StrCat(r.exit_code()).c_str() : "-",
@@ -251,7 +250,7 @@ void PrintRunTable(const std::vector<v1::Run>& runs) {
 
 void PrintEventLine(const v1::Event& e) {
   printf("%-8lld %s %s\n", static_cast<long long>(e.event_id()), Time(e.time()).c_str(),
-         server::DescribeEvent(e).c_str());
+         DescribeEvent(e).c_str());
   fflush(stdout);
 }
 
@@ -460,7 +459,7 @@ int CmdRegister(Client& c, const ParsedArgs& a) {
   if (id->start_time != 0) req.set_start_time_ticks(id->start_time);
   if (!id->boot_id.empty()) req.set_boot_id(id->boot_id);
   req.set_uid(id->uid);
-  req.set_comm(server::ToValidUtf8(id->comm));  // proto3 strings are UTF-8
+  req.set_comm(ToValidUtf8(id->comm));  // proto3 strings are UTF-8
   // The process's current cgroup is usually shared with its runner: only an
   // explicit --cgroup names a cgroup whose members are this run's.
   if (a.Has("cgroup")) req.set_cgroup(a.Get("cgroup"));
@@ -536,7 +535,7 @@ int CmdWait(Client& c, const ParsedArgs& a) {
     PrintRun(resp.run());
     if (resp.exited_without_result()) printf("result:        exited without result\n");
     if (resp.timed_out()) printf("result:        timed out (still %s)\n",
-                                 server::ShortStateName(resp.run().state()).c_str());
+                                 ShortStateName(resp.run().state()).c_str());
   }
   return resp.timed_out() ? kExitError : kExitOk;
 }
@@ -556,9 +555,9 @@ int CmdReconcile(Client& c, const ParsedArgs& a) {
          resp.transitions_size(), req.dry_run() ? " (dry run: nothing written)" : "");
   for (const v1::Transition& t : resp.transitions()) {
     printf("  %s %s -> %s (%s, liveness %s)\n", t.run_id().c_str(),
-           server::ShortStateName(t.from_state()).c_str(),
-           server::ShortStateName(t.to_state()).c_str(),
-           server::ShortReasonName(t.stale_reason()).c_str(),
+           ShortStateName(t.from_state()).c_str(),
+           ShortStateName(t.to_state()).c_str(),
+           ShortReasonName(t.stale_reason()).c_str(),
            Liveness(t.liveness()).c_str());
   }
   return kExitOk;

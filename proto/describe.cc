@@ -1,0 +1,87 @@
+#include "proto/describe.h"
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "base/text.h"
+
+namespace runreaper {
+
+namespace v1 = ::runreaper::v1;
+
+std::string ShortStateName(v1::RunState state) {
+  std::string name = v1::RunState_Name(state);
+  if (name.empty()) return absl::StrCat(static_cast<int>(state));
+  return std::string(absl::StripPrefix(name, "RUN_STATE_"));
+}
+
+std::string ShortReasonName(v1::StaleReason reason) {
+  std::string name = v1::StaleReason_Name(reason);
+  if (name.empty()) return absl::StrCat(static_cast<int>(reason));
+  return std::string(absl::StripPrefix(name, "STALE_REASON_"));
+}
+
+std::string DescribeEvent(const v1::Event& e) {
+  std::string out = absl::StrCat("event ", e.event_id(), " run ", e.run_id(), " ");
+  switch (e.type()) {
+    case v1::EVENT_TYPE_REGISTERED:
+      absl::StrAppend(&out, "registered -> ", ShortStateName(e.to_state()));
+      break;
+    case v1::EVENT_TYPE_STATE_CHANGED:
+      absl::StrAppend(&out, ShortStateName(e.from_state()), " -> ",
+                      ShortStateName(e.to_state()));
+      if (e.stale_reason() != v1::STALE_REASON_UNSPECIFIED) {
+        absl::StrAppend(&out, " (", ShortReasonName(e.stale_reason()), ")");
+      }
+      if (e.has_exit_code()) absl::StrAppend(&out, " exit_code=", e.exit_code());
+      break;
+    case v1::EVENT_TYPE_SIGNAL:
+      absl::StrAppend(&out, "signal ", e.signal(), " (", e.stage(), ") to pid ",
+                      e.pid(), ": ", e.result());
+      break;
+    case v1::EVENT_TYPE_RESULT:
+      absl::StrAppend(&out, "result published");
+      if (e.has_exit_code()) absl::StrAppend(&out, " exit_code=", e.exit_code());
+      break;
+    default: {
+      std::string type = v1::EventType_Name(e.type());
+      absl::StrAppend(&out, absl::StripPrefix(type, "EVENT_TYPE_"));
+      break;
+    }
+  }
+  if (!e.detail().empty()) absl::StrAppend(&out, ": ", e.detail());
+  return out;
+}
+
+void MakeValidUtf8(google::protobuf::Message* message) {
+  using google::protobuf::FieldDescriptor;
+  const google::protobuf::Reflection* refl = message->GetReflection();
+  std::vector<const FieldDescriptor*> fields;
+  refl->ListFields(*message, &fields);
+  for (const FieldDescriptor* f : fields) {
+    if (f->is_map()) continue;
+    if (f->cpp_type() == FieldDescriptor::CPPTYPE_STRING &&
+        f->type() == FieldDescriptor::TYPE_STRING) {
+      if (f->is_repeated()) {
+        for (int i = 0; i < refl->FieldSize(*message, f); ++i) {
+          std::string v = refl->GetRepeatedString(*message, f, i);
+          if (!IsValidUtf8(v)) refl->SetRepeatedString(message, f, i, ToValidUtf8(v));
+        }
+      } else {
+        std::string v = refl->GetString(*message, f);
+        if (!IsValidUtf8(v)) refl->SetString(message, f, ToValidUtf8(v));
+      }
+    } else if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+      if (f->is_repeated()) {
+        for (int i = 0; i < refl->FieldSize(*message, f); ++i) {
+          MakeValidUtf8(refl->MutableRepeatedMessage(message, f, i));
+        }
+      } else {
+        MakeValidUtf8(refl->MutableMessage(message, f));
+      }
+    }
+  }
+}
+
+}  // namespace runreaper

@@ -1,0 +1,48 @@
+#include "proto/describe.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+#include "runreaper/v1/runreaper.pb.h"
+
+namespace runreaper {
+namespace {
+
+namespace v1 = ::runreaper::v1;
+
+TEST(ShortNameTest, PrefixIsDroppedAndUnknownValuesAreNumbers) {
+  EXPECT_EQ(ShortStateName(v1::RUN_STATE_RUNNING), "RUNNING");
+  EXPECT_EQ(ShortReasonName(v1::STALE_REASON_EXITED), "EXITED");
+  EXPECT_EQ(ShortStateName(static_cast<v1::RunState>(999)), "999");
+}
+
+TEST(DescribeEventTest, OneLinePerEventType) {
+  v1::Event e;
+  e.set_event_id(12);
+  e.set_run_id("r1");
+  e.set_type(v1::EVENT_TYPE_REGISTERED);
+  e.set_to_state(v1::RUN_STATE_RUNNING);
+  EXPECT_EQ(DescribeEvent(e), "event 12 run r1 registered -> RUNNING");
+  e.set_type(v1::EVENT_TYPE_STATE_CHANGED);
+  e.set_from_state(v1::RUN_STATE_RUNNING);
+  e.set_to_state(v1::RUN_STATE_STALE);
+  e.set_stale_reason(v1::STALE_REASON_EXITED);
+  e.set_detail("reconcile pass");
+  EXPECT_EQ(DescribeEvent(e), "event 12 run r1 RUNNING -> STALE (EXITED): reconcile pass");
+}
+
+TEST(MakeValidUtf8Test, EveryStringFieldIsRepaired) {
+  v1::SweepResponse resp;
+  resp.add_targets()->set_comm("bad\xfe");
+  resp.add_signals()->set_detail("comm=\x80");
+  MakeValidUtf8(&resp);
+  EXPECT_EQ(resp.targets(0).comm(), "bad\\xfe");
+  EXPECT_EQ(resp.signals(0).detail(), "comm=\\x80");
+  std::string wire;
+  ASSERT_TRUE(resp.SerializeToString(&wire));
+  v1::SweepResponse back;
+  EXPECT_TRUE(back.ParseFromString(wire));
+}
+
+}  // namespace
+}  // namespace runreaper
