@@ -1,0 +1,45 @@
+// Rows <-> protos: how a run and an event are laid out in their tables and
+// decoded into v1::Run / v1::Event, and how times are stored (integer
+// microseconds since the epoch). Pure; internal to store/.
+#ifndef RUNREAPER_STORE_ROWS_H_
+#define RUNREAPER_STORE_ROWS_H_
+
+#include <cstdint>
+
+#include "google/protobuf/timestamp.pb.h"
+#include "runreaper/v1/runreaper.pb.h"
+#include "store/sqlite.h"
+
+namespace runreaper::store {
+
+// Column list shared by every query that reads a run; ReadRunRow decodes it
+// (columns 0..19).
+inline constexpr char kRunColumns[] =
+    "seq, run_id, pid, pgid, sid, pidns_inode, start_time_ticks, boot_id, "
+    "uid, comm, cgroup, keep, state, liveness, stale_reason, exit_code, "
+    "registered_at_us, last_seen_alive_at_us, ended_at_us, sweep_done";
+
+// A run row as stored: its registration sequence number and the message.
+struct StoredRun {
+  int64_t seq = 0;
+  ::runreaper::v1::Run run;
+};
+
+// Sets `ts` to `micros` since the epoch (floor division, so times before the
+// epoch keep nanos in [0, 1e9)).
+void SetTimestamp(int64_t micros, google::protobuf::Timestamp* ts);
+// `ts` in microseconds since the epoch (sub-microsecond nanos dropped).
+int64_t TimestampMicros(const google::protobuf::Timestamp& ts);
+
+// Decodes the current row of a statement that selected kRunColumns (labels
+// are read separately). uint64 values are stored as their int64 bit pattern.
+StoredRun ReadRunRow(const Statement& s);
+
+// Decodes the current row of a statement that selected event_id, time_us,
+// type, run_id, from_state, to_state, stale_reason, exit_code, pid, signal,
+// stage, result, detail (in that order).
+::runreaper::v1::Event ReadEventRow(const Statement& s);
+
+}  // namespace runreaper::store
+
+#endif  // RUNREAPER_STORE_ROWS_H_

@@ -1,0 +1,83 @@
+// RunStore, the audit log: appending the events the store does not write
+// itself, and reading the log in order.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "store/rows.h"
+#include "store/run_store.h"
+#include "store/run_store_impl.h"
+#include "store/sqlite.h"
+
+namespace runreaper::store {
+
+absl::StatusOr<int64_t> RunStore::AppendEvent(const v1::Event& event) {
+  switch (event.type()) {
+    case v1::EVENT_TYPE_SIGNAL:
+    case v1::EVENT_TYPE_SWEEP_STARTED:
+    case v1::EVENT_TYPE_SWEEP_FINISHED:
+    case v1::EVENT_TYPE_KEPT:
+      break;
+    default:
+      // REGISTERED / STATE_CHANGED / RESULT are written by the store in the
+      // transaction of the change they record, never appended on their own.
+      return absl::InvalidArgumentError(absl::StrCat(
+          "append event to ", path(), " for run \"", event.run_id(),
+          "\": type ", v1::EventType_Name(event.type()),
+          " is written only by the store's own state changes"));
+  }
+  Impl& m = *impl_;
+  absl::MutexLock lock(&m.mu);
+  int64_t id = 0;
+  RETURN_IF_ERROR(m.InWriteTransaction([&]() -> absl::Status {
+    ASSIGN_OR_RETURN(id, m.InsertEvent(event, m.NowMicros()));
+    return absl::OkStatus();
+  }));
+  return id;
+}
+
+absl::StatusOr<std::vector<v1::Event>> RunStore::ListEvents(
+    int64_t after_event_id, absl::string_view run_id, int limit) {
+  const int n = limit <= 0 ? kDefaultPageSize : std::min(limit, kMaxPageSize);
+  Impl& m = *impl_;
+  static const std::string* const kSql[2] = {
+      new std::string(
+          "SELECT event_id, time_us, type, run_id, from_state, to_state, "
+          "stale_reason, exit_code, pid, signal, stage, result, detail "
+          "FROM events WHERE event_id > ?1 ORDER BY event_id LIMIT ?2"),
+      new std::string(
+          "SELECT event_id, time_us, type, run_id, from_state, to_state, "
+          "stale_reason, exit_code, pid, signal, stage, result, detail "
+          "FROM events WHERE event_id > ?1 AND run_id = ?3 "
+          "ORDER BY event_id LIMIT ?2"),
+  };
+  std::vector<v1::Event> out;
+  RETURN_IF_ERROR(m.Read(false, [&](Database& d) -> absl::Status {
+    ASSIGN_OR_RETURN(ScopedStatement s,
+                     d.Prepare(*kSql[run_id.empty() ? 0 : 1]));
+    s->BindInt(1, after_event_id).BindInt(2, n);
+    if (!run_id.empty()) s->BindText(3, run_id);
+    while (true) {
+      ASSIGN_OR_RETURN(bool row, s->Step());
+      if (!row) break;
+      out.push_back(ReadEventRow(*s));
+    }
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::StatusOr<int64_t> RunStore::LastEventId() {
+  Impl& m = *impl_;
+  int64_t last = 0;
+  RETURN_IF_ERROR(m.Read(false, [&](Database& d) -> absl::Status {
+    ASSIGN_OR_RETURN(
+        last, d.QueryInt("SELECT COALESCE(MAX(event_id), 0) FROM events"));
+    return absl::OkStatus();
+  }));
+  return last;
+}
+
+}  // namespace runreaper::store

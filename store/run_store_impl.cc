@@ -1,0 +1,209 @@
+#include "store/run_store_impl.h"
+
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+
+namespace runreaper::store {
+namespace {
+
+constexpr char kInsertEvent[] =
+    "INSERT INTO events (time_us, type, run_id, from_state, to_state, "
+    "stale_reason, exit_code, pid, signal, stage, result, detail) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
+
+constexpr char kUpdateRun[] =
+    "UPDATE runs SET state = ?2, liveness = ?3, stale_reason = ?4, "
+    "exit_code = ?5, last_seen_alive_at_us = ?6, ended_at_us = ?7 "
+    "WHERE seq = ?1";
+
+}  // namespace
+
+absl::Status RunStore::Impl::InWriteTransaction(
+    const std::function<absl::Status()>& fn) {
+  RETURN_IF_ERROR(db->Exec("BEGIN IMMEDIATE"));
+  absl::Status status = fn();
+  if (status.ok()) status = db->Exec("COMMIT");
+  if (!status.ok() && sqlite3_get_autocommit(db->get()) == 0) {
+    // The transaction is still open (fn failed, or COMMIT failed without
+    // an automatic rollback).
+    const absl::Status rollback = db->Exec("ROLLBACK");
+    if (!rollback.ok()) {
+      fprintf(stderr, "runreaper store: %s\n", rollback.ToString().c_str());
+    }
+  }
+  return status;
+}
+
+absl::Status RunStore::Impl::Read(
+    bool snapshot, const std::function<absl::Status(Database&)>& fn) {
+  absl::MutexLock lock(&read_mu);
+  Database& d = *reader;
+  if (!snapshot) return fn(d);
+  {
+    ASSIGN_OR_RETURN(ScopedStatement begin, d.Prepare("BEGIN"));
+    RETURN_IF_ERROR(begin->Run());
+  }
+  absl::Status status = fn(d);
+  // Ends the read transaction after an error too: an open one would pin
+  // its snapshot (and keep checkpoints from resetting the WAL).
+  if (sqlite3_get_autocommit(d.get()) == 0) {
+    absl::Status end = [&]() -> absl::Status {
+      ASSIGN_OR_RETURN(ScopedStatement commit, d.Prepare("COMMIT"));
+      return commit->Run();
+    }();
+    if (!end.ok() && sqlite3_get_autocommit(d.get()) == 0) {
+      const absl::Status rollback = d.Exec("ROLLBACK");
+      if (!rollback.ok()) {
+        fprintf(stderr, "runreaper store: %s\n", rollback.ToString().c_str());
+      }
+    }
+    if (status.ok()) status = end;
+  }
+  return status;
+}
+
+absl::Status RunStore::Impl::ReadLabels(Database& d, int64_t seq,
+                                        v1::Run* run) {
+  ASSIGN_OR_RETURN(ScopedStatement s,
+                   d.Prepare("SELECT key, value FROM run_labels "
+                             "WHERE seq = ?1"));
+  s->BindInt(1, seq);
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, s->Step());
+    if (!row) break;
+    (*run->mutable_labels())[s->ColumnText(0)] = s->ColumnText(1);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<StoredRun>> RunStore::Impl::Find(
+    Database& d, absl::string_view run_id) {
+  // One statement for the run and its labels: one row per label (or one
+  // row with NULL key/value when it has none). kRunColumns are 0..19.
+  static const std::string* const kSql = new std::string(absl::StrCat(
+      "SELECT ", kRunColumns,
+      ", l.key, l.value FROM runs LEFT JOIN run_labels AS l USING (seq) "
+      "WHERE run_id = ?1"));
+  std::optional<StoredRun> found;
+  ASSIGN_OR_RETURN(ScopedStatement s, d.Prepare(*kSql));
+  s->BindText(1, run_id);
+  while (true) {
+    ASSIGN_OR_RETURN(bool row, s->Step());
+    if (!row) break;
+    if (!found.has_value()) found = ReadRunRow(*s);
+    if (!s->ColumnIsNull(20)) {
+      (*found->run.mutable_labels())[s->ColumnText(20)] = s->ColumnText(21);
+    }
+  }
+  return found;
+}
+
+absl::StatusOr<StoredRun> RunStore::Impl::FindOrNotFound(
+    Database& d, absl::string_view run_id) const {
+  ASSIGN_OR_RETURN(std::optional<StoredRun> found, Find(d, run_id));
+  if (!found.has_value()) {
+    return absl::NotFoundError(
+        absl::StrCat("run \"", run_id, "\" not found in ", path()));
+  }
+  return *std::move(found);
+}
+
+absl::StatusOr<std::vector<StoredRun>> RunStore::Impl::QueryRuns(
+    Database& d, const std::string& sql,
+    const std::function<void(Statement&)>& bind) {
+  std::vector<StoredRun> out;
+  {
+    ASSIGN_OR_RETURN(ScopedStatement s, d.Prepare(sql));
+    if (bind) bind(*s);
+    while (true) {
+      ASSIGN_OR_RETURN(bool row, s->Step());
+      if (!row) break;
+      out.push_back(ReadRunRow(*s));
+    }
+  }
+  for (StoredRun& r : out) RETURN_IF_ERROR(ReadLabels(d, r.seq, &r.run));
+  return out;
+}
+
+absl::StatusOr<int64_t> RunStore::Impl::InsertEvent(const v1::Event& e,
+                                                     int64_t now_us) {
+  ASSIGN_OR_RETURN(ScopedStatement s, db->Prepare(kInsertEvent));
+  s->BindInt(1, now_us)
+      .BindInt(2, e.type())
+      .BindText(3, e.run_id())
+      .BindInt(4, e.from_state())
+      .BindInt(5, e.to_state())
+      .BindInt(6, e.stale_reason())
+      .BindOptionalInt(7, e.has_exit_code()
+                              ? std::optional<int64_t>(e.exit_code())
+                              : std::nullopt)
+      .BindInt(8, e.pid())
+      .BindInt(9, e.signal())
+      .BindText(10, e.stage())
+      .BindText(11, e.result())
+      .BindText(12, e.detail());
+  RETURN_IF_ERROR(s->Run());
+  return db->LastInsertRowid();
+}
+
+absl::Status RunStore::Impl::WriteRun(const StoredRun& r) {
+  ASSIGN_OR_RETURN(ScopedStatement s, db->Prepare(kUpdateRun));
+  const v1::Run& run = r.run;
+  s->BindInt(1, r.seq)
+      .BindInt(2, run.state())
+      .BindInt(3, run.liveness())
+      .BindInt(4, run.stale_reason())
+      .BindOptionalInt(5, run.has_exit_code()
+                              ? std::optional<int64_t>(run.exit_code())
+                              : std::nullopt)
+      .BindInt(6, TimestampMicros(run.last_seen_alive_at()))
+      .BindOptionalInt(7, run.has_ended_at()
+                              ? std::optional<int64_t>(
+                                    TimestampMicros(run.ended_at()))
+                              : std::nullopt);
+  return s->Run();
+}
+
+absl::Status RunStore::Impl::WriteLiveness(const StoredRun& r) {
+  ASSIGN_OR_RETURN(ScopedStatement s,
+                   db->Prepare("UPDATE runs SET liveness = ?2, "
+                               "last_seen_alive_at_us = ?3 WHERE seq = ?1"));
+  s->BindInt(1, r.seq)
+      .BindInt(2, r.run.liveness())
+      .BindInt(3, TimestampMicros(r.run.last_seen_alive_at()));
+  return s->Run();
+}
+
+absl::Status RunStore::Impl::Terminate(StoredRun& r, v1::RunState to,
+                                       int64_t now_us,
+                                       absl::string_view detail) {
+  const v1::RunState from = r.run.state();
+  r.run.set_state(to);
+  SetTimestamp(now_us, r.run.mutable_ended_at());
+  RETURN_IF_ERROR(WriteRun(r));
+  v1::Event e;
+  e.set_type(v1::EVENT_TYPE_STATE_CHANGED);
+  e.set_run_id(r.run.run_id());
+  e.set_from_state(from);
+  e.set_to_state(to);
+  e.set_stale_reason(r.run.stale_reason());
+  if (r.run.has_exit_code()) e.set_exit_code(r.run.exit_code());
+  e.set_detail(std::string(detail));
+  return InsertEvent(e, now_us).status();
+}
+
+absl::Status RunStore::Impl::Terminal(const StoredRun& r,
+                                      absl::string_view op) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      op, " run \"", r.run.run_id(), "\" in ", path(), ": run is ",
+      v1::RunState_Name(r.run.state()),
+      r.run.state() == v1::RUN_STATE_STALE
+          ? absl::StrCat(" (", v1::StaleReason_Name(r.run.stale_reason()),
+                         ")")
+          : std::string(),
+      ", a terminal state"));
+}
+
+}  // namespace runreaper::store

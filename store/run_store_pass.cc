@@ -1,0 +1,176 @@
+// RunStore, the reconcile pass: the slim listing of RUNNING runs and the
+// batch calls that apply a pass's verdicts in one transaction.
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "store/rows.h"
+#include "store/run_store.h"
+#include "store/run_store_impl.h"
+#include "store/sqlite.h"
+
+namespace runreaper::store {
+namespace {
+
+// A kStale update needs a real reason, and every liveness must be a known
+// value; one bad update refuses the whole batch before anything is written.
+absl::Status ValidateUpdates(const std::vector<RunUpdate>& updates,
+                             absl::string_view op, const std::string& path) {
+  for (const RunUpdate& u : updates) {
+    const bool bad_stale = u.kind == RunUpdate::Kind::kStale &&
+                           (u.stale_reason == v1::STALE_REASON_UNSPECIFIED ||
+                            !v1::StaleReason_IsValid(u.stale_reason));
+    if (bad_stale || !v1::Liveness_IsValid(u.liveness)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          op, " in ", path, ": update for run \"", u.run_id,
+          "\" has an invalid stale reason or liveness"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+// Applies one kStale update inside the pass's transaction: the run is
+// re-read under the write lock, so one that became terminal (or vanished)
+// since the pass looked is skipped (applied = false).
+absl::Status RunStore::Impl::ApplyStale(const RunUpdate& u, int64_t now_us,
+                                        AppliedUpdate* a) {
+  ASSIGN_OR_RETURN(std::optional<StoredRun> found, Find(u.run_id));
+  if (!found.has_value()) return absl::OkStatus();
+  StoredRun& r = *found;
+  if (r.run.state() == v1::RUN_STATE_RUNNING) {
+    r.run.set_liveness(u.liveness);
+    r.run.set_stale_reason(u.stale_reason);
+    RETURN_IF_ERROR(Terminate(r, v1::RUN_STATE_STALE, now_us, "reconcile pass"));
+    a->applied = true;
+  }
+  a->run = std::move(r.run);
+  return absl::OkStatus();
+}
+
+// The skeleton both batch calls share: validation, one write transaction,
+// kStale through Impl::ApplyStale, and `liveness_step` for kAlive/kObserve.
+template <typename LivenessStep>
+absl::StatusOr<std::vector<AppliedUpdate>> RunStore::Impl::ApplyUpdates(
+    const std::vector<RunUpdate>& updates, absl::string_view op,
+    LivenessStep liveness_step) {
+  Impl& m = *this;
+  RETURN_IF_ERROR(ValidateUpdates(updates, op, m.path()));
+  std::vector<AppliedUpdate> out;
+  if (updates.empty()) return out;
+  absl::MutexLock lock(&m.mu);
+  RETURN_IF_ERROR(m.InWriteTransaction([&]() -> absl::Status {
+    out.clear();
+    out.reserve(updates.size());
+    const int64_t now = m.NowMicros();
+    for (const RunUpdate& u : updates) {
+      AppliedUpdate& a = out.emplace_back();
+      a.update = u;
+      if (u.kind == RunUpdate::Kind::kStale) {
+        RETURN_IF_ERROR(m.ApplyStale(u, now, &a));
+      } else {
+        RETURN_IF_ERROR(liveness_step(u, now, &a));
+      }
+    }
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::StatusOr<std::vector<RunningRecord>> RunStore::ListRunningForReconcile() {
+  Impl& m = *impl_;
+  std::vector<RunningRecord> out;
+  RETURN_IF_ERROR(m.Read(false, [&](Database& d) -> absl::Status {
+    ASSIGN_OR_RETURN(
+        ScopedStatement s,
+        d.Prepare("SELECT seq, run_id, pid, pidns_inode, start_time_ticks, "
+                  "boot_id, liveness, last_seen_alive_at_us FROM runs "
+                  "WHERE state = ?1 ORDER BY seq"));
+    s->BindInt(1, v1::RUN_STATE_RUNNING);
+    while (true) {
+      ASSIGN_OR_RETURN(bool row, s->Step());
+      if (!row) break;
+      RunningRecord& r = out.emplace_back();
+      r.seq = s->ColumnInt(0);
+      r.run_id = s->ColumnText(1);
+      r.pid = static_cast<int>(s->ColumnInt(2));
+      // uint64 values are stored as their int64 bit pattern.
+      r.pidns_inode = static_cast<uint64_t>(s->ColumnInt(3));
+      r.start_time_ticks = static_cast<uint64_t>(s->ColumnInt(4));
+      r.boot_id = s->ColumnText(5);
+      r.liveness = static_cast<v1::Liveness>(s->ColumnInt(6));
+      r.last_seen_alive = absl::FromUnixMicros(s->ColumnInt(7));
+    }
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::StatusOr<std::vector<AppliedUpdate>> RunStore::ApplyBatch(
+    const std::vector<RunUpdate>& updates) {
+  Impl& m = *impl_;
+  // Each update re-reads its run inside the transaction (under the write
+  // lock), so a run that became terminal since the pass looked is skipped.
+  return m.ApplyUpdates(
+      updates, "apply batch",
+      [&m](const RunUpdate& u, int64_t now, AppliedUpdate* a)
+          ABSL_EXCLUSIVE_LOCKS_REQUIRED(m.mu) -> absl::Status {
+        ASSIGN_OR_RETURN(std::optional<StoredRun> found, m.Find(u.run_id));
+        if (!found.has_value()) return absl::OkStatus();
+        StoredRun& r = *found;
+        if (r.run.state() == v1::RUN_STATE_RUNNING) {
+          if (u.kind == RunUpdate::Kind::kAlive) {
+            r.run.set_liveness(v1::LIVENESS_ALIVE);
+            SetTimestamp(now, r.run.mutable_last_seen_alive_at());
+          } else {
+            r.run.set_liveness(u.liveness);
+          }
+          RETURN_IF_ERROR(m.WriteLiveness(r));
+          a->applied = true;
+        }
+        a->run = std::move(r.run);
+        return absl::OkStatus();
+      });
+}
+
+absl::StatusOr<std::vector<AppliedUpdate>> RunStore::ApplyPass(
+    const std::vector<RunUpdate>& updates) {
+  Impl& m = *impl_;
+  // kAlive / kObserve: one UPDATE, applied only to a run that is still
+  // RUNNING (state = 1) under the write lock; neither names `state` in SET,
+  // so no index is rewritten. With a seq the row is found by its integer key
+  // and must still carry this run_id. The run is not read back.
+  return m.ApplyUpdates(
+      updates, "apply pass",
+      [&m](const RunUpdate& u, int64_t now, AppliedUpdate* a)
+          ABSL_EXCLUSIVE_LOCKS_REQUIRED(m.mu) -> absl::Status {
+        const bool alive = u.kind == RunUpdate::Kind::kAlive;
+        static const std::string* const kSql[4] = {
+            new std::string("UPDATE runs SET liveness = ?2 "
+                            "WHERE run_id = ?4 AND state = 1"),
+            new std::string("UPDATE runs SET liveness = ?2, "
+                            "last_seen_alive_at_us = ?3 "
+                            "WHERE run_id = ?4 AND state = 1"),
+            new std::string("UPDATE runs SET liveness = ?2 "
+                            "WHERE seq = ?1 AND run_id = ?4 AND state = 1"),
+            new std::string("UPDATE runs SET liveness = ?2, "
+                            "last_seen_alive_at_us = ?3 "
+                            "WHERE seq = ?1 AND run_id = ?4 AND state = 1"),
+        };
+        const std::string& sql = *kSql[(u.seq > 0 ? 2 : 0) + (alive ? 1 : 0)];
+        ASSIGN_OR_RETURN(ScopedStatement s, m.db->Prepare(sql));
+        if (u.seq > 0) s->BindInt(1, u.seq);
+        s->BindInt(2, alive ? v1::LIVENESS_ALIVE : u.liveness);
+        if (alive) s->BindInt(3, now);
+        s->BindText(4, u.run_id);
+        RETURN_IF_ERROR(s->Run());
+        a->applied = sqlite3_changes(m.db->get()) == 1;
+        return absl::OkStatus();
+      });
+}
+
+}  // namespace runreaper::store

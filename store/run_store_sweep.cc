@@ -1,0 +1,176 @@
+// RunStore, sweep bookkeeping: which terminal runs still need a sweep, and
+// the per-process stage claims that keep concurrent or restarted sweeps from
+// going back down the signal ladder.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "store/rows.h"
+#include "store/run_state.h"
+#include "store/run_store.h"
+#include "store/run_store_impl.h"
+#include "store/sqlite.h"
+
+namespace runreaper::store {
+
+absl::StatusOr<std::vector<v1::Run>> RunStore::ListTerminalUnswept() {
+  Impl& m = *impl_;
+  std::vector<StoredRun> runs;
+  RETURN_IF_ERROR(m.Read(true, [&](Database& d) -> absl::Status {
+    // Same predicate as the partial index runs_terminal_unswept.
+    ASSIGN_OR_RETURN(
+        runs, Impl::QueryRuns(
+                  d,
+                  absl::StrCat("SELECT ", kRunColumns,
+                               " FROM runs WHERE state != 1 AND sweep_done = 0"
+                               " ORDER BY seq"),
+                  nullptr));
+    return absl::OkStatus();
+  }));
+  std::vector<v1::Run> out;
+  out.reserve(runs.size());
+  for (StoredRun& r : runs) out.push_back(std::move(r.run));
+  return out;
+}
+
+absl::Status RunStore::SetSweepDone(absl::string_view run_id, bool done) {
+  Impl& m = *impl_;
+  absl::MutexLock lock(&m.mu);
+  return m.InWriteTransaction([&]() -> absl::Status {
+    ASSIGN_OR_RETURN(StoredRun r, m.FindOrNotFound(run_id));
+    if (!IsTerminal(r.run.state())) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "set sweep_done on run \"", run_id, "\" in ", m.path(),
+          ": run is RUNNING, only a terminal run is swept"));
+    }
+    ASSIGN_OR_RETURN(
+        ScopedStatement s,
+        m.db->Prepare("UPDATE runs SET sweep_done = ?2 WHERE seq = ?1"));
+    s->BindInt(1, r.seq).BindInt(2, done ? 1 : 0);
+    return s->Run();
+  });
+}
+
+absl::StatusOr<bool> RunStore::ClaimSweepStage(absl::string_view run_id,
+                                               int pid,
+                                               uint64_t start_time_ticks,
+                                               int stage,
+                                               absl::Duration stale_after) {
+  if (stage < 1 || stage > 3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("claim sweep stage for run \"", run_id, "\" pid ", pid,
+                     " in ", path(), ": stage ", stage, " not in 1..3"));
+  }
+  Impl& m = *impl_;
+  absl::MutexLock lock(&m.mu);
+  bool claimed = false;
+  RETURN_IF_ERROR(m.InWriteTransaction([&]() -> absl::Status {
+    // Make an unknown run NOT_FOUND rather than a foreign key failure.
+    ASSIGN_OR_RETURN(StoredRun r, m.FindOrNotFound(run_id));
+    (void)r;
+    // One statement decides, under the write lock: it raises the stage only
+    // when the new one is higher, or takes over the same stage when its
+    // claim was never marked sent and is at least stale_after old (the
+    // claimer died between claim and signal); sqlite3_changes says whether
+    // it did. A takeover renews the claim time, so of two sweeps racing to
+    // take over one stale claim exactly one wins.
+    ASSIGN_OR_RETURN(
+        ScopedStatement s,
+        m.db->Prepare(
+            "INSERT INTO sweep_progress (run_id, pid, start_time_ticks, "
+            "stage, updated_at_us, sent_at_us) VALUES (?1, ?2, ?3, ?4, ?5, "
+            "NULL) "
+            "ON CONFLICT (run_id, pid, start_time_ticks) DO UPDATE SET "
+            "stage = excluded.stage, updated_at_us = excluded.updated_at_us, "
+            "sent_at_us = NULL "
+            "WHERE excluded.stage > sweep_progress.stage OR "
+            "(excluded.stage = sweep_progress.stage AND "
+            "sweep_progress.sent_at_us IS NULL AND "
+            "sweep_progress.updated_at_us <= ?6)"));
+    const int64_t now = m.NowMicros();
+    s->BindText(1, run_id)
+        .BindInt(2, pid)
+        .BindInt(3, static_cast<int64_t>(start_time_ticks))
+        .BindInt(4, stage)
+        .BindInt(5, now);
+    // ?6 stays NULL (never stale) for an infinite stale_after.
+    if (stale_after != absl::InfiniteDuration()) {
+      s->BindInt(6, now - absl::ToInt64Microseconds(
+                              std::max(stale_after, absl::ZeroDuration())));
+    }
+    RETURN_IF_ERROR(s->Run());
+    claimed = m.db->Changes() == 1;
+    return absl::OkStatus();
+  }));
+  return claimed;
+}
+
+absl::StatusOr<int64_t> RunStore::RecordSweepSignal(absl::string_view run_id,
+                                                    int pid,
+                                                    uint64_t start_time_ticks,
+                                                    int stage,
+                                                    const v1::Event& event) {
+  if (stage < 1 || stage > 3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("record sweep signal for run \"", run_id, "\" pid ", pid,
+                     " in ", path(), ": stage ", stage, " not in 1..3"));
+  }
+  if (event.type() != v1::EVENT_TYPE_SIGNAL || event.run_id() != run_id) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "record sweep signal for run \"", run_id, "\" pid ", pid, " in ",
+        path(), ": the event must be a SIGNAL event of that run"));
+  }
+  Impl& m = *impl_;
+  absl::MutexLock lock(&m.mu);
+  int64_t id = 0;
+  RETURN_IF_ERROR(m.InWriteTransaction([&]() -> absl::Status {
+    const int64_t now = m.NowMicros();
+    ASSIGN_OR_RETURN(
+        ScopedStatement s,
+        m.db->Prepare("UPDATE sweep_progress SET sent_at_us = ?5 WHERE "
+                      "run_id = ?1 AND pid = ?2 AND start_time_ticks = ?3 AND "
+                      "stage = ?4 AND sent_at_us IS NULL"));
+    s->BindText(1, run_id)
+        .BindInt(2, pid)
+        .BindInt(3, static_cast<int64_t>(start_time_ticks))
+        .BindInt(4, stage)
+        .BindInt(5, now);
+    RETURN_IF_ERROR(s->Run());
+    ASSIGN_OR_RETURN(id, m.InsertEvent(event, now));
+    return absl::OkStatus();
+  }));
+  return id;
+}
+
+absl::StatusOr<int> RunStore::GetSweepStage(absl::string_view run_id, int pid,
+                                            uint64_t start_time_ticks) {
+  ASSIGN_OR_RETURN(SweepProgress p,
+                   GetSweepProgress(run_id, pid, start_time_ticks));
+  return p.stage;
+}
+
+absl::StatusOr<SweepProgress> RunStore::GetSweepProgress(
+    absl::string_view run_id, int pid, uint64_t start_time_ticks) {
+  Impl& m = *impl_;
+  SweepProgress p;
+  RETURN_IF_ERROR(m.Read(false, [&](Database& d) -> absl::Status {
+    ASSIGN_OR_RETURN(
+        ScopedStatement s,
+        d.Prepare("SELECT stage, updated_at_us, sent_at_us FROM "
+                  "sweep_progress WHERE run_id = ?1 AND pid = ?2 AND "
+                  "start_time_ticks = ?3"));
+    s->BindText(1, run_id).BindInt(2, pid).BindInt(
+        3, static_cast<int64_t>(start_time_ticks));
+    ASSIGN_OR_RETURN(bool row, s->Step());
+    if (!row) return absl::OkStatus();
+    p.stage = static_cast<int>(s->ColumnInt(0));
+    p.claimed_at = absl::FromUnixMicros(s->ColumnInt(1));
+    if (!s->ColumnIsNull(2)) p.sent_at = absl::FromUnixMicros(s->ColumnInt(2));
+    return absl::OkStatus();
+  }));
+  return p;
+}
+
+}  // namespace runreaper::store

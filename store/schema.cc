@@ -1,0 +1,242 @@
+#include "store/schema.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "base/status_macros.h"
+
+namespace runreaper::store::schema {
+namespace {
+
+// Forward migrations: kMigrations[v] takes a database from user_version v to
+// v + 1. Never edit a shipped entry; append a new one and bump kVersion.
+const char* const kMigrations[] = {
+    // 0 -> 1: the initial schema.
+    R"sql(
+CREATE TABLE runs (
+  seq                   INTEGER PRIMARY KEY AUTOINCREMENT,
+  run_id                TEXT    NOT NULL UNIQUE,
+  pid                   INTEGER NOT NULL,
+  pgid                  INTEGER NOT NULL,
+  sid                   INTEGER NOT NULL,
+  pidns_inode           INTEGER NOT NULL,
+  start_time_ticks      INTEGER NOT NULL,
+  boot_id               TEXT    NOT NULL,
+  uid                   INTEGER,
+  comm                  TEXT    NOT NULL,
+  cgroup                TEXT    NOT NULL,
+  keep                  INTEGER NOT NULL,
+  state                 INTEGER NOT NULL,
+  liveness              INTEGER NOT NULL,
+  stale_reason          INTEGER NOT NULL,
+  exit_code             INTEGER,
+  registered_at_us      INTEGER NOT NULL,
+  last_seen_alive_at_us INTEGER NOT NULL,
+  ended_at_us           INTEGER,
+  sweep_done            INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX runs_by_state ON runs(state, seq);
+CREATE INDEX runs_terminal_unswept ON runs(seq)
+  WHERE state != 1 AND sweep_done = 0;
+CREATE TABLE run_labels (
+  seq   INTEGER NOT NULL REFERENCES runs(seq) ON DELETE CASCADE,
+  key   TEXT    NOT NULL,
+  value TEXT    NOT NULL,
+  PRIMARY KEY (seq, key)
+) WITHOUT ROWID;
+CREATE INDEX run_labels_by_key_value ON run_labels(key, value, seq);
+CREATE TABLE events (
+  event_id     INTEGER PRIMARY KEY AUTOINCREMENT,
+  time_us      INTEGER NOT NULL,
+  type         INTEGER NOT NULL,
+  run_id       TEXT    NOT NULL,
+  from_state   INTEGER NOT NULL,
+  to_state     INTEGER NOT NULL,
+  stale_reason INTEGER NOT NULL,
+  exit_code    INTEGER,
+  pid          INTEGER NOT NULL,
+  signal       INTEGER NOT NULL,
+  stage        TEXT    NOT NULL,
+  result       TEXT    NOT NULL,
+  detail       TEXT    NOT NULL
+);
+CREATE INDEX events_by_run ON events(run_id, event_id);
+CREATE TABLE sweep_progress (
+  run_id           TEXT    NOT NULL REFERENCES runs(run_id),
+  pid              INTEGER NOT NULL,
+  start_time_ticks INTEGER NOT NULL,
+  stage            INTEGER NOT NULL,
+  updated_at_us    INTEGER NOT NULL,
+  PRIMARY KEY (run_id, pid, start_time_ticks)
+) WITHOUT ROWID;
+)sql",
+    // 1 -> 2: sweep_progress.sent_at_us, set when the claimed stage's signal
+    // was attempted and its SIGNAL event stored (NULL: claimed only, e.g.
+    // the claimer crashed before signalling). updated_at_us is the claim
+    // time. Rows from schema 1 stay NULL: whether their signal went out is
+    // unknown, and re-sending the same stage is harmless where skipping it
+    // forever is not.
+    R"sql(
+ALTER TABLE sweep_progress ADD COLUMN sent_at_us INTEGER;
+)sql",
+};
+static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kVersion,
+              "one migration per schema version");
+
+// sqlite3_busy_timeout's argument: milliseconds, clamped to [0, 2^30].
+int BusyTimeoutMs(absl::Duration busy_timeout) {
+  const int64_t busy_ms = absl::ToInt64Milliseconds(busy_timeout);
+  return static_cast<int>(
+      std::min<int64_t>(std::max<int64_t>(busy_ms, 0), 1 << 30));
+}
+
+absl::Status ConfigureAndMigrate(Database& db, absl::Duration busy_timeout,
+                                 bool synchronous_full) {
+  const std::string& path = db.path();
+  // The first read of page 1: a file that is not a SQLite database fails
+  // here with SQLITE_NOTADB (DATA_LOSS), before anything is written.
+  absl::StatusOr<int64_t> version = db.QueryInt("PRAGMA user_version");
+  if (!version.ok()) {
+    if (version.status().code() == absl::StatusCode::kDataLoss) {
+      return absl::DataLossError(
+          absl::StrCat(path, " is not a usable SQLite database (refusing to "
+                             "touch it): ",
+                       version.status().message()));
+    }
+    return version.status();
+  }
+  if (*version > kVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "database ", path, " has schema version ", *version,
+        ", newer than this runreaper's ", kVersion,
+        "; refusing to open it (upgrade runreaper)"));
+  }
+  if (*version < 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "database ", path, " has invalid schema version ", *version));
+  }
+  // SQLite silently falls back to read-only when the file is not writable.
+  if (sqlite3_db_readonly(db.get(), "main") == 1) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "database ", path, " could only be opened read-only (the file or "
+        "its directory is not writable)"));
+  }
+
+  // Switching a new file to WAL needs an exclusive lock and SQLite does not
+  // call the busy handler for it: when another process is creating the same
+  // file at this moment, retry within the busy timeout.
+  absl::StatusOr<std::string> wal = db.QueryText("PRAGMA journal_mode=WAL");
+  const absl::Time wal_deadline = absl::Now() + busy_timeout;
+  while (!wal.ok() && absl::IsUnavailable(wal.status()) &&
+         absl::Now() < wal_deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+    wal = db.QueryText("PRAGMA journal_mode=WAL");
+  }
+  ASSIGN_OR_RETURN(std::string mode, std::move(wal));
+  if (mode != "wal") {
+    return absl::UnavailableError(absl::StrCat(
+        "database ", path, " could not switch to WAL (journal_mode is \"",
+        mode, "\")"));
+  }
+  RETURN_IF_ERROR(db.Exec(synchronous_full ? "PRAGMA synchronous=FULL"
+                                         : "PRAGMA synchronous=NORMAL"));
+  RETURN_IF_ERROR(db.Exec("PRAGMA foreign_keys=ON"));
+  // 16 MiB of page cache (default 2 MiB): a reconcile pass over many runs
+  // then stays in memory instead of spilling dirty pages mid-transaction.
+  RETURN_IF_ERROR(db.Exec("PRAGMA cache_size=-16384"));
+  ASSIGN_OR_RETURN(int64_t fk, db.QueryInt("PRAGMA foreign_keys"));
+  if (fk != 1) {
+    return absl::InternalError(
+        absl::StrCat("database ", path, ": foreign keys could not be enabled"));
+  }
+
+  if (*version == kVersion) return absl::OkStatus();
+
+  // Migrate under the write lock; another process may have migrated since
+  // the version was read, so read it again inside the transaction.
+  RETURN_IF_ERROR(db.Exec("BEGIN IMMEDIATE"));
+  absl::Status status = [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(int64_t current, db.QueryInt("PRAGMA user_version"));
+    if (current > kVersion) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "database ", path, " has schema version ", current,
+          ", newer than this runreaper's ", kVersion));
+    }
+    for (int64_t v = current; v < kVersion; ++v) {
+      absl::Status s = db.Exec(kMigrations[v]);
+      if (!s.ok()) {
+        return absl::Status(s.code(),
+                            absl::StrCat("migrating ", path, " from schema ",
+                                         v, " to ", v + 1, ": ", s.message()));
+      }
+    }
+    RETURN_IF_ERROR(db.Exec(
+        absl::StrCat("PRAGMA user_version = ", kVersion)));
+    return db.Exec("COMMIT");
+  }();
+  if (!status.ok() && sqlite3_get_autocommit(db.get()) == 0) {
+    (void)db.Exec("ROLLBACK");
+  }
+  return status;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Database>> OpenWriter(
+    const std::string& path, absl::Duration busy_timeout,
+    bool synchronous_full) {
+  if (path.empty()) {
+    return absl::InvalidArgumentError("database path is empty");
+  }
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("database path ", path, " is a directory"));
+    }
+    if (!S_ISREG(st.st_mode)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("database path ", path, " is not a regular file"));
+    }
+  } else if (errno != ENOENT) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("stat ", path));
+  }
+
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<Database> db,
+      Database::Open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+                               SQLITE_OPEN_NOMUTEX));
+  sqlite3_busy_timeout(db->get(), BusyTimeoutMs(busy_timeout));
+  RETURN_IF_ERROR(ConfigureAndMigrate(*db, busy_timeout, synchronous_full));
+  return db;
+}
+
+absl::StatusOr<std::unique_ptr<Database>> OpenReader(
+    const std::string& path, absl::Duration busy_timeout) {
+  // Opened once the writer has made the file WAL at the current schema.
+  // Read-only twice over (open flag and query_only). The busy timeout covers
+  // the rare SQLITE_BUSY a WAL reader can meet (e.g. while another
+  // connection recovers the WAL index).
+  ASSIGN_OR_RETURN(std::unique_ptr<Database> reader,
+                   Database::Open(path, SQLITE_OPEN_READONLY |
+                                            SQLITE_OPEN_NOMUTEX));
+  sqlite3_busy_timeout(reader->get(), BusyTimeoutMs(busy_timeout));
+  RETURN_IF_ERROR(reader->Exec("PRAGMA query_only=1"));
+  RETURN_IF_ERROR(reader->Exec("PRAGMA cache_size=-16384"));
+  ASSIGN_OR_RETURN(std::string mode, reader->QueryText("PRAGMA journal_mode"));
+  if (mode != "wal") {
+    return absl::InternalError(absl::StrCat(
+        "database ", path, ": the read connection sees journal_mode \"", mode,
+        "\", not wal"));
+  }
+  return reader;
+}
+
+}  // namespace runreaper::store::schema
