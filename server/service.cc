@@ -1,6 +1,5 @@
 #include "server/service.h"
 
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -35,15 +34,12 @@ ReconcilerService::ReconcilerService(store::RunStore* store,
       hub_(hub),
       sweeper_(sweeper),
       options_(std::move(options)),
-      timers_(std::make_unique<Timers>()) {}
+      timers_(std::make_unique<Timers>()),
+      worker_(options_.sweep_queue_limit) {}
 
 ReconcilerService::~ReconcilerService() { WaitForBackgroundWork(); }
 
-void ReconcilerService::WaitForBackgroundWork() {
-  absl::MutexLock lock(&bg_mu_);
-  bg_mu_.Await(absl::Condition(
-      +[](int* active) { return *active == 0; }, &bg_active_));
-}
+void ReconcilerService::WaitForBackgroundWork() { worker_.WaitIdle(); }
 
 absl::Status ReconcilerService::Begin(grpc::CallbackServerContext* ctx) {
   {
@@ -84,18 +80,6 @@ bool ReconcilerService::Drain(absl::Duration grace) {
   draining_ = true;
   return bg_mu_.AwaitWithTimeout(
       absl::Condition(+[](int* n) { return *n == 0; }, &inflight_), grace);
-}
-
-void ReconcilerService::StartBackground(std::function<void()> work) {
-  {
-    absl::MutexLock lock(&bg_mu_);
-    ++bg_active_;
-  }
-  std::thread([this, work = std::move(work)] {
-    work();
-    absl::MutexLock lock(&bg_mu_);
-    --bg_active_;
-  }).detach();
 }
 
 absl::Status ReconcilerService::Authorize(grpc::CallbackServerContext* ctx) const {
@@ -218,13 +202,16 @@ grpc::ServerUnaryReactor* ReconcilerService::CancelRun(
     v1::Run* response) {
   return Serve(ctx, response, [&]() -> absl::Status {
     RETURN_IF_ERROR(ValidateCancelRequest(*request));
+    // The sweep's place in the queue first: a full queue refuses the call
+    // before the run is cancelled, so a retry finds it unchanged.
+    ASSIGN_OR_RETURN(BackgroundWorker::Slot slot, worker_.Reserve());
     absl::StatusOr<v1::Run> run = store_->Cancel(request->run_id(), request->reason());
     hub_->Notify();
     RETURN_IF_ERROR(run.status());
     *response = *std::move(run);
     // The ladder takes seconds (grace periods): it runs in the background and
     // its signals appear as events; CancelRun answers with the CANCELLED run.
-    StartBackground([this, run_id = request->run_id()] {
+    std::move(slot).Post([this, run_id = request->run_id()] {
       absl::StatusOr<v1::SweepResponse> swept = sweeper_->SweepRun(run_id);
       hub_->Notify();
       if (!swept.ok()) {
@@ -316,11 +303,13 @@ grpc::ServerUnaryReactor* ReconcilerService::Sweep(
     v1::SweepResponse* response) {
   absl::Status bad = Begin(ctx);
   if (bad.ok()) bad = ValidateOptionalRunId(request->run_id());
-  if (!bad.ok()) return Done(ctx, response, bad);
+  absl::StatusOr<BackgroundWorker::Slot> slot =
+      bad.ok() ? worker_.Reserve() : absl::StatusOr<BackgroundWorker::Slot>(bad);
+  if (!slot.ok()) return Done(ctx, response, slot.status());
   // The ladder takes seconds: the sweep runs in the background and the
   // reactor is finished from there, so no gRPC thread waits for it.
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  StartBackground([this, reactor, request, response] {
+  std::move(*slot).Post([this, reactor, request, response] {
     absl::StatusOr<v1::SweepResponse> swept = sweeper_->Sweep(*request);
     hub_->Notify();
     if (swept.ok()) {

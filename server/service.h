@@ -28,6 +28,7 @@
 #include "runreaper/v1/runreaper.pb.h"
 #include "scanner/procfs.h"
 #include "server/event_hub.h"
+#include "server/background_worker.h"
 #include "server/reconciler.h"
 #include "server/request_validation.h"
 #include "server/streams.h"
@@ -38,6 +39,10 @@
 namespace runreaper::server {
 
 namespace v1 = ::runreaper::v1;
+
+// Sweeps (of Sweep and CancelRun calls) waiting for the one background
+// worker; a call beyond it gets RESOURCE_EXHAUSTED (docs/OPERATIONS.md).
+inline constexpr size_t kMaxQueuedSweeps = 32;
 
 struct ServiceOptions {
   // At most this many live events are held unsent per WatchEvents stream.
@@ -52,6 +57,8 @@ struct ServiceOptions {
   // "authorization: Bearer <token>"; others get UNAUTHENTICATED. Calls over
   // the unix socket are authorised by its file mode.
   std::string token;
+  // Sweeps queued for the background worker at most (one more may run).
+  size_t sweep_queue_limit = kMaxQueuedSweeps;
 };
 
 class ReconcilerService final : public v1::Reconciler::CallbackService {
@@ -62,10 +69,10 @@ class ReconcilerService final : public v1::Reconciler::CallbackService {
   ReconcilerService(store::RunStore* store, const scanner::ProcFs* procfs,
                     Reconciler* reconciler, EventHub* hub, Sweeper* sweeper,
                     ServiceOptions options = {});
-  // Waits for background sweeps started by CancelRun.
+  // Waits for the background sweeps already accepted.
   ~ReconcilerService() override;
 
-  // Waits until no CancelRun sweep runs in the background.
+  // Waits until no Sweep or CancelRun sweep is queued or runs.
   void WaitForBackgroundWork();
 
   // Shutdown, step one: new calls get UNAVAILABLE from now on; waits up to
@@ -130,7 +137,6 @@ class ReconcilerService final : public v1::Reconciler::CallbackService {
                                  google::protobuf::Message* response,
                                  const absl::Status& status);
   absl::StatusOr<v1::Run> DoRegister(const v1::RegisterRunRequest& request);
-  void StartBackground(std::function<void()> work);
 
   store::RunStore* store_;
   const scanner::ProcFs* procfs_;
@@ -141,9 +147,11 @@ class ReconcilerService final : public v1::Reconciler::CallbackService {
   std::unique_ptr<Timers> timers_;
 
   absl::Mutex bg_mu_;
-  int bg_active_ ABSL_GUARDED_BY(bg_mu_) = 0;
   int inflight_ ABSL_GUARDED_BY(bg_mu_) = 0;
   bool draining_ ABSL_GUARDED_BY(bg_mu_) = false;
+  // The sweeps of Sweep and CancelRun: one thread, a bounded queue. Last, so
+  // it is destroyed (running what it accepted) before what its jobs use.
+  BackgroundWorker worker_;
 };
 
 }  // namespace runreaper::server

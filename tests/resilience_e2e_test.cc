@@ -4,6 +4,8 @@
 // NOT_SERVING until a pass completes; a WatchEvents consumer that never
 // reads is cut off with the id to resume from, while the daemon keeps
 // answering, and resuming from that id loses and repeats nothing.
+#include <dirent.h>
+#include <signal.h>
 #include <sqlite3.h>
 
 #include <cstdio>
@@ -14,10 +16,12 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/test_util.h"
 #include "gtest/gtest.h"
+#include "server/service.h"
 #include "store/run_store.h"
 #include "tests/e2e_util.h"
 
@@ -310,6 +314,96 @@ TEST(ResilienceE2ETest, SlowWatcherIsCutOffWithResumeIdAndNeverSlowsTheDaemon) {
   while (again->Read(&event)) {
   }
   EXPECT_EQ(again->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_EQ(daemon.Stop(SIGTERM), 0) << daemon.log();
+}
+
+// Threads of process `pid`, from the kernel's list /proc/<pid>/task.
+int ThreadsOf(pid_t pid) {
+  DIR* dir = opendir(absl::StrCat("/proc/", pid, "/task").c_str());
+  if (dir == nullptr) return -1;
+  int n = 0;
+  while (dirent* e = readdir(dir)) {
+    if (e->d_name[0] != '.') ++n;
+  }
+  closedir(dir);
+  return n;
+}
+
+// Each Sweep used to detach a thread of its own that then queued on the
+// sweeper's lock, so a burst of calls made as many threads. Now one worker
+// runs the sweeps, at most server::kMaxQueuedSweeps wait, and the rest are
+// refused with RESOURCE_EXHAUSTED at once. The sweeps are held up by the
+// SQLite write lock (each sweep first appends SWEEP_STARTED); the run is
+// `keep`, so nothing is signalled.
+TEST(ResilienceE2ETest, SweepBurstRunsOnOneWorkerAndRefusesPastTheQueueLimit) {
+  TempDir dir;
+  Daemon daemon(dir.path(), {"--scan_interval=60s"});
+  ASSERT_TRUE(daemon.Start()) << daemon.log();
+  auto stub = daemon.stub();
+  Sleeper sleeper(/*own_group=*/true);
+  v1::RegisterRunRequest reg;
+  reg.set_run_id("kept");
+  reg.set_pid(sleeper.pid());
+  reg.set_keep(true);
+  v1::Run run;
+  ASSERT_TRUE(stub->RegisterRun(Ctx().get(), reg, &run).ok());
+  v1::FinishRunRequest finish;
+  finish.set_run_id("kept");
+  ASSERT_TRUE(stub->FinishRun(Ctx().get(), finish, &run).ok());
+  v1::SweepRequest sweep;
+  sweep.set_run_id("kept");
+  v1::SweepResponse swept;
+  ASSERT_TRUE(stub->Sweep(Ctx().get(), sweep, &swept).ok());  // warms the server up
+  const int threads_before = ThreadsOf(daemon.pid());
+  ASSERT_GT(threads_before, 0);
+
+  constexpr int kCalls = 100;
+  constexpr int kMaxAccepted = static_cast<int>(server::kMaxQueuedSweeps) + 1;  // + running
+  absl::Mutex mu;
+  int answered = 0, refused = 0, ok = 0;
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<v1::SweepResponse> responses(kCalls);
+  int threads_during = 0;
+  {
+    WriteLockHolder lock(daemon.db());
+    for (int i = 0; i < kCalls; ++i) {
+      contexts.push_back(Ctx(absl::Seconds(60)));
+      stub->async()->Sweep(contexts.back().get(), &sweep, &responses[i],
+                           [&](grpc::Status s) {
+                             absl::MutexLock l(&mu);
+                             ++answered;
+                             refused += s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
+                             ok += s.ok();
+                           });
+    }
+    // Every call past the queue is refused at once, while the lock holds the
+    // accepted ones back: then all but at most one call have reached the
+    // daemon.
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          absl::MutexLock l(&mu);
+          return refused >= kCalls - kMaxAccepted;
+        },
+        absl::Seconds(20)))
+        << daemon.log();
+    threads_during = ThreadsOf(daemon.pid());
+    lock.Release();
+  }
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        absl::MutexLock l(&mu);
+        return answered == kCalls;
+      },
+      absl::Seconds(60)))
+      << daemon.log();
+  absl::MutexLock l(&mu);
+  EXPECT_EQ(refused + ok, kCalls);
+  EXPECT_LE(ok, kMaxAccepted);
+  // gRPC may add a few threads of its own under load; a thread per call
+  // would add ~kCalls.
+  EXPECT_LE(threads_during, threads_before + 8)
+      << "threads before " << threads_before << ", during the burst " << threads_during;
+  EXPECT_EQ(kill(sleeper.pid(), 0), 0) << "a kept run's leader was signalled";
   EXPECT_EQ(daemon.Stop(SIGTERM), 0) << daemon.log();
 }
 

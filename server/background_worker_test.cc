@@ -1,0 +1,116 @@
+// The bounded background worker: one thread whatever the load, a full queue
+// refuses (RESOURCE_EXHAUSTED) instead of growing, jobs run in order, and the
+// destructor runs what it accepted. The thread count is read from
+// /proc/self/task, the kernel's own list of this process's threads.
+#include "server/background_worker.h"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/strings/match.h"
+#include "absl/synchronization/notification.h"
+#include "base/test_util.h"
+#include "gtest/gtest.h"
+
+namespace runreaper::server {
+namespace {
+
+int ThreadCount() {
+  DIR* dir = opendir("/proc/self/task");
+  if (dir == nullptr) return -1;
+  int n = 0;
+  while (dirent* e = readdir(dir)) {
+    if (e->d_name[0] != '.') ++n;
+  }
+  closedir(dir);
+  return n;
+}
+
+TEST(BackgroundWorkerTest, ABurstPastTheCapacityIsRefusedAndAddsNoThread) {
+  constexpr size_t kCapacity = 4;
+  BackgroundWorker worker(kCapacity);
+  const int threads = ThreadCount();
+  absl::Notification started, release;
+  // The first job blocks the worker, as a long sweep ladder would.
+  ASSERT_OK(worker.Post([&] {
+    started.Notify();
+    release.WaitForNotification();
+  }));
+  started.WaitForNotification();
+  absl::Mutex mu;
+  std::vector<int> ran;
+  int refused = 0;
+  for (int i = 0; i < 100; ++i) {
+    absl::Status s = worker.Post([&, i] {
+      absl::MutexLock lock(&mu);
+      ran.push_back(i);
+    });
+    if (absl::IsResourceExhausted(s)) {
+      ++refused;
+      EXPECT_TRUE(absl::StrContains(s.message(), "retry later")) << s;
+    } else {
+      EXPECT_OK(s);
+    }
+  }
+  EXPECT_EQ(refused, 100 - static_cast<int>(kCapacity));
+  EXPECT_EQ(ThreadCount(), threads);
+  release.Notify();
+  worker.WaitIdle();
+  absl::MutexLock lock(&mu);
+  // The accepted jobs, in the order they were posted.
+  EXPECT_EQ(ran, (std::vector<int>{0, 1, 2, 3}));
+}
+
+TEST(BackgroundWorkerTest, JobsRunInOrderOnOneThreadThatIsNotTheCaller) {
+  BackgroundWorker worker(16);
+  absl::Mutex mu;
+  std::vector<int> order;
+  std::vector<std::thread::id> ids;
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_OK(worker.Post([&, i] {
+      absl::MutexLock lock(&mu);
+      order.push_back(i);
+      ids.push_back(std::this_thread::get_id());
+    }));
+  }
+  worker.WaitIdle();
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  for (const std::thread::id& id : ids) {
+    EXPECT_EQ(id, ids[0]);
+    EXPECT_NE(id, std::this_thread::get_id());
+  }
+}
+
+TEST(BackgroundWorkerTest, AReservedSlotCountsUntilPostedOrDropped) {
+  BackgroundWorker worker(1);
+  absl::Notification release;
+  {
+    ASSERT_OK_AND_ASSIGN(BackgroundWorker::Slot slot, worker.Reserve());
+    EXPECT_TRUE(absl::IsResourceExhausted(worker.Reserve().status()));
+  }  // dropped unused: the place is free again
+  ASSERT_OK_AND_ASSIGN(BackgroundWorker::Slot slot, worker.Reserve());
+  std::move(slot).Post([&] { release.WaitForNotification(); });
+  // The job may or may not have started; either way one more fits at most.
+  release.Notify();
+  worker.WaitIdle();
+  EXPECT_OK(worker.Post([] {}));
+  worker.WaitIdle();
+}
+
+TEST(BackgroundWorkerTest, DestructorRunsTheAcceptedJobs) {
+  std::atomic<int> done{0};
+  {
+    BackgroundWorker worker(8);
+    for (int i = 0; i < 8; ++i) ASSERT_OK(worker.Post([&] { done.fetch_add(1); }));
+  }
+  EXPECT_EQ(done.load(), 8);
+}
+
+}  // namespace
+}  // namespace runreaper::server
