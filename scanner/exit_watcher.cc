@@ -4,7 +4,6 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,11 +24,9 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/fd.h"
+#include "base/syscalls.h"
 #include "scanner/procfs.h"
 
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
 
 namespace runreaper::scanner {
 
@@ -128,7 +125,7 @@ ExitWatcher::ArmResult ExitWatcher::Arm(const std::string& key, int pid,
   Disarm(key);
   if (pid <= 0) return fallback("not a pid", 0);
 
-  Fd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  Fd pidfd(base::PidfdOpen(pid, 0));
   if (!pidfd.valid()) {
     switch (errno) {
       case ESRCH:  // no such process: already exited and reaped

@@ -6,7 +6,6 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
-#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -140,7 +139,7 @@ TEST_F(ExitWatcherTest, ThreadIdIsExited) {
   std::atomic<pid_t> tid{0};
   std::atomic<bool> done{false};
   std::thread t([&] {
-    tid = static_cast<pid_t>(::syscall(SYS_gettid));
+    tid = ::gettid();
     while (!done) absl::SleepFor(absl::Milliseconds(1));
   });
   ASSERT_TRUE(WaitFor([&] { return tid.load() != 0; }));

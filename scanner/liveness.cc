@@ -5,7 +5,6 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,11 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "base/fd.h"
+#include "base/syscalls.h"
 #include "scanner/procfs.h"
-
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
 
 namespace runreaper::scanner {
 namespace {
@@ -69,26 +65,24 @@ SignalProbe ProbeInNamespace(const ProcFs& procfs, int ns_member,
     return SignalProbe::kNotProbed;
   }
   // Exit codes of the helper: 10 exists, 11 gone, 12 denied, else no answer.
-  const long child = ::syscall(SYS_clone, SIGCHLD, nullptr, nullptr,
-                               nullptr, nullptr);
+  const pid_t child = base::RawFork();
   if (child < 0) return SignalProbe::kNotProbed;
   if (child == 0) {
     if (::setns(ns.get(), CLONE_NEWPID) != 0) ::_exit(1);
-    const long grandchild = ::syscall(SYS_clone, SIGCHLD, nullptr, nullptr,
-                                      nullptr, nullptr);
+    const pid_t grandchild = base::RawFork();
     if (grandchild < 0) ::_exit(2);
     if (grandchild == 0) {
       if (::kill(inner_pid, 0) == 0) ::_exit(10);
       ::_exit(errno == ESRCH ? 11 : errno == EPERM ? 12 : 3);
     }
     int status = 0;
-    while (::waitpid(static_cast<pid_t>(grandchild), &status, 0) < 0) {
+    while (::waitpid(grandchild, &status, 0) < 0) {
       if (errno != EINTR) ::_exit(4);
     }
     ::_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 5);
   }
   int status = 0;
-  while (::waitpid(static_cast<pid_t>(child), &status, 0) < 0) {
+  while (::waitpid(child, &status, 0) < 0) {
     if (errno != EINTR) return SignalProbe::kNotProbed;
   }
   if (!WIFEXITED(status)) return SignalProbe::kNotProbed;
@@ -161,7 +155,7 @@ void ProbePid(const ProcFs& procfs, int pid, Evidence* evidence) {
     ProbePidSlow(procfs, pid, evidence);
     return;
   }
-  Fd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  Fd pidfd(base::PidfdOpen(pid, 0));
   if (!pidfd.valid()) {
     if (errno == ESRCH) {
       evidence->probe = SignalProbe::kGone;

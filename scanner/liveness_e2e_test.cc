@@ -8,7 +8,6 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -368,7 +367,7 @@ TEST_F(LivenessE2eTest, ThreadIdIsDeadExitedAndNeverSignalled) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     ::setsid();
     std::thread t([&] {
-      const pid_t tid = static_cast<pid_t>(::syscall(SYS_gettid));
+      const pid_t tid = ::gettid();
       WriteAll(wr.get(), &tid, sizeof(tid));
       for (;;) ::pause();
     });

@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "base/fd.h"
+#include "base/file_util.h"
 #include "base/status_macros.h"
 #include "scanner/proc_parse.h"
 
@@ -42,6 +43,9 @@ constexpr size_t kStatusMax = 256 * 1024;
 // truncated read.
 constexpr size_t kEnvironMax = 1024 * 1024;
 constexpr size_t kSmallFileMax = 64 * 1024;  // cgroup, boot_id
+// mountinfo is ~150 bytes per mount; a node with thousands of container
+// mounts stays well under this.
+constexpr size_t kMountInfoMax = 4 * 1024 * 1024;
 constexpr size_t kDirBufSize = 64 * 1024;
 
 // Maps errno from an operation on a process's procfs file to the documented
@@ -65,78 +69,25 @@ absl::Status ErrnoStatus(int err, absl::string_view op,
   }
 }
 
-int OpenAt(int dirfd, const char* path, int flags) {
-  int fd;
-  do {
-    fd = ::openat(dirfd, path, flags | O_CLOEXEC);
-  } while (fd < 0 && errno == EINTR);
-  return fd;
-}
-
 // Reads a stat line from `fd` into buf[0..kStatBufSize). Returns 0 and sets
-// *len, or an errno value. Stops at end of file, or as soon as the text ends
-// in '\n': a stat file is one newline-terminated line, and stopping there
-// saves the extra read() that would only return 0 (this read runs once per
-// process in a walk). A comm that holds a '\n' could in theory end a short
-// read early; the cut line then lacks its ')' or fields and fails to parse,
-// it never yields wrong numbers.
-int ReadStatFd(int fd, char* buf, size_t* len) {
-  size_t n = 0;
-  while (n < kStatBufSize) {
-    ssize_t r = ::read(fd, buf + n, kStatBufSize - n);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    if (r == 0) break;
-    n += static_cast<size_t>(r);
-    if (buf[n - 1] == '\n') break;
-  }
-  if (n == kStatBufSize) return EFBIG;
-  *len = n;
-  return 0;
-}
-
-// Reads all of `fd` into *out (replacing its contents), up to `max` bytes.
-// Returns 0 or an errno value (EFBIG when the file exceeds `max`).
-int ReadAllFd(int fd, size_t max, std::string* out) {
-  out->clear();
-  size_t n = 0;
-  size_t cap = std::min<size_t>(4096, max + 1);
-  while (true) {
-    if (out->size() < cap) out->resize(cap);
-    ssize_t r = ::read(fd, &(*out)[n], out->size() - n);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    if (r == 0) break;
-    n += static_cast<size_t>(r);
-    if (n > max) return EFBIG;
-    if (n == out->size()) cap = std::min(out->size() * 2, max + 1);
-  }
-  out->resize(n);
-  return 0;
-}
-
-// Reads dirfd/rel fully. `display` is the path named in errors.
-absl::Status ReadFileAt(int dirfd, const char* rel, absl::string_view display,
-                        size_t max, std::string* out) {
-  Fd fd(OpenAt(dirfd, rel, O_RDONLY));
-  if (!fd.valid()) return ErrnoStatus(errno, "open", display);
-  if (int err = ReadAllFd(fd.get(), max, out); err != 0) {
-    return ErrnoStatus(err, "read", display);
-  }
-  return absl::OkStatus();
+// *len, or an errno value. Stops as soon as the text ends in '\n': a stat
+// file is one newline-terminated line, and stopping there saves the extra
+// read() that would only return 0 (this read runs once per process in a
+// walk). A comm that holds a '\n' could in theory end a short read early;
+// the cut line then lacks its ')' or fields and fails to parse, it never
+// yields wrong numbers.
+int ReadStatLine(int fd, char* buf, size_t* len) {
+  return base::ReadFdToBuffer(fd, buf, kStatBufSize, /*stop_at_newline=*/true,
+                              len);
 }
 
 absl::StatusOr<ProcStat> ReadStatAt(int dirfd, const char* rel,
                                     absl::string_view display, int pid) {
-  Fd fd(OpenAt(dirfd, rel, O_RDONLY));
+  Fd fd(base::OpenAtCloexec(dirfd, rel, O_RDONLY));
   if (!fd.valid()) return ErrnoStatus(errno, "open", display);
   char buf[kStatBufSize];
   size_t len = 0;
-  if (int err = ReadStatFd(fd.get(), buf, &len); err != 0) {
+  if (int err = ReadStatLine(fd.get(), buf, &len); err != 0) {
     return ErrnoStatus(err, "read", display);
   }
   if (len == 0) {
@@ -158,7 +109,7 @@ absl::StatusOr<ProcStat> ReadStatAt(int dirfd, const char* rel,
 absl::StatusOr<ProcStatus> ReadStatusAt(int dirfd, const char* rel,
                                         absl::string_view display, int pid,
                                         std::string* buf) {
-  RETURN_IF_ERROR(ReadFileAt(dirfd, rel, display, kStatusMax, buf));
+  RETURN_IF_ERROR(base::ReadFileAt(dirfd, rel, display, kStatusMax, buf));
   if (buf->empty()) {
     return absl::NotFoundError(
         absl::StrCat("read ", display, ": empty, process ", pid, " is gone"));
@@ -192,7 +143,8 @@ absl::StatusOr<uint64_t> ReadPidNsAt(int dirfd, const char* rel,
 absl::StatusOr<std::string> ReadCgroupAt(int dirfd, const char* rel,
                                          absl::string_view display) {
   std::string text;
-  RETURN_IF_ERROR(ReadFileAt(dirfd, rel, display, kSmallFileMax, &text));
+  RETURN_IF_ERROR(
+      base::ReadFileAt(dirfd, rel, display, kSmallFileMax, &text));
   absl::StatusOr<std::string> path = ParseCgroupV2(text);
   if (!path.ok()) {
     return absl::Status(path.status().code(),
@@ -284,7 +236,8 @@ absl::StatusOr<std::optional<std::string>> ProcFs::ReadEnvVar(
     int pid, absl::string_view name) const {
   const std::string path = absl::StrCat(root_, "/", pid, "/environ");
   std::string text;
-  RETURN_IF_ERROR(ReadFileAt(AT_FDCWD, path.c_str(), path, kEnvironMax, &text));
+  RETURN_IF_ERROR(
+      base::ReadFileAt(AT_FDCWD, path.c_str(), path, kEnvironMax, &text));
   // A zombie or a kernel thread has no memory map: environ reads as empty.
   std::optional<absl::string_view> value = FindEnvVar(text, name);
   if (!value.has_value()) return std::optional<std::string>();
@@ -295,12 +248,17 @@ absl::StatusOr<std::string> ProcFs::ReadBootId() const {
   const std::string path = absl::StrCat(root_, "/sys/kernel/random/boot_id");
   std::string text;
   RETURN_IF_ERROR(
-      ReadFileAt(AT_FDCWD, path.c_str(), path, kSmallFileMax, &text));
+      base::ReadFileAt(AT_FDCWD, path.c_str(), path, kSmallFileMax, &text));
   const absl::string_view id = absl::StripAsciiWhitespace(text);
   if (id.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": empty boot id"));
   }
   return std::string(id);
+}
+
+absl::StatusOr<std::string> ProcFs::ReadSelfMountInfo() const {
+  return base::ReadFileToString(absl::StrCat(root_, "/self/mountinfo"),
+                                kMountInfoMax);
 }
 
 absl::StatusOr<uint64_t> ProcFs::SelfPidNs() const {
@@ -309,7 +267,7 @@ absl::StatusOr<uint64_t> ProcFs::SelfPidNs() const {
 }
 
 absl::StatusOr<Snapshot> ProcFs::Walk(const WalkOptions& options) const {
-  Fd root(OpenAt(AT_FDCWD, root_.c_str(), O_RDONLY | O_DIRECTORY));
+  Fd root(base::OpenAtCloexec(AT_FDCWD, root_.c_str(), O_RDONLY | O_DIRECTORY));
   if (!root.valid()) return ErrnoStatus(errno, "open", root_);
 
   // List first, then read: the listing is one short burst of getdents64 and
@@ -325,7 +283,7 @@ absl::StatusOr<Snapshot> ProcFs::Walk(const WalkOptions& options) const {
   std::string status_buf;
   for (const int pid : pids) {
     PidPath(pid, "stat", rel);
-    Fd fd(OpenAt(root.get(), rel, O_RDONLY));
+    Fd fd(base::OpenAtCloexec(root.get(), rel, O_RDONLY));
     if (!fd.valid()) {
       // ENOENT: reaped between getdents64 and openat.
       if (errno == ENOENT || errno == ESRCH) {
@@ -336,7 +294,7 @@ absl::StatusOr<Snapshot> ProcFs::Walk(const WalkOptions& options) const {
       continue;
     }
     size_t len = 0;
-    const int err = ReadStatFd(fd.get(), buf, &len);
+    const int err = ReadStatLine(fd.get(), buf, &len);
     fd.Reset();
     if (err == ENOENT || err == ESRCH || (err == 0 && len == 0)) {
       // ESRCH: reaped between openat and read.
@@ -400,7 +358,7 @@ absl::StatusOr<Identity> ProcFs::CaptureIdentity(int pid) const {
   // reused while we read, the reads below fail with ESRCH/ENOENT instead of
   // mixing in fields of the new process.
   const std::string dir = absl::StrCat(root_, "/", pid);
-  Fd dirfd(OpenAt(AT_FDCWD, dir.c_str(), O_PATH | O_DIRECTORY));
+  Fd dirfd(base::OpenAtCloexec(AT_FDCWD, dir.c_str(), O_PATH | O_DIRECTORY));
   if (!dirfd.valid()) return ErrnoStatus(errno, "open", dir);
 
   Identity id;
@@ -422,7 +380,8 @@ absl::StatusOr<Identity> ProcFs::CaptureIdentity(int pid) const {
                    ReadPidNsAt(dirfd.get(), "ns/pid",
                                absl::StrCat(dir, "/ns/pid")));
   std::string cgroup_text;
-  RETURN_IF_ERROR(ReadFileAt(dirfd.get(), "cgroup", absl::StrCat(dir, "/cgroup"),
+  RETURN_IF_ERROR(base::ReadFileAt(dirfd.get(), "cgroup",
+                                   absl::StrCat(dir, "/cgroup"),
                              kSmallFileMax, &cgroup_text));
   // No v2 line (a v1-only host): the record holds no cgroup.
   if (absl::StatusOr<std::string> cgroup = ParseCgroupV2(cgroup_text);

@@ -76,6 +76,9 @@ class ProcFs {
       int pid, absl::string_view name) const;
   // <root>/sys/kernel/random/boot_id, trimmed.
   absl::StatusOr<std::string> ReadBootId() const;
+  // <root>/self/mountinfo, the observer's mount table (where the cgroup v2
+  // hierarchy is mounted: FindCgroup2Mount). RESOURCE_EXHAUSTED past 4 MiB.
+  absl::StatusOr<std::string> ReadSelfMountInfo() const;
   // The observer's own PID namespace inode (<root>/self/ns/pid); NOT_FOUND
   // for a fixture root without "self".
   absl::StatusOr<uint64_t> SelfPidNs() const;

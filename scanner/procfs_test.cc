@@ -6,7 +6,6 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -458,7 +457,7 @@ TEST(RealProcessTest, ThreadIdIsNotAProcess) {
   std::atomic<pid_t> tid{0};
   std::atomic<bool> done{false};
   std::thread t([&] {
-    tid = static_cast<pid_t>(::syscall(SYS_gettid));
+    tid = ::gettid();
     while (!done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   });
   ASSERT_TRUE(WaitFor([&] { return tid.load() != 0; }));

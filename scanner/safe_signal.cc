@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -21,14 +20,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "base/fd.h"
+#include "base/syscalls.h"
 #include "scanner/procfs.h"
-
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
-#ifndef SYS_pidfd_send_signal
-#define SYS_pidfd_send_signal 424
-#endif
 
 namespace runreaper::scanner {
 namespace {
@@ -277,7 +270,7 @@ SignalOutcome SignalProcess(const ProcFs& procfs, int pid,
   // Pin the process first: everything read after this refers to whatever
   // held `pid` when the pidfd was opened, and the start time tells whether
   // that is the recorded process.
-  Fd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  Fd pidfd(base::PidfdOpen(pid, 0));
   if (!pidfd.valid()) {
     const int err = errno;
     switch (err) {
@@ -322,7 +315,7 @@ SignalOutcome SignalProcess(const ProcFs& procfs, int pid,
   absl::Status guard = CheckWithStat(procfs, pid, *stat);
   if (!guard.ok()) return refused(guard);
 
-  if (::syscall(SYS_pidfd_send_signal, pidfd.get(), sig, nullptr, 0) == 0) {
+  if (base::PidfdSendSignal(pidfd.get(), sig, nullptr, 0) == 0) {
     out.result = SignalResult::kSent;
     out.status = absl::OkStatus();
     return out;

@@ -121,26 +121,6 @@ std::set<Key> KeysOf(const Membership& membership) {
   return keys;
 }
 
-absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("open ", path));
-  std::string out;
-  char buf[4096];
-  while (true) {
-    const ssize_t n = ::read(fd.get(), buf, sizeof(buf));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return absl::ErrnoToStatus(errno, absl::StrCat("read ", path));
-    }
-    if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
-    if (out.size() > (1u << 20)) {
-      return absl::OutOfRangeError(absl::StrCat(path, ": larger than 1 MiB"));
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 struct Sweeper::Impl {
@@ -322,8 +302,7 @@ struct Sweeper::Impl {
         spec.run_id, 0, spec.start_time, 3, options.claim_lease);
     if (!claimed.ok() || !*claimed) return;
     if (result.empty()) {
-      absl::StatusOr<std::string> mountinfo =
-          ReadSmallFile(absl::StrCat(procfs->root(), "/self/mountinfo"));
+      absl::StatusOr<std::string> mountinfo = procfs->ReadSelfMountInfo();
       std::optional<scanner::Cgroup2Mount> mount;
       if (mountinfo.ok()) mount = scanner::FindCgroup2Mount(*mountinfo);
       std::optional<std::string> dir;

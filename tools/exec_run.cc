@@ -4,7 +4,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,15 +21,12 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/fd.h"
+#include "base/syscalls.h"
 #include "grpcpp/grpcpp.h"
 #include "scanner/membership.h"
 #include "scanner/procfs.h"
 #include "scanner/safe_signal.h"
 #include "scanner/identity_proto.h"
-
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
 
 extern char** environ;
 
@@ -68,30 +64,16 @@ ssize_t ReadFull(int fd, void* buf, size_t n) {
   return static_cast<ssize_t>(got);
 }
 
-bool ReadText(const std::string& path, std::string* out) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return false;
-  char buf[4096];
-  while (true) {
-    const ssize_t n = ::read(fd.get(), buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return false;
-    if (n == 0) return true;
-    out->append(buf, static_cast<size_t>(n));
-  }
-}
-
 // A fresh cgroup directory for the run. On success sets *dir (on disk) and
 // *path (as /proc/<pid>/cgroup will show it); otherwise returns why not.
 std::string MakeRunCgroup(const std::string& proc_root,
                           const std::string& run_id, std::string* dir,
                           std::string* path) {
-  std::string mountinfo;
-  if (!ReadText(proc_root + "/self/mountinfo", &mountinfo)) {
-    return "cannot read " + proc_root + "/self/mountinfo";
-  }
+  absl::StatusOr<std::string> mountinfo =
+      scanner::ProcFs(proc_root).ReadSelfMountInfo();
+  if (!mountinfo.ok()) return "cannot read " + proc_root + "/self/mountinfo";
   std::optional<scanner::Cgroup2Mount> mount =
-      scanner::FindCgroup2Mount(mountinfo);
+      scanner::FindCgroup2Mount(*mountinfo);
   if (!mount.has_value()) return "no cgroup2 mount";
   const std::string parent = mount->mount_point + "/runreaper";
   if (::mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST) {
@@ -375,7 +357,7 @@ int ExecRun(v1::Reconciler::StubInterface& stub, const ExecOptions& options) {
   ladder.spec.cgroup = in_cgroup ? cgroup_path : "";
   ladder.spec.include_leader = true;
 
-  Fd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  Fd pidfd(base::PidfdOpen(pid, 0));
   int wstatus = 0;
   bool exited = false;
   int stage = 0;

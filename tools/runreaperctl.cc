@@ -24,6 +24,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/file_util.h"
 #include "base/text.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/time_util.h"
@@ -366,16 +367,13 @@ class Client {
   }
 
   absl::Status LoadToken(const std::string& path) {
-    FILE* f = fopen(path.c_str(), "re");
-    if (f == nullptr) {
-      return absl::ErrnoToStatus(errno, absl::StrCat("open token file ", path));
+    // A token is a line; the daemon refuses token files over 64 KiB too.
+    absl::StatusOr<std::string> text = base::ReadFileToString(path, 64 * 1024);
+    if (!text.ok()) {
+      return absl::Status(text.status().code(),
+                          absl::StrCat("token file: ", text.status().message()));
     }
-    std::string text;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, n);
-    fclose(f);
-    token_ = std::string(absl::StripAsciiWhitespace(text));
+    token_ = std::string(absl::StripAsciiWhitespace(*text));
     if (token_.empty()) {
       return absl::InvalidArgumentError(absl::StrCat("token file ", path, " is empty"));
     }
