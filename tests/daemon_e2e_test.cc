@@ -532,10 +532,17 @@ TEST(DaemonMetricsTest, ScrapeCountsRegistrationsAndTransitions) {
   TempDir dir;
   Daemon d(dir.path(), {kSlowScan, "--metrics=127.0.0.1:0"});
   ASSERT_TRUE(d.Start()) << d.log();
-  // The daemon names the port it bound.
-  const std::string log = d.log();
+  // The daemon names the port it bound, in the "serving on" line it writes
+  // after the server already answers calls (which is all Start awaits).
+  std::string log;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        log = d.log();
+        return log.find("metrics on 127.0.0.1:0 (port ") != std::string::npos;
+      },
+      absl::Seconds(10)))
+      << log;
   const size_t at = log.find("metrics on 127.0.0.1:0 (port ");
-  ASSERT_NE(at, std::string::npos) << log;
   const int port = atoi(log.c_str() + at + strlen("metrics on 127.0.0.1:0 (port "));
   ASSERT_GT(port, 0) << log;
 
