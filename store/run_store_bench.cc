@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/log.h"
 #include "store/run_store.h"
 
 namespace rs = runreaper::store;
@@ -32,7 +33,7 @@ double CpuMs() {
 }
 
 void Die(const absl::Status& s) {
-  fprintf(stderr, "%s\n", s.ToString().c_str());
+  runreaper::LogError(s.ToString());
   exit(1);
 }
 

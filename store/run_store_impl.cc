@@ -1,8 +1,7 @@
 #include "store/run_store_impl.h"
 
-#include <cstdio>
-
 #include "absl/strings/str_cat.h"
+#include "base/log.h"
 #include "base/status_macros.h"
 
 namespace runreaper::store {
@@ -29,9 +28,7 @@ absl::Status RunStore::Impl::InWriteTransaction(
     // The transaction is still open (fn failed, or COMMIT failed without
     // an automatic rollback).
     const absl::Status rollback = db->Exec("ROLLBACK");
-    if (!rollback.ok()) {
-      fprintf(stderr, "runreaper store: %s\n", rollback.ToString().c_str());
-    }
+    if (!rollback.ok()) LogError("store: ", rollback.ToString());
   }
   return status;
 }
@@ -55,9 +52,7 @@ absl::Status RunStore::Impl::Read(
     }();
     if (!end.ok() && sqlite3_get_autocommit(d.get()) == 0) {
       const absl::Status rollback = d.Exec("ROLLBACK");
-      if (!rollback.ok()) {
-        fprintf(stderr, "runreaper store: %s\n", rollback.ToString().c_str());
-      }
+      if (!rollback.ok()) LogError("store: ", rollback.ToString());
     }
     if (status.ok()) status = end;
   }
