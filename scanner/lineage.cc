@@ -1,0 +1,494 @@
+#include "scanner/lineage.h"
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace runreaper::scanner {
+
+struct LineageTracker::Node {
+  int pid = 0;
+  uint64_t start_time = 0;  // 0 = unknown: never listed as a member
+  uint64_t parent = 0;      // node id; 0 = none tracked
+  std::vector<uint64_t> children;
+  std::string owner;  // run id
+  bool gone = false;
+  bool exit_seen = false;
+  absl::Time next_check;
+};
+
+struct LineageTracker::Run {
+  std::string run_id;
+  int pid = 0;
+  uint64_t start_time = 0;
+  uint64_t leader = 0;  // node id; 0 = leader gone at registration
+  bool gap = false;
+  std::string gap_reason;
+};
+
+struct LineageTracker::State {
+  uint64_t next_id = 1;
+  std::unordered_map<uint64_t, Node> nodes;
+  std::unordered_map<int, uint64_t> live;  // pid -> node id
+  std::map<std::string, Run> runs;
+  std::vector<uint64_t> exited;  // exit seen, still present (zombies)
+  int seeding = 0;
+  std::vector<ProcEvent> seed_buffer;
+  bool seed_overflow = false;
+  bool resync_pending = false;
+  absl::Time last_resync = absl::InfinitePast();
+  Stats counters;
+};
+
+LineageTracker::LineageTracker(const ProcFs* procfs)
+    : LineageTracker(procfs, Options()) {}
+
+LineageTracker::LineageTracker(const ProcFs* procfs, Options options)
+    : procfs_(procfs), options_(options), state_(std::make_unique<State>()) {}
+
+LineageTracker::~LineageTracker() = default;
+
+void LineageTracker::MarkGapLocked(Run& run, const std::string& reason) {
+  if (!run.gap) {
+    run.gap = true;
+    run.gap_reason = reason;
+    ++state_->counters.gaps;
+  }
+}
+
+void LineageTracker::MarkGap(const std::string& run_id,
+                             const std::string& reason) {
+  absl::MutexLock lock(&mu_);
+  auto it = state_->runs.find(run_id);
+  if (it != state_->runs.end()) MarkGapLocked(it->second, reason);
+}
+
+bool LineageTracker::HasGap(const std::string& run_id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = state_->runs.find(run_id);
+  return it != state_->runs.end() && it->second.gap;
+}
+
+// Forgets node `id` as a live process; erases it, and then its exited
+// ancestors, once nothing below needs them for the ancestry.
+void LineageTracker::MarkGone(uint64_t id) {
+  State& st = *state_;
+  auto it = st.nodes.find(id);
+  if (it == st.nodes.end()) return;
+  Node& n = it->second;
+  n.gone = true;
+  auto live = st.live.find(n.pid);
+  if (live != st.live.end() && live->second == id) st.live.erase(live);
+  uint64_t cur = id;
+  while (cur != 0) {
+    auto c = st.nodes.find(cur);
+    if (c == st.nodes.end() || !c->second.gone || !c->second.children.empty()) {
+      break;
+    }
+    // A run's leader node stays while the run is tracked (its ancestry ends
+    // there).
+    auto run = st.runs.find(c->second.owner);
+    if (run != st.runs.end() && run->second.leader == cur) break;
+    const uint64_t parent = c->second.parent;
+    st.nodes.erase(c);
+    if (parent == 0) break;
+    auto p = st.nodes.find(parent);
+    if (p == st.nodes.end()) break;
+    std::vector<uint64_t>& kids = p->second.children;
+    kids.erase(std::remove(kids.begin(), kids.end(), cur), kids.end());
+    cur = parent;
+  }
+}
+
+void LineageTracker::AddChildLocked(int parent_pid, int child_pid) {
+  State& st = *state_;
+  auto p = st.live.find(parent_pid);
+  if (p == st.live.end()) return;  // not a descendant of a tracked run
+  const uint64_t parent_id = p->second;
+  const Node parent = st.nodes[parent_id];  // copy: the map may rehash
+
+  // Its start time identifies it from now on. The fork is finished when the
+  // event is sent, so the child is readable unless it has already exited.
+  uint64_t start = 0;
+  absl::StatusOr<ProcStat> stat = procfs_->ReadStat(child_pid);
+  if (stat.ok() && (stat->ppid == parent_pid ||
+                    stat->start_time >= parent.start_time)) {
+    start = stat->start_time;
+  }
+  auto old = st.live.find(child_pid);
+  if (old != st.live.end()) {
+    const Node& o = st.nodes[old->second];
+    if (start != 0 && o.start_time == start) return;  // seen already
+    // The previous holder of this pid exited unseen.
+    MarkGone(old->second);
+  }
+  const uint64_t id = st.next_id++;
+  Node& n = st.nodes[id];
+  n.pid = child_pid;
+  n.start_time = start;
+  n.parent = parent_id;
+  n.owner = parent.owner;
+  st.nodes[parent_id].children.push_back(id);
+  st.live[child_pid] = id;
+  ++st.counters.forks_tracked;
+}
+
+void LineageTracker::ApplyEventLocked(const ProcEvent& ev) {
+  State& st = *state_;
+  switch (ev.kind) {
+    case ProcEvent::Kind::kFork:
+      // A new thread is not a new process.
+      if (ev.IsProcess()) AddChildLocked(ev.parent_tgid, ev.tgid);
+      break;
+    case ProcEvent::Kind::kExit: {
+      // A thread's exit, even the main thread's while others run, does not
+      // end the process; the recheck reads whether it is still there.
+      if (!ev.IsProcess()) break;
+      auto it = st.live.find(ev.tgid);
+      if (it == st.live.end()) break;
+      Node& n = st.nodes[it->second];
+      if (n.start_time == 0) {
+        // Never identified; every fork it made was queued before its exit.
+        MarkGone(it->second);
+        break;
+      }
+      if (!n.exit_seen) {
+        n.exit_seen = true;
+        n.next_check = absl::InfinitePast();
+        st.exited.push_back(it->second);
+      }
+      break;
+    }
+    case ProcEvent::Kind::kExec:
+    case ProcEvent::Kind::kSid:
+    case ProcEvent::Kind::kAck:
+      // Descent is fixed at fork: exec and setsid change nothing.
+      break;
+  }
+}
+
+void LineageTracker::RecheckExitedLocked(bool all) {
+  State& st = *state_;
+  if (st.exited.empty()) return;
+  const absl::Time now = absl::Now();
+  std::vector<uint64_t> keep;
+  for (const uint64_t id : st.exited) {
+    auto it = st.nodes.find(id);
+    if (it == st.nodes.end() || it->second.gone) continue;
+    Node& n = it->second;
+    if (!all && n.next_check > now) {
+      keep.push_back(id);
+      continue;
+    }
+    absl::StatusOr<ProcStat> stat = procfs_->ReadStat(n.pid);
+    if (!stat.ok() || stat->start_time != n.start_time) {
+      MarkGone(id);
+      continue;
+    }
+    // Still there (a zombie its parent has not reaped, or a process whose
+    // main thread exited before its other threads).
+    n.next_check = now + options_.recheck_exited;
+    keep.push_back(id);
+  }
+  st.exited.swap(keep);
+}
+
+void LineageTracker::SetOwnerBelow(uint64_t id, const std::string& from,
+                                   const std::string& to) {
+  State& st = *state_;
+  std::vector<uint64_t> stack = {id};
+  while (!stack.empty()) {
+    const uint64_t cur = stack.back();
+    stack.pop_back();
+    auto it = st.nodes.find(cur);
+    if (it == st.nodes.end()) continue;
+    if (cur != id && it->second.owner != from) continue;  // a younger run's
+    it->second.owner = to;
+    for (const uint64_t c : it->second.children) stack.push_back(c);
+  }
+}
+
+void LineageTracker::AttachSnapshotLocked(const Snapshot& snapshot) {
+  State& st = *state_;
+  std::unordered_map<int, std::vector<const ProcessInfo*>> children;
+  for (const ProcessInfo& p : snapshot.processes) {
+    children[p.ppid].push_back(&p);
+  }
+  // Breadth-first from every live tracked process.
+  std::deque<int> queue;
+  for (const auto& [pid, id] : st.live) queue.push_back(pid);
+  while (!queue.empty()) {
+    const int pid = queue.front();
+    queue.pop_front();
+    auto kids = children.find(pid);
+    if (kids == children.end()) continue;
+    auto pit = st.live.find(pid);
+    if (pit == st.live.end()) continue;
+    const uint64_t parent_id = pit->second;
+    const Node parent = st.nodes[parent_id];
+    for (const ProcessInfo* c : kids->second) {
+      if (c->start_time < parent.start_time) continue;  // not its child
+      auto existing = st.live.find(c->pid);
+      if (existing != st.live.end()) {
+        if (st.nodes[existing->second].start_time == c->start_time) continue;
+        MarkGone(existing->second);
+      }
+      const uint64_t id = st.next_id++;
+      Node& n = st.nodes[id];
+      n.pid = c->pid;
+      n.start_time = c->start_time;
+      n.parent = parent_id;
+      n.owner = parent.owner;
+      st.nodes[parent_id].children.push_back(id);
+      st.live[c->pid] = id;
+      queue.push_back(c->pid);
+    }
+  }
+}
+
+absl::Status LineageTracker::Track(const std::vector<LineageRun>& runs) {
+  {
+    absl::MutexLock lock(&mu_);
+    ++state_->seeding;
+  }
+  absl::StatusOr<Snapshot> snapshot = procfs_->Walk();
+  absl::MutexLock lock(&mu_);
+  State& st = *state_;
+  --st.seeding;
+  if (!snapshot.ok()) {
+    if (st.seeding == 0) st.seed_buffer.clear();
+    return snapshot.status();
+  }
+  std::unordered_map<int, const ProcessInfo*> by_pid;
+  for (const ProcessInfo& p : snapshot->processes) by_pid[p.pid] = &p;
+
+  // Oldest leader first, so that a younger run nested below an older one
+  // takes its subtree over.
+  std::vector<LineageRun> order = runs;
+  std::stable_sort(order.begin(), order.end(),
+                   [](const LineageRun& a, const LineageRun& b) {
+                     return a.start_time < b.start_time;
+                   });
+  for (const LineageRun& spec : order) {
+    if (st.runs.count(spec.run_id) != 0) continue;
+    Run& run = st.runs[spec.run_id];
+    run.run_id = spec.run_id;
+    run.pid = spec.pid;
+    run.start_time = spec.start_time;
+    auto live = st.live.find(spec.pid);
+    if (spec.start_time != 0 && live != st.live.end() &&
+        st.nodes[live->second].start_time == spec.start_time) {
+      // Already a descendant of an older run: this one, younger, owns it.
+      const uint64_t id = live->second;
+      run.leader = id;
+      const std::string older = st.nodes[id].owner;  // copy: overwritten
+      SetOwnerBelow(id, older, spec.run_id);
+      continue;
+    }
+    auto p = by_pid.find(spec.pid);
+    if (spec.start_time == 0 || p == by_pid.end() ||
+        p->second->start_time != spec.start_time) {
+      MarkGapLocked(run, "leader was gone at registration; descendants "
+                         "forked before then are unknown");
+      continue;
+    }
+    if (live != st.live.end()) MarkGone(live->second);  // a stale holder
+    const uint64_t id = st.next_id++;
+    Node& n = st.nodes[id];
+    n.pid = spec.pid;
+    n.start_time = spec.start_time;
+    n.owner = spec.run_id;
+    st.live[spec.pid] = id;
+    run.leader = id;
+  }
+  AttachSnapshotLocked(*snapshot);
+  // Forks and exits seen while the walk ran, on top of it.
+  for (const ProcEvent& ev : st.seed_buffer) ApplyEventLocked(ev);
+  if (st.seed_overflow) {
+    for (const LineageRun& spec : runs) {
+      MarkGapLocked(st.runs[spec.run_id],
+                    "events during registration exceeded the buffer");
+    }
+  }
+  if (st.seeding == 0) {
+    st.seed_buffer.clear();
+    st.seed_overflow = false;
+  }
+  RecheckExitedLocked(true);
+  return absl::OkStatus();
+}
+
+int LineageTracker::Adopt(const std::string& run_id,
+                          const std::vector<LineageRun>& procs) {
+  absl::MutexLock lock(&mu_);
+  State& st = *state_;
+  if (st.runs.count(run_id) == 0) return 0;
+  int adopted = 0;
+  for (const LineageRun& p : procs) {
+    if (p.pid <= 1 || p.start_time == 0 || st.live.count(p.pid) != 0) continue;
+    absl::StatusOr<ProcStat> stat = procfs_->ReadStat(p.pid);
+    if (!stat.ok() || stat->start_time != p.start_time) continue;
+    const uint64_t id = st.next_id++;
+    Node& n = st.nodes[id];
+    n.pid = p.pid;
+    n.start_time = p.start_time;
+    n.owner = run_id;
+    st.live[p.pid] = id;
+    ++adopted;
+  }
+  return adopted;
+}
+
+void LineageTracker::Untrack(const std::string& run_id) {
+  absl::MutexLock lock(&mu_);
+  State& st = *state_;
+  auto rit = st.runs.find(run_id);
+  if (rit == st.runs.end()) return;
+  const uint64_t leader = rit->second.leader;
+  st.runs.erase(rit);
+  // The owner its processes pass to: the run owning the leader's parent.
+  std::string heir;
+  if (leader != 0) {
+    auto l = st.nodes.find(leader);
+    if (l != st.nodes.end() && l->second.parent != 0) {
+      auto p = st.nodes.find(l->second.parent);
+      if (p != st.nodes.end()) heir = p->second.owner;
+    }
+  }
+  std::vector<uint64_t> owned;
+  for (const auto& [id, n] : st.nodes) {
+    if (n.owner == run_id) owned.push_back(id);
+  }
+  if (!heir.empty()) {
+    for (const uint64_t id : owned) st.nodes[id].owner = heir;
+    if (leader != 0 && st.nodes.count(leader) != 0 && st.nodes[leader].gone) {
+      MarkGone(leader);  // may now be erased
+    }
+    return;
+  }
+  // Nobody inherits: forget them. Younger runs' subtrees below stay, cut
+  // loose from the forgotten ancestry.
+  for (const uint64_t id : owned) {
+    auto it = st.nodes.find(id);
+    if (it == st.nodes.end()) continue;
+    for (const uint64_t c : it->second.children) {
+      auto cit = st.nodes.find(c);
+      if (cit != st.nodes.end() && cit->second.owner != run_id) {
+        cit->second.parent = 0;
+      }
+    }
+    if (it->second.parent != 0) {
+      auto p = st.nodes.find(it->second.parent);
+      if (p != st.nodes.end() && p->second.owner != run_id) {
+        std::vector<uint64_t>& kids = p->second.children;
+        kids.erase(std::remove(kids.begin(), kids.end(), id), kids.end());
+      }
+    }
+    auto live = st.live.find(it->second.pid);
+    if (live != st.live.end() && live->second == id) st.live.erase(live);
+    st.nodes.erase(it);
+  }
+}
+
+void LineageTracker::Apply(const ProcConnector::Batch& batch) {
+  absl::MutexLock lock(&mu_);
+  State& st = *state_;
+  st.counters.events += batch.events.size();
+  if (st.seeding > 0) {
+    for (const ProcEvent& ev : batch.events) {
+      if (ev.kind != ProcEvent::Kind::kFork &&
+          ev.kind != ProcEvent::Kind::kExit) {
+        continue;
+      }
+      if (st.seed_buffer.size() >= options_.max_seed_buffer) {
+        st.seed_overflow = true;
+        break;
+      }
+      st.seed_buffer.push_back(ev);
+    }
+  }
+  if (batch.lost) {
+    ++st.counters.losses;
+    const std::string reason = absl::StrCat(
+        "proc connector lost events at ", absl::FormatTime(absl::Now()),
+        "; processes forked then may be unknown");
+    for (auto& [id, run] : st.runs) MarkGapLocked(run, reason);
+    st.resync_pending = true;
+  }
+  for (const ProcEvent& ev : batch.events) ApplyEventLocked(ev);
+  RecheckExitedLocked(false);
+  if (st.resync_pending &&
+      absl::Now() - st.last_resync >= options_.resync_interval) {
+    st.resync_pending = false;
+    st.last_resync = absl::Now();
+    ++st.counters.resyncs;
+    // Re-attach what is still reachable by ppid from tracked processes.
+    absl::StatusOr<Snapshot> snapshot = procfs_->Walk();
+    if (snapshot.ok()) AttachSnapshotLocked(*snapshot);
+  }
+}
+
+RunLineage LineageTracker::Members(const std::string& run_id) {
+  RunLineage out;
+  absl::MutexLock lock(&mu_);
+  State& st = *state_;
+  auto rit = st.runs.find(run_id);
+  if (rit == st.runs.end()) return out;
+  out.tracked = true;
+  out.gap = rit->second.gap;
+  out.gap_reason = rit->second.gap_reason;
+  const uint64_t leader = rit->second.leader;
+  std::vector<std::pair<int, uint64_t>> candidates;
+  for (const auto& [id, n] : st.nodes) {
+    if (n.owner == run_id && !n.gone && id != leader) {
+      candidates.emplace_back(n.pid, id);
+    }
+  }
+  std::sort(candidates.begin(), candidates.end());
+  for (const auto& [pid, id] : candidates) {
+    const Node& n = st.nodes[id];
+    if (n.start_time == 0) continue;  // never identified: not provably ours
+    absl::StatusOr<ProcStat> stat = procfs_->ReadStat(pid);
+    if (!stat.ok() || stat->start_time != n.start_time) {
+      if (!stat.ok() && !absl::IsNotFound(stat.status())) continue;
+      MarkGone(id);
+      continue;
+    }
+    Descendant d;
+    d.process.pid = pid;
+    d.process.ppid = stat->ppid;
+    d.process.pgid = stat->pgrp;
+    d.process.sid = stat->session;
+    d.process.state = stat->state;
+    d.process.start_time = stat->start_time;
+    d.process.comm = stat->comm;
+    for (uint64_t a = n.parent; a != 0;) {
+      auto it = st.nodes.find(a);
+      if (it == st.nodes.end()) break;
+      d.ancestors.push_back(it->second.pid);
+      if (a == leader) break;
+      a = it->second.parent;
+    }
+    out.members.push_back(std::move(d));
+  }
+  return out;
+}
+
+LineageTracker::Stats LineageTracker::stats() const {
+  absl::MutexLock lock(&mu_);
+  Stats s = state_->counters;
+  s.nodes = state_->nodes.size();
+  s.live = state_->live.size();
+  s.runs = state_->runs.size();
+  return s;
+}
+
+}  // namespace runreaper::scanner

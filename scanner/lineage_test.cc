@@ -1,0 +1,551 @@
+#include "scanner/lineage.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "base/test_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace runreaper::scanner {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+using ::testing::UnorderedElementsAre;
+
+std::vector<int> Pids(const RunLineage& l) {
+  std::vector<int> out;
+  for (const Descendant& d : l.members) out.push_back(d.process.pid);
+  return out;
+}
+
+std::vector<int> AncestorsOf(const RunLineage& l, int pid) {
+  for (const Descendant& d : l.members) {
+    if (d.process.pid == pid) return d.ancestors;
+  }
+  return {-1};
+}
+
+ProcEvent ForkEv(int parent, int child) {
+  ProcEvent ev;
+  ev.kind = ProcEvent::Kind::kFork;
+  ev.parent_pid = ev.parent_tgid = parent;
+  ev.pid = ev.tgid = child;
+  return ev;
+}
+
+ProcEvent ExitEv(int pid) {
+  ProcEvent ev;
+  ev.kind = ProcEvent::Kind::kExit;
+  ev.pid = ev.tgid = pid;
+  return ev;
+}
+
+ProcConnector::Batch BatchOf(std::vector<ProcEvent> events,
+                             bool lost = false) {
+  ProcConnector::Batch b;
+  b.events = std::move(events);
+  b.lost = lost;
+  return b;
+}
+
+// ---------------------------------------------------------------------------
+// The tree logic on a fixture /proc and crafted events.
+
+class FixtureTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/rr_lineage_XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    root_ = tmpl;
+    procfs_ = std::make_unique<ProcFs>(root_);
+    tracker_ = std::make_unique<LineageTracker>(procfs_.get());
+  }
+  void TearDown() override {
+    ASSERT_EQ(std::system(absl::StrCat("rm -rf ", root_).c_str()), 0);
+  }
+
+  void Proc(int pid, int ppid, uint64_t start, char state = 'S') {
+    const std::string dir = absl::StrCat(root_, "/", pid);
+    ::mkdir(dir.c_str(), 0755);
+    std::ofstream f(dir + "/stat");
+    f << pid << " (p" << pid << ") " << state << " " << ppid << " " << pid
+      << " " << pid << " 0 -1 4194560 92 0 0 0 0 0 0 0 20 0 1 0 " << start
+      << " 8192 100 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 "
+         "0 0 0\n";
+  }
+  void Gone(int pid) {
+    ASSERT_EQ(std::system(absl::StrCat("rm -rf ", root_, "/", pid).c_str()),
+              0);
+  }
+  void Apply(std::vector<ProcEvent> events, bool lost = false) {
+    tracker_->Apply(BatchOf(std::move(events), lost));
+  }
+
+  std::string root_;
+  std::unique_ptr<ProcFs> procfs_;
+  std::unique_ptr<LineageTracker> tracker_;
+};
+
+TEST_F(FixtureTest, SeedsFromTheWalkAndFollowsForks) {
+  Proc(100, 1, 1000);  // leader
+  Proc(101, 100, 1001);
+  Proc(102, 101, 1002);
+  Proc(200, 1, 900);  // bystander
+  Proc(201, 200, 1003);
+  ASSERT_OK(tracker_->Track({{"r", 100, 1000}}));
+  RunLineage l = tracker_->Members("r");
+  EXPECT_TRUE(l.tracked);
+  EXPECT_FALSE(l.gap);
+  EXPECT_THAT(Pids(l), ElementsAre(101, 102));
+  EXPECT_THAT(AncestorsOf(l, 102), ElementsAre(101, 100));
+
+  Proc(103, 102, 1010);
+  Proc(202, 200, 1011);
+  Apply({ForkEv(102, 103), ForkEv(200, 202)});
+  l = tracker_->Members("r");
+  EXPECT_THAT(Pids(l), ElementsAre(101, 102, 103));
+  EXPECT_THAT(AncestorsOf(l, 103), ElementsAre(102, 101, 100));
+}
+
+TEST_F(FixtureTest, ThreadsAreNotProcesses) {
+  Proc(100, 1, 1000);
+  ASSERT_OK(tracker_->Track({{"r", 100, 1000}}));
+  ProcEvent thread = ForkEv(100, 150);
+  thread.tgid = 100;
+  Apply({thread});
+  EXPECT_THAT(Pids(tracker_->Members("r")), IsEmpty());
+}
+
+TEST_F(FixtureTest, DescentSurvivesReparentingAndTheParentsExit) {
+  Proc(100, 1, 1000);
+  ASSERT_OK(tracker_->Track({{"r", 100, 1000}}));
+  Proc(101, 100, 1001);
+  Proc(102, 101, 1002);
+  Apply({ForkEv(100, 101), ForkEv(101, 102), ExitEv(101)});
+  Gone(101);
+  Proc(102, 1, 1002);  // reparented to init
+  Apply({});
+  RunLineage l = tracker_->Members("r");
+  EXPECT_THAT(Pids(l), ElementsAre(102));
+  // The exited intermediate is still named in the ancestry.
+  EXPECT_THAT(AncestorsOf(l, 102), ElementsAre(101, 100));
+  EXPECT_EQ(l.members[0].process.ppid, 1);
+}
+
+TEST_F(FixtureTest, ARecycledPidForkedByAnUnrelatedProcessIsNotAMember) {
+  Proc(100, 1, 1000);
+  Proc(200, 1, 900);
+  ASSERT_OK(tracker_->Track({{"r", 100, 1000}}));
+  Proc(101, 100, 1001);
+  Apply({ForkEv(100, 101)});
+  EXPECT_THAT(Pids(tracker_->Members("r")), ElementsAre(101));
+  Gone(101);
+  Apply({ExitEv(101)});
+  Proc(101, 200, 5000);  // the number again, another process's child
+  Apply({ForkEv(200, 101)});
+  EXPECT_THAT(Pids(tracker_->Members("r")), IsEmpty());
+}
+
+TEST_F(FixtureTest, AReusedPidWhoseExitWasNeverSeenIsNotAMember) {
+  Proc(100, 1, 1000);
+  ASSERT_OK(tracker_->Track({{"r", 100, 1000}}));
+  Proc(101, 100, 1001);
+  Apply({ForkEv(100, 101)});
+  // 101 exits and the number is reused, both unseen (no events).
+  Proc(101, 1, 7000);
+  EXPECT_THAT(Pids(tracker_->Members("r")), IsEmpty());
+}
+
+TEST_F(FixtureTest, AZombieStaysUntilReaped) {
+  Proc(100, 1, 1000);
+  Proc(101, 100, 1001);
+  ASSERT_OK(tracker_->Track({{"r", 100, 1000}}));
+  Proc(101, 100, 1001, 'Z');
+  Apply({ExitEv(101)});
+  RunLineage l = tracker_->Members("r");
+  ASSERT_THAT(Pids(l), ElementsAre(101));
+  EXPECT_EQ(l.members[0].process.state, 'Z');
+  Gone(101);
+  EXPECT_THAT(Pids(tracker_->Members("r")), IsEmpty());
+}
+
+TEST_F(FixtureTest, OfTwoRunsTheYoungerOwns) {
+  Proc(100, 1, 1000);   // run a's leader
+  Proc(101, 100, 1001); // run b's leader, a's child
+  Proc(102, 101, 1002);
+  Proc(103, 100, 1003);
+  ASSERT_OK(tracker_->Track({{"a", 100, 1000}}));
+  EXPECT_THAT(Pids(tracker_->Members("a")), ElementsAre(101, 102, 103));
+  ASSERT_OK(tracker_->Track({{"b", 101, 1001}}));
+  EXPECT_THAT(Pids(tracker_->Members("a")), ElementsAre(103));
+  EXPECT_THAT(Pids(tracker_->Members("b")), ElementsAre(102));
+  // Forks below b stay b's.
+  Proc(104, 102, 1004);
+  Apply({ForkEv(102, 104)});
+  EXPECT_THAT(Pids(tracker_->Members("b")), ElementsAre(102, 104));
+  // Once b is forgotten (swept), a owns them again, b's leader included.
+  tracker_->Untrack("b");
+  EXPECT_THAT(Pids(tracker_->Members("a")), ElementsAre(101, 102, 103, 104));
+  EXPECT_FALSE(tracker_->Members("b").tracked);
+}
+
+TEST_F(FixtureTest, RegisteredTogetherTheYoungerStillOwns) {
+  Proc(100, 1, 1000);
+  Proc(101, 100, 1001);
+  Proc(102, 101, 1002);
+  ASSERT_OK(tracker_->Track({{"b", 101, 1001}, {"a", 100, 1000}}));
+  EXPECT_THAT(Pids(tracker_->Members("a")), IsEmpty());
+  EXPECT_THAT(Pids(tracker_->Members("b")), ElementsAre(102));
+}
+
+TEST_F(FixtureTest, UntrackForgetsWhatNobodyInherits) {
+  Proc(100, 1, 1000);
+  Proc(101, 100, 1001);
+  ASSERT_OK(tracker_->Track({{"r", 100, 1000}}));
+  EXPECT_EQ(tracker_->stats().live, 2u);
+  tracker_->Untrack("r");
+  EXPECT_EQ(tracker_->stats().live, 0u);
+  EXPECT_EQ(tracker_->stats().nodes, 0u);
+  Proc(102, 101, 1002);
+  Apply({ForkEv(101, 102)});
+  EXPECT_EQ(tracker_->stats().live, 0u);
+}
+
+TEST_F(FixtureTest, LostEventsMarkEveryRunWithAGapAndResync) {
+  Proc(100, 1, 1000);
+  Proc(300, 1, 1000);
+  ASSERT_OK(tracker_->Track({{"r", 100, 1000}, {"s", 300, 1000}}));
+  EXPECT_FALSE(tracker_->HasGap("r"));
+  // 101 was forked during the loss and is still attached by ppid.
+  Proc(101, 100, 1001);
+  Apply({}, /*lost=*/true);
+  EXPECT_TRUE(tracker_->HasGap("r"));
+  EXPECT_TRUE(tracker_->HasGap("s"));
+  RunLineage l = tracker_->Members("r");
+  EXPECT_THAT(l.gap_reason, ::testing::HasSubstr("lost events"));
+  EXPECT_THAT(Pids(l), ElementsAre(101));
+  EXPECT_EQ(tracker_->stats().losses, 1u);
+  EXPECT_EQ(tracker_->stats().resyncs, 1u);
+}
+
+TEST_F(FixtureTest, LeaderGoneAtRegistrationIsAGap) {
+  ASSERT_OK(tracker_->Track({{"r", 100, 1000}}));
+  EXPECT_TRUE(tracker_->HasGap("r"));
+  Proc(100, 1, 2000);  // another process with that pid
+  ASSERT_OK(tracker_->Track({{"s", 100, 1000}}));
+  EXPECT_TRUE(tracker_->HasGap("s"));
+  EXPECT_THAT(Pids(tracker_->Members("s")), IsEmpty());
+}
+
+TEST_F(FixtureTest, AdoptAttachesStoredDescendantsStillAlive) {
+  Proc(100, 1, 1000);
+  Proc(150, 1, 1005);  // reparented long ago; no ppid link left
+  Proc(151, 1, 1006);
+  ASSERT_OK(tracker_->Track({{"r", 100, 1000}}));
+  EXPECT_EQ(tracker_->Adopt("r", {{"", 150, 1005}, {"", 151, 9999},
+                                 {"", 152, 1007}}),
+            1);
+  EXPECT_THAT(Pids(tracker_->Members("r")), ElementsAre(150));
+}
+
+// ---------------------------------------------------------------------------
+// Real processes, real connector events.
+
+class LiveTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Start({}); }
+
+  void Start(ProcConnectorOptions options) {
+    stream_.reset();
+    absl::StatusOr<std::unique_ptr<ProcConnector>> c =
+        ProcConnector::Open(options);
+    if (!c.ok()) GTEST_SKIP() << c.status();
+    tracker_ = std::make_unique<LineageTracker>(&procfs_);
+    stream_ = std::make_unique<ProcEventStream>(
+        *std::move(c),
+        [this](const ProcConnector::Batch& b) { tracker_->Apply(b); });
+    stream_->Start();
+  }
+
+  void TearDown() override {
+    for (const auto& [pid, start] : cleanup_) {
+      absl::StatusOr<ProcStat> s = procfs_.ReadStat(pid);
+      if (s.ok() && s->start_time == start) ::kill(pid, SIGKILL);
+    }
+    if (stream_ != nullptr) stream_->Stop();
+  }
+
+  uint64_t StartOf(int pid) {
+    absl::StatusOr<ProcStat> s = procfs_.ReadStat(pid);
+    return s.ok() ? s->start_time : 0;
+  }
+
+  // Kills `pid` at teardown if it is still the same process.
+  void KillLater(int pid) { cleanup_.emplace_back(pid, StartOf(pid)); }
+
+  bool IsMember(const std::string& run, int pid) {
+    const std::vector<int> p = Pids(tracker_->Members(run));
+    return std::find(p.begin(), p.end(), pid) != p.end();
+  }
+
+  ProcFs procfs_;
+  std::unique_ptr<LineageTracker> tracker_;
+  std::unique_ptr<ProcEventStream> stream_;
+  std::vector<std::pair<int, uint64_t>> cleanup_;
+};
+
+// A leader held on a pipe until released; then it runs `script` under
+// /bin/sh with fd 3 writing to the test. Returns the leader's pid.
+struct Leader {
+  pid_t pid = -1;
+  int release = -1;
+  int report = -1;  // read end of fd 3
+};
+
+Leader StartLeader(const std::string& script) {
+  int hold[2];
+  int out[2];
+  if (::pipe2(hold, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) {
+    std::abort();
+  }
+  Leader l;
+  l.pid = ::fork();
+  if (l.pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    ::close(hold[1]);  // so that closing the parent's end is EOF here
+    ::close(out[0]);
+    char c;
+    while (::read(hold[0], &c, 1) < 0 && errno == EINTR) {
+    }
+    ::dup2(out[1], 3);
+    ::execl("/bin/sh", "sh", "-c", script.c_str(), nullptr);
+    ::_exit(127);
+  }
+  ::close(hold[0]);
+  ::close(out[1]);
+  l.release = hold[1];
+  l.report = out[0];
+  return l;
+}
+
+// Reads whitespace-separated pids from `fd` until EOF.
+std::vector<int> ReadPids(int fd) {
+  std::string text;
+  char buf[256];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof(buf))) > 0) text.append(buf, n);
+  std::vector<int> pids;
+  for (absl::string_view t :
+       absl::StrSplit(text, absl::ByAnyChar(" \n"), absl::SkipEmpty())) {
+    int pid;
+    if (absl::SimpleAtoi(t, &pid)) pids.push_back(pid);
+  }
+  ::close(fd);
+  return pids;
+}
+
+TEST_F(LiveTest, DoubleForkSetsidEnvIExecIsStillADescendant) {
+  // The escape the other rules miss: a new session and group, an empty
+  // environment, a double fork (the intermediate exits, the sleeper is
+  // reparented), and an exec chain (setsid -> env -> sleep).
+  Leader l = StartLeader(
+      "( setsid env -i sleep 60 </dev/null >/dev/null 2>&1 3>&- & echo $! >&3 ) ;"
+      " exit 0");
+  const uint64_t start = StartOf(l.pid);
+  ASSERT_GT(start, 0u);
+  ASSERT_OK(tracker_->Track({{"run", l.pid, start}}));
+  ASSERT_EQ(::write(l.release, "x", 1), 1);
+  ::close(l.release);
+  const std::vector<int> pids = ReadPids(l.report);
+  ASSERT_EQ(pids.size(), 1u);
+  const int sleeper = pids[0];
+  KillLater(sleeper);
+  ASSERT_EQ(::waitpid(l.pid, nullptr, 0), l.pid);  // the leader is gone
+  ASSERT_TRUE(WaitFor([&] {
+    absl::StatusOr<ProcStat> s = procfs_.ReadStat(sleeper);
+    return s.ok() && s->comm == "sleep" && s->ppid != l.pid;
+  }));
+  RunLineage lin;
+  ASSERT_TRUE(WaitFor([&] {
+    lin = tracker_->Members("run");
+    const std::vector<int> p = Pids(lin);
+    return std::find(p.begin(), p.end(), sleeper) != p.end();
+  })) << "sleeper " << sleeper << " not a member";
+  const Descendant* d = nullptr;
+  for (const Descendant& m : lin.members) {
+    if (m.process.pid == sleeper) d = &m;
+  }
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->process.sid, sleeper);  // its own session
+  EXPECT_EQ(d->process.pgid, sleeper);
+  EXPECT_NE(d->process.ppid, l.pid);
+  ASSERT_FALSE(d->ancestors.empty());
+  EXPECT_EQ(d->ancestors.back(), l.pid);  // the chain ends at the leader
+  EXPECT_FALSE(lin.gap);
+}
+
+TEST_F(LiveTest, AnUnrelatedProcessReusingAMembersPidIsNotAMember) {
+  Leader l = StartLeader("sleep 60 3>&- & echo $! >&3; exec 3>&-; wait");
+  const uint64_t start = StartOf(l.pid);
+  ASSERT_OK(tracker_->Track({{"run", l.pid, start}}));
+  ASSERT_EQ(::write(l.release, "x", 1), 1);
+  ::close(l.release);
+  const std::vector<int> pids = ReadPids(l.report);
+  ASSERT_EQ(pids.size(), 1u);
+  const int member = pids[0];
+  // A marker run whose fork comes after the reuse: once its child is a
+  // member, the tracker has applied every event before it.
+  Leader marker = StartLeader("sleep 60 3>&- & echo $! >&3; exec 3>&-; wait");
+  ASSERT_OK(tracker_->Track({{"marker", marker.pid, StartOf(marker.pid)}}));
+  ASSERT_TRUE(WaitFor([&] { return IsMember("run", member); }));
+  ::kill(member, SIGKILL);  // the leader's `wait` reaps it
+  ASSERT_EQ(::waitpid(l.pid, nullptr, 0), l.pid);
+  ASSERT_TRUE(WaitFor([&] { return !procfs_.ReadStat(member).ok(); }));
+  // Have this (untracked) process fork a child with that number:
+  // ns_last_pid makes the next pid member; others may race us, so retry.
+  pid_t reused = -1;
+  for (int attempt = 0; attempt < 200 && reused < 0; ++attempt) {
+    const int fd = ::open("/proc/sys/kernel/ns_last_pid", O_WRONLY);
+    if (fd < 0) GTEST_SKIP() << "cannot write ns_last_pid";
+    const std::string last = absl::StrCat(member - 1);
+    const bool wrote = ::write(fd, last.data(), last.size()) > 0;
+    ::close(fd);
+    if (!wrote) GTEST_SKIP() << "cannot write ns_last_pid";
+    const pid_t child = ::fork();
+    if (child == 0) {
+      ::pause();
+      ::_exit(0);
+    }
+    if (child == member) {
+      reused = child;
+    } else {
+      ::kill(child, SIGKILL);
+      ::waitpid(child, nullptr, 0);
+    }
+  }
+  if (reused < 0) GTEST_SKIP() << "pid " << member << " was not reused";
+  ASSERT_EQ(::write(marker.release, "x", 1), 1);
+  ::close(marker.release);
+  const std::vector<int> mpids = ReadPids(marker.report);
+  ASSERT_EQ(mpids.size(), 1u);
+  KillLater(mpids[0]);
+  ASSERT_TRUE(WaitFor([&] { return IsMember("marker", mpids[0]); }));
+  EXPECT_FALSE(IsMember("run", reused));
+  EXPECT_FALSE(IsMember("marker", reused));
+  ::kill(mpids[0], SIGKILL);
+  ::waitpid(marker.pid, nullptr, 0);
+  ::kill(reused, SIGKILL);
+  ::waitpid(reused, nullptr, 0);
+}
+
+// A fork storm in a tracked run: every long-lived descendant is a member,
+// or the run has a gap; a bystander is never a member.
+void StormKeepsEveryDescendantOrFlagsAGap(LiveTest* t,
+                                          LineageTracker* tracker,
+                                          const ProcFs& procfs) {
+  // A bystander that shares nothing with the run.
+  Leader bystander = StartLeader("sleep 60 3>&- & echo $! >&3; exec 3>&-; wait");
+  ::close(bystander.release);
+  const std::vector<int> bpids = ReadPids(bystander.report);
+  ASSERT_EQ(bpids.size(), 1u);
+  // The storm: 3,000 children at full speed, each exiting at once, and a
+  // long-lived one (it pauses) every 500th.
+  int hold[2];
+  int out[2];
+  ASSERT_EQ(::pipe2(hold, O_CLOEXEC), 0);
+  ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
+  const pid_t leader = ::fork();
+  ASSERT_GE(leader, 0);
+  if (leader == 0) {
+    ::close(hold[1]);
+    ::close(out[0]);
+    char c;
+    while (::read(hold[0], &c, 1) < 0 && errno == EINTR) {
+    }
+    for (int i = 0; i < 3000; ++i) {
+      const pid_t child = ::fork();
+      if (child == 0) {
+        if (i % 500 != 0) ::_exit(0);
+        ::close(out[1]);
+        ::pause();
+        ::_exit(0);
+      }
+      if (child > 0 && i % 500 == 0) {
+        const std::string line = absl::StrCat(child, "\n");
+        (void)!::write(out[1], line.data(), line.size());
+      }
+      while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+      }
+    }
+    ::close(out[1]);
+    ::pause();
+    ::_exit(0);
+  }
+  ::close(hold[0]);
+  ::close(out[1]);
+  ASSERT_OK(tracker->Track({{"storm", leader, procfs.ReadStat(leader)->start_time}}));
+  ASSERT_EQ(::write(hold[1], "x", 1), 1);
+  ::close(hold[1]);
+  const std::vector<int> sleepers = ReadPids(out[0]);
+  ASSERT_EQ(sleepers.size(), 6u);
+  RunLineage lin;
+  bool all = false;
+  WaitFor([&] {
+    lin = tracker->Members("storm");
+    const std::vector<int> p = Pids(lin);
+    for (int b : bpids) EXPECT_EQ(std::count(p.begin(), p.end(), b), 0);
+    all = true;
+    for (int s : sleepers) {
+      all = all && std::find(p.begin(), p.end(), s) != p.end();
+    }
+    return all || lin.gap;
+  });
+  EXPECT_TRUE(all || lin.gap) << "a long-lived descendant was missed "
+                                 "without a gap";
+  for (int s : sleepers) ::kill(s, SIGKILL);
+  for (int b : bpids) ::kill(b, SIGKILL);
+  ::kill(leader, SIGKILL);
+  ::waitpid(leader, nullptr, 0);
+  ::waitpid(bystander.pid, nullptr, 0);
+  (void)t;
+}
+
+TEST_F(LiveTest, ForkStormKeepsEveryDescendantOrFlagsAGap) {
+  StormKeepsEveryDescendantOrFlagsAGap(this, tracker_.get(), procfs_);
+  EXPECT_GT(tracker_->stats().forks_tracked, 2500u);
+}
+
+TEST_F(LiveTest, ForkStormIntoATinyBufferFlagsAGapOrKeepsUp) {
+  ProcConnectorOptions tiny;
+  tiny.rcvbuf_bytes = 4096;
+  Start(tiny);
+  if (stream_ == nullptr) return;
+  StormKeepsEveryDescendantOrFlagsAGap(this, tracker_.get(), procfs_);
+  std::printf("tiny buffer: %d lost, gap %d\n",
+              static_cast<int>(tracker_->stats().losses),
+              tracker_->HasGap("storm"));
+}
+
+}  // namespace
+}  // namespace runreaper::scanner
