@@ -26,6 +26,7 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "base/log.h"
 #include "base/status_macros.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
@@ -33,7 +34,6 @@
 #include "proto/describe.h"
 #include "scanner/exit_watcher.h"
 #include "scanner/procfs.h"
-#include "server/daemon_log.h"
 #include "server/sweeper.h"
 #include "server/event_hub.h"
 #include "server/metrics.h"
@@ -57,7 +57,7 @@ class EventLogger : public EventSubscriber {
   explicit EventLogger(Metrics* metrics) : metrics_(metrics) {}
   void OnEvents(const std::vector<v1::Event>& events) override {
     for (const v1::Event& e : events) {
-      LogLine(DescribeEvent(e));
+      LogInfo(DescribeEvent(e));
       switch (e.type()) {
         case v1::EVENT_TYPE_REGISTERED:
           metrics_->registrations_total.fetch_add(1);
@@ -170,7 +170,7 @@ absl::Status Daemon::Start() {
   hub_->Subscribe(std::make_shared<EventLogger>(&metrics_));
   for (const v1::Run& run : running) {
     if (absl::Status s = reconciler_->Watch(run); !s.ok()) {
-      LogLine(absl::StrCat("run ", run.run_id(), ": watch: ", s.ToString()));
+      LogWarning(LogFields().Run(run.run_id()), "watch: ", s.ToString());
     }
   }
   ASSIGN_OR_RETURN(PassResult first, reconciler_->RunPass());
@@ -228,7 +228,7 @@ absl::Status Daemon::Start() {
   if (options_.sweep_interval > absl::ZeroDuration()) {
     threads_.emplace_back([this] { SweepLoop(); });
   }
-  LogLine(absl::StrCat(
+  LogInfo(absl::StrCat(
       "serving on unix:", options_.socket,
       options_.listen.empty()
           ? ""
@@ -263,7 +263,7 @@ void Daemon::WatcherLoop() {
     hub_->Notify();
     if (!result.ok()) {
       metrics_.errors_total.fetch_add(1);
-      LogLine(absl::StrCat("reconcile of exited runs: ", result.status().ToString()));
+      LogError("reconcile of exited runs: ", result.status().ToString());
     } else {
       metrics_.transitions_total.fetch_add(result->transitions.size());
     }
@@ -287,7 +287,7 @@ void Daemon::RunOnePass() {
   metrics_.watcher_fallbacks_total.store(watcher_->fallbacks());
   if (!pass.ok()) {
     metrics_.errors_total.fetch_add(1);
-    LogLine(absl::StrCat("reconcile pass: ", pass.status().ToString()));
+    LogError("reconcile pass: ", pass.status().ToString());
   } else {
     metrics_.transitions_total.fetch_add(pass->transitions.size());
   }
@@ -301,8 +301,7 @@ void Daemon::RunOnePass() {
     serving_ = true;
     metrics_.healthy.store(1);
     server_->GetHealthCheckService()->SetServingStatus(true);
-    LogLine(absl::StrCat("health: SERVING (a pass completed in ",
-                         absl::FormatDuration(took), ")"));
+    LogInfo("health: SERVING (a pass completed in ", absl::FormatDuration(took), ")");
   }
 }
 
@@ -320,8 +319,8 @@ void Daemon::MonitorLoop() {
       metrics_.healthy.store(0);
       metrics_.pass_overruns_total.fetch_add(1);
       server_->GetHealthCheckService()->SetServingStatus(false);
-      LogLine(absl::StrCat("health: NOT_SERVING (reconcile pass running for more than ",
-                           absl::FormatDuration(pass_deadline_), ")"));
+      LogWarning("health: NOT_SERVING (reconcile pass running for more than ",
+                 absl::FormatDuration(pass_deadline_), ")");
     }
   }
 }
@@ -333,7 +332,7 @@ void Daemon::SweepLoop() {
     metrics_.sweeps_total.fetch_add(1);
     if (!swept.ok()) {
       metrics_.errors_total.fetch_add(1);
-      LogLine(absl::StrCat("automatic sweep: ", swept.status().ToString()));
+      LogError("automatic sweep: ", swept.status().ToString());
     } else {
       metrics_.sweep_survivors_total.fetch_add(swept->survivors_size());
     }
@@ -353,9 +352,8 @@ void Daemon::Stop() {
   // period to answer; then the server closes every connection at once
   // (waiting for idle clients to hang up could take as long as they like).
   if (service_ != nullptr && !service_->Drain(options_.shutdown_grace)) {
-    LogLine(absl::StrCat("calls still in flight after ",
-                         absl::FormatDuration(options_.shutdown_grace),
-                         "; cancelling them"));
+    LogWarning("calls still in flight after ", absl::FormatDuration(options_.shutdown_grace),
+               "; cancelling them");
   }
   if (server_ != nullptr) server_->Shutdown(std::chrono::system_clock::now());
   if (watcher_ != nullptr) watcher_->Wake();
@@ -387,17 +385,16 @@ int Daemon::Run() {
   ::signal(SIGPIPE, SIG_IGN);
 
   if (absl::Status s = Start(); !s.ok()) {
-    fprintf(stderr, "runreaperd: %s\n", std::string(s.message()).c_str());
+    LogError(s.message());
     Stop();
     return 1;
   }
   int sig = 0;
   while (sigwait(&set, &sig) != 0) {
   }
-  LogLine(absl::StrCat("received ", sig == SIGTERM ? "SIGTERM" : "SIGINT",
-                       ", shutting down"));
+  LogInfo("received ", sig == SIGTERM ? "SIGTERM" : "SIGINT", ", shutting down");
   Stop();
-  LogLine("stopped");
+  LogInfo("stopped");
   return 0;
 }
 
@@ -466,7 +463,7 @@ absl::StatusOr<Fd> PrepareSocketPath(const std::string& path) {
       if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
         return absl::ErrnoToStatus(errno, absl::StrCat("unlink stale socket ", path));
       }
-      LogLine(absl::StrCat("removed stale socket ", path));
+      LogInfo("removed stale socket ", path);
       return lock;
     default:
       return absl::ErrnoToStatus(errno, absl::StrCat("connect ", path));
@@ -525,7 +522,7 @@ int RunOnce(const DaemonOptions& options, bool sweep) {
   absl::StatusOr<std::unique_ptr<store::RunStore>> store =
       store::RunStore::Open(options.db);
   if (!store.ok()) {
-    fprintf(stderr, "runreaperd --once: %s\n", std::string(store.status().message()).c_str());
+    LogError("--once: ", store.status().message());
     return 1;
   }
   scanner::ProcFs procfs;
@@ -534,8 +531,7 @@ int RunOnce(const DaemonOptions& options, bool sweep) {
   Reconciler reconciler(store->get(), &procfs, /*watcher=*/nullptr, ropts);
   absl::StatusOr<PassResult> pass = reconciler.RunPass();
   if (!pass.ok()) {
-    fprintf(stderr, "runreaperd --once: reconcile pass: %s\n",
-            std::string(pass.status().message()).c_str());
+    LogError("--once: reconcile pass: ", pass.status().message());
     return 1;
   }
   std::string line = absl::StrCat("runreaperd --once: examined ", pass->examined,

@@ -1,7 +1,6 @@
 #include "server/reconciler.h"
 
 #include <cstdint>
-#include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/log.h"
 #include "base/status_macros.h"
 #include "runreaper/v1/runreaper.pb.h"
 #include "scanner/exit_watcher.h"
@@ -69,15 +69,13 @@ scanner::Observer ReadObserver(const scanner::ProcFs& procfs) {
   if (ns.ok()) {
     observer.pidns_inode = *ns;
   } else {
-    std::fprintf(stderr, "reconciler: own pid namespace unknown: %s\n",
-                 ns.status().ToString().c_str());
+    LogWarning("reconciler: own pid namespace unknown: ", ns.status().ToString());
   }
   absl::StatusOr<std::string> boot_id = procfs.ReadBootId();
   if (boot_id.ok()) {
     observer.boot_id = *std::move(boot_id);
   } else {
-    std::fprintf(stderr, "reconciler: boot id unknown: %s\n",
-                 boot_id.status().ToString().c_str());
+    LogWarning("reconciler: boot id unknown: ", boot_id.status().ToString());
   }
   return observer;
 }
@@ -184,9 +182,8 @@ absl::StatusOr<PassResult> Reconciler::ReconcileLocked(
           if (!snapshot.ok()) {
             // Without the walk a foreign namespace cannot be verified: those
             // records stay UNKNOWN (stale only past the threshold).
-            std::fprintf(stderr, "reconciler: walk of %s failed: %s\n",
-                         procfs_->root().c_str(),
-                         snapshot.status().ToString().c_str());
+            LogWarning("reconciler: walk of ", procfs_->root(), " failed: ",
+                       snapshot.status().ToString());
           }
         }
         if (snapshot.ok()) snap = &*snapshot;

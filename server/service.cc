@@ -6,12 +6,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/log.h"
 #include "base/status_macros.h"
 #include "base/text.h"
 #include "proto/describe.h"
 #include "scanner/identity_proto.h"
 #include "server/bearer_auth.h"
-#include "server/daemon_log.h"
 
 namespace runreaper::server {
 namespace {
@@ -144,7 +144,7 @@ absl::StatusOr<v1::Run> ReconcilerService::DoRegister(
   if (reconciler_ != nullptr && stored.state() == v1::RUN_STATE_RUNNING) {
     // Armed before the answer: an exit from now on is seen at once.
     if (absl::Status s = reconciler_->Watch(stored); !s.ok()) {
-      LogLine(absl::StrCat("run ", stored.run_id(), ": watch: ", s.ToString()));
+      LogWarning(LogFields().Run(stored.run_id()), "watch: ", s.ToString());
     }
     // Watch reconciles a leader that is already gone: answer with that.
     if (absl::StatusOr<v1::Run> again = store_->Get(stored.run_id()); again.ok()) {
@@ -163,8 +163,7 @@ grpc::ServerUnaryReactor* ReconcilerService::RegisterRun(
     if (!run.ok()) {
       if (!absl::IsInvalidArgument(run.status()) &&
           !absl::IsAlreadyExists(run.status())) {
-        LogLine(absl::StrCat("RegisterRun ", request->run_id(), ": ",
-                             run.status().ToString()));
+        LogError(LogFields().Run(request->run_id()), "RegisterRun: ", run.status().ToString());
       }
       return run.status();
     }
@@ -215,8 +214,7 @@ grpc::ServerUnaryReactor* ReconcilerService::CancelRun(
       absl::StatusOr<v1::SweepResponse> swept = sweeper_->SweepRun(run_id);
       hub_->Notify();
       if (!swept.ok()) {
-        LogLine(absl::StrCat("run ", run_id, ": sweep after cancel: ",
-                             swept.status().ToString()));
+        LogError(LogFields().Run(run_id), "sweep after cancel: ", swept.status().ToString());
       }
     });
     return absl::OkStatus();
@@ -277,7 +275,7 @@ grpc::ServerUnaryReactor* ReconcilerService::Reconcile(
     absl::StatusOr<PassResult> pass = reconciler_->RunPass(request->dry_run());
     hub_->Notify();
     if (!pass.ok()) {
-      LogLine(absl::StrCat("Reconcile: ", pass.status().ToString()));
+      LogError("Reconcile: ", pass.status().ToString());
       return pass.status();
     }
     for (v1::Transition& t : pass->transitions) {

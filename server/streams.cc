@@ -7,7 +7,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "proto/describe.h"
-#include "server/daemon_log.h"
+#include "base/log.h"
 #include "server/watch_flow.h"
 #include "store/run_state.h"
 
@@ -227,7 +227,7 @@ class WatchReactor : public grpc::ServerWriteReactor<v1::Event> {
         StartWrite(&current_);
         return;
       case WatchStep::kFinish:
-        if (!step.log.empty()) LogLine(step.log);
+        if (!step.log.empty()) LogWarning(step.log);
         Finish(ToGrpcStatus(step.status));
         return;
       case WatchStep::kIdle:

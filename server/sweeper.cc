@@ -19,6 +19,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/fd.h"
+#include "base/log.h"
 #include "base/status_macros.h"
 #include "scanner/membership.h"
 #include "scanner/safe_signal.h"
@@ -214,9 +215,8 @@ struct Sweeper::Impl {
 
   void Stored(const absl::StatusOr<int64_t>& id, v1::Event& event) const {
     if (!id.ok()) {
-      fprintf(stderr, "runreaper sweeper: cannot append %s event for run %s: %s\n",
-              v1::EventType_Name(event.type()).c_str(), event.run_id().c_str(),
-              id.status().ToString().c_str());
+      LogError(LogFields().Run(event.run_id()), "sweeper: cannot append ",
+               v1::EventType_Name(event.type()), " event: ", id.status().ToString());
       return;
     }
     absl::StatusOr<std::vector<v1::Event>> stored =
@@ -360,7 +360,7 @@ struct Sweeper::Impl {
       Append(ev);
     }
     for (const std::string& note : members.notes) {
-      fprintf(stderr, "runreaper sweeper: %s\n", note.c_str());
+      LogWarning("sweeper: ", note);
     }
     for (const Member& m : members.members) {
       if (!m.kept || m.zombie) continue;
@@ -456,7 +456,7 @@ struct Sweeper::Impl {
       if (survivors_of[i] == 0) {
         absl::Status done = store->SetSweepDone(specs[i].run_id, true);
         if (!done.ok()) {
-          fprintf(stderr, "runreaper sweeper: %s\n", done.ToString().c_str());
+          LogError(LogFields().Run(specs[i].run_id), "sweeper: ", done.ToString());
         }
       }
     }

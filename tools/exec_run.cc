@@ -17,10 +17,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/fd.h"
+#include "base/log.h"
 #include "base/syscalls.h"
 #include "grpcpp/grpcpp.h"
 #include "scanner/membership.h"
@@ -47,10 +47,6 @@ void OnSignal(int sig) {
   ssize_t n = ::write(g_signal_pipe, &b, 1);
   (void)n;  // a full pipe already holds a pending signal
   errno = saved;
-}
-
-void Say(const std::string& line) {
-  fprintf(stderr, "runreaperctl exec: %s\n", line.c_str());
 }
 
 ssize_t ReadFull(int fd, void* buf, size_t n) {
@@ -139,11 +135,11 @@ struct Ladder {
           scanner::KillCgroup(*procfs, cgroup_dir, spec.start_time);
       if (out.result != scanner::SignalResult::kSent &&
           out.result != scanner::SignalResult::kGone) {
-        Say(absl::StrCat("cgroup.kill not written: ", out.status.ToString()));
+        LogWarning("exec: cgroup.kill not written: ", out.status.ToString());
       }
     }
-    Say(absl::StrFormat("%s sent to %d process(es) of run %s",
-                        strsignal(kSig[stage]), sent, spec.run_id));
+    LogInfo(LogFields().Run(spec.run_id), "exec: ", strsignal(kSig[stage]), " sent to ", sent,
+            " process(es)");
   }
 };
 
@@ -173,7 +169,7 @@ std::string CgroupNameForRun(absl::string_view run_id) {
 
 int ExecRun(v1::Reconciler::StubInterface& stub, const ExecOptions& options) {
   if (options.run_id.empty() || options.argv.empty()) {
-    Say("usage: exec RUN_ID [--label=k=v]... -- CMD ARGS...");
+    LogError("usage: exec RUN_ID [--label=k=v]... -- CMD ARGS...");
     return 2;
   }
   scanner::ProcFs procfs(options.proc_root);
@@ -184,7 +180,7 @@ int ExecRun(v1::Reconciler::StubInterface& stub, const ExecOptions& options) {
         MakeRunCgroup(options.proc_root, options.run_id, &cgroup_dir,
                       &cgroup_path);
     if (!why.empty()) {
-      Say(absl::StrCat("no dedicated cgroup (", why, "); continuing without"));
+      LogWarning("exec: no dedicated cgroup (", why, "); continuing without");
     }
   }
   auto remove_cgroup = [&] {
@@ -213,7 +209,7 @@ int ExecRun(v1::Reconciler::StubInterface& stub, const ExecOptions& options) {
   int status_pipe[2], go_pipe[2], sig_pipe[2];
   if (::pipe2(status_pipe, O_CLOEXEC) != 0 || ::pipe2(go_pipe, O_CLOEXEC) != 0 ||
       ::pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
-    Say(absl::StrCat("pipe: ", strerror(errno)));
+    LogError("exec: pipe: ", strerror(errno));
     remove_cgroup();
     return 1;
   }
@@ -236,7 +232,7 @@ int ExecRun(v1::Reconciler::StubInterface& stub, const ExecOptions& options) {
 
   const pid_t pid = ::fork();
   if (pid < 0) {
-    Say(absl::StrCat("fork: ", strerror(errno)));
+    LogError("exec: fork: ", strerror(errno));
     restore_signals();
     remove_cgroup();
     return 1;
@@ -290,7 +286,7 @@ int ExecRun(v1::Reconciler::StubInterface& stub, const ExecOptions& options) {
     return st;
   };
   auto abandon = [&](const std::string& why) {
-    Say(why);
+    LogError("exec: ", why);
     go_w.Reset();  // EOF: the child exits without running CMD
     reap();
     restore_signals();
@@ -343,8 +339,7 @@ int ExecRun(v1::Reconciler::StubInterface& stub, const ExecOptions& options) {
       ReadFull(status_r.get(), &exec_errno, sizeof(exec_errno)) ==
       static_cast<ssize_t>(sizeof(exec_errno));
   if (exec_failed) {
-    Say(absl::StrCat("cannot execute ", options.argv[0], ": ",
-                     strerror(exec_errno)));
+    LogError("exec: cannot execute ", options.argv[0], ": ", strerror(exec_errno));
   }
 
   Ladder ladder{&procfs, {}, in_cgroup ? cgroup_dir : ""};
@@ -365,7 +360,7 @@ int ExecRun(v1::Reconciler::StubInterface& stub, const ExecOptions& options) {
   while (true) {
     if (exited && (stage == 0 || ladder.Members().empty())) break;
     if (stage == 3 && absl::Now() >= next_stage) {
-      Say("members survived SIGKILL; giving up the ladder");
+      LogWarning("exec: members survived SIGKILL; giving up the ladder");
       break;
     }
     struct pollfd fds[2] = {{pidfd.valid() && !exited ? pidfd.get() : -1,
@@ -376,7 +371,7 @@ int ExecRun(v1::Reconciler::StubInterface& stub, const ExecOptions& options) {
     if (stage > 0) timeout_ms = static_cast<int>(absl::ToInt64Milliseconds(kLadderPoll));
     const int r = ::poll(fds, 2, timeout_ms);
     if (r < 0 && errno != EINTR) {
-      Say(absl::StrCat("poll: ", strerror(errno)));
+      LogError("exec: poll: ", strerror(errno));
       break;
     }
     if (r > 0 && (fds[1].revents & POLLIN)) {
@@ -423,7 +418,7 @@ int ExecRun(v1::Reconciler::StubInterface& stub, const ExecOptions& options) {
     v1::Run run;
     grpc::Status s = stub.FinishRun(&ctx, fin, &run);
     if (!s.ok()) {
-      Say(absl::StrCat("FinishRun ", options.run_id, ": ", s.error_message()));
+      LogError(LogFields().Run(options.run_id), "exec: FinishRun: ", s.error_message());
     }
   }
   restore_signals();
