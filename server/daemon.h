@@ -1,7 +1,9 @@
-// runreaperd: the daemon around the service. Startup checks (socket, store),
-// the reconcile loops (exit watcher, periodic pass, pass deadline -> health),
-// the gRPC server on a unix socket (+ optional TCP with a bearer token), and
-// a clean stop on SIGTERM/SIGINT. Also the cron one-shot mode (--once).
+// runreaperd: the daemon around the service. Startup (token file and
+// socket + lock file: server/tcp_access.h, server/socket_path.h; the store;
+// a first reconcile pass), the gRPC server on a unix socket (+ optional TCP
+// with a bearer token), the loops (exit watcher, periodic pass, pass deadline
+// -> health, periodic sweep: server/daemon_loops.h), and a clean stop on
+// SIGTERM/SIGINT. Also the cron one-shot mode (--once).
 #ifndef RUNREAPER_SERVER_DAEMON_H_
 #define RUNREAPER_SERVER_DAEMON_H_
 
@@ -13,6 +15,10 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "base/fd.h"
+// The daemon's pieces, exposed for tests: PrepareSocketPath, MakeDirs,
+// IsLoopbackAddress, ReadTokenFile.
+#include "server/socket_path.h"
+#include "server/tcp_access.h"
 
 namespace runreaper::server {
 
@@ -40,25 +46,6 @@ int RunDaemon(const DaemonOptions& options);
 // a one-line summary to stdout. Returns the exit code: 0 on success, 1 when
 // the pass or the sweep failed or a member survived the sweep.
 int RunOnce(const DaemonOptions& options, bool sweep);
-
-// --- pieces, exposed for tests ---
-
-// Makes the socket's directory (0750, parents too) and takes the lock file
-// "<socket>.lock" (flock, held while the returned Fd lives). Then: no file at
-// the path -> OK; a socket nobody answers on (ECONNREFUSED) -> unlinked, OK;
-// a socket that accepts a connection -> FAILED_PRECONDITION naming the socket
-// (nothing is touched); anything else at the path -> FAILED_PRECONDITION.
-absl::StatusOr<Fd> PrepareSocketPath(const std::string& path);
-
-// True for "localhost:N", "127.x.y.z:N", "[::1]:N".
-bool IsLoopbackAddress(absl::string_view host_port);
-
-// Reads a bearer token: the file's content with surrounding whitespace
-// removed; empty or unreadable is an error naming the file.
-absl::StatusOr<std::string> ReadTokenFile(const std::string& path);
-
-// Creates `dir` and its parents (mode for new ones).
-absl::Status MakeDirs(const std::string& dir, mode_t mode);
 
 }  // namespace runreaper::server
 

@@ -1,4 +1,6 @@
-#include "server/daemon.h"
+// The socket path and its lock file, against real unix sockets in a
+// private directory.
+#include "server/socket_path.h"
 
 #include <fcntl.h>
 #include <stdlib.h>
@@ -18,7 +20,7 @@
 namespace runreaper::server {
 namespace {
 
-class DaemonPiecesTest : public ::testing::Test {
+class SocketPathTest : public ::testing::Test {
  protected:
   void SetUp() override {
     char tmpl[] = "/tmp/rrd.XXXXXX";
@@ -44,7 +46,7 @@ class DaemonPiecesTest : public ::testing::Test {
   std::string dir_;
 };
 
-TEST_F(DaemonPiecesTest, CreatesDirectoryWhenMissing) {
+TEST_F(SocketPathTest, CreatesDirectoryWhenMissing) {
   const std::string path = dir_ + "/a/b/s.sock";
   ASSERT_OK_AND_ASSIGN(Fd lock, PrepareSocketPath(path));
   struct stat st;
@@ -52,7 +54,7 @@ TEST_F(DaemonPiecesTest, CreatesDirectoryWhenMissing) {
   EXPECT_TRUE(S_ISDIR(st.st_mode));
 }
 
-TEST_F(DaemonPiecesTest, StaleSocketIsRemoved) {
+TEST_F(SocketPathTest, StaleSocketIsRemoved) {
   const std::string path = dir_ + "/s.sock";
   { Fd closed = BindAt(path, /*listen=*/false); }  // file left, nobody listens
   ASSERT_EQ(::access(path.c_str(), F_OK), 0);
@@ -60,7 +62,7 @@ TEST_F(DaemonPiecesTest, StaleSocketIsRemoved) {
   EXPECT_NE(::access(path.c_str(), F_OK), 0);
 }
 
-TEST_F(DaemonPiecesTest, LiveSocketIsAnErrorNamingItAndIsKept) {
+TEST_F(SocketPathTest, LiveSocketIsAnErrorNamingItAndIsKept) {
   const std::string path = dir_ + "/s.sock";
   Fd live = BindAt(path, /*listen=*/true);
   absl::StatusOr<Fd> lock = PrepareSocketPath(path);
@@ -69,7 +71,7 @@ TEST_F(DaemonPiecesTest, LiveSocketIsAnErrorNamingItAndIsKept) {
   EXPECT_EQ(::access(path.c_str(), F_OK), 0);
 }
 
-TEST_F(DaemonPiecesTest, HeldLockIsAnErrorNamingTheSocket) {
+TEST_F(SocketPathTest, HeldLockIsAnErrorNamingTheSocket) {
   const std::string path = dir_ + "/s.sock";
   ASSERT_OK_AND_ASSIGN(Fd first, PrepareSocketPath(path));
   absl::StatusOr<Fd> second = PrepareSocketPath(path);
@@ -77,7 +79,7 @@ TEST_F(DaemonPiecesTest, HeldLockIsAnErrorNamingTheSocket) {
   EXPECT_TRUE(absl::StrContains(second.status().message(), path)) << second.status();
 }
 
-TEST_F(DaemonPiecesTest, RegularFileAtSocketPathIsNeverRemoved) {
+TEST_F(SocketPathTest, RegularFileAtSocketPathIsNeverRemoved) {
   const std::string path = dir_ + "/s.sock";
   Fd f(::open(path.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
   ASSERT_TRUE(f.valid());
@@ -85,31 +87,25 @@ TEST_F(DaemonPiecesTest, RegularFileAtSocketPathIsNeverRemoved) {
   EXPECT_EQ(::access(path.c_str(), F_OK), 0);
 }
 
-TEST_F(DaemonPiecesTest, OverlongSocketPathIsRejected) {
+TEST_F(SocketPathTest, OverlongSocketPathIsRejected) {
   EXPECT_FALSE(PrepareSocketPath("/tmp/" + std::string(120, 'x')).ok());
 }
 
-TEST(IsLoopbackAddressTest, Cases) {
-  EXPECT_TRUE(IsLoopbackAddress("127.0.0.1:7443"));
-  EXPECT_TRUE(IsLoopbackAddress("127.1.2.3:1"));
-  EXPECT_TRUE(IsLoopbackAddress("localhost:80"));
-  EXPECT_TRUE(IsLoopbackAddress("[::1]:80"));
-  EXPECT_FALSE(IsLoopbackAddress("0.0.0.0:80"));
-  EXPECT_FALSE(IsLoopbackAddress(":80"));
-  EXPECT_FALSE(IsLoopbackAddress("[::]:80"));
-  EXPECT_FALSE(IsLoopbackAddress("10.0.0.1:80"));
-  EXPECT_FALSE(IsLoopbackAddress("127.0.0.1.evil.com:80"));
-  EXPECT_FALSE(IsLoopbackAddress("127.0.0.1"));
+TEST_F(SocketPathTest, MakeDirsRefusesAFileInTheWay) {
+  const std::string file = dir_ + "/f";
+  Fd f(::open(file.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
+  ASSERT_TRUE(f.valid());
+  const absl::Status s = MakeDirs(file + "/sub", 0750);
+  EXPECT_FALSE(s.ok());
+  EXPECT_OK(MakeDirs(dir_ + "/x/y", 0750));
+  EXPECT_OK(MakeDirs(dir_ + "/x/y", 0750));  // existing: OK
 }
 
-TEST_F(DaemonPiecesTest, TokenFileIsTrimmedAndEmptyIsAnError) {
-  const std::string path = dir_ + "/token";
-  ASSERT_EQ(system(("printf '  s3cret\\n' > " + path).c_str()), 0);
-  ASSERT_OK_AND_ASSIGN(std::string token, ReadTokenFile(path));
-  EXPECT_EQ(token, "s3cret");
-  ASSERT_EQ(system(("printf '\\n' > " + path).c_str()), 0);
-  EXPECT_FALSE(ReadTokenFile(path).ok());
-  EXPECT_FALSE(ReadTokenFile(dir_ + "/missing").ok());
+TEST(DirNameTest, Cases) {
+  EXPECT_EQ(DirName("s.sock"), ".");
+  EXPECT_EQ(DirName("/s.sock"), "/");
+  EXPECT_EQ(DirName("/run/rr/s.sock"), "/run/rr");
+  EXPECT_EQ(DirName("var/s.sock"), "var");
 }
 
 }  // namespace

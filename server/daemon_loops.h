@@ -1,0 +1,84 @@
+// runreaperd's background loops, one thread each: the exit watcher (a pidfd
+// turns readable -> reconcile those runs at once), the periodic reconcile
+// pass, the pass-deadline monitor (a pass running longer than the deadline
+// turns health NOT_SERVING until a pass completes), and, when configured,
+// the periodic sweep. Every result is counted in Metrics and new events are
+// handed to the event hub.
+#ifndef RUNREAPER_SERVER_DAEMON_LOOPS_H_
+#define RUNREAPER_SERVER_DAEMON_LOOPS_H_
+
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "scanner/exit_watcher.h"
+#include "server/event_hub.h"
+#include "server/metrics.h"
+#include "server/reconciler.h"
+#include "server/sweeper.h"
+#include "store/run_store.h"
+
+namespace runreaper::server {
+
+struct LoopOptions {
+  absl::Duration scan_interval = absl::Seconds(2);
+  absl::Duration pass_deadline = absl::Seconds(10);
+  absl::Duration sweep_interval = absl::ZeroDuration();  // 0 = no sweep loop
+};
+
+// What the loops use; none of it is owned and all of it outlives the loops.
+struct LoopDeps {
+  store::RunStore* store = nullptr;
+  scanner::ExitWatcher* watcher = nullptr;  // null: no watcher loop
+  Reconciler* reconciler = nullptr;
+  Sweeper* sweeper = nullptr;
+  EventHub* hub = nullptr;
+  Metrics* metrics = nullptr;
+  // Sets the health status (both the server and the service name).
+  std::function<void(bool serving)> set_serving;
+};
+
+class DaemonLoops {
+ public:
+  DaemonLoops(LoopDeps deps, LoopOptions options);
+  // RequestStop + Join.
+  ~DaemonLoops();
+
+  // Starts the threads.
+  void Start();
+  // The loops stop at their next wake-up; returns at once (the daemon's stop
+  // begins here, before the server shuts down).
+  void RequestStop();
+  // Wakes the exit watcher and waits for every loop thread.
+  void Join();
+
+  // One periodic pass as the pass loop runs it (also for tests).
+  void RunOnePass();
+
+  DaemonLoops(const DaemonLoops&) = delete;
+  DaemonLoops& operator=(const DaemonLoops&) = delete;
+
+ private:
+  void WatcherLoop();
+  void PassLoop();
+  void MonitorLoop();
+  void SweepLoop();
+  // Sleeps up to `d`; true once RequestStop was called.
+  bool WaitStop(absl::Duration d);
+
+  const LoopDeps deps_;
+  const LoopOptions options_;
+  std::vector<std::thread> threads_;
+
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time pass_started_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  bool in_pass_ ABSL_GUARDED_BY(mu_) = false;
+  bool serving_ ABSL_GUARDED_BY(mu_) = true;
+};
+
+}  // namespace runreaper::server
+
+#endif  // RUNREAPER_SERVER_DAEMON_LOOPS_H_

@@ -1,0 +1,130 @@
+// The daemon's loops against a real SQLite store and real processes: one
+// periodic pass reconciles an exit and counts it; a pass stalled on the
+// store's write lock (held through a second connection) past its deadline
+// turns health NOT_SERVING, and the next completed pass turns it back.
+#include "server/daemon_loops.h"
+
+#include <sqlite3.h>
+#include <stdlib.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "base/test_child.h"
+#include "base/test_util.h"
+#include "gtest/gtest.h"
+#include "scanner/identity_proto.h"
+#include "scanner/procfs.h"
+#include "store/run_store.h"
+
+namespace runreaper::server {
+namespace {
+
+class DaemonLoopsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/rrl.XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    ASSERT_OK_AND_ASSIGN(store_, store::RunStore::Open(dir_ + "/runs.db"));
+    reconciler_ = std::make_unique<Reconciler>(store_.get(), &procfs_,
+                                               /*watcher=*/nullptr, ReconcilerOptions());
+    hub_ = std::make_unique<EventHub>(store_.get());
+    ASSERT_OK(hub_->Start(absl::Seconds(60)));
+  }
+  void TearDown() override {
+    hub_.reset();
+    reconciler_.reset();
+    store_.reset();
+    ASSERT_EQ(system(("rm -rf " + dir_).c_str()), 0);
+  }
+
+  LoopDeps Deps() {
+    LoopDeps deps;
+    deps.store = store_.get();
+    deps.reconciler = reconciler_.get();
+    deps.hub = hub_.get();
+    deps.metrics = &metrics_;
+    deps.set_serving = [this](bool serving) {
+      absl::MutexLock lock(&mu_);
+      health_.push_back(serving);
+    };
+    return deps;
+  }
+  std::vector<bool> health() {
+    absl::MutexLock lock(&mu_);
+    return health_;
+  }
+
+  std::string dir_;
+  scanner::ProcFs procfs_;
+  std::unique_ptr<store::RunStore> store_;
+  std::unique_ptr<Reconciler> reconciler_;
+  std::unique_ptr<EventHub> hub_;
+  Metrics metrics_;
+  absl::Mutex mu_;
+  std::vector<bool> health_;
+};
+
+TEST_F(DaemonLoopsTest, OnePassReconcilesAnExitAndCountsIt) {
+  TestChild child;
+  ASSERT_OK_AND_ASSIGN(scanner::Identity id, procfs_.CaptureIdentity(child.pid()));
+  v1::Run run;
+  run.set_run_id("gone");
+  scanner::SetIdentity(id, &run);
+  ASSERT_OK(store_->Register(run).status());
+  child.Kill();
+  child.Reap();  // gone: ESRCH
+
+  DaemonLoops loops(Deps(), LoopOptions());
+  loops.RunOnePass();
+  ASSERT_OK_AND_ASSIGN(v1::Run after, store_->Get("gone"));
+  EXPECT_EQ(after.state(), v1::RUN_STATE_STALE);
+  EXPECT_EQ(after.stale_reason(), v1::STALE_REASON_EXITED);
+  EXPECT_EQ(metrics_.passes_total.load(), 1);
+  EXPECT_EQ(metrics_.transitions_total.load(), 1);
+  EXPECT_EQ(metrics_.runs_running.load(), 0);
+  EXPECT_TRUE(health().empty());  // serving all along: never set
+}
+
+TEST_F(DaemonLoopsTest, StalledPassFlipsHealthUntilAPassCompletes) {
+  // A RUNNING run whose leader lives: every pass writes (last seen alive).
+  TestChild child;
+  ASSERT_OK_AND_ASSIGN(scanner::Identity id, procfs_.CaptureIdentity(child.pid()));
+  v1::Run run;
+  run.set_run_id("alive");
+  scanner::SetIdentity(id, &run);
+  ASSERT_OK(store_->Register(run).status());
+
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open_v2((dir_ + "/runs.db").c_str(), &db, SQLITE_OPEN_READWRITE,
+                            nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+
+  LoopOptions options;
+  options.scan_interval = absl::Milliseconds(20);
+  options.pass_deadline = absl::Milliseconds(300);
+  DaemonLoops loops(Deps(), options);
+  loops.Start();
+  ASSERT_TRUE(WaitFor([&] { return !health().empty(); }, absl::Seconds(4)));
+  EXPECT_EQ(health(), std::vector<bool>{false});
+  EXPECT_EQ(metrics_.healthy.load(), 0);
+  EXPECT_GE(metrics_.pass_overruns_total.load(), 1);
+
+  ASSERT_EQ(sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  ASSERT_TRUE(WaitFor([&] { return health().size() >= 2; }, absl::Seconds(10)));
+  // (A later pass slowed by load may flip it again; the first two matter.)
+  const std::vector<bool> flips = health();
+  EXPECT_EQ(flips[0], false);
+  EXPECT_EQ(flips[1], true);
+  loops.RequestStop();
+  loops.Join();
+}
+
+}  // namespace
+}  // namespace runreaper::server
