@@ -21,24 +21,31 @@ namespace {
 
 namespace v1 = ::runreaper::v1;
 using bench::MonoNanos;
+using Stub = v1::Reconciler::Stub;
 
 // One connection per client, as separate runner processes would have: a
 // private subchannel pool keeps gRPC from sharing one connection among the
 // channels of this process.
-std::unique_ptr<v1::Reconciler::Stub> Connect(const std::string& socket) {
+std::unique_ptr<Stub> Connect(const std::string& socket) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   return v1::Reconciler::NewStub(grpc::CreateCustomChannel(
       "unix:" + socket, grpc::InsecureChannelCredentials(), args));
 }
 
-void SetDeadline(grpc::ClientContext* ctx, absl::Duration timeout) {
-  ctx->set_deadline(std::chrono::system_clock::now() +
-                    absl::ToChronoMilliseconds(timeout));
+// A unary call with a deadline `timeout` from now.
+template <typename Req, typename Resp>
+grpc::Status Invoke(grpc::Status (Stub::*method)(grpc::ClientContext*,
+                                                 const Req&, Resp*),
+                    Stub* stub, const Req& req, Resp* resp,
+                    absl::Duration timeout) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() +
+                   absl::ToChronoMilliseconds(timeout));
+  return (stub->*method)(&ctx, req, resp);
 }
 
-grpc::Status Register(v1::Reconciler::Stub* stub, const std::string& run_id,
-                      absl::Duration timeout) {
+v1::RegisterRunRequest RegisterRequest(const std::string& run_id) {
   v1::RegisterRunRequest req;
   req.set_run_id(run_id);
   // The daemon reads this process's identity itself (as for
@@ -46,21 +53,14 @@ grpc::Status Register(v1::Reconciler::Stub* stub, const std::string& run_id,
   req.set_pid(::getpid());
   req.set_keep(true);
   (*req.mutable_labels())["runreaper-load"] = "1";
-  v1::Run run;
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, timeout);
-  return stub->RegisterRun(&ctx, req, &run);
+  return req;
 }
 
-grpc::Status Finish(v1::Reconciler::Stub* stub, const std::string& run_id,
-                    absl::Duration timeout) {
+v1::FinishRunRequest FinishRequest(const std::string& run_id) {
   v1::FinishRunRequest req;
   req.set_run_id(run_id);
   req.set_exit_code(0);
-  v1::Run run;
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, timeout);
-  return stub->FinishRun(&ctx, req, &run);
+  return req;
 }
 
 struct ClientOut {
@@ -72,12 +72,15 @@ struct ClientOut {
   int last_page_runs = 0;
 };
 
-// Times one call: its latency in ms goes to *lat when it succeeds; a
+// Invoke, timed: the latency in ms goes to *lat when the call succeeds; a
 // failure is counted in *out. Returns whether it succeeded.
-template <typename F>
-bool Timed(F&& call, std::vector<double>* lat, ClientOut* out) {
+template <typename Req, typename Resp>
+bool Timed(grpc::Status (Stub::*method)(grpc::ClientContext*, const Req&,
+                                        Resp*),
+           Stub* stub, const Req& req, Resp* resp, absl::Duration timeout,
+           std::vector<double>* lat, ClientOut* out) {
   const int64_t t0 = MonoNanos();
-  const grpc::Status s = call();
+  const grpc::Status s = Invoke(method, stub, req, resp, timeout);
   const int64_t t1 = MonoNanos();
   if (!s.ok()) {
     if (out->errors++ == 0) {
@@ -89,59 +92,51 @@ bool Timed(F&& call, std::vector<double>* lat, ClientOut* out) {
   return true;
 }
 
-void ClientLoop(const PhasePlan& plan, int index, v1::Reconciler::Stub* stub,
-                int64_t end_ns, long max_ops, ClientOut* out) {
+// One op of the phase's kind; false when a call failed.
+bool OneOp(const PhasePlan& plan, const std::string& new_run_id, Stub* stub,
+           ClientOut* out) {
   const absl::Duration timeout = plan.call_timeout;
+  switch (plan.call) {
+    case Call::kRegisterFinish: {
+      v1::Run run;
+      return Timed(&Stub::RegisterRun, stub, RegisterRequest(new_run_id), &run,
+                   timeout, &out->first_ms, out) &&
+             Timed(&Stub::FinishRun, stub, FinishRequest(new_run_id), &run,
+                   timeout, &out->second_ms, out);
+    }
+    case Call::kGetRun: {
+      v1::GetRunRequest req;
+      req.set_run_id(plan.getrun_id);
+      v1::Run run;
+      return Timed(&Stub::GetRun, stub, req, &run, timeout, &out->first_ms,
+                   out);
+    }
+    case Call::kListRuns: {
+      v1::ListRunsRequest req;
+      req.set_page_size(plan.list_page_size);
+      v1::ListRunsResponse resp;
+      if (!Timed(&Stub::ListRuns, stub, req, &resp, timeout, &out->first_ms,
+                 out)) {
+        return false;
+      }
+      out->last_page_runs = resp.runs_size();
+      return true;
+    }
+  }
+  return false;
+}
+
+void ClientLoop(const PhasePlan& plan, int index, Stub* stub, int64_t end_ns,
+                long max_ops, ClientOut* out) {
   long seq = 0;
   while (out->ops < max_ops && out->errors < plan.max_errors_per_client &&
          MonoNanos() < end_ns) {
-    switch (plan.call) {
-      case Call::kRegisterFinish: {
-        const std::string id = absl::StrCat(plan.run_prefix, "-c", plan.clients,
-                                            "-t", index, "-", seq++);
-        if (!Timed([&] { return Register(stub, id, timeout); }, &out->first_ms,
-                   out)) {
-          continue;
-        }
-        if (!Timed([&] { return Finish(stub, id, timeout); }, &out->second_ms,
-                   out)) {
-          continue;
-        }
-        break;
-      }
-      case Call::kGetRun: {
-        v1::GetRunRequest req;
-        req.set_run_id(plan.getrun_id);
-        v1::Run run;
-        if (!Timed(
-                [&] {
-                  grpc::ClientContext ctx;
-                  SetDeadline(&ctx, timeout);
-                  return stub->GetRun(&ctx, req, &run);
-                },
-                &out->first_ms, out)) {
-          continue;
-        }
-        break;
-      }
-      case Call::kListRuns: {
-        v1::ListRunsRequest req;
-        req.set_page_size(plan.list_page_size);
-        v1::ListRunsResponse resp;
-        if (!Timed(
-                [&] {
-                  grpc::ClientContext ctx;
-                  SetDeadline(&ctx, timeout);
-                  return stub->ListRuns(&ctx, req, &resp);
-                },
-                &out->first_ms, out)) {
-          continue;
-        }
-        out->last_page_runs = resp.runs_size();
-        break;
-      }
-    }
-    ++out->ops;
+    const std::string id =
+        plan.call == Call::kRegisterFinish
+            ? absl::StrCat(plan.run_prefix, "-c", plan.clients, "-t", index,
+                           "-", seq++)
+            : std::string();
+    if (OneOp(plan, id, stub, out)) ++out->ops;
   }
 }
 
@@ -169,21 +164,25 @@ absl::StatusOr<Call> ParseCall(absl::string_view name) {
 
 absl::Status SeedRun(const std::string& socket, const std::string& run_id,
                      absl::Duration timeout) {
-  std::unique_ptr<v1::Reconciler::Stub> stub = Connect(socket);
-  for (const grpc::Status& s : {Register(stub.get(), run_id, timeout),
-                                Finish(stub.get(), run_id, timeout)}) {
-    if (!s.ok()) {
-      return absl::UnavailableError(absl::StrCat(
-          "seeding run ", run_id, " on ", socket, ": ", s.error_code(), ": ",
-          s.error_message()));
-    }
+  std::unique_ptr<Stub> stub = Connect(socket);
+  v1::Run run;
+  grpc::Status s = Invoke(&Stub::RegisterRun, stub.get(),
+                          RegisterRequest(run_id), &run, timeout);
+  if (s.ok()) {
+    s = Invoke(&Stub::FinishRun, stub.get(), FinishRequest(run_id), &run,
+               timeout);
+  }
+  if (!s.ok()) {
+    return absl::UnavailableError(absl::StrCat("seeding run ", run_id, " on ",
+                                               socket, ": ", s.error_code(),
+                                               ": ", s.error_message()));
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<PhaseResult> RunPhase(const PhasePlan& plan) {
   const int n = plan.clients;
-  std::vector<std::unique_ptr<v1::Reconciler::Stub>> stubs;
+  std::vector<std::unique_ptr<Stub>> stubs;
   std::vector<ClientOut> outs(n);
   const long per_client = std::max<long>(1, plan.max_ops / n);
   for (int i = 0; i < n; ++i) {
@@ -191,14 +190,12 @@ absl::StatusOr<PhaseResult> RunPhase(const PhasePlan& plan) {
     outs[i].first_ms.reserve(4096);
     outs[i].second_ms.reserve(plan.call == Call::kRegisterFinish ? 4096 : 0);
   }
-  // Connect every client before the clock starts.
+  // Connect every client before the clock starts (NOT_FOUND is the answer).
   for (int i = 0; i < n; ++i) {
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx, plan.call_timeout);
     v1::GetRunRequest req;
     req.set_run_id("__load_connect__");
     v1::Run run;
-    stubs[i]->GetRun(&ctx, req, &run);  // NOT_FOUND is the answer
+    Invoke(&Stub::GetRun, stubs[i].get(), req, &run, plan.call_timeout);
   }
 
   absl::StatusOr<uint64_t> daemon0 = ReadCpuTicks(plan.daemon_pid);
