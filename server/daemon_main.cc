@@ -4,11 +4,8 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
-#include "absl/strings/match.h"
-#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "base/flags_usage.h"
 #include "server/daemon.h"
 
 ABSL_FLAG(std::string, db, "./var/runreaper.db",
@@ -53,21 +50,14 @@ ABSL_FLAG(int, watch_queue_limit, 10000,
           "resume from).");
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  runreaper::base::SetFlagsUsage(
       "keeps job runners honest about their processes.\n"
       "Serves runreaper.v1.Reconciler, grpc.health.v1.Health and reflection on "
       "a unix socket.\nDefaults need no configuration: database "
       "./var/runreaper.db, socket ./var/runreaper.sock.\n"
       "  runreaperd [--db=PATH] [--socket=PATH] [--listen=HOST:PORT "
-      "--token_file=F] ...\n  runreaperd --once [--sweep]   (cron)");
-  absl::FlagsUsageConfig usage;
-  // --help lists this file's flags (absl's default filter wants *main.cc
-  // named after the binary).
-  usage.contains_help_flags = [](absl::string_view file) {
-    return absl::StrContains(file, "server/daemon_main");
-  };
-  usage.contains_helpshort_flags = usage.contains_help_flags;
-  absl::SetFlagsUsageConfig(usage);
+      "--token_file=F] ...\n  runreaperd --once [--sweep]   (cron)",
+      "server/daemon_main");
   absl::ParseCommandLine(argc, argv);
   runreaper::server::DaemonOptions options;
   options.db = absl::GetFlag(FLAGS_db);

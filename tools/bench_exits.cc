@@ -33,8 +33,8 @@ void SleepNanos(int64_t ns) {
 // When each exiter is told to exit: a shuffled order and jittered gaps
 // (uniform 0..2 × the mean gap), so that exits are spread over span_s.
 struct ExitSchedule {
-  std::vector<int> order;        // exiter index of the k-th exit
-  std::vector<int64_t> at_ns;    // k-th exit, ns after the phase starts
+  std::vector<int> order;      // exiter index of the k-th exit
+  std::vector<int64_t> at_ns;  // k-th exit, ns after the phase starts
 };
 
 ExitSchedule MakeSchedule(int e, double span_s, uint64_t seed) {
@@ -54,8 +54,8 @@ ExitSchedule MakeSchedule(int e, double span_s, uint64_t seed) {
 }
 
 // An ExitWatcher with exiter i armed under the key "i".
-std::unique_ptr<scanner::ExitWatcher> ArmExiters(
-    const scanner::ProcFs& procfs, const std::vector<int>& pids) {
+std::unique_ptr<scanner::ExitWatcher> ArmExiters(const scanner::ProcFs& procfs,
+                                                 const std::vector<int>& pids) {
   absl::StatusOr<std::unique_ptr<scanner::ExitWatcher>> watcher =
       scanner::ExitWatcher::Create(&procfs);
   if (!watcher.ok()) Die(watcher.status().ToString());
@@ -113,8 +113,8 @@ FloorResult MeasureFloor(const scanner::ProcFs& procfs,
   const int64_t start = MonoNanos();
   size_t next = 0;
   std::vector<int> pending;
-  const int64_t give_up = MonoNanos() + static_cast<int64_t>(span_s * 3e9) +
-                          30LL * 1000000000;
+  const int64_t give_up =
+      MonoNanos() + static_cast<int64_t>(span_s * 3e9) + 30LL * 1000000000;
   while ((next < schedule.order.size() || !pending.empty()) &&
          MonoNanos() < give_up) {
     const int64_t now = MonoNanos();

@@ -16,7 +16,7 @@ namespace runreaper::bench {
 // How the exits of one phase are triggered.
 struct ExitPlan {
   int exits = 1000;
-  double span_s = 4.0;  // exits at random times spread over this long
+  double span_s = 4.0;          // exits at random times spread over this long
   int poll_interval_ms = 1000;  // row (3)'s polling loop
 };
 

@@ -21,10 +21,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
-#include "absl/strings/match.h"
-#include "absl/strings/string_view.h"
+#include "base/flags_usage.h"
 #include "scanner/procfs.h"
 #include "tools/bench_checks.h"
 #include "tools/bench_exits.h"
@@ -69,7 +66,8 @@ int PositiveFlag(const char* name, int value) {
 int Main() {
   const bool quick = absl::GetFlag(FLAGS_quick);
   const int processes = PositiveFlag(
-      "processes", absl::GetFlag(FLAGS_processes).value_or(quick ? 1000 : 5000));
+      "processes",
+      absl::GetFlag(FLAGS_processes).value_or(quick ? 1000 : 5000));
   ExitPlan exit_plan;
   exit_plan.exits = PositiveFlag(
       "exits", absl::GetFlag(FLAGS_exits).value_or(quick ? 200 : 1000));
@@ -126,20 +124,14 @@ int Main() {
 }  // namespace runreaper::bench
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  runreaper::base::SetFlagsUsage(
       "what the scanner, the exit watcher and the reconcile pass cost against "
       "a live process table of N cheap children.\n"
       "Prints a table and, as the last line, one JSON object "
       "(docs/BENCHMARK.md).\n"
       "  bench [--quick] [--processes=N] [--exits=N] [--records=N] "
-      "[--poll_interval_ms=N]");
-  absl::FlagsUsageConfig usage;
-  // --help lists this file's flags, not every library's.
-  usage.contains_help_flags = [](absl::string_view file) {
-    return absl::StrContains(file, "tools/bench_main");
-  };
-  usage.contains_helpshort_flags = usage.contains_help_flags;
-  absl::SetFlagsUsageConfig(usage);
+      "[--poll_interval_ms=N]",
+      "tools/bench_main");
   absl::ParseCommandLine(argc, argv);
   return runreaper::bench::Main();
 }

@@ -20,8 +20,8 @@ struct PassBench {
   double pass_s = 0;        // with the exit watcher (armed where possible)
   double probe_pass_s = 0;  // no watcher: every record probed
   double setup_s = 0;
-  double list_s = 0;   // store->ListRunningForReconcile() alone
-  double batch_s = 0;  // store->ApplyPass() of one kAlive per record alone
+  double list_s = 0;        // store->ListRunningForReconcile() alone
+  double batch_s = 0;       // store->ApplyPass() of one kAlive per record alone
   double list_full_s = 0;   // store->ListRunning() (full protos + labels)
   double batch_full_s = 0;  // store->ApplyBatch() (reads each run back)
   int armed = 0;

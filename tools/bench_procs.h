@@ -83,8 +83,7 @@ class ExitHelper {
   void ReapAll();
 
  private:
-  [[noreturn]] static void Serve(int in, int out, int64_t* slots,
-                                 int capacity);
+  [[noreturn]] static void Serve(int in, int out, int64_t* slots, int capacity);
 
   pid_t pid_ = -1;
   int cmd_ = -1;

@@ -54,12 +54,13 @@ void PrintTable(const BenchReport& b, const Tails& t, double load) {
   const WalkResult& walk = b.walk;
   const CheckResult& checks = b.checks;
   const PassBench& pass = b.pass;
-  std::printf("runreaper benchmark: %d sleeping children (spawned in %.2f s), "
-              "%d processes in /proc, %d exits, %d records%s; load average "
-              "%.2f on %ld CPUs\n\n",
-              b.processes, b.spawn_s, walk.processes_seen, b.exits.exits,
-              b.passes.records, b.quick ? " (quick)" : "", load,
-              sysconf(_SC_NPROCESSORS_ONLN));
+  std::printf(
+      "runreaper benchmark: %d sleeping children (spawned in %.2f s), "
+      "%d processes in /proc, %d exits, %d records%s; load average "
+      "%.2f on %ld CPUs\n\n",
+      b.processes, b.spawn_s, walk.processes_seen, b.exits.exits,
+      b.passes.records, b.quick ? " (quick)" : "", load,
+      sysconf(_SC_NPROCESSORS_ONLN));
   std::printf("%-44s %14s %14s %8s %8s\n", "measurement", "ours", "reference",
               "ratio", "target");
   std::printf("%-44s %11.2f us %11.2f us %8.2f %8s\n",
@@ -88,11 +89,11 @@ void PrintTable(const BenchReport& b, const Tails& t, double load) {
               "(3f) watcher - floor per exit, p50 / p99", t.diff_p50,
               t.diff_p99, "", "-");
   std::printf("%-44s %11.3f ms %11.3f ms %8s %8s\n",
-              "(3h) small-parent exiters p50 (watch/floor)",
-              t.helper_watch_p50, t.helper_floor_p50, "", "-");
+              "(3h) small-parent exiters p50 (watch/floor)", t.helper_watch_p50,
+              t.helper_floor_p50, "", "-");
   std::printf("%-44s %11.3f ms %11.3f ms %8s %8s\n",
-              "(3h) small-parent exiters p99 (watch/floor)",
-              t.helper_watch_p99, t.helper_floor_p99, "", "-");
+              "(3h) small-parent exiters p99 (watch/floor)", t.helper_watch_p99,
+              t.helper_floor_p99, "", "-");
   std::printf("%-44s %11.3f s  %11.3f s  %8s %8s\n",
               absl::StrFormat("(4) reconcile pass, %d records (vs no pidfds)",
                               b.passes.records)

@@ -13,7 +13,7 @@ namespace runreaper::bench {
 
 // What was asked for and what was measured.
 struct BenchReport {
-  int processes = 0;  // sleepers spawned
+  int processes = 0;   // sleepers spawned
   double spawn_s = 0;  // time to spawn them
   bool quick = false;
   ExitPlan exits;

@@ -206,8 +206,8 @@ absl::StatusOr<PhaseResult> RunPhase(const PhasePlan& plan) {
   const int64_t end_ns = t0 + absl::ToInt64Nanoseconds(plan.duration);
   std::vector<std::thread> threads;
   for (int i = 0; i < n; ++i) {
-    threads.emplace_back(ClientLoop, std::cref(plan), i, stubs[i].get(),
-                         end_ns, per_client, &outs[i]);
+    threads.emplace_back(ClientLoop, std::cref(plan), i, stubs[i].get(), end_ns,
+                         per_client, &outs[i]);
   }
   for (std::thread& t : threads) t.join();
   const int64_t t1 = MonoNanos();

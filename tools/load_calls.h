@@ -41,10 +41,10 @@ struct PhasePlan {
   // A client stops after this many failed calls (the phase then reports
   // its errors rather than spinning on a failing daemon).
   int max_errors_per_client = 10;
-  std::string socket;       // unix socket path of the daemon
-  pid_t daemon_pid = 0;     // its CPU is read before and after
-  std::string run_prefix;   // unique per invocation: run ids start with it
-  std::string getrun_id;    // kGetRun: the run to read
+  std::string socket;      // unix socket path of the daemon
+  pid_t daemon_pid = 0;    // its CPU is read before and after
+  std::string run_prefix;  // unique per invocation: run ids start with it
+  std::string getrun_id;   // kGetRun: the run to read
 };
 
 struct PhaseResult {

@@ -44,7 +44,8 @@ bool ReapWithin(pid_t pid, absl::Duration deadline) {
 void RemoveDir(const std::string& dir) {
   if (DIR* d = ::opendir(dir.c_str())) {
     while (struct dirent* e = ::readdir(d)) {
-      if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) {
+      if (std::strcmp(e->d_name, ".") == 0 ||
+          std::strcmp(e->d_name, "..") == 0) {
         continue;
       }
       ::unlink(absl::StrCat(dir, "/", e->d_name).c_str());
@@ -74,9 +75,9 @@ absl::StatusOr<std::string> FindDaemonBinary(const std::string& argv0) {
   for (const std::string& c : candidates) {
     if (::access(c.c_str(), X_OK) == 0) return c;
   }
-  return absl::NotFoundError(absl::StrCat(
-      "runreaperd not found (looked at ", absl::StrJoin(candidates, ", "),
-      "); pass --daemon_binary"));
+  return absl::NotFoundError(absl::StrCat("runreaperd not found (looked at ",
+                                          absl::StrJoin(candidates, ", "),
+                                          "); pass --daemon_binary"));
 }
 
 absl::StatusOr<std::unique_ptr<OwnDaemon>> OwnDaemon::Start(
@@ -129,9 +130,9 @@ absl::StatusOr<std::unique_ptr<OwnDaemon>> OwnDaemon::Start(
     int status;
     if (::waitpid(pid, &status, WNOHANG) == pid) {
       daemon->pid_ = -1;
-      return absl::FailedPreconditionError(absl::StrCat(
-          binary, " exited during startup (status ", status, "): ",
-          LogTail(dir)));
+      return absl::FailedPreconditionError(
+          absl::StrCat(binary, " exited during startup (status ", status,
+                       "): ", LogTail(dir)));
     }
     if (::access(daemon->socket().c_str(), F_OK) == 0) {
       auto stub = v1::Reconciler::NewStub(grpc::CreateChannel(
@@ -149,9 +150,9 @@ absl::StatusOr<std::unique_ptr<OwnDaemon>> OwnDaemon::Start(
     }
     absl::SleepFor(absl::Milliseconds(20));
   }
-  return absl::DeadlineExceededError(absl::StrCat(
-      binary, " did not answer on ", daemon->socket(), " within ",
-      absl::FormatDuration(deadline), ": ", LogTail(dir)));
+  return absl::DeadlineExceededError(
+      absl::StrCat(binary, " did not answer on ", daemon->socket(), " within ",
+                   absl::FormatDuration(deadline), ": ", LogTail(dir)));
 }
 
 OwnDaemon::~OwnDaemon() {

@@ -19,17 +19,15 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/flags_usage.h"
 #include "tools/bench_util.h"
 #include "tools/json_line.h"
 #include "tools/load_calls.h"
@@ -53,7 +51,8 @@ ABSL_FLAG(std::string, dir, "/tmp",
 ABSL_FLAG(int, daemon_pid, 0,
           "Pid whose CPU (utime+stime in /proc/<pid>/stat) is reported; 0 = "
           "the socket's peer (SO_PEERCRED), i.e. the daemon serving it.");
-ABSL_FLAG(std::vector<std::string>, clients, std::vector<std::string>({"1", "8", "32"}),
+ABSL_FLAG(std::vector<std::string>, clients,
+          std::vector<std::string>({"1", "8", "32"}),
           "Client counts to run each call at (comma-separated). Each client "
           "is a thread with its own connection.");
 ABSL_FLAG(std::vector<std::string>, calls,
@@ -98,11 +97,10 @@ void PrintRow(const Phase& p) {
   const double client_pct = r.wall_s > 0 ? 100 * r.client_cpu_s / r.wall_s : 0;
   std::string lat;
   if (p.call == Call::kRegisterFinish) {
-    lat = absl::StrFormat("reg %7.3f/%7.3f  fin %7.3f/%7.3f",
-                          bench::Percentile(r.first_ms, 50),
-                          bench::Percentile(r.first_ms, 99),
-                          bench::Percentile(r.second_ms, 50),
-                          bench::Percentile(r.second_ms, 99));
+    lat = absl::StrFormat(
+        "reg %7.3f/%7.3f  fin %7.3f/%7.3f", bench::Percentile(r.first_ms, 50),
+        bench::Percentile(r.first_ms, 99), bench::Percentile(r.second_ms, 50),
+        bench::Percentile(r.second_ms, 99));
   } else {
     lat = absl::StrFormat("%7.3f/%7.3f", bench::Percentile(r.first_ms, 50),
                           bench::Percentile(r.first_ms, 99));
@@ -171,8 +169,10 @@ int Main(const std::string& argv0) {
   const int page = absl::GetFlag(FLAGS_list_page_size);
   if (clients.empty() || calls.empty() || duration <= absl::ZeroDuration() ||
       duration > absl::Hours(1) || max_ops < 1 || page < 1 || page > 1000) {
-    Fail("need --clients and --calls, 0 < --duration <= 1h, --max_ops >= 1, "
-         "--list_page_size in 1..1000", 2);
+    Fail(
+        "need --clients and --calls, 0 < --duration <= 1h, --max_ops >= 1, "
+        "--list_page_size in 1..1000",
+        2);
   }
 
   std::unique_ptr<OwnDaemon> own;
@@ -194,12 +194,16 @@ int Main(const std::string& argv0) {
   if (daemon_pid <= 0) {
     absl::StatusOr<pid_t> peer = PeerPid(socket);
     if (!peer.ok()) Fail(peer.status().ToString());
-    if (*peer <= 0) Fail(absl::StrCat(socket, ": peer is outside our PID namespace; pass --daemon_pid"));
+    if (*peer <= 0) {
+      Fail(absl::StrCat(socket,
+                        ": the daemon is outside our PID namespace; "
+                        "pass --daemon_pid"));
+    }
     daemon_pid = *peer;
   }
 
-  const std::string prefix = absl::StrCat(
-      "load-", absl::ToUnixMicros(absl::Now()), "-", ::getpid());
+  const std::string prefix =
+      absl::StrCat("load-", absl::ToUnixMicros(absl::Now()), "-", ::getpid());
   const std::string getrun_id = prefix + "-get";
   const absl::Duration timeout = absl::GetFlag(FLAGS_call_timeout);
   if (absl::Status s = SeedRun(socket, getrun_id, timeout); !s.ok()) {
@@ -207,11 +211,12 @@ int Main(const std::string& argv0) {
   }
 
   const double load_start = LoadAverage();
-  std::printf("runreaper load: daemon pid %d on %s%s, %s per phase, load "
-              "average %.2f on %ld CPUs\n\n",
-              daemon_pid, socket.c_str(), own ? " (started here)" : "",
-              absl::FormatDuration(duration).c_str(), load_start,
-              ::sysconf(_SC_NPROCESSORS_ONLN));
+  std::printf(
+      "runreaper load: daemon pid %d on %s%s, %s per phase, load "
+      "average %.2f on %ld CPUs\n\n",
+      daemon_pid, socket.c_str(), own ? " (started here)" : "",
+      absl::FormatDuration(duration).c_str(), load_start,
+      ::sysconf(_SC_NPROCESSORS_ONLN));
   std::printf("%-16s %7s %10s %11s  %-34s %9s %9s %6s\n", "call", "clients",
               "ops", "ops/s", "p50/p99 ms", "daemon%", "client%", "errors");
   std::vector<Phase> phases;
@@ -253,10 +258,11 @@ int Main(const std::string& argv0) {
       .Number("loadavg", LoadAverage(), 2);
   absl::StatusOr<std::string> line = j.ToString();
   if (!line.ok()) Fail(line.status().ToString());
-  std::printf("\nnotes: daemon%% and client%% are utime+stime over the "
-              "phase's wall time (100 = one CPU); latencies per call, "
-              "nearest-rank percentiles of successful calls.\n\n%s\n",
-              line->c_str());
+  std::printf(
+      "\nnotes: daemon%% and client%% are utime+stime over the "
+      "phase's wall time (100 = one CPU); latencies per call, "
+      "nearest-rank percentiles of successful calls.\n\n%s\n",
+      line->c_str());
   return errors == 0 ? 0 : 1;
 }
 
@@ -264,18 +270,13 @@ int Main(const std::string& argv0) {
 }  // namespace runreaper::load
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  runreaper::base::SetFlagsUsage(
       "loads runreaperd over its unix socket: N client threads, fixed "
       "duration,\nops/s and p50/p99 per call, and the daemon's CPU "
       "(docs/BENCHMARK.md).\n"
       "  load --start_daemon | --socket=PATH  [--clients=1,8,32] "
-      "[--calls=register_finish,getrun,listruns] [--duration=5s]");
-  absl::FlagsUsageConfig usage;
-  usage.contains_help_flags = [](absl::string_view file) {
-    return absl::StrContains(file, "tools/load_main");
-  };
-  usage.contains_helpshort_flags = usage.contains_help_flags;
-  absl::SetFlagsUsageConfig(usage);
+      "[--calls=register_finish,getrun,listruns] [--duration=5s]",
+      "tools/load_main");
   absl::ParseCommandLine(argc, argv);
   return runreaper::load::Main(argv[0]);
 }

@@ -23,8 +23,8 @@ absl::StatusOr<uint64_t> ParseCpuTicks(absl::string_view stat_line) {
     return absl::InvalidArgumentError("stat line has no ')'");
   }
   // After "comm)": " state ppid ..." — state is field 3, utime field 14.
-  const std::vector<absl::string_view> fields = absl::StrSplit(
-      stat_line.substr(close + 1), ' ', absl::SkipEmpty());
+  const std::vector<absl::string_view> fields =
+      absl::StrSplit(stat_line.substr(close + 1), ' ', absl::SkipEmpty());
   constexpr size_t kUtime = 14 - 3;
   constexpr size_t kStime = 15 - 3;
   if (fields.size() <= kStime) {
@@ -69,8 +69,7 @@ absl::StatusOr<pid_t> PeerPid(const std::string& path) {
   struct ucred cred = {};
   socklen_t len = sizeof(cred);
   if (::getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
-    return absl::ErrnoToStatus(errno,
-                               absl::StrCat("SO_PEERCRED on ", path));
+    return absl::ErrnoToStatus(errno, absl::StrCat("SO_PEERCRED on ", path));
   }
   return cred.pid;
 }

@@ -43,8 +43,8 @@ std::string LastLine(const std::string& out) {
 }
 
 TEST(LoadTest, LoadsItsOwnDaemonAndPrintsCountsAsJson) {
-  const LoadOutput run = RunLoad(
-      "--start_daemon --clients=1,2 --duration=150ms --dir=/tmp");
+  const LoadOutput run =
+      RunLoad("--start_daemon --clients=1,2 --duration=150ms --dir=/tmp");
   ASSERT_EQ(run.exit_code, 0) << run.out;
   google::protobuf::Struct json;
   ASSERT_TRUE(
