@@ -78,6 +78,14 @@ namespace {
   std::exit(code);
 }
 
+// `bazel run` starts us in the runfiles tree: a relative path the user typed
+// is relative to where they typed it (BUILD_WORKING_DIRECTORY).
+std::string FromUserDir(const std::string& path) {
+  const char* wd = std::getenv("BUILD_WORKING_DIRECTORY");
+  if (path.empty() || path[0] == '/' || wd == nullptr) return path;
+  return absl::StrCat(wd, "/", path);
+}
+
 double LoadAverage() {
   double load[3] = {0, 0, 0};
   getloadavg(load, 3);
@@ -144,7 +152,7 @@ void AddJson(const Phase& p, tools::JsonLine* j) {
 }
 
 int Main(const std::string& argv0) {
-  const std::string socket_flag = absl::GetFlag(FLAGS_socket);
+  const std::string socket_flag = FromUserDir(absl::GetFlag(FLAGS_socket));
   const bool start = absl::GetFlag(FLAGS_start_daemon);
   if (socket_flag.empty() == !start) {
     Fail("give exactly one of --socket=PATH and --start_daemon (try --help)",
@@ -178,14 +186,14 @@ int Main(const std::string& argv0) {
   std::unique_ptr<OwnDaemon> own;
   std::string socket = socket_flag;
   if (start) {
-    std::string binary = absl::GetFlag(FLAGS_daemon_binary);
+    std::string binary = FromUserDir(absl::GetFlag(FLAGS_daemon_binary));
     if (binary.empty()) {
       absl::StatusOr<std::string> found = FindDaemonBinary(argv0);
       if (!found.ok()) Fail(found.status().ToString());
       binary = *found;
     }
     absl::StatusOr<std::unique_ptr<OwnDaemon>> d = OwnDaemon::Start(
-        binary, absl::GetFlag(FLAGS_dir), {}, absl::Seconds(30));
+        binary, FromUserDir(absl::GetFlag(FLAGS_dir)), {}, absl::Seconds(30));
     if (!d.ok()) Fail(d.status().ToString());
     own = *std::move(d);
     socket = own->socket();
