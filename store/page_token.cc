@@ -37,18 +37,28 @@ std::string Encode(int64_t seq, uint64_t fingerprint) {
 }
 
 absl::StatusOr<int64_t> Decode(absl::string_view token, uint64_t fingerprint) {
-  auto bad = [&token](absl::string_view why) {
+  if (token.size() > kMaxTokenBytes) {
+    // Not echoed: it is longer than any token Encode makes.
     return absl::InvalidArgumentError(
-        absl::StrCat("invalid page_token \"", token, "\": ", why));
+        absl::StrCat("invalid page_token (", token.size(),
+                     " bytes): longer than any token this server issues"));
+  }
+  // The client's bytes are echoed escaped: they may hold control characters.
+  auto bad = [&token](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "invalid page_token \"", absl::CHexEscape(token), "\": ", why));
   };
   std::string raw;
   if (!absl::WebSafeBase64Unescape(token, &raw)) return bad("not base64");
-  std::vector<std::string> parts = absl::StrSplit(raw, ':');
+  std::vector<absl::string_view> parts = absl::StrSplit(raw, ':');
   int64_t seq = 0;
   uint64_t fp = 0;
+  // Parsed leniently, then held to the one spelling Encode produces (so a
+  // sign, leading zeros, upper-case hex or base64 padding are refused).
   if (parts.size() != 3 || parts[0] != "r1" ||
       !absl::SimpleAtoi(parts[1], &seq) || seq <= 0 ||
-      parts[2].size() != 16 || !absl::SimpleHexAtoi(parts[2], &fp)) {
+      parts[2].size() != 16 || !absl::SimpleHexAtoi(parts[2], &fp) ||
+      Encode(seq, fp) != token) {
     return bad("not a token issued by this server");
   }
   if (fp != fingerprint) {

@@ -8,6 +8,7 @@
 #ifndef RUNREAPER_STORE_PAGE_TOKEN_H_
 #define RUNREAPER_STORE_PAGE_TOKEN_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -26,9 +27,17 @@ uint64_t Fingerprint(::runreaper::v1::RunState state,
 // The token for a page that ended at `seq` under the filter `fingerprint`.
 std::string Encode(int64_t seq, uint64_t fingerprint);
 
+// Longest token Decode looks at: Encode's output is at most 52 bytes
+// (39 raw bytes for the largest seq).
+inline constexpr size_t kMaxTokenBytes = 64;
+
 // The `seq` a token issued by Encode(seq, fingerprint) carries.
-// INVALID_ARGUMENT when `token` is not such a token (not base64, not the r1
-// layout, seq not positive) or was issued for another fingerprint.
+// INVALID_ARGUMENT when `token` is longer than kMaxTokenBytes, is not
+// byte-for-byte what Encode(seq, fp) returns for some positive seq and some
+// fp (not base64, not the r1 layout, another spelling of the numbers), or was
+// issued for another fingerprint. The message quotes the token C-escaped
+// (never when it is over kMaxTokenBytes), so a client's control characters
+// never reach a log or terminal through it.
 absl::StatusOr<int64_t> Decode(absl::string_view token, uint64_t fingerprint);
 
 }  // namespace runreaper::store::page_token

@@ -75,5 +75,48 @@ TEST(PageTokenTest, RefusesGarbledTokens) {
   }
 }
 
+// Only the exact bytes Encode issues are a token: another spelling of the
+// same numbers (sign, leading zeros, upper-case hex, base64 padding) is not
+// something this server handed out.
+TEST(PageTokenTest, RefusesOtherSpellingsOfAValidToken) {
+  const uint64_t fp = 0xabcULL;
+  ASSERT_TRUE(Decode(Encode(5, fp), fp).ok());
+  for (const std::string& raw : {
+           std::string("r1:+5:0000000000000abc"),
+           std::string("r1:05:0000000000000abc"),
+           std::string("r1: 5:0000000000000abc"),
+           std::string("r1:5:0000000000000ABC"),
+       }) {
+    const std::string token = absl::WebSafeBase64Escape(raw);
+    absl::StatusOr<int64_t> s = Decode(token, fp);
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument)
+        << raw << " gave " << (s.ok() ? std::to_string(*s) : "") << s.status();
+  }
+  // "r1:50:..." is 22 bytes, so its base64 has a padded spelling too.
+  ASSERT_TRUE(Decode(Encode(50, fp), fp).ok());
+  EXPECT_EQ(Decode(Encode(50, fp) + "==", fp).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(PageTokenTest, AnOverlongTokenIsRefusedAndNotEchoed) {
+  const std::string huge(100000, 'A');
+  absl::StatusOr<int64_t> s = Decode(huge, 0);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_LT(s.status().message().size(), 200u) << s.status();
+  EXPECT_NE(s.status().message().find("100000 bytes"), absl::string_view::npos)
+      << s.status();
+}
+
+TEST(PageTokenTest, TheErrorMessageEscapesTheClientsBytes) {
+  constexpr char kBad[] = "x\n\x1b[31mforged\r\0tail";
+  absl::StatusOr<int64_t> s = Decode(std::string(kBad, sizeof(kBad) - 1), 0);
+  ASSERT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  for (char c : s.status().message()) {
+    EXPECT_TRUE(c >= 0x20 && c < 0x7f)
+        << "raw byte " << static_cast<int>(c) << " in: "
+        << absl::CHexEscape(s.status().message());
+  }
+}
+
 }  // namespace
 }  // namespace runreaper::store::page_token
