@@ -221,7 +221,7 @@ bool TimedOut(absl::Time last_seen_alive, absl::Time now,
   return now - last_seen_alive > stale_after;
 }
 
-Evidence GatherEvidence(const ProcFs& procfs, const Observer& observer,
+Evidence GatherEvidence(const ProcFs& procfs, const LivenessObserver& observer,
                         const RecordIdentity& record,
                         const Snapshot* snapshot) {
   Evidence evidence;

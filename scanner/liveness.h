@@ -55,8 +55,10 @@ Verdict Decide(const Evidence& evidence);
 bool TimedOut(absl::Time last_seen_alive, absl::Time now,
               absl::Duration stale_after);
 
-// What the observer knows about itself, gathered once per pass.
-struct Observer {
+// What the observer knows about itself, gathered once per pass: the facts a
+// record's identity is compared against. (Membership's SweepObserver is the
+// signaller's own identity, a different question.)
+struct LivenessObserver {
   uint64_t pidns_inode = 0;
   std::string boot_id;
 };
@@ -74,7 +76,7 @@ struct RecordIdentity {
 // record's pid, translated to the observer's pid), kill(pid, 0), and the stat
 // read. `snapshot` (with_status + with_pidns) is needed only for records in a
 // foreign namespace; pass nullptr when none is at hand.
-Evidence GatherEvidence(const ProcFs& procfs, const Observer& observer,
+Evidence GatherEvidence(const ProcFs& procfs, const LivenessObserver& observer,
                         const RecordIdentity& record,
                         const Snapshot* snapshot);
 

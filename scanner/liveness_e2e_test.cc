@@ -93,7 +93,7 @@ class LivenessE2eTest : public ::testing::Test {
   }
 
   ProcFs procfs_;
-  Observer observer_;
+  LivenessObserver observer_;
   Evidence evidence_;
 };
 
@@ -313,7 +313,7 @@ TEST_F(LivenessE2eTest, EpermWithoutProcfsEvidenceIsUnknownNotDead) {
       rep.error = 4;
     } else {
       const ProcFs hidden(dir);
-      Observer obs;
+      LivenessObserver obs;
       absl::StatusOr<uint64_t> ns = hidden.SelfPidNs();
       absl::StatusOr<std::string> boot = hidden.ReadBootId();
       if (!ns.ok() || !boot.ok()) {

@@ -87,7 +87,7 @@ absl::StatusOr<std::string> ProcFsEvidence::ReadCgroup(int pid) {
 }
 
 absl::Status CheckDedicatedCgroup(const RunSpec& run,
-                                  const Observer& observer) {
+                                  const SweepObserver& observer) {
   if (run.cgroup.empty() || run.cgroup == "/" || run.cgroup.front() != '/' ||
       absl::StrContains(run.cgroup, "/../") ||
       absl::EndsWith(run.cgroup, "/..")) {
@@ -176,7 +176,7 @@ struct RunPlan {
   bool by_cgroup = false;
 };
 
-RunPlan PlanRun(const RunSpec& run, const Observer& observer,
+RunPlan PlanRun(const RunSpec& run, const SweepObserver& observer,
                 const std::unordered_map<int, const ProcessInfo*>& by_pid,
                 std::vector<std::string>* notes) {
   RunPlan plan;
@@ -230,7 +230,7 @@ RunPlan PlanRun(const RunSpec& run, const Observer& observer,
   return plan;
 }
 
-bool Excluded(const ProcessInfo& p, const Observer& observer,
+bool Excluded(const ProcessInfo& p, const SweepObserver& observer,
               const std::unordered_set<int>& ancestors) {
   if (p.pid <= 1 || p.pgid <= 1 || p.sid <= 0) return true;
   if (p.pid == observer.pid) return true;
@@ -244,7 +244,7 @@ bool Excluded(const ProcessInfo& p, const Observer& observer,
 
 }  // namespace
 
-Membership FindMembers(const Snapshot& snapshot, const Observer& observer,
+Membership FindMembers(const Snapshot& snapshot, const SweepObserver& observer,
                        const std::vector<RunSpec>& runs,
                        ProcessEvidence& evidence) {
   Membership out;

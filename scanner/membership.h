@@ -67,8 +67,10 @@ struct RunSpec {
   bool include_leader = false;
 };
 
-// Who is looking: the process that would send the signals.
-struct Observer {
+// Who is looking: the process that would send the signals, and what it must
+// never signal (itself, its group, session, cgroup and ancestors). Not the
+// liveness pass's LivenessObserver, which holds only namespace and boot id.
+struct SweepObserver {
   int pid = 0;
   int pgid = 0;
   int sid = 0;
@@ -132,14 +134,15 @@ struct Membership {
 // Members of every run in `runs` among `snapshot`'s processes. A process may
 // be a member of more than one run. Reads environ/cgroup through `evidence`
 // at most once per process.
-Membership FindMembers(const Snapshot& snapshot, const Observer& observer,
+Membership FindMembers(const Snapshot& snapshot, const SweepObserver& observer,
                        const std::vector<RunSpec>& runs,
                        ProcessEvidence& evidence);
 
 // OK when run.cgroup may be used as the run's own cgroup: nonempty, absolute,
 // not "/", and not holding the observer (when the observer's is known).
 // FAILED_PRECONDITION naming the run and cgroup otherwise.
-absl::Status CheckDedicatedCgroup(const RunSpec& run, const Observer& observer);
+absl::Status CheckDedicatedCgroup(const RunSpec& run,
+                                  const SweepObserver& observer);
 
 // The cgroup v2 mount in /proc/<pid>/mountinfo text: its mount point and the
 // hierarchy path mounted there (field 4, usually "/"). nullopt when there is

@@ -52,8 +52,8 @@ ProcessInfo Proc(int pid, int ppid, int pgid, int sid, uint64_t start,
 }
 
 // The observer is pid 50 in group/session 40, child of 40, child of 1.
-Observer TheObserver() {
-  Observer o;
+SweepObserver TheObserver() {
+  SweepObserver o;
   o.pid = 50;
   o.pgid = 40;
   o.sid = 40;
@@ -215,7 +215,7 @@ TEST(MembershipTest, ForeignOrUnknownNamespaceHasNoMembers) {
   EXPECT_TRUE(FindMembers(s, TheObserver(), {run}, ev).members.empty());
   run.pidns_inode = 0;
   EXPECT_TRUE(FindMembers(s, TheObserver(), {run}, ev).members.empty());
-  Observer o = TheObserver();
+  SweepObserver o = TheObserver();
   o.pidns_inode = 0;
   EXPECT_TRUE(FindMembers(s, o, {TheRun()}, ev).members.empty());
   EXPECT_TRUE(ev.environ_reads.empty());
@@ -244,7 +244,7 @@ TEST(MembershipTest, NeverInitSelfOwnGroupSessionOrAncestors) {
   Snapshot t;
   t.processes = {Proc(1, 0, 1, 1, 1), Proc(30, 1, 30, 30, 5),
                  Proc(40, 30, 40, 40, 10), Proc(50, 40, 40, 40, 20)};
-  Observer o = TheObserver();
+  SweepObserver o = TheObserver();
   o.ancestors = AncestorsIn(t, 50);
   EXPECT_EQ(o.ancestors, (std::vector<int>{40, 30, 1}));
   FakeEvidence ev2;

@@ -63,8 +63,8 @@ struct ProbeKey {
 // What the observer knows about itself. A failed read leaves the field
 // unknown, which Decide() treats conservatively (never REBOOTED on a missing
 // boot id; an unknown namespace verifies nothing).
-scanner::Observer ReadObserver(const scanner::ProcFs& procfs) {
-  scanner::Observer observer;
+scanner::LivenessObserver ReadObserver(const scanner::ProcFs& procfs) {
+  scanner::LivenessObserver observer;
   absl::StatusOr<uint64_t> ns = procfs.SelfPidNs();
   if (ns.ok()) {
     observer.pidns_inode = *ns;
@@ -81,7 +81,7 @@ scanner::Observer ReadObserver(const scanner::ProcFs& procfs) {
 }
 
 bool BootMatches(const store::RunningRecord& run,
-                 const scanner::Observer& observer) {
+                 const scanner::LivenessObserver& observer) {
   return run.boot_id.empty() || observer.boot_id.empty() ||
          run.boot_id == observer.boot_id;
 }
@@ -130,7 +130,7 @@ absl::StatusOr<PassResult> Reconciler::ReconcileRuns(
 absl::StatusOr<PassResult> Reconciler::ReconcileLocked(
     const std::vector<store::RunningRecord>& runs, bool dry_run) {
   const absl::Time now = options_.clock();
-  const scanner::Observer observer = ReadObserver(*procfs_);
+  const scanner::LivenessObserver observer = ReadObserver(*procfs_);
 
   // The full walk (with status and ns/pid, the expensive kind) is needed only
   // to verify a foreign namespace; taken at most once per pass, lazily.
@@ -256,7 +256,7 @@ absl::Status Reconciler::Watch(const v1::Run& run) {
   if (run.pidns_inode() == 0 || run.start_time_ticks() == 0 || run.pid() <= 0) {
     return absl::OkStatus();
   }
-  const scanner::Observer observer = ReadObserver(*procfs_);
+  const scanner::LivenessObserver observer = ReadObserver(*procfs_);
   if (observer.pidns_inode == 0 || run.pidns_inode() != observer.pidns_inode ||
       run.boot_id().empty() || observer.boot_id.empty() ||
       run.boot_id() != observer.boot_id) {

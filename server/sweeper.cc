@@ -134,8 +134,8 @@ struct Sweeper::Impl {
   absl::Mutex mu;  // one sweep at a time
 
   // The observer (this process) as seen in `snapshot`.
-  scanner::Observer ObserverIn(const scanner::Snapshot& snapshot) const {
-    scanner::Observer o;
+  scanner::SweepObserver ObserverIn(const scanner::Snapshot& snapshot) const {
+    scanner::SweepObserver o;
     o.pid = ::getpid();
     o.pgid = ::getpgrp();
     o.sid = ::getsid(0);
@@ -148,9 +148,9 @@ struct Sweeper::Impl {
   }
 
   absl::StatusOr<Membership> ListOnce(const std::vector<RunSpec>& specs,
-                                      scanner::Observer* observer) const {
+                                      scanner::SweepObserver* observer) const {
     ASSIGN_OR_RETURN(scanner::Snapshot snap, procfs->Walk());
-    scanner::Observer o = ObserverIn(snap);
+    scanner::SweepObserver o = ObserverIn(snap);
     scanner::ProcFsEvidence evidence(procfs);
     Membership m = scanner::FindMembers(snap, o, specs, evidence);
     if (observer != nullptr) *observer = std::move(o);
@@ -159,8 +159,9 @@ struct Sweeper::Impl {
 
   // Re-lists until two listings in a row agree, so a process forked while we
   // were listing is caught.
-  absl::StatusOr<Membership> ListStable(const std::vector<RunSpec>& specs,
-                                        scanner::Observer* observer) const {
+  absl::StatusOr<Membership> ListStable(
+      const std::vector<RunSpec>& specs,
+      scanner::SweepObserver* observer) const {
     ASSIGN_OR_RETURN(Membership prev, ListOnce(specs, observer));
     for (int i = 0; i < kMaxRelists; ++i) {
       ASSIGN_OR_RETURN(Membership next, ListOnce(specs, observer));
@@ -281,7 +282,7 @@ struct Sweeper::Impl {
   // cgroup that holds neither us nor any ancestor of ours, claimed once in
   // the store under pid 0 so overlapping sweeps write it once (a claim never
   // recorded sent is taken over after the lease, as in Escalate).
-  void CgroupKill(const RunSpec& spec, const scanner::Observer& observer,
+  void CgroupKill(const RunSpec& spec, const scanner::SweepObserver& observer,
                   v1::SweepResponse* response) const {
     if (!scanner::CheckDedicatedCgroup(spec, observer).ok()) return;
     if (spec.pidns_inode == 0 || spec.pidns_inode != observer.pidns_inode) {
@@ -340,7 +341,7 @@ struct Sweeper::Impl {
     specs.reserve(runs.size());
     for (const v1::Run& r : runs) specs.push_back(SpecOf(r));
 
-    scanner::Observer observer;
+    scanner::SweepObserver observer;
     ASSIGN_OR_RETURN(Membership members, ListStable(specs, &observer));
     std::vector<Member> targets = Targets(members);
     if (dry_run) {

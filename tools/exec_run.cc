@@ -102,7 +102,7 @@ struct Ladder {
   std::vector<scanner::Member> Members() const {
     absl::StatusOr<scanner::Snapshot> snap = procfs->Walk();
     if (!snap.ok()) return {};
-    scanner::Observer o;
+    scanner::SweepObserver o;
     o.pid = ::getpid();
     o.pgid = ::getpgrp();
     o.sid = ::getsid(0);
