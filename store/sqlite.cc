@@ -163,6 +163,24 @@ Database::~Database() {
   sqlite3_close_v2(db_);
 }
 
+namespace {
+
+// `sql` prepared on `db` and stepped once, positioned on its first row;
+// INTERNAL when it returns no row.
+absl::StatusOr<ScopedStatement> FirstRow(Database& db, const std::string& sql) {
+  absl::StatusOr<ScopedStatement> stmt = db.Prepare(sql);
+  if (!stmt.ok()) return stmt.status();
+  absl::StatusOr<bool> row = (*stmt)->Step();
+  if (!row.ok()) return row.status();
+  if (!*row) {
+    return absl::InternalError(
+        absl::StrCat("\"", sql, "\" on ", db.path(), " returned no row"));
+  }
+  return stmt;
+}
+
+}  // namespace
+
 absl::Status Database::Exec(const std::string& sql) {
   char* err = nullptr;
   const int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err);
@@ -174,26 +192,14 @@ absl::Status Database::Exec(const std::string& sql) {
 }
 
 absl::StatusOr<int64_t> Database::QueryInt(const std::string& sql) {
-  absl::StatusOr<ScopedStatement> stmt = Prepare(sql);
+  absl::StatusOr<ScopedStatement> stmt = FirstRow(*this, sql);
   if (!stmt.ok()) return stmt.status();
-  absl::StatusOr<bool> row = (*stmt)->Step();
-  if (!row.ok()) return row.status();
-  if (!*row) {
-    return absl::InternalError(
-        absl::StrCat("\"", sql, "\" on ", path_, " returned no row"));
-  }
   return (*stmt)->ColumnInt(0);
 }
 
 absl::StatusOr<std::string> Database::QueryText(const std::string& sql) {
-  absl::StatusOr<ScopedStatement> stmt = Prepare(sql);
+  absl::StatusOr<ScopedStatement> stmt = FirstRow(*this, sql);
   if (!stmt.ok()) return stmt.status();
-  absl::StatusOr<bool> row = (*stmt)->Step();
-  if (!row.ok()) return row.status();
-  if (!*row) {
-    return absl::InternalError(
-        absl::StrCat("\"", sql, "\" on ", path_, " returned no row"));
-  }
   return (*stmt)->ColumnText(0);
 }
 
