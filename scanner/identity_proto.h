@@ -1,26 +1,43 @@
-// Copies an identity read from /proc into the API's messages: a v1::Run or a
-// v1::RegisterRunRequest (they use the same field names). The cgroup is
-// deliberately not copied: a process's current cgroup is usually shared with
-// its runner, and only a cgroup of the run's own may ever be recorded (see
-// docs/DESIGN.md, "Orphans and the sweep").
+// The one conversion between an Identity (identity.h) and the API's
+// messages, v1::Run and v1::RegisterRunRequest (they use the same field
+// names). Every place that moves a run's identity into or out of a message
+// goes through here, so a new identity field is added in one place.
 #ifndef RUNREAPER_SCANNER_IDENTITY_PROTO_H_
 #define RUNREAPER_SCANNER_IDENTITY_PROTO_H_
 
-#include "scanner/procfs.h"
+#include "runreaper/v1/runreaper.pb.h"
+#include "scanner/identity.h"
 
 namespace runreaper::scanner {
 
-template <typename Message>
-void SetIdentity(const Identity& id, Message* message) {
-  message->set_pid(id.pid);
-  message->set_pgid(id.pgid);
-  message->set_sid(id.sid);
-  message->set_pidns_inode(id.pidns_inode);
-  message->set_start_time_ticks(id.start_time);
-  message->set_boot_id(id.boot_id);
-  message->set_uid(id.uid);
-  message->set_comm(id.comm);
-}
+// Whether SetIdentity writes the cgroup field. kOmit for an identity read
+// from /proc: a process's current cgroup is usually shared with its runner,
+// and only a cgroup of the run's own may ever be recorded (docs/DESIGN.md,
+// "Orphans and the sweep"). kCopy only for an identity whose cgroup is the
+// run's own: one read from a record or a request (IdentityOf), or one whose
+// cgroup the caller has set to the run's fresh directory.
+enum class CgroupField { kOmit, kCopy };
+
+// Makes the message's identity fields exactly `id`: each known field is set,
+// each unknown one (0, "", no uid) is cleared, so a request carries only
+// what is known and has_*() is false for the rest. With kOmit the message's
+// cgroup is left as it was.
+void SetIdentity(const Identity& id, ::runreaper::v1::Run* run,
+                 CgroupField cgroup = CgroupField::kOmit);
+void SetIdentity(const Identity& id, ::runreaper::v1::RegisterRunRequest* request,
+                 CgroupField cgroup = CgroupField::kOmit);
+
+// The identity a message holds, the cgroup included (a message's cgroup is
+// the run's own). A field the message lacks is unknown; a field sent as 0
+// or "" is unknown too (the API gives both the same meaning), so
+// SetIdentity(IdentityOf(m)) reproduces every field m sent with a value.
+Identity IdentityOf(const ::runreaper::v1::Run& run);
+Identity IdentityOf(const ::runreaper::v1::RegisterRunRequest& request);
+
+// Whether the request carries any identity field beyond the pid. Then the
+// record holds exactly what was sent; otherwise the server reads the
+// identity from its own /proc.
+bool HasIdentityFields(const ::runreaper::v1::RegisterRunRequest& request);
 
 }  // namespace runreaper::scanner
 

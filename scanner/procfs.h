@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "base/fd.h"
+#include "scanner/identity.h"
 #include "scanner/proc_parse.h"
 
 namespace runreaper::scanner {
@@ -44,19 +45,6 @@ struct Snapshot {
   std::vector<ProcessInfo> processes;  // ascending pid
   int vanished = 0;    // listed by readdir, gone before it could be read
   int unreadable = 0;  // present but a read failed (EACCES, garbled, ...)
-};
-
-// The identity a run record holds, read for one pid.
-struct Identity {
-  int pid = 0;
-  int pgid = 0;
-  int sid = 0;
-  uint64_t pidns_inode = 0;
-  uint64_t start_time = 0;
-  std::string boot_id;
-  uint32_t uid = 0;
-  std::string comm;
-  std::string cgroup;  // v2 path, "" when none
 };
 
 class ProcFs {
@@ -96,7 +84,8 @@ class ProcFs {
   // Errors: only when the root itself cannot be opened or listed.
   absl::StatusOr<Snapshot> Walk(const WalkOptions& options = {}) const;
 
-  // Everything a run record holds for `pid` (see Identity). The reads go
+  // Everything a run record holds for `pid` (see Identity; every field is
+  // known, cgroup is the process's current one). The reads go
   // through a held <root>/<pid> directory fd, so a pid reused mid-capture
   // fails instead of mixing two processes. NOT_FOUND when the process is
   // gone, or when `pid` is a thread id ("pid N is a thread of process M, not

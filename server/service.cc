@@ -14,15 +14,6 @@
 #include "server/bearer_auth.h"
 
 namespace runreaper::server {
-namespace {
-
-bool HasIdentity(const v1::RegisterRunRequest& r) {
-  return r.has_pgid() || r.has_sid() || r.has_pidns_inode() ||
-         r.has_start_time_ticks() || r.has_boot_id() || r.has_uid() ||
-         r.has_comm() || r.has_cgroup();
-}
-
-}  // namespace
 
 ReconcilerService::ReconcilerService(store::RunStore* store,
                                      const scanner::ProcFs* procfs,
@@ -100,16 +91,11 @@ absl::StatusOr<v1::Run> ReconcilerService::DoRegister(
   run.set_pid(r.pid());
   *run.mutable_labels() = r.labels();
   run.set_keep(r.keep());
-  if (HasIdentity(r)) {
-    // The caller may live in another namespace: store exactly what it sent.
-    if (r.has_pgid()) run.set_pgid(r.pgid());
-    if (r.has_sid()) run.set_sid(r.sid());
-    if (r.has_pidns_inode()) run.set_pidns_inode(r.pidns_inode());
-    if (r.has_start_time_ticks()) run.set_start_time_ticks(r.start_time_ticks());
-    if (r.has_boot_id()) run.set_boot_id(r.boot_id());
-    if (r.has_uid()) run.set_uid(r.uid());
-    if (r.has_comm()) run.set_comm(r.comm());
-    if (r.has_cgroup()) run.set_cgroup(r.cgroup());
+  if (scanner::HasIdentityFields(r)) {
+    // The caller may live in another namespace: store exactly what it sent
+    // (a sent cgroup is the run's own).
+    scanner::SetIdentity(scanner::IdentityOf(r), &run,
+                         scanner::CgroupField::kCopy);
   } else {
     absl::StatusOr<scanner::Identity> id = procfs_->CaptureIdentity(r.pid());
     if (!id.ok()) {
@@ -134,10 +120,10 @@ absl::StatusOr<v1::Run> ReconcilerService::DoRegister(
     // /proc text may be any bytes; a proto3 string must be UTF-8.
     run.set_comm(ToValidUtf8(id->comm));
     run.set_boot_id(ToValidUtf8(run.boot_id()));
-    // Not id->cgroup: a leader's current cgroup is usually shared with its
-    // runner (a systemd scope or service), and a recorded cgroup makes every
-    // process in it a member to sweep. Only a caller that sends `cgroup`
-    // names a cgroup of the run's own.
+    // SetIdentity left out id->cgroup: a leader's current cgroup is usually
+    // shared with its runner (a systemd scope or service), and a recorded
+    // cgroup makes every process in it a member to sweep. Only a caller that
+    // sends `cgroup` names a cgroup of the run's own.
   }
   ASSIGN_OR_RETURN(v1::Run stored, store_->Register(run));
   hub_->Notify();

@@ -33,6 +33,7 @@
 #include "proto/describe.h"
 #include "runreaper/v1/runreaper.grpc.pb.h"
 #include "runreaper/v1/runreaper.pb.h"
+#include "scanner/identity_proto.h"
 #include "scanner/procfs.h"
 #include "tools/ctl_args.h"
 #include "tools/exec_run.h"
@@ -451,15 +452,14 @@ int CmdRegister(Client& c, const ParsedArgs& a) {
             std::string(id.status().message()).c_str());
     return absl::IsNotFound(id.status()) ? kExitNotFound : kExitError;
   }
-  if (id->pgid > 1) req.set_pgid(id->pgid);
-  if (id->sid > 0) req.set_sid(id->sid);
-  if (id->pidns_inode != 0) req.set_pidns_inode(id->pidns_inode);
-  if (id->start_time != 0) req.set_start_time_ticks(id->start_time);
-  if (!id->boot_id.empty()) req.set_boot_id(id->boot_id);
-  req.set_uid(id->uid);
-  req.set_comm(ToValidUtf8(id->comm));  // proto3 strings are UTF-8
-  // The process's current cgroup is usually shared with its runner: only an
-  // explicit --cgroup names a cgroup whose members are this run's.
+  // The API takes pgid > 1 only: group 1 (or 0, outside this namespace) is
+  // sent as unknown.
+  if (id->pgid <= 1) id->pgid = 0;
+  id->comm = ToValidUtf8(id->comm);  // proto3 strings are UTF-8
+  // Without the cgroup: the process's current cgroup is usually shared with
+  // its runner; only an explicit --cgroup names a cgroup whose members are
+  // this run's.
+  scanner::SetIdentity(*id, &req);
   if (a.Has("cgroup")) req.set_cgroup(a.Get("cgroup"));
   if (a.Has("pgid")) {
     int pgid;

@@ -1,0 +1,81 @@
+// What makes a pid *this* process, and what a run record knows about its
+// leader. Modelled on systemd's PidRef: a pid is never handled without the
+// facts that tell it apart from a later process that got the same number.
+//
+// Unknown values: 0 (numbers) and "" (strings) mean "unknown" and are never
+// compared as evidence (a zero start time matches nothing; an empty boot id
+// never proves a reboot). uid is optional because 0 is root.
+//
+// The only conversion to and from the API's messages is in identity_proto.h.
+#ifndef RUNREAPER_SCANNER_IDENTITY_H_
+#define RUNREAPER_SCANNER_IDENTITY_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
+
+namespace runreaper::scanner {
+
+// One process, as a value: usable as a map key (==, <, AbslHashValue). Two
+// refs are equal only when every field is; a ref with unknown fields is a
+// different key from one with those fields known.
+struct ProcessRef {
+  int pid = 0;                // in the namespace named by pidns_inode
+  uint64_t start_time = 0;    // stat field 22, clock ticks since boot
+  uint64_t pidns_inode = 0;   // the PID namespace the pid is numbered in
+  std::string boot_id;        // start times count from this boot
+
+  friend bool operator==(const ProcessRef& a, const ProcessRef& b) {
+    return a.Tie() == b.Tie();
+  }
+  friend bool operator!=(const ProcessRef& a, const ProcessRef& b) {
+    return !(a == b);
+  }
+  // Ordered by pid first (then start time, namespace, boot), so ordered
+  // containers list processes by pid.
+  friend bool operator<(const ProcessRef& a, const ProcessRef& b) {
+    return a.Tie() < b.Tie();
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, const ProcessRef& r) {
+    return H::combine(std::move(h), r.pid, r.start_time, r.pidns_inode,
+                      r.boot_id);
+  }
+
+ private:
+  std::tuple<const int&, const uint64_t&, const uint64_t&, const std::string&>
+  Tie() const {
+    return std::tie(pid, start_time, pidns_inode, boot_id);
+  }
+};
+
+// The identity a run record holds for its leader: the ProcessRef (a base,
+// so `identity.pid` reads as before and an Identity is usable wherever a
+// ProcessRef is) plus what the leader led and was.
+struct Identity : ProcessRef {
+  int pgid = 0;  // process group at registration
+  int sid = 0;   // session at registration
+  std::optional<uint32_t> uid;  // real uid
+  std::string comm;             // stat field 2, at most 15 bytes from /proc
+  // cgroup v2 path. Read from a record or request (IdentityOf): the run's
+  // own, dedicated cgroup, "" = none. Read from /proc (CaptureIdentity): the
+  // process's current cgroup, which is usually shared with its runner and so
+  // is never recorded as the run's (SetIdentity leaves it out unless told).
+  std::string cgroup;
+
+  friend bool operator==(const Identity& a, const Identity& b) {
+    return static_cast<const ProcessRef&>(a) ==
+               static_cast<const ProcessRef&>(b) &&
+           a.pgid == b.pgid && a.sid == b.sid && a.uid == b.uid &&
+           a.comm == b.comm && a.cgroup == b.cgroup;
+  }
+  friend bool operator!=(const Identity& a, const Identity& b) {
+    return !(a == b);
+  }
+};
+
+}  // namespace runreaper::scanner
+
+#endif  // RUNREAPER_SCANNER_IDENTITY_H_

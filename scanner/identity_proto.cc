@@ -1,0 +1,95 @@
+#include "scanner/identity_proto.h"
+
+namespace runreaper::scanner {
+namespace {
+
+namespace v1 = ::runreaper::v1;
+
+// Both messages name their fields alike; only presence differs (a request's
+// identity fields and a run's uid are `optional`), which set/clear covers.
+template <typename Message>
+void SetFields(const Identity& id, Message* m, CgroupField cgroup) {
+  m->set_pid(id.pid);
+  if (id.start_time != 0) {
+    m->set_start_time_ticks(id.start_time);
+  } else {
+    m->clear_start_time_ticks();
+  }
+  if (id.pidns_inode != 0) {
+    m->set_pidns_inode(id.pidns_inode);
+  } else {
+    m->clear_pidns_inode();
+  }
+  if (!id.boot_id.empty()) {
+    m->set_boot_id(id.boot_id);
+  } else {
+    m->clear_boot_id();
+  }
+  if (id.pgid != 0) {
+    m->set_pgid(id.pgid);
+  } else {
+    m->clear_pgid();
+  }
+  if (id.sid != 0) {
+    m->set_sid(id.sid);
+  } else {
+    m->clear_sid();
+  }
+  if (id.uid.has_value()) {
+    m->set_uid(*id.uid);
+  } else {
+    m->clear_uid();
+  }
+  if (!id.comm.empty()) {
+    m->set_comm(id.comm);
+  } else {
+    m->clear_comm();
+  }
+  if (cgroup == CgroupField::kCopy) {
+    if (!id.cgroup.empty()) {
+      m->set_cgroup(id.cgroup);
+    } else {
+      m->clear_cgroup();
+    }
+  }
+}
+
+template <typename Message>
+Identity FieldsOf(const Message& m) {
+  Identity id;
+  id.pid = m.pid();
+  id.start_time = m.start_time_ticks();
+  id.pidns_inode = m.pidns_inode();
+  id.boot_id = m.boot_id();
+  id.pgid = m.pgid();
+  id.sid = m.sid();
+  if (m.has_uid()) id.uid = m.uid();
+  id.comm = m.comm();
+  id.cgroup = m.cgroup();
+  return id;
+}
+
+}  // namespace
+
+void SetIdentity(const Identity& id, v1::Run* run, CgroupField cgroup) {
+  SetFields(id, run, cgroup);
+}
+
+void SetIdentity(const Identity& id, v1::RegisterRunRequest* request,
+                 CgroupField cgroup) {
+  SetFields(id, request, cgroup);
+}
+
+Identity IdentityOf(const v1::Run& run) { return FieldsOf(run); }
+
+Identity IdentityOf(const v1::RegisterRunRequest& request) {
+  return FieldsOf(request);
+}
+
+bool HasIdentityFields(const v1::RegisterRunRequest& r) {
+  return r.has_pgid() || r.has_sid() || r.has_pidns_inode() ||
+         r.has_start_time_ticks() || r.has_boot_id() || r.has_uid() ||
+         r.has_comm() || r.has_cgroup();
+}
+
+}  // namespace runreaper::scanner
