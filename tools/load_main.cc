@@ -73,9 +73,17 @@ ABSL_FLAG(int, list_page_size, 100, "ListRuns page size (1..1000).");
 namespace runreaper::load {
 namespace {
 
+// Before our own daemon exists: print and exit.
 [[noreturn]] void Fail(const std::string& what, int code = 1) {
   std::fprintf(stderr, "load: %s\n", what.c_str());
   std::exit(code);
+}
+
+// Once it may exist: print and return 1, so that it is stopped and its
+// directory removed on the way out.
+int Error(const std::string& what) {
+  std::fprintf(stderr, "load: %s\n", what.c_str());
+  return 1;
 }
 
 // `bazel run` starts us in the runfiles tree: a relative path the user typed
@@ -201,11 +209,11 @@ int Main(const std::string& argv0) {
   pid_t daemon_pid = absl::GetFlag(FLAGS_daemon_pid);
   if (daemon_pid <= 0) {
     absl::StatusOr<pid_t> peer = PeerPid(socket);
-    if (!peer.ok()) Fail(peer.status().ToString());
+    if (!peer.ok()) return Error(peer.status().ToString());
     if (*peer <= 0) {
-      Fail(absl::StrCat(socket,
-                        ": the daemon is outside our PID namespace; "
-                        "pass --daemon_pid"));
+      return Error(absl::StrCat(socket,
+                                ": the daemon is outside our PID namespace; "
+                                "pass --daemon_pid"));
     }
     daemon_pid = *peer;
   }
@@ -215,7 +223,7 @@ int Main(const std::string& argv0) {
   const std::string getrun_id = prefix + "-get";
   const absl::Duration timeout = absl::GetFlag(FLAGS_call_timeout);
   if (absl::Status s = SeedRun(socket, getrun_id, timeout); !s.ok()) {
-    Fail(s.ToString());
+    return Error(s.ToString());
   }
 
   const double load_start = LoadAverage();
@@ -243,7 +251,7 @@ int Main(const std::string& argv0) {
       plan.run_prefix = prefix;
       plan.getrun_id = getrun_id;
       absl::StatusOr<PhaseResult> r = RunPhase(plan);
-      if (!r.ok()) Fail(r.status().ToString());
+      if (!r.ok()) return Error(r.status().ToString());
       phases.push_back({call, n, *std::move(r)});
       PrintRow(phases.back());
       errors += phases.back().result.errors;
@@ -265,7 +273,7 @@ int Main(const std::string& argv0) {
       .Number("loadavg_start", load_start, 2)
       .Number("loadavg", LoadAverage(), 2);
   absl::StatusOr<std::string> line = j.ToString();
-  if (!line.ok()) Fail(line.status().ToString());
+  if (!line.ok()) return Error(line.status().ToString());
   std::printf(
       "\nnotes: daemon%% and client%% are utime+stime over the "
       "phase's wall time (100 = one CPU); latencies per call, "
