@@ -8,7 +8,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <cerrno>
+#include <dirent.h>
 #include <unistd.h>
+#include <string>
 #include <vector>
 #include <functional>
 #include <thread>
@@ -61,6 +63,20 @@ inline bool WaitFor(const std::function<bool()>& cond,
   }
 }
 
+// The threads of process `pid` (0 = this process), counted in the kernel's
+// list /proc/<pid>/task; -1 when it cannot be read.
+inline int CountThreads(pid_t pid = 0) {
+  const std::string path =
+      pid == 0 ? std::string("/proc/self/task") : "/proc/" + std::to_string(pid) + "/task";
+  DIR* dir = opendir(path.c_str());
+  if (dir == nullptr) return -1;
+  int n = 0;
+  while (dirent* e = readdir(dir)) {
+    if (e->d_name[0] != '.') ++n;
+  }
+  closedir(dir);
+  return n;
+}
 
 // Re-executes this test binary as pid 1 of a private PID + mount namespace
 // with its own /proc (`unshare --pid --fork --mount-proc`), so that a bug in

@@ -4,9 +4,6 @@
 // /proc/self/task, the kernel's own list of this process's threads.
 #include "server/background_worker.h"
 
-#include <dirent.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <thread>
 #include <vector>
@@ -20,21 +17,10 @@
 namespace runreaper::server {
 namespace {
 
-int ThreadCount() {
-  DIR* dir = opendir("/proc/self/task");
-  if (dir == nullptr) return -1;
-  int n = 0;
-  while (dirent* e = readdir(dir)) {
-    if (e->d_name[0] != '.') ++n;
-  }
-  closedir(dir);
-  return n;
-}
-
 TEST(BackgroundWorkerTest, ABurstPastTheCapacityIsRefusedAndAddsNoThread) {
   constexpr size_t kCapacity = 4;
   BackgroundWorker worker(kCapacity);
-  const int threads = ThreadCount();
+  const int threads = CountThreads();
   absl::Notification started, release;
   // The first job blocks the worker, as a long sweep ladder would.
   ASSERT_OK(worker.Post([&] {
@@ -58,7 +44,7 @@ TEST(BackgroundWorkerTest, ABurstPastTheCapacityIsRefusedAndAddsNoThread) {
     }
   }
   EXPECT_EQ(refused, 100 - static_cast<int>(kCapacity));
-  EXPECT_EQ(ThreadCount(), threads);
+  EXPECT_EQ(CountThreads(), threads);
   release.Notify();
   worker.WaitIdle();
   absl::MutexLock lock(&mu);

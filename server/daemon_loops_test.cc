@@ -54,6 +54,15 @@ class DaemonLoopsTest : public ::testing::Test {
     };
     return deps;
   }
+  // A RUNNING record with the identity the kernel reports for `pid` now.
+  absl::Status Register(const std::string& run_id, pid_t pid) {
+    absl::StatusOr<scanner::Identity> id = procfs_.CaptureIdentity(pid);
+    if (!id.ok()) return id.status();
+    v1::Run run;
+    run.set_run_id(run_id);
+    scanner::SetIdentity(*id, &run);
+    return store_->Register(run).status();
+  }
   std::vector<bool> health() {
     absl::MutexLock lock(&mu_);
     return health_;
@@ -71,11 +80,7 @@ class DaemonLoopsTest : public ::testing::Test {
 
 TEST_F(DaemonLoopsTest, OnePassReconcilesAnExitAndCountsIt) {
   TestChild child;
-  ASSERT_OK_AND_ASSIGN(scanner::Identity id, procfs_.CaptureIdentity(child.pid()));
-  v1::Run run;
-  run.set_run_id("gone");
-  scanner::SetIdentity(id, &run);
-  ASSERT_OK(store_->Register(run).status());
+  ASSERT_OK(Register("gone", child.pid()));
   child.Kill();
   child.Reap();  // gone: ESRCH
 
@@ -93,11 +98,7 @@ TEST_F(DaemonLoopsTest, OnePassReconcilesAnExitAndCountsIt) {
 TEST_F(DaemonLoopsTest, StalledPassFlipsHealthUntilAPassCompletes) {
   // A RUNNING run whose leader lives: every pass writes (last seen alive).
   TestChild child;
-  ASSERT_OK_AND_ASSIGN(scanner::Identity id, procfs_.CaptureIdentity(child.pid()));
-  v1::Run run;
-  run.set_run_id("alive");
-  scanner::SetIdentity(id, &run);
-  ASSERT_OK(store_->Register(run).status());
+  ASSERT_OK(Register("alive", child.pid()));
 
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open_v2((dir_ + "/runs.db").c_str(), &db, SQLITE_OPEN_READWRITE,

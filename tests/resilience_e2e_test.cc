@@ -4,7 +4,6 @@
 // NOT_SERVING until a pass completes; a WatchEvents consumer that never
 // reads is cut off with the id to resume from, while the daemon keeps
 // answering, and resuming from that id loses and repeats nothing.
-#include <dirent.h>
 #include <signal.h>
 #include <sqlite3.h>
 
@@ -316,18 +315,6 @@ TEST(ResilienceE2ETest, SlowWatcherIsCutOffWithResumeIdAndNeverSlowsTheDaemon) {
   EXPECT_EQ(daemon.Stop(SIGTERM), 0) << daemon.log();
 }
 
-// Threads of process `pid`, from the kernel's list /proc/<pid>/task.
-int ThreadsOf(pid_t pid) {
-  DIR* dir = opendir(absl::StrCat("/proc/", pid, "/task").c_str());
-  if (dir == nullptr) return -1;
-  int n = 0;
-  while (dirent* e = readdir(dir)) {
-    if (e->d_name[0] != '.') ++n;
-  }
-  closedir(dir);
-  return n;
-}
-
 // Each Sweep used to detach a thread of its own that then queued on the
 // sweeper's lock, so a burst of calls made as many threads. Now one worker
 // runs the sweeps, at most 32 wait, and the rest are
@@ -353,7 +340,7 @@ TEST(ResilienceE2ETest, SweepBurstRunsOnOneWorkerAndRefusesPastTheQueueLimit) {
   sweep.set_run_id("kept");
   v1::SweepResponse swept;
   ASSERT_TRUE(stub->Sweep(Ctx().get(), sweep, &swept).ok());  // warms the server up
-  const int threads_before = ThreadsOf(daemon.pid());
+  const int threads_before = CountThreads(daemon.pid());
   ASSERT_GT(threads_before, 0);
 
   constexpr int kCalls = 100;
@@ -387,7 +374,7 @@ TEST(ResilienceE2ETest, SweepBurstRunsOnOneWorkerAndRefusesPastTheQueueLimit) {
         },
         absl::Seconds(20)))
         << daemon.log();
-    threads_during = ThreadsOf(daemon.pid());
+    threads_during = CountThreads(daemon.pid());
     lock.Release();
   }
   ASSERT_TRUE(WaitFor(
