@@ -75,5 +75,23 @@ TEST(ToGrpcStatusTest, KeepsCodeAndMessage) {
   EXPECT_TRUE(ToGrpcStatus(absl::OkStatus()).ok());
 }
 
+// WaitRun ends on its own run's terminal transition or published result,
+// never on another run's or on a non-terminal change.
+TEST(EndsWaitTest, OnlyItsRunsTerminalTransitionOrResult) {
+  v1::Event e;
+  e.set_run_id("r1");
+  e.set_type(v1::EVENT_TYPE_STATE_CHANGED);
+  e.set_to_state(v1::RUN_STATE_STALE);
+  EXPECT_TRUE(EndsWait(e, "r1"));
+  EXPECT_FALSE(EndsWait(e, "r2"));
+  e.set_to_state(v1::RUN_STATE_RUNNING);
+  EXPECT_FALSE(EndsWait(e, "r1"));
+  e.set_type(v1::EVENT_TYPE_RESULT);
+  EXPECT_TRUE(EndsWait(e, "r1"));
+  e.set_type(v1::EVENT_TYPE_SIGNAL);
+  e.set_to_state(v1::RUN_STATE_CANCELLED);
+  EXPECT_FALSE(EndsWait(e, "r1"));
+}
+
 }  // namespace
 }  // namespace runreaper::server
