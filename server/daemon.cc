@@ -39,17 +39,8 @@ class EventLogger : public EventSubscriber {
   void OnEvents(const std::vector<v1::Event>& events) override {
     for (const v1::Event& e : events) {
       LogInfo(DescribeEvent(e));
-      switch (e.type()) {
-        case v1::EVENT_TYPE_REGISTERED:
-          metrics_->registrations_total.fetch_add(1);
-          break;
-        case v1::EVENT_TYPE_SIGNAL:
-          metrics_->signals_total.fetch_add(1);
-          break;
-        default:
-          break;
-      }
     }
+    metrics_->CountEvents(events);
   }
   void OnShutdown() override {}
 
@@ -87,6 +78,7 @@ class Daemon {
 
   DaemonOptions options_;
   absl::Duration pass_deadline_;
+  Metrics metrics_;  // before everything that reports to it
   Fd lock_fd_;
   std::unique_ptr<store::RunStore> store_;
   scanner::ProcFs procfs_;
@@ -96,7 +88,6 @@ class Daemon {
   std::unique_ptr<EventHub> hub_;
   std::unique_ptr<ReconcilerService> service_;
   std::unique_ptr<grpc::Server> server_;
-  Metrics metrics_;
   std::unique_ptr<MetricsServer> metrics_server_;
   std::unique_ptr<DaemonLoops> loops_;
 };
@@ -122,13 +113,15 @@ absl::Status Daemon::Start() {
   ASSIGN_OR_RETURN(lock_fd_, PrepareSocketPath(options_.socket));
 
   RETURN_IF_ERROR(MakeDirs(DirName(options_.db), 0750));
-  ASSIGN_OR_RETURN(store_, store::RunStore::Open(options_.db));
+  ASSIGN_OR_RETURN(store_, store::RunStore::Open(options_.db, metrics_.Observe(store::StoreOptions())));
   ASSIGN_OR_RETURN(watcher_, scanner::ExitWatcher::Create(&procfs_));
   ReconcilerOptions ropts;
   ropts.stale_after = options_.stale_after;
   reconciler_ = std::make_unique<Reconciler>(store_.get(), &procfs_,
                                              watcher_.get(), ropts);
-  sweeper_ = std::make_unique<Sweeper>(store_.get(), &procfs_);
+  SweeperOptions sweeper_options;
+  sweeper_options.metrics = &metrics_;
+  sweeper_ = std::make_unique<Sweeper>(store_.get(), &procfs_, sweeper_options);
   hub_ = std::make_unique<EventHub>(store_.get());
 
   // Re-arm the exit watcher for every RUNNING record, then one full pass:
@@ -144,8 +137,6 @@ absl::Status Daemon::Start() {
   }
   ASSIGN_OR_RETURN(PassResult first, reconciler_->RunPass());
   hub_->Notify();
-  metrics_.passes_total.fetch_add(1);
-  metrics_.transitions_total.fetch_add(first.transitions.size());
 
   ServiceOptions sopts;
   sopts.token = token;
@@ -165,6 +156,7 @@ absl::Status Daemon::Start() {
                              &tcp_port);
   }
   builder.RegisterService(service_.get());
+  builder.experimental().SetInterceptorCreators(metrics_.GrpcInterceptors());
   // The socket is created by BuildAndStart: no window with a wider mode.
   const mode_t old_umask = ::umask(0117);
   server_ = builder.BuildAndStart();

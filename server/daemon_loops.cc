@@ -53,14 +53,13 @@ void DaemonLoops::WatcherLoop() {
     }
     std::vector<std::string> exited = deps_.watcher->Wait(options_.scan_interval);
     if (exited.empty()) continue;
-    deps_.metrics->watcher_exits_total.fetch_add(exited.size());
+    const absl::Time notified = absl::Now();
     absl::StatusOr<PassResult> result = deps_.reconciler->ReconcileRuns(exited);
+    deps_.metrics->ExitsReconciled(absl::Now() - notified, exited.size(),
+                                   result.ok() ? result->transitions.size() : 0, result.ok());
     deps_.hub->Notify();
     if (!result.ok()) {
-      deps_.metrics->errors_total.fetch_add(1);
       LogError("reconcile of exited runs: ", result.status().ToString());
-    } else {
-      deps_.metrics->transitions_total.fetch_add(result->transitions.size());
     }
   }
 }
@@ -76,28 +75,19 @@ void DaemonLoops::RunOnePass() {
   absl::StatusOr<PassResult> pass = deps_.reconciler->RunPass();
   const absl::Duration took = absl::Now() - started;
   deps_.hub->Notify();
-  metrics.passes_total.fetch_add(1);
-  metrics.last_pass_micros.store(absl::ToInt64Microseconds(took));
-  metrics.pass_micros_total.fetch_add(absl::ToInt64Microseconds(took));
+  metrics.PassDone(took, pass.ok());
   if (deps_.watcher != nullptr) {
-    metrics.watcher_armed.store(deps_.watcher->armed());
-    metrics.watcher_fallbacks_total.store(deps_.watcher->fallbacks());
+    metrics.SetWatcher(deps_.watcher->armed(), deps_.watcher->fallbacks());
   }
+  metrics.SetRunCounts(deps_.store->CountRuns());
   if (!pass.ok()) {
-    metrics.errors_total.fetch_add(1);
     LogError("reconcile pass: ", pass.status().ToString());
-  } else {
-    metrics.transitions_total.fetch_add(pass->transitions.size());
-  }
-  if (absl::StatusOr<std::vector<v1::Run>> running = deps_.store->ListRunning();
-      running.ok()) {
-    metrics.runs_running.store(static_cast<int64_t>(running->size()));
   }
   absl::MutexLock lock(&mu_);
   in_pass_ = false;
   if (pass.ok() && !serving_) {
     serving_ = true;
-    metrics.healthy.store(1);
+    metrics.SetHealthy(true);
     deps_.set_serving(true);
     LogInfo("health: SERVING (a pass completed in ", absl::FormatDuration(took), ")");
   }
@@ -114,8 +104,8 @@ void DaemonLoops::MonitorLoop() {
     absl::MutexLock lock(&mu_);
     if (in_pass_ && serving_ && absl::Now() - pass_started_ > options_.pass_deadline) {
       serving_ = false;
-      deps_.metrics->healthy.store(0);
-      deps_.metrics->pass_overruns_total.fetch_add(1);
+      deps_.metrics->SetHealthy(false);
+      deps_.metrics->PassOverrun();
       deps_.set_serving(false);
       LogWarning("health: NOT_SERVING (reconcile pass running for more than ",
                  absl::FormatDuration(options_.pass_deadline), ")");
@@ -127,12 +117,8 @@ void DaemonLoops::SweepLoop() {
   while (!WaitStop(options_.sweep_interval)) {
     absl::StatusOr<v1::SweepResponse> swept = deps_.sweeper->Sweep(v1::SweepRequest());
     deps_.hub->Notify();
-    deps_.metrics->sweeps_total.fetch_add(1);
     if (!swept.ok()) {
-      deps_.metrics->errors_total.fetch_add(1);
       LogError("automatic sweep: ", swept.status().ToString());
-    } else {
-      deps_.metrics->sweep_survivors_total.fetch_add(swept->survivors_size());
     }
   }
 }

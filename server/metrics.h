@@ -1,64 +1,148 @@
-// Prometheus metrics for runreaperd: a fixed set of counters and gauges
-// (lock-free atomics, cheap to bump from hot paths) and a minimal HTTP/1.0
-// endpoint that serves them in the text exposition format at /metrics.
+// runreaperd's Prometheus metrics, on prometheus-cpp (core + pull).
+//
+// `Metrics` is the one facade the rest of the daemon calls: one method per
+// event (a pass finished, a sweep finished, an RPC answered, audit events
+// delivered), so a call site is one line and never names a metric. Every
+// family, its help text, labels and buckets live in metrics.cc; the full list
+// with what each means is docs/OPERATIONS.md "Monitoring".
+//
+// Label values come from small fixed sets only (state, reason, stage, result,
+// method, code): never a run id or a pid. A value outside its set is counted
+// as "other".
+//
+// `MetricsServer` serves GET /metrics through prometheus-cpp's Exposer
+// (civetweb underneath) with a worker pool and a request timeout sized so
+// that slow or idle clients never hold up a scrape (see metrics.cc).
 #ifndef RUNREAPER_SERVER_METRICS_H_
 #define RUNREAPER_SERVER_METRICS_H_
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
-#include "base/fd.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "grpcpp/support/server_interceptor.h"
+#include "runreaper/v1/runreaper.pb.h"
+#include "store/run_store.h"
+
+namespace prometheus {
+class Counter;
+class Exposer;
+class Gauge;
+class Histogram;
+class Registry;
+template <typename T>
+class Family;
+}  // namespace prometheus
 
 namespace runreaper::server {
 
-struct Metrics {
-  // Gauges, set after every pass.
-  std::atomic<int64_t> runs_running{0};
-  std::atomic<int64_t> watcher_armed{0};
-  std::atomic<int64_t> healthy{1};  // 0 while a pass overruns its deadline
-  // Counters.
-  std::atomic<int64_t> passes_total{0};
-  std::atomic<int64_t> pass_overruns_total{0};
-  std::atomic<int64_t> pass_micros_total{0};
-  std::atomic<int64_t> last_pass_micros{0};
-  std::atomic<int64_t> transitions_total{0};  // RUNNING -> STALE
-  std::atomic<int64_t> watcher_exits_total{0};
-  std::atomic<int64_t> watcher_fallbacks_total{0};
-  std::atomic<int64_t> registrations_total{0};
-  std::atomic<int64_t> sweeps_total{0};
-  std::atomic<int64_t> signals_total{0};
-  std::atomic<int64_t> sweep_survivors_total{0};
-  std::atomic<int64_t> errors_total{0};
+namespace v1 = ::runreaper::v1;
 
-  // The text exposition (version 0.0.4) of every metric.
+class Metrics {
+ public:
+  // A disabled instance registers nothing and every method returns at once
+  // (the benchmark's "metrics off", and the default where none is given).
+  explicit Metrics(bool enabled = true);
+  ~Metrics();
+  Metrics(const Metrics&) = delete;
+  Metrics& operator=(const Metrics&) = delete;
+
+  // A shared disabled instance: the default for options that take a
+  // Metrics* so that callers never test for null.
+  static Metrics* Off();
+
+  bool enabled() const { return enabled_; }
+
+  // --- events, one call each ---
+
+  // Audit events as the event hub delivers them (each event once):
+  // registrations, RUNNING -> STALE transitions by reason, signals by stage
+  // and result.
+  void CountEvents(const std::vector<v1::Event>& events);
+  // A reconcile pass finished (or failed) after `took`.
+  void PassDone(absl::Duration took, bool ok);
+  // A pass overran its deadline (health turned NOT_SERVING).
+  void PassOverrun();
+  void SetHealthy(bool serving);
+  // `watched`: RUNNING leaders held by a pidfd; `fallbacks_total`: the
+  // watcher's running count of leaders it could not get a pidfd for.
+  void SetWatcher(int64_t watched, int64_t fallbacks_total);
+  // Run counts after a pass; an error leaves the gauges as they were.
+  void SetRunCounts(const absl::StatusOr<store::RunCounts>& counts);
+  // The exit watcher saw `exits` leaders exit; reconciling them committed
+  // `committed` STALE records `since_notified` after the pidfds turned
+  // readable (ok = false: the reconcile failed).
+  void ExitsReconciled(absl::Duration since_notified, size_t exits,
+                       size_t committed, bool ok);
+  // A sweep that started at `started` finished with `result` (dry runs are
+  // not sweeps and are not counted). Returns `result` unchanged, so a
+  // sweep's return statement can pass through it.
+  absl::StatusOr<v1::SweepResponse> SweepDone(
+      absl::Time started, bool dry_run,
+      absl::StatusOr<v1::SweepResponse> result);
+  // A store write transaction (BEGIN IMMEDIATE .. COMMIT, lock wait included).
+  void StoreTransaction(absl::Duration took);
+  // `options` with its on_write_transaction hook calling StoreTransaction
+  // (unchanged when disabled).
+  store::StoreOptions Observe(store::StoreOptions options);
+  // An RPC answered with `code` (grpc::StatusCode); `method` is the gRPC
+  // path ("/runreaper.v1.Reconciler/GetRun"); unknown paths count as "other".
+  void RpcAnswered(absl::string_view method, int code);
+  // Server-side interceptors that call RpcAnswered for every answer, for
+  // grpc::ServerBuilder::experimental().SetInterceptorCreators. Empty when
+  // disabled.
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+  GrpcInterceptors();
+
+  // --- hooks for features not built yet; their families are registered ---
+
+  // Issue 9 (lineage): whether lineage tracking is on, and RUNNING runs whose
+  // process lineage has a gap (an event lost, a parent unknown).
+  void SetLineageEnabled(bool on);
+  void SetRunsWithLineageGap(int64_t runs);
+  // Issue 9: proc connector events received and lost (ENOBUFS, overruns).
+  void ProcEvents(int64_t received, int64_t lost);
+  // Issue 10 (trust): a caller refused; `reason` one of "unauthenticated",
+  // "permission_denied", "peer_credentials" (others count as "other").
+  void CallerRefused(absl::string_view reason);
+
+  // --- exposition ---
+
+  // The registry every family lives in (nullptr when disabled).
+  std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
+  // The text exposition format (0.0.4) of everything a scrape returns,
+  // process metrics included. Empty when disabled.
   std::string Render() const;
+
+ private:
+  friend class MetricsServer;
+  struct Families;
+  const bool enabled_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::shared_ptr<class ProcessCollector> process_;
+  std::unique_ptr<Families> f_;
 };
 
 // Serves GET /metrics on a TCP address ("host:port"; host may be empty for
-// all addresses). One small thread; requests are answered one at a time.
+// all addresses, "[::1]:port" for IPv6; port 0 picks a free one).
 class MetricsServer {
  public:
   // Binds and starts serving. INVALID_ARGUMENT for a malformed address,
-  // the bind error otherwise (message names the address).
+  // UNAVAILABLE naming the address when it cannot be bound.
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(
-      const std::string& address, const Metrics* metrics);
-  ~MetricsServer();  // stops the thread and closes the socket
+      const std::string& address, Metrics* metrics);
+  ~MetricsServer();  // stops serving and closes the socket
 
   int port() const { return port_; }
 
  private:
-  MetricsServer(Fd listen_fd, Fd wake_fd, int port, const Metrics* metrics);
-  void Serve();
-
-  Fd listen_fd_;
-  Fd wake_fd_;  // eventfd: written by the destructor to stop Serve()
+  MetricsServer(std::unique_ptr<prometheus::Exposer> exposer, int port);
+  std::unique_ptr<prometheus::Exposer> exposer_;
   int port_;
-  const Metrics* metrics_;
-  std::thread thread_;
 };
 
 }  // namespace runreaper::server

@@ -495,6 +495,7 @@ absl::StatusOr<v1::ListOrphansResponse> Sweeper::ListOrphans(
 absl::StatusOr<v1::SweepResponse> Sweeper::Sweep(
     const v1::SweepRequest& request) {
   absl::MutexLock lock(&impl_->mu);
+  const absl::Time started = absl::Now();
   std::vector<v1::Run> runs;
   if (!request.run_id().empty()) {
     ASSIGN_OR_RETURN(v1::Run run, impl_->store->Get(request.run_id()));
@@ -507,18 +508,19 @@ absl::StatusOr<v1::SweepResponse> Sweeper::Sweep(
   } else {
     ASSIGN_OR_RETURN(runs, impl_->store->ListTerminalUnswept());
   }
-  return impl_->SweepRuns(runs, request.dry_run());
+  return impl_->options.metrics->SweepDone(started, request.dry_run(), impl_->SweepRuns(runs, request.dry_run()));
 }
 
 absl::StatusOr<v1::SweepResponse> Sweeper::SweepRun(const std::string& run_id) {
   absl::MutexLock lock(&impl_->mu);
+  const absl::Time started = absl::Now();
   ASSIGN_OR_RETURN(v1::Run run, impl_->store->Get(run_id));
   if (run.state() != v1::RUN_STATE_CANCELLED) {
     return absl::FailedPreconditionError(absl::StrCat(
         "sweep cancelled run \"", run_id, "\": run is ",
         v1::RunState_Name(run.state()), ", not CANCELLED"));
   }
-  return impl_->SweepRuns({run}, /*dry_run=*/false);
+  return impl_->options.metrics->SweepDone(started, false, impl_->SweepRuns({run}, /*dry_run=*/false));
 }
 
 }  // namespace runreaper::server

@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "runreaper/v1/runreaper.pb.h"
 #include "scanner/procfs.h"
+#include "server/metrics.h"
 #include "store/run_store.h"
 
 namespace runreaper::server {
@@ -28,6 +29,7 @@ struct SweeperOptions {
   // has to outlast a slow store write; a sweep that takes over a claim
   // still in flight sends the same stage twice, never a lower one.
   absl::Duration claim_lease = absl::Seconds(30);
+  Metrics* metrics = Metrics::Off();  // sweeps counted and timed; not owned
 };
 
 class Sweeper {

@@ -48,6 +48,9 @@ struct StoreOptions {
   // loss. See docs/STORE.md for the measured cost.
   enum class Sync { kFull, kNormal };
   Sync synchronous = Sync::kFull;
+  // Called after every write transaction (BEGIN IMMEDIATE .. COMMIT or
+  // ROLLBACK, the wait for the lock included) with its duration; for metrics.
+  std::function<void(absl::Duration)> on_write_transaction;
 };
 
 struct ListRunsQuery {
@@ -103,6 +106,12 @@ struct RunningRecord {
 };
 
 // One process's record in sweep_progress.
+// Runs by state, and the terminal runs not swept clean yet.
+struct RunCounts {
+  std::map<v1::RunState, int64_t> by_state;
+  int64_t awaiting_sweep = 0;
+};
+
 struct SweepProgress {
   int stage = 0;                       // 0 none, 1..3 as in ClaimSweepStage
   absl::Time claimed_at;               // when `stage` was (last) claimed
@@ -164,6 +173,9 @@ class RunStore {
   // Every terminal run that has not been swept clean yet (sweep_done unset),
   // for orphan detection.
   absl::StatusOr<std::vector<v1::Run>> ListTerminalUnswept();
+  // How many runs are in each state (states with none are absent) and how
+  // many terminal runs are not swept clean. One indexed read.
+  absl::StatusOr<RunCounts> CountRuns();
   // Marks a terminal run as swept clean (no members left) or not.
   absl::Status SetSweepDone(absl::string_view run_id, bool done);
 

@@ -1,5 +1,6 @@
 #include "store/run_store_impl.h"
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "base/status_macros.h"
@@ -21,6 +22,10 @@ constexpr char kUpdateRun[] =
 
 absl::Status RunStore::Impl::InWriteTransaction(
     const std::function<absl::Status()>& fn) {
+  const absl::Time begun = absl::Now();
+  absl::Cleanup observe = [&] {
+    if (options.on_write_transaction) options.on_write_transaction(absl::Now() - begun);
+  };
   RETURN_IF_ERROR(db->Exec("BEGIN IMMEDIATE"));
   absl::Status status = fn();
   if (status.ok()) status = db->Exec("COMMIT");

@@ -35,6 +35,25 @@ absl::StatusOr<std::vector<v1::Run>> RunStore::ListTerminalUnswept() {
   return out;
 }
 
+absl::StatusOr<RunCounts> RunStore::CountRuns() {
+  Impl& m = *impl_;
+  RunCounts counts;
+  RETURN_IF_ERROR(m.Read(false, [&](Database& d) -> absl::Status {
+    ASSIGN_OR_RETURN(ScopedStatement q,
+                     d.Prepare("SELECT state, COUNT(*), SUM(state != 1 AND sweep_done = 0)"
+                               " FROM runs GROUP BY state"));
+    counts = RunCounts();
+    while (true) {
+      ASSIGN_OR_RETURN(bool row, q->Step());
+      if (!row) break;
+      counts.by_state[static_cast<v1::RunState>(q->ColumnInt(0))] = q->ColumnInt(1);
+      counts.awaiting_sweep += q->ColumnInt(2);
+    }
+    return absl::OkStatus();
+  }));
+  return counts;
+}
+
 absl::Status RunStore::SetSweepDone(absl::string_view run_id, bool done) {
   Impl& m = *impl_;
   absl::MutexLock lock(&m.mu);

@@ -207,6 +207,35 @@ class RunStoreTest : public ::testing::Test {
   absl::Time now_;
 };
 
+// ---- counts and the write-transaction hook (metrics) ----
+
+TEST_F(RunStoreTest, CountRunsByStateAndAwaitingSweep) {
+  int transactions = 0;
+  StoreOptions o = FakeClock();
+  o.on_write_transaction = [&](absl::Duration took) {
+    EXPECT_GE(took, absl::ZeroDuration());
+    ++transactions;
+  };
+  std::unique_ptr<RunStore> store = OpenOrDie(o);
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK_AND_ASSIGN(RunCounts empty, store->CountRuns());
+  EXPECT_TRUE(empty.by_state.empty());
+  EXPECT_EQ(empty.awaiting_sweep, 0);
+  transactions = 0;
+  for (const char* id : {"a", "b", "c", "d"}) ASSERT_OK(store->Register(MakeRun(id)));
+  ASSERT_OK(store->MarkStale("a", v1::STALE_REASON_EXITED, v1::LIVENESS_DEAD));
+  ASSERT_OK(store->MarkStale("b", v1::STALE_REASON_ZOMBIE, v1::LIVENESS_ZOMBIE));
+  ASSERT_OK(store->Finish("c", 0));
+  ASSERT_OK(store->SetSweepDone("b", true));
+  EXPECT_EQ(transactions, 8);
+  ASSERT_OK_AND_ASSIGN(RunCounts counts, store->CountRuns());
+  EXPECT_EQ(counts.by_state[v1::RUN_STATE_RUNNING], 1);
+  EXPECT_EQ(counts.by_state[v1::RUN_STATE_STALE], 2);
+  EXPECT_EQ(counts.by_state[v1::RUN_STATE_FINISHED], 1);
+  EXPECT_EQ(counts.by_state.count(v1::RUN_STATE_CANCELLED), 0u);
+  EXPECT_EQ(counts.awaiting_sweep, 2);  // a and c; b is swept clean
+}
+
 // ---- open, schema, migrations, bad files ----
 
 TEST_F(RunStoreTest, CreatesSchemaAtCurrentVersionInWal) {

@@ -555,15 +555,15 @@ TEST(DaemonMetricsTest, ScrapeCountsRegistrationsAndTransitions) {
   auto ctx = Ctx();
   ASSERT_TRUE(stub->RegisterRun(ctx.get(), req, &run).ok());
   sleeper.Kill();
-  // Transitions are counted by the reconciler, registrations when the event
-  // hub hands the REGISTERED event to the logger: await both.
+  // Both are counted when the event hub hands the REGISTERED and
+  // STATE_CHANGED events to the logger: await both.
   ASSERT_TRUE(WaitFor([&] {
     const std::string body = HttpGet(port, "/metrics");
-    return absl::StrContains(body, "\nrunreaper_transitions_total 1\n") &&
+    return absl::StrContains(body, "\nrunreaper_transitions_total{reason=\"exited\"} 1\n") &&
            absl::StrContains(body, "\nrunreaper_registrations_total 1\n");
   })) << HttpGet(port, "/metrics");
   const std::string body = HttpGet(port, "/metrics");
-  EXPECT_TRUE(absl::StrContains(body, "HTTP/1.0 200 OK")) << body;
+  EXPECT_TRUE(absl::StrContains(body, " 200 OK\r\n")) << body;
   EXPECT_TRUE(absl::StrContains(body, "\nrunreaper_registrations_total 1\n")) << body;
   EXPECT_TRUE(absl::StrContains(body, "\nrunreaper_watcher_exits_total 1\n")) << body;
   EXPECT_TRUE(absl::StrContains(body, "\nrunreaper_healthy 1\n")) << body;
