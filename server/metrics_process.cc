@@ -1,10 +1,8 @@
 #include "server/metrics_process.h"
 
 #include <dirent.h>
-#include <fcntl.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -12,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "base/fd.h"
+#include "base/file_util.h"
 #include "base/status_macros.h"
 
 namespace runreaper::server {
@@ -21,18 +19,7 @@ namespace {
 constexpr size_t kMaxProcFileBytes = 64 * 1024;
 
 absl::StatusOr<std::string> ReadProcFile(const std::string& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("open ", path));
-  std::string text;
-  char buf[4096];
-  while (text.size() <= kMaxProcFileBytes) {
-    const ssize_t n = ::read(fd.get(), buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return absl::ErrnoToStatus(errno, absl::StrCat("read ", path));
-    if (n == 0) return text;
-    text.append(buf, static_cast<size_t>(n));
-  }
-  return absl::OutOfRangeError(absl::StrCat(path, " is over ", kMaxProcFileBytes, " bytes"));
+  return base::ReadFileToString(path, kMaxProcFileBytes);
 }
 
 // Entries of a directory other than "." and "..".
