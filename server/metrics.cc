@@ -278,6 +278,11 @@ struct Metrics::Families {
     transitions_other = &transitions.Add({{"reason", "other"}});
     watched = &running.Add({{"detection", "pidfd"}});
     probed = &running.Add({{"detection", "probe"}});
+    // Every stage x result series exists from the start (24, at 0), so
+    // rate() and the dashboard see them before the first sweep.
+    for (const char* stage : kStages) {
+      for (const char* result : kResults) signals.Add({{"stage", stage}, {"result", result}});
+    }
     sweeps_ok = &sweeps.Add({{"result", "ok"}});
     sweeps_failed = &sweeps.Add({{"result", "error"}});
   }

@@ -1,0 +1,255 @@
+// The monitoring an SRE plugs in, against a real runreaperd: promtool accepts
+// a real scrape, Debian's Prometheus server scrapes the daemon and answers
+// queries over its HTTP API with the right values, and every metric the
+// Grafana dashboard queries is one the daemon exports.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "base/test_util.h"
+#include "gtest/gtest.h"
+#include "tests/e2e_util.h"
+
+namespace runreaper::e2e {
+namespace {
+
+// GET over a real loopback socket (HTTP/1.0: the server closes after the
+// answer). Returns the whole response, headers included; "" on failure.
+std::string HttpGet(int port, const std::string& path) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string out;
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    const std::string req = absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+    (void)!::write(fd, req.data(), req.size());
+    char buf[8192];
+    ssize_t n;
+    while ((n = ::read(fd, buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+std::string Body(const std::string& response) {
+  const size_t at = response.find("\r\n\r\n");
+  return at == std::string::npos ? "" : response.substr(at + 4);
+}
+
+std::string UrlEncode(const std::string& s) {
+  std::string out;
+  for (const unsigned char c : s) {
+    if (absl::ascii_isalnum(c) || c == '_' || c == '-' || c == '.') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      absl::StrAppendFormat(&out, "%%%02X", c);
+    }
+  }
+  return out;
+}
+
+// The working directory: the runfiles root, where deploy/ is.
+std::string Cwd() {
+  char buf[4096];
+  return ::getcwd(buf, sizeof(buf)) != nullptr ? buf : ".";
+}
+
+// A port nothing listens on right now (bound, read, closed).
+int FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// A daemon with --metrics on a free port, and that port.
+struct MetricsDaemon {
+  explicit MetricsDaemon(const TempDir& dir)
+      : daemon(dir.path(), {"--scan_interval=100ms", "--metrics=127.0.0.1:0"}) {}
+
+  bool Start() {
+    if (!daemon.Start()) return false;
+    const std::string marker = "metrics on 127.0.0.1:0 (port ";
+    if (!WaitFor([&] { return absl::StrContains(daemon.log(), marker); })) return false;
+    const std::string log = daemon.log();
+    port = atoi(log.c_str() + log.find(marker) + marker.size());
+    return port > 0;
+  }
+  std::string Scrape() { return Body(HttpGet(port, "/metrics")); }
+
+  Daemon daemon;
+  int port = 0;
+};
+
+// Registers `id` for `pid` over gRPC.
+void Register(Daemon& d, const std::string& id, int pid) {
+  v1::RegisterRunRequest req;
+  req.set_run_id(id);
+  req.set_pid(pid);
+  v1::Run run;
+  auto ctx = Ctx();
+  const grpc::Status s = d.stub()->RegisterRun(ctx.get(), req, &run);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+}
+
+struct Command {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr
+};
+
+Command RunShell(const std::string& command) {
+  Command c;
+  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
+  if (p == nullptr) return c;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) c.output.append(buf, n);
+  const int status = ::pclose(p);
+  c.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return c;
+}
+
+// A daemon that has registered two runs and seen one of them exit.
+class MonitoringTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(d_.Start()) << d_.daemon.log();
+    Register(d_.daemon, "alive", alive_.pid());
+    Register(d_.daemon, "gone", gone_.pid());
+    gone_.Kill();
+    ASSERT_TRUE(WaitFor([&] {
+      const std::string s = d_.Scrape();
+      return absl::StrContains(s, "\nrunreaper_runs{state=\"stale\"} 1\n") &&
+             absl::StrContains(s, "\nrunreaper_transitions_total{reason=\"exited\"} 1\n");
+    })) << d_.Scrape();
+  }
+
+  TempDir dir_;
+  MetricsDaemon d_{dir_};
+  Sleeper alive_;
+  Sleeper gone_;
+};
+
+TEST_F(MonitoringTest, PromtoolAcceptsARealScrape) {
+  const std::string path = dir_.path() + "/scrape.txt";
+  std::ofstream(path) << d_.Scrape();
+  const Command c = RunShell(absl::StrCat("promtool check metrics < ", path));
+  EXPECT_EQ(c.exit_code, 0) << c.output;
+  EXPECT_EQ(c.output, "") << c.output;
+}
+
+// The value of a one-series instant query, "" while Prometheus has none.
+std::string QueryValue(int port, const std::string& query) {
+  const std::string body =
+      Body(HttpGet(port, "/api/v1/query?query=" + UrlEncode(query)));
+  // {"status":"success","data":{"resultType":"vector","result":[{"metric":
+  // {...},"value":[1700000000.123,"1"]}]}}
+  static const std::regex kValue(R"re("value":\[[0-9.e+]+,"([^"]*)"\])re");
+  std::smatch m;
+  if (!std::regex_search(body, m, kValue)) return "";
+  return m[1];
+}
+
+TEST_F(MonitoringTest, PrometheusScrapesTheDaemonAndAnswersQueries) {
+  const int prom_port = FreePort();
+  const std::string config = dir_.path() + "/prometheus.yml";
+  std::ofstream(config) << absl::StrFormat(R"(global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+scrape_configs:
+  - job_name: runreaper
+    static_configs:
+      - targets: ["127.0.0.1:%d"]
+rule_files:
+  - %s/deploy/prometheus/runreaper-rules.yml
+)", d_.port, Cwd());
+  const std::string log = dir_.path() + "/prometheus.log";
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    ::dup2(out, 1);
+    ::dup2(out, 2);
+    const std::string cfg = "--config.file=" + config;
+    const std::string tsdb = "--storage.tsdb.path=" + dir_.path() + "/tsdb";
+    const std::string web = absl::StrCat("--web.listen-address=127.0.0.1:", prom_port);
+    ::execlp("prometheus", "prometheus", cfg.c_str(), tsdb.c_str(), web.c_str(),
+             "--log.level=warn", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  auto read_log = [&] {
+    std::ifstream in(log);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  // Scraped: the target is up, and the series carry the daemon's values.
+  EXPECT_TRUE(WaitFor([&] { return QueryValue(prom_port, "up{job=\"runreaper\"}") == "1"; },
+                      absl::Seconds(60), absl::Milliseconds(200)))
+      << read_log();
+  EXPECT_EQ(QueryValue(prom_port, "runreaper_runs{state=\"stale\"}"), "1");
+  EXPECT_EQ(QueryValue(prom_port, "runreaper_runs{state=\"running\"}"), "1");
+  EXPECT_EQ(QueryValue(prom_port, "runreaper_transitions_total{reason=\"exited\"}"), "1");
+  EXPECT_EQ(QueryValue(prom_port, "runreaper_registrations_total"), "2");
+  EXPECT_EQ(QueryValue(prom_port, "runreaper_healthy"), "1");
+  // The alert rules load and none is firing on a healthy daemon.
+  const std::string rules = Body(HttpGet(prom_port, "/api/v1/rules"));
+  EXPECT_TRUE(absl::StrContains(rules, "RunreaperDown")) << rules;
+  EXPECT_FALSE(absl::StrContains(Body(HttpGet(prom_port, "/api/v1/alerts")), "\"firing\""));
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+}
+
+// Every metric name the Grafana dashboard queries appears in a real scrape.
+TEST_F(MonitoringTest, DashboardQueriesOnlyExportedMetrics) {
+  std::ifstream in("deploy/grafana/runreaper.json");
+  ASSERT_TRUE(in.good()) << "deploy/grafana/runreaper.json not in runfiles";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string dashboard = ss.str();
+  const std::string scrape = d_.Scrape();
+  static const std::regex kName(R"((runreaper|process)_[a-z_]+)");
+  std::set<std::string> names;
+  for (auto it = std::sregex_iterator(dashboard.begin(), dashboard.end(), kName);
+       it != std::sregex_iterator(); ++it) {
+    names.insert(it->str());
+  }
+  ASSERT_GE(names.size(), 8u) << dashboard;
+  for (const std::string& name : names) {
+    // A series line starts with the name, followed by '{' or ' '.
+    EXPECT_TRUE(absl::StrContains(scrape, "\n" + name + "{") ||
+                absl::StrContains(scrape, "\n" + name + " "))
+        << name << " is queried by the dashboard but not exported";
+  }
+}
+
+}  // namespace
+}  // namespace runreaper::e2e
