@@ -310,14 +310,17 @@ TEST(FindEnvVarTest, PrefixTraps) {
   EXPECT_FALSE(FindEnvVar(Env({"NAME"}), "NAME"));  // no '='
   // A value that contains "NAME=" is not an entry.
   EXPECT_FALSE(FindEnvVar(Env({"OTHER=NAME=1"}), "NAME"));
-  std::optional<absl::string_view> v =
-      FindEnvVar(Env({"NAMEX=1", "NAME=2"}), "NAME");
+  // The view points into the environ text: keep it alive (ASan found the
+  // temporary version reading freed stack memory).
+  const std::string env = Env({"NAMEX=1", "NAME=2"});
+  std::optional<absl::string_view> v = FindEnvVar(env, "NAME");
   ASSERT_TRUE(v.has_value());
   EXPECT_EQ(*v, "2");
 }
 
 TEST(FindEnvVarTest, EmptyValue) {
-  std::optional<absl::string_view> v = FindEnvVar(Env({"NAME=", "B=1"}), "NAME");
+  const std::string env = Env({"NAME=", "B=1"});
+  std::optional<absl::string_view> v = FindEnvVar(env, "NAME");
   ASSERT_TRUE(v.has_value());
   EXPECT_EQ(*v, "");
 }
@@ -331,7 +334,8 @@ TEST(FindEnvVarTest, LastEntryWithoutTrailingNul) {
 }
 
 TEST(FindEnvVarTest, ValueWithEqualsSign) {
-  std::optional<absl::string_view> v = FindEnvVar(Env({"NAME=a=b"}), "NAME");
+  const std::string env = Env({"NAME=a=b"});
+  std::optional<absl::string_view> v = FindEnvVar(env, "NAME");
   ASSERT_TRUE(v.has_value());
   EXPECT_EQ(*v, "a=b");
 }
