@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -50,12 +51,21 @@ class LogFields {
     pid_ = pid;
     return *this;
   }
+  // The message already names the run and pid (an audit event's
+  // description): the text form does not repeat them; the JSON form still
+  // carries them as fields.
+  LogFields& NamedInMessage() {
+    named_in_message_ = true;
+    return *this;
+  }
   absl::string_view run_id() const { return run_id_; }
   int pid() const { return pid_; }
+  bool named_in_message() const { return named_in_message_; }
 
  private:
   absl::string_view run_id_;  // empty: no run
   int pid_ = 0;               // 0: no pid
+  bool named_in_message_ = false;
 };
 
 // One line before formatting.
@@ -70,6 +80,24 @@ struct LogRecord {
 // The text form of `record`, newline included, every field escaped (see the
 // top of this file). Pure; Log() writes exactly this.
 std::string FormatLogLine(const LogRecord& record);
+
+// The JSON form of `record`: one object per line, for log shippers:
+//   {"time":"2026-11-30T04:49:00.594Z","level":"INFO","program":"runreaperd",
+//    "run_id":"r1","pid":42,"message":"watch: gone"}
+// run_id and pid only when set. Every string is valid UTF-8 (a byte that is
+// not part of a valid sequence becomes the text \xNN, as ToValidUtf8 does)
+// and JSON-escaped (quote, backslash, every control character, U+2028 and
+// U+2029 as \uNNNN), so no field can end the line or the object. The message
+// is cut as in the text form. Pure; Log() writes exactly this in kJson.
+std::string FormatLogLineJson(const LogRecord& record);
+
+enum class LogFormat { kText, kJson };
+
+// Which form Log() writes. Default: kText.
+void SetLogFormat(LogFormat format);
+
+// "text" or "json" (a --log_format flag value); INVALID_ARGUMENT otherwise.
+absl::StatusOr<LogFormat> ParseLogFormat(absl::string_view name);
 
 // Writes one line if `level` is at or above the threshold (SetLogLevel).
 // Never fails: a failed write(2) is dropped (there is nowhere to report it).

@@ -13,6 +13,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "base/fd.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 
 namespace runreaper {
@@ -33,6 +35,12 @@ TEST(FormatLogLineTest, TimeLevelProgramFieldsMessage) {
   r.level = LogLevel::kInfo;
   EXPECT_EQ(FormatLogLine(r),
             "2025-11-30T04:49:00.594Z INFO runreaperd: run r1: pid 42: watch: gone\n");
+  r.fields = LogFields().Run("r1").Pid(42).NamedInMessage();
+  r.message = "event 3 run r1 signal 15 (SIGTERM) to pid 42: SENT";
+  EXPECT_EQ(FormatLogLine(r),
+            "2025-11-30T04:49:00.594Z INFO runreaperd: event 3 run r1 signal 15 (SIGTERM) to "
+            "pid 42: SENT\n");
+  EXPECT_TRUE(absl::StrContains(FormatLogLineJson(r), "\"run_id\":\"r1\",\"pid\":42,"));
 }
 
 TEST(FormatLogLineTest, CraftedRunIdAndMessageStayOnOneLine) {
@@ -47,6 +55,60 @@ TEST(FormatLogLineTest, CraftedRunIdAndMessageStayOnOneLine) {
   EXPECT_EQ(FormatLogLine(r),
             "2025-11-30T04:49:00.594Z ERROR runreaperd: run r1\\n2025-11-30T04:49:00.594Z "
             "INFO runreaperd: all fine\\x1b[2J: comm \\xff\\x00x\\r\n");
+}
+
+// Parses one JSON line with protobuf's parser (strict JSON, UTF-8 checked).
+google::protobuf::Struct ParseJson(const std::string& line) {
+  google::protobuf::Struct s;
+  EXPECT_TRUE(absl::EndsWith(line, "}\n")) << line;
+  EXPECT_EQ(line.find('\n'), line.size() - 1) << line;
+  const auto status = google::protobuf::util::JsonStringToMessage(line, &s);
+  EXPECT_TRUE(status.ok()) << status.ToString() << ": " << line;
+  return s;
+}
+
+TEST(FormatLogLineJsonTest, OneObjectWithTheFieldsThatApply) {
+  LogRecord r;
+  r.time = At();
+  r.level = LogLevel::kWarning;
+  r.program = "runreaperd";
+  r.message = "watch: gone";
+  EXPECT_EQ(FormatLogLineJson(r),
+            "{\"time\":\"2025-11-30T04:49:00.594Z\",\"level\":\"WARNING\",\"program\":"
+            "\"runreaperd\",\"message\":\"watch: gone\"}\n");
+  r.fields = LogFields().Run("r1").Pid(42);
+  EXPECT_EQ(FormatLogLineJson(r),
+            "{\"time\":\"2025-11-30T04:49:00.594Z\",\"level\":\"WARNING\",\"program\":"
+            "\"runreaperd\",\"run_id\":\"r1\",\"pid\":42,\"message\":\"watch: gone\"}\n");
+  const google::protobuf::Struct s = ParseJson(FormatLogLineJson(r));
+  EXPECT_EQ(s.fields().at("pid").number_value(), 42);
+  EXPECT_EQ(s.fields().at("run_id").string_value(), "r1");
+}
+
+TEST(FormatLogLineJsonTest, CraftedFieldsCannotBreakTheObjectOrTheLine) {
+  LogRecord r;
+  r.time = At();
+  r.level = LogLevel::kError;
+  r.program = "runreaperd";
+  const std::string run_id = "r1\",\"level\":\"INFO\"}\n{\"x\":\"\x1b[2J\\";
+  const std::string message = std::string("comm \xff\0x\r \xe2\x80\xa8 \x7f \xc3\xa9", 19);
+  r.fields = LogFields().Run(run_id);
+  r.message = message;
+  const std::string line = FormatLogLineJson(r);
+  const google::protobuf::Struct s = ParseJson(line);
+  // The values read back are the originals (invalid UTF-8 repaired as \xNN).
+  EXPECT_EQ(s.fields().at("run_id").string_value(), run_id);
+  EXPECT_EQ(s.fields().at("level").string_value(), "ERROR");
+  EXPECT_EQ(s.fields().at("message").string_value(),
+            std::string("comm \\xff\0x\r \xe2\x80\xa8 \x7f \xc3\xa9", 22));
+  EXPECT_TRUE(absl::StrContains(line, "\\u2028")) << line;
+  EXPECT_TRUE(absl::StrContains(line, "\\u001b")) << line;
+}
+
+TEST(LogFormatTest, ParsesFlagValues) {
+  EXPECT_EQ(*ParseLogFormat("text"), LogFormat::kText);
+  EXPECT_EQ(*ParseLogFormat("json"), LogFormat::kJson);
+  EXPECT_EQ(ParseLogFormat("JSON\n").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(FormatLogLineTest, LongMessageIsCut) {
@@ -100,6 +162,23 @@ TEST_F(LogToFileTest, OneCallIsOneLine) {
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_TRUE(absl::EndsWith(lines[0], " INFO log_test: run bad\\nid: first\\nsecond\\r\\n3 \\x00"))
       << lines[0];
+}
+
+TEST_F(LogToFileTest, JsonFormatWritesOneObjectPerLine) {
+  SetLogFormat(LogFormat::kJson);
+  LogWarning(LogFields().Run("r\n1").Pid(7), "a\nb");
+  LogInfo("plain");
+  SetLogFormat(LogFormat::kText);
+  LogInfo("text again");
+  const std::vector<std::string> lines = Lines();
+  ASSERT_EQ(lines.size(), 3u);
+  const google::protobuf::Struct s = ParseJson(lines[0] + "\n");
+  EXPECT_EQ(s.fields().at("run_id").string_value(), "r\n1");
+  EXPECT_EQ(s.fields().at("pid").number_value(), 7);
+  EXPECT_EQ(s.fields().at("message").string_value(), "a\nb");
+  EXPECT_EQ(s.fields().at("level").string_value(), "WARNING");
+  EXPECT_EQ(ParseJson(lines[1] + "\n").fields().at("message").string_value(), "plain");
+  EXPECT_TRUE(absl::EndsWith(lines[2], " INFO log_test: text again")) << lines[2];
 }
 
 TEST_F(LogToFileTest, LevelsBelowTheThresholdAreDropped) {

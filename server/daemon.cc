@@ -38,7 +38,7 @@ class EventLogger : public EventSubscriber {
   explicit EventLogger(Metrics* metrics) : metrics_(metrics) {}
   void OnEvents(const std::vector<v1::Event>& events) override {
     for (const v1::Event& e : events) {
-      LogInfo(DescribeEvent(e));
+      LogInfo(LogFields().Run(e.run_id()).Pid(e.pid()).NamedInMessage(), DescribeEvent(e));
     }
     metrics_->CountEvents(events);
   }

@@ -6,6 +6,7 @@
 #include "absl/flags/parse.h"
 #include "absl/time/time.h"
 #include "base/flags_usage.h"
+#include "base/log.h"
 #include "server/daemon.h"
 
 ABSL_FLAG(std::string, db, "./var/runreaper.db",
@@ -44,6 +45,9 @@ ABSL_FLAG(std::string, metrics, "",
           "(e.g. 127.0.0.1:9464); empty = off.");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(5),
           "On SIGTERM/SIGINT, how long in-flight calls may take to finish.");
+ABSL_FLAG(std::string, log_format, "text",
+          "text (default) or json: one JSON object per line (time, level, "
+          "program, run_id and pid where they apply, message) for log shippers.");
 ABSL_FLAG(int, watch_queue_limit, 10000,
           "Events a WatchEvents stream may have unsent before it is ended with "
           "RESOURCE_EXHAUSTED (slow consumer; the message names the id to "
@@ -59,6 +63,13 @@ int main(int argc, char** argv) {
       "--token_file=F] ...\n  runreaperd --once [--sweep]   (cron)",
       "server/daemon_main");
   absl::ParseCommandLine(argc, argv);
+  absl::StatusOr<runreaper::LogFormat> log_format =
+      runreaper::ParseLogFormat(absl::GetFlag(FLAGS_log_format));
+  if (!log_format.ok()) {
+    fprintf(stderr, "runreaperd: --log_format: %s\n", std::string(log_format.status().message()).c_str());
+    return 2;
+  }
+  runreaper::SetLogFormat(*log_format);
   runreaper::server::DaemonOptions options;
   options.db = absl::GetFlag(FLAGS_db);
   options.socket = absl::GetFlag(FLAGS_socket);

@@ -23,8 +23,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "base/test_util.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "tests/e2e_util.h"
 
@@ -249,6 +252,38 @@ TEST_F(MonitoringTest, DashboardQueriesOnlyExportedMetrics) {
                 absl::StrContains(scrape, "\n" + name + " "))
         << name << " is queried by the dashboard but not exported";
   }
+}
+
+// --log_format=json: every line the daemon writes is one JSON object, and
+// the audit lines carry the run id (and the pid of a signal) as fields.
+TEST(JsonLogTest, EveryLineIsAnObjectWithRunIdWhereItApplies) {
+  TempDir dir;
+  Daemon d(dir.path(), {"--scan_interval=100ms", "--log_format=json"});
+  ASSERT_TRUE(d.Start()) << d.log();
+  Sleeper sleeper;
+  Register(d, "json-run\n\"x", sleeper.pid());
+  sleeper.Kill();
+  ASSERT_TRUE(WaitFor([&] { return absl::StrContains(d.log(), "(EXITED)"); })) << d.log();
+  ASSERT_EQ(d.Stop(SIGTERM), 0);
+  int with_run = 0;
+  int lines = 0;
+  for (absl::string_view line : absl::StrSplit(d.log(), '\n', absl::SkipEmpty())) {
+    ++lines;
+    google::protobuf::Struct s;
+    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(std::string(line), &s).ok()) << line;
+    EXPECT_TRUE(s.fields().contains("time")) << line;
+    EXPECT_TRUE(s.fields().contains("level")) << line;
+    EXPECT_TRUE(s.fields().contains("message")) << line;
+    if (s.fields().contains("run_id")) {
+      EXPECT_EQ(s.fields().at("run_id").string_value(), "json-run\n\"x") << line;
+      ++with_run;
+    }
+  }
+  EXPECT_GE(lines, 4);     // serving, registered, stale, stopping, stopped
+  EXPECT_GE(with_run, 2);  // registered, RUNNING -> STALE
+  Daemon bad(dir.path(), {"--log_format=xml"});
+  bad.Spawn();
+  EXPECT_EQ(bad.Wait(), 2) << bad.log();
 }
 
 }  // namespace
