@@ -84,6 +84,39 @@ int ReadFdToString(int fd, size_t max_bytes, std::string* out) {
   return 0;
 }
 
+ssize_t ReadFull(int fd, void* buf, size_t n) {
+  char* const p = static_cast<char*>(buf);
+  size_t got = 0;
+  while (got < n) {
+    const ssize_t r = ::read(fd, p + got, n - got);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    if (r == 0) break;
+    got += static_cast<size_t>(r);
+  }
+  return static_cast<ssize_t>(got);
+}
+
+bool WriteFull(int fd, const void* buf, size_t n) {
+  const char* p = static_cast<const char*>(buf);
+  while (n > 0) {
+    const ssize_t r = ::write(fd, p, n);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    if (r == 0) {  // only for n == 0, which the loop excludes; never spin
+      errno = EIO;
+      return false;
+    }
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
 absl::Status ReadFileAt(int dirfd, const char* name, absl::string_view display,
                         size_t max_bytes, std::string* out) {
   if (display.empty()) display = name;

@@ -1,6 +1,7 @@
 // Reading small files: the one read-to-end-of-file loop in runreaper. A new
 // small-file read (a token, a /proc or /sys file, mountinfo) goes through
-// these functions rather than a loop of its own.
+// these functions rather than a loop of its own; so does a fixed-size
+// message over a pipe (ReadFull / WriteFull).
 //
 // Every open is O_CLOEXEC and retried on EINTR, every read is retried on
 // EINTR and short reads are looped until end of file. No read goes past the
@@ -13,6 +14,8 @@
 // PERMISSION_DENIED, a directory is FAILED_PRECONDITION (EISDIR).
 #ifndef RUNREAPER_BASE_FILE_UTIL_H_
 #define RUNREAPER_BASE_FILE_UTIL_H_
+
+#include <sys/types.h>
 
 #include <cstddef>
 #include <string>
@@ -57,6 +60,17 @@ int ReadFdToBuffer(int fd, char* buf, size_t size, bool stop_at_newline,
 // its contents, reusing its capacity). Returns EFBIG once more than
 // `max_bytes` bytes have been read.
 int ReadFdToString(int fd, size_t max_bytes, std::string* out);
+
+// Reads exactly `n` bytes into buf unless end of file comes first (the
+// writer closed a pipe). Retries EINTR, loops over short reads. Returns the
+// number of bytes read (n, or fewer at end of file), or -1 with errno set.
+// Async-signal-safe: usable in a forked child.
+ssize_t ReadFull(int fd, void* buf, size_t n);
+
+// Writes all `n` bytes, retrying EINTR and short writes. Returns false with
+// errno set when a write fails (EPIPE: the reader went away). Async-signal-
+// safe.
+bool WriteFull(int fd, const void* buf, size_t n);
 
 }  // namespace runreaper::base
 

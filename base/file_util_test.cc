@@ -1,6 +1,7 @@
 #include "base/file_util.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -181,6 +182,60 @@ TEST(ReadFdToBuffer, DataThatFillsTheBufferIsEfbig) {
   char buf[128];
   size_t len = 0;
   EXPECT_EQ(ReadFdToBuffer(fd.get(), buf, sizeof(buf), true, &len), EFBIG);
+}
+
+TEST(ReadFull, ReadsExactlyNOrStopsAtEndOfFile) {
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+  Fd rd(p[0]);
+  Fd wr(p[1]);
+  // Two messages arrive in pieces; each ReadFull takes exactly its own.
+  std::thread writer([&] {
+    const int a = 0x01020304;
+    const int b = 0x05060708;
+    const char* pa = reinterpret_cast<const char*>(&a);
+    const char* pb = reinterpret_cast<const char*>(&b);
+    for (size_t i = 0; i < sizeof(a); ++i) {
+      ASSERT_TRUE(WriteFull(wr.get(), pa + i, 1));
+      ::usleep(100);
+    }
+    ASSERT_TRUE(WriteFull(wr.get(), pb, sizeof(b)));
+    ASSERT_TRUE(WriteFull(wr.get(), "xy", 2));
+    wr.Reset();
+  });
+  int a = 0;
+  int b = 0;
+  char rest[8] = {};
+  EXPECT_EQ(ReadFull(rd.get(), &a, sizeof(a)), ssize_t{sizeof(a)});
+  EXPECT_EQ(ReadFull(rd.get(), &b, sizeof(b)), ssize_t{sizeof(b)});
+  EXPECT_EQ(ReadFull(rd.get(), rest, sizeof(rest)), 2) << "short at EOF";
+  writer.join();
+  EXPECT_EQ(a, 0x01020304);
+  EXPECT_EQ(b, 0x05060708);
+  EXPECT_EQ(std::string(rest, 2), "xy");
+  EXPECT_EQ(ReadFull(rd.get(), rest, sizeof(rest)), 0);
+}
+
+TEST(ReadFull, ErrorIsMinusOneWithErrno) {
+  char c;
+  errno = 0;
+  EXPECT_EQ(ReadFull(-1, &c, 1), -1);
+  EXPECT_EQ(errno, EBADF);
+}
+
+TEST(WriteFull, ClosedReaderIsEpipe) {
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+  Fd wr(p[1]);
+  ::close(p[0]);
+  struct sigaction ignore = {};
+  ignore.sa_handler = SIG_IGN;
+  struct sigaction old;
+  ASSERT_EQ(::sigaction(SIGPIPE, &ignore, &old), 0);
+  errno = 0;
+  EXPECT_FALSE(WriteFull(wr.get(), "x", 1));
+  EXPECT_EQ(errno, EPIPE);
+  ::sigaction(SIGPIPE, &old, nullptr);
 }
 
 TEST(OpenAtCloexec, SetsCloexec) {

@@ -20,6 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/fd.h"
+#include "base/file_util.h"
 #include "base/test_child.h"
 #include "base/test_util.h"
 #include "gtest/gtest.h"
@@ -40,30 +41,6 @@ int Reap(pid_t pid) {
 void KillAndReap(pid_t pid) {
   ::kill(pid, SIGKILL);
   Reap(pid);
-}
-
-bool WriteAll(int fd, const void* data, size_t len) {
-  const char* p = static_cast<const char*>(data);
-  while (len > 0) {
-    const ssize_t n = ::write(fd, p, len);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    p += n;
-    len -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
-bool ReadAll(int fd, void* data, size_t len) {
-  char* p = static_cast<char*>(data);
-  while (len > 0) {
-    const ssize_t n = ::read(fd, p, len);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    p += n;
-    len -= static_cast<size_t>(n);
-  }
-  return true;
 }
 
 class LivenessE2eTest : public ::testing::Test {
@@ -332,13 +309,14 @@ TEST_F(LivenessE2eTest, EpermWithoutProcfsEvidenceIsUnknownNotDead) {
         rep.plain_liveness = Decide(e).liveness;
       }
     }
-    WriteAll(wr.get(), &rep, sizeof(rep));
+    base::WriteFull(wr.get(), &rep, sizeof(rep));
     ::_exit(0);
   }
   ASSERT_GT(observer, 0);
   wr.Reset();
   Report rep = {};
-  const bool got = ReadAll(rd.get(), &rep, sizeof(rep));
+  const bool got = base::ReadFull(rd.get(), &rep, sizeof(rep)) ==
+                   static_cast<ssize_t>(sizeof(rep));
   Reap(observer);
   target.Reap();
   ::rmdir(dir);
@@ -368,7 +346,7 @@ TEST_F(LivenessE2eTest, ThreadIdIsDeadExitedAndNeverSignalled) {
     ::setsid();
     std::thread t([&] {
       const pid_t tid = ::gettid();
-      WriteAll(wr.get(), &tid, sizeof(tid));
+      base::WriteFull(wr.get(), &tid, sizeof(tid));
       for (;;) ::pause();
     });
     for (;;) ::pause();
@@ -376,7 +354,8 @@ TEST_F(LivenessE2eTest, ThreadIdIsDeadExitedAndNeverSignalled) {
   ASSERT_GT(child, 0);
   wr.Reset();
   pid_t tid = 0;
-  ASSERT_TRUE(ReadAll(rd.get(), &tid, sizeof(tid)));
+  ASSERT_EQ(base::ReadFull(rd.get(), &tid, sizeof(tid)),
+            static_cast<ssize_t>(sizeof(tid)));
   ASSERT_NE(tid, child);
   ASSERT_EQ(::kill(tid, 0), 0);  // the probe alone would say "exists"
 

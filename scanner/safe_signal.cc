@@ -20,6 +20,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "base/fd.h"
+#include "base/file_util.h"
+#include "base/status_macros.h"
 #include "base/syscalls.h"
 #include "scanner/procfs.h"
 
@@ -29,6 +31,9 @@ namespace {
 // Longest ppid chain walked before giving up (pid_max is at most 2^22; a
 // real chain is a few dozen deep, a cycle can only come from a racing reuse).
 constexpr int kMaxAncestry = 4096;
+// cgroup.procs holds one pid and '\n' per line; with pid_max at most 2^22,
+// no listing reaches 32 MiB, so the cap never cuts a real one.
+constexpr size_t kCgroupProcsMax = 32 * 1024 * 1024;
 
 absl::Status Refuse(int pid, absl::string_view why) {
   return absl::FailedPreconditionError(
@@ -90,20 +95,9 @@ absl::Status CheckWithStat(const ProcFs& procfs, int pid,
 absl::Status ListCgroupProcs(const std::string& dir, int depth,
                              std::vector<std::string>* out) {
   if (depth > 64) return absl::OutOfRangeError(absl::StrCat(dir, ": too deep"));
-  const std::string procs = dir + "/cgroup.procs";
-  Fd fd(::open(procs.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("open ", procs));
-  std::string text;
-  char buf[4096];
-  while (true) {
-    const ssize_t n = ::read(fd.get(), buf, sizeof(buf));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return absl::ErrnoToStatus(errno, absl::StrCat("read ", procs));
-    }
-    if (n == 0) break;
-    text.append(buf, static_cast<size_t>(n));
-  }
+  ASSIGN_OR_RETURN(const std::string text,
+                   base::ReadFileToString(dir + "/cgroup.procs",
+                                          kCgroupProcsMax));
   for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
     out->emplace_back(line);
   }

@@ -12,33 +12,15 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "base/file_util.h"
 #include "tools/bench_util.h"
 
 namespace runreaper::bench {
 namespace {
 
+// A whole fixed-size message over a pipe, or false (error or end of file).
 bool ReadFull(int fd, void* buf, size_t n) {
-  char* p = static_cast<char*>(buf);
-  while (n > 0) {
-    const ssize_t r = ::read(fd, p, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
-
-bool WriteFull(int fd, const void* buf, size_t n) {
-  const char* p = static_cast<const char*>(buf);
-  while (n > 0) {
-    const ssize_t r = ::write(fd, p, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
+  return base::ReadFull(fd, buf, n) == static_cast<ssize_t>(n);
 }
 
 }  // namespace
@@ -156,7 +138,7 @@ ExitHelper::~ExitHelper() {
 
 std::vector<int> ExitHelper::Spawn(int n) {
   std::vector<int> pids(n);
-  if (!WriteFull(cmd_, &n, sizeof(n)) ||
+  if (!base::WriteFull(cmd_, &n, sizeof(n)) ||
       !ReadFull(reply_, pids.data(), sizeof(int) * n)) {
     Die("exit helper did not answer");
   }
@@ -165,7 +147,7 @@ std::vector<int> ExitHelper::Spawn(int n) {
 
 void ExitHelper::ReapAll() {
   int zero = 0;
-  if (!WriteFull(cmd_, &zero, sizeof(zero)) ||
+  if (!base::WriteFull(cmd_, &zero, sizeof(zero)) ||
       !ReadFull(reply_, &zero, sizeof(zero))) {
     Die("exit helper did not reap");
   }
@@ -194,11 +176,11 @@ void ExitHelper::Serve(int in, int out, int64_t* slots, int capacity) {
         pids.push_back(pid);
         kids.push_back(pid);
       }
-      if (!WriteFull(out, pids.data(), sizeof(int) * pids.size())) break;
+      if (!base::WriteFull(out, pids.data(), sizeof(int) * pids.size())) break;
     } else {
       for (int pid : kids) ReapPid(pid);
       kids.clear();
-      if (!WriteFull(out, &n, sizeof(n))) break;
+      if (!base::WriteFull(out, &n, sizeof(n))) break;
     }
   }
   for (int pid : kids) ::kill(pid, SIGKILL);

@@ -20,6 +20,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/fd.h"
+#include "base/file_util.h"
 #include "base/log.h"
 #include "base/syscalls.h"
 #include "grpcpp/grpcpp.h"
@@ -47,17 +48,6 @@ void OnSignal(int sig) {
   ssize_t n = ::write(g_signal_pipe, &b, 1);
   (void)n;  // a full pipe already holds a pending signal
   errno = saved;
-}
-
-ssize_t ReadFull(int fd, void* buf, size_t n) {
-  size_t got = 0;
-  while (got < n) {
-    const ssize_t r = ::read(fd, static_cast<char*>(buf) + got, n - got);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return r < 0 ? -1 : static_cast<ssize_t>(got);
-    got += static_cast<size_t>(r);
-  }
-  return static_cast<ssize_t>(got);
 }
 
 // A fresh cgroup directory for the run. On success sets *dir (on disk) and
@@ -295,7 +285,7 @@ int ExecRun(v1::Reconciler::StubInterface& stub, const ExecOptions& options) {
   };
 
   char state = 0;
-  if (ReadFull(status_r.get(), &state, 1) != 1) {
+  if (base::ReadFull(status_r.get(), &state, 1) != 1) {
     return abandon("the child failed before exec");
   }
   absl::StatusOr<scanner::Identity> id = procfs.CaptureIdentity(pid);
@@ -336,7 +326,7 @@ int ExecRun(v1::Reconciler::StubInterface& stub, const ExecOptions& options) {
   go_w.Reset();
   int exec_errno = 0;
   const bool exec_failed =
-      ReadFull(status_r.get(), &exec_errno, sizeof(exec_errno)) ==
+      base::ReadFull(status_r.get(), &exec_errno, sizeof(exec_errno)) ==
       static_cast<ssize_t>(sizeof(exec_errno));
   if (exec_failed) {
     LogError("exec: cannot execute ", options.argv[0], ": ", strerror(exec_errno));
