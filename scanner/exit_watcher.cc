@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -24,6 +23,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/fd.h"
+#include "base/log.h"
 #include "base/syscalls.h"
 #include "scanner/procfs.h"
 
@@ -81,8 +81,8 @@ absl::StatusOr<std::unique_ptr<ExitWatcher>> ExitWatcher::Create(
   if (::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
     lim.rlim_cur = lim.rlim_max;
     if (::setrlimit(RLIMIT_NOFILE, &lim) != 0) {
-      std::fprintf(stderr, "exit_watcher: setrlimit(RLIMIT_NOFILE): %s\n",
-                   std::strerror(errno));
+      LogWarning("exit_watcher: setrlimit(RLIMIT_NOFILE): ",
+                 std::strerror(errno));
     }
   }
   auto impl = std::make_unique<Impl>();
@@ -115,10 +115,9 @@ ExitWatcher::ArmResult ExitWatcher::Arm(const std::string& key, int pid,
   auto fallback = [&](const char* what, int err) {
     std::lock_guard<std::mutex> lock(impl_->mu);
     ++impl_->fallbacks;
-    std::fprintf(stderr,
-                 "exit_watcher: key %s pid %d: %s%s%s; polling instead\n",
-                 key.c_str(), pid, what, err != 0 ? ": " : "",
-                 err != 0 ? std::strerror(err) : "");
+    LogWarning(LogFields().Run(key).Pid(pid), "exit_watcher: ", what,
+               err != 0 ? ": " : "", err != 0 ? std::strerror(err) : "",
+               "; polling instead");
     return ArmResult::kFallback;
   };
   // Whatever happens, the old pidfd of this key no longer applies.
@@ -167,10 +166,8 @@ ExitWatcher::ArmResult ExitWatcher::Arm(const std::string& key, int pid,
   if (::epoll_ctl(impl_->epoll.get(), EPOLL_CTL_ADD, pidfd.get(), &ev) != 0) {
     const int err = errno;
     ++impl_->fallbacks;
-    std::fprintf(stderr,
-                 "exit_watcher: key %s pid %d: epoll_ctl: %s; polling "
-                 "instead\n",
-                 key.c_str(), pid, std::strerror(err));
+    LogWarning(LogFields().Run(key).Pid(pid), "exit_watcher: epoll_ctl: ",
+               std::strerror(err), "; polling instead");
     return ArmResult::kFallback;
   }
   // A concurrent Arm of the same key may have won the race since Disarm.
@@ -209,8 +206,7 @@ std::vector<std::string> ExitWatcher::Wait(absl::Duration timeout) {
                                static_cast<int>(std::min<int64_t>(ms, 1 << 30)));
     if (n < 0) {
       if (errno == EINTR) continue;
-      std::fprintf(stderr, "exit_watcher: epoll_wait: %s\n",
-                   std::strerror(errno));
+      LogError("exit_watcher: epoll_wait: ", std::strerror(errno));
       return exited;
     }
     bool woken = false;

@@ -31,7 +31,9 @@ class ExitWatcher {
   // after it is open, that the process's start time is `start_time` (0 = not
   // checked), so a recycled pid is never watched. Race-free: an exit between
   // registration and arming is reported by the next Wait(). Re-arming a key
-  // replaces its pidfd.
+  // replaces its pidfd. `key` is the caller's name for the watch (the daemon
+  // passes the run id); a fallback to polling is logged at WARNING
+  // (base/log.h) with the key as the line's run and the pid.
   ArmResult Arm(const std::string& key, int pid, uint64_t start_time);
   void Disarm(const std::string& key);
 
