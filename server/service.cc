@@ -14,6 +14,29 @@
 #include "server/bearer_auth.h"
 
 namespace runreaper::server {
+namespace {
+
+// Whether registration itself shows `run`'s leader alive, so the record can
+// say ALIVE at once instead of UNSPECIFIED until the first pass: the leader
+// lives in runreaperd's own PID namespace (so `pid` is read in our /proc),
+// its start time (and boot id, when recorded) match the recorded identity,
+// and it is not a zombie. True for an identity the service just read from
+// /proc; for a sent identity only when it names that live process. Anything
+// unreadable or foreign answers false (liveness stays for the pass).
+bool SeenAliveAtRegistration(const scanner::ProcFs& procfs, const v1::Run& run) {
+  if (run.start_time_ticks() == 0 || run.pidns_inode() == 0) return false;
+  absl::StatusOr<uint64_t> own_ns = procfs.SelfPidNs();
+  if (!own_ns.ok() || *own_ns != run.pidns_inode()) return false;
+  if (!run.boot_id().empty()) {
+    absl::StatusOr<std::string> boot_id = procfs.ReadBootId();
+    if (!boot_id.ok() || *boot_id != run.boot_id()) return false;
+  }
+  absl::StatusOr<scanner::ProcStat> stat = procfs.ReadStat(run.pid());
+  return stat.ok() && stat->start_time == run.start_time_ticks() &&
+         stat->state != 'Z' && stat->state != 'X';
+}
+
+}  // namespace
 
 ReconcilerService::ReconcilerService(store::RunStore* store,
                                      const scanner::ProcFs* procfs,
@@ -125,6 +148,7 @@ absl::StatusOr<v1::Run> ReconcilerService::DoRegister(
     // cgroup makes every process in it a member to sweep. Only a caller that
     // sends `cgroup` names a cgroup of the run's own.
   }
+  if (SeenAliveAtRegistration(*procfs_, run)) run.set_liveness(v1::LIVENESS_ALIVE);
   ASSIGN_OR_RETURN(v1::Run stored, store_->Register(run));
   hub_->Notify();
   if (reconciler_ != nullptr && stored.state() == v1::RUN_STATE_RUNNING) {

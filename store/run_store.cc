@@ -94,6 +94,11 @@ absl::StatusOr<v1::Run> RunStore::Register(const v1::Run& run) {
     return absl::InvalidArgumentError(
         absl::StrCat("register in ", path(), ": run_id is empty"));
   }
+  if (run.liveness() != v1::LIVENESS_UNSPECIFIED && run.liveness() != v1::LIVENESS_ALIVE) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "register in ", path(), ": run \"", run.run_id(), "\" with liveness ",
+        v1::Liveness_Name(run.liveness()), " (only UNSPECIFIED or ALIVE)"));
+  }
   Impl& m = *impl_;
   absl::MutexLock lock(&m.mu);
   v1::Run result;
@@ -118,7 +123,7 @@ absl::StatusOr<v1::Run> RunStore::Register(const v1::Run& run) {
               "start_time_ticks, boot_id, uid, comm, cgroup, keep, state, "
               "liveness, stale_reason, exit_code, registered_at_us, "
               "last_seen_alive_at_us, ended_at_us, sweep_done) VALUES (?1, "
-              "?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 0, 0, NULL, "
+              "?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?14, 0, NULL, "
               "?13, ?13, NULL, 0)"));
       s->BindText(1, run.run_id())
           .BindInt(2, run.pid())
@@ -134,7 +139,8 @@ absl::StatusOr<v1::Run> RunStore::Register(const v1::Run& run) {
           .BindText(10, run.cgroup())
           .BindInt(11, run.keep() ? 1 : 0)
           .BindInt(12, v1::RUN_STATE_RUNNING)
-          .BindInt(13, now);
+          .BindInt(13, now)
+          .BindInt(14, run.liveness());
       RETURN_IF_ERROR(s->Run());
     }
     const int64_t seq = m.db->LastInsertRowid();

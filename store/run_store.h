@@ -134,9 +134,11 @@ class RunStore {
 
   // Inserts a RUNNING run from `run`'s identity fields (run_id, pid, pgid,
   // sid, pidns_inode, start_time_ticks, boot_id, uid, comm, cgroup, labels,
-  // keep); state/timestamps are set by the store. Writes a REGISTERED event.
-  // Idempotent: an existing id with the same identity returns the stored run
-  // unchanged; a different identity is ALREADY_EXISTS.
+  // keep) and its liveness, which may only be UNSPECIFIED (nothing verified
+  // yet) or ALIVE (the caller just saw the process alive; INVALID_ARGUMENT
+  // otherwise); state/timestamps are set by the store. Writes a REGISTERED
+  // event. Idempotent: an existing id with the same identity returns the
+  // stored run unchanged; a different identity is ALREADY_EXISTS.
   absl::StatusOr<v1::Run> Register(const v1::Run& run);
 
   // last_seen_alive_at = now for a RUNNING run. FAILED_PRECONDITION when

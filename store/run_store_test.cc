@@ -471,6 +471,20 @@ TEST_F(RunStoreTest, RegisterWithoutUidKeepsItAbsent) {
   EXPECT_TRUE(r.labels().empty());
 }
 
+TEST_F(RunStoreTest, RegisterKeepsAliveFromTheCallerAndRefusesOtherLiveness) {
+  auto store = OpenOrDie();
+  RunProto alive = MakeRun("seen");
+  alive.set_liveness(v1::LIVENESS_ALIVE);
+  ASSERT_OK_AND_ASSIGN(RunProto r, store->Register(alive));
+  EXPECT_EQ(r.liveness(), v1::LIVENESS_ALIVE);
+  ASSERT_OK_AND_ASSIGN(r, store->Get("seen"));
+  EXPECT_EQ(r.liveness(), v1::LIVENESS_ALIVE);
+  RunProto dead = MakeRun("claimed-dead");
+  dead.set_liveness(v1::LIVENESS_DEAD);
+  EXPECT_EQ(store->Register(dead).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->Get("claimed-dead").status().code(), absl::StatusCode::kNotFound);
+}
+
 TEST_F(RunStoreTest, RegisterIsIdempotentForTheSameIdentity) {
   auto store = OpenOrDie();
   ASSERT_OK_AND_ASSIGN(RunProto first, store->Register(MakeRun("r1")));

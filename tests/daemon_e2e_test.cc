@@ -127,6 +127,42 @@ TEST_F(DaemonE2ETest, ExplicitIdentityIsStoredExactlyAsSent) {
   EXPECT_FALSE(run.has_uid());
 }
 
+// Registration reads (or checks) the leader in /proc: the record says ALIVE
+// at once, not UNSPECIFIED until the first pass (a minute away here).
+TEST_F(DaemonE2ETest, RegistrationThatSawTheLeaderAnswersAlive) {
+  Sleeper by_pid, by_fields, foreign, wrong_start;
+  ASSERT_OK_AND_ASSIGN(v1::Run run, Register("alive-pid", by_pid.pid()));
+  EXPECT_EQ(run.liveness(), v1::LIVENESS_ALIVE);
+  ASSERT_OK_AND_ASSIGN(run, Get("alive-pid"));
+  EXPECT_EQ(run.liveness(), v1::LIVENESS_ALIVE);
+
+  scanner::ProcFs procfs;
+  auto sent = [&](const std::string& run_id, pid_t pid) -> v1::RegisterRunRequest {
+    v1::RegisterRunRequest req;
+    req.set_run_id(run_id);
+    req.set_pid(pid);
+    absl::StatusOr<scanner::Identity> id = procfs.CaptureIdentity(pid);
+    EXPECT_TRUE(id.ok()) << id.status();
+    if (!id.ok()) return req;
+    scanner::SetIdentity(*id, &req);
+    return req;
+  };
+  // Sent fields that name the live process.
+  ASSERT_OK_AND_ASSIGN(run, Call(&v1::Reconciler::Stub::RegisterRun,
+                                 sent("alive-fields", by_fields.pid())));
+  EXPECT_EQ(run.liveness(), v1::LIVENESS_ALIVE);
+  // A namespace that is not runreaperd's: the pid cannot be checked here.
+  v1::RegisterRunRequest req = sent("foreign-ns", foreign.pid());
+  req.set_pidns_inode(req.pidns_inode() + 1);
+  ASSERT_OK_AND_ASSIGN(run, Call(&v1::Reconciler::Stub::RegisterRun, req));
+  EXPECT_EQ(run.liveness(), v1::LIVENESS_UNSPECIFIED);
+  // Another start time: not this process.
+  req = sent("wrong-start", wrong_start.pid());
+  req.set_start_time_ticks(req.start_time_ticks() + 1);
+  ASSERT_OK_AND_ASSIGN(run, Call(&v1::Reconciler::Stub::RegisterRun, req));
+  EXPECT_NE(run.liveness(), v1::LIVENESS_ALIVE);
+}
+
 TEST_F(DaemonE2ETest, KilledLeaderIsStaleExitedWithin500ms) {
   Sleeper sleeper;
   ASSERT_OK(Register("k1", sleeper.pid()));
