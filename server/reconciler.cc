@@ -105,7 +105,7 @@ absl::StatusOr<PassResult> Reconciler::RunPass(bool dry_run) {
   if (watcher_ != nullptr && !dry_run) watcher_->Wait(absl::ZeroDuration());
   ASSIGN_OR_RETURN(std::vector<store::RunningRecord> runs,
                    store_->ListRunningForReconcile());
-  return ReconcileLocked(runs, dry_run);
+  return ReconcileLocked(runs, dry_run, store::kSeenByPass);
 }
 
 absl::StatusOr<PassResult> Reconciler::ReconcileRuns(
@@ -124,11 +124,12 @@ absl::StatusOr<PassResult> Reconciler::ReconcileRuns(
     }
     runs.push_back(ToRecord(*run));
   }
-  return ReconcileLocked(runs, /*dry_run=*/false);
+  return ReconcileLocked(runs, /*dry_run=*/false, store::kSeenByWatcher);
 }
 
 absl::StatusOr<PassResult> Reconciler::ReconcileLocked(
-    const std::vector<store::RunningRecord>& runs, bool dry_run) {
+    const std::vector<store::RunningRecord>& runs, bool dry_run,
+    absl::string_view seen_by) {
   const absl::Time now = options_.clock();
   const scanner::LivenessObserver observer = ReadObserver(*procfs_);
 
@@ -234,7 +235,7 @@ absl::StatusOr<PassResult> Reconciler::ReconcileLocked(
 
   // One transaction for the whole pass, its events included.
   ASSIGN_OR_RETURN(std::vector<store::AppliedUpdate> applied,
-                   store_->ApplyPass(updates));
+                   store_->ApplyPass(updates, seen_by));
   for (const store::AppliedUpdate& a : applied) {
     if (!a.applied || a.update.kind != store::RunUpdate::Kind::kStale) {
       continue;

@@ -45,7 +45,9 @@ class Reconciler {
   // and nothing is written or armed.
   absl::StatusOr<PassResult> RunPass(bool dry_run = false);
 
-  // Reconciles only these runs now (the watcher reported their exit).
+  // Reconciles only these runs now (the watcher reported their exit, or
+  // arming found the leader already gone). Their STATE_CHANGED events say
+  // "exit watcher"; a pass's say "reconcile pass".
   absl::StatusOr<PassResult> ReconcileRuns(const std::vector<std::string>& run_ids);
 
   // Arms the exit watcher for a RUNNING run in a verified namespace (after
@@ -54,9 +56,11 @@ class Reconciler {
   absl::Status Watch(const v1::Run& run);
 
  private:
-  // Evidence -> decisions -> one ApplyBatch for `runs` (RUNNING ones only).
+  // Evidence -> decisions -> one ApplyPass for `runs` (RUNNING ones only);
+  // `seen_by` names the path in the events (store::kSeenByPass, ...).
   absl::StatusOr<PassResult> ReconcileLocked(
-      const std::vector<store::RunningRecord>& runs, bool dry_run)
+      const std::vector<store::RunningRecord>& runs, bool dry_run,
+      absl::string_view seen_by)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(pass_mu_);
 
   store::RunStore* store_;

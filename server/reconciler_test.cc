@@ -13,6 +13,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -407,6 +408,34 @@ TEST_F(ReconcilerTest, WatchedChildKilledIsReconciledStaleExited) {
   EXPECT_EQ(after.state(), v1::RUN_STATE_STALE);
   EXPECT_EQ(after.stale_reason(), v1::STALE_REASON_EXITED);
   EXPECT_EQ(watcher->armed(), 0);
+}
+
+// The audit log says which path saw an exit: the watcher (at once) or a pass
+// (up to a scan interval later).
+TEST_F(ReconcilerTest, StateChangeEventsNameThePathThatSawTheExit) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<scanner::ExitWatcher> watcher,
+                       scanner::ExitWatcher::Create(&procfs_));
+  reconciler_ = MakeReconciler(watcher.get());
+  Child watched, passed;
+  ASSERT_OK_AND_ASSIGN(v1::Run run, store_->Register(RunFor("by-watcher", watched.pid())));
+  ASSERT_OK(reconciler_->Watch(run));
+  ASSERT_OK(store_->Register(RunFor("by-pass", passed.pid())));
+  const int64_t before = LastEventId();
+
+  watched.Kill();
+  watched.Reap();
+  ASSERT_OK(reconciler_->ReconcileRuns(AwaitExit(watcher.get(), "by-watcher")));
+  passed.Kill();
+  passed.Reap();
+  ASSERT_OK(reconciler_->RunPass());
+
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Event> events, store_->ListEvents(before, "", 100));
+  std::map<std::string, std::string> detail;
+  for (const v1::Event& e : events) {
+    if (e.type() == v1::EVENT_TYPE_STATE_CHANGED) detail[e.run_id()] = e.detail();
+  }
+  EXPECT_EQ(detail["by-watcher"], "exit watcher");
+  EXPECT_EQ(detail["by-pass"], "reconcile pass");
 }
 
 TEST_F(ReconcilerTest, WatchedChildTurnedZombieIsReconciledStaleZombie) {

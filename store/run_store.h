@@ -83,6 +83,12 @@ struct RunUpdate {
   int64_t seq = 0;
 };
 
+// The detail of a STATE_CHANGED event written by ApplyBatch/ApplyPass: which
+// path saw the evidence (operators read it to learn how fast an exit was
+// seen).
+inline constexpr absl::string_view kSeenByPass = "reconcile pass";
+inline constexpr absl::string_view kSeenByWatcher = "exit watcher";
+
 // What ApplyBatch did for one update.
 struct AppliedUpdate {
   RunUpdate update;
@@ -182,10 +188,13 @@ class RunStore {
   absl::Status SetSweepDone(absl::string_view run_id, bool done);
 
   // Applies every update in one transaction, with one event per state
-  // change. Updates for runs that are no longer RUNNING are skipped
-  // (applied = false), never an error.
+  // change; `seen_by` (which path saw the evidence: "reconcile pass",
+  // "exit watcher") is the detail of each STATE_CHANGED event. Updates for
+  // runs that are no longer RUNNING are skipped (applied = false), never an
+  // error.
   absl::StatusOr<std::vector<AppliedUpdate>> ApplyBatch(
-      const std::vector<RunUpdate>& updates);
+      const std::vector<RunUpdate>& updates,
+      absl::string_view seen_by = kSeenByPass);
 
   // ApplyBatch for the reconciler's pass, with the same rules and one
   // transaction, but each kAlive/kObserve is a single UPDATE by key (seq
@@ -194,7 +203,8 @@ class RunStore {
   // filled only for applied kStale updates (their state change and event
   // are written exactly as ApplyBatch writes them).
   absl::StatusOr<std::vector<AppliedUpdate>> ApplyPass(
-      const std::vector<RunUpdate>& updates);
+      const std::vector<RunUpdate>& updates,
+      absl::string_view seen_by = kSeenByPass);
 
   // Appends an audit event (SIGNAL, SWEEP_*, KEPT) and returns its id; the
   // store sets event_id and time.

@@ -123,7 +123,8 @@ struct RunStore::Impl {
 
   // Applies one kStale update inside the pass's transaction (defined in
   // run_store_pass.cc).
-  absl::Status ApplyStale(const RunUpdate& u, int64_t now_us, AppliedUpdate* a)
+  absl::Status ApplyStale(const RunUpdate& u, int64_t now_us,
+                          absl::string_view seen_by, AppliedUpdate* a)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   // The skeleton ApplyBatch and ApplyPass share (defined, and only
@@ -131,7 +132,7 @@ struct RunStore::Impl {
   template <typename LivenessStep>
   absl::StatusOr<std::vector<AppliedUpdate>> ApplyUpdates(
       const std::vector<RunUpdate>& updates, absl::string_view op,
-      LivenessStep liveness_step) ABSL_LOCKS_EXCLUDED(mu);
+      absl::string_view seen_by, LivenessStep liveness_step) ABSL_LOCKS_EXCLUDED(mu);
 
   const StoreOptions options;
   const std::string db_path;

@@ -38,14 +38,14 @@ absl::Status ValidateUpdates(const std::vector<RunUpdate>& updates,
 // re-read under the write lock, so one that became terminal (or vanished)
 // since the pass looked is skipped (applied = false).
 absl::Status RunStore::Impl::ApplyStale(const RunUpdate& u, int64_t now_us,
-                                        AppliedUpdate* a) {
+                                        absl::string_view seen_by, AppliedUpdate* a) {
   ASSIGN_OR_RETURN(std::optional<StoredRun> found, Find(u.run_id));
   if (!found.has_value()) return absl::OkStatus();
   StoredRun& r = *found;
   if (r.run.state() == v1::RUN_STATE_RUNNING) {
     r.run.set_liveness(u.liveness);
     r.run.set_stale_reason(u.stale_reason);
-    RETURN_IF_ERROR(Terminate(r, v1::RUN_STATE_STALE, now_us, "reconcile pass"));
+    RETURN_IF_ERROR(Terminate(r, v1::RUN_STATE_STALE, now_us, seen_by));
     a->applied = true;
   }
   a->run = std::move(r.run);
@@ -57,7 +57,7 @@ absl::Status RunStore::Impl::ApplyStale(const RunUpdate& u, int64_t now_us,
 template <typename LivenessStep>
 absl::StatusOr<std::vector<AppliedUpdate>> RunStore::Impl::ApplyUpdates(
     const std::vector<RunUpdate>& updates, absl::string_view op,
-    LivenessStep liveness_step) {
+    absl::string_view seen_by, LivenessStep liveness_step) {
   Impl& m = *this;
   RETURN_IF_ERROR(ValidateUpdates(updates, op, m.path()));
   std::vector<AppliedUpdate> out;
@@ -71,7 +71,7 @@ absl::StatusOr<std::vector<AppliedUpdate>> RunStore::Impl::ApplyUpdates(
       AppliedUpdate& a = out.emplace_back();
       a.update = u;
       if (u.kind == RunUpdate::Kind::kStale) {
-        RETURN_IF_ERROR(m.ApplyStale(u, now, &a));
+        RETURN_IF_ERROR(m.ApplyStale(u, now, seen_by, &a));
       } else {
         RETURN_IF_ERROR(liveness_step(u, now, &a));
       }
@@ -111,12 +111,12 @@ absl::StatusOr<std::vector<RunningRecord>> RunStore::ListRunningForReconcile() {
 }
 
 absl::StatusOr<std::vector<AppliedUpdate>> RunStore::ApplyBatch(
-    const std::vector<RunUpdate>& updates) {
+    const std::vector<RunUpdate>& updates, absl::string_view seen_by) {
   Impl& m = *impl_;
   // Each update re-reads its run inside the transaction (under the write
   // lock), so a run that became terminal since the pass looked is skipped.
   return m.ApplyUpdates(
-      updates, "apply batch",
+      updates, "apply batch", seen_by,
       [&m](const RunUpdate& u, int64_t now, AppliedUpdate* a)
           ABSL_EXCLUSIVE_LOCKS_REQUIRED(m.mu) -> absl::Status {
         ASSIGN_OR_RETURN(std::optional<StoredRun> found, m.Find(u.run_id));
@@ -138,14 +138,14 @@ absl::StatusOr<std::vector<AppliedUpdate>> RunStore::ApplyBatch(
 }
 
 absl::StatusOr<std::vector<AppliedUpdate>> RunStore::ApplyPass(
-    const std::vector<RunUpdate>& updates) {
+    const std::vector<RunUpdate>& updates, absl::string_view seen_by) {
   Impl& m = *impl_;
   // kAlive / kObserve: one UPDATE, applied only to a run that is still
   // RUNNING (state = 1) under the write lock; neither names `state` in SET,
   // so no index is rewritten. With a seq the row is found by its integer key
   // and must still carry this run_id. The run is not read back.
   return m.ApplyUpdates(
-      updates, "apply pass",
+      updates, "apply pass", seen_by,
       [&m](const RunUpdate& u, int64_t now, AppliedUpdate* a)
           ABSL_EXCLUSIVE_LOCKS_REQUIRED(m.mu) -> absl::Status {
         const bool alive = u.kind == RunUpdate::Kind::kAlive;
