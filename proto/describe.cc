@@ -23,7 +23,11 @@ std::string ShortReasonName(v1::StaleReason reason) {
 }
 
 std::string DescribeEvent(const v1::Event& e) {
-  std::string out = absl::StrCat("event ", e.event_id(), " run ", e.run_id(), " ");
+  return absl::StrCat("event ", e.event_id(), " ", DescribeEventChange(e));
+}
+
+std::string DescribeEventChange(const v1::Event& e) {
+  std::string out = absl::StrCat("run ", e.run_id(), " ");
   switch (e.type()) {
     case v1::EVENT_TYPE_REGISTERED:
       absl::StrAppend(&out, "registered -> ", ShortStateName(e.to_state()));

@@ -23,6 +23,10 @@ std::string ShortReasonName(::runreaper::v1::StaleReason reason);
 // it reaches a terminal; base/log does that itself.
 std::string DescribeEvent(const ::runreaper::v1::Event& event);
 
+// DescribeEvent without the leading "event <id> ": "run r1 RUNNING -> STALE
+// (EXITED): <detail>", for a listing that prints the id in its own column.
+std::string DescribeEventChange(const ::runreaper::v1::Event& event);
+
 // Applies ToValidUtf8 (base/text.h) to every string field of `message`,
 // recursively (singular and repeated; map fields, whose entries come from
 // clients and were validated when parsed, are left alone), so that a peer can

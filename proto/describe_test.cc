@@ -29,6 +29,7 @@ TEST(DescribeEventTest, OneLinePerEventType) {
   e.set_stale_reason(v1::STALE_REASON_EXITED);
   e.set_detail("reconcile pass");
   EXPECT_EQ(DescribeEvent(e), "event 12 run r1 RUNNING -> STALE (EXITED): reconcile pass");
+  EXPECT_EQ(DescribeEventChange(e), "run r1 RUNNING -> STALE (EXITED): reconcile pass");
 }
 
 TEST(MakeValidUtf8Test, EveryStringFieldIsRepaired) {

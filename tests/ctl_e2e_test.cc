@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -98,6 +99,13 @@ TEST_F(CtlE2ETest, KillThenEventsShowStale) {
   CtlResult events = Ctl({"events", "--run=cli3"});
   ASSERT_EQ(events.exit_code, 0) << events.err;
   EXPECT_TRUE(absl::StrContains(events.out, "RUNNING -> STALE (EXITED)")) << events.out;
+  // One line per event: the id in the first column, once.
+  for (absl::string_view line : absl::StrSplit(events.out, '\n', absl::SkipEmpty())) {
+    std::vector<absl::string_view> words = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    ASSERT_GE(words.size(), 4u) << line;
+    EXPECT_EQ(words[2], "run") << line;  // <id> <time> run cli3 ...
+    EXPECT_FALSE(absl::StrContains(line, absl::StrCat("event ", words[0], " "))) << line;
+  }
 }
 
 TEST_F(CtlE2ETest, ExecRunsRegistersAndPublishesTheExitCode) {

@@ -252,7 +252,7 @@ void PrintRunTable(const std::vector<v1::Run>& runs) {
 
 void PrintEventLine(const v1::Event& e) {
   printf("%-8lld %s %s\n", static_cast<long long>(e.event_id()), Time(e.time()).c_str(),
-         DescribeEvent(e).c_str());
+         DescribeEventChange(e).c_str());
   fflush(stdout);
 }
 
