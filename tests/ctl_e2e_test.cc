@@ -108,6 +108,35 @@ TEST_F(CtlE2ETest, KillThenEventsShowStale) {
   }
 }
 
+// Run ids, comm and labels are any UTF-8 a client sent: the human output
+// prints them escaped, so a crafted run id cannot drive the terminal (set its
+// title, clear it) or fake an output line.
+TEST_F(CtlE2ETest, HumanOutputEscapesControlCharactersFromTheDaemon) {
+  Sleeper sleeper;
+  const std::string evil = "evil\x1b]0;pwned\x07\nfake line\xc2\x9b" "2J";
+  const std::string shown = "evil\\x1b]0;pwned\\x07\\nfake line\\u009b2J";
+  v1::RegisterRunRequest req;
+  req.set_run_id(evil);
+  req.set_pid(sleeper.pid());
+  (*req.mutable_labels())["k"] = "\x1b[31mred";
+  v1::Run run;
+  auto ctx = Ctx();
+  ASSERT_TRUE(daemon_->stub()->RegisterRun(ctx.get(), req, &run).ok());
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"list"}, {"get", evil}, {"events", "--run=" + evil},
+        {"get", evil + "-missing"}}) {
+    CtlResult r = Ctl(args);
+    const std::string all = r.out + r.err;
+    EXPECT_EQ(all.find('\x1b'), std::string::npos) << args[0] << ": " << all;
+    EXPECT_EQ(all.find('\x07'), std::string::npos) << args[0] << ": " << all;
+    EXPECT_EQ(all.find("\xc2\x9b"), std::string::npos) << args[0] << ": " << all;
+    EXPECT_FALSE(absl::StrContains(all, "\nfake line")) << args[0] << ": " << all;
+    EXPECT_TRUE(absl::StrContains(all, args[0] == "list" ? "evil\\x1b]0;pwned" : shown))
+        << args[0] << ": " << all;
+  }
+  EXPECT_TRUE(absl::StrContains(Ctl({"get", evil}).out, "k=\\x1b[31mred"));
+}
+
 TEST_F(CtlE2ETest, ExecRunsRegistersAndPublishesTheExitCode) {
   CtlResult r = Ctl({"exec", "cli-exec", "--label=k=v", "--", "sh", "-c",
                      "test \"$RUNREAPER_RUN_ID\" = cli-exec && exit 3"});

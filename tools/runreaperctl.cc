@@ -164,11 +164,11 @@ int Usage(const std::string& message) {
 
 int ExitFor(const grpc::Status& s, const std::string& what) {
   if (s.ok()) return kExitOk;
-  fprintf(stderr, "runreaperctl: %s: %s: %s\n", what.c_str(),
+  fprintf(stderr, "runreaperctl: %s: %s: %s\n", EscapeForLog(what).c_str(),
           absl::AsciiStrToUpper(std::string(
               absl::StatusCodeToString(static_cast<absl::StatusCode>(s.error_code()))))
               .c_str(),
-          s.error_message().c_str());
+          EscapeForLog(s.error_message()).c_str());
   return s.error_code() == grpc::StatusCode::NOT_FOUND ? kExitNotFound : kExitError;
 }
 
@@ -193,7 +193,7 @@ std::string Liveness(v1::Liveness l) {
 }
 
 void PrintRun(const v1::Run& r) {
-  printf("run_id:        %s\n", r.run_id().c_str());
+  printf("run_id:        %s\n", EscapeForLog(r.run_id()).c_str());
   printf("state:         %s", ShortStateName(r.state()).c_str());
   if (r.state() == v1::RUN_STATE_STALE) {
     printf(" (%s)", ShortReasonName(r.stale_reason()).c_str());
@@ -207,15 +207,15 @@ void PrintRun(const v1::Run& r) {
   printf("sid:           %d\n", r.sid());
   printf("pidns_inode:   %llu\n", static_cast<unsigned long long>(r.pidns_inode()));
   printf("start_time:    %llu\n", static_cast<unsigned long long>(r.start_time_ticks()));
-  printf("boot_id:       %s\n", r.boot_id().empty() ? "-" : r.boot_id().c_str());
+  printf("boot_id:       %s\n", r.boot_id().empty() ? "-" : EscapeForLog(r.boot_id()).c_str());
   printf("uid:           %s\n", r.has_uid() ? absl::StrCat(r.uid()).c_str() : "-");
-  printf("comm:          %s\n", r.comm().c_str());
-  printf("cgroup:        %s\n", r.cgroup().empty() ? "-" : r.cgroup().c_str());
+  printf("comm:          %s\n", EscapeForLog(r.comm()).c_str());
+  printf("cgroup:        %s\n", r.cgroup().empty() ? "-" : EscapeForLog(r.cgroup()).c_str());
   printf("keep:          %s\n", r.keep() ? "yes" : "no");
   std::vector<std::string> labels;
   for (const auto& [k, v] : r.labels()) labels.push_back(absl::StrCat(k, "=", v));
   std::sort(labels.begin(), labels.end());
-  printf("labels:        %s\n", labels.empty() ? "-" : absl::StrJoin(labels, ",").c_str());
+  printf("labels:        %s\n", labels.empty() ? "-" : EscapeForLog(absl::StrJoin(labels, ",")).c_str());
   printf("registered_at: %s\n", Time(r.registered_at()).c_str());
   printf("last_seen:     %s\n", Time(r.last_seen_alive_at()).c_str());
   printf("ended_at:      %s\n", Time(r.ended_at()).c_str());
@@ -238,13 +238,13 @@ void PrintRunTable(const std::vector<v1::Run>& runs) {
   printf("%-24s %-10s %-11s %-9s %8s %8s %-16s %5s %s\n", "RUN_ID", "STATE", "LIVENESS",
          "REASON", "PID", "PGID", "COMM", "EXIT", "AGE");
   for (const v1::Run& r : runs) {
-    printf("%-24s %-10s %-11s %-9s %8d %8d %-16s %5s %s\n", r.run_id().c_str(),
+    printf("%-24s %-10s %-11s %-9s %8d %8d %-16s %5s %s\n", EscapeForLog(r.run_id()).c_str(),
            ShortStateName(r.state()).c_str(),
            r.liveness() == v1::LIVENESS_UNSPECIFIED ? "-" : Liveness(r.liveness()).c_str(),
            r.state() == v1::RUN_STATE_STALE
                ? ShortReasonName(r.stale_reason()).c_str()
                : "-",
-           r.pid(), r.pgid(), r.comm().c_str(),
+           r.pid(), r.pgid(), EscapeForLog(r.comm()).c_str(),
            r.has_exit_code() ? absl::StrCat(r.exit_code()).c_str() : "-",
            Age(r.registered_at()).c_str());
   }
@@ -252,7 +252,7 @@ void PrintRunTable(const std::vector<v1::Run>& runs) {
 
 void PrintEventLine(const v1::Event& e) {
   printf("%-8lld %s %s\n", static_cast<long long>(e.event_id()), Time(e.time()).c_str(),
-         DescribeEventChange(e).c_str());
+         EscapeForLog(DescribeEventChange(e)).c_str());
   fflush(stdout);
 }
 
@@ -268,8 +268,8 @@ void PrintOrphans(const google::protobuf::RepeatedPtrField<v1::Orphan>& orphans)
     if (o.zombie()) flags.push_back(absl::StrCat("zombie(reaper ", o.reaper_pid(), ")"));
     if (o.kept()) flags.push_back("kept");
     if (o.unverified()) flags.push_back("unverified");
-    printf("%-24s %8d %8d %-16s %-8s %s\n", o.run_id().c_str(), o.pid(), o.ppid(),
-           o.comm().c_str(), MatchName(o.source()).c_str(),
+    printf("%-24s %8d %8d %-16s %-8s %s\n", EscapeForLog(o.run_id()).c_str(), o.pid(),
+           o.ppid(), EscapeForLog(o.comm()).c_str(), MatchName(o.source()).c_str(),
            flags.empty() ? "-" : absl::StrJoin(flags, ",").c_str());
   }
 }
@@ -449,7 +449,7 @@ int CmdRegister(Client& c, const ParsedArgs& a) {
   absl::StatusOr<scanner::Identity> id = procfs.CaptureIdentity(pid);
   if (!id.ok()) {
     fprintf(stderr, "runreaperctl: register: cannot read process %d here: %s\n", pid,
-            std::string(id.status().message()).c_str());
+            EscapeForLog(id.status().message()).c_str());
     return absl::IsNotFound(id.status()) ? kExitNotFound : kExitError;
   }
   // The API takes pgid > 1 only: group 1 (or 0, outside this namespace) is
@@ -552,7 +552,7 @@ int CmdReconcile(Client& c, const ParsedArgs& a) {
   printf("examined %d running; %d transitions%s\n", resp.examined(),
          resp.transitions_size(), req.dry_run() ? " (dry run: nothing written)" : "");
   for (const v1::Transition& t : resp.transitions()) {
-    printf("  %s %s -> %s (%s, liveness %s)\n", t.run_id().c_str(),
+    printf("  %s %s -> %s (%s, liveness %s)\n", EscapeForLog(t.run_id()).c_str(),
            ShortStateName(t.from_state()).c_str(),
            ShortStateName(t.to_state()).c_str(),
            ShortReasonName(t.stale_reason()).c_str(),
@@ -708,7 +708,7 @@ int Main(int argc, char** argv) {
   Client client(a, rpc_timeout);
   if (a.Has("token_file")) {
     if (absl::Status s = client.LoadToken(a.Get("token_file")); !s.ok()) {
-      fprintf(stderr, "runreaperctl: %s\n", std::string(s.message()).c_str());
+      fprintf(stderr, "runreaperctl: %s\n", EscapeForLog(s.message()).c_str());
       return kExitError;
     }
   }
