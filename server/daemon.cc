@@ -15,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "base/log.h"
 #include "base/status_macros.h"
+#include "base/text.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -312,7 +313,7 @@ int RunOnce(const DaemonOptions& options, bool sweep) {
       rc = 1;
     }
   }
-  printf("%s\n", line.c_str());
+  printf("%s\n", EscapeForLog(line).c_str());  // run ids are any UTF-8
   fflush(stdout);
   return rc;
 }

@@ -667,6 +667,35 @@ TEST(DaemonOnceTest, OnceReconcilesAnExitAndExitsZero) {
   EXPECT_EQ(run.stale_reason(), v1::STALE_REASON_EXITED);
 }
 
+// The one-line summary names the runs that changed; a crafted run id is
+// printed escaped, so it cannot add a line to cron's mail or a terminal.
+TEST(DaemonOnceTest, OnceSummaryEscapesRunIds) {
+  TempDir dir;
+  Sleeper sleeper;
+  {
+    Daemon d(dir.path(), {kSlowScan});
+    ASSERT_TRUE(d.Start()) << d.log();
+    v1::RegisterRunRequest req;
+    req.set_run_id("cron\nrunreaperd --once: all fine\x1b[2J");
+    req.set_pid(sleeper.pid());
+    v1::Run run;
+    auto ctx = Ctx();
+    ASSERT_TRUE(d.stub()->RegisterRun(ctx.get(), req, &run).ok());
+    ASSERT_EQ(d.Stop(SIGTERM), 0);
+  }
+  sleeper.Kill();
+  ASSERT_TRUE(WaitFor([&] { return kill(sleeper.pid(), 0) != 0; }));
+  Daemon once(dir.path(), {"--once"});
+  once.Spawn();
+  EXPECT_EQ(once.Wait(), 0) << once.log();
+  const std::string log = once.log();
+  EXPECT_TRUE(absl::StrContains(
+      log, "(cron\\nrunreaperd --once: all fine\\x1b[2J RUNNING->STALE(EXITED))"))
+      << log;
+  EXPECT_FALSE(absl::StrContains(log, "\nrunreaperd --once: all fine")) << log;
+  EXPECT_EQ(log.find('\x1b'), std::string::npos) << log;
+}
+
 // For cron, `--once --sweep` succeeds only when nothing survived. Staging a
 // survivor as root: the one-shot daemon runs as nobody (65534), so the
 // root-owned member answers every stage with EPERM and outlives the ladder.
