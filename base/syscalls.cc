@@ -1,9 +1,12 @@
 #include "base/syscalls.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 // Numbers are the same on every architecture that uses the generic table
 // (x86_64 included); older kernel headers may lack the names.
@@ -23,6 +26,16 @@ int PidfdOpen(pid_t pid, unsigned int flags) {
 int PidfdSendSignal(int pidfd, int sig, siginfo_t* info, unsigned int flags) {
   return static_cast<int>(
       ::syscall(SYS_pidfd_send_signal, pidfd, sig, info, flags));
+}
+
+int PidfdPollExited(int pidfd) {
+  struct pollfd p = {pidfd, POLLIN, 0};
+  int n;
+  do {
+    n = ::poll(&p, 1, 0);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return -1;
+  return n > 0 ? 1 : 0;
 }
 
 pid_t RawFork() {

@@ -32,6 +32,14 @@ int PidfdOpen(pid_t pid, unsigned int flags);
 // retried signal could be delivered twice.
 int PidfdSendSignal(int pidfd, int sig, siginfo_t* info, unsigned int flags);
 
+// Whether the process `pidfd` refers to has exited: poll(2) with a zero
+// timeout, retried on EINTR. A pidfd turns readable when its process exits,
+// zombie or reaped. Returns 1 when poll reports the fd ready (exited; also
+// POLLNVAL/POLLERR for a bad fd), 0 (still running), or -1 with errno when
+// poll itself fails (the caller decides what that means for it). Never
+// blocks.
+int PidfdPollExited(int pidfd);
+
 // clone(2) with only SIGCHLD as flags: a fork that runs no pthread_atfork
 // handlers and takes none of glibc's fork locks, so a multi-threaded server
 // can fork a short-lived helper. Returns 0 in the child, the child's pid in

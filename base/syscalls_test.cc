@@ -16,14 +16,7 @@
 namespace runreaper::base {
 namespace {
 
-bool Readable(int fd) {
-  struct pollfd p = {fd, POLLIN, 0};
-  int n;
-  do {
-    n = ::poll(&p, 1, 0);
-  } while (n < 0 && errno == EINTR);
-  return n == 1 && (p.revents & POLLIN) != 0;
-}
+bool Readable(int fd) { return PidfdPollExited(fd) == 1; }
 
 TEST(PidfdOpen, PinsALiveChildAndSignalsIt) {
   TestChild child;
@@ -82,6 +75,12 @@ TEST(PidfdOpen, RejectsNonPidsAndThreads) {
   if (fd >= 0) ::close(fd);
   EXPECT_EQ(fd, -1);
   EXPECT_TRUE(err == EINVAL || err == ENOENT) << strerror(err);
+}
+
+TEST(PidfdPollExited, RunningProcessIsNotExited) {
+  Fd pidfd(PidfdOpen(::getpid(), 0));
+  ASSERT_TRUE(pidfd.valid());
+  EXPECT_EQ(PidfdPollExited(pidfd.get()), 0) << "this process is running";
 }
 
 TEST(RawFork, ChildRunsAndExitStatusReachesParent) {

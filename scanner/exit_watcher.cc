@@ -1,6 +1,5 @@
 #include "scanner/exit_watcher.h"
 
-#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
@@ -41,14 +40,8 @@ struct Watch {
   int pid = 0;
 };
 
-bool PidfdReadable(int fd) {
-  struct pollfd p = {fd, POLLIN, 0};
-  int n;
-  do {
-    n = ::poll(&p, 1, 0);
-  } while (n < 0 && errno == EINTR);
-  return n > 0;
-}
+// A poll error claims no exit: the process stays watched.
+bool PidfdReadable(int fd) { return base::PidfdPollExited(fd) > 0; }
 
 }  // namespace
 
