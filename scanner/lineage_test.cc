@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/file_util.h"
 #include "base/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -352,9 +353,7 @@ Leader StartLeader(const std::string& script) {
 // Reads whitespace-separated pids from `fd` until EOF.
 std::vector<int> ReadPids(int fd) {
   std::string text;
-  char buf[256];
-  ssize_t n;
-  while ((n = ::read(fd, buf, sizeof(buf))) > 0) text.append(buf, n);
+  if (base::ReadFdToString(fd, 1 << 20, &text) != 0) text.clear();
   std::vector<int> pids;
   for (absl::string_view t :
        absl::StrSplit(text, absl::ByAnyChar(" \n"), absl::SkipEmpty())) {

@@ -23,6 +23,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/fd.h"
+#include "base/file_util.h"
 #include "base/test_util.h"
 #include "gtest/gtest.h"
 #include "scanner/procfs.h"
@@ -104,12 +105,9 @@ std::string RunInPidNamespace(const std::function<std::string()>& body) {
   }
   wr.Reset();
   std::string out;
-  char buf[512];
-  while (true) {
-    const ssize_t n = ::read(rd.get(), buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
+  if (const int err = base::ReadFdToString(rd.get(), 64 * 1024, &out);
+      err != 0) {
+    out = absl::StrCat("read: ", strerror(err));
   }
   const int status = WaitStatus(outer);
   if (out == "OK") return "";
