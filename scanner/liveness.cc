@@ -215,7 +215,7 @@ bool TimedOut(absl::Time last_seen_alive, absl::Time now,
 }
 
 Evidence GatherEvidence(const ProcFs& procfs, const LivenessObserver& observer,
-                        const RecordIdentity& record,
+                        const ProcessRef& record,
                         const Snapshot* snapshot) {
   Evidence evidence;
   evidence.recorded_boot_id = record.boot_id;

@@ -9,6 +9,7 @@
 
 #include "absl/time/time.h"
 #include "runreaper/v1/runreaper.pb.h"
+#include "scanner/identity.h"
 #include "scanner/procfs.h"
 
 namespace runreaper::scanner {
@@ -63,21 +64,13 @@ struct LivenessObserver {
   std::string boot_id;
 };
 
-// The identity fields of a record that the probe needs.
-struct RecordIdentity {
-  int pid = 0;
-  uint64_t pidns_inode = 0;
-  uint64_t start_time = 0;
-  std::string boot_id;
-};
-
-// Gathers evidence for one record: boot id, namespace verification (equal
+// Gathers evidence for one record's leader (its ProcessRef): boot id, namespace verification (equal
 // inode, or a visible process in that namespace whose last NSpid entry is the
 // record's pid, translated to the observer's pid), kill(pid, 0), and the stat
 // read. `snapshot` (with_status + with_pidns) is needed only for records in a
 // foreign namespace; pass nullptr when none is at hand.
 Evidence GatherEvidence(const ProcFs& procfs, const LivenessObserver& observer,
-                        const RecordIdentity& record,
+                        const ProcessRef& record,
                         const Snapshot* snapshot);
 
 }  // namespace runreaper::scanner

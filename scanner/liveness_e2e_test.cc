@@ -51,8 +51,8 @@ class LivenessE2eTest : public ::testing::Test {
     ASSERT_FALSE(observer_.boot_id.empty());
   }
 
-  RecordIdentity Record(int pid) {
-    RecordIdentity r;
+  ProcessRef Record(int pid) {
+    ProcessRef r;
     absl::StatusOr<Identity> id = procfs_.CaptureIdentity(pid);
     EXPECT_TRUE(id.ok()) << id.status();
     if (!id.ok()) return r;
@@ -63,7 +63,7 @@ class LivenessE2eTest : public ::testing::Test {
     return r;
   }
 
-  Verdict Check(const RecordIdentity& record,
+  Verdict Check(const ProcessRef& record,
                 const Snapshot* snapshot = nullptr) {
     evidence_ = GatherEvidence(procfs_, observer_, record, snapshot);
     return Decide(evidence_);
@@ -89,7 +89,7 @@ TEST_F(LivenessE2eTest, LiveSleeperIsAlive) {
 TEST_F(LivenessE2eTest, StartTimeZeroIsNeverReused) {
   TestChild c;
   ASSERT_GT(c.pid(), 0);
-  RecordIdentity r = Record(c.pid());
+  ProcessRef r = Record(c.pid());
   r.start_time = 0;
   EXPECT_EQ(Check(r).liveness, v1::LIVENESS_ALIVE);
   c.Release();
@@ -99,7 +99,7 @@ TEST_F(LivenessE2eTest, StartTimeZeroIsNeverReused) {
 TEST_F(LivenessE2eTest, ExitedAndReapedIsDeadExited) {
   TestChild c;
   ASSERT_GT(c.pid(), 0);
-  const RecordIdentity r = Record(c.pid());
+  const ProcessRef r = Record(c.pid());
   c.Release();
   c.Reap();
   const Verdict v = Check(r);
@@ -115,7 +115,7 @@ TEST_F(LivenessE2eTest, RealZombieWithParenthesesInCommIsZombie) {
     absl::StatusOr<ProcStat> s = procfs_.ReadStat(c.pid());
     return s.ok() && s->comm == "a) Z (b";
   }));
-  const RecordIdentity r = Record(c.pid());
+  const ProcessRef r = Record(c.pid());
   c.Release();  // it exits; we do not wait for it until asserted
   ASSERT_TRUE(WaitFor([&] {
     absl::StatusOr<ProcStat> s = procfs_.ReadStat(c.pid());
@@ -132,7 +132,7 @@ TEST_F(LivenessE2eTest, RealZombieWithParenthesesInCommIsZombie) {
 TEST_F(LivenessE2eTest, RightPidOtherStartTimeIsPidReused) {
   TestChild c;
   ASSERT_GT(c.pid(), 0);
-  RecordIdentity r = Record(c.pid());
+  ProcessRef r = Record(c.pid());
   r.start_time += 1;
   const Verdict v = Check(r);
   EXPECT_EQ(v.liveness, v1::LIVENESS_PID_REUSED);
@@ -144,7 +144,7 @@ TEST_F(LivenessE2eTest, RightPidOtherStartTimeIsPidReused) {
 TEST_F(LivenessE2eTest, OtherBootIdIsDeadRebooted) {
   TestChild c;
   ASSERT_GT(c.pid(), 0);
-  RecordIdentity r = Record(c.pid());
+  ProcessRef r = Record(c.pid());
   r.boot_id = "00000000-0000-0000-0000-000000000000";
   const Verdict v = Check(r);
   EXPECT_EQ(v.liveness, v1::LIVENESS_DEAD);
@@ -156,7 +156,7 @@ TEST_F(LivenessE2eTest, OtherBootIdIsDeadRebooted) {
 TEST_F(LivenessE2eTest, NamespaceNoProcessHasIsUnknown) {
   TestChild c;
   ASSERT_GT(c.pid(), 0);
-  RecordIdentity r = Record(c.pid());
+  ProcessRef r = Record(c.pid());
   ASSERT_OK_AND_ASSIGN(Snapshot snap,
                        procfs_.Walk({/*with_status=*/true,
                                      /*with_pidns=*/true}));
@@ -210,7 +210,7 @@ TEST_F(LivenessE2eTest, ChildPidNamespaceTranslatesThroughNSpid) {
   ASSERT_NE(inner_ns, observer_.pidns_inode);
   ASSERT_OK_AND_ASSIGN(ProcStat stat, procfs_.ReadStat(sleeper));
 
-  RecordIdentity r;
+  ProcessRef r;
   r.pid = status.nspid.back();  // 2: its pid inside the namespace
   r.pidns_inode = inner_ns;
   r.start_time = stat.start_time;
@@ -252,7 +252,7 @@ TEST_F(LivenessE2eTest, ChildPidNamespaceTranslatesThroughNSpid) {
 TEST_F(LivenessE2eTest, EpermWithoutProcfsEvidenceIsUnknownNotDead) {
   TestChild target;
   ASSERT_GT(target.pid(), 0);
-  const RecordIdentity r = Record(target.pid());
+  const ProcessRef r = Record(target.pid());
   target.Release();
   ASSERT_TRUE(WaitFor([&] {
     absl::StatusOr<ProcStat> s = procfs_.ReadStat(target.pid());
@@ -360,7 +360,7 @@ TEST_F(LivenessE2eTest, ThreadIdIsDeadExitedAndNeverSignalled) {
   ASSERT_EQ(::kill(tid, 0), 0);  // the probe alone would say "exists"
 
   ASSERT_OK_AND_ASSIGN(ProcStat stat, procfs_.ReadStat(tid));
-  RecordIdentity r;
+  ProcessRef r;
   r.pid = tid;
   r.pidns_inode = observer_.pidns_inode;
   r.start_time = stat.start_time;

@@ -88,16 +88,16 @@ absl::StatusOr<std::string> ProcFsEvidence::ReadCgroup(int pid) {
 
 absl::Status CheckDedicatedCgroup(const RunSpec& run,
                                   const SweepObserver& observer) {
-  if (run.cgroup.empty() || run.cgroup == "/" || run.cgroup.front() != '/' ||
-      absl::StrContains(run.cgroup, "/../") ||
-      absl::EndsWith(run.cgroup, "/..")) {
+  if (run.leader.cgroup.empty() || run.leader.cgroup == "/" || run.leader.cgroup.front() != '/' ||
+      absl::StrContains(run.leader.cgroup, "/../") ||
+      absl::EndsWith(run.leader.cgroup, "/..")) {
     return absl::FailedPreconditionError(
-        absl::StrCat("run ", run.run_id, ": cgroup \"", run.cgroup,
+        absl::StrCat("run ", run.run_id, ": cgroup \"", run.leader.cgroup,
                      "\" is not a dedicated cgroup"));
   }
-  if (!observer.cgroup.empty() && CgroupIsWithin(observer.cgroup, run.cgroup)) {
+  if (!observer.cgroup.empty() && CgroupIsWithin(observer.cgroup, run.leader.cgroup)) {
     return absl::FailedPreconditionError(
-        absl::StrCat("run ", run.run_id, ": cgroup ", run.cgroup,
+        absl::StrCat("run ", run.run_id, ": cgroup ", run.leader.cgroup,
                      " holds the observer; not a dedicated cgroup"));
   }
   return absl::OkStatus();
@@ -180,15 +180,15 @@ RunPlan PlanRun(const RunSpec& run, const SweepObserver& observer,
                 const std::unordered_map<int, const ProcessInfo*>& by_pid,
                 std::vector<std::string>* notes) {
   RunPlan plan;
-  if (run.pidns_inode == 0 || observer.pidns_inode == 0 ||
-      run.pidns_inode != observer.pidns_inode) {
+  if (run.leader.pidns_inode == 0 || observer.pidns_inode == 0 ||
+      run.leader.pidns_inode != observer.pidns_inode) {
     notes->push_back(absl::StrCat(
-        "run ", run.run_id, ": PID namespace ", run.pidns_inode,
+        "run ", run.run_id, ": PID namespace ", run.leader.pidns_inode,
         " is not the observer's (", observer.pidns_inode,
         "); no members are verifiable"));
     return plan;
   }
-  if (run.start_time == 0) {
+  if (run.leader.start_time == 0) {
     notes->push_back(absl::StrCat("run ", run.run_id,
                                   ": no recorded start time; no members"));
     return plan;
@@ -199,27 +199,27 @@ RunPlan PlanRun(const RunSpec& run, const SweepObserver& observer,
   // R's group or session.
   auto reused = [&](int number) {
     auto it = by_pid.find(number);
-    return it != by_pid.end() && it->second->start_time != run.start_time;
+    return it != by_pid.end() && it->second->start_time != run.leader.start_time;
   };
-  if (run.pgid > 1 && run.pgid == run.pid) {
-    if (reused(run.pgid)) {
-      notes->push_back(absl::StrCat("run ", run.run_id, ": pgid ", run.pgid,
+  if (run.leader.pgid > 1 && run.leader.pgid == run.leader.pid) {
+    if (reused(run.leader.pgid)) {
+      notes->push_back(absl::StrCat("run ", run.run_id, ": pgid ", run.leader.pgid,
                                     " now names another process; group "
                                     "not swept"));
     } else {
       plan.by_pgid = true;
     }
   }
-  if (run.sid > 1 && run.sid == run.pid) {
-    if (reused(run.sid)) {
-      notes->push_back(absl::StrCat("run ", run.run_id, ": sid ", run.sid,
+  if (run.leader.sid > 1 && run.leader.sid == run.leader.pid) {
+    if (reused(run.leader.sid)) {
+      notes->push_back(absl::StrCat("run ", run.run_id, ": sid ", run.leader.sid,
                                     " now names another process; session "
                                     "not swept"));
     } else {
       plan.by_sid = true;
     }
   }
-  if (!run.cgroup.empty()) {
+  if (!run.leader.cgroup.empty()) {
     absl::Status dedicated = CheckDedicatedCgroup(run, observer);
     if (dedicated.ok()) {
       plan.by_cgroup = true;
@@ -273,7 +273,7 @@ Membership FindMembers(const Snapshot& snapshot, const SweepObserver& observer,
     // Runs this process could belong to by the start-time rule.
     std::vector<size_t> candidates;
     for (size_t i = 0; i < runs.size(); ++i) {
-      if (plans[i].enabled && p.start_time >= runs[i].start_time) {
+      if (plans[i].enabled && p.start_time >= runs[i].leader.start_time) {
         candidates.push_back(i);
       }
     }
@@ -297,17 +297,17 @@ Membership FindMembers(const Snapshot& snapshot, const SweepObserver& observer,
       const RunPlan& plan = plans[i];
       MatchSource source = MatchSource::kNone;
       const bool is_leader =
-          p.pid == run.pid && p.start_time == run.start_time;
-      if (plan.by_pgid && p.pgid == run.pgid) {
+          p.pid == run.leader.pid && p.start_time == run.leader.start_time;
+      if (plan.by_pgid && p.pgid == run.leader.pgid) {
         source = MatchSource::kPgid;
-      } else if (plan.by_sid && p.sid == run.sid) {
+      } else if (plan.by_sid && p.sid == run.leader.sid) {
         source = MatchSource::kSid;
       } else if (env_ok && env->run_id.has_value() &&
                  *env->run_id == run.run_id) {
         source = MatchSource::kCookie;
       } else if (plan.by_cgroup) {
         if (!cgroup.has_value()) cgroup = evidence.ReadCgroup(p.pid);
-        if (cgroup->ok() && CgroupIsWithin(**cgroup, run.cgroup)) {
+        if (cgroup->ok() && CgroupIsWithin(**cgroup, run.leader.cgroup)) {
           source = MatchSource::kCgroup;
         }
       }

@@ -40,6 +40,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "scanner/identity.h"
 #include "scanner/procfs.h"
 
 namespace runreaper::scanner {
@@ -55,15 +56,12 @@ const char* MatchSourceName(MatchSource source);
 // What membership needs of a run record.
 struct RunSpec {
   std::string run_id;
-  int pid = 0;
-  int pgid = 0;
-  int sid = 0;
-  uint64_t pidns_inode = 0;
-  uint64_t start_time = 0;
-  std::string cgroup;  // dedicated cgroup v2 path; "" = none
+  // The recorded leader. Its cgroup is the run's dedicated cgroup v2 path
+  // ("" = none), never a cgroup it merely runs in.
+  Identity leader;
   bool keep = false;
-  // The leader (pid == this.pid, start time == this.start_time) is a member
-  // even when it led neither its group nor its session.
+  // The leader (pid and start time equal to leader's) is a member even when
+  // it led neither its group nor its session.
   bool include_leader = false;
 };
 

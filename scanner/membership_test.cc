@@ -67,11 +67,11 @@ SweepObserver TheObserver() {
 RunSpec TheRun() {
   RunSpec r;
   r.run_id = "r1";
-  r.pid = 100;
-  r.pgid = 100;
-  r.sid = 100;
-  r.pidns_inode = kNs;
-  r.start_time = kLeaderStart;
+  r.leader.pid = 100;
+  r.leader.pgid = 100;
+  r.leader.sid = 100;
+  r.leader.pidns_inode = kNs;
+  r.leader.start_time = kLeaderStart;
   return r;
 }
 
@@ -131,7 +131,7 @@ TEST(MembershipTest, CgroupOnlyWhenDedicated) {
   ev.cgroup[301] = "/runreaper/r1/sub";
   ev.cgroup[302] = "/runreaper/r10";
   RunSpec run = TheRun();
-  run.cgroup = "/runreaper/r1";
+  run.leader.cgroup = "/runreaper/r1";
   auto by = ByPid(FindMembers(s, TheObserver(), {run}, ev));
   ASSERT_EQ(by.size(), 2u);
   EXPECT_EQ(by[300].source, MatchSource::kCgroup);
@@ -141,7 +141,7 @@ TEST(MembershipTest, CgroupOnlyWhenDedicated) {
   for (const std::string& shared : {std::string("/"),
                                     std::string("/system.slice"),
                                     std::string("relative")}) {
-    run.cgroup = shared;
+    run.leader.cgroup = shared;
     ev.cgroup[300] = "/system.slice/x";
     Membership m = FindMembers(s, TheObserver(), {run}, ev);
     EXPECT_TRUE(m.members.empty()) << shared;
@@ -156,8 +156,8 @@ TEST(MembershipTest, LeaderThatDidNotLeadItsGroupOwnsNoGroup) {
   s.processes.push_back(Proc(100, 90, 90, 90, kLeaderStart));
   s.processes.push_back(Proc(101, 100, 90, 90, kLeaderStart + 1));
   RunSpec run = TheRun();
-  run.pgid = 90;
-  run.sid = 90;
+  run.leader.pgid = 90;
+  run.leader.sid = 90;
   FakeEvidence ev;
   Membership m = FindMembers(s, TheObserver(), {run}, ev);
   EXPECT_TRUE(m.members.empty());
@@ -202,7 +202,7 @@ TEST(MembershipTest, StartTimeRule) {
 
   // No recorded start time: no members at all.
   RunSpec run = TheRun();
-  run.start_time = 0;
+  run.leader.start_time = 0;
   EXPECT_TRUE(FindMembers(s, TheObserver(), {run}, ev).members.empty());
 }
 
@@ -211,9 +211,9 @@ TEST(MembershipTest, ForeignOrUnknownNamespaceHasNoMembers) {
   s.processes.push_back(Proc(101, 1, 100, 100, kLeaderStart + 1));
   FakeEvidence ev;
   RunSpec run = TheRun();
-  run.pidns_inode = kNs + 1;
+  run.leader.pidns_inode = kNs + 1;
   EXPECT_TRUE(FindMembers(s, TheObserver(), {run}, ev).members.empty());
-  run.pidns_inode = 0;
+  run.leader.pidns_inode = 0;
   EXPECT_TRUE(FindMembers(s, TheObserver(), {run}, ev).members.empty());
   SweepObserver o = TheObserver();
   o.pidns_inode = 0;
@@ -226,10 +226,10 @@ TEST(MembershipTest, NeverInitSelfOwnGroupSessionOrAncestors) {
   // A run whose recorded group is the observer's own, with a cookie on
   // everything: still none of these.
   RunSpec run = TheRun();
-  run.pid = 40;
-  run.pgid = 40;
-  run.sid = 40;
-  run.start_time = 1;
+  run.leader.pid = 40;
+  run.leader.pgid = 40;
+  run.leader.sid = 40;
+  run.leader.start_time = 1;
   s.processes.push_back(Proc(60, 50, 40, 40, 30));    // our group
   s.processes.push_back(Proc(61, 1, 61, 40, 30));     // our session
   s.processes.push_back(Proc(2, 0, 0, 0, 1));         // kthreadd
@@ -311,8 +311,8 @@ TEST(MembershipTest, SeveralRunsOneEnvironReadEach) {
   RunSpec a = TheRun();
   RunSpec b = TheRun();
   b.run_id = "r2";
-  b.pid = b.pgid = b.sid = 200;
-  b.start_time = kLeaderStart + 5;
+  b.leader.pid = b.leader.pgid = b.leader.sid = 200;
+  b.leader.start_time = kLeaderStart + 5;
   FakeEvidence ev;
   Membership m = FindMembers(s, TheObserver(), {a, b}, ev);
   ASSERT_EQ(m.members.size(), 2u);
@@ -329,8 +329,8 @@ TEST(MembershipTest, LeaderIncludedOnlyWhenAsked) {
   s.processes.push_back(Proc(90, 1, 90, 90, 500));
   s.processes.push_back(Proc(100, 90, 90, 90, kLeaderStart));
   RunSpec run = TheRun();
-  run.pgid = 90;
-  run.sid = 90;
+  run.leader.pgid = 90;
+  run.leader.sid = 90;
   FakeEvidence ev;
   EXPECT_TRUE(FindMembers(s, TheObserver(), {run}, ev).members.empty());
   run.include_leader = true;

@@ -16,6 +16,8 @@
 #include "base/status_macros.h"
 #include "runreaper/v1/runreaper.pb.h"
 #include "scanner/exit_watcher.h"
+#include "scanner/identity.h"
+#include "scanner/identity_proto.h"
 #include "scanner/liveness.h"
 #include "scanner/procfs.h"
 #include "store/run_store.h"
@@ -32,10 +34,7 @@ absl::Time FromTimestamp(const google::protobuf::Timestamp& ts) {
 store::RunningRecord ToRecord(const v1::Run& run) {
   store::RunningRecord r;
   r.run_id = run.run_id();
-  r.pid = run.pid();
-  r.pidns_inode = run.pidns_inode();
-  r.start_time_ticks = run.start_time_ticks();
-  r.boot_id = run.boot_id();
+  r.leader = scanner::IdentityOf(run);
   r.liveness = run.liveness();
   r.last_seen_alive = run.has_last_seen_alive_at()
                           ? FromTimestamp(run.last_seen_alive_at())
@@ -43,22 +42,6 @@ store::RunningRecord ToRecord(const v1::Run& run) {
   return r;
 }
 
-// Records with the same identity in one pass share one probe: the same
-// (pid, pid namespace, start time), none of them from another boot, gets the
-// same evidence and so the same verdict.
-struct ProbeKey {
-  int pid;
-  uint64_t pidns_inode;
-  uint64_t start_time;
-  bool operator==(const ProbeKey& o) const {
-    return pid == o.pid && pidns_inode == o.pidns_inode &&
-           start_time == o.start_time;
-  }
-  template <typename H>
-  friend H AbslHashValue(H h, const ProbeKey& k) {
-    return H::combine(std::move(h), k.pid, k.pidns_inode, k.start_time);
-  }
-};
 
 // What the observer knows about itself. A failed read leaves the field
 // unknown, which Decide() treats conservatively (never REBOOTED on a missing
@@ -82,8 +65,8 @@ scanner::LivenessObserver ReadObserver(const scanner::ProcFs& procfs) {
 
 bool BootMatches(const store::RunningRecord& run,
                  const scanner::LivenessObserver& observer) {
-  return run.boot_id.empty() || observer.boot_id.empty() ||
-         run.boot_id == observer.boot_id;
+  return run.leader.boot_id.empty() || observer.boot_id.empty() ||
+         run.leader.boot_id == observer.boot_id;
 }
 
 }  // namespace
@@ -141,7 +124,7 @@ absl::StatusOr<PassResult> Reconciler::ReconcileLocked(
   scanner::WalkOptions walk_options;
   walk_options.with_status = true;
   walk_options.with_pidns = true;
-  absl::flat_hash_map<ProbeKey, scanner::Verdict> verdicts;
+  absl::flat_hash_map<scanner::ProcessRef, scanner::Verdict> verdicts;
 
   PassResult result;
   std::vector<store::RunUpdate> updates;
@@ -163,19 +146,20 @@ absl::StatusOr<PassResult> Reconciler::ReconcileLocked(
     }
 
     const bool boot_matches = BootMatches(run, observer);
-    const ProbeKey key{run.pid, run.pidns_inode, run.start_time_ticks};
+    // Records naming the same process in one pass share one probe: the same
+    // (pid, pid namespace, start time), none of them from another boot (the
+    // boot id is left out of the key: "" and this boot's id name the same
+    // boot here), gets the same evidence and so the same verdict.
+    scanner::ProcessRef key = run.leader;
+    key.boot_id.clear();
     auto memo = boot_matches ? verdicts.find(key) : verdicts.end();
     scanner::Verdict verdict;
     if (memo != verdicts.end()) {
       verdict = memo->second;
     } else {
-      scanner::RecordIdentity record;
-      record.pid = run.pid;
-      record.pidns_inode = run.pidns_inode;
-      record.start_time = run.start_time_ticks;
-      record.boot_id = run.boot_id;
       const scanner::Snapshot* snap = nullptr;
-      if (run.pidns_inode != 0 && run.pidns_inode != observer.pidns_inode &&
+      if (run.leader.pidns_inode != 0 &&
+          run.leader.pidns_inode != observer.pidns_inode &&
           boot_matches) {
         if (!walked) {
           walked = true;
@@ -190,7 +174,7 @@ absl::StatusOr<PassResult> Reconciler::ReconcileLocked(
         if (snapshot.ok()) snap = &*snapshot;
       }
       verdict = scanner::Decide(
-          scanner::GatherEvidence(*procfs_, observer, record, snap));
+          scanner::GatherEvidence(*procfs_, observer, run.leader, snap));
       if (boot_matches) verdicts.emplace(key, verdict);
     }
 

@@ -21,6 +21,8 @@
 #include "base/fd.h"
 #include "base/log.h"
 #include "base/status_macros.h"
+#include "scanner/identity.h"
+#include "scanner/identity_proto.h"
 #include "scanner/membership.h"
 #include "scanner/safe_signal.h"
 #include "store/run_state.h"
@@ -32,8 +34,10 @@ using scanner::Member;
 using scanner::Membership;
 using scanner::RunSpec;
 
-// (pid, start time): one process, never confused with a recycled pid.
-using Key = std::pair<int, uint64_t>;
+// One process, never confused with a recycled pid. Every member of a
+// listing is in the observer's namespace and boot, so pid and start time are
+// the whole of it.
+using Key = scanner::ProcessRef;
 
 // How often a grace period checks whether every target is drained.
 constexpr absl::Duration kPollStep = absl::Milliseconds(25);
@@ -52,12 +56,7 @@ using store::IsTerminal;
 RunSpec SpecOf(const v1::Run& run) {
   RunSpec s;
   s.run_id = run.run_id();
-  s.pid = run.pid();
-  s.pgid = run.pgid();
-  s.sid = run.sid();
-  s.pidns_inode = run.pidns_inode();
-  s.start_time = run.start_time_ticks();
-  s.cgroup = run.cgroup();
+  s.leader = scanner::IdentityOf(run);  // its cgroup: the run's own
   s.keep = run.keep();
   // CancelRun sweeps the leader too, even one that led no group.
   s.include_leader = run.state() == v1::RUN_STATE_CANCELLED;
@@ -97,7 +96,12 @@ v1::Orphan ToOrphan(const std::vector<RunSpec>& specs, const Member& m) {
   return o;
 }
 
-Key KeyOf(const Member& m) { return {m.process.pid, m.process.start_time}; }
+Key KeyOf(const Member& m) {
+  Key key;
+  key.pid = m.process.pid;
+  key.start_time = m.process.start_time;
+  return key;
+}
 
 // Signallable members, one per process: a process that belongs to several
 // runs is handled once, under the first run listed. A process kept by any of
@@ -174,9 +178,9 @@ struct Sweeper::Impl {
 
   // Whether the process is drained: gone, recycled, or a zombie.
   bool Drained(const Key& key) const {
-    absl::StatusOr<scanner::ProcStat> st = procfs->ReadStat(key.first);
+    absl::StatusOr<scanner::ProcStat> st = procfs->ReadStat(key.pid);
     if (!st.ok()) return absl::IsNotFound(st.status());
-    if (st->start_time != key.second) return true;
+    if (st->start_time != key.start_time) return true;
     return st->state == 'Z' || st->state == 'X' || st->state == 'x';
   }
 
@@ -285,29 +289,29 @@ struct Sweeper::Impl {
   void CgroupKill(const RunSpec& spec, const scanner::SweepObserver& observer,
                   v1::SweepResponse* response) const {
     if (!scanner::CheckDedicatedCgroup(spec, observer).ok()) return;
-    if (spec.pidns_inode == 0 || spec.pidns_inode != observer.pidns_inode) {
+    if (spec.leader.pidns_inode == 0 || spec.leader.pidns_inode != observer.pidns_inode) {
       return;
     }
     std::string result;
     std::string detail;
     for (const int a : observer.ancestors) {
       absl::StatusOr<std::string> cg = procfs->ReadCgroup(a);
-      if (!cg.ok() || scanner::CgroupIsWithin(*cg, spec.cgroup)) {
+      if (!cg.ok() || scanner::CgroupIsWithin(*cg, spec.leader.cgroup)) {
         result = "REFUSED";
         detail = absl::StrCat("ancestor ", a, " is in (or may be in) ",
-                              spec.cgroup);
+                              spec.leader.cgroup);
         break;
       }
     }
     absl::StatusOr<bool> claimed = store->ClaimSweepStage(
-        spec.run_id, 0, spec.start_time, 3, options.claim_lease);
+        spec.run_id, 0, spec.leader.start_time, 3, options.claim_lease);
     if (!claimed.ok() || !*claimed) return;
     if (result.empty()) {
       absl::StatusOr<std::string> mountinfo = procfs->ReadSelfMountInfo();
       std::optional<scanner::Cgroup2Mount> mount;
       if (mountinfo.ok()) mount = scanner::FindCgroup2Mount(*mountinfo);
       std::optional<std::string> dir;
-      if (mount.has_value()) dir = scanner::CgroupDir(*mount, spec.cgroup);
+      if (mount.has_value()) dir = scanner::CgroupDir(*mount, spec.leader.cgroup);
       if (!dir.has_value()) {
         result = "ERROR";
         detail = "no cgroup2 mount holds the run's cgroup";
@@ -315,7 +319,7 @@ struct Sweeper::Impl {
         // Refused while the cgroup holds anything the sweep may not signal
         // (a kept member, an older process, one outside our namespace).
         const scanner::SignalOutcome outcome =
-            scanner::KillCgroup(*procfs, *dir, spec.start_time);
+            scanner::KillCgroup(*procfs, *dir, spec.leader.start_time);
         result = scanner::SignalResultName(outcome.result);
         detail = outcome.status.ok() ? absl::StrCat(*dir, "/cgroup.kill")
                                      : outcome.status.ToString();
@@ -328,8 +332,8 @@ struct Sweeper::Impl {
     ev.set_signal(SIGKILL);
     ev.set_stage("cgroup.kill");
     ev.set_result(result);
-    ev.set_detail(absl::StrCat("cgroup=", spec.cgroup, " ", detail));
-    AppendSignal(0, spec.start_time, 3, ev);
+    ev.set_detail(absl::StrCat("cgroup=", spec.leader.cgroup, " ", detail));
+    AppendSignal(0, spec.leader.start_time, 3, ev);
     *response->add_signals() = ev;
   }
 
@@ -403,7 +407,7 @@ struct Sweeper::Impl {
         std::set<int> runs_left;
         for (const Member& m : live) runs_left.insert(m.run_index);
         for (const int i : runs_left) {
-          if (!specs[i].cgroup.empty()) CgroupKill(specs[i], observer, &response);
+          if (!specs[i].leader.cgroup.empty()) CgroupKill(specs[i], observer, &response);
         }
         break;
       }

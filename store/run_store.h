@@ -31,6 +31,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "runreaper/v1/runreaper.pb.h"
+#include "scanner/identity.h"
 
 namespace runreaper::store {
 
@@ -103,10 +104,7 @@ struct AppliedUpdate {
 struct RunningRecord {
   int64_t seq = 0;  // the store's key (registration order)
   std::string run_id;
-  int pid = 0;
-  uint64_t pidns_inode = 0;  // 0 = unknown
-  uint64_t start_time_ticks = 0;
-  std::string boot_id;
+  scanner::ProcessRef leader;  // unknown fields are 0 / ""
   v1::Liveness liveness = v1::LIVENESS_UNSPECIFIED;
   absl::Time last_seen_alive;
 };

@@ -97,11 +97,11 @@ absl::StatusOr<std::vector<RunningRecord>> RunStore::ListRunningForReconcile() {
       RunningRecord& r = out.emplace_back();
       r.seq = s->ColumnInt(0);
       r.run_id = s->ColumnText(1);
-      r.pid = static_cast<int>(s->ColumnInt(2));
+      r.leader.pid = static_cast<int>(s->ColumnInt(2));
       // uint64 values are stored as their int64 bit pattern.
-      r.pidns_inode = static_cast<uint64_t>(s->ColumnInt(3));
-      r.start_time_ticks = static_cast<uint64_t>(s->ColumnInt(4));
-      r.boot_id = s->ColumnText(5);
+      r.leader.pidns_inode = static_cast<uint64_t>(s->ColumnInt(3));
+      r.leader.start_time = static_cast<uint64_t>(s->ColumnInt(4));
+      r.leader.boot_id = s->ColumnText(5);
       r.liveness = static_cast<v1::Liveness>(s->ColumnInt(6));
       r.last_seen_alive = absl::FromUnixMicros(s->ColumnInt(7));
     }

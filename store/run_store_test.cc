@@ -1200,10 +1200,10 @@ TEST_F(RunStoreTest, ListRunningForReconcileMatchesListRunning) {
   int64_t last_seq = 0;
   for (size_t i = 0; i < full.size(); ++i) {
     EXPECT_EQ(slim[i].run_id, full[i].run_id()) << i;
-    EXPECT_EQ(slim[i].pid, full[i].pid()) << i;
-    EXPECT_EQ(slim[i].pidns_inode, full[i].pidns_inode()) << i;
-    EXPECT_EQ(slim[i].start_time_ticks, full[i].start_time_ticks()) << i;
-    EXPECT_EQ(slim[i].boot_id, full[i].boot_id()) << i;
+    EXPECT_EQ(slim[i].leader.pid, full[i].pid()) << i;
+    EXPECT_EQ(slim[i].leader.pidns_inode, full[i].pidns_inode()) << i;
+    EXPECT_EQ(slim[i].leader.start_time, full[i].start_time_ticks()) << i;
+    EXPECT_EQ(slim[i].leader.boot_id, full[i].boot_id()) << i;
     EXPECT_EQ(slim[i].liveness, full[i].liveness()) << i;
     EXPECT_EQ(absl::ToUnixMicros(slim[i].last_seen_alive),
               full[i].last_seen_alive_at().seconds() * 1000000 +

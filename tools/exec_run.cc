@@ -122,7 +122,7 @@ struct Ladder {
       // Refused while the cgroup holds a process the ladder may not signal
       // (RUNREAPER_KEEP=1, older than CMD, outside our namespace, ...).
       scanner::SignalOutcome out =
-          scanner::KillCgroup(*procfs, cgroup_dir, spec.start_time);
+          scanner::KillCgroup(*procfs, cgroup_dir, spec.leader.start_time);
       if (out.result != scanner::SignalResult::kSent &&
           out.result != scanner::SignalResult::kGone) {
         LogWarning("exec: cgroup.kill not written: ", out.status.ToString());
@@ -294,16 +294,17 @@ int ExecRun(v1::Reconciler::StubInterface& stub, const ExecOptions& options) {
                                 id.status().ToString()));
   }
 
-  v1::RegisterRunRequest req;
-  req.set_run_id(options.run_id);
-  scanner::SetIdentity(*id, &req);
-  // The command's name, not the pre-exec child's inherited comm.
-  req.set_comm(Basename(options.argv[0]).substr(0, 15));
   // Only the fresh directory is the run's own; the cgroup the child merely
-  // inherited is shared with others and must never be recorded.
+  // inherited is shared with others and must never be recorded. From here
+  // on id->cgroup is the run's own cgroup ("" = none).
   const bool in_cgroup = state == 'C' && !cgroup_path.empty() &&
                          id->cgroup == cgroup_path;
-  if (in_cgroup) req.set_cgroup(cgroup_path);
+  if (!in_cgroup) id->cgroup.clear();
+  // The command's name, not the pre-exec child's inherited comm.
+  id->comm = Basename(options.argv[0]).substr(0, 15);
+  v1::RegisterRunRequest req;
+  req.set_run_id(options.run_id);
+  scanner::SetIdentity(*id, &req, scanner::CgroupField::kCopy);
   for (const auto& [k, v] : options.labels) (*req.mutable_labels())[k] = v;
   {
     grpc::ClientContext ctx;
@@ -334,12 +335,7 @@ int ExecRun(v1::Reconciler::StubInterface& stub, const ExecOptions& options) {
 
   Ladder ladder{&procfs, {}, in_cgroup ? cgroup_dir : ""};
   ladder.spec.run_id = options.run_id;
-  ladder.spec.pid = id->pid;
-  ladder.spec.pgid = id->pgid;
-  ladder.spec.sid = id->sid;
-  ladder.spec.pidns_inode = id->pidns_inode;
-  ladder.spec.start_time = id->start_time;
-  ladder.spec.cgroup = in_cgroup ? cgroup_path : "";
+  ladder.spec.leader = *id;
   ladder.spec.include_leader = true;
 
   Fd pidfd(base::PidfdOpen(pid, 0));
