@@ -25,6 +25,7 @@
 #include "scanner/identity_proto.h"
 #include "scanner/membership.h"
 #include "scanner/safe_signal.h"
+#include "scanner/signal_ladder.h"
 #include "store/run_state.h"
 
 namespace runreaper::server {
@@ -34,22 +35,9 @@ using scanner::Member;
 using scanner::Membership;
 using scanner::RunSpec;
 
-// One process, never confused with a recycled pid. Every member of a
-// listing is in the observer's namespace and boot, so pid and start time are
-// the whole of it.
+// One process, never confused with a recycled pid.
 using Key = scanner::ProcessRef;
-
-// How often a grace period checks whether every target is drained.
-constexpr absl::Duration kPollStep = absl::Milliseconds(25);
-// How long to wait for SIGKILL to take effect before calling survivors.
-constexpr absl::Duration kKillWait = absl::Seconds(2);
-// Re-lists until the member set stops changing, at most this many times.
-constexpr int kMaxRelists = 8;
-// Rounds after the last stage that catch processes forked just before it.
-constexpr int kMaxKillRounds = 4;
-
-constexpr int kStageSignal[4] = {0, SIGINT, SIGTERM, SIGKILL};
-constexpr const char* kStageName[4] = {"", "SIGINT", "SIGTERM", "SIGKILL"};
+using scanner::RefOf;
 
 using store::IsTerminal;
 
@@ -96,35 +84,6 @@ v1::Orphan ToOrphan(const std::vector<RunSpec>& specs, const Member& m) {
   return o;
 }
 
-Key KeyOf(const Member& m) {
-  Key key;
-  key.pid = m.process.pid;
-  key.start_time = m.process.start_time;
-  return key;
-}
-
-// Signallable members, one per process: a process that belongs to several
-// runs is handled once, under the first run listed. A process kept by any of
-// its runs (RUNREAPER_KEEP=1, or a keep-policy run) is no run's target.
-std::vector<Member> Targets(const Membership& membership) {
-  std::vector<Member> out;
-  std::set<Key> seen;
-  for (const Member& m : membership.members) {
-    if (m.kept) seen.insert(KeyOf(m));
-  }
-  for (const Member& m : membership.members) {
-    if (!m.Signallable()) continue;
-    if (!seen.insert(KeyOf(m)).second) continue;
-    out.push_back(m);
-  }
-  return out;
-}
-
-std::set<Key> KeysOf(const Membership& membership) {
-  std::set<Key> keys;
-  for (const Member& m : membership.members) keys.insert(KeyOf(m));
-  return keys;
-}
 
 }  // namespace
 
@@ -137,68 +96,11 @@ struct Sweeper::Impl {
   const SweeperOptions options;
   absl::Mutex mu;  // one sweep at a time
 
-  // The observer (this process) as seen in `snapshot`.
-  scanner::SweepObserver ObserverIn(const scanner::Snapshot& snapshot) const {
-    scanner::SweepObserver o;
-    o.pid = ::getpid();
-    o.pgid = ::getpgrp();
-    o.sid = ::getsid(0);
-    absl::StatusOr<uint64_t> ns = procfs->SelfPidNs();
-    o.pidns_inode = ns.ok() ? *ns : 0;  // unknown: no run has members
-    absl::StatusOr<std::string> cg = procfs->ReadCgroup(o.pid);
-    if (cg.ok()) o.cgroup = *cg;
-    o.ancestors = scanner::AncestorsIn(snapshot, o.pid);
+  scanner::LadderOptions Ladder() const {
+    scanner::LadderOptions o;
+    o.sigint_grace = options.sigint_grace;
+    o.sigterm_grace = options.sigterm_grace;
     return o;
-  }
-
-  absl::StatusOr<Membership> ListOnce(const std::vector<RunSpec>& specs,
-                                      scanner::SweepObserver* observer) const {
-    ASSIGN_OR_RETURN(scanner::Snapshot snap, procfs->Walk());
-    scanner::SweepObserver o = ObserverIn(snap);
-    scanner::ProcFsEvidence evidence(procfs);
-    Membership m = scanner::FindMembers(snap, o, specs, evidence);
-    if (observer != nullptr) *observer = std::move(o);
-    return m;
-  }
-
-  // Re-lists until two listings in a row agree, so a process forked while we
-  // were listing is caught.
-  absl::StatusOr<Membership> ListStable(
-      const std::vector<RunSpec>& specs,
-      scanner::SweepObserver* observer) const {
-    ASSIGN_OR_RETURN(Membership prev, ListOnce(specs, observer));
-    for (int i = 0; i < kMaxRelists; ++i) {
-      ASSIGN_OR_RETURN(Membership next, ListOnce(specs, observer));
-      const bool same = KeysOf(next) == KeysOf(prev);
-      prev = std::move(next);
-      if (same) break;
-    }
-    return prev;
-  }
-
-  // Whether the process is drained: gone, recycled, or a zombie.
-  bool Drained(const Key& key) const {
-    absl::StatusOr<scanner::ProcStat> st = procfs->ReadStat(key.pid);
-    if (!st.ok()) return absl::IsNotFound(st.status());
-    if (st->start_time != key.start_time) return true;
-    return st->state == 'Z' || st->state == 'X' || st->state == 'x';
-  }
-
-  // Polls until every target is drained or `grace` passes.
-  void WaitDrained(const std::vector<Member>& targets,
-                   absl::Duration grace) const {
-    const absl::Time end = absl::Now() + grace;
-    while (true) {
-      bool all = true;
-      for (const Member& m : targets) {
-        if (!Drained(KeyOf(m))) {
-          all = false;
-          break;
-        }
-      }
-      if (all || absl::Now() >= end) return;
-      absl::SleepFor(kPollStep);
-    }
   }
 
   // Appends `event` to the audit log and, when it was stored, replaces it
@@ -233,59 +135,113 @@ struct Sweeper::Impl {
     }
   }
 
-  // Claims `stage` for the target in the store and, only when this call
-  // owns it, sends the stage's signal and records it. Returns whether this
-  // call signalled. Not signalled: the target is at or past `stage` by
-  // another sweep's claim (a live one, or one younger than the lease), and
-  // the caller's ladder continues above it, never below. A claim at `stage`
-  // that was never recorded sent and is older than the lease (its sweep
-  // died between claim and signal) is taken over and sent again: the same
-  // stage twice is in order, never sending it is not.
-  absl::StatusOr<bool> Escalate(const std::vector<RunSpec>& specs,
-                                const Member& m, int stage,
-                                v1::SweepResponse* response) const {
-    const std::string& run_id = specs[m.run_index].run_id;
-    ASSIGN_OR_RETURN(store::SweepProgress recorded,
-                     store->GetSweepProgress(run_id, m.process.pid,
-                                             m.process.start_time));
-    if (recorded.stage > stage) return false;
-    if (recorded.stage == stage && recorded.sent_at.has_value()) return false;
-    ASSIGN_OR_RETURN(bool claimed,
-                     store->ClaimSweepStage(run_id, m.process.pid,
-                                            m.process.start_time, stage,
-                                            options.claim_lease));
-    if (!claimed) return false;  // another sweep owns it
-    const scanner::SignalOutcome outcome = scanner::SignalProcess(
-        *procfs, m.process.pid, m.process.start_time, kStageSignal[stage]);
-    v1::Event ev;
-    ev.set_type(v1::EVENT_TYPE_SIGNAL);
-    ev.set_run_id(run_id);
-    ev.set_pid(m.process.pid);
-    ev.set_signal(kStageSignal[stage]);
-    ev.set_stage(kStageName[stage]);
-    ev.set_result(scanner::SignalResultName(outcome.result));
-    std::string detail =
-        absl::StrCat("source=", scanner::MatchSourceName(m.source),
-                     " comm=", m.process.comm,
-                     " start_time=", m.process.start_time);
-    if (recorded.stage == stage) {
-      absl::StrAppend(&detail, " resumed=claim of ",
-                      absl::FormatTime(recorded.claimed_at),
-                      " never recorded sent");
+  // The ladder's hooks for one sweep: re-listings are stable and every
+  // target they name is kept for the response; each signal is claimed in the
+  // store first and recorded sent with its audit event; after SIGKILL, each
+  // run that still had targets gets its cgroup.kill.
+  class StoreClaims : public scanner::LadderHooks {
+   public:
+    StoreClaims(const Impl* impl, const std::vector<RunSpec>* specs,
+                scanner::SweepObserver* observer,
+                std::map<Key, Member>* listed, v1::SweepResponse* response)
+        : impl_(impl),
+          specs_(specs),
+          observer_(observer),
+          listed_(listed),
+          response_(response) {}
+
+    absl::StatusOr<std::vector<Member>> List() override {
+      ASSIGN_OR_RETURN(Membership members,
+                       scanner::ListStable(*impl_->procfs, *specs_, observer_));
+      std::vector<Member> live = scanner::Targets(members);
+      for (const Member& m : live) listed_->emplace(RefOf(m), m);
+      return live;
     }
-    if (!outcome.status.ok()) {
-      absl::StrAppend(&detail, " status=", outcome.status.ToString());
+
+    // Claims `stage` for the target in the store; only a call that owns the
+    // claim signals. Not signalled: the target is at or past `stage` by
+    // another sweep's claim (a live one, or one younger than the lease), and
+    // the ladder continues above it, never below. A claim at `stage` that
+    // was never recorded sent and is older than the lease (its sweep died
+    // between claim and signal) is taken over and sent again: the same stage
+    // twice is in order, never sending it is not.
+    absl::StatusOr<bool> Claim(const Member& m, int stage) override {
+      const std::string& run_id = (*specs_)[m.run_index].run_id;
+      ASSIGN_OR_RETURN(store::SweepProgress recorded,
+                       impl_->store->GetSweepProgress(run_id, m.process.pid,
+                                                      m.process.start_time));
+      if (recorded.stage > stage) return false;
+      if (recorded.stage == stage && recorded.sent_at.has_value()) return false;
+      claimed_ = recorded;
+      return impl_->store->ClaimSweepStage(run_id, m.process.pid,
+                                           m.process.start_time, stage,
+                                           impl_->options.claim_lease);
     }
-    ev.set_detail(detail);
-    AppendSignal(m.process.pid, m.process.start_time, stage, ev);
-    *response->add_signals() = ev;
-    return true;
-  }
+
+    // Records the claimed stage's signal as an event (and the claim sent).
+    absl::Status Signalled(const Member& m, int stage,
+                           const scanner::SignalOutcome& outcome) override {
+      v1::Event ev;
+      ev.set_type(v1::EVENT_TYPE_SIGNAL);
+      ev.set_run_id((*specs_)[m.run_index].run_id);
+      ev.set_pid(m.process.pid);
+      ev.set_signal(scanner::StageSignal(stage));
+      ev.set_stage(scanner::StageName(stage));
+      ev.set_result(scanner::SignalResultName(outcome.result));
+      std::string detail =
+          absl::StrCat("source=", scanner::MatchSourceName(m.source),
+                       " comm=", m.process.comm,
+                       " start_time=", m.process.start_time);
+      if (claimed_.stage == stage) {
+        absl::StrAppend(&detail, " resumed=claim of ",
+                        absl::FormatTime(claimed_.claimed_at),
+                        " never recorded sent");
+      }
+      if (!outcome.status.ok()) {
+        absl::StrAppend(&detail, " status=", outcome.status.ToString());
+      }
+      ev.set_detail(detail);
+      impl_->AppendSignal(m.process.pid, m.process.start_time, stage, ev);
+      *response_->add_signals() = ev;
+      return absl::OkStatus();
+    }
+
+    void StageDone(int stage, const std::vector<Member>& live) override {
+      if (stage != scanner::kSigkillStage) return;
+      std::set<int> runs_left;
+      for (const Member& m : live) runs_left.insert(m.run_index);
+      for (const int i : runs_left) {
+        const RunSpec& spec = (*specs_)[i];
+        if (!spec.leader.cgroup.empty()) {
+          impl_->CgroupKill(spec, *observer_, response_);
+        }
+      }
+    }
+
+    // Survived SIGKILL: this or another sweep recorded it sent. A SIGKILL
+    // claimed but not recorded sent (in flight in another sweep, or stale:
+    // taken over) is not yet a survivor.
+    absl::StatusOr<bool> KillSent(const Member& m, bool) override {
+      ASSIGN_OR_RETURN(store::SweepProgress p,
+                       impl_->store->GetSweepProgress(
+                           (*specs_)[m.run_index].run_id, m.process.pid,
+                           m.process.start_time));
+      return p.stage == scanner::kSigkillStage && p.sent_at.has_value();
+    }
+
+   private:
+    const Impl* impl_;
+    const std::vector<RunSpec>* specs_;
+    scanner::SweepObserver* observer_;
+    std::map<Key, Member>* listed_;
+    v1::SweepResponse* response_;
+    store::SweepProgress claimed_;  // as read by the last Claim
+  };
 
   // Writes "1" to the run's cgroup.kill. Only for a run with a dedicated
   // cgroup that holds neither us nor any ancestor of ours, claimed once in
   // the store under pid 0 so overlapping sweeps write it once (a claim never
-  // recorded sent is taken over after the lease, as in Escalate).
+  // recorded sent is taken over after the lease, as in StoreClaims::Claim).
   void CgroupKill(const RunSpec& spec, const scanner::SweepObserver& observer,
                   v1::SweepResponse* response) const {
     if (!scanner::CheckDedicatedCgroup(spec, observer).ok()) return;
@@ -346,8 +302,9 @@ struct Sweeper::Impl {
     for (const v1::Run& r : runs) specs.push_back(SpecOf(r));
 
     scanner::SweepObserver observer;
-    ASSIGN_OR_RETURN(Membership members, ListStable(specs, &observer));
-    std::vector<Member> targets = Targets(members);
+    ASSIGN_OR_RETURN(Membership members,
+                     scanner::ListStable(*procfs, specs, &observer));
+    std::vector<Member> targets = scanner::Targets(members);
     if (dry_run) {
       for (const Member& m : targets) {
         *response.add_targets() = ToOrphan(specs, m);
@@ -381,65 +338,16 @@ struct Sweeper::Impl {
 
     // Every target ever listed, for the response.
     std::map<Key, Member> listed;
-    for (const Member& m : targets) listed.emplace(KeyOf(m), m);
+    for (const Member& m : targets) listed.emplace(RefOf(m), m);
 
-    // One ladder for every run at once: each stage re-lists, escalates every
-    // live target, then waits one grace for all of them together.
-    std::vector<Member> live = targets;
-    int stage = 1;
-    for (; stage <= 3; ++stage) {
-      if (stage > 1) {
-        ASSIGN_OR_RETURN(members, ListStable(specs, &observer));
-        live = Targets(members);
-        for (const Member& m : live) listed.emplace(KeyOf(m), m);
-      }
-      if (live.empty()) break;
-      for (const Member& m : live) {
-        // A process already claimed at this stage or beyond (an overlapping
-        // sweep, or one resumed after a crash) is not signalled again, and
-        // never at a lower stage: it continues from where it is. The one
-        // exception is a claim at this very stage never recorded sent and
-        // older than the lease (its sweep died between claim and signal):
-        // this stage is sent again.
-        RETURN_IF_ERROR(Escalate(specs, m, stage, &response).status());
-      }
-      if (stage == 3) {
-        std::set<int> runs_left;
-        for (const Member& m : live) runs_left.insert(m.run_index);
-        for (const int i : runs_left) {
-          if (!specs[i].leader.cgroup.empty()) CgroupKill(specs[i], observer, &response);
-        }
-        break;
-      }
-      WaitDrained(live, stage == 1 ? options.sigint_grace
-                                   : options.sigterm_grace);
-    }
-
-    std::vector<Member> survivors;
-    if (stage == 3) {
-      // Catch processes forked just before SIGKILL landed.
-      for (int round = 0; round < kMaxKillRounds; ++round) {
-        WaitDrained(live, kKillWait);
-        ASSIGN_OR_RETURN(members, ListStable(specs, &observer));
-        live = Targets(members);
-        bool fresh = false;
-        for (const Member& m : live) {
-          listed.emplace(KeyOf(m), m);
-          ASSIGN_OR_RETURN(store::SweepProgress p,
-                           store->GetSweepProgress(specs[m.run_index].run_id,
-                                                   m.process.pid,
-                                                   m.process.start_time));
-          if (p.stage == 3 && p.sent_at.has_value()) continue;  // survived it
-          // Not yet at SIGKILL (forked late), or a SIGKILL claimed but not
-          // recorded sent (in flight in another sweep, or stale: taken
-          // over here): kill it now or give it time, and look again.
-          fresh = true;
-          RETURN_IF_ERROR(Escalate(specs, m, 3, &response).status());
-        }
-        if (!fresh) break;
-      }
-      survivors = live;
-    }
+    // One ladder for every run at once. A process already claimed at a stage
+    // or beyond (an overlapping sweep, or one resumed after a crash) is not
+    // signalled again, and never at a lower stage: it continues from where
+    // it is.
+    StoreClaims claims(this, &specs, &observer, &listed, &response);
+    ASSIGN_OR_RETURN(scanner::LadderResult ladder,
+                     scanner::RunLadder(*procfs, targets, Ladder(), claims));
+    const std::vector<Member>& survivors = ladder.survivors;
 
     for (const auto& [key, m] : listed) *response.add_targets() = ToOrphan(specs, m);
     std::vector<int> survivors_of(specs.size(), 0);
@@ -489,7 +397,8 @@ absl::StatusOr<v1::ListOrphansResponse> Sweeper::ListOrphans(
   if (runs.empty()) return response;
   std::vector<RunSpec> specs;
   for (const v1::Run& r : runs) specs.push_back(SpecOf(r));
-  ASSIGN_OR_RETURN(Membership members, impl_->ListOnce(specs, nullptr));
+  ASSIGN_OR_RETURN(Membership members,
+                   scanner::ListMembers(*impl_->procfs, specs, nullptr));
   for (const Member& m : members.members) {
     *response.add_orphans() = ToOrphan(specs, m);
   }

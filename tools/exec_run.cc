@@ -11,10 +11,15 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -27,6 +32,7 @@
 #include "scanner/membership.h"
 #include "scanner/procfs.h"
 #include "scanner/safe_signal.h"
+#include "scanner/signal_ladder.h"
 #include "scanner/identity_proto.h"
 
 extern char** environ;
@@ -35,9 +41,6 @@ namespace runreaper::tools {
 namespace {
 
 namespace v1 = ::runreaper::v1;
-
-constexpr absl::Duration kKillWait = absl::Seconds(2);
-constexpr absl::Duration kLadderPoll = absl::Milliseconds(25);
 
 // Written by the SIGINT/SIGTERM handler (any thread may run it).
 int g_signal_pipe = -1;
@@ -83,55 +86,327 @@ std::string Basename(const std::string& s) {
   return slash == std::string::npos ? s : s.substr(slash + 1);
 }
 
-// Ladder state against the run's members.
-struct Ladder {
-  const scanner::ProcFs* procfs;
-  scanner::RunSpec spec;
-  std::string cgroup_dir;  // "" = no dedicated cgroup
+// The ladder's hooks for exec: CMD's members from one listing, a log line
+// per stage, and cgroup.kill with SIGKILL when CMD has a dedicated cgroup.
+class ExecLadder : public scanner::LadderHooks {
+ public:
+  ExecLadder(const scanner::ProcFs* procfs, scanner::RunSpec spec,
+             std::string cgroup_dir)
+      : procfs_(procfs),
+        spec_(std::move(spec)),
+        cgroup_dir_(std::move(cgroup_dir)) {}
 
-  std::vector<scanner::Member> Members() const {
-    absl::StatusOr<scanner::Snapshot> snap = procfs->Walk();
-    if (!snap.ok()) return {};
-    scanner::SweepObserver o;
-    o.pid = ::getpid();
-    o.pgid = ::getpgrp();
-    o.sid = ::getsid(0);
-    absl::StatusOr<uint64_t> ns = procfs->SelfPidNs();
-    o.pidns_inode = ns.ok() ? *ns : 0;
-    absl::StatusOr<std::string> cg = procfs->ReadCgroup(o.pid);
-    if (cg.ok()) o.cgroup = *cg;
-    o.ancestors = scanner::AncestorsIn(*snap, o.pid);
-    scanner::ProcFsEvidence evidence(procfs);
-    std::vector<scanner::Member> out;
-    for (scanner::Member& m :
-         scanner::FindMembers(*snap, o, {spec}, evidence).members) {
-      if (m.Signallable()) out.push_back(std::move(m));
-    }
-    return out;
+  // A failed walk lists nothing: the ladder then ends.
+  absl::StatusOr<std::vector<scanner::Member>> List() override {
+    absl::StatusOr<scanner::Membership> m =
+        scanner::ListMembers(*procfs_, {spec_}, nullptr);
+    if (!m.ok()) return std::vector<scanner::Member>{};
+    return scanner::Targets(*m);
   }
 
-  void Stage(int stage) const {
-    static constexpr int kSig[4] = {0, SIGINT, SIGTERM, SIGKILL};
-    int sent = 0;
-    for (const scanner::Member& m : Members()) {
-      scanner::SignalOutcome out = scanner::SignalProcess(
-          *procfs, m.process.pid, m.process.start_time, kSig[stage]);
-      if (out.result == scanner::SignalResult::kSent) ++sent;
-    }
-    if (stage == 3 && !cgroup_dir.empty()) {
+  absl::Status Signalled(const scanner::Member&, int,
+                         const scanner::SignalOutcome& outcome) override {
+    if (outcome.result == scanner::SignalResult::kSent) ++sent_;
+    return absl::OkStatus();
+  }
+
+  void StageDone(int stage, const std::vector<scanner::Member>&) override {
+    if (stage == scanner::kSigkillStage && !cgroup_dir_.empty()) {
       // Refused while the cgroup holds a process the ladder may not signal
       // (RUNREAPER_KEEP=1, older than CMD, outside our namespace, ...).
       scanner::SignalOutcome out =
-          scanner::KillCgroup(*procfs, cgroup_dir, spec.leader.start_time);
+          scanner::KillCgroup(*procfs_, cgroup_dir_, spec_.leader.start_time);
       if (out.result != scanner::SignalResult::kSent &&
           out.result != scanner::SignalResult::kGone) {
         LogWarning("exec: cgroup.kill not written: ", out.status.ToString());
       }
     }
-    LogInfo(LogFields().Run(spec.run_id), "exec: ", strsignal(kSig[stage]), " sent to ", sent,
+    LogInfo(LogFields().Run(spec_.run_id), "exec: ",
+            strsignal(scanner::StageSignal(stage)), " sent to ", sent_,
             " process(es)");
+    sent_ = 0;
+  }
+
+ private:
+  const scanner::ProcFs* procfs_;
+  const scanner::RunSpec spec_;
+  const std::string cgroup_dir_;
+  int sent_ = 0;
+};
+
+// SIGINT and SIGTERM to this process, as bytes on a non-blocking pipe (the
+// handler only writes). Installed before the fork, so no signal is missed;
+// the previous handlers are restored on destruction.
+class SignalPipe {
+ public:
+  absl::Status Install() {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
+      return absl::ErrnoToStatus(errno, "pipe");
+    }
+    r_ = Fd(fds[0]);
+    w_ = Fd(fds[1]);
+    g_signal_pipe = w_.get();
+    struct sigaction sa = {};
+    sa.sa_handler = OnSignal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    ::sigaction(SIGINT, &sa, &old_int_);
+    ::sigaction(SIGTERM, &sa, &old_term_);
+    installed_ = true;
+    return absl::OkStatus();
+  }
+  ~SignalPipe() {
+    if (!installed_) return;
+    ::sigaction(SIGINT, &old_int_, nullptr);
+    ::sigaction(SIGTERM, &old_term_, nullptr);
+    g_signal_pipe = -1;
+  }
+  int read_fd() const { return r_.get(); }
+  int write_fd() const { return w_.get(); }
+  void Drain() const {
+    unsigned char buf[64];
+    while (::read(r_.get(), buf, sizeof(buf)) > 0) {
+    }
+  }
+
+ private:
+  Fd r_, w_;
+  struct sigaction old_int_ = {}, old_term_ = {};
+  bool installed_ = false;
+};
+
+int Reap(pid_t pid) {
+  int st = 0;
+  pid_t r;
+  do {
+    r = ::waitpid(pid, &st, 0);
+  } while (r < 0 && errno == EINTR);
+  return st;
+}
+
+// CMD's process between fork and exec: it waits for 'G' on go_w before it
+// execs, and exits without running CMD at EOF.
+struct Child {
+  pid_t pid = -1;
+  Fd status_r;  // one byte ('C' in the cgroup, 'N' not), then the exec errno
+  Fd go_w;
+
+  // Never run CMD: EOF on go_w, then reap.
+  void Abandon() {
+    go_w.Reset();
+    Reap(pid);
   }
 };
+
+// Forks CMD's process: a new session (so CMD leads its own group and
+// session), RUNREAPER_RUN_ID=<run id> in its environment, joined to `procs`
+// (the run's fresh cgroup.procs; "" = none) when it can be.
+absl::StatusOr<Child> Spawn(const ExecOptions& options,
+                            const std::string& procs,
+                            const SignalPipe& signals) {
+  // Everything the child needs is prepared before fork: after it, only
+  // async-signal-safe calls.
+  const std::string cookie =
+      absl::StrCat(scanner::kRunIdEnv, "=", options.run_id);
+  std::vector<const char*> envp;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (absl::StartsWith(*e, absl::StrCat(scanner::kRunIdEnv, "="))) continue;
+    envp.push_back(*e);
+  }
+  envp.push_back(cookie.c_str());
+  envp.push_back(nullptr);
+  std::vector<const char*> argv;
+  for (const std::string& a : options.argv) argv.push_back(a.c_str());
+  argv.push_back(nullptr);
+  const std::string cg_fail = absl::StrCat(
+      "runreaperctl exec: cannot join ", procs, "; continuing without a cgroup\n");
+
+  int status_pipe[2], go_pipe[2];
+  if (::pipe2(status_pipe, O_CLOEXEC) != 0) {
+    return absl::ErrnoToStatus(errno, "pipe");
+  }
+  Fd status_r(status_pipe[0]), status_w(status_pipe[1]);
+  if (::pipe2(go_pipe, O_CLOEXEC) != 0) {
+    return absl::ErrnoToStatus(errno, "pipe");
+  }
+  Fd go_r(go_pipe[0]), go_w(go_pipe[1]);
+
+  const pid_t pid = ::fork();
+  if (pid < 0) return absl::ErrnoToStatus(errno, "fork");
+  if (pid == 0) {
+    struct sigaction dfl = {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    ::sigaction(SIGINT, &dfl, nullptr);
+    ::sigaction(SIGTERM, &dfl, nullptr);
+    // The parent's ends: holding go's write end would hide the parent's EOF.
+    ::close(go_pipe[1]);
+    ::close(status_pipe[0]);
+    ::close(signals.read_fd());
+    ::close(signals.write_fd());
+    ::setsid();
+    char state = 'N';
+    if (!procs.empty()) {
+      const int fd = ::open(procs.c_str(), O_WRONLY | O_CLOEXEC);
+      if (fd >= 0 && ::write(fd, "0", 1) == 1) {
+        state = 'C';
+      } else {
+        ssize_t n = ::write(2, cg_fail.data(), cg_fail.size());
+        (void)n;
+      }
+      if (fd >= 0) ::close(fd);
+    }
+    if (::write(status_pipe[1], &state, 1) != 1) ::_exit(125);
+    char go = 0;
+    ssize_t n;
+    do {
+      n = ::read(go_pipe[0], &go, 1);
+    } while (n < 0 && errno == EINTR);
+    if (n != 1 || go != 'G') ::_exit(125);  // not registered: never run CMD
+    ::execvpe(argv[0], const_cast<char* const*>(argv.data()),
+              const_cast<char* const*>(envp.data()));
+    const int err = errno;
+    n = ::write(status_pipe[1], &err, sizeof(err));
+    ::_exit(127);
+  }
+  Child child;
+  child.pid = pid;
+  child.status_r = std::move(status_r);
+  child.go_w = std::move(go_w);
+  return child;
+}
+
+// Registers the run with the child's identity: the command's name as comm,
+// and the cgroup only when the child is in the run's fresh one
+// (`cgroup_path`, as /proc shows it). Returns the identity as registered.
+// Errors carry the line to log.
+absl::StatusOr<scanner::Identity> Register(
+    v1::Reconciler::StubInterface& stub, const ExecOptions& options,
+    const scanner::ProcFs& procfs, Child& child,
+    const std::string& cgroup_path) {
+  char state = 0;
+  if (base::ReadFull(child.status_r.get(), &state, 1) != 1) {
+    return absl::UnavailableError("the child failed before exec");
+  }
+  absl::StatusOr<scanner::Identity> id = procfs.CaptureIdentity(child.pid);
+  if (!id.ok()) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot read the child's identity: ", id.status().ToString()));
+  }
+  // Only the fresh directory is the run's own; the cgroup the child merely
+  // inherited is shared with others and must never be recorded. From here
+  // on id->cgroup is the run's own cgroup ("" = none).
+  const bool in_cgroup = state == 'C' && !cgroup_path.empty() &&
+                         id->cgroup == cgroup_path;
+  if (!in_cgroup) id->cgroup.clear();
+  // The command's name, not the pre-exec child's inherited comm.
+  id->comm = Basename(options.argv[0]).substr(0, 15);
+  v1::RegisterRunRequest req;
+  req.set_run_id(options.run_id);
+  scanner::SetIdentity(*id, &req, scanner::CgroupField::kCopy);
+  for (const auto& [k, v] : options.labels) (*req.mutable_labels())[k] = v;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + options.rpc_timeout));
+  v1::Run run;
+  grpc::Status s = stub.RegisterRun(&ctx, req, &run);
+  if (!s.ok()) {
+    return absl::UnavailableError(absl::StrCat(
+        "RegisterRun ", options.run_id, ": ", s.error_message(), " (code ",
+        static_cast<int>(s.error_code()), ")"));
+  }
+  return id;
+}
+
+// Lets CMD exec. Returns false (logged) when the exec failed.
+bool Start(Child& child, const ExecOptions& options) {
+  const char go = 'G';
+  ssize_t w;
+  do {
+    w = ::write(child.go_w.get(), &go, 1);
+  } while (w < 0 && errno == EINTR);
+  child.go_w.Reset();
+  int exec_errno = 0;
+  if (base::ReadFull(child.status_r.get(), &exec_errno, sizeof(exec_errno)) !=
+      static_cast<ssize_t>(sizeof(exec_errno))) {
+    return true;  // EOF: the exec closed the pipe (O_CLOEXEC)
+  }
+  LogError("exec: cannot execute ", options.argv[0], ": ",
+           strerror(exec_errno));
+  return false;
+}
+
+// The ladder over CMD's members (CMD itself included).
+void Forward(const scanner::ProcFs& procfs, const scanner::RunSpec& spec,
+             const std::string& cgroup_dir, const ExecOptions& options) {
+  ExecLadder hooks(&procfs, spec, cgroup_dir);
+  scanner::LadderOptions ladder;
+  ladder.sigint_grace = options.sigint_grace;
+  ladder.sigterm_grace = options.sigterm_grace;
+  absl::StatusOr<std::vector<scanner::Member>> first = hooks.List();
+  absl::StatusOr<scanner::LadderResult> result =
+      scanner::RunLadder(procfs, first.ok() ? *first : std::vector<scanner::Member>{},
+                         ladder, hooks);
+  if (!result.ok()) {
+    LogError("exec: ladder: ", result.status().ToString());
+  } else if (!result->survivors.empty()) {
+    LogWarning("exec: members survived SIGKILL; giving up the ladder");
+  }
+}
+
+// Waits for CMD to exit and returns its wait status. The first SIGINT or
+// SIGTERM to this process runs `forward` once, then CMD is reaped.
+int Wait(pid_t pid, const SignalPipe& signals,
+         const std::function<void()>& forward) {
+  Fd pidfd(base::PidfdOpen(pid, 0));
+  while (true) {
+    struct pollfd fds[2] = {{pidfd.valid() ? pidfd.get() : -1, POLLIN, 0},
+                            {signals.read_fd(), POLLIN, 0}};
+    const int timeout_ms = pidfd.valid() ? -1 : 25;  // no pidfd: poll waitpid
+    const int r = ::poll(fds, 2, timeout_ms);
+    if (r < 0 && errno != EINTR) {
+      LogError("exec: poll: ", strerror(errno));
+      break;
+    }
+    if (r > 0 && (fds[1].revents & POLLIN)) {
+      signals.Drain();
+      forward();
+      break;
+    }
+    int wstatus = 0;
+    pid_t got;
+    do {
+      got = ::waitpid(pid, &wstatus, WNOHANG);
+    } while (got < 0 && errno == EINTR);
+    if (got == pid) return wstatus;
+  }
+  return Reap(pid);
+}
+
+// Publishes the exit code with FinishRun and returns it.
+int Finish(v1::Reconciler::StubInterface& stub, const ExecOptions& options,
+           bool exec_failed, int wstatus) {
+  int code = 1;
+  if (exec_failed) {
+    code = 127;
+  } else if (WIFEXITED(wstatus)) {
+    code = WEXITSTATUS(wstatus);
+  } else if (WIFSIGNALED(wstatus)) {
+    code = 128 + WTERMSIG(wstatus);
+  }
+  v1::FinishRunRequest fin;
+  fin.set_run_id(options.run_id);
+  fin.set_exit_code(code);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + options.rpc_timeout));
+  v1::Run run;
+  grpc::Status s = stub.FinishRun(&ctx, fin, &run);
+  if (!s.ok()) {
+    LogError(LogFields().Run(options.run_id), "exec: FinishRun: ",
+             s.error_message());
+  }
+  return code;
+}
 
 }  // namespace
 
@@ -173,243 +448,40 @@ int ExecRun(v1::Reconciler::StubInterface& stub, const ExecOptions& options) {
       LogWarning("exec: no dedicated cgroup (", why, "); continuing without");
     }
   }
-  auto remove_cgroup = [&] {
-    // Fails (EBUSY) while leftovers live in it: then it stays, and a sweep
-    // still finds them by it.
+  // Last: fails (EBUSY) while leftovers live in it; then it stays, and a
+  // sweep still finds them by it.
+  absl::Cleanup remove_cgroup = [&] {
     if (!cgroup_dir.empty()) ::rmdir(cgroup_dir.c_str());
   };
 
-  // Everything the child needs is prepared before fork: after it, only
-  // async-signal-safe calls.
-  const std::string cookie = absl::StrCat(scanner::kRunIdEnv, "=", options.run_id);
-  std::vector<const char*> envp;
-  for (char** e = environ; *e != nullptr; ++e) {
-    if (absl::StartsWith(*e, absl::StrCat(scanner::kRunIdEnv, "="))) continue;
-    envp.push_back(*e);
-  }
-  envp.push_back(cookie.c_str());
-  envp.push_back(nullptr);
-  std::vector<const char*> argv;
-  for (const std::string& a : options.argv) argv.push_back(a.c_str());
-  argv.push_back(nullptr);
-  const std::string procs = cgroup_dir.empty() ? "" : cgroup_dir + "/cgroup.procs";
-  const std::string cg_fail = absl::StrCat(
-      "runreaperctl exec: cannot join ", procs, "; continuing without a cgroup\n");
-
-  int status_pipe[2], go_pipe[2], sig_pipe[2];
-  if (::pipe2(status_pipe, O_CLOEXEC) != 0 || ::pipe2(go_pipe, O_CLOEXEC) != 0 ||
-      ::pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
-    LogError("exec: pipe: ", strerror(errno));
-    remove_cgroup();
+  SignalPipe signals;
+  if (absl::Status s = signals.Install(); !s.ok()) {
+    LogError("exec: ", s.message());
     return 1;
   }
-  Fd status_r(status_pipe[0]), status_w(status_pipe[1]);
-  Fd go_r(go_pipe[0]), go_w(go_pipe[1]);
-  Fd sig_r(sig_pipe[0]), sig_w(sig_pipe[1]);
-
-  g_signal_pipe = sig_w.get();
-  struct sigaction sa = {}, old_int = {}, old_term = {};
-  sa.sa_handler = OnSignal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;
-  ::sigaction(SIGINT, &sa, &old_int);
-  ::sigaction(SIGTERM, &sa, &old_term);
-  auto restore_signals = [&] {
-    ::sigaction(SIGINT, &old_int, nullptr);
-    ::sigaction(SIGTERM, &old_term, nullptr);
-    g_signal_pipe = -1;
-  };
-
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    LogError("exec: fork: ", strerror(errno));
-    restore_signals();
-    remove_cgroup();
+  absl::StatusOr<Child> child = Spawn(
+      options, cgroup_dir.empty() ? "" : cgroup_dir + "/cgroup.procs", signals);
+  if (!child.ok()) {
+    LogError("exec: ", child.status().message());
     return 1;
   }
-  if (pid == 0) {
-    // The child: a new session, so CMD leads its own group and session.
-    struct sigaction dfl = {};
-    dfl.sa_handler = SIG_DFL;
-    sigemptyset(&dfl.sa_mask);
-    ::sigaction(SIGINT, &dfl, nullptr);
-    ::sigaction(SIGTERM, &dfl, nullptr);
-    // The parent's ends: holding go's write end would hide the parent's EOF.
-    ::close(go_pipe[1]);
-    ::close(status_pipe[0]);
-    ::close(sig_pipe[0]);
-    ::close(sig_pipe[1]);
-    ::setsid();
-    char state = 'N';
-    if (!procs.empty()) {
-      const int fd = ::open(procs.c_str(), O_WRONLY | O_CLOEXEC);
-      if (fd >= 0 && ::write(fd, "0", 1) == 1) {
-        state = 'C';
-      } else {
-        ssize_t n = ::write(2, cg_fail.data(), cg_fail.size());
-        (void)n;
-      }
-      if (fd >= 0) ::close(fd);
-    }
-    if (::write(status_pipe[1], &state, 1) != 1) ::_exit(125);
-    char go = 0;
-    ssize_t n;
-    do {
-      n = ::read(go_pipe[0], &go, 1);
-    } while (n < 0 && errno == EINTR);
-    if (n != 1 || go != 'G') ::_exit(125);  // not registered: never run CMD
-    ::execvpe(argv[0], const_cast<char* const*>(argv.data()),
-              const_cast<char* const*>(envp.data()));
-    const int err = errno;
-    n = ::write(status_pipe[1], &err, sizeof(err));
-    ::_exit(127);
-  }
-
-  status_w.Reset();
-  go_r.Reset();
-  auto reap = [&]() {
-    int st = 0;
-    pid_t r;
-    do {
-      r = ::waitpid(pid, &st, 0);
-    } while (r < 0 && errno == EINTR);
-    return st;
-  };
-  auto abandon = [&](const std::string& why) {
-    LogError("exec: ", why);
-    go_w.Reset();  // EOF: the child exits without running CMD
-    reap();
-    restore_signals();
-    remove_cgroup();
-    return 1;
-  };
-
-  char state = 0;
-  if (base::ReadFull(status_r.get(), &state, 1) != 1) {
-    return abandon("the child failed before exec");
-  }
-  absl::StatusOr<scanner::Identity> id = procfs.CaptureIdentity(pid);
+  absl::StatusOr<scanner::Identity> id =
+      Register(stub, options, procfs, *child, cgroup_path);
   if (!id.ok()) {
-    return abandon(absl::StrCat("cannot read the child's identity: ",
-                                id.status().ToString()));
+    LogError("exec: ", id.status().message());
+    child->Abandon();
+    return 1;
   }
+  const bool exec_ok = Start(*child, options);
 
-  // Only the fresh directory is the run's own; the cgroup the child merely
-  // inherited is shared with others and must never be recorded. From here
-  // on id->cgroup is the run's own cgroup ("" = none).
-  const bool in_cgroup = state == 'C' && !cgroup_path.empty() &&
-                         id->cgroup == cgroup_path;
-  if (!in_cgroup) id->cgroup.clear();
-  // The command's name, not the pre-exec child's inherited comm.
-  id->comm = Basename(options.argv[0]).substr(0, 15);
-  v1::RegisterRunRequest req;
-  req.set_run_id(options.run_id);
-  scanner::SetIdentity(*id, &req, scanner::CgroupField::kCopy);
-  for (const auto& [k, v] : options.labels) (*req.mutable_labels())[k] = v;
-  {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(absl::ToChronoTime(absl::Now() + options.rpc_timeout));
-    v1::Run run;
-    grpc::Status s = stub.RegisterRun(&ctx, req, &run);
-    if (!s.ok()) {
-      return abandon(absl::StrCat("RegisterRun ", options.run_id, ": ",
-                                  s.error_message(), " (code ",
-                                  static_cast<int>(s.error_code()), ")"));
-    }
-  }
-
-  // Let CMD run.
-  const char go = 'G';
-  ssize_t w;
-  do {
-    w = ::write(go_w.get(), &go, 1);
-  } while (w < 0 && errno == EINTR);
-  go_w.Reset();
-  int exec_errno = 0;
-  const bool exec_failed =
-      base::ReadFull(status_r.get(), &exec_errno, sizeof(exec_errno)) ==
-      static_cast<ssize_t>(sizeof(exec_errno));
-  if (exec_failed) {
-    LogError("exec: cannot execute ", options.argv[0], ": ", strerror(exec_errno));
-  }
-
-  Ladder ladder{&procfs, {}, in_cgroup ? cgroup_dir : ""};
-  ladder.spec.run_id = options.run_id;
-  ladder.spec.leader = *id;
-  ladder.spec.include_leader = true;
-
-  Fd pidfd(base::PidfdOpen(pid, 0));
-  int wstatus = 0;
-  bool exited = false;
-  int stage = 0;
-  absl::Time next_stage = absl::InfiniteFuture();
-  while (true) {
-    if (exited && (stage == 0 || ladder.Members().empty())) break;
-    if (stage == 3 && absl::Now() >= next_stage) {
-      LogWarning("exec: members survived SIGKILL; giving up the ladder");
-      break;
-    }
-    struct pollfd fds[2] = {{pidfd.valid() && !exited ? pidfd.get() : -1,
-                             POLLIN, 0},
-                            {sig_r.get(), POLLIN, 0}};
-    int timeout_ms = -1;
-    if (!pidfd.valid() && !exited) timeout_ms = 25;  // no pidfd: poll waitpid
-    if (stage > 0) timeout_ms = static_cast<int>(absl::ToInt64Milliseconds(kLadderPoll));
-    const int r = ::poll(fds, 2, timeout_ms);
-    if (r < 0 && errno != EINTR) {
-      LogError("exec: poll: ", strerror(errno));
-      break;
-    }
-    if (r > 0 && (fds[1].revents & POLLIN)) {
-      unsigned char buf[64];
-      while (::read(sig_r.get(), buf, sizeof(buf)) > 0) {
-      }
-      if (stage == 0) {
-        stage = 1;
-        ladder.Stage(1);
-        next_stage = absl::Now() + options.sigint_grace;
-      }
-    }
-    if (!exited) {
-      pid_t got;
-      do {
-        got = ::waitpid(pid, &wstatus, WNOHANG);
-      } while (got < 0 && errno == EINTR);
-      if (got == pid) exited = true;
-    }
-    if (stage > 0 && stage < 3 && absl::Now() >= next_stage &&
-        !(exited && ladder.Members().empty())) {
-      ++stage;
-      ladder.Stage(stage);
-      next_stage = absl::Now() + (stage == 2 ? options.sigterm_grace : kKillWait);
-    }
-  }
-  if (!exited) wstatus = reap();
-
-  int code = 1;
-  if (exec_failed) {
-    code = 127;
-  } else if (WIFEXITED(wstatus)) {
-    code = WEXITSTATUS(wstatus);
-  } else if (WIFSIGNALED(wstatus)) {
-    code = 128 + WTERMSIG(wstatus);
-  }
-
-  {
-    v1::FinishRunRequest fin;
-    fin.set_run_id(options.run_id);
-    fin.set_exit_code(code);
-    grpc::ClientContext ctx;
-    ctx.set_deadline(absl::ToChronoTime(absl::Now() + options.rpc_timeout));
-    v1::Run run;
-    grpc::Status s = stub.FinishRun(&ctx, fin, &run);
-    if (!s.ok()) {
-      LogError(LogFields().Run(options.run_id), "exec: FinishRun: ", s.error_message());
-    }
-  }
-  restore_signals();
-  remove_cgroup();
-  return code;
+  scanner::RunSpec spec;
+  spec.run_id = options.run_id;
+  spec.leader = *id;
+  spec.include_leader = true;
+  const int wstatus = Wait(child->pid, signals, [&] {
+    Forward(procfs, spec, id->cgroup.empty() ? "" : cgroup_dir, options);
+  });
+  return Finish(stub, options, !exec_ok, wstatus);
 }
 
 }  // namespace runreaper::tools

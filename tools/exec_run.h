@@ -10,10 +10,10 @@
 // registers the run with the child's identity (RegisterRun, with the cgroup
 // only when the child is in the fresh one), lets the child exec CMD, waits
 // for it, forwards SIGINT/SIGTERM it receives to CMD's members as a ladder
-// (SIGINT -> grace -> SIGTERM -> grace -> SIGKILL, each member through
-// scanner/safe_signal.h after a start-time check; cgroup.kill at the last
-// stage with a dedicated cgroup), then publishes the exit code with
-// FinishRun.
+// (scanner/signal_ladder.h, the sweeper's: SIGINT -> grace -> SIGTERM ->
+// grace -> SIGKILL, each member through scanner/safe_signal.h after a
+// start-time check; cgroup.kill at the last stage with a dedicated cgroup),
+// then publishes the exit code with FinishRun.
 #ifndef RUNREAPER_TOOLS_EXEC_RUN_H_
 #define RUNREAPER_TOOLS_EXEC_RUN_H_
 

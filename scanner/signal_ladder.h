@@ -1,0 +1,118 @@
+// The SIGINT -> SIGTERM -> SIGKILL ladder over the members of runs, shared
+// by the sweeper (server/sweeper.*) and `runreaperctl exec` (tools/exec_run.*).
+//
+// RunLadder sends stage 1 (SIGINT) to every target at once, waits up to
+// sigint_grace for all of them to drain (gone, pid recycled, or a zombie),
+// re-lists the targets, sends stage 2 (SIGTERM) to those still live, waits
+// up to sigterm_grace, re-lists, and sends stage 3 (SIGKILL). A stage whose
+// re-listing is empty ends the ladder: a process that exits on SIGINT never
+// gets SIGTERM. After SIGKILL it waits up to kill_wait, re-lists, and sends
+// SIGKILL to targets that have not had it yet (forked just before it landed),
+// at most max_kill_rounds times; what is left is reported as survivors.
+//
+// Every signal goes through scanner/safe_signal.h SignalProcess: the pid is
+// held by a pidfd and its start time re-checked before the signal, so a
+// recycled pid is never hit. LadderHooks add what a user needs around each
+// signal (the sweeper's store claims and audit events, exec's log lines).
+#ifndef RUNREAPER_SCANNER_SIGNAL_LADDER_H_
+#define RUNREAPER_SCANNER_SIGNAL_LADDER_H_
+
+#include <set>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "scanner/identity.h"
+#include "scanner/membership.h"
+#include "scanner/procfs.h"
+#include "scanner/safe_signal.h"
+
+namespace runreaper::scanner {
+
+// Stages 1..3: SIGINT, SIGTERM, SIGKILL.
+inline constexpr int kSigintStage = 1;
+inline constexpr int kSigtermStage = 2;
+inline constexpr int kSigkillStage = 3;
+int StageSignal(int stage);        // 0 outside 1..3
+const char* StageName(int stage);  // "SIGINT", "SIGTERM", "SIGKILL"; "" else
+
+struct LadderOptions {
+  absl::Duration sigint_grace = absl::Seconds(2);   // SIGINT -> SIGTERM
+  absl::Duration sigterm_grace = absl::Seconds(5);  // SIGTERM -> SIGKILL
+  // How long SIGKILL gets to take effect before the survivors are counted.
+  absl::Duration kill_wait = absl::Seconds(2);
+  // How often a grace checks whether every target is drained.
+  absl::Duration poll_step = absl::Milliseconds(25);
+  // Rounds after SIGKILL that catch processes forked just before it.
+  int max_kill_rounds = 4;
+};
+
+// What a user of the ladder adds around its signals. Only List is required.
+class LadderHooks {
+ public:
+  virtual ~LadderHooks() = default;
+  // The live targets now (see Targets). Called before every stage after the
+  // first and once per round after SIGKILL. An error ends the ladder.
+  virtual absl::StatusOr<std::vector<Member>> List() = 0;
+  // Before `stage`'s signal to `target`: true sends it, false skips it
+  // (another sweep owns that stage). An error ends the ladder.
+  virtual absl::StatusOr<bool> Claim(const Member& target, int stage);
+  // After `stage`'s signal to `target` was attempted (the outcome says
+  // whether it was sent). An error ends the ladder.
+  virtual absl::Status Signalled(const Member& target, int stage,
+                                 const SignalOutcome& outcome);
+  // After every target of `stage` was handled, before its grace.
+  virtual void StageDone(int stage, const std::vector<Member>& targets);
+  // In the rounds after SIGKILL: whether `target` has already had SIGKILL
+  // (it is then a survivor, not signalled again). `sent_here`: this ladder
+  // sent it. The default answers sent_here.
+  virtual absl::StatusOr<bool> KillSent(const Member& target, bool sent_here);
+};
+
+struct LadderResult {
+  // The highest stage the ladder reached (0 when there was nothing to do).
+  int stage = 0;
+  // Targets still live after SIGKILL and its rounds.
+  std::vector<Member> survivors;
+};
+
+// Runs the ladder from `targets` (the first listing). Blocks through the
+// graces. Returns the first error of a hook.
+absl::StatusOr<LadderResult> RunLadder(const ProcFs& procfs,
+                                       std::vector<Member> targets,
+                                       const LadderOptions& options,
+                                       LadderHooks& hooks);
+
+// The process a member names: pid and start time (every member of a listing
+// is in the observer's namespace and boot).
+ProcessRef RefOf(const Member& member);
+
+// Whether the process is drained: gone, its pid recycled, or a zombie.
+bool Drained(const ProcFs& procfs, const ProcessRef& process);
+
+// This process as the observer of `snapshot` (pid, group, session, PID
+// namespace, cgroup, ancestors). An unreadable namespace leaves it 0, so no
+// run has members.
+SweepObserver SelfObserver(const ProcFs& procfs, const Snapshot& snapshot);
+
+// One listing: a walk of procfs and the members of `runs` in it. Sets
+// *observer (when not null) to the observer of that walk.
+absl::StatusOr<Membership> ListMembers(const ProcFs& procfs,
+                                       const std::vector<RunSpec>& runs,
+                                       SweepObserver* observer);
+
+// Lists until two listings in a row name the same processes (at most 9
+// listings), so a process forked while listing is caught.
+absl::StatusOr<Membership> ListStable(const ProcFs& procfs,
+                                      const std::vector<RunSpec>& runs,
+                                      SweepObserver* observer);
+
+// Signallable members, one per process: a process that belongs to several
+// runs is handled once, under the first run listed. A process kept by any of
+// its runs (RUNREAPER_KEEP=1, or a keep-policy run) is no run's target.
+std::vector<Member> Targets(const Membership& membership);
+
+}  // namespace runreaper::scanner
+
+#endif  // RUNREAPER_SCANNER_SIGNAL_LADDER_H_
