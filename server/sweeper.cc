@@ -1,10 +1,7 @@
 #include "server/sweeper.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <map>
 #include <memory>
 #include <optional>
@@ -18,7 +15,6 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "base/fd.h"
 #include "base/log.h"
 #include "base/status_macros.h"
 #include "scanner/identity.h"
