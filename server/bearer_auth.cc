@@ -17,13 +17,23 @@ bool SameSecret(absl::string_view a, absl::string_view b) {
   return diff == 0;
 }
 
-absl::Status AuthorizeBearer(absl::string_view token, absl::string_view peer,
+bool IsLocalPeer(absl::string_view peer) {
+  return absl::StartsWith(peer, "unix:") || absl::StartsWith(peer, "fd:");
+}
+
+absl::Status AuthorizeBearer(const BearerTokens& tokens, Access access,
                              absl::optional<absl::string_view> authorization) {
-  if (token.empty()) return absl::OkStatus();
-  if (absl::StartsWith(peer, "unix:")) return absl::OkStatus();
-  if (authorization.has_value() &&
-      SameSecret(*authorization, absl::StrCat("Bearer ", token))) {
-    return absl::OkStatus();
+  if (!tokens.admin.empty() && authorization.has_value()) {
+    if (SameSecret(*authorization, absl::StrCat("Bearer ", tokens.admin))) {
+      return absl::OkStatus();
+    }
+    if (!tokens.read.empty() &&
+        SameSecret(*authorization, absl::StrCat("Bearer ", tokens.read))) {
+      if (access == Access::kRead) return absl::OkStatus();
+      return absl::PermissionDeniedError(
+          "the read-only token allows only GetRun, ListRuns, WaitRun, "
+          "WatchEvents, ListEvents, ListOrphans and health checks");
+    }
   }
   return absl::UnauthenticatedError(
       "missing or wrong bearer token (metadata \"authorization: Bearer <token>\")");

@@ -1,12 +1,16 @@
-// Bearer-token authorisation of a call. Pure: it sees the peer address and
-// the "authorization" metadata value, not the gRPC call.
+// Bearer-token authorisation of a TCP call. Pure: it sees the peer address,
+// the "authorization" metadata value and what the call needs, not the gRPC
+// call. Calls over the unix socket are authorised by the caller's
+// credentials instead (server/peer_creds.h); see docs/SECURITY.md.
 //
-// Calls over the unix socket ("unix:..." peers) are authorised by the
-// socket's file mode. When a token is configured, every other call (TCP)
-// must carry the metadata "authorization: Bearer <token>"; the comparison
-// takes the same time wherever the first differing byte is.
+// Every TCP call must carry "authorization: Bearer <token>", loopback
+// included. Two tokens: the admin token allows every RPC; the read-only
+// token (dashboards) allows only the calls that change nothing. The
+// comparison takes the same time wherever the first differing byte is.
 #ifndef RUNREAPER_SERVER_BEARER_AUTH_H_
 #define RUNREAPER_SERVER_BEARER_AUTH_H_
+
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -14,10 +18,24 @@
 
 namespace runreaper::server {
 
-// OK when `token` is empty (no token configured), when `peer` is a unix
-// socket peer, or when `authorization` is "Bearer <token>";
-// UNAUTHENTICATED otherwise (the message never quotes what was sent).
-absl::Status AuthorizeBearer(absl::string_view token, absl::string_view peer,
+// What a call needs: reading (GetRun, ListRuns, WaitRun, WatchEvents,
+// ListEvents, ListOrphans, health) or changing something (every other RPC).
+enum class Access { kRead, kWrite };
+
+struct BearerTokens {
+  std::string admin;  // every RPC; empty = TCP refused altogether
+  std::string read;   // kRead calls only; empty = no read-only role
+};
+
+// True for a peer string of the unix socket as gRPC or our own acceptor
+// names it ("unix:..." or "fd:N").
+bool IsLocalPeer(absl::string_view peer);
+
+// For a TCP peer: OK when `authorization` is "Bearer <admin>", or
+// "Bearer <read>" and `access` is kRead; PERMISSION_DENIED for the read
+// token on a kWrite call; UNAUTHENTICATED otherwise, also when no admin
+// token is configured (the message never quotes what was sent).
+absl::Status AuthorizeBearer(const BearerTokens& tokens, Access access,
                              absl::optional<absl::string_view> authorization);
 
 // a == b, in time that depends only on the sizes.

@@ -6,25 +6,44 @@
 namespace runreaper::server {
 namespace {
 
-TEST(AuthorizeBearerTest, NoTokenConfiguredLetsEveryCallIn) {
-  EXPECT_OK(AuthorizeBearer("", "ipv4:127.0.0.1:5000", absl::nullopt));
+const BearerTokens kTokens = {"s3cret", "r3ad"};
+
+TEST(AuthorizeBearerTest, NoTokenConfiguredRefusesEveryTcpCall) {
+  EXPECT_TRUE(absl::IsUnauthenticated(AuthorizeBearer({}, Access::kRead, absl::nullopt)));
+  EXPECT_TRUE(absl::IsUnauthenticated(AuthorizeBearer({}, Access::kRead, "Bearer ")));
 }
 
-TEST(AuthorizeBearerTest, UnixPeersNeedNoToken) {
-  EXPECT_OK(AuthorizeBearer("s3cret", "unix:/run/runreaper.sock", absl::nullopt));
+TEST(AuthorizeBearerTest, LocalPeersAreTheUnixSocket) {
+  EXPECT_TRUE(IsLocalPeer("unix:/run/runreaper.sock"));
+  EXPECT_TRUE(IsLocalPeer("fd:12"));
+  EXPECT_FALSE(IsLocalPeer("ipv4:127.0.0.1:5000"));
+  EXPECT_FALSE(IsLocalPeer("ipv6:[::1]:5000"));
+}
+
+TEST(AuthorizeBearerTest, AdminTokenAllowsEverything) {
+  EXPECT_OK(AuthorizeBearer(kTokens, Access::kRead, "Bearer s3cret"));
+  EXPECT_OK(AuthorizeBearer(kTokens, Access::kWrite, "Bearer s3cret"));
+}
+
+TEST(AuthorizeBearerTest, ReadTokenAllowsOnlyReads) {
+  EXPECT_OK(AuthorizeBearer(kTokens, Access::kRead, "Bearer r3ad"));
+  const absl::Status s = AuthorizeBearer(kTokens, Access::kWrite, "Bearer r3ad");
+  EXPECT_TRUE(absl::IsPermissionDenied(s)) << s;
+  // Without a read token configured, it is just a wrong token.
+  EXPECT_TRUE(absl::IsUnauthenticated(
+      AuthorizeBearer({"s3cret", ""}, Access::kRead, "Bearer ")));
 }
 
 TEST(AuthorizeBearerTest, TcpPeersNeedTheExactBearerToken) {
-  const char kPeer[] = "ipv4:127.0.0.1:5000";
-  EXPECT_OK(AuthorizeBearer("s3cret", kPeer, "Bearer s3cret"));
   for (absl::optional<absl::string_view> bad :
        {absl::optional<absl::string_view>(), absl::optional<absl::string_view>(""),
         absl::optional<absl::string_view>("s3cret"),
         absl::optional<absl::string_view>("Bearer s3cre"),
         absl::optional<absl::string_view>("Bearer s3cret "),
         absl::optional<absl::string_view>("bearer s3cret"),
-        absl::optional<absl::string_view>("Bearer s3creT")}) {
-    const absl::Status s = AuthorizeBearer("s3cret", kPeer, bad);
+        absl::optional<absl::string_view>("Bearer s3creT"),
+        absl::optional<absl::string_view>("Bearer r3a")}) {
+    const absl::Status s = AuthorizeBearer(kTokens, Access::kRead, bad);
     EXPECT_TRUE(absl::IsUnauthenticated(s)) << (bad ? *bad : "(none)") << ": " << s;
     // The message names the metadata, never the token.
     EXPECT_EQ(s.message().find("s3cret"), absl::string_view::npos) << s;

@@ -1,5 +1,6 @@
 #include "server/daemon.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -48,6 +49,17 @@ class EventLogger : public EventSubscriber {
  private:
   Metrics* metrics_;
 };
+
+// Run labels and process names are not for every local user: a database
+// we create is 0600 (SQLite gives its -wal and -shm files the same mode).
+// An existing file keeps its mode (an operator may have shared it on
+// purpose, e.g. with a --once cron job running as another user).
+absl::Status CreateDatabaseFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("open ", path));
+  ::close(fd);
+  return absl::OkStatus();
+}
 
 std::string DescribeTransitions(const PassResult& pass) {
   std::vector<std::string> parts;
@@ -100,20 +112,32 @@ absl::Status Daemon::Start() {
   if (options_.stale_after <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--stale_after must be > 0");
   }
-  std::string token;
+  BearerTokens tokens;
   if (!options_.token_file.empty()) {
-    ASSIGN_OR_RETURN(token, ReadTokenFile(options_.token_file));
+    ASSIGN_OR_RETURN(tokens.admin, ReadTokenFile(options_.token_file));
   }
-  if (!options_.listen.empty() && !IsLoopbackAddress(options_.listen) &&
-      token.empty()) {
+  if (!options_.read_token_file.empty()) {
+    if (tokens.admin.empty()) {
+      return absl::InvalidArgumentError("--read_token_file requires --token_file");
+    }
+    ASSIGN_OR_RETURN(tokens.read, ReadTokenFile(options_.read_token_file));
+    if (tokens.read == tokens.admin) {
+      return absl::InvalidArgumentError(
+          "--read_token_file holds the same token as --token_file");
+    }
+  }
+  // Loopback included: any local user can connect to a loopback port, and
+  // the unix socket's mode and peer credentials would be bypassed.
+  if (!options_.listen.empty() && tokens.admin.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--listen=", options_.listen,
-        " is not a loopback address: it requires --token_file"));
+        " requires --token_file (every TCP address, loopback included)"));
   }
   // The socket first: a second daemon must fail before touching anything.
   ASSIGN_OR_RETURN(lock_fd_, PrepareSocketPath(options_.socket));
 
-  RETURN_IF_ERROR(MakeDirs(DirName(options_.db), 0750));
+  RETURN_IF_ERROR(MakeDirs(DirName(options_.db), 0700));
+  RETURN_IF_ERROR(CreateDatabaseFile(options_.db));
   ASSIGN_OR_RETURN(store_, store::RunStore::Open(options_.db, metrics_.Observe(store::StoreOptions())));
   ASSIGN_OR_RETURN(watcher_, scanner::ExitWatcher::Create(&procfs_));
   ReconcilerOptions ropts;
@@ -140,7 +164,8 @@ absl::Status Daemon::Start() {
   hub_->Notify();
 
   ServiceOptions sopts;
-  sopts.token = token;
+  sopts.tokens = std::move(tokens);
+  sopts.on_refused = [this](absl::string_view reason) { metrics_.CallerRefused(reason); };
   sopts.watch_queue_limit = options_.watch_queue_limit;
   service_ = std::make_unique<ReconcilerService>(
       store_.get(), &procfs_, reconciler_.get(), hub_.get(), sweeper_.get(),
@@ -277,6 +302,10 @@ int RunDaemon(const DaemonOptions& options) {
 }
 
 int RunOnce(const DaemonOptions& options, bool sweep) {
+  if (absl::Status s = CreateDatabaseFile(options.db); !s.ok()) {
+    LogError("--once: ", s.message());
+    return 1;
+  }
   absl::StatusOr<std::unique_ptr<store::RunStore>> store =
       store::RunStore::Open(options.db);
   if (!store.ok()) {

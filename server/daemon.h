@@ -26,7 +26,8 @@ struct DaemonOptions {
   std::string db = "./var/runreaper.db";
   std::string socket = "./var/runreaper.sock";
   std::string listen;      // "" = no TCP listener
-  std::string token_file;  // bearer token for TCP calls
+  std::string token_file;       // admin bearer token for TCP calls
+  std::string read_token_file;  // read-only bearer token for TCP calls
   absl::Duration scan_interval = absl::Seconds(2);
   absl::Duration stale_after = absl::Minutes(10);
   // A pass running longer than this sets health NOT_SERVING until a pass

@@ -16,12 +16,16 @@ ABSL_FLAG(std::string, socket, "./var/runreaper.sock",
           "created if missing). A stale socket file is replaced; a live daemon "
           "on it is an error.");
 ABSL_FLAG(std::string, listen, "",
-          "Optional extra TCP listener host:port (e.g. 127.0.0.1:7443). A "
-          "non-loopback address requires --token_file.");
+          "Optional extra TCP listener host:port (e.g. 127.0.0.1:7443). "
+          "Requires --token_file, on every address, loopback included.");
 ABSL_FLAG(std::string, token_file, "",
-          "File holding a bearer token; TCP calls must send metadata "
-          "'authorization: Bearer <token>'. Unix-socket calls are authorised by "
-          "the socket's file mode.");
+          "File holding the admin bearer token; TCP calls must send metadata "
+          "'authorization: Bearer <token>' (any RPC). Unix-socket calls are "
+          "authorised by the caller's uid instead (docs/SECURITY.md).");
+ABSL_FLAG(std::string, read_token_file, "",
+          "File holding a read-only bearer token (dashboards): GetRun, ListRuns, "
+          "WaitRun, WatchEvents, ListEvents, ListOrphans only; any other call "
+          "answers PERMISSION_DENIED. Requires --token_file.");
 ABSL_FLAG(absl::Duration, scan_interval, absl::Seconds(2),
           "Full reconcile pass (and event-log poll) interval. Exits of watched "
           "leaders are reconciled at once, not at the next pass.");
@@ -75,6 +79,7 @@ int main(int argc, char** argv) {
   options.socket = absl::GetFlag(FLAGS_socket);
   options.listen = absl::GetFlag(FLAGS_listen);
   options.token_file = absl::GetFlag(FLAGS_token_file);
+  options.read_token_file = absl::GetFlag(FLAGS_read_token_file);
   options.scan_interval = absl::GetFlag(FLAGS_scan_interval);
   options.stale_after = absl::GetFlag(FLAGS_stale_after);
   options.pass_deadline = absl::GetFlag(FLAGS_pass_deadline);

@@ -5,16 +5,38 @@
 #include "store/run_store.h"
 
 namespace runreaper::server {
+namespace {
 
-absl::Status ValidateRunId(absl::string_view run_id) {
-  if (run_id.empty()) {
-    return absl::InvalidArgumentError("run_id: must not be empty");
+
+bool IsNameChar(char c) { return c >= 0x21 && c <= 0x7e; }
+
+absl::Status ValidateName(absl::string_view name, absl::string_view field,
+                          size_t max_bytes) {
+  if (name.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": must not be empty"));
   }
-  if (run_id.size() > kMaxRunIdBytes) {
+  if (name.size() > max_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "run_id: ", run_id.size(), " bytes, at most ", kMaxRunIdBytes));
+        field, ": ", name.size(), " bytes, at most ", max_bytes));
+  }
+  for (size_t i = 0; i < name.size(); ++i) {
+    if (!IsNameChar(name[i])) {
+      // The byte by value, never the string: it may hold a newline or an
+      // escape sequence.
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": byte ", i, " is 0x",
+          absl::Hex(static_cast<unsigned char>(name[i]), absl::kZeroPad2),
+          "; allowed are printable ASCII 0x21..0x7e (no space, no control "
+          "characters)"));
+    }
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateRunId(absl::string_view run_id) {
+  return ValidateName(run_id, "run_id", kMaxRunIdBytes);
 }
 
 absl::Status ValidateOptionalRunId(absl::string_view run_id) {
@@ -38,11 +60,7 @@ absl::Status ValidateLabels(
         field, ": ", labels.size(), " labels, at most ", kMaxLabels));
   }
   for (const auto& [key, value] : labels) {
-    if (key.empty() || key.size() > kMaxLabelKeyBytes) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ": key \"", key.substr(0, 80), "\" must be 1..",
-                       kMaxLabelKeyBytes, " bytes"));
-    }
+    RETURN_IF_ERROR(ValidateName(key, absl::StrCat(field, " key"), kMaxLabelKeyBytes));
     if (value.size() > kMaxLabelValueBytes) {
       return absl::InvalidArgumentError(
           absl::StrCat(field, ": value of \"", key, "\" is ", value.size(),
@@ -108,9 +126,8 @@ absl::Status ValidateListEventsRequest(const v1::ListEventsRequest& r) {
     return absl::InvalidArgumentError("after_event_id: must be >= 0");
   }
   RETURN_IF_ERROR(ValidatePageSize(r.page_size()));
-  // Empty means every run; a run id too long to exist is refused.
-  if (r.run_id().size() > kMaxRunIdBytes) return ValidateRunId(r.run_id());
-  return absl::OkStatus();
+  // Empty means every run; a run id that cannot exist is refused.
+  return ValidateOptionalRunId(r.run_id());
 }
 
 absl::Status ValidateWatchEventsRequest(const v1::WatchEventsRequest& r) {

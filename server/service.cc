@@ -55,7 +55,8 @@ ReconcilerService::~ReconcilerService() { WaitForBackgroundWork(); }
 
 void ReconcilerService::WaitForBackgroundWork() { worker_.WaitIdle(); }
 
-absl::Status ReconcilerService::Begin(grpc::CallbackServerContext* ctx) {
+absl::Status ReconcilerService::Begin(grpc::CallbackServerContext* ctx,
+                                      absl::string_view method, Access access) {
   {
     absl::MutexLock lock(&bg_mu_);
     ++inflight_;
@@ -63,7 +64,7 @@ absl::Status ReconcilerService::Begin(grpc::CallbackServerContext* ctx) {
       return absl::UnavailableError("runreaperd is shutting down");
     }
   }
-  return Authorize(ctx);
+  return Authorize(ctx, method, access);
 }
 
 void ReconcilerService::Leave() {
@@ -72,9 +73,9 @@ void ReconcilerService::Leave() {
 }
 
 grpc::ServerUnaryReactor* ReconcilerService::Serve(
-    grpc::CallbackServerContext* ctx, google::protobuf::Message* response,
-    absl::FunctionRef<absl::Status()> body) {
-  absl::Status status = Begin(ctx);
+    grpc::CallbackServerContext* ctx, absl::string_view method, Access access,
+    google::protobuf::Message* response, absl::FunctionRef<absl::Status()> body) {
+  absl::Status status = Begin(ctx, method, access);
   if (status.ok()) status = body();
   return Done(ctx, response, status);
 }
@@ -96,14 +97,36 @@ bool ReconcilerService::Drain(absl::Duration grace) {
       absl::Condition(+[](int* n) { return *n == 0; }, &inflight_), grace);
 }
 
-absl::Status ReconcilerService::Authorize(grpc::CallbackServerContext* ctx) const {
+absl::Status ReconcilerService::Authorize(grpc::CallbackServerContext* ctx,
+                                          absl::string_view method,
+                                          Access access) const {
+  const std::string peer = ctx->peer();
+  if (IsLocalPeer(peer)) return absl::OkStatus();
   const auto& md = ctx->client_metadata();
   auto it = md.find("authorization");
   absl::optional<absl::string_view> authorization;
   if (it != md.end()) {
     authorization = absl::string_view(it->second.data(), it->second.size());
   }
-  return AuthorizeBearer(options_.token, ctx->peer(), authorization);
+  absl::Status s = AuthorizeBearer(options_.tokens, access, authorization);
+  if (!s.ok()) {
+    LogWarning("refused ", method, " from ", peer, ": ", s.ToString());
+    if (options_.on_refused) {
+      options_.on_refused(absl::IsPermissionDenied(s) ? "permission_denied"
+                                                      : "unauthenticated");
+    }
+  }
+  return s;
+}
+
+absl::Status ReconcilerService::CheckEventIdInRange(int64_t after_event_id) {
+  if (after_event_id == 0) return absl::OkStatus();
+  ASSIGN_OR_RETURN(const int64_t last, store_->LastEventId());
+  if (after_event_id > last) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "after_event_id: ", after_event_id, " is past the last event id ", last));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<v1::Run> ReconcilerService::DoRegister(
@@ -168,7 +191,7 @@ absl::StatusOr<v1::Run> ReconcilerService::DoRegister(
 grpc::ServerUnaryReactor* ReconcilerService::RegisterRun(
     grpc::CallbackServerContext* ctx, const v1::RegisterRunRequest* request,
     v1::Run* response) {
-  return Serve(ctx, response, [&]() -> absl::Status {
+  return Serve(ctx, "RegisterRun", Access::kWrite, response, [&]() -> absl::Status {
     absl::StatusOr<v1::Run> run = DoRegister(*request);
     if (!run.ok()) {
       if (!absl::IsInvalidArgument(run.status()) &&
@@ -185,7 +208,7 @@ grpc::ServerUnaryReactor* ReconcilerService::RegisterRun(
 grpc::ServerUnaryReactor* ReconcilerService::Heartbeat(
     grpc::CallbackServerContext* ctx, const v1::HeartbeatRequest* request,
     v1::Run* response) {
-  return Serve(ctx, response, [&]() -> absl::Status {
+  return Serve(ctx, "Heartbeat", Access::kWrite, response, [&]() -> absl::Status {
     RETURN_IF_ERROR(ValidateRunId(request->run_id()));
     ASSIGN_OR_RETURN(*response, store_->Heartbeat(request->run_id()));
     return absl::OkStatus();
@@ -195,7 +218,7 @@ grpc::ServerUnaryReactor* ReconcilerService::Heartbeat(
 grpc::ServerUnaryReactor* ReconcilerService::FinishRun(
     grpc::CallbackServerContext* ctx, const v1::FinishRunRequest* request,
     v1::Run* response) {
-  return Serve(ctx, response, [&]() -> absl::Status {
+  return Serve(ctx, "FinishRun", Access::kWrite, response, [&]() -> absl::Status {
     RETURN_IF_ERROR(ValidateRunId(request->run_id()));
     absl::StatusOr<v1::Run> run =
         store_->Finish(request->run_id(), request->exit_code());
@@ -209,7 +232,7 @@ grpc::ServerUnaryReactor* ReconcilerService::FinishRun(
 grpc::ServerUnaryReactor* ReconcilerService::CancelRun(
     grpc::CallbackServerContext* ctx, const v1::CancelRunRequest* request,
     v1::Run* response) {
-  return Serve(ctx, response, [&]() -> absl::Status {
+  return Serve(ctx, "CancelRun", Access::kWrite, response, [&]() -> absl::Status {
     RETURN_IF_ERROR(ValidateCancelRequest(*request));
     // The sweep's place in the queue first: a full queue refuses the call
     // before the run is cancelled, so a retry finds it unchanged.
@@ -234,7 +257,7 @@ grpc::ServerUnaryReactor* ReconcilerService::CancelRun(
 grpc::ServerUnaryReactor* ReconcilerService::GetRun(
     grpc::CallbackServerContext* ctx, const v1::GetRunRequest* request,
     v1::Run* response) {
-  return Serve(ctx, response, [&]() -> absl::Status {
+  return Serve(ctx, "GetRun", Access::kRead, response, [&]() -> absl::Status {
     RETURN_IF_ERROR(ValidateRunId(request->run_id()));
     ASSIGN_OR_RETURN(*response, store_->Get(request->run_id()));
     return absl::OkStatus();
@@ -244,7 +267,7 @@ grpc::ServerUnaryReactor* ReconcilerService::GetRun(
 grpc::ServerUnaryReactor* ReconcilerService::ListRuns(
     grpc::CallbackServerContext* ctx, const v1::ListRunsRequest* request,
     v1::ListRunsResponse* response) {
-  return Serve(ctx, response, [&]() -> absl::Status {
+  return Serve(ctx, "ListRuns", Access::kRead, response, [&]() -> absl::Status {
     RETURN_IF_ERROR(ValidateListRunsRequest(*request));
     store::ListRunsQuery query;
     query.state = request->state();
@@ -263,7 +286,7 @@ grpc::ServerUnaryReactor* ReconcilerService::ListRuns(
 grpc::ServerUnaryReactor* ReconcilerService::WaitRun(
     grpc::CallbackServerContext* ctx, const v1::WaitRunRequest* request,
     v1::WaitRunResponse* response) {
-  const absl::Status bad = Begin(ctx);
+  const absl::Status bad = Begin(ctx, "WaitRun", Access::kRead);
   absl::StatusOr<absl::Duration> timeout =
       bad.ok() ? WaitTimeout(*request) : absl::StatusOr<absl::Duration>(bad);
   if (!timeout.ok()) {
@@ -278,7 +301,7 @@ grpc::ServerUnaryReactor* ReconcilerService::WaitRun(
 grpc::ServerUnaryReactor* ReconcilerService::Reconcile(
     grpc::CallbackServerContext* ctx, const v1::ReconcileRequest* request,
     v1::ReconcileResponse* response) {
-  return Serve(ctx, response, [&]() -> absl::Status {
+  return Serve(ctx, "Reconcile", Access::kWrite, response, [&]() -> absl::Status {
     if (reconciler_ == nullptr) {
       return absl::UnimplementedError("no reconciler in this server");
     }
@@ -299,7 +322,7 @@ grpc::ServerUnaryReactor* ReconcilerService::Reconcile(
 grpc::ServerUnaryReactor* ReconcilerService::ListOrphans(
     grpc::CallbackServerContext* ctx, const v1::ListOrphansRequest* request,
     v1::ListOrphansResponse* response) {
-  return Serve(ctx, response, [&]() -> absl::Status {
+  return Serve(ctx, "ListOrphans", Access::kRead, response, [&]() -> absl::Status {
     RETURN_IF_ERROR(ValidateOptionalRunId(request->run_id()));
     ASSIGN_OR_RETURN(*response, sweeper_->ListOrphans(request->run_id()));
     return absl::OkStatus();
@@ -309,7 +332,7 @@ grpc::ServerUnaryReactor* ReconcilerService::ListOrphans(
 grpc::ServerUnaryReactor* ReconcilerService::Sweep(
     grpc::CallbackServerContext* ctx, const v1::SweepRequest* request,
     v1::SweepResponse* response) {
-  absl::Status bad = Begin(ctx);
+  absl::Status bad = Begin(ctx, "Sweep", Access::kWrite);
   if (bad.ok()) bad = ValidateOptionalRunId(request->run_id());
   absl::StatusOr<BackgroundWorker::Slot> slot =
       bad.ok() ? worker_.Reserve() : absl::StatusOr<BackgroundWorker::Slot>(bad);
@@ -332,8 +355,9 @@ grpc::ServerUnaryReactor* ReconcilerService::Sweep(
 
 grpc::ServerWriteReactor<v1::Event>* ReconcilerService::WatchEvents(
     grpc::CallbackServerContext* ctx, const v1::WatchEventsRequest* request) {
-  absl::Status bad = Begin(ctx);
+  absl::Status bad = Begin(ctx, "WatchEvents", Access::kRead);
   if (bad.ok()) bad = ValidateWatchEventsRequest(*request);
+  if (bad.ok()) bad = CheckEventIdInRange(request->after_event_id());
   grpc::ServerWriteReactor<v1::Event>* reactor =
       bad.ok() ? StartWatchEvents(store_, hub_, request->after_event_id(),
                                   options_.watch_queue_limit, options_.watch_stall)
@@ -345,8 +369,9 @@ grpc::ServerWriteReactor<v1::Event>* ReconcilerService::WatchEvents(
 grpc::ServerUnaryReactor* ReconcilerService::ListEvents(
     grpc::CallbackServerContext* ctx, const v1::ListEventsRequest* request,
     v1::ListEventsResponse* response) {
-  return Serve(ctx, response, [&]() -> absl::Status {
+  return Serve(ctx, "ListEvents", Access::kRead, response, [&]() -> absl::Status {
     RETURN_IF_ERROR(ValidateListEventsRequest(*request));
+    RETURN_IF_ERROR(CheckEventIdInRange(request->after_event_id()));
     const int limit =
         request->page_size() == 0 ? kDefaultPageSize : request->page_size();
     ASSIGN_OR_RETURN(std::vector<v1::Event> events,

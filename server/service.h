@@ -27,6 +27,7 @@
 #include "runreaper/v1/runreaper.grpc.pb.h"
 #include "runreaper/v1/runreaper.pb.h"
 #include "scanner/procfs.h"
+#include "server/bearer_auth.h"
 #include "server/event_hub.h"
 #include "server/background_worker.h"
 #include "server/reconciler.h"
@@ -53,10 +54,15 @@ struct ServiceOptions {
   // consumer; resume with after_event_id=N").
   size_t watch_queue_limit = 10000;
   absl::Duration watch_stall = absl::Seconds(1);
-  // When set, calls from a non-unix peer (TCP) must carry the metadata
-  // "authorization: Bearer <token>"; others get UNAUTHENTICATED. Calls over
-  // the unix socket are authorised by its file mode.
-  std::string token;
+  // Calls from a TCP peer must carry "authorization: Bearer <token>" with
+  // the admin token (every RPC) or the read-only token (reads only; a write
+  // is PERMISSION_DENIED); others get UNAUTHENTICATED. With no admin token
+  // every TCP call is refused. See docs/SECURITY.md.
+  BearerTokens tokens;
+  // Called once for every refused call with the reason
+  // ("unauthenticated", "permission_denied", "peer_credentials"), after the
+  // refusal is logged. May be empty.
+  std::function<void(absl::string_view reason)> on_refused;
   // Sweeps queued for the background worker at most (one more may run).
   size_t sweep_queue_limit = kMaxQueuedSweeps;
 };
@@ -120,15 +126,20 @@ class ReconcilerService final : public v1::Reconciler::CallbackService {
       v1::ListEventsResponse* response) override;
 
  private:
-  absl::Status Authorize(grpc::CallbackServerContext* ctx) const;
+  // Whether the caller may make a call that needs `access`; a refusal is
+  // logged (with the caller) and counted here, once.
+  absl::Status Authorize(grpc::CallbackServerContext* ctx, absl::string_view method,
+                         Access access) const;
   // Every handler starts with Begin (counts the call in flight, refuses while
-  // draining, checks the token) and ends with Leave (once its reactor is
-  // set up, or once it has answered).
-  absl::Status Begin(grpc::CallbackServerContext* ctx);
+  // draining, authorizes the caller) and ends with Leave (once its reactor
+  // is set up, or once it has answered).
+  absl::Status Begin(grpc::CallbackServerContext* ctx, absl::string_view method,
+                     Access access);
   void Leave();
   // A unary call answered in the handler: Begin, then `body` (validates and
   // fills `response`), then Done with body's status.
   grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* ctx,
+                                  absl::string_view method, Access access,
                                   google::protobuf::Message* response,
                                   absl::FunctionRef<absl::Status()> body);
   // Answers a unary call after Begin: on OK the response's text is made valid
@@ -137,6 +148,10 @@ class ReconcilerService final : public v1::Reconciler::CallbackService {
                                  google::protobuf::Message* response,
                                  const absl::Status& status);
   absl::StatusOr<v1::Run> DoRegister(const v1::RegisterRunRequest& request);
+  // OUT_OF_RANGE naming the last event id when `after_event_id` is past it
+  // (such a WatchEvents would wait for ids that may never come; ids are
+  // never reused, so the client's id is from another database).
+  absl::Status CheckEventIdInRange(int64_t after_event_id);
 
   store::RunStore* store_;
   const scanner::ProcFs* procfs_;

@@ -267,14 +267,28 @@ ZombieToBe::~ZombieToBe() {
   Reap();
 }
 
-CtlResult RunCtl(const std::vector<std::string>& args, absl::Duration deadline) {
+namespace {
+
+CtlResult RunCtlImpl(const TestUser* user, const std::vector<std::string>& args,
+                     absl::Duration deadline) {
   static int n = 0;
   char tmpl[] = "/tmp/rrctl.XXXXXX";
   CtlResult result;
   if (mkdtemp(tmpl) == nullptr) return result;
   const std::string dir = tmpl;
   const std::string out = dir + "/out", err = absl::StrCat(dir, "/err", ++n);
-  std::vector<std::string> full = {kCtlPath};
+  std::string binary = kCtlPath;
+  if (user != nullptr) {
+    // Another user cannot reach the runfiles tree under /root: run a copy.
+    binary = dir + "/runreaperctl";
+    std::ifstream in(kCtlPath, std::ios::binary);
+    std::ofstream copy(binary, std::ios::binary | std::ios::trunc);
+    copy << in.rdbuf();
+    copy.close();
+    chmod(binary.c_str(), 0755);
+    chmod(dir.c_str(), 0711);
+  }
+  std::vector<std::string> full = {binary};
   full.insert(full.end(), args.begin(), args.end());
   std::vector<char*> argv = Argv(full);
   const int out_fd = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -283,6 +297,12 @@ CtlResult RunCtl(const std::vector<std::string>& args, absl::Duration deadline) 
   if (pid == 0) {
     dup2(out_fd, STDOUT_FILENO);
     dup2(err_fd, STDERR_FILENO);
+    if (user != nullptr &&
+        (setgroups(user->groups.size(), user->groups.data()) != 0 ||
+         setresgid(user->gid, user->gid, user->gid) != 0 ||
+         setresuid(user->uid, user->uid, user->uid) != 0)) {
+      _exit(126);
+    }
     execv(argv[0], argv.data());
     _exit(127);
   }
@@ -298,6 +318,17 @@ CtlResult RunCtl(const std::vector<std::string>& args, absl::Duration deadline) 
   const std::string rm = "rm -rf '" + dir + "'";
   if (system(rm.c_str()) != 0) ADD_FAILURE() << rm;
   return result;
+}
+
+}  // namespace
+
+CtlResult RunCtl(const std::vector<std::string>& args, absl::Duration deadline) {
+  return RunCtlImpl(nullptr, args, deadline);
+}
+
+CtlResult RunCtlAs(const TestUser& user, const std::vector<std::string>& args,
+                   absl::Duration deadline) {
+  return RunCtlImpl(&user, args, deadline);
 }
 
 std::unique_ptr<grpc::ClientContext> Ctx(absl::Duration deadline) {

@@ -114,6 +114,19 @@ struct CtlResult {
 CtlResult RunCtl(const std::vector<std::string>& args,
                  absl::Duration deadline = absl::Seconds(30));
 
+// A user to run runreaperctl as (e.g. nobody, 65534), with supplementary
+// groups (e.g. the daemon's --socket_group).
+struct TestUser {
+  uid_t uid = 65534;
+  gid_t gid = 65534;
+  std::vector<gid_t> groups;
+};
+
+// RunCtl as `user`: a copy of the binary in a private directory (the
+// runfiles tree is not reachable for others), run after setresuid/setresgid.
+CtlResult RunCtlAs(const TestUser& user, const std::vector<std::string>& args,
+                   absl::Duration deadline = absl::Seconds(30));
+
 // grpc.health.v1.Health/Check for `service` ("" = the whole server): the
 // HealthCheckResponse status (1 SERVING, 2 NOT_SERVING, 3 SERVICE_UNKNOWN,
 // 0 UNKNOWN), or the call's error.

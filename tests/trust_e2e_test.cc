@@ -1,0 +1,200 @@
+// Trust boundaries end to end (docs/SECURITY.md): who may make the real
+// runreaperd do what, over TCP (tokens, roles) and the unix socket, and what
+// a hostile request can no longer do (forge log lines, wait forever).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <fstream>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "base/test_util.h"
+#include "gtest/gtest.h"
+#include "tests/e2e_util.h"
+
+namespace runreaper::e2e {
+namespace {
+
+const char kSlowScan[] = "--scan_interval=60s";
+
+// A loopback port nothing listens on right now (bound, read, closed).
+int FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::string WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+  return path;
+}
+
+v1::Run MustRegister(Daemon& d, const std::string& run_id, pid_t pid) {
+  v1::RegisterRunRequest req;
+  req.set_run_id(run_id);
+  req.set_pid(pid);
+  v1::Run run;
+  auto ctx = Ctx();
+  const grpc::Status s = d.stub()->RegisterRun(ctx.get(), req, &run);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  return run;
+}
+
+v1::RunState StateOf(Daemon& d, const std::string& run_id) {
+  v1::GetRunRequest req;
+  req.set_run_id(run_id);
+  v1::Run run;
+  auto ctx = Ctx();
+  EXPECT_TRUE(d.stub()->GetRun(ctx.get(), req, &run).ok());
+  return run.state();
+}
+
+TEST(TcpTrustTest, ListenWithoutTokenIsRefusedOnLoopbackToo) {
+  TempDir dir;
+  Daemon d(dir.path(), {kSlowScan, absl::StrCat("--listen=127.0.0.1:", FreePort())});
+  d.Spawn();
+  EXPECT_EQ(d.Wait(), 1) << d.log();
+  EXPECT_TRUE(absl::StrContains(d.log(), "requires --token_file")) << d.log();
+}
+
+// Any local user reaches a loopback port: without the token, the user nobody can
+// neither cancel (SIGINT..SIGKILL) a root process's run nor read it.
+TEST(TcpTrustTest, NobodyWithoutTokenOverLoopbackIsRefusedAndLogged) {
+  TempDir dir;
+  Sleeper root_sleeper;
+  const std::string target = absl::StrCat("127.0.0.1:", FreePort());
+  Daemon d(dir.path(), {kSlowScan, "--listen=" + target,
+                        "--token_file=" + WriteFile(dir.path() + "/token", "s3cret\n")});
+  ASSERT_TRUE(d.Start()) << d.log();
+  MustRegister(d, "root-job", root_sleeper.pid());
+
+  CtlResult r = RunCtlAs(TestUser(), {"--target=" + target, "cancel", "root-job"});
+  EXPECT_NE(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.err, "UNAUTHENTICATED")) << r.err;
+  r = RunCtlAs(TestUser(), {"--target=" + target, "get", "root-job"});
+  EXPECT_TRUE(absl::StrContains(r.err, "UNAUTHENTICATED")) << r.err;
+
+  EXPECT_EQ(StateOf(d, "root-job"), v1::RUN_STATE_RUNNING);
+  EXPECT_EQ(kill(root_sleeper.pid(), 0), 0) << "the root process must be alive";
+  // Each refused call is logged once, with the caller's address.
+  ASSERT_TRUE(WaitFor([&] { return absl::StrContains(d.log(), "refused GetRun from ipv4:127.0.0.1:"); }))
+      << d.log();
+  EXPECT_TRUE(absl::StrContains(d.log(), "refused CancelRun from ipv4:127.0.0.1:")) << d.log();
+}
+
+TEST(TcpTrustTest, ReadOnlyTokenReadsButCannotSweepOrCancel) {
+  TempDir dir;
+  Sleeper sleeper;
+  const std::string target = absl::StrCat("127.0.0.1:", FreePort());
+  const std::string admin = WriteFile(dir.path() + "/admin", "adm1n\n");
+  const std::string read = WriteFile(dir.path() + "/read", "r3ad\n");
+  Daemon d(dir.path(), {kSlowScan, "--listen=" + target, "--token_file=" + admin,
+                        "--read_token_file=" + read});
+  ASSERT_TRUE(d.Start()) << d.log();
+  MustRegister(d, "job", sleeper.pid());
+
+  CtlResult r = RunCtl({"--target=" + target, "--token_file=" + read, "get", "job"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = RunCtl({"--target=" + target, "--token_file=" + read, "list"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = RunCtl({"--target=" + target, "--token_file=" + read, "sweep"});
+  EXPECT_NE(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.err, "PERMISSION_DENIED")) << r.err;
+  r = RunCtl({"--target=" + target, "--token_file=" + read, "cancel", "job"});
+  EXPECT_TRUE(absl::StrContains(r.err, "PERMISSION_DENIED")) << r.err;
+  EXPECT_EQ(StateOf(d, "job"), v1::RUN_STATE_RUNNING);
+  // The admin token may.
+  r = RunCtl({"--target=" + target, "--token_file=" + admin, "sweep", "--dry_run"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(d.log(), "refused Sweep from ipv4:127.0.0.1:")) << d.log();
+}
+
+TEST(RequestTrustTest, RunIdsWithControlCharactersAreRefusedAndForgeNoLogLine) {
+  TempDir dir;
+  Sleeper sleeper;
+  Daemon d(dir.path(), {kSlowScan});
+  ASSERT_TRUE(d.Start()) << d.log();
+  const std::string forged = "x\n2026-11-30T00:00:00.000Z INFO runreaperd: forged";
+  for (const std::string& id :
+       {forged, std::string("x\0y", 3), std::string("x\x1b[2J"), std::string("x y")}) {
+    v1::RegisterRunRequest req;
+    req.set_run_id(id);
+    req.set_pid(sleeper.pid());
+    v1::Run run;
+    auto ctx = Ctx();
+    const grpc::Status s = d.stub()->RegisterRun(ctx.get(), req, &run);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+    EXPECT_TRUE(absl::StartsWith(s.error_message(), "run_id: byte ")) << s.error_message();
+  }
+  for (absl::string_view line : absl::StrSplit(d.log(), '\n')) {
+    EXPECT_FALSE(absl::StrContains(line, "forged") && !absl::StrContains(line, "\\n"))
+        << line;
+  }
+  v1::ListRunsRequest list;
+  v1::ListRunsResponse runs;
+  auto ctx = Ctx();
+  ASSERT_TRUE(d.stub()->ListRuns(ctx.get(), list, &runs).ok());
+  EXPECT_EQ(runs.runs_size(), 0);
+}
+
+TEST(RequestTrustTest, EventIdPastTheLastIsOutOfRange) {
+  TempDir dir;
+  Sleeper sleeper;
+  Daemon d(dir.path(), {kSlowScan});
+  ASSERT_TRUE(d.Start()) << d.log();
+  MustRegister(d, "job", sleeper.pid());  // event 1
+  const int64_t huge = std::numeric_limits<int64_t>::max();
+
+  v1::ListEventsRequest list;
+  list.set_after_event_id(huge);
+  v1::ListEventsResponse events;
+  auto ctx = Ctx();
+  grpc::Status s = d.stub()->ListEvents(ctx.get(), list, &events);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::OUT_OF_RANGE) << s.error_message();
+  EXPECT_TRUE(absl::StrContains(s.error_message(), "past the last event id 1"))
+      << s.error_message();
+  list.set_after_event_id(1);  // the last one: nothing after it, not an error
+  ctx = Ctx();
+  EXPECT_TRUE(d.stub()->ListEvents(ctx.get(), list, &events).ok());
+
+  v1::WatchEventsRequest watch;
+  watch.set_after_event_id(huge);
+  ctx = Ctx();
+  auto reader = d.stub()->WatchEvents(ctx.get(), watch);
+  v1::Event e;
+  EXPECT_FALSE(reader->Read(&e));
+  s = reader->Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::OUT_OF_RANGE) << s.error_message();
+  EXPECT_TRUE(absl::StrContains(s.error_message(), "past the last event id 1"))
+      << s.error_message();
+}
+
+TEST(RequestTrustTest, DatabaseIsCreatedOwnerOnly) {
+  TempDir dir;
+  const std::string db_dir = dir.path() + "/var";
+  Daemon d(dir.path(), {kSlowScan, "--db=" + db_dir + "/runreaper.db"});
+  ASSERT_TRUE(d.Start()) << d.log();
+  struct stat st;
+  ASSERT_EQ(stat((db_dir + "/runreaper.db").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  ASSERT_EQ(stat(db_dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+}
+
+}  // namespace
+}  // namespace runreaper::e2e
