@@ -261,7 +261,9 @@ TEST(JsonLogTest, EveryLineIsAnObjectWithRunIdWhereItApplies) {
   Daemon d(dir.path(), {"--scan_interval=100ms", "--log_format=json"});
   ASSERT_TRUE(d.Start()) << d.log();
   Sleeper sleeper;
-  Register(d, "json-run\n\"x", sleeper.pid());
+  // A quote and a backslash: JSON escapes them (a control character is no
+  // longer accepted in a run id).
+  Register(d, "json-run\"x\\", sleeper.pid());
   sleeper.Kill();
   ASSERT_TRUE(WaitFor([&] { return absl::StrContains(d.log(), "(EXITED)"); })) << d.log();
   ASSERT_EQ(d.Stop(SIGTERM), 0);
@@ -275,7 +277,7 @@ TEST(JsonLogTest, EveryLineIsAnObjectWithRunIdWhereItApplies) {
     EXPECT_TRUE(s.fields().contains("level")) << line;
     EXPECT_TRUE(s.fields().contains("message")) << line;
     if (s.fields().contains("run_id")) {
-      EXPECT_EQ(s.fields().at("run_id").string_value(), "json-run\n\"x") << line;
+      EXPECT_EQ(s.fields().at("run_id").string_value(), "json-run\"x\\") << line;
       ++with_run;
     }
   }
