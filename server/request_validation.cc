@@ -36,6 +36,17 @@ absl::Status ValidateName(absl::string_view name, absl::string_view field,
 }  // namespace
 
 absl::Status ValidateRunId(absl::string_view run_id) {
+  if (run_id.empty()) {
+    return absl::InvalidArgumentError("run_id: must not be empty");
+  }
+  if (run_id.size() > kMaxRunIdBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "run_id: ", run_id.size(), " bytes, at most ", kMaxRunIdBytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateNewRunId(absl::string_view run_id) {
   return ValidateName(run_id, "run_id", kMaxRunIdBytes);
 }
 
@@ -60,7 +71,11 @@ absl::Status ValidateLabels(
         field, ": ", labels.size(), " labels, at most ", kMaxLabels));
   }
   for (const auto& [key, value] : labels) {
-    RETURN_IF_ERROR(ValidateName(key, absl::StrCat(field, " key"), kMaxLabelKeyBytes));
+    if (key.empty() || key.size() > kMaxLabelKeyBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": key \"", key.substr(0, 80), "\" must be 1..",
+                       kMaxLabelKeyBytes, " bytes"));
+    }
     if (value.size() > kMaxLabelValueBytes) {
       return absl::InvalidArgumentError(
           absl::StrCat(field, ": value of \"", key, "\" is ", value.size(),
@@ -71,7 +86,7 @@ absl::Status ValidateLabels(
 }
 
 absl::Status ValidateRegisterRequest(const v1::RegisterRunRequest& r) {
-  RETURN_IF_ERROR(ValidateRunId(r.run_id()));
+  RETURN_IF_ERROR(ValidateNewRunId(r.run_id()));
   if (r.pid() <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("pid: ", r.pid(), " must be > 0"));
@@ -93,7 +108,11 @@ absl::Status ValidateRegisterRequest(const v1::RegisterRunRequest& r) {
   if (r.has_cgroup() && r.cgroup().size() > 4096) {
     return absl::InvalidArgumentError("cgroup: longer than 4096 bytes");
   }
-  return ValidateLabels(r.labels(), "labels");
+  RETURN_IF_ERROR(ValidateLabels(r.labels(), "labels"));
+  for (const auto& [key, value] : r.labels()) {
+    RETURN_IF_ERROR(ValidateName(key, "labels key", kMaxLabelKeyBytes));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ValidateCancelRequest(const v1::CancelRunRequest& r) {
@@ -126,8 +145,9 @@ absl::Status ValidateListEventsRequest(const v1::ListEventsRequest& r) {
     return absl::InvalidArgumentError("after_event_id: must be >= 0");
   }
   RETURN_IF_ERROR(ValidatePageSize(r.page_size()));
-  // Empty means every run; a run id that cannot exist is refused.
-  return ValidateOptionalRunId(r.run_id());
+  // Empty means every run; a run id too long to exist is refused.
+  if (r.run_id().size() > kMaxRunIdBytes) return ValidateRunId(r.run_id());
+  return absl::OkStatus();
 }
 
 absl::Status ValidateWatchEventsRequest(const v1::WatchEventsRequest& r) {

@@ -31,17 +31,22 @@ inline constexpr size_t kMaxPageTokenBytes = 1024;
 // The page size a request gets when it sends 0.
 inline constexpr int kDefaultPageSize = 100;
 
-// Run ids and label keys: 1..kMaxRunIdBytes (kMaxLabelKeyBytes) bytes of
-// printable ASCII 0x21..0x7e: no space, no control character, no byte
-// above 0x7e. So a run id can be printed in a log line, a table or a shell
-// command as it is. Label values may hold any UTF-8.
+// A run id to look up: 1..kMaxRunIdBytes bytes (a record written before
+// the character set below was enforced stays reachable).
 absl::Status ValidateRunId(absl::string_view run_id);
+// A run id (and a label key) a registration creates: 1..kMaxRunIdBytes
+// (kMaxLabelKeyBytes) bytes of printable ASCII 0x21..0x7e: no space, no
+// control character, no byte above 0x7e. So a run id can be printed in a
+// log line, a table or a shell command as it is. Label values may hold any
+// UTF-8. The message names the bad byte's position and value, never quotes it.
+absl::Status ValidateNewRunId(absl::string_view run_id);
 // Empty (= every run) or a valid run id.
 absl::Status ValidateOptionalRunId(absl::string_view run_id);
 // 0 (the default) .. store::RunStore::kMaxPageSize.
 absl::Status ValidatePageSize(int page_size);
-// At most kMaxLabels labels, keys 1..kMaxLabelKeyBytes printable ASCII (as
-// run ids), values up to kMaxLabelValueBytes; `field` names the map in the message.
+// At most kMaxLabels labels, keys 1..kMaxLabelKeyBytes, values up to
+// kMaxLabelValueBytes (a registration's keys are also checked as new run
+// ids are); `field` names the map in the message.
 absl::Status ValidateLabels(
     const google::protobuf::Map<std::string, std::string>& labels,
     absl::string_view field);

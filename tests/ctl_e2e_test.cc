@@ -11,6 +11,9 @@
 #include "base/test_util.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "scanner/identity_proto.h"
+#include "scanner/procfs.h"
+#include "store/run_store.h"
 #include "tests/e2e_util.h"
 
 namespace runreaper::e2e {
@@ -108,20 +111,26 @@ TEST_F(CtlE2ETest, KillThenEventsShowStale) {
   }
 }
 
-// Run ids, comm and labels are any UTF-8 a client sent: the human output
-// prints them escaped, so a crafted run id cannot drive the terminal (set its
-// title, clear it) or fake an output line.
+// Run ids and comm from a database an older runreaperd wrote (it accepted
+// any UTF-8 run id; a registration now takes printable ASCII only), and
+// label values (any UTF-8): the human output prints them escaped, so a
+// crafted run id cannot drive the terminal (set its title, clear it) or
+// fake an output line.
 TEST_F(CtlE2ETest, HumanOutputEscapesControlCharactersFromTheDaemon) {
   Sleeper sleeper;
   const std::string evil = "evil\x1b]0;pwned\x07\nfake line\xc2\x9b" "2J";
   const std::string shown = "evil\\x1b]0;pwned\\x07\\nfake line\\u009b2J";
-  v1::RegisterRunRequest req;
-  req.set_run_id(evil);
-  req.set_pid(sleeper.pid());
-  (*req.mutable_labels())["k"] = "\x1b[31mred";
-  v1::Run run;
-  auto ctx = Ctx();
-  ASSERT_TRUE(daemon_->stub()->RegisterRun(ctx.get(), req, &run).ok());
+  {
+    // Written straight into the daemon's database (WAL: the daemon reads it).
+    ASSERT_OK_AND_ASSIGN(auto store, store::RunStore::Open(daemon_->db()));
+    scanner::ProcFs procfs;
+    ASSERT_OK_AND_ASSIGN(scanner::Identity id, procfs.CaptureIdentity(sleeper.pid()));
+    v1::Run run;
+    run.set_run_id(evil);
+    scanner::SetIdentity(id, &run);
+    (*run.mutable_labels())["k"] = "\x1b[31mred";
+    ASSERT_OK(store->Register(run));
+  }
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"list"}, {"get", evil}, {"events", "--run=" + evil},
         {"get", evil + "-missing"}}) {
