@@ -168,6 +168,38 @@ TEST_F(MonitoringTest, PromtoolAcceptsARealScrape) {
   EXPECT_EQ(c.output, "") << c.output;
 }
 
+// RPC answers are counted by method and code, errors included, through the
+// server interceptor of the real daemon.
+TEST_F(MonitoringTest, RpcAnswersAreCountedByMethodAndCode) {
+  // A series' value in a scrape; 0 when absent.
+  auto value = [&](const std::string& series) {
+    const std::string scrape = d_.Scrape();
+    const size_t at = scrape.find("\n" + series + " ");
+    return at == std::string::npos ? 0.0 : std::stod(scrape.substr(at + series.size() + 2));
+  };
+  const std::string not_found =
+      "runreaper_rpcs_total{code=\"NOT_FOUND\",method=\"runreaper.v1.Reconciler/GetRun\"}";
+  const std::string invalid =
+      "runreaper_rpcs_total{code=\"INVALID_ARGUMENT\",method=\"runreaper.v1.Reconciler/RegisterRun\"}";
+  const std::string ok =
+      "runreaper_rpcs_total{code=\"OK\",method=\"runreaper.v1.Reconciler/RegisterRun\"}";
+  const double not_found_before = value(not_found);  // the helper's readiness probe
+  EXPECT_EQ(value(ok), 2);                            // the two registrations
+  EXPECT_EQ(value(invalid), 0);
+  v1::GetRunRequest get;
+  get.set_run_id("no-such-run");
+  v1::Run run;
+  auto ctx = Ctx();
+  EXPECT_EQ(d_.daemon.stub()->GetRun(ctx.get(), get, &run).error_code(), grpc::NOT_FOUND);
+  v1::RegisterRunRequest bad;  // no run id: INVALID_ARGUMENT
+  auto ctx2 = Ctx();
+  EXPECT_EQ(d_.daemon.stub()->RegisterRun(ctx2.get(), bad, &run).error_code(),
+            grpc::INVALID_ARGUMENT);
+  EXPECT_EQ(value(not_found), not_found_before + 1);
+  EXPECT_EQ(value(invalid), 1);
+  EXPECT_EQ(value(ok), 2);
+}
+
 // The value of a one-series instant query, "" while Prometheus has none.
 std::string QueryValue(int port, const std::string& query) {
   const std::string body =
