@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Sums individual test cases from Bazel's test.xml files.
 
-Usage: sum_test_xml.py TESTLOGS_DIR //pkg:target ...
-Prints "N passed, N failed" as its last line; exits 1 when anything failed or
+Usage: sum_test_xml.py --testlogs DIR //pkg:target ... [--testlogs DIR2 //pkg:t ...]
+(one group per Bazel run, e.g. the normal one and the --config=asan one; the
+old form "sum_test_xml.py DIR //pkg:target ..." still works). Prints "N passed, N failed" as its last line; exits 1 when anything failed or
 a target has no XML (a target that did not run counts as one failure).
 """
 import os
@@ -32,10 +33,24 @@ def count(xml_path):
     return passed, failed
 
 
+def groups(args):
+    """Yields (testlogs_dir, target) pairs from the command line."""
+    if args and args[0] != "--testlogs":
+        args = ["--testlogs"] + args
+    testlogs = None
+    i = 0
+    while i < len(args):
+        if args[i] == "--testlogs":
+            testlogs = args[i + 1]
+            i += 2
+            continue
+        yield testlogs, args[i]
+        i += 1
+
+
 def main(argv):
-    testlogs, targets = argv[1], argv[2:]
     passed = failed = 0
-    for target in targets:
+    for testlogs, target in groups(argv[1:]):
         pkg, _, name = target.lstrip("/").partition(":")
         xml_path = os.path.join(testlogs, pkg, name, "test.xml")
         if not os.path.exists(xml_path):
