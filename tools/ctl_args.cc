@@ -1,6 +1,7 @@
 #include "tools/ctl_args.h"
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/text.h"
 
@@ -72,6 +73,32 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
     out.flags[name].push_back(value);
   }
   return out;
+}
+
+absl::StatusOr<absl::Duration> ParseDurationFlag(const std::string& name,
+                                                 const std::string& text) {
+  absl::Duration d;
+  int64_t secs;
+  if (absl::SimpleAtoi(text, &secs) && secs >= 0) return absl::Seconds(secs);
+  if (absl::ParseDuration(text, &d) && d >= absl::ZeroDuration()) return d;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", name, "=", text, ": not a duration (like 30s, 5m, 1h)"));
+}
+
+absl::StatusOr<std::map<std::string, std::string>> ParseLabels(
+    const ParsedArgs& args) {
+  std::map<std::string, std::string> labels;
+  auto it = args.flags.find("label");
+  if (it == args.flags.end()) return labels;
+  for (const std::string& kv : it->second) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--label=", kv, ": expected key=value"));
+    }
+    labels[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return labels;
 }
 
 }  // namespace runreaper::tools

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace runreaper::tools {
 
@@ -33,6 +34,15 @@ struct ParsedArgs {
 absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
                                      const std::set<std::string>& value_flags,
                                      const std::set<std::string>& bool_flags);
+
+// A flag value as a duration: whole seconds ("30") or Abseil's form ("30s",
+// "5m", "1h"), never negative. INVALID_ARGUMENT names --<name>=<text>.
+absl::StatusOr<absl::Duration> ParseDurationFlag(const std::string& name,
+                                                 const std::string& text);
+
+// Every --label=key=value of `args` (a later key wins). INVALID_ARGUMENT for
+// a value without '=' or with an empty key.
+absl::StatusOr<std::map<std::string, std::string>> ParseLabels(const ParsedArgs& args);
 
 }  // namespace runreaper::tools
 

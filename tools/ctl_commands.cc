@@ -1,0 +1,324 @@
+#include "tools/ctl_commands.h"
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "base/text.h"
+#include "google/protobuf/util/time_util.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "proto/describe.h"
+#include "runreaper/v1/runreaper.pb.h"
+#include "scanner/identity_proto.h"
+#include "scanner/procfs.h"
+#include "tools/ctl_output.h"
+#include "tools/exec_run.h"
+
+namespace runreaper::tools {
+
+namespace v1 = ::runreaper::v1;
+
+namespace {
+
+absl::StatusOr<v1::RunState> ParseState(const std::string& text) {
+  std::string up = absl::AsciiStrToUpper(text);
+  if (!absl::StartsWith(up, "RUN_STATE_")) up = "RUN_STATE_" + up;
+  v1::RunState state;
+  if (!v1::RunState_Parse(up, &state)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--state=", text, ": expected running, finished, stale or cancelled"));
+  }
+  return state;
+}
+
+}  // namespace
+
+// grpc.health.v1.Health/Check for the whole server (service "").
+int CmdHealth(Client& c) {
+  using grpc::health::v1::HealthCheckResponse;
+  HealthCheckResponse response;
+  auto ctx = c.Context();
+  const grpc::Status status =
+      grpc::health::v1::Health::NewStub(c.channel()->shared_from_this())
+          ->Check(ctx.get(), grpc::health::v1::HealthCheckRequest(), &response);
+  if (!status.ok()) return ExitFor(status, "health");
+  const std::string name = HealthCheckResponse::ServingStatus_IsValid(response.status())
+                               ? HealthCheckResponse::ServingStatus_Name(response.status())
+                               : "UNKNOWN";
+  if (c.json()) {
+    printf("{\"status\":\"%s\"}\n", name.c_str());
+  } else {
+    printf("%s\n", name.c_str());
+  }
+  return response.status() == HealthCheckResponse::SERVING ? kExitOk : kExitError;
+}
+
+int CmdRegister(Client& c, const ParsedArgs& a) {
+  v1::RegisterRunRequest req;
+  req.set_run_id(a.positional[1]);
+  int pid;
+  if (!a.Has("pid") || !absl::SimpleAtoi(a.Get("pid"), &pid) || pid <= 0) {
+    return Usage("register needs --pid=N (N > 0)");
+  }
+  req.set_pid(pid);
+  // The identity as this namespace sees it.
+  scanner::ProcFs procfs;
+  absl::StatusOr<scanner::Identity> id = procfs.CaptureIdentity(pid);
+  if (!id.ok()) {
+    fprintf(stderr, "runreaperctl: register: cannot read process %d here: %s\n", pid,
+            EscapeForLog(id.status().message()).c_str());
+    return absl::IsNotFound(id.status()) ? kExitNotFound : kExitError;
+  }
+  // The API takes pgid > 1 only: group 1 (or 0, outside this namespace) is
+  // sent as unknown.
+  if (id->pgid <= 1) id->pgid = 0;
+  id->comm = ToValidUtf8(id->comm);  // proto3 strings are UTF-8
+  // Without the cgroup: the process's current cgroup is usually shared with
+  // its runner; only an explicit --cgroup names a cgroup whose members are
+  // this run's.
+  scanner::SetIdentity(*id, &req);
+  if (a.Has("cgroup")) req.set_cgroup(a.Get("cgroup"));
+  if (a.Has("pgid")) {
+    int pgid;
+    if (!absl::SimpleAtoi(a.Get("pgid"), &pgid)) return Usage("--pgid: not a number");
+    req.set_pgid(pgid);
+  }
+  if (a.Has("pidns")) {
+    uint64_t ns;
+    if (!absl::SimpleAtoi(a.Get("pidns"), &ns)) return Usage("--pidns: not a number");
+    req.set_pidns_inode(ns);
+  }
+  absl::StatusOr<std::map<std::string, std::string>> labels = ParseLabels(a);
+  if (!labels.ok()) return Usage(std::string(labels.status().message()));
+  for (const auto& [k, v] : *labels) (*req.mutable_labels())[k] = v;
+  req.set_keep(a.Bool("keep"));
+  v1::Run run;
+  auto ctx = c.Context();
+  return PrintRunResult(c.json(), c.stub()->RegisterRun(ctx.get(), req, &run), run, "register");
+}
+
+int CmdList(Client& c, const ParsedArgs& a) {
+  v1::ListRunsRequest req;
+  if (a.Has("state")) {
+    absl::StatusOr<v1::RunState> state = ParseState(a.Get("state"));
+    if (!state.ok()) return Usage(std::string(state.status().message()));
+    req.set_state(*state);
+  }
+  absl::StatusOr<std::map<std::string, std::string>> labels = ParseLabels(a);
+  if (!labels.ok()) return Usage(std::string(labels.status().message()));
+  for (const auto& [k, v] : *labels) (*req.mutable_label_selector())[k] = v;
+  req.set_page_size(1000);
+  v1::ListRunsResponse all;
+  while (true) {
+    v1::ListRunsResponse page;
+    auto ctx = c.Context();
+    grpc::Status s = c.stub()->ListRuns(ctx.get(), req, &page);
+    if (!s.ok()) return ExitFor(s, "list");
+    for (v1::Run& r : *page.mutable_runs()) *all.add_runs() = std::move(r);
+    if (page.next_page_token().empty()) break;
+    req.set_page_token(page.next_page_token());
+  }
+  if (c.json()) {
+    printf("%s\n", ToJson(all).c_str());
+  } else {
+    PrintRunTable({all.runs().begin(), all.runs().end()});
+  }
+  return kExitOk;
+}
+
+int CmdWait(Client& c, const ParsedArgs& a) {
+  v1::WaitRunRequest req;
+  req.set_run_id(a.positional[1]);
+  std::unique_ptr<grpc::ClientContext> ctx;
+  if (a.Has("timeout")) {
+    absl::StatusOr<absl::Duration> d = ParseDurationFlag("timeout", a.Get("timeout"));
+    if (!d.ok()) return Usage(std::string(d.status().message()));
+    *req.mutable_timeout() = google::protobuf::util::TimeUtil::NanosecondsToDuration(
+        absl::ToInt64Nanoseconds(*d));
+    ctx = c.Context(/*unbounded=*/true);
+    ctx->set_deadline(std::chrono::system_clock::now() +
+                      absl::ToChronoMilliseconds(*d + absl::Seconds(30)));
+  } else {
+    ctx = c.Context(/*unbounded=*/true);
+  }
+  v1::WaitRunResponse resp;
+  grpc::Status s = c.stub()->WaitRun(ctx.get(), req, &resp);
+  if (!s.ok()) return ExitFor(s, "wait");
+  if (c.json()) {
+    printf("%s\n", ToJson(resp).c_str());
+  } else {
+    PrintRun(resp.run());
+    if (resp.exited_without_result()) printf("result:        exited without result\n");
+    if (resp.timed_out()) printf("result:        timed out (still %s)\n",
+                                 ShortStateName(resp.run().state()).c_str());
+  }
+  return resp.timed_out() ? kExitError : kExitOk;
+}
+
+int CmdReconcile(Client& c, const ParsedArgs& a) {
+  v1::ReconcileRequest req;
+  req.set_dry_run(a.Bool("dry_run"));
+  v1::ReconcileResponse resp;
+  auto ctx = c.Context();
+  grpc::Status s = c.stub()->Reconcile(ctx.get(), req, &resp);
+  if (!s.ok()) return ExitFor(s, "reconcile");
+  if (c.json()) {
+    printf("%s\n", ToJson(resp).c_str());
+    return kExitOk;
+  }
+  printf("examined %d running; %d transitions%s\n", resp.examined(),
+         resp.transitions_size(), req.dry_run() ? " (dry run: nothing written)" : "");
+  for (const v1::Transition& t : resp.transitions()) {
+    printf("  %s %s -> %s (%s, liveness %s)\n", EscapeForLog(t.run_id()).c_str(),
+           ShortStateName(t.from_state()).c_str(),
+           ShortStateName(t.to_state()).c_str(),
+           ShortReasonName(t.stale_reason()).c_str(),
+           Liveness(t.liveness()).c_str());
+  }
+  return kExitOk;
+}
+
+int CmdEvents(Client& c, const ParsedArgs& a) {
+  int64_t since = 0;
+  if (a.Has("since") && (!absl::SimpleAtoi(a.Get("since"), &since) || since < 0)) {
+    return Usage("--since: expected an event id >= 0");
+  }
+  if (a.Bool("follow")) {
+    if (a.Has("run")) return Usage("--run cannot be combined with --follow");
+    v1::WatchEventsRequest req;
+    req.set_after_event_id(since);
+    auto ctx = c.Context(/*unbounded=*/true);
+    std::unique_ptr<grpc::ClientReader<v1::Event>> reader =
+        c.stub()->WatchEvents(ctx.get(), req);
+    v1::Event e;
+    while (reader->Read(&e)) {
+      if (c.json()) {
+        printf("%s\n", ToJson(e).c_str());
+        fflush(stdout);
+      } else {
+        PrintEventLine(e);
+      }
+    }
+    return ExitFor(reader->Finish(), "events --follow");
+  }
+  v1::ListEventsRequest req;
+  req.set_after_event_id(since);
+  req.set_run_id(a.Get("run"));
+  req.set_page_size(1000);
+  v1::ListEventsResponse all;
+  while (true) {
+    v1::ListEventsResponse page;
+    auto ctx = c.Context();
+    grpc::Status s = c.stub()->ListEvents(ctx.get(), req, &page);
+    if (!s.ok()) return ExitFor(s, "events");
+    for (v1::Event& e : *page.mutable_events()) {
+      if (!c.json()) PrintEventLine(e);
+      *all.add_events() = std::move(e);
+    }
+    if (page.next_after_event_id() == 0) break;
+    req.set_after_event_id(page.next_after_event_id());
+  }
+  if (c.json()) printf("%s\n", ToJson(all).c_str());
+  return kExitOk;
+}
+
+int CmdOrphans(Client& c, const ParsedArgs& a) {
+  v1::ListOrphansRequest req;
+  if (a.positional.size() > 1) req.set_run_id(a.positional[1]);
+  v1::ListOrphansResponse resp;
+  auto ctx = c.Context();
+  grpc::Status s = c.stub()->ListOrphans(ctx.get(), req, &resp);
+  if (!s.ok()) return ExitFor(s, "orphans");
+  if (c.json()) {
+    printf("%s\n", ToJson(resp).c_str());
+  } else {
+    PrintOrphans(resp.orphans());
+  }
+  return kExitOk;
+}
+
+int CmdSweep(Client& c, const ParsedArgs& a) {
+  v1::SweepRequest req;
+  if (a.positional.size() > 1) req.set_run_id(a.positional[1]);
+  req.set_dry_run(a.Bool("dry_run"));
+  v1::SweepResponse resp;
+  // The ladder takes seconds per stage: allow for it.
+  auto ctx = c.Context(/*unbounded=*/true);
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(5));
+  grpc::Status s = c.stub()->Sweep(ctx.get(), req, &resp);
+  if (!s.ok()) return ExitFor(s, "sweep");
+  if (c.json()) {
+    printf("%s\n", ToJson(resp).c_str());
+    return kExitOk;
+  }
+  printf("%s %d targets\n", req.dry_run() ? "would signal" : "swept",
+         resp.targets_size());
+  PrintOrphans(resp.targets());
+  for (const v1::Event& e : resp.signals()) PrintEventLine(e);
+  if (resp.survivors_size() > 0) {
+    printf("survivors: %d\n", resp.survivors_size());
+    PrintOrphans(resp.survivors());
+  }
+  return kExitOk;
+}
+
+int CmdExec(Client& c, const ParsedArgs& a) {
+  if (!a.dashdash || a.after_dashdash.empty()) {
+    return Usage("usage: runreaperctl exec RUN_ID [--label=k=v]... -- CMD ARGS...");
+  }
+  ExecOptions options;
+  options.run_id = a.positional[1];
+  options.argv = a.after_dashdash;
+  options.rpc_timeout = c.rpc_timeout();
+  absl::StatusOr<std::map<std::string, std::string>> labels = ParseLabels(a);
+  if (!labels.ok()) return Usage(std::string(labels.status().message()));
+  options.labels = *labels;
+  return ExecRun(*c.stub(), options);
+}
+
+int CmdRunCall(Client& c, const ParsedArgs& a) {
+  const std::string& name = a.positional[0];
+  const std::string& run_id = a.positional[1];
+  v1::Run run;
+  auto ctx = c.Context();
+  if (name == "heartbeat") {
+    v1::HeartbeatRequest req;
+    req.set_run_id(run_id);
+    return PrintRunResult(c.json(), c.stub()->Heartbeat(ctx.get(), req, &run), run, name);
+  }
+  if (name == "finish") {
+    v1::FinishRunRequest req;
+    req.set_run_id(run_id);
+    int code;
+    if (!a.Has("exit_code") || !absl::SimpleAtoi(a.Get("exit_code"), &code)) {
+      return Usage("finish needs --exit_code=N");
+    }
+    req.set_exit_code(code);
+    return PrintRunResult(c.json(), c.stub()->FinishRun(ctx.get(), req, &run), run, name);
+  }
+  if (name == "cancel") {
+    v1::CancelRunRequest req;
+    req.set_run_id(run_id);
+    req.set_reason(a.Get("reason"));
+    return PrintRunResult(c.json(), c.stub()->CancelRun(ctx.get(), req, &run), run, name);
+  }
+  if (name == "get") {
+    v1::GetRunRequest req;
+    req.set_run_id(run_id);
+    return PrintRunResult(c.json(), c.stub()->GetRun(ctx.get(), req, &run), run, name);
+  }
+  return Usage(absl::StrCat("unknown command \"", name, "\""));
+}
+
+}  // namespace runreaper::tools

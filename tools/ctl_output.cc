@@ -1,0 +1,151 @@
+#include "tools/ctl_output.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "base/text.h"
+#include "google/protobuf/util/json_util.h"
+#include "proto/describe.h"
+
+namespace runreaper::tools {
+
+namespace v1 = ::runreaper::v1;
+
+int Usage(const std::string& message) {
+  fprintf(stderr, "runreaperctl: %s\n(runreaperctl --help for usage)\n",
+          message.c_str());
+  return kExitUsage;
+}
+
+int ExitFor(const grpc::Status& s, const std::string& what) {
+  if (s.ok()) return kExitOk;
+  fprintf(stderr, "runreaperctl: %s: %s: %s\n", EscapeForLog(what).c_str(),
+          absl::AsciiStrToUpper(std::string(
+              absl::StatusCodeToString(static_cast<absl::StatusCode>(s.error_code()))))
+              .c_str(),
+          EscapeForLog(s.error_message()).c_str());
+  return s.error_code() == grpc::StatusCode::NOT_FOUND ? kExitNotFound : kExitError;
+}
+
+std::string ToJson(const google::protobuf::Message& m) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  std::string out;
+  if (!google::protobuf::util::MessageToJsonString(m, &out, options).ok()) {
+    return "{}";
+  }
+  return out;
+}
+
+std::string Time(const google::protobuf::Timestamp& t) {
+  if (t.seconds() == 0 && t.nanos() == 0) return "-";
+  const absl::Time at = absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", at, absl::UTCTimeZone());
+}
+
+std::string Liveness(v1::Liveness l) {
+  return std::string(absl::StripPrefix(v1::Liveness_Name(l), "LIVENESS_"));
+}
+
+void PrintRun(const v1::Run& r) {
+  printf("run_id:        %s\n", EscapeForLog(r.run_id()).c_str());
+  printf("state:         %s", ShortStateName(r.state()).c_str());
+  if (r.state() == v1::RUN_STATE_STALE) {
+    printf(" (%s)", ShortReasonName(r.stale_reason()).c_str());
+  }
+  printf("\n");
+  printf("liveness:      %s\n", Liveness(r.liveness()).c_str());
+  printf("exit_code:     %s\n",
+         r.has_exit_code() ? absl::StrCat(r.exit_code()).c_str() : "-");
+  printf("pid:           %d\n", r.pid());
+  printf("pgid:          %d\n", r.pgid());
+  printf("sid:           %d\n", r.sid());
+  printf("pidns_inode:   %llu\n", static_cast<unsigned long long>(r.pidns_inode()));
+  printf("start_time:    %llu\n", static_cast<unsigned long long>(r.start_time_ticks()));
+  printf("boot_id:       %s\n", r.boot_id().empty() ? "-" : EscapeForLog(r.boot_id()).c_str());
+  printf("uid:           %s\n", r.has_uid() ? absl::StrCat(r.uid()).c_str() : "-");
+  printf("comm:          %s\n", EscapeForLog(r.comm()).c_str());
+  printf("cgroup:        %s\n", r.cgroup().empty() ? "-" : EscapeForLog(r.cgroup()).c_str());
+  printf("keep:          %s\n", r.keep() ? "yes" : "no");
+  std::vector<std::string> labels;
+  for (const auto& [k, v] : r.labels()) labels.push_back(absl::StrCat(k, "=", v));
+  std::sort(labels.begin(), labels.end());
+  printf("labels:        %s\n", labels.empty() ? "-" : EscapeForLog(absl::StrJoin(labels, ",")).c_str());
+  printf("registered_at: %s\n", Time(r.registered_at()).c_str());
+  printf("last_seen:     %s\n", Time(r.last_seen_alive_at()).c_str());
+  printf("ended_at:      %s\n", Time(r.ended_at()).c_str());
+}
+
+// "42s", "3m10s", "2h05m", "3d04h": how long ago `t` was, for tables.
+std::string Age(const google::protobuf::Timestamp& t) {
+  if (t.seconds() == 0 && t.nanos() == 0) return "-";
+  int64_t s = absl::ToInt64Seconds(absl::Now() - absl::FromUnixSeconds(t.seconds()));
+  if (s < 0) s = 0;
+  if (s < 60) return absl::StrCat(s, "s");
+  if (s < 3600) return absl::StrFormat("%dm%02ds", s / 60, s % 60);
+  if (s < 86400) return absl::StrFormat("%dh%02dm", s / 3600, (s % 3600) / 60);
+  return absl::StrFormat("%dd%02dh", s / 86400, (s % 86400) / 3600);
+}
+
+// One line per run: what a human needs to tell a healthy run from a stuck or
+// dead one (state, what the last pass saw, why it is stale, how old it is).
+void PrintRunTable(const std::vector<v1::Run>& runs) {
+  printf("%-24s %-10s %-11s %-9s %8s %8s %-16s %5s %s\n", "RUN_ID", "STATE", "LIVENESS",
+         "REASON", "PID", "PGID", "COMM", "EXIT", "AGE");
+  for (const v1::Run& r : runs) {
+    printf("%-24s %-10s %-11s %-9s %8d %8d %-16s %5s %s\n", EscapeForLog(r.run_id()).c_str(),
+           ShortStateName(r.state()).c_str(),
+           r.liveness() == v1::LIVENESS_UNSPECIFIED ? "-" : Liveness(r.liveness()).c_str(),
+           r.state() == v1::RUN_STATE_STALE
+               ? ShortReasonName(r.stale_reason()).c_str()
+               : "-",
+           r.pid(), r.pgid(), EscapeForLog(r.comm()).c_str(),
+           r.has_exit_code() ? absl::StrCat(r.exit_code()).c_str() : "-",
+           Age(r.registered_at()).c_str());
+  }
+}
+
+void PrintEventLine(const v1::Event& e) {
+  printf("%-8lld %s %s\n", static_cast<long long>(e.event_id()), Time(e.time()).c_str(),
+         EscapeForLog(DescribeEventChange(e)).c_str());
+  fflush(stdout);
+}
+
+std::string MatchName(v1::MatchSource s) {
+  return std::string(absl::StripPrefix(v1::MatchSource_Name(s), "MATCH_SOURCE_"));
+}
+
+void PrintOrphans(const google::protobuf::RepeatedPtrField<v1::Orphan>& orphans) {
+  printf("%-24s %8s %8s %-16s %-8s %s\n", "RUN_ID", "PID", "PPID", "COMM", "SOURCE",
+         "FLAGS");
+  for (const v1::Orphan& o : orphans) {
+    std::vector<std::string> flags;
+    if (o.zombie()) flags.push_back(absl::StrCat("zombie(reaper ", o.reaper_pid(), ")"));
+    if (o.kept()) flags.push_back("kept");
+    if (o.unverified()) flags.push_back("unverified");
+    printf("%-24s %8d %8d %-16s %-8s %s\n", EscapeForLog(o.run_id()).c_str(), o.pid(),
+           o.ppid(), EscapeForLog(o.comm()).c_str(), MatchName(o.source()).c_str(),
+           flags.empty() ? "-" : absl::StrJoin(flags, ",").c_str());
+  }
+}
+
+int PrintRunResult(bool json, const grpc::Status& s, const v1::Run& run,
+                   const std::string& what) {
+  if (!s.ok()) return ExitFor(s, what);
+  if (json) {
+    printf("%s\n", ToJson(run).c_str());
+  } else {
+    PrintRun(run);
+  }
+  return kExitOk;
+}
+
+}  // namespace runreaper::tools

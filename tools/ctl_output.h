@@ -1,0 +1,67 @@
+// How runreaperctl shows things: the exit codes, usage and RPC error lines on
+// stderr, and runs, run tables, events and orphans on stdout (human text, or
+// protobuf's JSON mapping with --json). Everything taken from a reply (run
+// ids, comm, cgroups, labels, messages) is escaped with EscapeForLog before
+// it reaches the terminal. Kept apart from the commands so that a new field
+// is shown in one place.
+#ifndef RUNREAPER_TOOLS_CTL_OUTPUT_H_
+#define RUNREAPER_TOOLS_CTL_OUTPUT_H_
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "google/protobuf/message.h"
+#include "google/protobuf/repeated_ptr_field.h"
+#include "google/protobuf/timestamp.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "runreaper/v1/runreaper.pb.h"
+
+namespace runreaper::tools {
+
+constexpr int kExitOk = 0;
+constexpr int kExitError = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitNotFound = 3;
+
+// Prints "runreaperctl: <message>" and a pointer to --help on stderr;
+// returns kExitUsage.
+int Usage(const std::string& message);
+
+// kExitOk for an OK status; otherwise prints "runreaperctl: <what>: <CODE>:
+// <message>" on stderr and returns kExitNotFound for NOT_FOUND, else
+// kExitError.
+int ExitFor(const grpc::Status& s, const std::string& what);
+
+// The message in protobuf's JSON mapping with proto field names ("{}" if it
+// cannot be printed).
+std::string ToJson(const google::protobuf::Message& m);
+
+// RFC 3339 UTC with milliseconds; "-" for an unset timestamp.
+std::string Time(const google::protobuf::Timestamp& t);
+// ALIVE, DEAD, ... (the enum name without its prefix).
+std::string Liveness(::runreaper::v1::Liveness l);
+// "42s", "3m10s", "2h05m", "3d04h": how long ago `t` was; "-" when unset.
+std::string Age(const google::protobuf::Timestamp& t);
+// PGID, SID, CGROUP, ... (the enum name without its prefix).
+std::string MatchName(::runreaper::v1::MatchSource s);
+
+// One run as "field: value" lines.
+void PrintRun(const ::runreaper::v1::Run& r);
+// One line per run under a header.
+void PrintRunTable(const std::vector<::runreaper::v1::Run>& runs);
+// One audit event per line (id, time, description); flushes stdout so that
+// `events --follow` shows each event at once.
+void PrintEventLine(const ::runreaper::v1::Event& e);
+// One line per orphan under a header, with its flags.
+void PrintOrphans(
+    const google::protobuf::RepeatedPtrField<::runreaper::v1::Orphan>& orphans);
+
+// The reply of a call that answers a Run: the run (JSON when `json`), or the
+// error as ExitFor prints it.
+int PrintRunResult(bool json, const grpc::Status& s, const ::runreaper::v1::Run& run,
+                   const std::string& what);
+
+}  // namespace runreaper::tools
+
+#endif  // RUNREAPER_TOOLS_CTL_OUTPUT_H_
