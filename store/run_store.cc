@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "scanner/identity_proto.h"
 #include "store/page_token.h"
 #include "store/rows.h"
 #include "store/run_state.h"
@@ -60,6 +61,9 @@ std::string IdentityDifference(const v1::Run& a, const v1::Run& b) {
   if (a.cgroup() != b.cgroup()) {
     return absl::StrCat("cgroup \"", a.cgroup(), "\" vs \"", b.cgroup(), "\"");
   }
+  // Any identity field without a line of its own above: IdentityOf is the
+  // one list of them.
+  if (scanner::IdentityOf(a) != scanner::IdentityOf(b)) return "identity";
   if (std::map<std::string, std::string>(a.labels().begin(),
                                          a.labels().end()) !=
       std::map<std::string, std::string>(b.labels().begin(),
