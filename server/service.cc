@@ -1,5 +1,7 @@
 #include "server/service.h"
 
+#include <unistd.h>
+
 #include <utility>
 #include <vector>
 
@@ -12,6 +14,7 @@
 #include "proto/describe.h"
 #include "scanner/identity_proto.h"
 #include "server/bearer_auth.h"
+#include "server/cgroup_claim.h"
 
 namespace runreaper::server {
 namespace {
@@ -129,6 +132,39 @@ absl::Status ReconcilerService::CheckEventIdInRange(int64_t after_event_id) {
   return absl::OkStatus();
 }
 
+absl::Status ReconcilerService::CheckClaimedCgroup(const v1::RegisterRunRequest& r) {
+  CgroupClaim claim;
+  claim.cgroup = r.cgroup();
+  if (absl::StatusOr<std::string> mi = procfs_->ReadSelfMountInfo(); mi.ok()) {
+    claim.mount = scanner::FindCgroup2Mount(*mi);
+  }
+  if (absl::StatusOr<std::string> own = procfs_->ReadCgroup(::getpid()); own.ok()) {
+    claim.own_cgroup = *own;
+  }
+  // The leader is checked while it is alive in our PID namespace and is the
+  // process the request names (a sent start time that differs is a reused
+  // pid: the named leader is gone).
+  absl::StatusOr<uint64_t> self_ns = procfs_->SelfPidNs();
+  const bool foreign_ns = r.has_pidns_inode() && self_ns.ok() && r.pidns_inode() != *self_ns;
+  if (!foreign_ns) {
+    absl::StatusOr<scanner::Identity> live = procfs_->CaptureIdentity(r.pid());
+    if (live.ok() && (!r.has_start_time_ticks() || r.start_time_ticks() == live->start_time)) {
+      claim.leader_cgroup = live->cgroup;
+    } else if (!live.ok() && !absl::IsNotFound(live.status())) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cgroup: cannot read the cgroup of process ", r.pid(), ": ",
+          live.status().message()));
+    }
+  }
+  ASSIGN_OR_RETURN(std::vector<v1::Run> running, store_->ListRunning());
+  for (const v1::Run& other : running) {
+    if (other.run_id() != r.run_id() && !other.cgroup().empty()) {
+      claim.other_runs.push_back(other.cgroup());
+    }
+  }
+  return CheckCgroupClaim(claim);
+}
+
 absl::StatusOr<v1::Run> ReconcilerService::DoRegister(
     const v1::RegisterRunRequest& r) {
   RETURN_IF_ERROR(ValidateRegisterRequest(r));
@@ -172,6 +208,7 @@ absl::StatusOr<v1::Run> ReconcilerService::DoRegister(
     // sends `cgroup` names a cgroup of the run's own.
   }
   if (SeenAliveAtRegistration(*procfs_, run)) run.set_liveness(v1::LIVENESS_ALIVE);
+  if (!run.cgroup().empty()) RETURN_IF_ERROR(CheckClaimedCgroup(r));
   ASSIGN_OR_RETURN(v1::Run stored, store_->Register(run));
   hub_->Notify();
   if (reconciler_ != nullptr && stored.state() == v1::RUN_STATE_RUNNING) {

@@ -148,6 +148,8 @@ class ReconcilerService final : public v1::Reconciler::CallbackService {
                                  google::protobuf::Message* response,
                                  const absl::Status& status);
   absl::StatusOr<v1::Run> DoRegister(const v1::RegisterRunRequest& request);
+  // The request's cgroup may become the run's own (server/cgroup_claim.h).
+  absl::Status CheckClaimedCgroup(const v1::RegisterRunRequest& request);
   // OUT_OF_RANGE naming the last event id when `after_event_id` is past it
   // (such a WatchEvents would wait for ids that may never come; ids are
   // never reused, so the client's id is from another database).

@@ -184,6 +184,64 @@ TEST(RequestTrustTest, EventIdPastTheLastIsOutOfRange) {
       << s.error_message();
 }
 
+// Where the cgroup v2 hierarchy is mounted (root "/" only), "" if nowhere.
+std::string Cgroup2MountPoint() {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::vector<std::string> f = absl::StrSplit(line, ' ');
+    if (f.size() > 8 && f[3] == "/" && absl::StrContains(line, " - cgroup2 ")) return f[4];
+  }
+  return "";
+}
+
+grpc::Status RegisterWithCgroup(Daemon& d, const std::string& run_id, pid_t pid,
+                                const std::string& cgroup) {
+  v1::RegisterRunRequest req;
+  req.set_run_id(run_id);
+  req.set_pid(pid);
+  req.set_cgroup(cgroup);
+  v1::Run run;
+  auto ctx = Ctx();
+  return d.stub()->RegisterRun(ctx.get(), req, &run);
+}
+
+// A sent cgroup becomes the run's own: its sweep signals every process in
+// it and writes cgroup.kill. A claim that is not the run's is refused.
+TEST(IdentityTrustTest, CgroupClaimsAreVerified) {
+  TempDir dir;
+  Sleeper sleeper;
+  Daemon d(dir.path(), {kSlowScan});
+  ASSERT_TRUE(d.Start()) << d.log();
+  for (const char* bad : {"/", "../../etc", "/a/../b", "/./x", "relative"}) {
+    const grpc::Status s = RegisterWithCgroup(d, "bad-path", sleeper.pid(), bad);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << bad << ": " << s.error_message();
+    EXPECT_TRUE(absl::StartsWith(s.error_message(), "cgroup: ")) << s.error_message();
+  }
+  grpc::Status s = RegisterWithCgroup(d, "missing", sleeper.pid(), "/runreaper-no-such-cgroup");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
+  EXPECT_TRUE(absl::StrContains(s.error_message(), "does not exist")) << s.error_message();
+
+  // An existing cgroup that does not hold the live leader.
+  const std::string mount = Cgroup2MountPoint();
+  if (mount.empty()) GTEST_SKIP() << "no cgroup v2 mount";
+  const std::string name = absl::StrCat("/rr-trust-", getpid());
+  if (mkdir((mount + name).c_str(), 0755) != 0) {
+    GTEST_SKIP() << "cannot create a cgroup under " << mount;
+  }
+  s = RegisterWithCgroup(d, "elsewhere", sleeper.pid(), name);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
+  EXPECT_TRUE(absl::StrContains(s.error_message(), "does not hold the leader"))
+      << s.error_message();
+  rmdir((mount + name).c_str());
+
+  v1::ListRunsRequest list;
+  v1::ListRunsResponse runs;
+  auto ctx = Ctx();
+  ASSERT_TRUE(d.stub()->ListRuns(ctx.get(), list, &runs).ok());
+  EXPECT_EQ(runs.runs_size(), 0);
+}
+
 TEST(RequestTrustTest, DatabaseIsCreatedOwnerOnly) {
   TempDir dir;
   const std::string db_dir = dir.path() + "/var";
