@@ -183,6 +183,23 @@ std::vector<int> LiveWithCookie(const std::string& run_id) {
   });
 }
 
+// Awaits the member of `run_id` that ListOrphans reports as kept and returns
+// its pid (0 if none appears). A `RUNREAPER_KEEP=1 cmd &` child is kept only
+// once it has exec'd cmd: until then it is sh's fork, whose environ lacks
+// the variable, and a sweep would signal it.
+int AwaitKeptOrphan(Sweeper& sweeper, const std::string& run_id) {
+  int kept_pid = 0;
+  WaitFor([&] {
+    absl::StatusOr<v1::ListOrphansResponse> o = sweeper.ListOrphans(run_id);
+    if (!o.ok()) return false;
+    for (const v1::Orphan& x : o->orphans()) {
+      if (x.kept()) kept_pid = x.pid();
+    }
+    return kept_pid != 0;
+  });
+  return kept_pid;
+}
+
 class SweeperTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -542,15 +559,8 @@ TEST_F(SweeperTest, CgroupKillSparesAKeptMember) {
       "(trap '' INT TERM; while :; do sleep 1; done) & echo ready";
   Spawned s = StartFinished("cg-keep", script, {}, cg->first);
   Sweeper sweeper(store_.get(), &procfs_, Fast());
-  int kept_pid = 0;
-  ASSERT_TRUE(WaitFor([&] {
-    absl::StatusOr<v1::ListOrphansResponse> o = sweeper.ListOrphans("cg-keep");
-    if (!o.ok()) return false;
-    for (const v1::Orphan& x : o->orphans()) {
-      if (x.kept()) kept_pid = x.pid();
-    }
-    return kept_pid != 0;
-  }));
+  const int kept_pid = AwaitKeptOrphan(sweeper, "cg-keep");
+  ASSERT_NE(kept_pid, 0);
   ASSERT_OK_AND_ASSIGN(v1::SweepResponse resp, sweeper.Sweep({}));
   EXPECT_EQ(resp.survivors_size(), 0);
   // The stubborn member got SIGKILL; the kept sleep is untouched.
@@ -681,11 +691,8 @@ TEST_F(SweeperTest, KeptMemberSurvivesAndIsReported) {
                             "RUNREAPER_KEEP=1 sleep 30 & sleep 30 & echo ready");
   ASSERT_TRUE(WaitFor([&] { return LiveInGroup(s.pid).size() == 2; }));
   Sweeper sweeper(store_.get(), &procfs_, Fast());
-  ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse o, sweeper.ListOrphans(""));
-  int kept_pid = 0;
-  for (const v1::Orphan& x : o.orphans()) {
-    if (x.kept()) kept_pid = x.pid();
-  }
+  // Two live members can still include the kept one before its exec.
+  const int kept_pid = AwaitKeptOrphan(sweeper, "keep-run");
   ASSERT_NE(kept_pid, 0);
   ASSERT_OK_AND_ASSIGN(v1::SweepResponse resp, sweeper.Sweep({}));
   EXPECT_EQ(resp.survivors_size(), 0);
