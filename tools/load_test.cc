@@ -60,10 +60,33 @@ TEST(LoadTest, LoadsItsOwnDaemonAndPrintsCountsAsJson) {
     ASSERT_TRUE(f.contains(key)) << key << " missing in " << run.out;
     EXPECT_GT(f.at(key).number_value(), 0) << key;
   }
-  // The daemon used CPU to answer; nothing failed.
-  EXPECT_GT(f.at("getrun_daemon_cpu_pct_2").number_value(), 0);
+  // Nothing failed. (That the daemon's CPU is measured is the next test's:
+  // a 150 ms phase may give a loaded daemon less than one clock tick.)
+  EXPECT_TRUE(f.contains("getrun_daemon_cpu_pct_2"));
   EXPECT_EQ(f.at("errors").number_value(), 0);
   EXPECT_TRUE(f.at("daemon_started").bool_value());
+}
+
+// The daemon's CPU is read from the daemon: a phase bounded by 2,000 GetRun
+// calls, not by time, costs it tens of milliseconds (35-70 us a call in
+// docs/BENCHMARK.md), several clock ticks however loaded the machine is; a
+// time-bounded phase on a busy machine can serve too few calls for one tick.
+TEST(LoadTest, MeasuresTheDaemonsCpuOverAPhaseBoundedByWork) {
+  const LoadOutput run = RunLoad(
+      "--start_daemon --calls=getrun --clients=1 --max_ops=2000 "
+      "--duration=50s --dir=/tmp");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  google::protobuf::Struct json;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(LastLine(run.out), &json)
+          .ok())
+      << run.out;
+  const auto& f = json.fields();
+  ASSERT_TRUE(f.contains("getrun_ops_1")) << run.out;
+  ASSERT_EQ(f.at("getrun_ops_1").number_value(), 2000) << run.out;
+  EXPECT_EQ(f.at("errors").number_value(), 0);
+  EXPECT_GT(f.at("getrun_daemon_cpu_pct_1").number_value(), 0) << run.out;
+  EXPECT_GT(f.at("getrun_daemon_cpu_us_per_op_1").number_value(), 0) << run.out;
 }
 
 TEST(LoadTest, NeedsExactlyOneDaemonSource) {
