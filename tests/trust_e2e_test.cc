@@ -39,6 +39,27 @@ int FreePort() {
   return ntohs(addr.sin_port);
 }
 
+// GET http://127.0.0.1:<port><path>, the whole response ("" on failure).
+std::string HttpGet(int port, const std::string& path) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string out;
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    const std::string req = absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+    (void)!::write(fd, req.data(), req.size());
+    char buf[8192];
+    ssize_t n;
+    while ((n = ::read(fd, buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
 std::string WriteFile(const std::string& path, const std::string& text) {
   std::ofstream(path) << text;
   return path;
@@ -78,8 +99,10 @@ TEST(TcpTrustTest, NobodyWithoutTokenOverLoopbackIsRefusedAndLogged) {
   TempDir dir;
   Sleeper root_sleeper;
   const std::string target = absl::StrCat("127.0.0.1:", FreePort());
+  const int metrics_port = FreePort();
   Daemon d(dir.path(), {kSlowScan, "--listen=" + target,
-                        "--token_file=" + WriteFile(dir.path() + "/token", "s3cret\n")});
+                        "--token_file=" + WriteFile(dir.path() + "/token", "s3cret\n"),
+                        absl::StrCat("--metrics=127.0.0.1:", metrics_port)});
   ASSERT_TRUE(d.Start()) << d.log();
   MustRegister(d, "root-job", root_sleeper.pid());
 
@@ -95,6 +118,11 @@ TEST(TcpTrustTest, NobodyWithoutTokenOverLoopbackIsRefusedAndLogged) {
   ASSERT_TRUE(WaitFor([&] { return absl::StrContains(d.log(), "refused GetRun from ipv4:127.0.0.1:"); }))
       << d.log();
   EXPECT_TRUE(absl::StrContains(d.log(), "refused CancelRun from ipv4:127.0.0.1:")) << d.log();
+  // And counted, once each.
+  const std::string scrape = HttpGet(metrics_port, "/metrics");
+  EXPECT_TRUE(absl::StrContains(
+      scrape, "\nrunreaper_refused_callers_total{reason=\"unauthenticated\"} 2\n"))
+      << scrape;
 }
 
 TEST(TcpTrustTest, ReadOnlyTokenReadsButCannotSweepOrCancel) {
