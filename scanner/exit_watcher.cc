@@ -12,10 +12,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
@@ -24,6 +26,7 @@
 #include "base/fd.h"
 #include "base/log.h"
 #include "base/syscalls.h"
+#include "scanner/identity.h"
 #include "scanner/procfs.h"
 
 
@@ -34,14 +37,24 @@ namespace {
 // epoll data of the wake eventfd; pidfd registrations get ids from 1 up.
 constexpr uint64_t kWakeId = 0;
 
+// One watched process: its pidfd and every key that names it.
 struct Watch {
   Fd pidfd;
   uint64_t id = 0;
-  int pid = 0;
+  std::set<std::string> keys;
 };
 
 // A poll error claims no exit: the process stays watched.
 bool PidfdReadable(int fd) { return base::PidfdPollExited(fd) > 0; }
+
+// The watcher's key for a process: pid and start time (it watches only
+// processes in its own namespace and boot).
+ProcessRef WatchKey(const ProcessRef& process) {
+  ProcessRef ref;
+  ref.pid = process.pid;
+  ref.start_time = process.start_time;
+  return ref;
+}
 
 }  // namespace
 
@@ -49,27 +62,48 @@ struct ExitWatcher::Impl {
   const ProcFs* procfs = nullptr;
   Fd epoll;
   Fd wake;
+  int budget = 0;
   mutable std::mutex mu;
-  std::map<std::string, Watch> by_key;  // guarded by mu
-  std::map<uint64_t, std::string> by_id;  // guarded by mu
-  uint64_t next_id = 1;                   // guarded by mu
-  int fallbacks = 0;                      // guarded by mu
+  absl::flat_hash_map<ProcessRef, Watch> by_process;  // guarded by mu
+  std::map<std::string, ProcessRef> by_key;            // guarded by mu
+  std::map<uint64_t, ProcessRef> by_id;                // guarded by mu
+  uint64_t next_id = 1;                                // guarded by mu
+  int opening = 0;  // pidfds being opened outside mu; guarded by mu
+  int fallbacks = 0;                                   // guarded by mu
+  bool budget_logged = false;                          // guarded by mu
 
-  // Removes `key` (its pidfd leaves the epoll set and is closed). mu held.
+  // Removes `key`; its process's pidfd leaves the epoll set and is closed
+  // when no other key names it. mu held.
   void RemoveLocked(const std::string& key) {
     auto it = by_key.find(key);
     if (it == by_key.end()) return;
+    auto w = by_process.find(it->second);
+    by_key.erase(it);
+    if (w == by_process.end()) return;
+    w->second.keys.erase(key);
+    if (w->second.keys.empty()) RemoveProcessLocked(w);
+  }
+
+  void RemoveProcessLocked(absl::flat_hash_map<ProcessRef, Watch>::iterator w) {
     // EPOLL_CTL_DEL before close: a closed fd leaves the set by itself only
     // when no duplicate of it exists; be explicit.
-    ::epoll_ctl(epoll.get(), EPOLL_CTL_DEL, it->second.pidfd.get(), nullptr);
-    by_id.erase(it->second.id);
-    by_key.erase(it);
+    ::epoll_ctl(epoll.get(), EPOLL_CTL_DEL, w->second.pidfd.get(), nullptr);
+    by_id.erase(w->second.id);
+    by_process.erase(w);
+    if (static_cast<int>(by_process.size()) < budget) budget_logged = false;
+  }
+
+  // Adds `key` to the watch of `ref`, which exists. mu held.
+  void AddKeyLocked(const std::string& key, const ProcessRef& ref) {
+    by_process[ref].keys.insert(key);
+    by_key[key] = ref;
   }
 };
 
 absl::StatusOr<std::unique_ptr<ExitWatcher>> ExitWatcher::Create(
-    const ProcFs* procfs) {
-  // One pidfd per RUNNING leader: raise the soft fd limit as far as allowed.
+    const ProcFs* procfs, ExitWatcherOptions options) {
+  // Raise the soft fd limit as far as allowed; pidfds get what the reserve
+  // leaves of it.
   struct rlimit lim;
   if (::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
     lim.rlim_cur = lim.rlim_max;
@@ -78,8 +112,19 @@ absl::StatusOr<std::unique_ptr<ExitWatcher>> ExitWatcher::Create(
                  std::strerror(errno));
     }
   }
+  int64_t soft = 1024;
+  if (::getrlimit(RLIMIT_NOFILE, &lim) == 0) {
+    soft = lim.rlim_cur == RLIM_INFINITY
+               ? (int64_t{1} << 30)
+               : static_cast<int64_t>(std::min<rlim_t>(lim.rlim_cur, 1 << 30));
+  }
+  const int64_t reserve =
+      options.reserve >= 0
+          ? options.reserve
+          : std::min<int64_t>(ExitWatcherOptions::kDefaultReserve, soft / 2);
   auto impl = std::make_unique<Impl>();
   impl->procfs = procfs;
+  impl->budget = static_cast<int>(std::max<int64_t>(0, soft - reserve));
   impl->epoll.Reset(::epoll_create1(EPOLL_CLOEXEC));
   if (!impl->epoll.valid()) {
     return absl::ErrnoToStatus(errno, "exit_watcher: epoll_create1");
@@ -105,7 +150,18 @@ ExitWatcher::~ExitWatcher() = default;
 
 ExitWatcher::ArmResult ExitWatcher::Arm(const std::string& key, int pid,
                                         uint64_t start_time) {
-  auto fallback = [&](const char* what, int err) {
+  ProcessRef process;
+  process.pid = pid;
+  process.start_time = start_time;
+  return Arm(key, process);
+}
+
+ExitWatcher::ArmResult ExitWatcher::Arm(const std::string& key,
+                                        const ProcessRef& process) {
+  const int pid = process.pid;
+  const uint64_t start_time = process.start_time;
+  const ProcessRef ref = WatchKey(process);
+  auto fallback = [&](const std::string& what, int err) {
     std::lock_guard<std::mutex> lock(impl_->mu);
     ++impl_->fallbacks;
     LogWarning(LogFields().Run(key).Pid(pid), "exit_watcher: ", what,
@@ -113,9 +169,48 @@ ExitWatcher::ArmResult ExitWatcher::Arm(const std::string& key, int pid,
                "; polling instead");
     return ArmResult::kFallback;
   };
-  // Whatever happens, the old pidfd of this key no longer applies.
-  Disarm(key);
-  if (pid <= 0) return fallback("not a pid", 0);
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    auto current = impl_->by_key.find(key);
+    if (current != impl_->by_key.end() && current->second == ref) {
+      return ArmResult::kArmed;  // already watching this very process
+    }
+    // Whatever happens, the old watch of this key no longer applies.
+    impl_->RemoveLocked(key);
+    if (pid <= 0) {
+      ++impl_->fallbacks;
+      LogWarning(LogFields().Run(key).Pid(pid),
+                 "exit_watcher: not a pid; polling instead");
+      return ArmResult::kFallback;
+    }
+    if (impl_->by_process.contains(ref)) {
+      // Shared: verified when its pidfd was opened; an exit since then is
+      // reported for this key too by the next Wait() (level-triggered).
+      impl_->AddKeyLocked(key, ref);
+      return ArmResult::kArmed;
+    }
+    if (static_cast<int>(impl_->by_process.size()) + impl_->opening >=
+        impl_->budget) {
+      ++impl_->fallbacks;
+      if (!impl_->budget_logged) {
+        impl_->budget_logged = true;
+        LogWarning(LogFields().Run(key).Pid(pid), "exit_watcher: ",
+                   impl_->budget,
+                   " pidfds held (the descriptor budget: soft RLIMIT_NOFILE "
+                   "minus the reserve); this and further runs are polled "
+                   "instead until one is released");
+      }
+      return ArmResult::kFallback;
+    }
+    ++impl_->opening;
+  }
+  struct Opening {
+    Impl* impl;
+    ~Opening() {
+      std::lock_guard<std::mutex> lock(impl->mu);
+      --impl->opening;
+    }
+  } opening{impl_.get()};
 
   Fd pidfd(base::PidfdOpen(pid, 0));
   if (!pidfd.valid()) {
@@ -148,10 +243,17 @@ ExitWatcher::ArmResult ExitWatcher::Arm(const std::string& key, int pid,
   } else if (start_time != 0) {
     // Alive but unreadable: identity cannot be verified, so do not watch a
     // process that might not be the recorded one.
-    return fallback(stat.status().ToString().c_str(), 0);
+    return fallback(stat.status().ToString(), 0);
   }
 
   std::lock_guard<std::mutex> lock(impl_->mu);
+  // A concurrent Arm may have re-armed this key or watched this process
+  // since the check above.
+  impl_->RemoveLocked(key);
+  if (impl_->by_process.contains(ref)) {
+    impl_->AddKeyLocked(key, ref);  // ours closes; theirs is shared
+    return ArmResult::kArmed;
+  }
   const uint64_t id = impl_->next_id++;
   struct epoll_event ev = {};
   ev.events = EPOLLIN;
@@ -163,13 +265,11 @@ ExitWatcher::ArmResult ExitWatcher::Arm(const std::string& key, int pid,
                std::strerror(err), "; polling instead");
     return ArmResult::kFallback;
   }
-  // A concurrent Arm of the same key may have won the race since Disarm.
-  impl_->RemoveLocked(key);
-  Watch& w = impl_->by_key[key];
+  Watch& w = impl_->by_process[ref];
   w.pidfd = std::move(pidfd);
   w.id = id;
-  w.pid = pid;
-  impl_->by_id[id] = key;
+  impl_->by_id[id] = ref;
+  impl_->AddKeyLocked(key, ref);
   // A process that exited before this point has a readable pidfd already:
   // the level-triggered epoll set reports it at the next Wait().
   return ArmResult::kArmed;
@@ -183,7 +283,9 @@ void ExitWatcher::Disarm(const std::string& key) {
 bool ExitWatcher::IsRunning(const std::string& key) const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   auto it = impl_->by_key.find(key);
-  return it != impl_->by_key.end() && !PidfdReadable(it->second.pidfd.get());
+  if (it == impl_->by_key.end()) return false;
+  auto w = impl_->by_process.find(it->second);
+  return w != impl_->by_process.end() && !PidfdReadable(w->second.pidfd.get());
 }
 
 std::vector<std::string> ExitWatcher::Wait(absl::Duration timeout) {
@@ -218,9 +320,13 @@ std::vector<std::string> ExitWatcher::Wait(absl::Duration timeout) {
       // returned it: ignore.
       auto it = impl_->by_id.find(id);
       if (it == impl_->by_id.end()) continue;
-      const std::string key = it->second;  // copy: RemoveLocked erases it
-      impl_->RemoveLocked(key);
-      exited.push_back(key);
+      auto w = impl_->by_process.find(it->second);
+      if (w == impl_->by_process.end()) continue;
+      for (const std::string& key : w->second.keys) {
+        impl_->by_key.erase(key);
+        exited.push_back(key);
+      }
+      impl_->RemoveProcessLocked(w);
     }
     if (!exited.empty() || woken || n == 0) return exited;
   }
@@ -236,6 +342,13 @@ int ExitWatcher::armed() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return static_cast<int>(impl_->by_key.size());
 }
+
+int ExitWatcher::pidfds() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return static_cast<int>(impl_->by_process.size());
+}
+
+int ExitWatcher::budget() const { return impl_->budget; }
 
 int ExitWatcher::fallbacks() const {
   std::lock_guard<std::mutex> lock(impl_->mu);

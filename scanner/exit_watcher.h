@@ -1,5 +1,9 @@
-// Watches RUNNING leaders with one pidfd each and a single epoll set: a pidfd
-// becomes readable the moment its process exits, zombies included.
+// Watches RUNNING leaders by pidfd with a single epoll set: a pidfd becomes
+// readable the moment its process exits, zombies included. One pidfd per
+// process (pid, start time), shared by every key (run) that names it, and at
+// most budget() of them, so the descriptors the rest of the daemon needs
+// (gRPC, SQLite, the metrics server, /proc reads) are never used up by
+// watches: past the budget a key is polled instead (ArmResult::kFallback).
 #ifndef RUNREAPER_SCANNER_EXIT_WATCHER_H_
 #define RUNREAPER_SCANNER_EXIT_WATCHER_H_
 
@@ -10,31 +14,45 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "scanner/identity.h"
 #include "scanner/procfs.h"
 
 namespace runreaper::scanner {
+
+struct ExitWatcherOptions {
+  // Descriptors kept free for everything but pidfds. -1: the default,
+  // min(kDefaultReserve, soft limit / 2).
+  int reserve = -1;
+  static constexpr int kDefaultReserve = 256;
+};
 
 class ExitWatcher {
  public:
   enum class ArmResult {
     kArmed,     // watched; Wait() reports it when it exits
     kExited,    // already gone / exited: reconcile now
-    kFallback,  // cannot hold a pidfd (EMFILE, ...): poll this record
+    kFallback,  // no pidfd (budget reached, EMFILE, ...): poll this record
   };
 
-  // Raises RLIMIT_NOFILE's soft limit to the hard limit.
+  // Raises RLIMIT_NOFILE's soft limit to the hard limit, then sets the
+  // pidfd budget to that soft limit minus the reserve (at least 0).
   static absl::StatusOr<std::unique_ptr<ExitWatcher>> Create(
-      const ProcFs* procfs);
+      const ProcFs* procfs, ExitWatcherOptions options = {});
   ~ExitWatcher();
 
-  // Opens a pidfd for `pid` (a pid in the observer's namespace) and checks,
-  // after it is open, that the process's start time is `start_time` (0 = not
-  // checked), so a recycled pid is never watched. Race-free: an exit between
-  // registration and arming is reported by the next Wait(). Re-arming a key
-  // replaces its pidfd. `key` is the caller's name for the watch (the daemon
-  // passes the run id); a fallback to polling is logged at WARNING
-  // (base/log.h) with the key as the line's run and the pid.
+  // Watches `process` (a pid in the observer's namespace) under `key`. Its
+  // start time, when not 0, is checked after the pidfd is open, so a
+  // recycled pid is never watched. A process that another key already
+  // watches shares that pidfd (no new descriptor). Race-free: an exit
+  // between registration and arming is reported by the next Wait().
+  // Re-arming a key for another process releases its old one. `key` is the
+  // caller's name for the watch (the daemon passes the run id); a fallback
+  // to polling is logged at WARNING (base/log.h) with the key as the line's
+  // run and the pid (reaching the budget: once, until a pidfd is freed).
+  ArmResult Arm(const std::string& key, const ProcessRef& process);
   ArmResult Arm(const std::string& key, int pid, uint64_t start_time);
+  // Stops watching under `key`; the pidfd is closed when no key names its
+  // process any more.
   void Disarm(const std::string& key);
 
   // Whether `key` is armed and its process has not exited: one poll (timeout
@@ -45,13 +63,16 @@ class ExitWatcher {
   // exited (an exited key stays armed until Wait() reports it). Thread-safe.
   bool IsRunning(const std::string& key) const;
 
-  // Waits up to `timeout` and returns the keys whose process exited; those
-  // keys are disarmed. Returns early after Wake().
+  // Waits up to `timeout` and returns the keys whose process exited (every
+  // key sharing that process); those keys are disarmed. Returns early after
+  // Wake().
   std::vector<std::string> Wait(absl::Duration timeout);
   // Interrupts a Wait() in another thread. Thread-safe.
   void Wake();
 
-  int armed() const;
+  int armed() const;      // keys watched
+  int pidfds() const;     // pidfds held (distinct processes)
+  int budget() const;     // most pidfds it will hold
   int fallbacks() const;  // arms that fell back to polling so far
 
  private:

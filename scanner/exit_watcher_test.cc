@@ -2,6 +2,7 @@
 // recycled identities, Wake() and Disarm().
 #include "scanner/exit_watcher.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -251,6 +252,103 @@ TEST_F(ExitWatcherTest, OutOfDescriptorsFallsBackToPolling) {
   EXPECT_EQ(watcher_->armed(), 0);
   c.Release();
   c.Reap();
+}
+
+int CountOpenFds() {
+  int n = 0;
+  DIR* d = ::opendir("/proc/self/fd");
+  if (d == nullptr) return -1;
+  while (struct dirent* e = ::readdir(d)) {
+    if (e->d_name[0] != '.') ++n;
+  }
+  ::closedir(d);
+  return n - 1;  // the directory's own descriptor
+}
+
+TEST_F(ExitWatcherTest, KeysNamingOneProcessShareOnePidfd) {
+  TestChild c(nullptr, 7);
+  ASSERT_GT(c.pid(), 0);
+  const uint64_t start = StartTime(c.pid());
+  const int before = CountOpenFds();
+  for (int i = 0; i < 2000; ++i) {
+    ASSERT_EQ(watcher_->Arm("run-" + std::to_string(i), c.pid(), start),
+              ExitWatcher::ArmResult::kArmed);
+  }
+  EXPECT_EQ(watcher_->armed(), 2000);
+  EXPECT_EQ(watcher_->pidfds(), 1);
+  EXPECT_EQ(CountOpenFds(), before + 1);
+  // Releasing all but two keys keeps the shared pidfd; both are reported.
+  for (int i = 2; i < 2000; ++i) watcher_->Disarm("run-" + std::to_string(i));
+  EXPECT_EQ(watcher_->pidfds(), 1);
+  EXPECT_TRUE(watcher_->IsRunning("run-1"));
+  EXPECT_FALSE(watcher_->IsRunning("run-2"));
+  c.Release();
+  EXPECT_TRUE(AwaitReported("run-0"));
+  EXPECT_EQ(std::count(reported_.begin(), reported_.end(), "run-1"), 1);
+  EXPECT_EQ(watcher_->armed(), 0);
+  EXPECT_EQ(watcher_->pidfds(), 0);
+  EXPECT_LE(CountOpenFds(), before);  // the shared pidfd is closed
+  c.Reap();
+}
+
+TEST_F(ExitWatcherTest, LastDisarmClosesThePidfd) {
+  TestChild c(nullptr, 7);
+  ASSERT_GT(c.pid(), 0);
+  const int before = CountOpenFds();
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_EQ(watcher_->Arm("run-x", c.pid(), StartTime(c.pid())),
+              ExitWatcher::ArmResult::kArmed);
+    ASSERT_EQ(watcher_->Arm("run-y", c.pid(), StartTime(c.pid())),
+              ExitWatcher::ArmResult::kArmed);
+    watcher_->Disarm("run-x");
+    watcher_->Disarm("run-y");
+  }
+  EXPECT_EQ(watcher_->pidfds(), 0);
+  EXPECT_LE(CountOpenFds(), before);
+}
+
+TEST_F(ExitWatcherTest, PastTheBudgetRunsArePolledAndSharingStillWorks) {
+  struct rlimit lim;
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &lim), 0);
+  ExitWatcherOptions options;
+  options.reserve = static_cast<int>(lim.rlim_cur) - 1;  // budget: one pidfd
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ExitWatcher> w,
+                       ExitWatcher::Create(&procfs_, options));
+  EXPECT_EQ(w->budget(), 1);
+  TestChild a(nullptr, 7);
+  TestChild b(nullptr, 7);
+  ASSERT_EQ(w->Arm("a1", a.pid(), StartTime(a.pid())),
+            ExitWatcher::ArmResult::kArmed);
+  EXPECT_EQ(w->Arm("b1", b.pid(), StartTime(b.pid())),
+            ExitWatcher::ArmResult::kFallback);
+  EXPECT_EQ(w->Arm("a2", a.pid(), StartTime(a.pid())),
+            ExitWatcher::ArmResult::kArmed);  // shares a's pidfd
+  EXPECT_EQ(w->fallbacks(), 1);
+  EXPECT_EQ(w->pidfds(), 1);
+  w->Disarm("a1");
+  w->Disarm("a2");
+  EXPECT_EQ(w->Arm("b1", b.pid(), StartTime(b.pid())),
+            ExitWatcher::ArmResult::kArmed);  // a freed pidfd is reusable
+  EXPECT_EQ(w->armed(), 1);
+}
+
+TEST_F(ExitWatcherTest, DefaultReserveLeavesHalfOfASmallLimit) {
+  struct rlimit saved;
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  struct rlimit low = saved;
+  low.rlim_cur = 64;
+  low.rlim_max = saved.rlim_max;
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  // Create raises the soft limit to the hard one again; a fixed hard limit
+  // cannot be lowered and raised back in a test, so only the arithmetic of
+  // the raised limit is checked here: soft minus min(256, soft / 2).
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ExitWatcher> w,
+                       ExitWatcher::Create(&procfs_));
+  struct rlimit now;
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &now), 0);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
+  const int64_t soft = static_cast<int64_t>(now.rlim_cur);
+  EXPECT_EQ(w->budget(), soft - std::min<int64_t>(256, soft / 2));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -162,6 +163,16 @@ absl::Status Daemon::Start() {
   }
   ASSIGN_OR_RETURN(PassResult first, reconciler_->RunPass());
   hub_->Notify();
+  // How exits are detected: a pidfd (shared per process, within the budget
+  // the descriptor reserve leaves) or a probe each pass.
+  metrics_.SetRunCounts(store_->CountRuns());
+  metrics_.SetWatcher(watcher_->armed(), watcher_->fallbacks());
+  const size_t still_running = running.size() - first.transitions.size();
+  LogInfo(absl::StrCat(
+      "exit detection: ", watcher_->armed(), " running runs watched by ",
+      watcher_->pidfds(), " pidfds (budget ", watcher_->budget(),
+      "), ", still_running - std::min<size_t>(still_running, watcher_->armed()),
+      " probed each pass"));
 
   ServiceOptions sopts;
   sopts.tokens = std::move(tokens);

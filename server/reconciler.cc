@@ -247,7 +247,7 @@ absl::Status Reconciler::Watch(const v1::Run& run) {
       run.boot_id() != observer.boot_id) {
     return absl::OkStatus();
   }
-  switch (watcher_->Arm(run.run_id(), run.pid(), run.start_time_ticks())) {
+  switch (watcher_->Arm(run.run_id(), scanner::IdentityOf(run))) {
     case scanner::ExitWatcher::ArmResult::kArmed:
       return absl::OkStatus();
     case scanner::ExitWatcher::ArmResult::kExited: {
@@ -265,6 +265,10 @@ absl::Status Reconciler::Watch(const v1::Run& run) {
       return absl::OkStatus();
   }
   return absl::OkStatus();
+}
+
+void Reconciler::Release(const std::string& run_id) {
+  if (watcher_ != nullptr) watcher_->Disarm(run_id);
 }
 
 }  // namespace runreaper::server

@@ -54,6 +54,9 @@ class Reconciler {
   // RegisterRun, and for every RUNNING record at startup). A run that has
   // already exited is reconciled at once.
   absl::Status Watch(const v1::Run& run);
+  // The run left RUNNING (finished, cancelled): its share of the leader's
+  // pidfd is released at once (closed when no other run names the process).
+  void Release(const std::string& run_id);
 
  private:
   // Evidence -> decisions -> one ApplyPass for `runs` (RUNNING ones only);

@@ -194,9 +194,14 @@ absl::StatusOr<v1::Run> ReconcilerService::DoRegister(
             " not found in runreaperd's PID namespace (send the identity "
             "fields when registering from another namespace)"));
       }
-      return absl::FailedPreconditionError(absl::StrCat(
-          "pid: cannot read the identity of process ", r.pid(), ": ",
-          id.status().message()));
+      // Out of descriptors (EMFILE/ENFILE) is the daemon's resource, not
+      // the caller's precondition: RESOURCE_EXHAUSTED, worth a retry.
+      return absl::Status(
+          absl::IsResourceExhausted(id.status())
+              ? absl::StatusCode::kResourceExhausted
+              : absl::StatusCode::kFailedPrecondition,
+          absl::StrCat("pid: cannot read the identity of process ", r.pid(),
+                       ": ", id.status().message()));
     }
     scanner::SetIdentity(*id, &run);
     // /proc text may be any bytes; a proto3 string must be UTF-8.
@@ -261,6 +266,7 @@ grpc::ServerUnaryReactor* ReconcilerService::FinishRun(
         store_->Finish(request->run_id(), request->exit_code());
     hub_->Notify();
     RETURN_IF_ERROR(run.status());
+    if (reconciler_ != nullptr) reconciler_->Release(request->run_id());
     *response = *std::move(run);
     return absl::OkStatus();
   });
@@ -277,6 +283,7 @@ grpc::ServerUnaryReactor* ReconcilerService::CancelRun(
     absl::StatusOr<v1::Run> run = store_->Cancel(request->run_id(), request->reason());
     hub_->Notify();
     RETURN_IF_ERROR(run.status());
+    if (reconciler_ != nullptr) reconciler_->Release(request->run_id());
     *response = *std::move(run);
     // The ladder takes seconds (grace periods): it runs in the background and
     // its signals appear as events; CancelRun answers with the CANCELLED run.

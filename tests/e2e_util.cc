@@ -1,6 +1,7 @@
 #include "tests/e2e_util.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <grp.h>
 #include <signal.h>
@@ -113,6 +114,11 @@ void Daemon::Spawn() {
         (setgroups(0, nullptr) != 0 || setresgid(uid_, uid_, uid_) != 0 ||
          setresuid(uid_, uid_, uid_) != 0)) {
       _exit(126);
+    }
+    if (nofile_ > 0) {
+      struct rlimit lim;
+      lim.rlim_cur = lim.rlim_max = static_cast<rlim_t>(nofile_);
+      if (setrlimit(RLIMIT_NOFILE, &lim) != 0) _exit(125);
     }
     execv(argv[0], argv.data());
     _exit(127);

@@ -54,6 +54,9 @@ class Daemon {
 
   // Runs the daemon as this uid and gid (set before Spawn/Start).
   void set_user(uid_t uid) { uid_ = uid; }
+  // Runs the daemon with RLIMIT_NOFILE soft = hard = `n`, as
+  // `prlimit --nofile=n` does (set before Spawn/Start; 0 = inherited).
+  void set_nofile(int n) { nofile_ = n; }
 
   pid_t pid() const { return pid_; }
   std::string socket() const { return dir_ + "/s.sock"; }
@@ -68,6 +71,7 @@ class Daemon {
   std::string log_path_;
   pid_t pid_ = -1;
   uid_t uid_ = static_cast<uid_t>(-1);  // -1 = ours
+  int nofile_ = 0;
 };
 
 // A process to register that never becomes a visible zombie: it is the child

