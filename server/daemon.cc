@@ -1,6 +1,7 @@
 #include "server/daemon.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -27,6 +29,7 @@
 #include "server/daemon_loops.h"
 #include "server/event_hub.h"
 #include "server/metrics.h"
+#include "server/peer_creds.h"
 #include "server/reconciler.h"
 #include "server/service.h"
 #include "server/sweeper.h"
@@ -60,6 +63,17 @@ absl::Status CreateDatabaseFile(const std::string& path) {
   if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("open ", path));
   ::close(fd);
   return absl::OkStatus();
+}
+
+// A group name or number.
+absl::StatusOr<int> ResolveGroup(const std::string& name) {
+  int gid = -1;
+  if (absl::SimpleAtoi(name, &gid) && gid >= 0) return gid;
+  const group* g = ::getgrnam(name.c_str());
+  if (g == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("--socket_group: no group ", name));
+  }
+  return static_cast<int>(g->gr_gid);
 }
 
 std::string DescribeTransitions(const PassResult& pass) {
@@ -101,7 +115,9 @@ class Daemon {
   std::unique_ptr<Sweeper> sweeper_;
   std::unique_ptr<EventHub> hub_;
   std::unique_ptr<ReconcilerService> service_;
+  PeerCreds peer_creds_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<UnixAcceptor> acceptor_;
   std::unique_ptr<MetricsServer> metrics_server_;
   std::unique_ptr<DaemonLoops> loops_;
 };
@@ -133,6 +149,10 @@ absl::Status Daemon::Start() {
     return absl::InvalidArgumentError(absl::StrCat(
         "--listen=", options_.listen,
         " requires --token_file (every TCP address, loopback included)"));
+  }
+  int socket_gid = -1;
+  if (!options_.socket_group.empty()) {
+    ASSIGN_OR_RETURN(socket_gid, ResolveGroup(options_.socket_group));
   }
   // The socket first: a second daemon must fail before touching anything.
   ASSIGN_OR_RETURN(lock_fd_, PrepareSocketPath(options_.socket));
@@ -176,6 +196,7 @@ absl::Status Daemon::Start() {
 
   ServiceOptions sopts;
   sopts.tokens = std::move(tokens);
+  sopts.peer_creds = &peer_creds_;
   sopts.on_refused = [this](absl::string_view reason) { metrics_.CallerRefused(reason); };
   sopts.watch_queue_limit = options_.watch_queue_limit;
   service_ = std::make_unique<ReconcilerService>(
@@ -185,8 +206,9 @@ absl::Status Daemon::Start() {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort("unix:" + options_.socket,
-                           grpc::InsecureServerCredentials());
+  // The unix socket is ours (server/peer_creds.h): every connection's
+  // SO_PEERCRED is recorded before gRPC sees it.
+  ASSIGN_OR_RETURN(Fd unix_listen, ListenUnix(options_.socket, socket_gid));
   int tcp_port = 0;
   if (!options_.listen.empty()) {
     builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(),
@@ -194,10 +216,7 @@ absl::Status Daemon::Start() {
   }
   builder.RegisterService(service_.get());
   builder.experimental().SetInterceptorCreators(metrics_.GrpcInterceptors());
-  // The socket is created by BuildAndStart: no window with a wider mode.
-  const mode_t old_umask = ::umask(0117);
   server_ = builder.BuildAndStart();
-  ::umask(old_umask);
   if (server_ == nullptr) {
     return absl::UnavailableError(absl::StrCat(
         "cannot listen on unix:", options_.socket,
@@ -206,9 +225,8 @@ absl::Status Daemon::Start() {
   if (!options_.listen.empty() && tcp_port == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options_.listen));
   }
-  if (::chmod(options_.socket.c_str(), 0660) != 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("chmod 0660 ", options_.socket));
-  }
+  acceptor_ = std::make_unique<UnixAcceptor>(std::move(unix_listen), &peer_creds_,
+                                             server_.get());
   // "" (the whole server) and the service by name; SetServingStatus(bool)
   // later flips both.
   server_->GetHealthCheckService()->SetServingStatus(
@@ -263,11 +281,13 @@ void Daemon::Stop() {
     LogWarning("calls still in flight after ", absl::FormatDuration(options_.shutdown_grace),
                "; cancelling them");
   }
+  if (acceptor_ != nullptr) acceptor_->Stop();  // no new connections
   if (server_ != nullptr) server_->Shutdown(std::chrono::system_clock::now());
   if (loops_ != nullptr) loops_->Join();
   loops_.reset();
   if (service_ != nullptr) service_->WaitForBackgroundWork();
   server_.reset();
+  acceptor_.reset();
   service_.reset();
   metrics_server_.reset();
   hub_.reset();

@@ -28,6 +28,7 @@ struct DaemonOptions {
   std::string listen;      // "" = no TCP listener
   std::string token_file;       // admin bearer token for TCP calls
   std::string read_token_file;  // read-only bearer token for TCP calls
+  std::string socket_group;     // group of the unix socket ("" = ours)
   absl::Duration scan_interval = absl::Seconds(2);
   absl::Duration stale_after = absl::Minutes(10);
   // A pass running longer than this sets health NOT_SERVING until a pass

@@ -15,6 +15,10 @@ ABSL_FLAG(std::string, socket, "./var/runreaper.sock",
           "Unix socket to serve gRPC on, created mode 0660 (its directory is "
           "created if missing). A stale socket file is replaced; a live daemon "
           "on it is an error.");
+ABSL_FLAG(std::string, socket_group, "",
+          "Group (name or number) of the unix socket: its members may connect. "
+          "A caller other than root may only read (GetRun, ListRuns, WaitRun, "
+          "WatchEvents, ListEvents, ListOrphans); see docs/SECURITY.md.");
 ABSL_FLAG(std::string, listen, "",
           "Optional extra TCP listener host:port (e.g. 127.0.0.1:7443). "
           "Requires --token_file, on every address, loopback included.");
@@ -80,6 +84,7 @@ int main(int argc, char** argv) {
   options.listen = absl::GetFlag(FLAGS_listen);
   options.token_file = absl::GetFlag(FLAGS_token_file);
   options.read_token_file = absl::GetFlag(FLAGS_read_token_file);
+  options.socket_group = absl::GetFlag(FLAGS_socket_group);
   options.scan_interval = absl::GetFlag(FLAGS_scan_interval);
   options.stale_after = absl::GetFlag(FLAGS_stale_after);
   options.pass_deadline = absl::GetFlag(FLAGS_pass_deadline);

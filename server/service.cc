@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -104,7 +105,30 @@ absl::Status ReconcilerService::Authorize(grpc::CallbackServerContext* ctx,
                                           absl::string_view method,
                                           Access access) const {
   const std::string peer = ctx->peer();
-  if (IsLocalPeer(peer)) return absl::OkStatus();
+  if (IsLocalPeer(peer)) {
+    if (options_.peer_creds == nullptr || !absl::StartsWith(peer, "fd:")) {
+      return absl::OkStatus();
+    }
+    const std::optional<PeerCred> cred = options_.peer_creds->Lookup(peer);
+    absl::Status s;
+    if (!cred.has_value()) {
+      s = absl::UnauthenticatedError("the caller's credentials are unknown");
+    } else if (cred->uid != 0 && access == Access::kWrite) {
+      s = absl::PermissionDeniedError(absl::StrCat(
+          "uid ", cred->uid, " may only read; ", method,
+          " needs root (docs/SECURITY.md)"));
+    }
+    if (!s.ok()) {
+      LogWarning("refused ", method, " from ",
+                 cred.has_value() ? absl::StrCat("uid ", cred->uid, " pid ", cred->pid)
+                                  : peer,
+                 ": ", s.ToString());
+      if (options_.on_refused) {
+        options_.on_refused(cred.has_value() ? "permission_denied" : "peer_credentials");
+      }
+    }
+    return s;
+  }
   const auto& md = ctx->client_metadata();
   auto it = md.find("authorization");
   absl::optional<absl::string_view> authorization;

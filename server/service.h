@@ -28,6 +28,7 @@
 #include "runreaper/v1/runreaper.pb.h"
 #include "scanner/procfs.h"
 #include "server/bearer_auth.h"
+#include "server/peer_creds.h"
 #include "server/event_hub.h"
 #include "server/background_worker.h"
 #include "server/reconciler.h"
@@ -59,6 +60,10 @@ struct ServiceOptions {
   // is PERMISSION_DENIED); others get UNAUTHENTICATED. With no admin token
   // every TCP call is refused. See docs/SECURITY.md.
   BearerTokens tokens;
+  // The credentials of unix-socket peers ("fd:<n>"). root may make every
+  // call; any other uid only the reads (kRead). May be null (tests): then
+  // every unix peer is let in.
+  const PeerCreds* peer_creds = nullptr;
   // Called once for every refused call with the reason
   // ("unauthenticated", "permission_denied", "peer_credentials"), after the
   // refusal is logged. May be empty.

@@ -152,6 +152,41 @@ TEST(TcpTrustTest, ReadOnlyTokenReadsButCannotSweepOrCancel) {
   EXPECT_TRUE(absl::StrContains(d.log(), "refused Sweep from ipv4:127.0.0.1:")) << d.log();
 }
 
+// The unix socket knows each caller's uid (SO_PEERCRED). A member of
+// --socket_group that is not root may read, and nothing else: it can
+// neither register, cancel nor sweep, so it cannot make the root daemon
+// signal a root process.
+TEST(UnixTrustTest, NonRootSocketGroupMemberMayOnlyRead) {
+  TempDir dir;
+  Sleeper root_sleeper;
+  ASSERT_EQ(chmod(dir.path().c_str(), 0711), 0);
+  Daemon d(dir.path(), {kSlowScan, "--socket_group=65534"});
+  ASSERT_TRUE(d.Start()) << d.log();
+  struct stat st;
+  ASSERT_EQ(stat(d.socket().c_str(), &st), 0);
+  EXPECT_EQ(st.st_gid, 65534u);
+  EXPECT_EQ(st.st_mode & 0777, 0660u);
+  MustRegister(d, "root-job", root_sleeper.pid());  // root may
+
+  const TestUser nobody;  // uid and gid 65534
+  const std::string socket = "--socket=" + d.socket();
+  CtlResult r = RunCtlAs(nobody, {socket, "get", "root-job"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{socket, "cancel", "root-job"},
+        {socket, "sweep"},
+        // (register reads the pid's identity first, which nobody cannot for
+        // a root process; exec registers nobody's own child)
+        {socket, "exec", "nobody-job", "--", "/bin/true"}}) {
+    r = RunCtlAs(nobody, args);
+    EXPECT_NE(r.exit_code, 0) << args[1] << ": " << r.out;
+    EXPECT_TRUE(absl::StrContains(r.err, "uid 65534 may only read")) << args[1] << ": " << r.err;
+  }
+  EXPECT_EQ(StateOf(d, "root-job"), v1::RUN_STATE_RUNNING);
+  EXPECT_EQ(kill(root_sleeper.pid(), 0), 0) << "the root process must be alive";
+  EXPECT_TRUE(absl::StrContains(d.log(), "refused CancelRun from uid 65534 pid ")) << d.log();
+}
+
 TEST(RequestTrustTest, RunIdsWithControlCharactersAreRefusedAndForgeNoLogLine) {
   TempDir dir;
   Sleeper sleeper;

@@ -1,0 +1,115 @@
+#include "server/peer_creds.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/str_cat.h"
+#include "base/log.h"
+#include "grpcpp/server.h"
+#include "grpcpp/server_posix.h"
+
+namespace runreaper::server {
+
+void PeerCreds::Record(int fd, const PeerCred& cred) {
+  absl::MutexLock lock(&mu_);
+  by_fd_[fd] = cred;
+}
+
+std::optional<PeerCred> PeerCreds::Lookup(absl::string_view peer) const {
+  int fd = -1;
+  if (!absl::ConsumePrefix(&peer, "fd:") || !absl::SimpleAtoi(peer, &fd)) {
+    return std::nullopt;
+  }
+  absl::MutexLock lock(&mu_);
+  auto it = by_fd_.find(fd);
+  if (it == by_fd_.end()) return std::nullopt;
+  return it->second;
+}
+
+absl::StatusOr<Fd> ListenUnix(const std::string& path, int gid) {
+  Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (fd.get() < 0) return absl::ErrnoToStatus(errno, "socket(AF_UNIX)");
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(addr.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("socket path too long: ", path));
+  }
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  // Created with no wider mode than 0660 at any moment.
+  const mode_t old_umask = ::umask(0117);
+  const int rc = ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  const int bind_errno = errno;
+  ::umask(old_umask);
+  if (rc != 0) return absl::ErrnoToStatus(bind_errno, absl::StrCat("bind ", path));
+  if (gid >= 0 && ::chown(path.c_str(), static_cast<uid_t>(-1), static_cast<gid_t>(gid)) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("chown :", gid, " ", path));
+  }
+  if (::chmod(path.c_str(), 0660) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("chmod 0660 ", path));
+  }
+  if (::listen(fd.get(), 128) != 0) return absl::ErrnoToStatus(errno, "listen " + path);
+  return fd;
+}
+
+UnixAcceptor::UnixAcceptor(Fd listen_fd, PeerCreds* creds, grpc::Server* server)
+    : listen_fd_(std::move(listen_fd)),
+      stop_fd_(::eventfd(0, EFD_CLOEXEC)),
+      creds_(creds),
+      server_(server) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+UnixAcceptor::~UnixAcceptor() { Stop(); }
+
+void UnixAcceptor::Stop() {
+  if (!thread_.joinable()) return;
+  const uint64_t one = 1;
+  (void)!::write(stop_fd_.get(), &one, sizeof(one));
+  thread_.join();
+}
+
+void UnixAcceptor::Loop() {
+  while (true) {
+    pollfd fds[2] = {{listen_fd_.get(), POLLIN, 0}, {stop_fd_.get(), POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      LogError("unix socket: poll: ", std::strerror(errno));
+      return;
+    }
+    if (fds[1].revents != 0) return;
+    if (fds[0].revents == 0) continue;
+    const int conn = ::accept4(listen_fd_.get(), nullptr, nullptr,
+                               SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (conn < 0) {
+      if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
+        LogWarning("unix socket: accept: ", std::strerror(errno));
+        // Out of descriptors: do not spin.
+        if (errno == EMFILE || errno == ENFILE) ::usleep(100 * 1000);
+      }
+      continue;
+    }
+    ucred cred{};
+    socklen_t len = sizeof(cred);
+    if (::getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+      LogWarning("unix socket: SO_PEERCRED: ", std::strerror(errno), "; connection closed");
+      ::close(conn);
+      continue;
+    }
+    creds_->Record(conn, PeerCred{cred.pid, cred.uid, cred.gid});
+    grpc::AddInsecureChannelFromFd(server_, conn);  // gRPC owns it now
+  }
+}
+
+}  // namespace runreaper::server

@@ -1,0 +1,70 @@
+// Who is on the other end of each unix-socket connection. gRPC 1.51 does not
+// expose SO_PEERCRED, so runreaperd accepts unix connections itself, reads
+// the peer's credentials, records them by descriptor and hands the
+// descriptor to gRPC (grpc::AddInsecureChannelFromFd), whose calls then name
+// the peer "fd:<n>". A descriptor number is reused only after gRPC closed
+// it, which happens after the last call on that connection ended, and the
+// new connection's credentials are recorded before gRPC sees it.
+#ifndef RUNREAPER_SERVER_PEER_CREDS_H_
+#define RUNREAPER_SERVER_PEER_CREDS_H_
+
+#include <sys/types.h>
+
+#include <optional>
+#include <thread>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "base/fd.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace runreaper::server {
+
+struct PeerCred {
+  pid_t pid = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
+class PeerCreds {
+ public:
+  void Record(int fd, const PeerCred& cred);
+  // The credentials of a peer named "fd:<n>"; nullopt for any other peer or
+  // an unknown descriptor.
+  std::optional<PeerCred> Lookup(absl::string_view peer) const;
+
+ private:
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<int, PeerCred> by_fd_ ABSL_GUARDED_BY(mu_);
+};
+
+// Accepts connections on a listening unix socket until Stop, records each
+// peer's SO_PEERCRED in `creds` and hands the connection to `server`.
+class UnixAcceptor {
+ public:
+  UnixAcceptor(Fd listen_fd, PeerCreds* creds, grpc::Server* server);
+  ~UnixAcceptor();  // Stop()
+  void Stop();
+
+ private:
+  void Loop();
+  Fd listen_fd_;
+  Fd stop_fd_;  // eventfd
+  PeerCreds* creds_;
+  grpc::Server* server_;
+  std::thread thread_;
+};
+
+// A listening unix socket at `path` (which must not exist), created mode
+// 0660 (under a umask, no wider window); `gid` >= 0 sets its group.
+absl::StatusOr<Fd> ListenUnix(const std::string& path, int gid);
+
+}  // namespace runreaper::server
+
+#endif  // RUNREAPER_SERVER_PEER_CREDS_H_
