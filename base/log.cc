@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "base/file_util.h"
 #include "base/text.h"
 
 namespace runreaper {
@@ -23,16 +24,6 @@ absl::Mutex& SinkMutex() {
 }
 int sink_fd ABSL_GUARDED_BY(SinkMutex()) = STDERR_FILENO;
 std::string* program_name ABSL_GUARDED_BY(SinkMutex()) = nullptr;
-
-void WriteAll(int fd, absl::string_view line) {
-  size_t off = 0;
-  while (off < line.size()) {
-    const ssize_t n = ::write(fd, line.data() + off, line.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    off += static_cast<size_t>(n);
-  }
-}
 
 }  // namespace
 
@@ -167,10 +158,12 @@ void Log(LogLevel level, const LogFields& fields, absl::string_view message) {
   absl::MutexLock lock(&SinkMutex());
   record.program = program_name != nullptr ? absl::string_view(*program_name)
                                            : absl::string_view(program_invocation_short_name);
-  WriteAll(sink_fd, log_format.load(std::memory_order_relaxed) ==
-                             static_cast<int>(LogFormat::kJson)
-                         ? FormatLogLineJson(record)
-                         : FormatLogLine(record));
+  const std::string line =
+      log_format.load(std::memory_order_relaxed) == static_cast<int>(LogFormat::kJson)
+          ? FormatLogLineJson(record)
+          : FormatLogLine(record);
+  // A failed write (a closed stderr) has nowhere to be reported.
+  (void)base::WriteFull(sink_fd, line.data(), line.size());
 }
 
 }  // namespace runreaper
