@@ -28,6 +28,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/fd.h"
+#include "base/file_util.h"
 #include "base/test_util.h"
 #include "gtest/gtest.h"
 #include "scanner/membership.h"
@@ -62,23 +63,9 @@ bool InPrivateNs() { return getpid() == 1; }
     }                                                                   \
   } while (0)
 
-void WriteAll(int fd, const char* data, size_t n) {
-  while (n > 0) {
-    ssize_t w = write(fd, data, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return;
-    data += w;
-    n -= static_cast<size_t>(w);
-  }
-}
-
 char ReadByte(int fd) {
   char c = 0;
-  ssize_t n;
-  do {
-    n = read(fd, &c, 1);
-  } while (n < 0 && errno == EINTR);
-  return n == 1 ? c : 0;
+  return base::ReadFull(fd, &c, 1) == 1 ? c : 0;
 }
 
 struct Spawned {
@@ -99,7 +86,7 @@ Spawned CaptureThenRelease(pid_t pid, int ready[2], int go[2]) {
   absl::StatusOr<scanner::Identity> id = procfs.CaptureIdentity(pid);
   EXPECT_TRUE(id.ok()) << id.status();
   if (id.ok()) s.id = *id;
-  WriteAll(go[1], "G", 1);
+  base::WriteFull(go[1], "G", 1);
   close(ready[0]);
   close(go[1]);
   return s;
@@ -130,7 +117,7 @@ Spawned SpawnSh(const std::string& script,
       if (fd < 0 || write(fd, "0", 1) != 1) _exit(120);
       close(fd);
     }
-    WriteAll(ready[1], "S", 1);
+    base::WriteFull(ready[1], "S", 1);
     if (ReadByte(go[0]) != 'G') _exit(121);
     execve("/bin/sh", const_cast<char**>(argv), envp.data());
     _exit(127);
@@ -343,7 +330,7 @@ Spawned ForkGroup(int members) {
   const pid_t pid = fork();
   if (pid == 0) {
     setsid();
-    WriteAll(ready[1], "S", 1);
+    base::WriteFull(ready[1], "S", 1);
     if (ReadByte(go[0]) != 'G') _exit(121);
     for (int i = 0; i < members; ++i) {
       if (fork() == 0) {
@@ -386,7 +373,7 @@ Counter ForkCounter() {
   if (pid == 0) {
     setsid();
     close(report[0]);
-    WriteAll(ready[1], "S", 1);
+    base::WriteFull(ready[1], "S", 1);
     if (ReadByte(go[0]) != 'G') _exit(121);
     const pid_t member = fork();
     if (member == 0) {
@@ -398,7 +385,7 @@ Counter ForkCounter() {
       sa.sa_flags = SA_RESTART;
       sigaction(SIGINT, &sa, nullptr);
       sigaction(SIGTERM, &sa, nullptr);
-      WriteAll(ready[1], "R", 1);
+      base::WriteFull(ready[1], "R", 1);
       while (true) pause();
     }
     _exit(member > 0 ? 0 : 122);
@@ -414,7 +401,7 @@ Counter ForkCounter() {
   absl::StatusOr<scanner::Identity> id = procfs.CaptureIdentity(pid);
   EXPECT_TRUE(id.ok()) << id.status();
   if (id.ok()) c.leader.id = *id;
-  WriteAll(go[1], "G", 1);
+  base::WriteFull(go[1], "G", 1);
   EXPECT_EQ(ReadByte(ready[0]), 'R');  // the member's handlers are in place
   close(ready[0]);
   close(go[1]);
@@ -430,13 +417,7 @@ std::string ReceivedSignals(const Counter& c) {
     scanner::SignalProcess(procfs, c.member, c.member_start, SIGKILL);
   }
   std::string out;
-  char buf[64];
-  while (true) {
-    const ssize_t n = read(c.report.get(), buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
+  base::ReadFdToString(c.report.get(), 1 << 20, &out);
   return out;
 }
 
@@ -493,14 +474,10 @@ TEST_F(SweeperTest, EscapedDescendantWithCookieIsSwept) {
 // when the hierarchy is missing or not writable.
 std::optional<std::pair<std::string, std::string>> MakeTestCgroup(
     const std::string& name) {
-  int fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  std::string text;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(fd, buf, sizeof(buf))) > 0) text.append(buf, n);
-  close(fd);
-  std::optional<scanner::Cgroup2Mount> mount = scanner::FindCgroup2Mount(text);
+  absl::StatusOr<std::string> text =
+      base::ReadFileToString("/proc/self/mountinfo", 1 << 20);
+  if (!text.ok()) return std::nullopt;
+  std::optional<scanner::Cgroup2Mount> mount = scanner::FindCgroup2Mount(*text);
   if (!mount.has_value() || mount->root != "/") return std::nullopt;
   const std::string parent = mount->mount_point + "/runreaper-test";
   mkdir(parent.c_str(), 0755);
@@ -637,7 +614,7 @@ TEST_F(SweeperTest, OlderProcessInTheGroupIsNeverSignalled) {
       int leader_pid = 0;
       if (read(to_old[0], &leader_pid, sizeof(leader_pid)) != sizeof(leader_pid)) _exit(1);
       if (setpgid(0, leader_pid) != 0) _exit(2);
-      WriteAll(from_leader[1], "J", 1);
+      base::WriteFull(from_leader[1], "J", 1);
       PauseForever();
     }
     usleep(20000);  // a later start time (ticks are 10 ms)
@@ -647,7 +624,7 @@ TEST_F(SweeperTest, OlderProcessInTheGroupIsNeverSignalled) {
       PauseForever();
     }
     setpgid(leader, leader);
-    WriteAll(to_old[1], reinterpret_cast<const char*>(&leader), sizeof(leader));
+    base::WriteFull(to_old[1], reinterpret_cast<const char*>(&leader), sizeof(leader));
     PauseForever();
   }
   close(to_old[0]);
@@ -764,7 +741,7 @@ TEST_F(SweeperTest, DeniedMemberIsASurvivorAndTheSweepFinishes) {
     if (!resp.ok()) _exit(12);
     int out[2] = {resp->survivors_size(),
                   resp->survivors_size() > 0 ? resp->survivors(0).pid() : 0};
-    WriteAll(result[1], reinterpret_cast<const char*>(out), sizeof(out));
+    base::WriteFull(result[1], reinterpret_cast<const char*>(out), sizeof(out));
     _exit(0);
   }
   close(result[1]);
@@ -815,7 +792,7 @@ TEST_F(SweeperTest, ZombieMemberDoesNotBlockTheDrain) {
       const pid_t w = fork();
       if (w == 0) PauseForever();
       int msg[3] = {getpid(), z, w};
-      WriteAll(info[1], reinterpret_cast<const char*>(msg), sizeof(msg));
+      base::WriteFull(info[1], reinterpret_cast<const char*>(msg), sizeof(msg));
       _exit(0);
     }
     PauseForever();

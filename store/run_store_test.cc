@@ -33,6 +33,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/fd.h"
+#include "base/file_util.h"
 #include "base/test_util.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
@@ -144,25 +145,13 @@ void WriteFileBytes(const std::string& path, const std::string& bytes) {
 }
 
 bool WriteAll(int fd, absl::string_view data) {
-  while (!data.empty()) {
-    const ssize_t n = write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data.remove_prefix(n);
-  }
-  return true;
+  return base::WriteFull(fd, data.data(), data.size());
 }
 
 // Reads until EOF.
 std::string ReadAll(int fd) {
   std::string out;
-  char buf[4096];
-  while (true) {
-    const ssize_t n = read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    out.append(buf, n);
-  }
+  base::ReadFdToString(fd, 16 << 20, &out);
   return out;
 }
 

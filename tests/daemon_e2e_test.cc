@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/file_util.h"
 #include "base/test_util.h"
 #include "gtest/gtest.h"
 #include "scanner/procfs.h"
@@ -556,9 +557,7 @@ std::string HttpGet(int port, const std::string& path) {
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
     const std::string req = "GET " + path + " HTTP/1.0\r\n\r\n";
     (void)!write(fd, req.data(), req.size());
-    char buf[4096];
-    ssize_t n;
-    while ((n = read(fd, buf, sizeof(buf))) > 0) out.append(buf, n);
+    base::ReadFdToString(fd, 16 << 20, &out);
   }
   close(fd);
   return out;

@@ -12,11 +12,12 @@
 #include <cerrno>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/file_util.h"
 #include "gtest/gtest.h"
 
 namespace runreaper::e2e {
@@ -49,11 +50,10 @@ int WaitExit(pid_t pid, absl::Duration deadline) {
   }
 }
 
+// The whole file, or "" when it cannot be read (not written yet).
 std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  absl::StatusOr<std::string> text = base::ReadFileToString(path, 64 << 20);
+  return text.ok() ? *std::move(text) : "";
 }
 
 }  // namespace
