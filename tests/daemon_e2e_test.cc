@@ -546,23 +546,6 @@ TEST_F(DaemonE2ETest, CancelRunSweepsTheLeaderAndOrphanRpcsAnswer) {
   EXPECT_OK(Call(&v1::Reconciler::Stub::Sweep, sweep, absl::Seconds(30)));
 }
 
-// A Prometheus scrape of a real daemon: what happened shows in the counters.
-std::string HttpGet(int port, const std::string& path) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string out;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string req = "GET " + path + " HTTP/1.0\r\n\r\n";
-    (void)!write(fd, req.data(), req.size());
-    base::ReadFdToString(fd, 16 << 20, &out);
-  }
-  close(fd);
-  return out;
-}
-
 TEST(DaemonMetricsTest, ScrapeCountsRegistrationsAndTransitions) {
   TempDir dir;
   Daemon d(dir.path(), {kSlowScan, "--metrics=127.0.0.1:0"});

@@ -1,6 +1,10 @@
 #include "tests/e2e_util.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <grp.h>
@@ -57,6 +61,27 @@ std::string ReadAll(const std::string& path) {
 }
 
 }  // namespace
+
+std::string HttpGet(int port, const std::string& path) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return "";
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string out;
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    const std::string req =
+        absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+    if (base::WriteFull(fd, req.data(), req.size())) {
+      base::ReadFdToString(fd, 64 << 20, &out);
+    }
+  }
+  ::close(fd);
+  return out;
+}
 
 TempDir::TempDir() {
   char tmpl[] = "/tmp/rr.XXXXXX";

@@ -23,6 +23,11 @@ namespace runreaper::e2e {
 
 namespace v1 = ::runreaper::v1;
 
+// GET http://127.0.0.1:<port><path> over HTTP/1.0 (the server closes after
+// the answer), giving up after 5 s without data: the whole response, headers
+// included, or "" on failure.
+std::string HttpGet(int port, const std::string& path);
+
 // mkdtemp("/tmp/rr.XXXXXX"), removed (rm -rf) on destruction.
 class TempDir {
  public:

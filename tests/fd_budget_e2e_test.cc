@@ -116,25 +116,6 @@ void SeedRunning(const TempDir& dir, const std::vector<pid_t>& leaders, int per_
   }
 }
 
-// GET over loopback TCP (the metrics server); the whole HTTP answer.
-std::string HttpGet(int port, const std::string& path) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string out;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string req = "GET " + path + " HTTP/1.0\r\n\r\n";
-    (void)!write(fd, req.data(), req.size());
-    char buf[4096];
-    ssize_t n;
-    while ((n = read(fd, buf, sizeof(buf))) > 0) out.append(buf, n);
-  }
-  close(fd);
-  return out;
-}
-
 bool AwaitLog(Daemon& d, const std::string& needle,
               absl::Duration deadline = absl::Seconds(60)) {
   return WaitFor([&] { return absl::StrContains(d.log(), needle); }, deadline);
