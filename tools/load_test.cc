@@ -42,15 +42,17 @@ std::string LastLine(const std::string& out) {
   return lines.empty() ? "" : std::string(lines.back());
 }
 
+// The JSON object on the last line of the output.
+bool ParseJsonLine(const std::string& out, google::protobuf::Struct* json) {
+  return google::protobuf::util::JsonStringToMessage(LastLine(out), json).ok();
+}
+
 TEST(LoadTest, LoadsItsOwnDaemonAndPrintsCountsAsJson) {
   const LoadOutput run =
       RunLoad("--start_daemon --clients=1,2 --duration=150ms --dir=/tmp");
   ASSERT_EQ(run.exit_code, 0) << run.out;
   google::protobuf::Struct json;
-  ASSERT_TRUE(
-      google::protobuf::util::JsonStringToMessage(LastLine(run.out), &json)
-          .ok())
-      << run.out;
+  ASSERT_TRUE(ParseJsonLine(run.out, &json)) << run.out;
   const auto& f = json.fields();
   for (const char* key :
        {"register_finish_pairs_per_s_1", "register_finish_pairs_per_s_2",
@@ -77,10 +79,7 @@ TEST(LoadTest, MeasuresTheDaemonsCpuOverAPhaseBoundedByWork) {
       "--duration=50s --dir=/tmp");
   ASSERT_EQ(run.exit_code, 0) << run.out;
   google::protobuf::Struct json;
-  ASSERT_TRUE(
-      google::protobuf::util::JsonStringToMessage(LastLine(run.out), &json)
-          .ok())
-      << run.out;
+  ASSERT_TRUE(ParseJsonLine(run.out, &json)) << run.out;
   const auto& f = json.fields();
   ASSERT_TRUE(f.contains("getrun_ops_1")) << run.out;
   ASSERT_EQ(f.at("getrun_ops_1").number_value(), 2000) << run.out;
