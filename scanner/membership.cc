@@ -1,10 +1,12 @@
 #include "scanner/membership.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <set>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -12,6 +14,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "base/status_macros.h"
+#include "scanner/proc_parse.h"
 
 namespace runreaper::scanner {
 
@@ -62,15 +66,14 @@ bool CgroupIsWithin(absl::string_view path, absl::string_view root) {
 
 absl::StatusOr<ProcessEvidence::Environ> ProcFsEvidence::ReadEnviron(
     int pid) {
+  // One read of environ for both variables.
+  ASSIGN_OR_RETURN(const std::string text, procfs_->ReadEnviron(pid));
   Environ env;
-  absl::StatusOr<std::optional<std::string>> run_id =
-      procfs_->ReadEnvVar(pid, kRunIdEnv);
-  if (!run_id.ok()) return run_id.status();
-  env.run_id = *std::move(run_id);
-  absl::StatusOr<std::optional<std::string>> keep =
-      procfs_->ReadEnvVar(pid, kKeepEnv);
-  if (!keep.ok()) return keep.status();
-  env.keep = keep->has_value() && **keep == "1";
+  if (std::optional<absl::string_view> run_id = FindEnvVar(text, kRunIdEnv)) {
+    env.run_id = std::string(*run_id);
+  }
+  const std::optional<absl::string_view> keep = FindEnvVar(text, kKeepEnv);
+  env.keep = keep.has_value() && *keep == "1";
   return env;
 }
 
@@ -244,6 +247,59 @@ bool Excluded(const ProcessInfo& p, const SweepObserver& observer,
 
 }  // namespace
 
+namespace {
+
+// The enabled runs indexed by what a process is matched on, built once per
+// FindMembers call, so that each process costs a few hash lookups whatever
+// the number of runs (a number or id names a list: two runs may share a
+// pgid number, one reused after the other's leader died).
+struct RunIndex {
+  std::unordered_map<int, std::vector<size_t>> by_pgid;
+  std::unordered_map<int, std::vector<size_t>> by_sid;
+  std::unordered_map<std::string, std::vector<size_t>> by_cookie;
+  std::unordered_map<std::string, std::vector<size_t>> by_cgroup;
+  std::unordered_map<int, std::vector<size_t>> by_leader_pid;  // include_leader
+  // Enabled runs by ascending start time: the start-time rule's candidates
+  // of a process are a prefix of it.
+  std::vector<size_t> by_start;
+  uint64_t min_cgroup_start = UINT64_MAX;  // earliest run with by_cgroup
+
+  RunIndex(const std::vector<RunSpec>& runs, const std::vector<RunPlan>& plans) {
+    for (size_t i = 0; i < runs.size(); ++i) {
+      const RunPlan& plan = plans[i];
+      if (!plan.enabled) continue;
+      const Identity& leader = runs[i].leader;
+      by_start.push_back(i);
+      if (plan.by_pgid) by_pgid[leader.pgid].push_back(i);
+      if (plan.by_sid) by_sid[leader.sid].push_back(i);
+      by_cookie[runs[i].run_id].push_back(i);
+      if (plan.by_cgroup) {
+        by_cgroup[leader.cgroup].push_back(i);
+        min_cgroup_start = std::min(min_cgroup_start, leader.start_time);
+      }
+      if (runs[i].include_leader) by_leader_pid[leader.pid].push_back(i);
+    }
+    std::stable_sort(by_start.begin(), by_start.end(), [&](size_t a, size_t b) {
+      return runs[a].leader.start_time < runs[b].leader.start_time;
+    });
+  }
+
+  // Whether the start-time rule leaves `p` any run at all.
+  bool AnyCandidate(const std::vector<RunSpec>& runs, const ProcessInfo& p) const {
+    return !by_start.empty() &&
+           p.start_time >= runs[by_start.front()].leader.start_time;
+  }
+};
+
+template <typename K>
+const std::vector<size_t>* Lookup(
+    const std::unordered_map<K, std::vector<size_t>>& map, const K& key) {
+  auto it = map.find(key);
+  return it == map.end() ? nullptr : &it->second;
+}
+
+}  // namespace
+
 Membership FindMembers(const Snapshot& snapshot, const SweepObserver& observer,
                        const std::vector<RunSpec>& runs,
                        ProcessEvidence& evidence) {
@@ -254,32 +310,31 @@ Membership FindMembers(const Snapshot& snapshot, const SweepObserver& observer,
 
   std::vector<RunPlan> plans;
   plans.reserve(runs.size());
-  bool any_enabled = false;
-  bool any_cgroup = false;
   for (const RunSpec& run : runs) {
     plans.push_back(PlanRun(run, observer, by_pid, &out.notes));
-    any_enabled = any_enabled || plans.back().enabled;
-    any_cgroup = any_cgroup || (plans.back().enabled && plans.back().by_cgroup);
   }
-  if (!any_enabled) return out;
+  const RunIndex index(runs, plans);
+  if (index.by_start.empty()) return out;
 
   const std::unordered_set<int> ancestors(observer.ancestors.begin(),
                                           observer.ancestors.end());
 
   std::vector<std::vector<Member>> per_run(runs.size());
+  // This process's matches, first source per run (the order below is the
+  // rule order: pgid, sid, cookie, cgroup, leader).
+  std::vector<std::pair<size_t, MatchSource>> matched;
+  // matched_in[i] == round: run i is already in `matched` for this process.
+  std::vector<size_t> matched_in(runs.size(), 0);
+  size_t round = 0;
   for (const ProcessInfo& p : snapshot.processes) {
     if (Excluded(p, observer, ancestors)) continue;
+    // No run this process could belong to by the start-time rule: no
+    // environ, cookie or KEEP can change that.
+    if (!index.AnyCandidate(runs, p)) continue;
 
-    // Runs this process could belong to by the start-time rule.
-    std::vector<size_t> candidates;
-    for (size_t i = 0; i < runs.size(); ++i) {
-      if (plans[i].enabled && p.start_time >= runs[i].leader.start_time) {
-        candidates.push_back(i);
-      }
-    }
-    if (candidates.empty()) continue;
-
-    // One environ read per process: the cookie may name any run.
+    // One environ read per candidate process: the cookie may name any run,
+    // KEEP may exempt a member, and an unreadable environ lists the process
+    // as unverified under every run it could belong to.
     // A zombie has no memory map: its environ is gone (reads fail with
     // ESRCH), so it carries no cookie and no KEEP.
     const bool zombie = p.state == 'Z';
@@ -291,31 +346,55 @@ Membership FindMembers(const Snapshot& snapshot, const SweepObserver& observer,
     if (!env.ok() && absl::IsNotFound(env.status())) continue;
     const bool env_ok = env.ok();
 
-    std::optional<absl::StatusOr<std::string>> cgroup;  // read lazily
-    for (const size_t i : candidates) {
-      const RunSpec& run = runs[i];
-      const RunPlan& plan = plans[i];
-      MatchSource source = MatchSource::kNone;
-      const bool is_leader =
-          p.pid == run.leader.pid && p.start_time == run.leader.start_time;
-      if (plan.by_pgid && p.pgid == run.leader.pgid) {
-        source = MatchSource::kPgid;
-      } else if (plan.by_sid && p.sid == run.leader.sid) {
-        source = MatchSource::kSid;
-      } else if (env_ok && env->run_id.has_value() &&
-                 *env->run_id == run.run_id) {
-        source = MatchSource::kCookie;
-      } else if (plan.by_cgroup) {
-        if (!cgroup.has_value()) cgroup = evidence.ReadCgroup(p.pid);
-        if (cgroup->ok() && CgroupIsWithin(**cgroup, run.leader.cgroup)) {
-          source = MatchSource::kCgroup;
+    matched.clear();
+    ++round;
+    auto add_one = [&](size_t i, MatchSource source) {
+      if (p.start_time < runs[i].leader.start_time) return;
+      if (matched_in[i] == round) return;
+      matched_in[i] = round;
+      matched.emplace_back(i, source);
+    };
+    auto add = [&](const std::vector<size_t>* list, MatchSource source) {
+      if (list == nullptr) return;
+      for (const size_t i : *list) add_one(i, source);
+    };
+    add(Lookup(index.by_pgid, p.pgid), MatchSource::kPgid);
+    add(Lookup(index.by_sid, p.sid), MatchSource::kSid);
+    if (env_ok && env->run_id.has_value()) {
+      add(Lookup(index.by_cookie, *env->run_id), MatchSource::kCookie);
+    }
+    if (p.start_time >= index.min_cgroup_start) {
+      absl::StatusOr<std::string> cgroup = evidence.ReadCgroup(p.pid);
+      if (cgroup.ok() && !cgroup->empty()) {
+        // Every run cgroup that holds this path: the path itself and each
+        // of its parents (CgroupIsWithin).
+        const std::string& path = *cgroup;
+        add(Lookup(index.by_cgroup, path), MatchSource::kCgroup);
+        for (size_t k = path.size(); k-- > 1;) {
+          if (path[k] == '/') {
+            add(Lookup(index.by_cgroup, path.substr(0, k)),
+                MatchSource::kCgroup);
+          }
         }
       }
-      if (source == MatchSource::kNone && run.include_leader && is_leader) {
-        source = MatchSource::kLeader;
+    }
+    if (const std::vector<size_t>* leaders = Lookup(index.by_leader_pid, p.pid)) {
+      for (const size_t i : *leaders) {
+        if (p.start_time == runs[i].leader.start_time) {
+          add_one(i, MatchSource::kLeader);
+        }
       }
-      if (source == MatchSource::kNone && env_ok) continue;
+    }
+    // Unreadable environ: it might carry any candidate run's cookie, so the
+    // process is listed (unverified, source none) under each of them.
+    if (!env_ok) {
+      for (const size_t i : index.by_start) {
+        if (p.start_time < runs[i].leader.start_time) break;
+        add_one(i, MatchSource::kNone);
+      }
+    }
 
+    for (const auto& [i, source] : matched) {
       Member m;
       m.run_index = static_cast<int>(i);
       m.process = p;
@@ -325,7 +404,7 @@ Membership FindMembers(const Snapshot& snapshot, const SweepObserver& observer,
       if (m.zombie) m.reaper_pid = p.ppid;
       // Unreadable environ: KEEP cannot be checked; the run's policy still
       // applies.
-      m.kept = run.keep || (env_ok && env->keep);
+      m.kept = runs[i].keep || (env_ok && env->keep);
       per_run[i].push_back(std::move(m));
     }
   }

@@ -343,6 +343,119 @@ TEST(MembershipTest, LeaderIncludedOnlyWhenAsked) {
   EXPECT_TRUE(FindMembers(s, TheObserver(), {run}, ev).members.empty());
 }
 
+// The run index: one process matched by two runs, each by its own rule,
+// both reported with their first-matching source.
+TEST(MembershipTest, ProcessMatchingTwoRunsIsAMemberOfBoth) {
+  Snapshot s = Base();
+  s.processes.push_back(Proc(101, 1, 100, 100, kLeaderStart + 20));
+  RunSpec a = TheRun();  // group 100
+  RunSpec b = TheRun();  // its cookie, and its (dedicated) cgroup
+  b.run_id = "r2";
+  b.leader.pid = b.leader.pgid = b.leader.sid = 200;
+  b.leader.start_time = kLeaderStart + 5;
+  b.leader.cgroup = "/ci/r2";
+  RunSpec c = b;  // the cgroup's parent only
+  c.run_id = "r3";
+  c.leader.pid = c.leader.pgid = c.leader.sid = 300;
+  c.leader.cgroup = "/ci";
+  FakeEvidence ev;
+  ev.environ[101].run_id = "r2";
+  ev.cgroup[101] = "/ci/r2/job";
+  Membership m = FindMembers(s, TheObserver(), {a, b, c}, ev);
+  ASSERT_EQ(m.members.size(), 3u);
+  EXPECT_EQ(m.members[0].run_index, 0);
+  EXPECT_EQ(m.members[0].source, MatchSource::kPgid);
+  EXPECT_EQ(m.members[1].run_index, 1);
+  EXPECT_EQ(m.members[1].source, MatchSource::kCookie);
+  EXPECT_EQ(m.members[2].run_index, 2);
+  EXPECT_EQ(m.members[2].source, MatchSource::kCgroup);
+  for (const Member& x : m.members) EXPECT_EQ(x.process.pid, 101);
+  EXPECT_EQ(ev.environ_reads[101], 1);
+
+  // "/ci/r2x" is not below "/ci/r2".
+  ev.environ.clear();
+  ev.cgroup[101] = "/ci/r2x";
+  auto runs = FindMembers(s, TheObserver(), {a, b, c}, ev).members;
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].run_index, 0);
+  EXPECT_EQ(runs[1].run_index, 2);
+}
+
+// Two finished runs whose leaders had the same pid at different times: both
+// own group 100 while no live process holds pid 100, each only for
+// processes started after its own leader; once a new process holds pid 100,
+// neither does.
+TEST(MembershipTest, ReusedPgidNumberAcrossRuns) {
+  Snapshot s = Base();
+  s.processes.push_back(Proc(101, 1, 100, 100, kLeaderStart + 1));
+  s.processes.push_back(Proc(102, 1, 100, 100, kLeaderStart + 600));
+  RunSpec old_run = TheRun();
+  RunSpec new_run = TheRun();
+  new_run.run_id = "r2";
+  new_run.leader.start_time = kLeaderStart + 500;
+  FakeEvidence ev;
+  Membership m = FindMembers(s, TheObserver(), {old_run, new_run}, ev);
+  ASSERT_EQ(m.members.size(), 3u);
+  EXPECT_EQ(m.members[0].run_index, 0);
+  EXPECT_EQ(m.members[0].process.pid, 101);
+  EXPECT_EQ(m.members[1].run_index, 0);
+  EXPECT_EQ(m.members[1].process.pid, 102);
+  EXPECT_EQ(m.members[2].run_index, 1);
+  EXPECT_EQ(m.members[2].process.pid, 102);
+
+  // The newer leader is alive: the number is its group, not the old run's.
+  s.processes.push_back(Proc(100, 1, 100, 100, kLeaderStart + 500));
+  m = FindMembers(s, TheObserver(), {old_run, new_run}, ev);
+  for (const Member& x : m.members) EXPECT_EQ(x.run_index, 1);
+  EXPECT_EQ(m.members.size(), 2u);  // 100 itself and 102
+}
+
+// 10,000 runs, one group each, a few members: each found under its own run,
+// every candidate's environ read once, and an unreadable environ listed
+// under every run it could belong to (none of them a target).
+TEST(MembershipTest, TenThousandRuns) {
+  constexpr int kRuns = 10000;
+  Snapshot s = Base();
+  std::vector<RunSpec> runs;
+  for (int i = 0; i < kRuns; ++i) {
+    RunSpec r = TheRun();
+    r.run_id = "run-" + std::to_string(i);
+    r.leader.pid = r.leader.pgid = r.leader.sid = 1000 + i;
+    r.leader.start_time = kLeaderStart + static_cast<uint64_t>(i);
+    runs.push_back(r);
+  }
+  // A group member of run 17, a cookie carrier of run 9,999, a process
+  // older than every run, and one newer than 5,000 runs with no rule.
+  s.processes.push_back(Proc(600, 1, 1017, 1017, kLeaderStart + 20000));
+  s.processes.push_back(Proc(601, 1, 601, 601, kLeaderStart + 20000));
+  s.processes.push_back(Proc(602, 1, 602, 602, kLeaderStart - 1));
+  s.processes.push_back(Proc(603, 1, 603, 603, kLeaderStart + 4999));
+  FakeEvidence ev;
+  ev.environ[601].run_id = "run-9999";
+  Membership m = FindMembers(s, TheObserver(), runs, ev);
+  ASSERT_EQ(m.members.size(), 2u);
+  EXPECT_EQ(m.members[0].run_index, 17);
+  EXPECT_EQ(m.members[0].process.pid, 600);
+  EXPECT_EQ(m.members[0].source, MatchSource::kPgid);
+  EXPECT_EQ(m.members[1].run_index, 9999);
+  EXPECT_EQ(m.members[1].process.pid, 601);
+  EXPECT_EQ(m.members[1].source, MatchSource::kCookie);
+  EXPECT_EQ(ev.environ_reads.count(602), 0u);  // no run it could belong to
+  for (const auto& [pid, n] : ev.environ_reads) EXPECT_EQ(n, 1) << pid;
+
+  ev.environ_error[603] = absl::PermissionDeniedError("environ");
+  m = FindMembers(s, TheObserver(), runs, ev);
+  int unverified = 0;
+  for (const Member& x : m.members) {
+    if (x.process.pid != 603) continue;
+    ++unverified;
+    EXPECT_EQ(x.source, MatchSource::kNone);
+    EXPECT_TRUE(x.unverified);
+    EXPECT_FALSE(x.Signallable());
+  }
+  EXPECT_EQ(unverified, 5000);  // runs 0..4,999 started no later than it
+}
+
 TEST(MembershipTest, FindsCgroup2Mount) {
   constexpr char kMountinfo[] =
       "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n"

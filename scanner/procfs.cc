@@ -232,12 +232,17 @@ absl::StatusOr<std::string> ProcFs::ReadCgroup(int pid) const {
   return ReadCgroupAt(AT_FDCWD, path.c_str(), path);
 }
 
-absl::StatusOr<std::optional<std::string>> ProcFs::ReadEnvVar(
-    int pid, absl::string_view name) const {
+absl::StatusOr<std::string> ProcFs::ReadEnviron(int pid) const {
   const std::string path = absl::StrCat(root_, "/", pid, "/environ");
   std::string text;
   RETURN_IF_ERROR(
       base::ReadFileAt(AT_FDCWD, path.c_str(), path, kEnvironMax, &text));
+  return text;
+}
+
+absl::StatusOr<std::optional<std::string>> ProcFs::ReadEnvVar(
+    int pid, absl::string_view name) const {
+  ASSIGN_OR_RETURN(const std::string text, ReadEnviron(pid));
   // A zombie or a kernel thread has no memory map: environ reads as empty.
   std::optional<absl::string_view> value = FindEnvVar(text, name);
   if (!value.has_value()) return std::optional<std::string>();

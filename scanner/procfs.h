@@ -62,6 +62,10 @@ class ProcFs {
   // RESOURCE_EXHAUSTED when environ exceeds 1 MiB (not read past a cap).
   absl::StatusOr<std::optional<std::string>> ReadEnvVar(
       int pid, absl::string_view name) const;
+  // The whole of <pid>/environ (NUL-separated; FindEnvVar parses it), for a
+  // caller that needs several variables of one process in one read. Same
+  // errors and cap as ReadEnvVar.
+  absl::StatusOr<std::string> ReadEnviron(int pid) const;
   // <root>/sys/kernel/random/boot_id, trimmed.
   absl::StatusOr<std::string> ReadBootId() const;
   // <root>/self/mountinfo, the observer's mount table (where the cgroup v2

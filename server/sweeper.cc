@@ -298,8 +298,11 @@ struct Sweeper::Impl {
     for (const v1::Run& r : runs) specs.push_back(SpecOf(r));
 
     scanner::SweepObserver observer;
+    // A dry run signals nothing, so nothing forked between two listings can
+    // escape it: one listing answers it (as ListOrphans).
     ASSIGN_OR_RETURN(Membership members,
-                     scanner::ListStable(*procfs, specs, &observer));
+                     dry_run ? scanner::ListMembers(*procfs, specs, &observer)
+                             : scanner::ListStable(*procfs, specs, &observer));
     std::vector<Member> targets = scanner::Targets(members);
     if (dry_run) {
       for (const Member& m : targets) {
