@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <set>
 #include <string>
 #include <utility>
@@ -26,8 +27,9 @@ std::set<ProcessRef> RefsOf(const Membership& membership) {
 
 // Polls until every target is drained or `grace` passes.
 void WaitDrained(const ProcFs& procfs, const std::vector<Member>& targets,
-                 absl::Duration grace, absl::Duration step) {
-  const absl::Time end = absl::Now() + grace;
+                 absl::Duration grace, absl::Duration step,
+                 absl::Time start = absl::InfiniteFuture()) {
+  const absl::Time end = std::min(absl::Now(), start) + grace;
   while (true) {
     bool all = true;
     for (const Member& m : targets) {
@@ -75,6 +77,10 @@ absl::Status LadderHooks::Signalled(const Member&, int, const SignalOutcome&) {
 
 void LadderHooks::StageDone(int, const std::vector<Member>&) {}
 
+absl::Time LadderHooks::GraceStart(int, const std::vector<Member>&) {
+  return absl::Now();
+}
+
 absl::StatusOr<bool> LadderHooks::KillSent(const Member&, bool sent_here) {
   return sent_here;
 }
@@ -112,7 +118,7 @@ absl::StatusOr<LadderResult> RunLadder(const ProcFs& procfs,
     WaitDrained(procfs, live,
                 stage == kSigintStage ? options.sigint_grace
                                       : options.sigterm_grace,
-                options.poll_step);
+                options.poll_step, hooks.GraceStart(stage, live));
   }
   if (stage != kSigkillStage) return result;
 

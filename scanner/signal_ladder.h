@@ -64,6 +64,11 @@ class LadderHooks {
                                  const SignalOutcome& outcome);
   // After every target of `stage` was handled, before its grace.
   virtual void StageDone(int stage, const std::vector<Member>& targets);
+  // When `stage`'s grace started for `targets`: the latest time one of them
+  // was sent that stage's signal. The ladder waits the grace from there, so
+  // a ladder resumed after a crash does not serve a grace again. The default
+  // answers now (the full grace).
+  virtual absl::Time GraceStart(int stage, const std::vector<Member>& targets);
   // In the rounds after SIGKILL: whether `target` has already had SIGKILL
   // (it is then a survivor, not signalled again). `sent_here`: this ladder
   // sent it. The default answers sent_here.

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -111,6 +112,7 @@ class Daemon {
   std::unique_ptr<store::RunStore> store_;
   scanner::ProcFs procfs_;
   std::unique_ptr<scanner::ExitWatcher> watcher_;
+  std::thread resume_;  // ResumeSweeps at start; joined by Stop
   std::unique_ptr<Reconciler> reconciler_;
   std::unique_ptr<Sweeper> sweeper_;
   std::unique_ptr<EventHub> hub_;
@@ -254,6 +256,13 @@ absl::Status Daemon::Start() {
   lopts.sweep_interval = options_.sweep_interval;
   loops_ = std::make_unique<DaemonLoops>(std::move(deps), lopts);
   loops_->Start();
+  // Cancels and sweeps that a crash interrupted continue now, in the
+  // background (their remaining graces), while the daemon serves.
+  resume_ = std::thread([this] {
+    absl::StatusOr<v1::SweepResponse> resumed = sweeper_->ResumeSweeps();
+    hub_->Notify();
+    if (!resumed.ok()) LogError("resuming sweeps: ", resumed.status().ToString());
+  });
   LogInfo(absl::StrCat(
       "serving on unix:", options_.socket,
       options_.listen.empty()
@@ -284,6 +293,7 @@ void Daemon::Stop() {
   if (acceptor_ != nullptr) acceptor_->Stop();  // no new connections
   if (server_ != nullptr) server_->Shutdown(std::chrono::system_clock::now());
   if (loops_ != nullptr) loops_->Join();
+  if (resume_.joinable()) resume_.join();
   loops_.reset();
   if (service_ != nullptr) service_->WaitForBackgroundWork();
   server_.reset();

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <optional>
@@ -166,12 +167,27 @@ struct Sweeper::Impl {
       ASSIGN_OR_RETURN(store::SweepProgress recorded,
                        impl_->store->GetSweepProgress(run_id, m.process.pid,
                                                       m.process.start_time));
+      // Past this stage already: its grace is over for this target.
       if (recorded.stage > stage) return false;
-      if (recorded.stage == stage && recorded.sent_at.has_value()) return false;
+      if (recorded.stage == stage && recorded.sent_at.has_value()) {
+        // Sent before (by a sweep that died, or one in flight): its grace
+        // counts from then.
+        LaterGraceStart(stage, *recorded.sent_at);
+        return false;
+      }
       claimed_ = recorded;
-      return impl_->store->ClaimSweepStage(run_id, m.process.pid,
-                                           m.process.start_time, stage,
-                                           impl_->options.claim_lease);
+      ASSIGN_OR_RETURN(bool claimed,
+                       impl_->store->ClaimSweepStage(run_id, m.process.pid,
+                                                     m.process.start_time, stage,
+                                                     impl_->options.claim_lease));
+      // Signalled now, here or by the live sweep holding the claim.
+      LaterGraceStart(stage, absl::Now());
+      return claimed;
+    }
+
+    absl::Time GraceStart(int stage, const std::vector<Member>&) override {
+      auto it = grace_start_.find(stage);
+      return it == grace_start_.end() ? absl::InfinitePast() : it->second;
     }
 
     // Records the claimed stage's signal as an event (and the claim sent).
@@ -232,6 +248,14 @@ struct Sweeper::Impl {
     std::map<Key, Member>* listed_;
     v1::SweepResponse* response_;
     store::SweepProgress claimed_;  // as read by the last Claim
+    // Per stage, the latest time one of its targets was sent that stage's
+    // signal (now for those signalled in this ladder).
+    std::map<int, absl::Time> grace_start_;
+
+    void LaterGraceStart(int stage, absl::Time t) {
+      auto [it, inserted] = grace_start_.emplace(stage, t);
+      if (!inserted) it->second = std::max(it->second, t);
+    }
   };
 
   // Writes "1" to the run's cgroup.kill. Only for a run with a dedicated
@@ -433,6 +457,17 @@ absl::StatusOr<v1::SweepResponse> Sweeper::SweepRun(const std::string& run_id) {
         v1::RunState_Name(run.state()), ", not CANCELLED"));
   }
   return impl_->options.metrics->SweepDone(started, false, impl_->SweepRuns({run}, /*dry_run=*/false));
+}
+
+absl::StatusOr<v1::SweepResponse> Sweeper::ResumeSweeps() {
+  absl::MutexLock lock(&impl_->mu);
+  const absl::Time started = absl::Now();
+  ASSIGN_OR_RETURN(std::vector<v1::Run> runs, impl_->store->ListSweepsToResume());
+  if (runs.empty()) return v1::SweepResponse();
+  LogInfo("resuming ", runs.size(),
+          " sweep(s) claimed or cancelled before the last stop and not finished");
+  return impl_->options.metrics->SweepDone(started, false,
+                                           impl_->SweepRuns(runs, /*dry_run=*/false));
 }
 
 }  // namespace runreaper::server

@@ -51,6 +51,13 @@ class Sweeper {
   // Sweeps the members of a run that was just CANCELLED, leader included.
   absl::StatusOr<v1::SweepResponse> SweepRun(const std::string& run_id);
 
+  // At start: sweeps every run whose sweep was cancelled or claimed and not
+  // finished when the last daemon stopped (RunStore::ListSweepsToResume).
+  // Each ladder continues from the stage its claims reached, its grace
+  // counted from the recorded send time (no stage sent twice, no grace
+  // served twice).
+  absl::StatusOr<v1::SweepResponse> ResumeSweeps();
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

@@ -179,6 +179,11 @@ class RunStore {
   // Every terminal run that has not been swept clean yet (sweep_done unset),
   // for orphan detection.
   absl::StatusOr<std::vector<v1::Run>> ListTerminalUnswept();
+  // The terminal, unswept runs whose sweep was started and may not have
+  // finished (a daemon crashed mid-ladder): every CANCELLED one (a cancel
+  // always sweeps) and every one with a stage claimed in sweep_progress.
+  // The daemon resumes their sweeps at start.
+  absl::StatusOr<std::vector<v1::Run>> ListSweepsToResume();
   // How many runs are in each state (states with none are absent) and how
   // many terminal runs are not swept clean. One indexed read.
   absl::StatusOr<RunCounts> CountRuns();

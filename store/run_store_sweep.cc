@@ -35,6 +35,28 @@ absl::StatusOr<std::vector<v1::Run>> RunStore::ListTerminalUnswept() {
   return out;
 }
 
+absl::StatusOr<std::vector<v1::Run>> RunStore::ListSweepsToResume() {
+  Impl& m = *impl_;
+  std::vector<StoredRun> runs;
+  RETURN_IF_ERROR(m.Read(true, [&](Database& d) -> absl::Status {
+    ASSIGN_OR_RETURN(
+        runs, Impl::QueryRuns(
+                  d,
+                  absl::StrCat("SELECT ", kRunColumns,
+                               " FROM runs WHERE state != 1 AND sweep_done = 0"
+                               " AND (state = ", static_cast<int>(v1::RUN_STATE_CANCELLED),
+                               " OR EXISTS (SELECT 1 FROM sweep_progress p"
+                               " WHERE p.run_id = runs.run_id AND p.stage > 0))"
+                               " ORDER BY seq"),
+                  nullptr));
+    return absl::OkStatus();
+  }));
+  std::vector<v1::Run> out;
+  out.reserve(runs.size());
+  for (StoredRun& r : runs) out.push_back(std::move(r.run));
+  return out;
+}
+
 absl::StatusOr<RunCounts> RunStore::CountRuns() {
   Impl& m = *impl_;
   RunCounts counts;
