@@ -1,0 +1,319 @@
+// runreaper orphan-listing benchmark: what one ListOrphans call costs a
+// client (gRPC over the unix socket of a real runreaperd, walk path) at N
+// processes, with few and with many finished-but-unswept runs, next to
+// `pgrep -g PGID` and `ps` timed in the same run.
+//
+//   bazel run //tools:bench_orphans -- [--processes=N] [--runs=N]
+//                                      [--few_runs=N] [--reps=N]
+//
+// Prints a table and, as the last line, one JSON object (docs/BENCHMARK.md,
+// "Orphan listing"). The daemon is our own (tools/load_daemon.h) on a fresh
+// directory under --dir; every process here dies with the benchmark and is
+// killed and reaped at the end. Runs are registered keep=true, so nothing
+// is ever signalled.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/flags_usage.h"
+#include "grpcpp/grpcpp.h"
+#include "runreaper/v1/runreaper.grpc.pb.h"
+#include "scanner/procfs.h"
+#include "tools/bench_procs.h"
+#include "tools/bench_util.h"
+#include "tools/json_line.h"
+#include "tools/load_daemon.h"
+
+ABSL_FLAG(int, processes, 5000,
+          "Sleeping children to spawn: the size of the process table that "
+          "ListOrphans, pgrep and ps walk.");
+ABSL_FLAG(int, runs, 10000,
+          "Finished, unswept runs for the 'many runs' phase.");
+ABSL_FLAG(int, few_runs, 10,
+          "Finished, unswept runs for the 'few runs' phase (one of them owns "
+          "the orphan group).");
+ABSL_FLAG(int, group, 10, "Processes in the orphan group (leader included).");
+ABSL_FLAG(int, reps, 7, "Timed repetitions of each measurement (median).");
+ABSL_FLAG(std::string, dir, "/dev/shm",
+          "Parent of the daemon's directory. Registering 10,000 runs costs "
+          "10,000 commits; on tmpfs an fsync is free, which is all that "
+          "changes (the listing reads no store row per process).");
+ABSL_FLAG(std::string, daemon_binary, "",
+          "runreaperd to start; empty = the one shipped with this binary.");
+
+namespace runreaper::bench {
+namespace {
+
+namespace v1 = ::runreaper::v1;
+using Stub = v1::Reconciler::Stub;
+
+constexpr int kPidMax = 32768;
+std::string g_argv0;
+
+std::unique_ptr<Stub> Connect(const std::string& socket) {
+  return v1::Reconciler::NewStub(grpc::CreateChannel(
+      "unix:" + socket, grpc::InsecureChannelCredentials()));
+}
+
+void CheckOk(const grpc::Status& s, const std::string& what) {
+  if (!s.ok()) Die(absl::StrCat(what, ": ", s.error_message()));
+}
+
+void RegisterAndFinish(Stub* stub, const v1::RegisterRunRequest& req) {
+  {
+    grpc::ClientContext ctx;
+    v1::Run resp;
+    CheckOk(stub->RegisterRun(&ctx, req, &resp),
+            absl::StrCat("RegisterRun ", req.run_id()));
+  }
+  grpc::ClientContext ctx;
+  v1::FinishRunRequest fin;
+  fin.set_run_id(req.run_id());
+  v1::Run resp;
+  const grpc::Status s = stub->FinishRun(&ctx, fin, &resp);
+  // A pass may already have found the (gone) leader and marked the run
+  // STALE, which is terminal too.
+  if (s.error_code() == grpc::StatusCode::FAILED_PRECONDITION) return;
+  CheckOk(s, absl::StrCat("FinishRun ", req.run_id()));
+}
+
+// The orphan group: a session (and group) leader with group-1 children, all
+// blocked in pause(), all dying with us.
+pid_t SpawnGroup(int size) {
+  const pid_t parent = ::getpid();
+  const pid_t leader = ::fork();
+  if (leader < 0) Die(absl::StrCat("fork: ", strerror(errno)));
+  if (leader == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(1);
+    ::setsid();
+    for (int i = 1; i < size; ++i) {
+      if (::fork() == 0) {
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        while (true) ::pause();
+      }
+    }
+    while (true) ::pause();
+  }
+  return leader;
+}
+
+// Median wall time of `argv` run to completion, stdout and stderr to
+// /dev/null, in ms.
+double TimeCommand(const std::vector<std::string>& argv, int reps) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+  std::vector<double> ms;
+  for (int r = 0; r <= reps; ++r) {  // the first run warms up
+    const int64_t t0 = MonoNanos();
+    pid_t pid = 0;
+    if (posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ) != 0) {
+      Die(absl::StrCat("posix_spawn ", argv[0]));
+    }
+    ReapPid(pid);
+    if (r > 0) ms.push_back((MonoNanos() - t0) / 1e6);
+  }
+  posix_spawn_file_actions_destroy(&actions);
+  return Median(ms);
+}
+
+// Median time of one ListOrphans call (all runs), in ms; *listed = the
+// orphans of the last answer.
+double TimeListOrphans(Stub* stub, int reps, int* listed) {
+  std::vector<double> ms;
+  for (int r = 0; r <= reps; ++r) {
+    grpc::ClientContext ctx;
+    v1::ListOrphansRequest req;
+    v1::ListOrphansResponse resp;
+    const int64_t t0 = MonoNanos();
+    CheckOk(stub->ListOrphans(&ctx, req, &resp), "ListOrphans");
+    if (r > 0) ms.push_back((MonoNanos() - t0) / 1e6);
+    *listed = resp.orphans_size();
+  }
+  return Median(ms);
+}
+
+int Main() {
+  const int processes = absl::GetFlag(FLAGS_processes);
+  const int many = absl::GetFlag(FLAGS_runs);
+  const int few = absl::GetFlag(FLAGS_few_runs);
+  const int group = absl::GetFlag(FLAGS_group);
+  const int reps = absl::GetFlag(FLAGS_reps);
+  if (processes < 0 || few < 1 || many < few || group < 1 || reps < 1) {
+    Die("need --processes >= 0, 1 <= --few_runs <= --runs, --group >= 1, "
+        "--reps >= 1");
+  }
+  std::string binary = absl::GetFlag(FLAGS_daemon_binary);
+  if (binary.empty()) {
+    absl::StatusOr<std::string> found = load::FindDaemonBinary(g_argv0);
+    if (!found.ok()) Die(found.status().ToString());
+    binary = *found;
+  }
+  EnsureFdLimit(4096);
+
+  scanner::ProcFs procfs;
+  absl::StatusOr<uint64_t> ns = procfs.SelfPidNs();
+  absl::StatusOr<scanner::ProcStat> self = procfs.ReadStat(::getpid());
+  absl::StatusOr<std::string> boot = procfs.ReadBootId();
+  if (!ns.ok() || !self.ok() || !boot.ok()) Die("reading /proc/self");
+
+  absl::StatusOr<std::unique_ptr<load::OwnDaemon>> daemon = load::OwnDaemon::Start(
+      binary, absl::GetFlag(FLAGS_dir), {}, absl::Seconds(30));
+  if (!daemon.ok()) Die(daemon.status().ToString());
+  std::unique_ptr<Stub> stub = Connect((*daemon)->socket());
+
+  // The process table: sleepers first, then the orphan group, whose run
+  // is registered by pid (the daemon reads its identity from /proc).
+  Children children;
+  for (int i = 0; i < processes; ++i) children.SpawnSleeper();
+  const pid_t leader = SpawnGroup(group);
+  // Registered only once the leader leads its session and every member is
+  // in it (the daemon reads the leader's pgid and sid from /proc).
+  for (int tries = 0;; ++tries) {
+    absl::StatusOr<scanner::Snapshot> s = procfs.Walk();
+    int in_group = 0;
+    if (s.ok()) {
+      for (const scanner::ProcessInfo& p : s->processes) {
+        in_group += p.pgid == leader && p.sid == leader;
+      }
+    }
+    if (in_group == group) break;
+    if (tries > 2000) Die("the orphan group did not form");
+    ::usleep(5000);
+  }
+  {
+    v1::RegisterRunRequest req;
+    req.set_run_id("orphans-group");
+    req.set_pid(leader);
+    req.set_keep(true);
+    RegisterAndFinish(stub.get(), req);
+  }
+
+  // The other runs are finished runs whose leaders are gone: identities
+  // sent by the client, on pid numbers that name no live process, group or
+  // session now, started when this benchmark did (before every sleeper:
+  // each sleeper is a candidate of every such run, the costly case: its
+  // environ is read).
+  absl::StatusOr<scanner::Snapshot> snap = procfs.Walk();
+  if (!snap.ok()) Die(snap.status().ToString());
+  std::set<int> used;
+  for (const scanner::ProcessInfo& p : snap->processes) {
+    used.insert(p.pid);
+    used.insert(p.pgid);
+    used.insert(p.sid);
+  }
+  std::vector<int> free_pids;
+  for (int pid = kPidMax - 1; pid > 300 && static_cast<int>(free_pids.size()) < many; --pid) {
+    if (used.count(pid) == 0) free_pids.push_back(pid);
+  }
+  if (static_cast<int>(free_pids.size()) < many - 1) Die("not enough free pid numbers");
+  int registered = 1;
+  auto register_upto = [&](int n) {
+    for (; registered < n; ++registered) {
+      const int pid = free_pids[registered - 1];
+      v1::RegisterRunRequest req;
+      req.set_run_id(absl::StrCat("finished-", registered));
+      req.set_pid(pid);
+      req.set_pgid(pid);
+      req.set_sid(pid);
+      req.set_pidns_inode(*ns);
+      req.set_start_time_ticks(self->start_time);
+      req.set_boot_id(*boot);
+      req.set_keep(true);
+      RegisterAndFinish(stub.get(), req);
+    }
+  };
+
+  register_upto(few);
+  int listed_few = 0;
+  const double few_ms = TimeListOrphans(stub.get(), reps, &listed_few);
+  const std::string pgid = absl::StrCat(leader);
+  const double pgrep_ms = TimeCommand({"/usr/bin/pgrep", "-g", pgid}, reps);
+  const double ps_ms =
+      TimeCommand({"/usr/bin/ps", "-e", "-o", "pid,ppid,pgid,sid,stat,comm"}, reps);
+  const int64_t t_reg = MonoNanos();
+  register_upto(many);
+  const double register_s = (MonoNanos() - t_reg) / 1e9;
+  int listed_many = 0;
+  const double many_ms = TimeListOrphans(stub.get(), reps, &listed_many);
+  // The same table again, with few runs' figure taken after the many-runs
+  // one would need a fresh daemon; instead pgrep is timed once more, so
+  // drift in the machine's load shows.
+  const double pgrep_after_ms = TimeCommand({"/usr/bin/pgrep", "-g", pgid}, reps);
+
+  ::kill(-leader, SIGKILL);
+  ReapPid(leader);
+  children.KillAll();
+  daemon->reset();
+
+  double load[3] = {0, 0, 0};
+  getloadavg(load, 3);
+  const int table = static_cast<int>(snap->processes.size());
+  std::printf("orphan listing, %d processes in the table, orphan group of %d\n",
+              table, group);
+  std::printf("  ListOrphans, %5d unswept runs   %9.2f ms  (%d listed)\n", few,
+              few_ms, listed_few);
+  std::printf("  ListOrphans, %5d unswept runs   %9.2f ms  (%d listed)\n", many,
+              many_ms, listed_many);
+  std::printf("  pgrep -g %-6s                  %9.2f ms  (%.2f ms after)\n",
+              pgid.c_str(), pgrep_ms, pgrep_after_ms);
+  std::printf("  ps -e -o pid,ppid,pgid,sid,stat,comm %9.2f ms\n", ps_ms);
+  std::printf("  pgrep / ListOrphans              %9.2fx\n", pgrep_ms / few_ms);
+  std::printf("  %d runs / %d runs                %9.2fx\n", many, few,
+              many_ms / few_ms);
+  std::printf("  (registering %d more runs took %.1f s; load average %.2f)\n",
+              many - few, register_s, load[0]);
+  tools::JsonLine json;
+  json.Int("processes", table)
+      .Int("orphans_runs_few", few)
+      .Int("orphans_runs_many", many)
+      .Int("orphans_listed", listed_few)
+      .Number("orphans_ms", few_ms, 2)
+      .Number("orphans_10k_runs_ms", many_ms, 2)
+      .Number("pgrep_g_ms", pgrep_ms, 2)
+      .Number("ps_ms", ps_ms, 2)
+      .Number("orphans_vs_pgrep", pgrep_ms / few_ms, 2)
+      .Number("orphans_10k_runs_vs_10_runs", many_ms / few_ms, 2)
+      .Number("loadavg", load[0], 2);
+  absl::StatusOr<std::string> line = json.ToString();
+  if (!line.ok()) Die(line.status().ToString());
+  std::printf("%s\n", line->c_str());
+  // The group's members are listed in both phases (kept: keep=true).
+  return listed_few >= group && listed_many >= group ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace runreaper::bench
+
+int main(int argc, char** argv) {
+  runreaper::base::SetFlagsUsage(
+      "what one ListOrphans call costs at N processes with few and with many "
+      "unswept runs, next to pgrep -g and ps timed in the same run.\n"
+      "Prints a table and, as the last line, one JSON object "
+      "(docs/BENCHMARK.md, \"Orphan listing\").\n"
+      "  bench_orphans [--processes=N] [--runs=N] [--few_runs=N] [--group=N] "
+      "[--reps=N] [--dir=D]",
+      "tools/bench_orphans");
+  absl::ParseCommandLine(argc, argv);
+  runreaper::bench::g_argv0 = argv[0];
+  return runreaper::bench::Main();
+}
