@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -71,6 +72,8 @@ struct ExitWatcher::Impl {
   int opening = 0;  // pidfds being opened outside mu; guarded by mu
   int fallbacks = 0;                                   // guarded by mu
   bool budget_logged = false;                          // guarded by mu
+  // Bumped by every change of the armed keys (arm, disarm, exit reported).
+  std::atomic<uint64_t> generation{0};
 
   // Removes `key`; its process's pidfd leaves the epoll set and is closed
   // when no other key names it. mu held.
@@ -79,6 +82,7 @@ struct ExitWatcher::Impl {
     if (it == by_key.end()) return;
     auto w = by_process.find(it->second);
     by_key.erase(it);
+    generation.fetch_add(1);
     if (w == by_process.end()) return;
     w->second.keys.erase(key);
     if (w->second.keys.empty()) RemoveProcessLocked(w);
@@ -90,6 +94,7 @@ struct ExitWatcher::Impl {
     ::epoll_ctl(epoll.get(), EPOLL_CTL_DEL, w->second.pidfd.get(), nullptr);
     by_id.erase(w->second.id);
     by_process.erase(w);
+    generation.fetch_add(1);
     if (static_cast<int>(by_process.size()) < budget) budget_logged = false;
   }
 
@@ -97,6 +102,7 @@ struct ExitWatcher::Impl {
   void AddKeyLocked(const std::string& key, const ProcessRef& ref) {
     by_process[ref].keys.insert(key);
     by_key[key] = ref;
+    generation.fetch_add(1);
   }
 };
 
@@ -337,6 +343,13 @@ void ExitWatcher::Wake() {
   while (::write(impl_->wake.get(), &one, sizeof(one)) < 0 && errno == EINTR) {
   }
 }
+
+bool ExitWatcher::IsArmed(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->by_key.count(key) != 0;
+}
+
+uint64_t ExitWatcher::generation() const { return impl_->generation.load(); }
 
 int ExitWatcher::armed() const {
   std::lock_guard<std::mutex> lock(impl_->mu);

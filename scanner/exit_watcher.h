@@ -63,6 +63,14 @@ class ExitWatcher {
   // exited (an exited key stays armed until Wait() reports it). Thread-safe.
   bool IsRunning(const std::string& key) const;
 
+  // Whether `key` holds a pidfd: a map lookup, no system call. Armed means
+  // the process was alive at arming and has not been reported exited by
+  // Wait() yet (an exit not yet collected by Wait() still counts as armed).
+  bool IsArmed(const std::string& key) const;
+  // Changes whenever the armed set changes (Arm, Disarm, an exit reported by
+  // Wait()): equal values mean the same keys are armed. Thread-safe.
+  uint64_t generation() const;
+
   // Waits up to `timeout` and returns the keys whose process exited (every
   // key sharing that process); those keys are disarmed. Returns early after
   // Wake().

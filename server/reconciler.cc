@@ -1,5 +1,6 @@
 #include "server/reconciler.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -80,15 +81,56 @@ Reconciler::Reconciler(store::RunStore* store, const scanner::ProcFs* procfs,
   if (!options_.clock) options_.clock = [] { return absl::Now(); };
 }
 
+absl::StatusOr<bool> Reconciler::RefreshLocked() {
+  // Read the version and the generation first: a write or an arm that lands
+  // while the list is read changes them again, and the next pass re-reads.
+  ASSIGN_OR_RETURN(const int64_t version, store_->DataVersion());
+  const uint64_t generation = watcher_ != nullptr ? watcher_->generation() : 0;
+  if (version == cache_version_ && generation == cache_generation_) {
+    return false;
+  }
+  if (version != cache_version_) {
+    ASSIGN_OR_RETURN(cache_, store_->ListRunningForReconcile());
+  }
+  cache_armed_.assign(cache_.size(), false);
+  if (watcher_ != nullptr) {
+    for (size_t i = 0; i < cache_.size(); ++i) {
+      cache_armed_[i] = watcher_->IsArmed(cache_[i].run_id);
+    }
+  }
+  cache_version_ = version;
+  cache_generation_ = generation;
+  return true;
+}
+
 absl::StatusOr<PassResult> Reconciler::RunPass(bool dry_run) {
   absl::MutexLock lock(&pass_mu_);
-  // Exits the watcher has seen are disarmed by Wait(), so those records are
-  // probed below rather than taken as alive. A dry run leaves the watcher's
-  // reports for the daemon's watch loop.
+  // Exits the watcher has seen are disarmed by Wait() (which changes its
+  // generation), so those records are probed below rather than taken as
+  // alive. A dry run leaves the watcher's reports for the daemon's watch
+  // loop.
   if (watcher_ != nullptr && !dry_run) watcher_->Wait(absl::ZeroDuration());
-  ASSIGN_OR_RETURN(std::vector<store::RunningRecord> runs,
-                   store_->ListRunningForReconcile());
-  return ReconcileLocked(runs, dry_run, store::kSeenByPass);
+  // The RUNNING list is read again only when something was committed to the
+  // store or the armed set changed since the last pass: a quiet pass reads
+  // one PRAGMA and no rows.
+  RETURN_IF_ERROR(RefreshLocked().status());
+  ASSIGN_OR_RETURN(PassResult result,
+                   ReconcileLocked(cache_, cache_armed_, dry_run,
+                                   store::kSeenByPass));
+  if (!dry_run) {
+    // Every armed record was verified by this pass; the probed ones are
+    // kept only while RUNNING and unarmed.
+    absl::flat_hash_map<std::string, absl::Time> probed;
+    absl::MutexLock seen(&seen_mu_);
+    armed_verified_at_ = options_.clock();
+    for (size_t i = 0; i < cache_.size(); ++i) {
+      if (cache_armed_[i]) continue;
+      auto it = probed_seen_.find(cache_[i].run_id);
+      if (it != probed_seen_.end()) probed.emplace(it->first, it->second);
+    }
+    probed_seen_ = std::move(probed);
+  }
+  return result;
 }
 
 absl::StatusOr<PassResult> Reconciler::ReconcileRuns(
@@ -107,15 +149,92 @@ absl::StatusOr<PassResult> Reconciler::ReconcileRuns(
     }
     runs.push_back(ToRecord(*run));
   }
-  return ReconcileLocked(runs, /*dry_run=*/false, store::kSeenByWatcher);
+  // These runs' pidfds fired (or never armed): every one is probed.
+  return ReconcileLocked(runs, /*armed=*/{}, /*dry_run=*/false,
+                         store::kSeenByWatcher);
+}
+
+void Reconciler::OverlayLastSeen(v1::Run* run) const {
+  if (run->state() != v1::RUN_STATE_RUNNING) return;
+  const bool armed = watcher_ != nullptr && watcher_->IsArmed(run->run_id());
+  absl::Time seen = absl::InfinitePast();
+  {
+    absl::MutexLock lock(&seen_mu_);
+    if (armed) {
+      // Armed before the last pass: that pass verified it. Armed after it:
+      // registered after it too, so the stored time is the later one.
+      seen = armed_verified_at_;
+    } else if (auto it = probed_seen_.find(run->run_id());
+               it != probed_seen_.end()) {
+      seen = it->second;
+    }
+  }
+  const absl::Time stored =
+      run->has_last_seen_alive_at() ? FromTimestamp(run->last_seen_alive_at())
+                                    : absl::InfinitePast();
+  if (seen <= stored) return;
+  const int64_t us = absl::ToUnixMicros(seen);
+  int64_t secs = us / 1000000;
+  int64_t rem = us % 1000000;
+  if (rem < 0) {
+    rem += 1000000;
+    --secs;
+  }
+  run->mutable_last_seen_alive_at()->set_seconds(secs);
+  run->mutable_last_seen_alive_at()->set_nanos(static_cast<int32_t>(rem * 1000));
 }
 
 absl::StatusOr<PassResult> Reconciler::ReconcileLocked(
-    const std::vector<store::RunningRecord>& runs, bool dry_run,
-    absl::string_view seen_by) {
+    const std::vector<store::RunningRecord>& runs,
+    const std::vector<bool>& armed, bool dry_run, absl::string_view seen_by) {
   const absl::Time now = options_.clock();
-  const scanner::LivenessObserver observer = ReadObserver(*procfs_);
+  const absl::Duration persist_every = PersistEvery();
+  // Whether a record verified alive now needs last_seen_alive_at written:
+  // when its stored liveness is not ALIVE, or the stored time is
+  // persist_every old. Otherwise the time lives in memory only.
+  auto alive_due = [&](const store::RunningRecord& run) {
+    return run.liveness != v1::LIVENESS_ALIVE ||
+           now - run.last_seen_alive >= persist_every;
+  };
 
+  PassResult result;
+  std::vector<store::RunUpdate> updates;
+  // Probed records verified alive this pass (kept in memory).
+  std::vector<std::string> verified;
+
+  // Fast path first, without touching procfs: an armed pidfd that has not
+  // fired is the very process that was verified (start time) when it was
+  // armed, still running and not a zombie (RunPass drained the exits the
+  // watcher had seen just before). A quiet armed record costs a comparison.
+  std::vector<size_t> probe;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    ++result.examined;
+    const store::RunningRecord& run = runs[i];
+    if (i < armed.size() && armed[i]) {
+      if (!alive_due(run)) continue;
+      store::RunUpdate& update = updates.emplace_back();
+      update.run_id = run.run_id;
+      update.seq = run.seq;
+      update.kind = store::RunUpdate::Kind::kAlive;
+      update.liveness = v1::LIVENESS_ALIVE;
+      continue;
+    }
+    probe.push_back(i);
+  }
+
+  // In-memory verification times of the probed records (when this
+  // reconciler verified them alive since their stored time was written).
+  std::vector<absl::Time> memory(probe.size(), absl::InfinitePast());
+  if (!probe.empty()) {
+    absl::MutexLock lock(&seen_mu_);
+    for (size_t j = 0; j < probe.size(); ++j) {
+      auto it = probed_seen_.find(runs[probe[j]].run_id);
+      if (it != probed_seen_.end()) memory[j] = it->second;
+    }
+  }
+
+  scanner::LivenessObserver observer;
+  if (!probe.empty()) observer = ReadObserver(*procfs_);
   // The full walk (with status and ns/pid, the expensive kind) is needed only
   // to verify a foreign namespace; taken at most once per pass, lazily.
   bool walked = false;
@@ -126,24 +245,9 @@ absl::StatusOr<PassResult> Reconciler::ReconcileLocked(
   walk_options.with_pidns = true;
   absl::flat_hash_map<scanner::ProcessRef, scanner::Verdict> verdicts;
 
-  PassResult result;
-  std::vector<store::RunUpdate> updates;
-  updates.reserve(runs.size());
-  for (const store::RunningRecord& run : runs) {
-    ++result.examined;
-
-    store::RunUpdate update;
-    update.run_id = run.run_id;
-    update.seq = run.seq;
-    // Fast path: an armed pidfd that is not readable is the very process
-    // that was verified (start time) when it was armed, still running and
-    // not a zombie: no procfs read needed.
-    if (watcher_ != nullptr && watcher_->IsRunning(run.run_id)) {
-      update.kind = store::RunUpdate::Kind::kAlive;
-      update.liveness = v1::LIVENESS_ALIVE;
-      updates.push_back(std::move(update));
-      continue;
-    }
+  for (size_t j = 0; j < probe.size(); ++j) {
+    const store::RunningRecord& run = runs[probe[j]];
+    const absl::Time last_seen = std::max(run.last_seen_alive, memory[j]);
 
     const bool boot_matches = BootMatches(run, observer);
     // Records naming the same process in one pass share one probe: the same
@@ -178,21 +282,27 @@ absl::StatusOr<PassResult> Reconciler::ReconcileLocked(
       if (boot_matches) verdicts.emplace(key, verdict);
     }
 
+    store::RunUpdate update;
+    update.run_id = run.run_id;
+    update.seq = run.seq;
     update.liveness = verdict.liveness;
     if (verdict.stale_reason != v1::STALE_REASON_UNSPECIFIED) {
       update.kind = store::RunUpdate::Kind::kStale;
       update.stale_reason = verdict.stale_reason;
     } else if (verdict.liveness == v1::LIVENESS_ALIVE) {
+      verified.push_back(run.run_id);
+      if (!alive_due(run)) continue;
       update.kind = store::RunUpdate::Kind::kAlive;
-    } else if (scanner::TimedOut(run.last_seen_alive, now,
-                                 options_.stale_after)) {
+    } else if (scanner::TimedOut(last_seen, now, options_.stale_after)) {
       update.kind = store::RunUpdate::Kind::kStale;
       update.stale_reason = v1::STALE_REASON_TIMEOUT;
     } else {
       // UNKNOWN within the threshold: record the liveness only, and only
-      // when it changes.
+      // when it changes; with it the verification time kept in memory, so
+      // a restarted daemon does not count from an older one.
       if (run.liveness == verdict.liveness) continue;
       update.kind = store::RunUpdate::Kind::kObserve;
+      if (last_seen > run.last_seen_alive) update.last_seen = last_seen;
     }
     updates.push_back(std::move(update));
   }
@@ -215,17 +325,22 @@ absl::StatusOr<PassResult> Reconciler::ReconcileLocked(
     }
     return result;
   }
-  if (updates.empty()) return result;
 
-  // One transaction for the whole pass, its events included.
-  ASSIGN_OR_RETURN(std::vector<store::AppliedUpdate> applied,
-                   store_->ApplyPass(updates, seen_by));
-  for (const store::AppliedUpdate& a : applied) {
-    if (!a.applied || a.update.kind != store::RunUpdate::Kind::kStale) {
-      continue;
+  if (!updates.empty()) {
+    // One transaction for the whole pass, its events included.
+    ASSIGN_OR_RETURN(std::vector<store::AppliedUpdate> applied,
+                     store_->ApplyPass(updates, seen_by));
+    for (const store::AppliedUpdate& a : applied) {
+      if (!a.applied || a.update.kind != store::RunUpdate::Kind::kStale) {
+        continue;
+      }
+      result.transitions.push_back(transition(a.update));
+      if (watcher_ != nullptr) watcher_->Disarm(a.update.run_id);
     }
-    result.transitions.push_back(transition(a.update));
-    if (watcher_ != nullptr) watcher_->Disarm(a.update.run_id);
+  }
+  if (!verified.empty()) {
+    absl::MutexLock lock(&seen_mu_);
+    for (std::string& id : verified) probed_seen_[std::move(id)] = now;
   }
   return result;
 }

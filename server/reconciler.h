@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "runreaper/v1/runreaper.pb.h"
@@ -22,6 +24,9 @@ namespace v1 = ::runreaper::v1;
 
 struct ReconcilerOptions {
   // UNKNOWN records become STALE (TIMEOUT) once not seen alive for longer.
+  // A leader verified alive has last_seen_alive_at written to the store at
+  // most every stale_after / 4 (or when its liveness changes); between
+  // writes the reconciler keeps the time in memory (LastSeenAlive).
   absl::Duration stale_after = absl::Minutes(10);
   // Injectable clock (tests); defaults to absl::Now. Must agree with the
   // store's clock.
@@ -50,6 +55,12 @@ class Reconciler {
   // "exit watcher"; a pass's say "reconcile pass".
   absl::StatusOr<PassResult> ReconcileRuns(const std::vector<std::string>& run_ids);
 
+  // Sets `run`'s last_seen_alive_at to the last time this reconciler
+  // verified its leader alive when that is later than the stored time (the
+  // store is written at most every stale_after / 4; see docs/DESIGN.md).
+  // Terminal runs and runs it has not verified are left as they are.
+  void OverlayLastSeen(v1::Run* run) const;
+
   // Arms the exit watcher for a RUNNING run in a verified namespace (after
   // RegisterRun, and for every RUNNING record at startup). A run that has
   // already exited is reconciled at once.
@@ -59,18 +70,46 @@ class Reconciler {
   void Release(const std::string& run_id);
 
  private:
-  // Evidence -> decisions -> one ApplyPass for `runs` (RUNNING ones only);
-  // `seen_by` names the path in the events (store::kSeenByPass, ...).
+  // Evidence -> decisions -> one ApplyPass for `runs` (RUNNING ones only).
+  // `armed[i]` says runs[i]'s pidfd is armed and has not fired (alive
+  // without a probe); empty = none armed. `seen_by` names the path in the
+  // events (store::kSeenByPass, ...).
   absl::StatusOr<PassResult> ReconcileLocked(
-      const std::vector<store::RunningRecord>& runs, bool dry_run,
-      absl::string_view seen_by)
+      const std::vector<store::RunningRecord>& runs,
+      const std::vector<bool>& armed, bool dry_run, absl::string_view seen_by)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(pass_mu_);
+
+  // Reloads cache_ when the store or the armed set changed since the last
+  // pass. Returns whether anything was reloaded.
+  absl::StatusOr<bool> RefreshLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(pass_mu_);
+
+  // How often a verified-alive leader's last_seen_alive_at is written.
+  absl::Duration PersistEvery() const { return options_.stale_after / 4; }
 
   store::RunStore* store_;
   const scanner::ProcFs* procfs_;
   scanner::ExitWatcher* watcher_;
   ReconcilerOptions options_;
   absl::Mutex pass_mu_;  // one pass at a time
+
+  // The RUNNING records as of store DataVersion cache_version_ and watcher
+  // generation cache_generation_, and which of them are armed. A quiet pass
+  // (nothing written, no arm or exit since) reads neither again.
+  std::vector<store::RunningRecord> cache_ ABSL_GUARDED_BY(pass_mu_);
+  std::vector<bool> cache_armed_ ABSL_GUARDED_BY(pass_mu_);
+  int64_t cache_version_ ABSL_GUARDED_BY(pass_mu_) = -1;
+  uint64_t cache_generation_ ABSL_GUARDED_BY(pass_mu_) = 0;
+  // Earliest time an armed record's last_seen_alive_at is due to be written.
+  absl::Time armed_due_ ABSL_GUARDED_BY(pass_mu_) = absl::InfinitePast();
+
+  // Verification times kept in memory (read by OverlayLastSeen from RPC
+  // threads): the last pass, which verified every armed record, and for
+  // probed records the time each was last verified alive.
+  mutable absl::Mutex seen_mu_;
+  absl::Time armed_verified_at_ ABSL_GUARDED_BY(seen_mu_) =
+      absl::InfinitePast();
+  absl::flat_hash_map<std::string, absl::Time> probed_seen_
+      ABSL_GUARDED_BY(seen_mu_);
 };
 
 }  // namespace runreaper::server

@@ -497,6 +497,68 @@ TEST_F(ReconcilerTest, WatchOfAnExitedRunReconcilesItAtOnce) {
   EXPECT_EQ(after.stale_reason(), v1::STALE_REASON_EXITED);
 }
 
+// Issue 12: a quiet pass is free. An armed record whose pidfd has not fired
+// is neither probed nor written; last_seen_alive_at is written at most every
+// stale_after / 4 and is truthful through OverlayLastSeen in between.
+TEST_F(ReconcilerTest, QuietArmedPassWritesNothingUntilAQuarterOfStaleAfter) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<scanner::ExitWatcher> watcher,
+                       scanner::ExitWatcher::Create(&procfs_));
+  reconciler_ = MakeReconciler(watcher.get());
+  Child child;
+  ASSERT_OK_AND_ASSIGN(v1::Run run,
+                       store_->Register(RunFor("armed", child.pid())));
+  ASSERT_OK(reconciler_->Watch(run));
+  ASSERT_EQ(watcher->armed(), 1);
+  // The first pass writes ALIVE (registration left liveness unset).
+  ASSERT_OK(reconciler_->RunPass().status());
+  const absl::Time written = now_;
+  EXPECT_EQ(Get("armed").liveness(), v1::LIVENESS_ALIVE);
+
+  // Passes within stale_after / 4 commit nothing at all.
+  ASSERT_OK_AND_ASSIGN(int64_t version, store_->DataVersion());
+  for (int i = 0; i < 3; ++i) {
+    now_ += absl::Seconds(30);
+    ASSERT_OK_AND_ASSIGN(PassResult pass, reconciler_->RunPass());
+    EXPECT_EQ(pass.examined, 1);
+    EXPECT_TRUE(pass.transitions.empty());
+  }
+  ASSERT_OK_AND_ASSIGN(int64_t after, store_->DataVersion());
+  EXPECT_EQ(after, version) << "a quiet pass committed something";
+  v1::Run stored = Get("armed");
+  EXPECT_EQ(FromTimestamp(stored.last_seen_alive_at()), written);
+  // What a client reads is the last pass's verification.
+  reconciler_->OverlayLastSeen(&stored);
+  EXPECT_EQ(FromTimestamp(stored.last_seen_alive_at()), now_);
+
+  // Once stale_after / 4 has passed since the stored time, it is written.
+  now_ = written + kStaleAfter / 4;
+  ASSERT_OK(reconciler_->RunPass().status());
+  EXPECT_EQ(FromTimestamp(Get("armed").last_seen_alive_at()), now_);
+}
+
+TEST_F(ReconcilerTest, ProbedAliveRecordIsWrittenAtMostEveryQuarter) {
+  Child child;  // no watcher: every pass probes it
+  ASSERT_OK(store_->Register(RunFor("probed", child.pid())));
+  ASSERT_OK(reconciler_->RunPass().status());
+  const absl::Time written = now_;
+  now_ += absl::Minutes(1);
+  const int64_t events = LastEventId();
+  ASSERT_OK_AND_ASSIGN(int64_t version, store_->DataVersion());
+  ASSERT_OK(reconciler_->RunPass().status());
+  ASSERT_OK_AND_ASSIGN(int64_t after, store_->DataVersion());
+  EXPECT_EQ(after, version);
+  EXPECT_EQ(LastEventId(), events);
+  v1::Run run = Get("probed");
+  EXPECT_EQ(FromTimestamp(run.last_seen_alive_at()), written);
+  reconciler_->OverlayLastSeen(&run);
+  EXPECT_EQ(FromTimestamp(run.last_seen_alive_at()), now_);
+  // A terminal run is never overlaid.
+  ASSERT_OK_AND_ASSIGN(v1::Run finished, store_->Finish("probed", 0));
+  const absl::Time ended_seen = FromTimestamp(finished.last_seen_alive_at());
+  reconciler_->OverlayLastSeen(&finished);
+  EXPECT_EQ(FromTimestamp(finished.last_seen_alive_at()), ended_seen);
+}
+
 TEST_F(ReconcilerTest, WatchLeavesForeignNamespaceRunsToThePass) {
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<scanner::ExitWatcher> watcher,
                        scanner::ExitWatcher::Create(&procfs_));

@@ -328,6 +328,7 @@ grpc::ServerUnaryReactor* ReconcilerService::GetRun(
   return Serve(ctx, "GetRun", Access::kRead, response, [&]() -> absl::Status {
     RETURN_IF_ERROR(ValidateRunId(request->run_id()));
     ASSIGN_OR_RETURN(*response, store_->Get(request->run_id()));
+    if (reconciler_ != nullptr) reconciler_->OverlayLastSeen(response);
     return absl::OkStatus();
   });
 }
@@ -345,7 +346,10 @@ grpc::ServerUnaryReactor* ReconcilerService::ListRuns(
         request->page_size() == 0 ? kDefaultPageSize : request->page_size();
     query.page_token = request->page_token();
     ASSIGN_OR_RETURN(store::ListRunsPage page, store_->List(query));
-    for (v1::Run& run : page.runs) *response->add_runs() = std::move(run);
+    for (v1::Run& run : page.runs) {
+      if (reconciler_ != nullptr) reconciler_->OverlayLastSeen(&run);
+      *response->add_runs() = std::move(run);
+    }
     response->set_next_page_token(page.next_page_token);
     return absl::OkStatus();
   });

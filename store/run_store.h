@@ -69,8 +69,10 @@ struct ListRunsPage {
 // One change the reconciler wants applied in a pass.
 struct RunUpdate {
   enum class Kind {
-    kAlive,    // leader verified alive: liveness ALIVE, last_seen_alive = now
-    kObserve,  // record liveness only (e.g. UNKNOWN); last_seen unchanged
+    kAlive,    // leader verified alive: liveness ALIVE, last_seen_alive =
+               // `last_seen` when set, else now
+    kObserve,  // record liveness (e.g. UNKNOWN); last_seen_alive = `last_seen`
+               // when set, else unchanged
     kStale,    // RUNNING -> STALE with stale_reason and liveness
   };
   std::string run_id;
@@ -82,6 +84,11 @@ struct RunUpdate {
   // by run_id. A seq that does not belong to run_id updates nothing. Last,
   // so brace-initialised updates keep their meaning.
   int64_t seq = 0;
+  // kAlive / kObserve (ApplyPass only): the time the leader was last verified
+  // alive, when the caller kept it in memory instead of writing it every
+  // pass (docs/DESIGN.md, "The run record"). InfinitePast = not set. Never
+  // moves the stored value backwards.
+  absl::Time last_seen = absl::InfinitePast();
 };
 
 // The detail of a STATE_CHANGED event written by ApplyBatch/ApplyPass: which
@@ -168,6 +175,13 @@ class RunStore {
 
   // Runs in registration order (a stable order), filtered, paginated.
   absl::StatusOr<ListRunsPage> List(const ListRunsQuery& query);
+
+  // A number that changes whenever any connection (this handle's writer,
+  // another handle, another process) has committed to the file since the
+  // last call: SQLite's PRAGMA data_version on the read connection. Equal
+  // values mean nothing was written in between, so a cached read (the
+  // reconciler's list of RUNNING runs) is still current.
+  absl::StatusOr<int64_t> DataVersion();
 
   // Every RUNNING run (for the reconciler), in registration order.
   absl::StatusOr<std::vector<v1::Run>> ListRunning();

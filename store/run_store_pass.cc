@@ -110,6 +110,22 @@ absl::StatusOr<std::vector<RunningRecord>> RunStore::ListRunningForReconcile() {
   return out;
 }
 
+absl::StatusOr<int64_t> RunStore::DataVersion() {
+  Impl& m = *impl_;
+  int64_t version = 0;
+  RETURN_IF_ERROR(m.Read(false, [&](Database& d) -> absl::Status {
+    ASSIGN_OR_RETURN(ScopedStatement s, d.Prepare("PRAGMA data_version"));
+    ASSIGN_OR_RETURN(bool row, s->Step());
+    if (!row) {
+      return absl::InternalError(absl::StrCat(
+          "PRAGMA data_version on ", m.path(), " returned no row"));
+    }
+    version = s->ColumnInt(0);
+    return absl::OkStatus();
+  }));
+  return version;
+}
+
 absl::StatusOr<std::vector<AppliedUpdate>> RunStore::ApplyBatch(
     const std::vector<RunUpdate>& updates, absl::string_view seen_by) {
   Impl& m = *impl_;
@@ -149,23 +165,31 @@ absl::StatusOr<std::vector<AppliedUpdate>> RunStore::ApplyPass(
       [&m](const RunUpdate& u, int64_t now, AppliedUpdate* a)
           ABSL_EXCLUSIVE_LOCKS_REQUIRED(m.mu) -> absl::Status {
         const bool alive = u.kind == RunUpdate::Kind::kAlive;
+        const bool seen = u.last_seen != absl::InfinitePast();
+        const bool write_seen = alive || seen;
+        // MAX(): a time kept in memory never moves the stored one back.
         static const std::string* const kSql[4] = {
             new std::string("UPDATE runs SET liveness = ?2 "
                             "WHERE run_id = ?4 AND state = 1"),
             new std::string("UPDATE runs SET liveness = ?2, "
-                            "last_seen_alive_at_us = ?3 "
+                            "last_seen_alive_at_us = "
+                            "MAX(last_seen_alive_at_us, ?3) "
                             "WHERE run_id = ?4 AND state = 1"),
             new std::string("UPDATE runs SET liveness = ?2 "
                             "WHERE seq = ?1 AND run_id = ?4 AND state = 1"),
             new std::string("UPDATE runs SET liveness = ?2, "
-                            "last_seen_alive_at_us = ?3 "
+                            "last_seen_alive_at_us = "
+                            "MAX(last_seen_alive_at_us, ?3) "
                             "WHERE seq = ?1 AND run_id = ?4 AND state = 1"),
         };
-        const std::string& sql = *kSql[(u.seq > 0 ? 2 : 0) + (alive ? 1 : 0)];
+        const std::string& sql =
+            *kSql[(u.seq > 0 ? 2 : 0) + (write_seen ? 1 : 0)];
         ASSIGN_OR_RETURN(ScopedStatement s, m.db->Prepare(sql));
         if (u.seq > 0) s->BindInt(1, u.seq);
         s->BindInt(2, alive ? v1::LIVENESS_ALIVE : u.liveness);
-        if (alive) s->BindInt(3, now);
+        if (write_seen) {
+          s->BindInt(3, seen ? absl::ToUnixMicros(u.last_seen) : now);
+        }
         s->BindText(4, u.run_id);
         RETURN_IF_ERROR(s->Run());
         a->applied = sqlite3_changes(m.db->get()) == 1;

@@ -1205,6 +1205,60 @@ TEST_F(RunStoreTest, ListRunningForReconcileMatchesListRunning) {
   EXPECT_EQ(slim[1].last_seen_alive, now_);
 }
 
+TEST_F(RunStoreTest, DataVersionChangesOnlyWhenSomethingIsCommitted) {
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK_AND_ASSIGN(int64_t v0, store->DataVersion());
+  // Reads change nothing.
+  ASSERT_OK(store->List(ListRunsQuery()).status());
+  ASSERT_OK(store->LastEventId().status());
+  ASSERT_OK_AND_ASSIGN(int64_t v1_, store->DataVersion());
+  EXPECT_EQ(v1_, v0);
+  // A write of this handle's writer connection changes it.
+  ASSERT_OK(store->Register(MakeRun("r1")));
+  ASSERT_OK_AND_ASSIGN(int64_t v2, store->DataVersion());
+  EXPECT_NE(v2, v1_);
+  // So does a write through another handle (another process would too).
+  auto other = OpenOrDie();
+  ASSERT_NE(other, nullptr);
+  ASSERT_OK(other->Finish("r1", 0));
+  ASSERT_OK_AND_ASSIGN(int64_t v3, store->DataVersion());
+  EXPECT_NE(v3, v2);
+  ASSERT_OK_AND_ASSIGN(int64_t v4, store->DataVersion());
+  EXPECT_EQ(v4, v3);
+}
+
+TEST_F(RunStoreTest, ApplyPassWritesAKeptLastSeenAndNeverMovesItBack) {
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  const absl::Time registered = now_;
+  ASSERT_OK(store->Register(MakeRun("r1")));
+  now_ += absl::Minutes(5);
+  // kObserve with the time the caller kept in memory: written with it.
+  RunUpdate observe{"r1", RunUpdate::Kind::kObserve, v1::LIVENESS_UNKNOWN,
+                    v1::STALE_REASON_UNSPECIFIED};
+  observe.last_seen = registered + absl::Minutes(3);
+  ASSERT_OK(store->ApplyPass({observe}).status());
+  ASSERT_OK_AND_ASSIGN(RunProto r, store->Get("r1"));
+  EXPECT_EQ(r.liveness(), v1::LIVENESS_UNKNOWN);
+  EXPECT_EQ(r.last_seen_alive_at().seconds(),
+            absl::ToUnixSeconds(registered + absl::Minutes(3)));
+  // An older kept time does not move it back.
+  observe.liveness = v1::LIVENESS_ALIVE;
+  observe.last_seen = registered + absl::Minutes(1);
+  ASSERT_OK(store->ApplyPass({observe}).status());
+  ASSERT_OK_AND_ASSIGN(r, store->Get("r1"));
+  EXPECT_EQ(r.last_seen_alive_at().seconds(),
+            absl::ToUnixSeconds(registered + absl::Minutes(3)));
+  // kAlive without one: now.
+  ASSERT_OK(store->ApplyPass({{"r1", RunUpdate::Kind::kAlive,
+                               v1::LIVENESS_ALIVE,
+                               v1::STALE_REASON_UNSPECIFIED}})
+                .status());
+  ASSERT_OK_AND_ASSIGN(r, store->Get("r1"));
+  EXPECT_EQ(r.last_seen_alive_at().seconds(), absl::ToUnixSeconds(now_));
+}
+
 TEST_F(RunStoreTest, ApplyPassWritesWhatApplyBatchWrites) {
   // The same updates through ApplyBatch on one file and ApplyPass on
   // another leave identical runs and events.

@@ -102,10 +102,13 @@ class WriteLockHolder {
 
 TEST(ResilienceE2ETest, StalledPassMakesHealthNotServingUntilAPassCompletes) {
   TempDir dir;
-  Daemon daemon(dir.path(), {"--scan_interval=100ms", "--pass_deadline=300ms"});
+  // stale_after / 4 = 100 ms: a RUNNING run whose leader is alive has its
+  // last_seen_alive_at written by every pass (a quiet pass writes nothing
+  // while that time is not due).
+  Daemon daemon(dir.path(), {"--scan_interval=100ms", "--pass_deadline=300ms",
+                             "--stale_after=400ms"});
   ASSERT_TRUE(daemon.Start()) << daemon.log();
   auto stub = daemon.stub();
-  // A RUNNING run whose leader is alive: every pass writes (last seen alive).
   Sleeper sleeper;
   ASSERT_OK(RegisterPid(stub.get(), "stall", sleeper.pid()).status());
   ASSERT_TRUE(WaitFor([&] { return HealthIs(daemon, kHealthServing); }, absl::Seconds(5)))
@@ -138,7 +141,10 @@ TEST(ResilienceE2ETest, StalledPassMakesHealthNotServingUntilAPassCompletes) {
 // reads on a second connection (docs/STORE.md).
 TEST(ResilienceE2ETest, ReadsAnswerWhileAPassIsStalledOnTheWriteLock) {
   TempDir dir;
-  Daemon daemon(dir.path(), {"--scan_interval=100ms", "--pass_deadline=300ms"});
+  // Every pass writes the live run's last_seen_alive_at (stale_after / 4 =
+  // 100 ms), so a pass stalls on the lock.
+  Daemon daemon(dir.path(), {"--scan_interval=100ms", "--pass_deadline=300ms",
+                             "--stale_after=400ms"});
   ASSERT_TRUE(daemon.Start()) << daemon.log();
   auto stub = daemon.stub();
   Sleeper sleeper;
