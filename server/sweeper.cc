@@ -100,15 +100,10 @@ struct Sweeper::Impl {
     return o;
   }
 
-  // Appends `event` to the audit log and, when it was stored, replaces it
-  // with the stored copy (event_id and time set by the store), so a
-  // SweepResponse reports exactly what the log holds.
-  void Append(v1::Event& event) const {
-    Stored(store->AppendEvent(event), event);
-  }
-
   // Records a claimed stage's signal: its event and the claim's "sent" mark
-  // in one transaction, then as Append. When that fails the claim stays
+  // in one transaction, and replaces `event` with the stored copy (event_id
+  // and time set by the store), so a SweepResponse reports exactly what the
+  // log holds. When that fails the claim stays
   // unsent, and a later sweep sends the same stage again after the lease.
   void AppendSignal(int pid, uint64_t start_time, int stage,
                     v1::Event& event) const {
@@ -313,6 +308,43 @@ struct Sweeper::Impl {
     *response->add_signals() = ev;
   }
 
+  // Drops from `specs` (and renumbers `members` to match) every run with no
+  // member in the listing, and marks those runs swept in one transaction
+  // with one SWEEP_FINISHED summary event (naming the run when it is the
+  // only one, else with an empty run id). False when no run is left.
+  bool MarkClean(std::vector<RunSpec>* specs, Membership* members) const {
+    std::vector<bool> has_member(specs->size(), false);
+    for (const Member& m : members->members) has_member[m.run_index] = true;
+    std::vector<RunSpec> active;
+    std::vector<int> index(specs->size(), -1);
+    std::vector<std::string> clean;
+    for (size_t i = 0; i < specs->size(); ++i) {
+      if (has_member[i]) {
+        index[i] = static_cast<int>(active.size());
+        active.push_back(std::move((*specs)[i]));
+      } else {
+        clean.push_back((*specs)[i].run_id);
+      }
+    }
+    if (!clean.empty()) {
+      v1::Event summary;
+      summary.set_type(v1::EVENT_TYPE_SWEEP_FINISHED);
+      if (clean.size() == 1) summary.set_run_id(clean.front());
+      summary.set_detail(absl::StrCat(
+          "nothing to sweep: ", clean.size(), " run(s) without members marked "
+          "swept (", clean.front(),
+          clean.size() > 1 ? absl::StrCat(" .. ", clean.back()) : "", ")"));
+      absl::StatusOr<int> marked = store->MarkSwept(clean, {summary});
+      if (!marked.ok()) {
+        LogError("sweeper: cannot mark ", clean.size(),
+                 " run(s) without members swept: ", marked.status().ToString());
+      }
+    }
+    for (Member& m : members->members) m.run_index = index[m.run_index];
+    *specs = std::move(active);
+    return !specs->empty();
+  }
+
   absl::StatusOr<v1::SweepResponse> SweepRuns(const std::vector<v1::Run>& runs,
                                               bool dry_run) {
     v1::SweepResponse response;
@@ -335,28 +367,38 @@ struct Sweeper::Impl {
       return response;
     }
 
+    for (const std::string& note : members.notes) {
+      LogWarning("sweeper: ", note);
+    }
+    // Runs with no member at all (the common case: a run that left nothing
+    // behind) get no ladder and no SWEEP_STARTED/FINISHED pair: they are
+    // marked swept together with one summary event, in one transaction.
+    if (!MarkClean(&specs, &members)) return response;
+    targets = scanner::Targets(members);
+
+    std::vector<v1::Event> opening;
     for (size_t i = 0; i < specs.size(); ++i) {
-      v1::Event ev;
+      v1::Event& ev = opening.emplace_back();
       ev.set_type(v1::EVENT_TYPE_SWEEP_STARTED);
       ev.set_run_id(specs[i].run_id);
       int n = 0;
       for (const Member& m : targets) n += m.run_index == static_cast<int>(i);
       ev.set_detail(absl::StrCat(n, " target(s)"));
-      Append(ev);
-    }
-    for (const std::string& note : members.notes) {
-      LogWarning("sweeper: ", note);
     }
     for (const Member& m : members.members) {
       if (!m.kept || m.zombie) continue;
-      v1::Event ev;
+      v1::Event& ev = opening.emplace_back();
       ev.set_type(v1::EVENT_TYPE_KEPT);
       ev.set_run_id(specs[m.run_index].run_id);
       ev.set_pid(m.process.pid);
       ev.set_detail(absl::StrCat(
           specs[m.run_index].keep ? "run keep policy" : "RUNREAPER_KEEP=1",
           " comm=", m.process.comm));
-      Append(ev);
+    }
+    // One transaction for every run's SWEEP_STARTED and KEPT events.
+    if (absl::Status s = store->AppendEvents(opening).status(); !s.ok()) {
+      LogError("sweeper: cannot append the sweep's opening events: ",
+               s.ToString());
     }
 
     // Every target ever listed, for the response.
@@ -378,23 +420,23 @@ struct Sweeper::Impl {
       *response.add_survivors() = ToOrphan(specs, m);
       ++survivors_of[m.run_index];
     }
+    // Every SWEEP_FINISHED and every sweep_done mark in one transaction.
+    std::vector<v1::Event> closing;
+    std::vector<std::string> done;
     for (size_t i = 0; i < specs.size(); ++i) {
       int signals = 0;
       for (const v1::Event& e : response.signals()) {
         signals += e.run_id() == specs[i].run_id;
       }
-      v1::Event ev;
+      v1::Event& ev = closing.emplace_back();
       ev.set_type(v1::EVENT_TYPE_SWEEP_FINISHED);
       ev.set_run_id(specs[i].run_id);
       ev.set_detail(absl::StrCat(signals, " signal(s), ", survivors_of[i],
                                  " survivor(s)"));
-      Append(ev);
-      if (survivors_of[i] == 0) {
-        absl::Status done = store->SetSweepDone(specs[i].run_id, true);
-        if (!done.ok()) {
-          LogError(LogFields().Run(specs[i].run_id), "sweeper: ", done.ToString());
-        }
-      }
+      if (survivors_of[i] == 0) done.push_back(specs[i].run_id);
+    }
+    if (absl::Status s = store->MarkSwept(done, closing).status(); !s.ok()) {
+      LogError("sweeper: cannot record the end of the sweep: ", s.ToString());
     }
     return response;
   }

@@ -440,6 +440,49 @@ TEST_F(SweeperTest, MemberThatExitsOnSigintEndsAtStageOne) {
   EXPECT_EQ(sent.count("SIGKILL"), 0u);
 }
 
+// Issue 12: runs that left nothing behind get no SWEEP_STARTED/FINISHED pair
+// each; one transaction marks them swept with one summary event. A run with
+// members beside them is swept as before.
+TEST_F(SweeperTest, RunsWithNothingToSweepAreMarkedSweptWithOneSummaryEvent) {
+  REQUIRE_PRIVATE_NS();
+  for (int i = 0; i < 3; ++i) {
+    Spawned gone = ForkGroup(0);
+    const std::string id = absl::StrCat("clean-", i);
+    Register(RunOf(id, gone.id));
+    WaitExit(gone.pid);
+    ASSERT_OK(store_->Finish(id, 0));
+  }
+  Spawned s = ForkGroup(1);
+  Register(RunOf("leaky", s.id));
+  WaitExit(s.pid);
+  ASSERT_OK(store_->Finish("leaky", 0));
+  ASSERT_TRUE(WaitFor([&] { return LiveInGroup(s.pid).size() == 1; }));
+  ASSERT_OK_AND_ASSIGN(const int64_t before, store_->LastEventId());
+
+  Sweeper sweeper(store_.get(), &procfs_, Fast());
+  ASSERT_OK_AND_ASSIGN(v1::SweepResponse resp, sweeper.Sweep({}));
+  EXPECT_EQ(resp.survivors_size(), 0);
+  EXPECT_TRUE(LiveInGroup(s.pid).empty());
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Event> events,
+                       store_->ListEvents(before, "", 1000));
+  int summaries = 0;
+  for (const v1::Event& e : events) {
+    EXPECT_EQ(e.run_id().rfind("clean-", 0), std::string::npos)
+        << "a run with nothing to sweep got its own event: "
+        << e.ShortDebugString();
+    if (e.type() == v1::EVENT_TYPE_SWEEP_FINISHED && e.run_id().empty()) {
+      ++summaries;
+      EXPECT_NE(e.detail().find("3 run(s)"), std::string::npos) << e.detail();
+    }
+  }
+  EXPECT_EQ(summaries, 1);
+  EXPECT_EQ(Events("leaky", v1::EVENT_TYPE_SWEEP_STARTED).size(), 1u);
+  EXPECT_EQ(Events("leaky", v1::EVENT_TYPE_SWEEP_FINISHED).size(), 1u);
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Run> unswept,
+                       store_->ListTerminalUnswept());
+  EXPECT_TRUE(unswept.empty());
+}
+
 TEST_F(SweeperTest, EscapedDescendantWithCookieIsSwept) {
   REQUIRE_PRIVATE_NS();
   const std::string script =

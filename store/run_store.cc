@@ -93,6 +93,15 @@ RunStore::~RunStore() = default;
 
 const std::string& RunStore::path() const { return impl_->path(); }
 
+RunStore::WriteStats RunStore::GetWriteStats() const {
+  WriteStats stats;
+  stats.commits = impl_->commits.load();
+  stats.writes = impl_->committed_writes.load();
+  absl::MutexLock lock(&impl_->queue_mu);
+  stats.pending = impl_->pending;
+  return stats;
+}
+
 absl::StatusOr<v1::Run> RunStore::Register(const v1::Run& run) {
   if (run.run_id().empty()) {
     return absl::InvalidArgumentError(
@@ -104,9 +113,8 @@ absl::StatusOr<v1::Run> RunStore::Register(const v1::Run& run) {
         v1::Liveness_Name(run.liveness()), " (only UNSPECIFIED or ALIVE)"));
   }
   Impl& m = *impl_;
-  absl::MutexLock lock(&m.mu);
   v1::Run result;
-  RETURN_IF_ERROR(m.InWriteTransaction([&]() -> absl::Status {
+  RETURN_IF_ERROR(m.Write([&]() -> absl::Status {
     ASSIGN_OR_RETURN(std::optional<StoredRun> existing, m.Find(run.run_id()));
     if (existing.has_value()) {
       const std::string diff = IdentityDifference(existing->run, run);
@@ -173,9 +181,8 @@ absl::StatusOr<v1::Run> RunStore::Register(const v1::Run& run) {
 
 absl::StatusOr<v1::Run> RunStore::Heartbeat(absl::string_view run_id) {
   Impl& m = *impl_;
-  absl::MutexLock lock(&m.mu);
   v1::Run result;
-  RETURN_IF_ERROR(m.InWriteTransaction([&]() -> absl::Status {
+  RETURN_IF_ERROR(m.Write([&]() -> absl::Status {
     ASSIGN_OR_RETURN(StoredRun r, m.FindOrNotFound(run_id));
     if (IsTerminal(r.run.state())) return m.Terminal(r, "heartbeat for");
     SetTimestamp(m.NowMicros(), r.run.mutable_last_seen_alive_at());
@@ -189,9 +196,8 @@ absl::StatusOr<v1::Run> RunStore::Heartbeat(absl::string_view run_id) {
 absl::StatusOr<v1::Run> RunStore::Finish(absl::string_view run_id,
                                          int exit_code) {
   Impl& m = *impl_;
-  absl::MutexLock lock(&m.mu);
   v1::Run result;
-  RETURN_IF_ERROR(m.InWriteTransaction([&]() -> absl::Status {
+  RETURN_IF_ERROR(m.Write([&]() -> absl::Status {
     ASSIGN_OR_RETURN(StoredRun r, m.FindOrNotFound(run_id));
     const v1::Run& run = r.run;
     switch (run.state()) {
@@ -246,9 +252,8 @@ absl::StatusOr<v1::Run> RunStore::Finish(absl::string_view run_id,
 absl::StatusOr<v1::Run> RunStore::Cancel(absl::string_view run_id,
                                          absl::string_view reason) {
   Impl& m = *impl_;
-  absl::MutexLock lock(&m.mu);
   v1::Run result;
-  RETURN_IF_ERROR(m.InWriteTransaction([&]() -> absl::Status {
+  RETURN_IF_ERROR(m.Write([&]() -> absl::Status {
     ASSIGN_OR_RETURN(StoredRun r, m.FindOrNotFound(run_id));
     if (r.run.state() == v1::RUN_STATE_RUNNING) {
       RETURN_IF_ERROR(
@@ -273,9 +278,8 @@ absl::StatusOr<v1::Run> RunStore::MarkStale(absl::string_view run_id,
                      " or liveness ", static_cast<int>(liveness)));
   }
   Impl& m = *impl_;
-  absl::MutexLock lock(&m.mu);
   v1::Run result;
-  RETURN_IF_ERROR(m.InWriteTransaction([&]() -> absl::Status {
+  RETURN_IF_ERROR(m.Write([&]() -> absl::Status {
     ASSIGN_OR_RETURN(StoredRun r, m.FindOrNotFound(run_id));
     if (IsTerminal(r.run.state())) return m.Terminal(r, "mark stale");
     r.run.set_stale_reason(reason);

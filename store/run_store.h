@@ -1,7 +1,9 @@
 // The run store: run records and the append-only audit log in one SQLite file.
 //
 // Thread-safe: one handle may be shared by many threads. Writes are
-// serialised on the handle's writer connection; the read-only calls (Get,
+// group-committed by the handle's writer thread: concurrent write calls
+// share one transaction (and one fsync), and each returns only after the
+// COMMIT that made it durable (see docs/STORE.md); the read-only calls (Get,
 // List*, ListEvents, LastEventId, GetSweep*) are serialised on a second,
 // read-only connection, so they never wait for a write, even one waiting up
 // to the busy timeout for another process's lock. A read sees every write
@@ -204,6 +206,13 @@ class RunStore {
   // Marks a terminal run as swept clean (no members left) or not.
   absl::Status SetSweepDone(absl::string_view run_id, bool done);
 
+  // Marks every terminal run of `run_ids` swept clean and appends `events`
+  // (SWEEP_FINISHED, SWEEP_STARTED, KEPT), all in one transaction: a sweep
+  // over thousands of runs commits once. Ids that are unknown or RUNNING
+  // are skipped; returns how many runs were marked.
+  absl::StatusOr<int> MarkSwept(const std::vector<std::string>& run_ids,
+                                const std::vector<v1::Event>& events);
+
   // Applies every update in one transaction, with one event per state
   // change; `seen_by` (which path saw the evidence: "reconcile pass",
   // "exit watcher") is the detail of each STATE_CHANGED event. Updates for
@@ -232,6 +241,10 @@ class RunStore {
   absl::StatusOr<std::vector<v1::Event>> ListEvents(int64_t after_event_id,
                                                     absl::string_view run_id,
                                                     int limit);
+
+  // AppendEvent for several events in one transaction; their ids, in order.
+  absl::StatusOr<std::vector<int64_t>> AppendEvents(
+      const std::vector<v1::Event>& events);
 
   // Highest event id so far (0 when the log is empty).
   absl::StatusOr<int64_t> LastEventId();
@@ -266,6 +279,15 @@ class RunStore {
   absl::StatusOr<SweepProgress> GetSweepProgress(absl::string_view run_id,
                                                  int pid,
                                                  uint64_t start_time_ticks);
+
+  // Group commit: how many write transactions this handle committed and
+  // how many write calls they carried (writes / commits is the batching).
+  struct WriteStats {
+    int64_t commits = 0;
+    int64_t writes = 0;
+    int64_t pending = 0;  // write calls made and not yet answered, now
+  };
+  WriteStats GetWriteStats() const;
 
   RunStore(const RunStore&) = delete;
   RunStore& operator=(const RunStore&) = delete;

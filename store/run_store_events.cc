@@ -13,29 +13,44 @@
 
 namespace runreaper::store {
 
-absl::StatusOr<int64_t> RunStore::AppendEvent(const v1::Event& event) {
+absl::Status CheckAppendable(const v1::Event& event, const std::string& path) {
   switch (event.type()) {
     case v1::EVENT_TYPE_SIGNAL:
     case v1::EVENT_TYPE_SWEEP_STARTED:
     case v1::EVENT_TYPE_SWEEP_FINISHED:
     case v1::EVENT_TYPE_KEPT:
-      break;
+      return absl::OkStatus();
     default:
       // REGISTERED / STATE_CHANGED / RESULT are written by the store in the
       // transaction of the change they record, never appended on their own.
       return absl::InvalidArgumentError(absl::StrCat(
-          "append event to ", path(), " for run \"", event.run_id(),
+          "append event to ", path, " for run \"", event.run_id(),
           "\": type ", v1::EventType_Name(event.type()),
           " is written only by the store's own state changes"));
   }
+}
+
+absl::StatusOr<int64_t> RunStore::AppendEvent(const v1::Event& event) {
+  ASSIGN_OR_RETURN(std::vector<int64_t> ids, AppendEvents({event}));
+  return ids.front();
+}
+
+absl::StatusOr<std::vector<int64_t>> RunStore::AppendEvents(
+    const std::vector<v1::Event>& events) {
+  for (const v1::Event& e : events) RETURN_IF_ERROR(CheckAppendable(e, path()));
+  std::vector<int64_t> ids;
+  if (events.empty()) return ids;
   Impl& m = *impl_;
-  absl::MutexLock lock(&m.mu);
-  int64_t id = 0;
-  RETURN_IF_ERROR(m.InWriteTransaction([&]() -> absl::Status {
-    ASSIGN_OR_RETURN(id, m.InsertEvent(event, m.NowMicros()));
+  RETURN_IF_ERROR(m.Write([&]() -> absl::Status {
+    ids.clear();
+    const int64_t now = m.NowMicros();
+    for (const v1::Event& e : events) {
+      ASSIGN_OR_RETURN(int64_t id, m.InsertEvent(e, now));
+      ids.push_back(id);
+    }
     return absl::OkStatus();
   }));
-  return id;
+  return ids;
 }
 
 absl::StatusOr<std::vector<v1::Event>> RunStore::ListEvents(

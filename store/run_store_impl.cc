@@ -20,22 +20,124 @@ constexpr char kUpdateRun[] =
 
 }  // namespace
 
-absl::Status RunStore::Impl::InWriteTransaction(
-    const std::function<absl::Status()>& fn) {
-  const absl::Time begun = absl::Now();
-  absl::Cleanup observe = [&] {
-    if (options.on_write_transaction) options.on_write_transaction(absl::Now() - begun);
-  };
-  RETURN_IF_ERROR(db->Exec("BEGIN IMMEDIATE"));
-  absl::Status status = fn();
-  if (status.ok()) status = db->Exec("COMMIT");
-  if (!status.ok() && sqlite3_get_autocommit(db->get()) == 0) {
-    // The transaction is still open (fn failed, or COMMIT failed without
-    // an automatic rollback).
-    const absl::Status rollback = db->Exec("ROLLBACK");
-    if (!rollback.ok()) LogError("store: ", rollback.ToString());
+RunStore::Impl::Impl(std::unique_ptr<Database> writer,
+                     std::unique_ptr<Database> read_conn, StoreOptions opts)
+    : options(std::move(opts)),
+      db_path(writer->path()),
+      db(std::move(writer)),
+      reader(std::move(read_conn)) {
+  writer_thread = std::thread([this] { WriterLoop(); });
+}
+
+RunStore::Impl::~Impl() {
+  {
+    absl::MutexLock lock(&queue_mu);
+    stopping = true;
   }
-  return status;
+  writer_thread.join();
+}
+
+absl::Status RunStore::Impl::Write(const std::function<absl::Status()>& fn) {
+  WriteOp op;
+  op.fn = &fn;
+  absl::MutexLock lock(&queue_mu);
+  queue.push_back(&op);
+  ++pending;
+  queue_mu.Await(absl::Condition(&op.done));
+  return op.status;
+}
+
+void RunStore::Impl::WriterLoop() {
+  while (true) {
+    std::vector<WriteOp*> batch;
+    {
+      absl::MutexLock lock(&queue_mu);
+      auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(queue_mu) {
+        return !queue.empty() || stopping;
+      };
+      queue_mu.Await(absl::Condition(&ready));
+      if (queue.empty()) return;  // stopping, nothing left
+      batch.swap(queue);
+    }
+    {
+      absl::MutexLock lock(&mu);
+      RunBatch(batch);
+    }
+    absl::MutexLock lock(&queue_mu);
+    for (WriteOp* op : batch) op->done = true;
+    pending -= static_cast<int64_t>(batch.size());
+  }
+}
+
+void RunStore::Impl::RunBatch(const std::vector<WriteOp*>& batch) {
+  Database& d = *db;
+  auto in_transaction = [&d] { return sqlite3_get_autocommit(d.get()) == 0; };
+  size_t i = 0;
+  while (i < batch.size()) {
+    const absl::Time begun = absl::Now();
+    // The store's write-transaction hook (metrics): one call per
+    // transaction, the wait for the lock included.
+    absl::Cleanup observe = [&] {
+      if (options.on_write_transaction) {
+        options.on_write_transaction(absl::Now() - begun);
+      }
+    };
+    if (absl::Status begin = d.Exec("BEGIN IMMEDIATE"); !begin.ok()) {
+      // The write lock could not be had (busy timeout) or the file fails:
+      // every op still waiting gets that error, nothing was written.
+      for (; i < batch.size(); ++i) batch[i]->status = begin;
+      return;
+    }
+    const size_t first = i;
+    bool rolled_back = false;
+    for (; i < batch.size(); ++i) {
+      WriteOp& op = *batch[i];
+      op.status = d.Exec("SAVEPOINT write_op");
+      if (op.status.ok()) op.status = (*op.fn)();
+      if (!in_transaction()) {
+        // SQLite rolled the whole transaction back (SQLITE_FULL, IOERR, ...):
+        // the ops before this one lost their writes too.
+        if (op.status.ok()) {
+          op.status = absl::InternalError(absl::StrCat(
+              "write to ", path(), ": the transaction ended unexpectedly"));
+        }
+        for (size_t j = first; j < i; ++j) {
+          if (batch[j]->status.ok()) {
+            batch[j]->status = absl::Status(
+                op.status.code(),
+                absl::StrCat("write to ", path(), " rolled back with the "
+                             "transaction it shared: ",
+                             op.status.message()));
+          }
+        }
+        ++i;
+        rolled_back = true;
+        break;
+      }
+      if (op.status.ok()) op.status = d.Exec("RELEASE write_op");
+      if (!op.status.ok()) {
+        // Undo this op's statements only; the others keep theirs.
+        const absl::Status undo = d.Exec("ROLLBACK TO write_op");
+        if (!undo.ok()) LogError("store: ", undo.ToString());
+        (void)d.Exec("RELEASE write_op");
+      }
+    }
+    if (rolled_back) continue;
+    absl::Status commit = d.Exec("COMMIT");
+    if (!commit.ok()) {
+      if (in_transaction()) {
+        // COMMIT failed without an automatic rollback.
+        const absl::Status rollback = d.Exec("ROLLBACK");
+        if (!rollback.ok()) LogError("store: ", rollback.ToString());
+      }
+      for (size_t j = first; j < i; ++j) {
+        if (batch[j]->status.ok()) batch[j]->status = commit;
+      }
+      continue;
+    }
+    commits.fetch_add(1);
+    committed_writes.fetch_add(static_cast<int64_t>(i - first));
+  }
 }
 
 absl::Status RunStore::Impl::Read(

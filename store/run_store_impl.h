@@ -18,11 +18,13 @@
 #ifndef RUNREAPER_STORE_RUN_STORE_IMPL_H_
 #define RUNREAPER_STORE_RUN_STORE_IMPL_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -39,16 +41,20 @@
 
 namespace runreaper::store {
 
+// OK when `event` is of a kind AppendEvent(s) and MarkSwept accept
+// (SIGNAL, SWEEP_STARTED, SWEEP_FINISHED, KEPT); INVALID_ARGUMENT naming
+// the type and `path` otherwise (defined in run_store_events.cc).
+absl::Status CheckAppendable(const v1::Event& event, const std::string& path);
+
 // Page size of List and ListEvents when the caller asks for 0 (or less).
 inline constexpr int kDefaultPageSize = 100;
 
 struct RunStore::Impl {
+  // Starts the writer thread.
   Impl(std::unique_ptr<Database> writer, std::unique_ptr<Database> read_conn,
-       StoreOptions opts)
-      : options(std::move(opts)),
-        db_path(writer->path()),
-        db(std::move(writer)),
-        reader(std::move(read_conn)) {}
+       StoreOptions opts);
+  // Runs what is queued, then stops the writer thread.
+  ~Impl();
 
   absl::Time Now() const {
     return options.clock ? options.clock() : absl::Now();
@@ -56,11 +62,19 @@ struct RunStore::Impl {
   int64_t NowMicros() const { return absl::ToUnixMicros(Now()); }
   const std::string& path() const { return db_path; }
 
-  // Runs `fn` inside BEGIN IMMEDIATE ... COMMIT: the write lock is taken up
-  // front, so two writers never deadlock upgrading a read lock, and waiting
-  // for it honours the busy timeout. Rolls back when `fn` or COMMIT fails.
-  absl::Status InWriteTransaction(const std::function<absl::Status()>& fn)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Group commit. Queues `fn` for the writer thread and waits until the
+  // transaction that ran it has committed (or failed); returns fn's status,
+  // or the transaction's error. The writer thread takes everything queued
+  // at once and runs it in one BEGIN IMMEDIATE ... COMMIT (the write lock is
+  // taken up front, so two writers never deadlock upgrading a read lock, and
+  // waiting for it honours the busy timeout), each fn inside its own
+  // SAVEPOINT: a failing fn is rolled back alone and the others commit.
+  // With synchronous=FULL one fsync then covers the whole batch, and every
+  // caller is answered only after the COMMIT that made its write durable.
+  // `fn` runs on the writer thread with `mu` held; it must not call Write.
+  // Never called with `mu` held.
+  absl::Status Write(const std::function<absl::Status()>& fn)
+      ABSL_LOCKS_EXCLUDED(mu, queue_mu);
 
   // Runs `fn` on the read connection. With `snapshot`, inside BEGIN ...
   // COMMIT, so that several SELECTs see one state of the database (a run
@@ -134,14 +148,41 @@ struct RunStore::Impl {
       const std::vector<RunUpdate>& updates, absl::string_view op,
       absl::string_view seen_by, LivenessStep liveness_step) ABSL_LOCKS_EXCLUDED(mu);
 
+  // One queued write (Write): the function, its outcome, and whether the
+  // writer thread is done with it.
+  struct WriteOp {
+    const std::function<absl::Status()>* fn = nullptr;
+    absl::Status status;
+    bool done = false;
+  };
+  void WriterLoop() ABSL_LOCKS_EXCLUDED(mu, queue_mu);
+  // Runs `batch` in as few transactions as possible (one, unless a fn's
+  // error made SQLite roll the whole transaction back) and sets each op's
+  // status.
+  void RunBatch(const std::vector<WriteOp*>& batch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+
   const StoreOptions options;
   const std::string db_path;
+  absl::Mutex queue_mu;
+  std::vector<WriteOp*> queue ABSL_GUARDED_BY(queue_mu);
+  bool stopping ABSL_GUARDED_BY(queue_mu) = false;
+  int64_t pending ABSL_GUARDED_BY(queue_mu) = 0;  // queued or being run
+  // Writes committed in batches (for tests and the benchmark): how many
+  // transactions the writer thread committed, and how many fns they held.
+  std::atomic<int64_t> commits{0};
+  std::atomic<int64_t> committed_writes{0};
   absl::Mutex mu;  // the writer connection
   std::unique_ptr<Database> db ABSL_GUARDED_BY(mu);
   absl::Mutex read_mu;  // the read connection; never taken together with mu
   // Declared last: closed first, so the writer is the last connection and
   // checkpoints the WAL on close.
   std::unique_ptr<Database> reader ABSL_GUARDED_BY(read_mu);
+  // CountRuns' last answer and the reader's data_version it was read at.
+  int64_t counts_version ABSL_GUARDED_BY(read_mu) = -1;
+  RunCounts counts_cache ABSL_GUARDED_BY(read_mu);
+  // Last: started once everything above exists, joined first.
+  std::thread writer_thread;
 };
 
 }  // namespace runreaper::store

@@ -62,8 +62,7 @@ absl::StatusOr<std::vector<AppliedUpdate>> RunStore::Impl::ApplyUpdates(
   RETURN_IF_ERROR(ValidateUpdates(updates, op, m.path()));
   std::vector<AppliedUpdate> out;
   if (updates.empty()) return out;
-  absl::MutexLock lock(&m.mu);
-  RETURN_IF_ERROR(m.InWriteTransaction([&]() -> absl::Status {
+  RETURN_IF_ERROR(m.Write([&]() -> absl::Status {
     out.clear();
     out.reserve(updates.size());
     const int64_t now = m.NowMicros();

@@ -63,6 +63,16 @@ absl::StatusOr<RunCounts> RunStore::CountRuns() {
   RETURN_IF_ERROR(m.Read(false, [&](Database& d) -> absl::Status {
     // Both answered from an index alone: runs_by_state (state, seq) and the
     // partial index runs_terminal_unswept.
+    // They still read an entry per run, and the daemon asks after every
+    // pass: while nothing was committed since the last count (data_version
+    // unchanged) the same answer is returned without them (an idle pass
+    // stays free).
+    ASSIGN_OR_RETURN(const int64_t version,
+                     d.QueryInt("PRAGMA data_version"));
+    if (version == m.counts_version) {
+      counts = m.counts_cache;
+      return absl::OkStatus();
+    }
     ASSIGN_OR_RETURN(ScopedStatement q,
                      d.Prepare("SELECT state, COUNT(*) FROM runs GROUP BY state"));
     counts = RunCounts();
@@ -75,6 +85,8 @@ absl::StatusOr<RunCounts> RunStore::CountRuns() {
                      d.Prepare("SELECT COUNT(*) FROM runs WHERE state != 1 AND sweep_done = 0"));
     ASSIGN_OR_RETURN(bool row, u->Step());
     if (row) counts.awaiting_sweep = u->ColumnInt(0);
+    m.counts_cache = counts;
+    m.counts_version = version;
     return absl::OkStatus();
   }));
   return counts;
@@ -82,8 +94,7 @@ absl::StatusOr<RunCounts> RunStore::CountRuns() {
 
 absl::Status RunStore::SetSweepDone(absl::string_view run_id, bool done) {
   Impl& m = *impl_;
-  absl::MutexLock lock(&m.mu);
-  return m.InWriteTransaction([&]() -> absl::Status {
+  return m.Write([&]() -> absl::Status {
     ASSIGN_OR_RETURN(StoredRun r, m.FindOrNotFound(run_id));
     if (!IsTerminal(r.run.state())) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -98,6 +109,35 @@ absl::Status RunStore::SetSweepDone(absl::string_view run_id, bool done) {
   });
 }
 
+absl::StatusOr<int> RunStore::MarkSwept(
+    const std::vector<std::string>& run_ids,
+    const std::vector<v1::Event>& events) {
+  for (const v1::Event& e : events) RETURN_IF_ERROR(CheckAppendable(e, path()));
+  if (run_ids.empty() && events.empty()) return 0;
+  Impl& m = *impl_;
+  int marked = 0;
+  RETURN_IF_ERROR(m.Write([&]() -> absl::Status {
+    marked = 0;
+    {
+      ASSIGN_OR_RETURN(ScopedStatement s,
+                       m.db->Prepare("UPDATE runs SET sweep_done = 1 "
+                                     "WHERE run_id = ?1 AND state != 1"));
+      for (const std::string& id : run_ids) {
+        s->Reset();
+        s->BindText(1, id);
+        RETURN_IF_ERROR(s->Run());
+        marked += static_cast<int>(m.db->Changes());
+      }
+    }
+    const int64_t now = m.NowMicros();
+    for (const v1::Event& e : events) {
+      RETURN_IF_ERROR(m.InsertEvent(e, now).status());
+    }
+    return absl::OkStatus();
+  }));
+  return marked;
+}
+
 absl::StatusOr<bool> RunStore::ClaimSweepStage(absl::string_view run_id,
                                                int pid,
                                                uint64_t start_time_ticks,
@@ -109,9 +149,8 @@ absl::StatusOr<bool> RunStore::ClaimSweepStage(absl::string_view run_id,
                      " in ", path(), ": stage ", stage, " not in 1..3"));
   }
   Impl& m = *impl_;
-  absl::MutexLock lock(&m.mu);
   bool claimed = false;
-  RETURN_IF_ERROR(m.InWriteTransaction([&]() -> absl::Status {
+  RETURN_IF_ERROR(m.Write([&]() -> absl::Status {
     // Make an unknown run NOT_FOUND rather than a foreign key failure.
     ASSIGN_OR_RETURN(StoredRun r, m.FindOrNotFound(run_id));
     (void)r;
@@ -168,9 +207,8 @@ absl::StatusOr<int64_t> RunStore::RecordSweepSignal(absl::string_view run_id,
         path(), ": the event must be a SIGNAL event of that run"));
   }
   Impl& m = *impl_;
-  absl::MutexLock lock(&m.mu);
   int64_t id = 0;
-  RETURN_IF_ERROR(m.InWriteTransaction([&]() -> absl::Status {
+  RETURN_IF_ERROR(m.Write([&]() -> absl::Status {
     const int64_t now = m.NowMicros();
     ASSIGN_OR_RETURN(
         ScopedStatement s,

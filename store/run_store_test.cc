@@ -1743,6 +1743,140 @@ TEST_F(RunStoreTest, TwoProcessesWriteAtOnce) {
             2 * kPerProcess + 2 * ((kPerProcess + 2) / 3));
 }
 
+// Group commit: while another connection holds the write lock, the writer
+// thread waits in BEGIN IMMEDIATE with the first write and the rest queue
+// behind it; once the lock is free the queued writes commit together, and a
+// write that fails in that batch (an event refused by a trigger) is rolled
+// back alone while the others are kept.
+TEST_F(RunStoreTest, QueuedWritesShareOneCommitAndAFailureStaysItsOwn) {
+  auto store = OpenOrDie(StoreOptions());
+  ASSERT_NE(store, nullptr);
+  RawExec(path_,
+          "CREATE TRIGGER refuse_bad BEFORE INSERT ON events "
+          "WHEN NEW.run_id = 'bad' BEGIN SELECT RAISE(ABORT, 'refused'); END");
+  ASSERT_OK(store->Register(MakeRun("first")));
+  const RunStore::WriteStats before = store->GetWriteStats();
+
+  sqlite3* other = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(path_.c_str(), &other, SQLITE_OPEN_READWRITE,
+                            nullptr),
+            SQLITE_OK);
+  absl::Cleanup close_other = [&] { sqlite3_close(other); };
+  ASSERT_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  constexpr int kWriters = 8;
+  std::vector<absl::Status> status(kWriters + 1);
+  std::vector<std::thread> writers;
+  writers.emplace_back(
+      [&] { status[0] = store->Finish("first", 3).status(); });
+  for (int i = 1; i <= kWriters; ++i) {
+    writers.emplace_back([&, i] {
+      const std::string id = i == 4 ? "bad" : absl::StrCat("w", i);
+      status[i] = store->Register(MakeRun(id)).status();
+    });
+  }
+  // Every write is made and none answered: the writer thread holds the
+  // first batch it took, waiting for the lock, and the rest queue behind.
+  ASSERT_TRUE(WaitFor(
+      [&] { return store->GetWriteStats().pending == kWriters + 1; }));
+  ASSERT_EQ(sqlite3_exec(other, "COMMIT", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  for (std::thread& t : writers) t.join();
+
+  EXPECT_OK(status[0]);
+  for (int i = 1; i <= kWriters; ++i) {
+    if (i == 4) {
+      EXPECT_FALSE(status[i].ok());
+      EXPECT_NE(status[i].message().find("refused"), std::string::npos)
+          << status[i];
+    } else {
+      EXPECT_TRUE(status[i].ok()) << i << " " << status[i];
+    }
+  }
+  const RunStore::WriteStats after = store->GetWriteStats();
+  // At most two transactions: the batch the writer thread took before the
+  // lock was released, then everything queued behind it.
+  EXPECT_LE(after.commits - before.commits, 2);
+  EXPECT_GE(after.commits - before.commits, 1);
+  EXPECT_EQ(after.writes - before.writes, kWriters + 1);
+  // The refused one left nothing; the others are all there.
+  EXPECT_TRUE(absl::IsNotFound(store->Get("bad").status()));
+  EXPECT_EQ(RawQueryInt(path_, "SELECT count(*) FROM runs"), kWriters);
+  for (int i = 1; i <= kWriters; ++i) {
+    if (i != 4) {
+      EXPECT_TRUE(store->Get(absl::StrCat("w", i)).ok()) << i;
+    }
+  }
+  ASSERT_OK_AND_ASSIGN(RunProto first, store->Get("first"));
+  EXPECT_EQ(first.exit_code(), 3);
+}
+
+// As AcknowledgedWritesSurviveKill9, with eight threads writing at once, so
+// that acknowledgements come from shared commits (group commit).
+TEST_F(RunStoreTest, AcknowledgedConcurrentWritesSurviveKill9) {
+  { ASSERT_NE(OpenOrDie(StoreOptions()), nullptr); }
+  int fds[2];
+  ASSERT_EQ(pipe2(fds, O_CLOEXEC), 0);
+  Fd rd(fds[0]), wr(fds[1]);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    rd.Reset();
+    absl::StatusOr<std::unique_ptr<RunStore>> s = RunStore::Open(path_);
+    if (!s.ok()) _exit(2);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 8; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < 1000000; ++i) {
+          const std::string id = absl::StrCat("t", t, "-", i);
+          if (!(*s)->Register(MakeRun(id)).ok()) _exit(3);
+          if (!(*s)->Finish(id, i % 256).ok()) _exit(4);
+          // One write(2) per line (< PIPE_BUF): lines never interleave.
+          if (!WriteAll(wr.get(), id + "\n")) _exit(5);
+        }
+      });
+    }
+    for (std::thread& th : threads) th.join();
+    _exit(6);
+  }
+  absl::Cleanup reap = [&child] {
+    if (child > 0) {
+      kill(child, SIGKILL);
+      WaitChild(child);
+    }
+  };
+  wr.Reset();
+  std::string acks;
+  char buf[4096];
+  size_t lines = 0;
+  while (lines < 400) {
+    const ssize_t n = read(rd.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    ASSERT_GT(n, 0) << "child stopped early";
+    acks.append(buf, n);
+    lines = std::count(acks.begin(), acks.end(), '\n');
+  }
+  ASSERT_EQ(kill(child, SIGKILL), 0);
+  const int status = WaitChild(child);
+  child = -1;
+  ASSERT_TRUE(WIFSIGNALED(status));
+  acks += ReadAll(rd.get());
+
+  std::vector<std::string> ids =
+      absl::StrSplit(acks, '\n', absl::SkipEmpty());
+  if (!acks.empty() && acks.back() != '\n') ids.pop_back();
+  ASSERT_GE(ids.size(), 400u);
+  auto store = OpenOrDie(StoreOptions());
+  for (const std::string& id : ids) {
+    ASSERT_OK_AND_ASSIGN(RunProto r, store->Get(id));
+    int i = 0;
+    ASSERT_TRUE(absl::SimpleAtoi(id.substr(id.find('-') + 1), &i)) << id;
+    EXPECT_EQ(r.state(), v1::RUN_STATE_FINISHED) << id;
+    EXPECT_EQ(r.exit_code(), i % 256) << id;
+  }
+  EXPECT_EQ(RawQueryText(path_, "PRAGMA integrity_check"), "ok");
+}
+
 // A child registers runs and acknowledges each on a pipe only after Register
 // returned; it is SIGKILLed mid-stream. Every acknowledged run must be there.
 TEST_F(RunStoreTest, AcknowledgedWritesSurviveKill9) {

@@ -10,7 +10,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <atomic>
 #include <memory>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -42,7 +44,9 @@ ABSL_FLAG(std::string, daemon_binary, "",
 ABSL_FLAG(std::string, dir, "/tmp", "Where the benchmark's files are made.");
 ABSL_FLAG(std::vector<std::string>, phases,
           std::vector<std::string>({"idle", "cron"}),
-          "Phases to run: idle (2 s and 200 ms scan interval), cron.");
+          "Phases to run: idle (2 s and 200 ms scan interval), cron, "
+          "store_pairs (Register+Finish through one store handle, 1 and 8 "
+          "threads).");
 
 namespace runreaper::storage_bench {
 namespace {
@@ -161,6 +165,49 @@ double CronTick(const std::string& binary, const std::vector<int>& pids,
   return took;
 }
 
+// Register+Finish pairs per second through one RunStore handle (FULL) from
+// `threads` threads for `duration`: the store's own ceiling, without gRPC.
+// Sets *writes_per_commit from the handle's group-commit counters.
+double StorePairs(int threads, absl::Duration duration, double* writes_per_commit) {
+  const std::string dir = MakeDir();
+  double rate = 0;
+  {
+    absl::StatusOr<std::unique_ptr<store::RunStore>> s =
+        store::RunStore::Open(dir + "/runs.db");
+    if (!s.ok()) Die(s.status().ToString());
+    store::RunStore* st = s->get();
+    std::atomic<long> pairs{0};
+    std::atomic<bool> failed{false};
+    const absl::Time end = absl::Now() + duration;
+    const absl::Time t0 = absl::Now();
+    std::vector<std::thread> workers;
+    for (int t = 0; t < threads; ++t) {
+      workers.emplace_back([&, t] {
+        for (long i = 0; absl::Now() < end; ++i) {
+          v1::Run run;
+          run.set_run_id(absl::StrCat("pair-", t, "-", i));
+          run.set_pid(4242);
+          if (!st->Register(run).ok() || !st->Finish(run.run_id(), 0).ok()) {
+            failed = true;
+            return;
+          }
+          pairs.fetch_add(1);
+        }
+      });
+    }
+    for (std::thread& w : workers) w.join();
+    if (failed) Die("a store write failed");
+    rate = static_cast<double>(pairs.load()) /
+           absl::ToDoubleSeconds(absl::Now() - t0);
+    const store::RunStore::WriteStats stats = st->GetWriteStats();
+    *writes_per_commit = stats.commits > 0 ? static_cast<double>(stats.writes) /
+                                                 static_cast<double>(stats.commits)
+                                           : 0;
+  }
+  RemoveDir(dir);
+  return rate;
+}
+
 int Main(int argc, char** argv) {
   base::SetFlagsUsage(
       "measures what the store costs at rest and at scale (issue 12).\n"
@@ -200,6 +247,16 @@ int Main(int argc, char** argv) {
              n, took, static_cast<long long>(events));
       out.Number("cron_tick_10k_finished_s", took, 3);
       out.Int("cron_tick_events", events);
+    } else if (phase == "store_pairs") {
+      for (int threads : {1, 8}) {
+        double per_commit = 0;
+        const double rate = StorePairs(threads, absl::Seconds(5), &per_commit);
+        printf("store Register+Finish pairs, %d thread(s), FULL: %.0f pairs/s, "
+               "%.1f writes per commit\n",
+               threads, rate, per_commit);
+        out.Number(absl::StrCat("store_pairs_per_s_", threads), rate, 1);
+        out.Number(absl::StrCat("store_writes_per_commit_", threads), per_commit, 2);
+      }
     } else {
       Die("unknown phase " + phase);
     }
