@@ -488,6 +488,7 @@ LineageTracker::Stats LineageTracker::stats() const {
   s.nodes = state_->nodes.size();
   s.live = state_->live.size();
   s.runs = state_->runs.size();
+  for (const auto& [id, run] : state_->runs) s.runs_with_gap += run.gap;
   return s;
 }
 

@@ -123,6 +123,7 @@ class LineageTracker {
     size_t nodes = 0;           // tree nodes (live and exited-with-children)
     size_t live = 0;            // live tracked processes
     size_t runs = 0;            // tracked runs
+    size_t runs_with_gap = 0;   // tracked runs flagged with a gap
   };
   Stats stats() const;
 

@@ -1,6 +1,7 @@
 #include "scanner/membership.h"
 
 #include <algorithm>
+#include <map>
 #include <cstdint>
 #include <set>
 #include <string>
@@ -33,6 +34,8 @@ const char* MatchSourceName(MatchSource source) {
       return "cgroup";
     case MatchSource::kLeader:
       return "leader";
+    case MatchSource::kDescent:
+      return "descent";
   }
   return "none";
 }
@@ -259,6 +262,8 @@ struct RunIndex {
   std::unordered_map<std::string, std::vector<size_t>> by_cookie;
   std::unordered_map<std::string, std::vector<size_t>> by_cgroup;
   std::unordered_map<int, std::vector<size_t>> by_leader_pid;  // include_leader
+  // Descendants by fork (lineage): (pid, start time) -> runs.
+  std::map<std::pair<int, uint64_t>, std::vector<size_t>> by_descent;
   // Enabled runs by ascending start time: the start-time rule's candidates
   // of a process are a prefix of it.
   std::vector<size_t> by_start;
@@ -278,6 +283,9 @@ struct RunIndex {
         min_cgroup_start = std::min(min_cgroup_start, leader.start_time);
       }
       if (runs[i].include_leader) by_leader_pid[leader.pid].push_back(i);
+      for (const auto& [key, chain] : runs[i].descendants) {
+        by_descent[key].push_back(i);
+      }
     }
     std::stable_sort(by_start.begin(), by_start.end(), [&](size_t a, size_t b) {
       return runs[a].leader.start_time < runs[b].leader.start_time;
@@ -378,6 +386,10 @@ Membership FindMembers(const Snapshot& snapshot, const SweepObserver& observer,
         }
       }
     }
+    if (!index.by_descent.empty()) {
+      auto d = index.by_descent.find({p.pid, p.start_time});
+      if (d != index.by_descent.end()) add(&d->second, MatchSource::kDescent);
+    }
     if (const std::vector<size_t>* leaders = Lookup(index.by_leader_pid, p.pid)) {
       for (const size_t i : *leaders) {
         if (p.start_time == runs[i].leader.start_time) {
@@ -400,6 +412,10 @@ Membership FindMembers(const Snapshot& snapshot, const SweepObserver& observer,
       m.process = p;
       m.source = source;
       m.unverified = !env_ok;
+      if (source == MatchSource::kDescent) {
+        auto d = runs[i].descendants.find({p.pid, p.start_time});
+        if (d != runs[i].descendants.end()) m.ancestors = d->second;
+      }
       m.zombie = zombie;
       if (m.zombie) m.reaper_pid = p.ppid;
       // Unreadable environ: KEEP cannot be checked; the run's policy still

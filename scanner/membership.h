@@ -19,7 +19,11 @@
 //       kCookie  P's environ has RUNREAPER_RUN_ID=<R.run_id>;
 //       kCgroup  P's cgroup v2 path is R.cgroup or below it, when R.cgroup is
 //                a dedicated cgroup (not empty, not "/", and not holding the
-//                observer itself).
+//                observer itself);
+//       kDescent (P.pid, P.start_time) is in R.descendants: P descends from
+//                R's leader by fork, as the lineage tracker saw it
+//                (scanner/lineage.h; a process descends from one run only,
+//                the younger of two).
 // Reuse: when the snapshot holds a process whose pid equals R.pgid (R.sid)
 // with a start time other than R.start_time, the number names someone else's
 // group (session) now and nothing in it is R's.
@@ -34,8 +38,10 @@
 #define RUNREAPER_SCANNER_MEMBERSHIP_H_
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -50,7 +56,16 @@ inline constexpr char kKeepEnv[] = "RUNREAPER_KEEP";
 
 // kLeader: the recorded leader itself (pid and start time equal), matched
 // only for runs with include_leader (a CANCELLED run sweeps its leader).
-enum class MatchSource { kNone, kPgid, kSid, kCookie, kCgroup, kLeader };
+// kDescent: forked, directly or not, by R's leader (lineage tracker).
+enum class MatchSource {
+  kNone,
+  kPgid,
+  kSid,
+  kCookie,
+  kCgroup,
+  kLeader,
+  kDescent,
+};
 const char* MatchSourceName(MatchSource source);
 
 // What membership needs of a run record.
@@ -63,6 +78,10 @@ struct RunSpec {
   // The leader (pid and start time equal to leader's) is a member even when
   // it led neither its group nor its session.
   bool include_leader = false;
+  // Processes known to descend from the leader, by (pid, start time), each
+  // with its ancestor pids (nearest first, ending at the leader). Empty when
+  // lineage is off or the run is not tracked.
+  std::map<std::pair<int, uint64_t>, std::vector<int>> descendants;
 };
 
 // Who is looking: the process that would send the signals, and what it must
@@ -114,6 +133,8 @@ struct Member {
   int reaper_pid = 0;  // zombies: the parent that is not reaping it
   bool kept = false;
   bool unverified = false;
+  // kDescent: its ancestor pids, nearest first, ending at the leader.
+  std::vector<int> ancestors;
 
   // A live member that the sweep may signal.
   bool Signallable() const {

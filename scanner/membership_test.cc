@@ -502,5 +502,52 @@ TEST(MembershipTest, CgroupIsWithin) {
   EXPECT_FALSE(CgroupIsWithin("/a", ""));
 }
 
+TEST(MembershipTest, DescentFindsWhatSharesNothingWithTheRun) {
+  Snapshot s = Base();
+  // Escaped with setsid and env -i: own group and session, no cookie.
+  s.processes.push_back(Proc(400, 1, 400, 400, kLeaderStart + 5));
+  // A recycled number: the pid is listed but with another start time.
+  s.processes.push_back(Proc(401, 1, 401, 401, kLeaderStart + 9));
+  // Also in the leader's group: the earlier source is reported.
+  s.processes.push_back(Proc(402, 1, 100, 100, kLeaderStart + 6));
+  RunSpec run = TheRun();
+  run.descendants[{400, kLeaderStart + 5}] = {350, 100};
+  run.descendants[{401, kLeaderStart + 7}] = {100};
+  run.descendants[{402, kLeaderStart + 6}] = {100};
+  FakeEvidence ev;
+  auto by = ByPid(FindMembers(s, TheObserver(), {run}, ev));
+  ASSERT_EQ(by.size(), 2u);
+  EXPECT_EQ(by[400].source, MatchSource::kDescent);
+  EXPECT_EQ(by[400].ancestors, (std::vector<int>{350, 100}));
+  EXPECT_TRUE(by[400].Signallable());
+  EXPECT_EQ(by.count(401), 0u);
+  EXPECT_EQ(by[402].source, MatchSource::kPgid);
+  EXPECT_STREQ(MatchSourceName(MatchSource::kDescent), "descent");
+}
+
+TEST(MembershipTest, DescentKeepsEverySafetyRule) {
+  Snapshot s = Base();
+  s.processes.push_back(Proc(410, 1, 410, 410, kLeaderStart + 5));
+  s.processes.push_back(Proc(411, 1, 411, 411, kLeaderStart + 5));
+  RunSpec run = TheRun();
+  // The observer, its ancestor and init are never members, whatever the
+  // lineage says; KEEP still exempts.
+  run.descendants[{50, 20}] = {100};
+  run.descendants[{40, 10}] = {100};
+  run.descendants[{1, 1}] = {100};
+  run.descendants[{410, kLeaderStart + 5}] = {100};
+  run.descendants[{411, kLeaderStart + 5}] = {100};
+  FakeEvidence ev;
+  ev.environ[411].keep = true;
+  auto by = ByPid(FindMembers(s, TheObserver(), {run}, ev));
+  ASSERT_EQ(by.size(), 2u);
+  EXPECT_TRUE(by[410].Signallable());
+  EXPECT_TRUE(by[411].kept);
+  EXPECT_FALSE(by[411].Signallable());
+  // A run in another PID namespace has no members, by descent neither.
+  run.pidns_inode = kNs + 1;
+  EXPECT_TRUE(FindMembers(s, TheObserver(), {run}, ev).members.empty());
+}
+
 }  // namespace
 }  // namespace runreaper::scanner

@@ -26,6 +26,8 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "proto/describe.h"
 #include "scanner/exit_watcher.h"
+#include "scanner/lineage.h"
+#include "scanner/proc_events.h"
 #include "scanner/procfs.h"
 #include "server/daemon_loops.h"
 #include "server/event_hub.h"
@@ -104,6 +106,7 @@ class Daemon {
  private:
   absl::Status Start();
   void Stop();
+  absl::Status StartLineage();
 
   DaemonOptions options_;
   absl::Duration pass_deadline_;
@@ -115,6 +118,8 @@ class Daemon {
   std::thread resume_;  // ResumeSweeps at start; joined by Stop
   std::unique_ptr<Reconciler> reconciler_;
   std::unique_ptr<Sweeper> sweeper_;
+  std::unique_ptr<scanner::LineageTracker> lineage_;  // null = lineage off
+  std::unique_ptr<scanner::ProcEventStream> proc_events_;
   std::unique_ptr<EventHub> hub_;
   std::unique_ptr<ReconcilerService> service_;
   PeerCreds peer_creds_;
@@ -123,6 +128,54 @@ class Daemon {
   std::unique_ptr<MetricsServer> metrics_server_;
   std::unique_ptr<DaemonLoops> loops_;
 };
+
+// Lineage: subscribe to proc events, then follow every run not yet swept.
+// Runs registered before this start get a gap: while no daemon listened,
+// their processes could fork unseen. Only a failure to read the store is an
+// error; an unavailable connector means lineage off, said once.
+absl::Status Daemon::StartLineage() {
+  if (!options_.lineage) {
+    LogInfo("lineage: off (--lineage=false)");
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::unique_ptr<scanner::ProcConnector>> connector =
+      scanner::ProcConnector::Open();
+  if (!connector.ok()) {
+    LogWarning("lineage: off (", connector.status().message(),
+               "); membership by pgid, sid, cookie and cgroup only");
+    return absl::OkStatus();
+  }
+  const int rcvbuf = (*connector)->rcvbuf_bytes();
+  lineage_ = std::make_unique<scanner::LineageTracker>(&procfs_);
+  proc_events_ = std::make_unique<scanner::ProcEventStream>(
+      *std::move(connector),
+      [this](const scanner::ProcConnector::Batch& b) {
+        lineage_->Apply(b);
+        metrics_.ProcEvents(static_cast<int64_t>(b.events.size()),
+                            b.lost ? 1 : 0);
+        metrics_.SetRunsWithLineageGap(
+            static_cast<int64_t>(lineage_->stats().runs_with_gap));
+      });
+  proc_events_->Start();
+  sweeper_->SetLineage(lineage_.get());
+  ASSIGN_OR_RETURN(std::vector<v1::Run> running, store_->ListRunning());
+  ASSIGN_OR_RETURN(std::vector<v1::Run> unswept,
+                   store_->ListTerminalUnswept());
+  std::vector<v1::Run> all = running;
+  all.insert(all.end(), unswept.begin(), unswept.end());
+  sweeper_->TrackRuns(all);
+  for (const v1::Run& run : all) {
+    lineage_->MarkGap(run.run_id(),
+                      "registered before this daemon started; processes "
+                      "forked while no daemon listened are unknown");
+  }
+  metrics_.SetLineageEnabled(true);
+  metrics_.SetRunsWithLineageGap(
+      static_cast<int64_t>(lineage_->stats().runs_with_gap));
+  LogInfo("lineage: on (proc connector, receive buffer ", rcvbuf, " bytes, ",
+          all.size(), " run(s) followed)");
+  return absl::OkStatus();
+}
 
 absl::Status Daemon::Start() {
   if (options_.scan_interval <= absl::ZeroDuration()) {
@@ -170,6 +223,7 @@ absl::Status Daemon::Start() {
   SweeperOptions sweeper_options;
   sweeper_options.metrics = &metrics_;
   sweeper_ = std::make_unique<Sweeper>(store_.get(), &procfs_, sweeper_options);
+  RETURN_IF_ERROR(StartLineage());
   hub_ = std::make_unique<EventHub>(store_.get());
 
   // Re-arm the exit watcher for every RUNNING record, then one full pass:
@@ -302,7 +356,9 @@ void Daemon::Stop() {
   metrics_server_.reset();
   hub_.reset();
   reconciler_.reset();
+  proc_events_.reset();  // stops the drain thread before the tracker goes
   sweeper_.reset();
+  lineage_.reset();
   watcher_.reset();
   store_.reset();  // closes the database
   if (lock_fd_.valid()) {

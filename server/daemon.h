@@ -38,6 +38,10 @@ struct DaemonOptions {
   absl::Duration shutdown_grace = absl::Seconds(5);
   std::string metrics;  // "" = no metrics endpoint
   size_t watch_queue_limit = 10000;
+  // Follow runs' descendants by proc connector events (docs/ORPHANS.md
+  // "Descent"). When the connector is unavailable the daemon starts
+  // without it and logs "lineage: off (<reason>)".
+  bool lineage = true;
 };
 
 // Serves until SIGTERM/SIGINT. Returns the process exit code (0 after a clean

@@ -56,6 +56,12 @@ ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(5),
 ABSL_FLAG(std::string, log_format, "text",
           "text (default) or json: one JSON object per line (time, level, "
           "program, run_id and pid where they apply, message) for log shippers.");
+ABSL_FLAG(bool, lineage, true,
+          "Follow every run's descendants as they fork (proc connector: "
+          "needs root in the initial PID and network namespaces), so a "
+          "process that left the run's group, session and environment is "
+          "still its member (MATCH_SOURCE_DESCENT). Unavailable = off, "
+          "logged once; false = membership exactly as without lineage.");
 ABSL_FLAG(int, watch_queue_limit, 10000,
           "Events a WatchEvents stream may have unsent before it is ended with "
           "RESOURCE_EXHAUSTED (slow consumer; the message names the id to "
@@ -89,6 +95,7 @@ int main(int argc, char** argv) {
   options.stale_after = absl::GetFlag(FLAGS_stale_after);
   options.pass_deadline = absl::GetFlag(FLAGS_pass_deadline);
   options.sweep_interval = absl::GetFlag(FLAGS_sweep_interval);
+  options.lineage = absl::GetFlag(FLAGS_lineage);
   options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
   options.metrics = absl::GetFlag(FLAGS_metrics);
   const int limit = absl::GetFlag(FLAGS_watch_queue_limit);

@@ -240,6 +240,11 @@ absl::StatusOr<v1::Run> ReconcilerService::DoRegister(
   if (!run.cgroup().empty()) RETURN_IF_ERROR(CheckClaimedCgroup(r));
   ASSIGN_OR_RETURN(v1::Run stored, store_->Register(run));
   hub_->Notify();
+  // Its descendants are followed from now on (lineage on), seeded with what
+  // it has already forked.
+  if (sweeper_ != nullptr && stored.state() == v1::RUN_STATE_RUNNING) {
+    sweeper_->TrackRuns({stored});
+  }
   if (reconciler_ != nullptr && stored.state() == v1::RUN_STATE_RUNNING) {
     // Armed before the answer: an exit from now on is seen at once.
     if (absl::Status s = reconciler_->Watch(stored); !s.ok()) {
@@ -329,6 +334,7 @@ grpc::ServerUnaryReactor* ReconcilerService::GetRun(
     RETURN_IF_ERROR(ValidateRunId(request->run_id()));
     ASSIGN_OR_RETURN(*response, store_->Get(request->run_id()));
     if (reconciler_ != nullptr) reconciler_->OverlayLastSeen(response);
+    if (sweeper_ != nullptr) sweeper_->AnnotateRun(response);
     return absl::OkStatus();
   });
 }

@@ -60,6 +60,8 @@ v1::MatchSource ToProto(scanner::MatchSource source) {
       return v1::MATCH_SOURCE_CGROUP;
     case scanner::MatchSource::kLeader:
       return v1::MATCH_SOURCE_LEADER;
+    case scanner::MatchSource::kDescent:
+      return v1::MATCH_SOURCE_DESCENT;
     case scanner::MatchSource::kNone:
       return v1::MATCH_SOURCE_UNSPECIFIED;
   }
@@ -78,6 +80,7 @@ v1::Orphan ToOrphan(const std::vector<RunSpec>& specs, const Member& m) {
   o.set_reaper_pid(m.reaper_pid);
   o.set_kept(m.kept);
   o.set_unverified(m.unverified);
+  for (const int a : m.ancestors) o.add_ancestors(a);
   return o;
 }
 
@@ -91,6 +94,22 @@ struct Sweeper::Impl {
   store::RunStore* const store;
   const scanner::ProcFs* const procfs;
   const SweeperOptions options;
+  scanner::LineageTracker* lineage = nullptr;  // nullptr = lineage off
+
+  // `specs` with each run's current descendants by fork filled in, so every
+  // listing (first, and each re-listing of the ladder) sees new ones.
+  std::vector<RunSpec> WithLineage(const std::vector<RunSpec>& specs) const {
+    std::vector<RunSpec> out = specs;
+    if (lineage == nullptr) return out;
+    for (RunSpec& spec : out) {
+      scanner::RunLineage l = lineage->Members(spec.run_id);
+      for (scanner::Descendant& d : l.members) {
+        spec.descendants[{d.process.pid, d.process.start_time}] =
+            std::move(d.ancestors);
+      }
+    }
+    return out;
+  }
   absl::Mutex mu;  // one sweep at a time
 
   scanner::LadderOptions Ladder() const {
@@ -144,7 +163,9 @@ struct Sweeper::Impl {
 
     absl::StatusOr<std::vector<Member>> List() override {
       ASSIGN_OR_RETURN(Membership members,
-                       scanner::ListStable(*impl_->procfs, *specs_, observer_));
+                       scanner::ListStable(*impl_->procfs,
+                                          impl_->WithLineage(*specs_),
+                                          observer_));
       std::vector<Member> live = scanner::Targets(members);
       for (const Member& m : live) listed_->emplace(RefOf(m), m);
       return live;
@@ -357,8 +378,11 @@ struct Sweeper::Impl {
     // A dry run signals nothing, so nothing forked between two listings can
     // escape it: one listing answers it (as ListOrphans).
     ASSIGN_OR_RETURN(Membership members,
-                     dry_run ? scanner::ListMembers(*procfs, specs, &observer)
-                             : scanner::ListStable(*procfs, specs, &observer));
+                     dry_run
+                         ? scanner::ListMembers(*procfs, WithLineage(specs),
+                                                &observer)
+                         : scanner::ListStable(*procfs, WithLineage(specs),
+                                               &observer));
     std::vector<Member> targets = scanner::Targets(members);
     if (dry_run) {
       for (const Member& m : targets) {
@@ -433,7 +457,11 @@ struct Sweeper::Impl {
       ev.set_run_id(specs[i].run_id);
       ev.set_detail(absl::StrCat(signals, " signal(s), ", survivors_of[i],
                                  " survivor(s)"));
-      if (survivors_of[i] == 0) done.push_back(specs[i].run_id);
+      if (survivors_of[i] == 0) {
+        done.push_back(specs[i].run_id);
+        // Swept clean: its descendants need not be followed any more.
+        if (lineage != nullptr) lineage->Untrack(specs[i].run_id);
+      }
     }
     if (absl::Status s = store->MarkSwept(done, closing).status(); !s.ok()) {
       LogError("sweeper: cannot record the end of the sweep: ", s.ToString());
@@ -463,11 +491,41 @@ absl::StatusOr<v1::ListOrphansResponse> Sweeper::ListOrphans(
   std::vector<RunSpec> specs;
   for (const v1::Run& r : runs) specs.push_back(SpecOf(r));
   ASSIGN_OR_RETURN(Membership members,
-                   scanner::ListMembers(*impl_->procfs, specs, nullptr));
+                   scanner::ListMembers(*impl_->procfs,
+                                        impl_->WithLineage(specs), nullptr));
   for (const Member& m : members.members) {
-    *response.add_orphans() = ToOrphan(specs, m);
+    v1::Orphan* o = response.add_orphans();
+    *o = ToOrphan(specs, m);
+    if (impl_->lineage != nullptr) {
+      o->set_lineage_gap(impl_->lineage->HasGap(o->run_id()));
+    }
   }
   return response;
+}
+
+void Sweeper::SetLineage(scanner::LineageTracker* lineage) {
+  impl_->lineage = lineage;
+}
+
+void Sweeper::TrackRuns(const std::vector<v1::Run>& runs) {
+  if (impl_->lineage == nullptr || runs.empty()) return;
+  // The connector's pids are the initial PID namespace's; a run recorded in
+  // another namespace names pids we cannot follow.
+  absl::StatusOr<uint64_t> self_ns = impl_->procfs->SelfPidNs();
+  if (!self_ns.ok()) return;
+  std::vector<scanner::LineageRun> specs;
+  for (const v1::Run& run : runs) {
+    if (run.pidns_inode() != *self_ns || run.start_time_ticks() == 0) continue;
+    specs.push_back({run.run_id(), run.pid(), run.start_time_ticks()});
+  }
+  if (specs.empty()) return;
+  absl::Status s = impl_->lineage->Track(specs);
+  if (!s.ok()) LogWarning("sweeper: lineage: ", s.ToString());
+}
+
+void Sweeper::AnnotateRun(v1::Run* run) const {
+  run->set_lineage_gap(impl_->lineage != nullptr &&
+                       impl_->lineage->HasGap(run->run_id()));
 }
 
 absl::StatusOr<v1::SweepResponse> Sweeper::Sweep(

@@ -7,10 +7,12 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "runreaper/v1/runreaper.pb.h"
+#include "scanner/lineage.h"
 #include "scanner/procfs.h"
 #include "server/metrics.h"
 #include "store/run_store.h"
@@ -57,6 +59,18 @@ class Sweeper {
   // counted from the recorded send time (no stage sent twice, no grace
   // served twice).
   absl::StatusOr<v1::SweepResponse> ResumeSweeps();
+  // Lineage (docs/ORPHANS.md "Descent"): with a tracker set, every listing
+  // adds the run's descendants by fork (MATCH_SOURCE_DESCENT, with the
+  // ancestor chain) to the other sources, a run swept clean is untracked,
+  // and orphans of a run with a gap say so. nullptr (the default) = off:
+  // membership exactly as without lineage. Set before serving; not owned.
+  void SetLineage(scanner::LineageTracker* lineage);
+  // Starts following the descendants of newly registered runs (one /proc
+  // walk for all). No-op with lineage off; a run outside the observer's PID
+  // namespace is skipped (the connector's pids are the initial namespace's).
+  void TrackRuns(const std::vector<v1::Run>& runs);
+  // Sets run->lineage_gap from the tracker (false with lineage off).
+  void AnnotateRun(v1::Run* run) const;
 
  private:
   struct Impl;

@@ -82,6 +82,8 @@ void PrintRun(const v1::Run& r) {
   printf("registered_at: %s\n", Time(r.registered_at()).c_str());
   printf("last_seen:     %s\n", Time(r.last_seen_alive_at()).c_str());
   printf("ended_at:      %s\n", Time(r.ended_at()).c_str());
+  // Only with lineage on and a gap: descent may miss processes born in it.
+  if (r.lineage_gap()) printf("lineage_gap:   yes\n");
 }
 
 // "42s", "3m10s", "2h05m", "3d04h": how long ago `t` was, for tables.
@@ -131,6 +133,10 @@ void PrintOrphans(const google::protobuf::RepeatedPtrField<v1::Orphan>& orphans)
     if (o.zombie()) flags.push_back(absl::StrCat("zombie(reaper ", o.reaper_pid(), ")"));
     if (o.kept()) flags.push_back("kept");
     if (o.unverified()) flags.push_back("unverified");
+    if (o.ancestors_size() > 0) {
+      flags.push_back(absl::StrCat("via ", absl::StrJoin(o.ancestors(), "<")));
+    }
+    if (o.lineage_gap()) flags.push_back("lineage-gap");
     printf("%-24s %8d %8d %-16s %-8s %s\n", EscapeForLog(o.run_id()).c_str(), o.pid(),
            o.ppid(), EscapeForLog(o.comm()).c_str(), MatchName(o.source()).c_str(),
            flags.empty() ? "-" : absl::StrJoin(flags, ",").c_str());

@@ -1,0 +1,229 @@
+// Lineage end to end: the real runreaperd (proc connector on) and
+// runreaperctl, real processes that escape every other membership rule.
+//
+// Not inside a private PID namespace: the kernel ignores a proc connector
+// listen request from outside the initial PID namespace (verified in
+// scanner/proc_events_test.cc), so a daemon there has lineage off. What is
+// signalled here is only what descends from a leader this test forked,
+// through the daemon's usual safe path (pidfd + start time re-check).
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "base/test_util.h"
+#include "gtest/gtest.h"
+#include "scanner/procfs.h"
+#include "tests/e2e_util.h"
+
+namespace runreaper::e2e {
+namespace {
+
+// A leader forked by the test (so it leads neither a group nor a session:
+// a job spawned by a CI agent), held until Release(), then running `script`
+// under /bin/sh; the script's first line on fd 3 is read by Report().
+class Job {
+ public:
+  explicit Job(const std::string& script) {
+    int hold[2];
+    int out[2];
+    if (::pipe2(hold, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) {
+      std::abort();
+    }
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::close(hold[1]);
+      ::close(out[0]);
+      char c;
+      while (::read(hold[0], &c, 1) < 0 && errno == EINTR) {
+      }
+      ::dup2(out[1], 3);
+      ::execl("/bin/sh", "sh", "-c", script.c_str(), nullptr);
+      ::_exit(127);
+    }
+    ::close(hold[0]);
+    ::close(out[1]);
+    release_ = hold[1];
+    report_ = out[0];
+  }
+  ~Job() {
+    if (release_ >= 0) ::close(release_);
+    if (report_ >= 0) ::close(report_);
+    if (!reaped_) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  pid_t pid() const { return pid_; }
+  void Release() {
+    (void)!::write(release_, "x", 1);
+    ::close(release_);
+    release_ = -1;
+  }
+  // The pid the script wrote to fd 3 (read to EOF).
+  int Report() {
+    std::string text;
+    char buf[64];
+    ssize_t n;
+    while ((n = ::read(report_, buf, sizeof(buf))) > 0) text.append(buf, n);
+    int pid = -1;
+    (void)absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &pid);
+    return pid;
+  }
+  int Wait() {
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    reaped_ = true;
+    return status;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int release_ = -1;
+  int report_ = -1;
+  bool reaped_ = false;
+};
+
+// The escape: a new session and group (setsid), an empty environment
+// (env -i: no RUNREAPER_RUN_ID), a double fork (the intermediate exits, the
+// process is reparented), and SIGINT/SIGTERM ignored (a stubborn daemon).
+constexpr char kEscape[] =
+    "( setsid env -i sh -c \"trap '' INT TERM; exec sleep 120\" "
+    "</dev/null >/dev/null 2>&1 3>&- & echo $! >&3 ); exit 0";
+
+class LineageE2ETest : public ::testing::Test {
+ protected:
+  void StartDaemon(std::vector<std::string> extra) {
+    extra.push_back("--scan_interval=60s");
+    daemon_ = std::make_unique<Daemon>(dir_.path(), extra);
+    ASSERT_TRUE(daemon_->Start()) << daemon_->log();
+    ASSERT_TRUE(WaitFor([&] {
+      return absl::StrContains(daemon_->log(), "lineage: ");
+    })) << daemon_->log();
+  }
+  bool LineageOn() { return absl::StrContains(daemon_->log(), "lineage: on"); }
+
+  std::vector<std::string> Ctl(std::vector<std::string> args) {
+    args.insert(args.begin(), "--socket=" + daemon_->socket());
+    return {RunCtl(args).out};
+  }
+
+  // Registers `job` by pid, lets it leak its process, finishes the run.
+  // Returns the leaked pid (killed at teardown if still the same process).
+  int LeakFrom(Job& job, const std::string& run_id) {
+    CtlResult reg = RunCtl({"--socket=" + daemon_->socket(), "register",
+                            run_id, absl::StrCat("--pid=", job.pid())});
+    EXPECT_EQ(reg.exit_code, 0) << reg.out << reg.err;
+    job.Release();
+    const int leaked = job.Report();
+    EXPECT_GT(leaked, 1);
+    job.Wait();
+    CtlResult fin = RunCtl({"--socket=" + daemon_->socket(), "finish", run_id,
+                            "--exit_code=0"});
+    EXPECT_EQ(fin.exit_code, 0) << fin.out << fin.err;
+    absl::StatusOr<scanner::ProcStat> st = procfs_.ReadStat(leaked);
+    if (st.ok()) cleanup_.emplace_back(leaked, st->start_time);
+    return leaked;
+  }
+
+  bool Alive(int pid) {
+    for (const auto& [p, start] : cleanup_) {
+      if (p != pid) continue;
+      absl::StatusOr<scanner::ProcStat> st = procfs_.ReadStat(pid);
+      return st.ok() && st->start_time == start && st->state != 'Z';
+    }
+    return false;
+  }
+
+  void TearDown() override {
+    for (const auto& [pid, start] : cleanup_) {
+      absl::StatusOr<scanner::ProcStat> st = procfs_.ReadStat(pid);
+      if (st.ok() && st->start_time == start) ::kill(pid, SIGKILL);
+    }
+  }
+
+  TempDir dir_;
+  std::unique_ptr<Daemon> daemon_;
+  scanner::ProcFs procfs_;
+  std::vector<std::pair<int, uint64_t>> cleanup_;
+};
+
+TEST_F(LineageE2ETest, EscapedDescendantIsListedByDescentAndSwept) {
+  StartDaemon({});
+  if (!LineageOn()) GTEST_SKIP() << daemon_->log();
+  Job job(kEscape);
+  const int leaked = LeakFrom(job, "ci-1");
+  ASSERT_TRUE(Alive(leaked));
+
+  CtlResult orphans = RunCtl({"--socket=" + daemon_->socket(), "orphans",
+                              "ci-1"});
+  ASSERT_EQ(orphans.exit_code, 0) << orphans.err;
+  bool listed = false;
+  for (absl::string_view line : absl::StrSplit(orphans.out, '\n')) {
+    if (absl::StrContains(line, absl::StrCat(" ", leaked, " ")) &&
+        absl::StrContains(line, "DESCENT")) {
+      listed = true;
+      // The chain ends at the leader.
+      EXPECT_TRUE(absl::StrContains(line, absl::StrCat("<", job.pid())) ||
+                  absl::StrContains(line, absl::StrCat("via ", job.pid())))
+          << line;
+    }
+  }
+  EXPECT_TRUE(listed) << orphans.out;
+
+  CtlResult sweep = RunCtl({"--socket=" + daemon_->socket(), "sweep", "ci-1"},
+                           absl::Seconds(60));
+  EXPECT_EQ(sweep.exit_code, 0) << sweep.out << sweep.err;
+  EXPECT_TRUE(WaitFor([&] { return !Alive(leaked); })) << sweep.out;
+  CtlResult events = RunCtl({"--socket=" + daemon_->socket(), "events",
+                             "--since=0"});
+  EXPECT_TRUE(absl::StrContains(events.out, "source=descent")) << events.out;
+}
+
+TEST_F(LineageE2ETest, LineageOffBehavesAsBefore) {
+  StartDaemon({"--lineage=false"});
+  EXPECT_TRUE(absl::StrContains(daemon_->log(),
+                                "lineage: off (--lineage=false)"));
+  Job job(kEscape);
+  const int leaked = LeakFrom(job, "ci-2");
+  CtlResult orphans = RunCtl({"--socket=" + daemon_->socket(), "orphans",
+                              "ci-2"});
+  EXPECT_FALSE(absl::StrContains(orphans.out, absl::StrCat(" ", leaked, " ")))
+      << orphans.out;
+  CtlResult sweep = RunCtl({"--socket=" + daemon_->socket(), "sweep", "ci-2"},
+                           absl::Seconds(60));
+  EXPECT_EQ(sweep.exit_code, 0) << sweep.out << sweep.err;
+  EXPECT_TRUE(Alive(leaked));  // today's rules cannot see it
+}
+
+TEST_F(LineageE2ETest, RunFromBeforeARestartShowsAGap) {
+  StartDaemon({});
+  if (!LineageOn()) GTEST_SKIP() << daemon_->log();
+  Job job("exec sleep 120");
+  CtlResult reg = RunCtl({"--socket=" + daemon_->socket(), "register", "ci-3",
+                          absl::StrCat("--pid=", job.pid())});
+  ASSERT_EQ(reg.exit_code, 0) << reg.err;
+  CtlResult get = RunCtl({"--socket=" + daemon_->socket(), "get", "ci-3"});
+  EXPECT_FALSE(absl::StrContains(get.out, "lineage_gap")) << get.out;
+  // kill -9 and a new daemon: what forked in between was not seen.
+  daemon_->Stop(SIGKILL);
+  daemon_ = std::make_unique<Daemon>(
+      dir_.path(), std::vector<std::string>{"--scan_interval=60s"});
+  ASSERT_TRUE(daemon_->Start()) << daemon_->log();
+  get = RunCtl({"--socket=" + daemon_->socket(), "get", "ci-3"});
+  EXPECT_TRUE(absl::StrContains(get.out, "lineage_gap:   yes")) << get.out;
+}
+
+}  // namespace
+}  // namespace runreaper::e2e
