@@ -100,11 +100,12 @@ class Metrics {
 
   // --- hooks for features not built yet; their families are registered ---
 
-  // Issue 9 (lineage): whether lineage tracking is on, and RUNNING runs whose
-  // process lineage has a gap (an event lost, a parent unknown).
+  // Lineage (runreaperd --lineage): whether it is on, and followed runs
+  // (RUNNING or not yet swept) whose lineage has a gap.
   void SetLineageEnabled(bool on);
   void SetRunsWithLineageGap(int64_t runs);
-  // Issue 9: proc connector events received and lost (ENOBUFS, overruns).
+  // Proc connector events received in a batch, and losses (1 per ENOBUFS
+  // report: the kernel does not say how many events it dropped).
   void ProcEvents(int64_t received, int64_t lost);
   // Issue 10 (trust): a caller refused; `reason` one of "unauthenticated",
   // "permission_denied", "peer_credentials" (others count as "other").
