@@ -545,7 +545,7 @@ TEST(MembershipTest, DescentKeepsEverySafetyRule) {
   EXPECT_TRUE(by[411].kept);
   EXPECT_FALSE(by[411].Signallable());
   // A run in another PID namespace has no members, by descent neither.
-  run.pidns_inode = kNs + 1;
+  run.leader.pidns_inode = kNs + 1;
   EXPECT_TRUE(FindMembers(s, TheObserver(), {run}, ev).members.empty());
 }
 
