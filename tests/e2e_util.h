@@ -28,6 +28,9 @@ namespace v1 = ::runreaper::v1;
 // included, or "" on failure.
 std::string HttpGet(int port, const std::string& path);
 
+// A loopback TCP port nothing listens on right now (bound, read, closed).
+int FreePort();
+
 // mkdtemp("/tmp/rr.XXXXXX"), removed (rm -rf) on destruction.
 class TempDir {
  public:

@@ -57,19 +57,6 @@ std::string Cwd() {
   return ::getcwd(buf, sizeof(buf)) != nullptr ? buf : ".";
 }
 
-// A port nothing listens on right now (bound, read, closed).
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
 // A daemon with --metrics on a free port, and that port.
 struct MetricsDaemon {
   explicit MetricsDaemon(const TempDir& dir)

@@ -26,19 +26,6 @@ namespace {
 
 const char kSlowScan[] = "--scan_interval=60s";
 
-// A loopback port nothing listens on right now (bound, read, closed).
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
 std::string WriteFile(const std::string& path, const std::string& text) {
   std::ofstream(path) << text;
   return path;
