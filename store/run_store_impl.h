@@ -113,6 +113,10 @@ struct RunStore::Impl {
       Database& d, const std::string& sql,
       const std::function<void(Statement&)>& bind);
 
+  // The runs (labels included) of "SELECT kRunColumns FROM runs WHERE
+  // <where> ORDER BY seq", read in one transaction on the read connection.
+  absl::StatusOr<std::vector<v1::Run>> ReadRunsWhere(const std::string& where);
+
   // Inserts `e` with time `now_us` (its event_id and time are ignored);
   // returns the new event id.
   absl::StatusOr<int64_t> InsertEvent(const v1::Event& e, int64_t now_us)

@@ -15,18 +15,15 @@
 
 namespace runreaper::store {
 
-absl::StatusOr<std::vector<v1::Run>> RunStore::ListTerminalUnswept() {
-  Impl& m = *impl_;
+absl::StatusOr<std::vector<v1::Run>> RunStore::Impl::ReadRunsWhere(
+    const std::string& where) {
   std::vector<StoredRun> runs;
-  RETURN_IF_ERROR(m.Read(true, [&](Database& d) -> absl::Status {
-    // Same predicate as the partial index runs_terminal_unswept.
-    ASSIGN_OR_RETURN(
-        runs, Impl::QueryRuns(
-                  d,
-                  absl::StrCat("SELECT ", kRunColumns,
-                               " FROM runs WHERE state != 1 AND sweep_done = 0"
-                               " ORDER BY seq"),
-                  nullptr));
+  RETURN_IF_ERROR(Read(true, [&](Database& d) -> absl::Status {
+    ASSIGN_OR_RETURN(runs, QueryRuns(d,
+                                     absl::StrCat("SELECT ", kRunColumns,
+                                                  " FROM runs WHERE ", where,
+                                                  " ORDER BY seq"),
+                                     nullptr));
     return absl::OkStatus();
   }));
   std::vector<v1::Run> out;
@@ -35,26 +32,17 @@ absl::StatusOr<std::vector<v1::Run>> RunStore::ListTerminalUnswept() {
   return out;
 }
 
+absl::StatusOr<std::vector<v1::Run>> RunStore::ListTerminalUnswept() {
+  // Same predicate as the partial index runs_terminal_unswept.
+  return impl_->ReadRunsWhere("state != 1 AND sweep_done = 0");
+}
+
 absl::StatusOr<std::vector<v1::Run>> RunStore::ListSweepsToResume() {
-  Impl& m = *impl_;
-  std::vector<StoredRun> runs;
-  RETURN_IF_ERROR(m.Read(true, [&](Database& d) -> absl::Status {
-    ASSIGN_OR_RETURN(
-        runs, Impl::QueryRuns(
-                  d,
-                  absl::StrCat("SELECT ", kRunColumns,
-                               " FROM runs WHERE state != 1 AND sweep_done = 0"
-                               " AND (state = ", static_cast<int>(v1::RUN_STATE_CANCELLED),
-                               " OR EXISTS (SELECT 1 FROM sweep_progress p"
-                               " WHERE p.run_id = runs.run_id AND p.stage > 0))"
-                               " ORDER BY seq"),
-                  nullptr));
-    return absl::OkStatus();
-  }));
-  std::vector<v1::Run> out;
-  out.reserve(runs.size());
-  for (StoredRun& r : runs) out.push_back(std::move(r.run));
-  return out;
+  return impl_->ReadRunsWhere(absl::StrCat(
+      "state != 1 AND sweep_done = 0 AND (state = ",
+      static_cast<int>(v1::RUN_STATE_CANCELLED),
+      " OR EXISTS (SELECT 1 FROM sweep_progress p"
+      " WHERE p.run_id = runs.run_id AND p.stage > 0))"));
 }
 
 absl::StatusOr<RunCounts> RunStore::CountRuns() {
