@@ -108,10 +108,25 @@ void LineageTracker::MarkGone(uint64_t id) {
   }
 }
 
-void LineageTracker::AddChildLocked(int parent_pid, int child_pid) {
+void LineageTracker::AddChildLocked(int parent_pid, int child_pid,
+                                    bool replay) {
   State& st = *state_;
   auto p = st.live.find(parent_pid);
-  if (p == st.live.end()) return;  // not a descendant of a tracked run
+  if (p == st.live.end()) {
+    // Not a descendant of a tracked run. If we hold that number and saw its
+    // holder exit, the holder is gone: the kernel gives a pid out again only
+    // once it is free, and a process's fork event is sent before its exit
+    // event. The start time alone cannot tell (it ticks at 100 Hz; a number
+    // reused within the same tick reads back the old holder's start). Without
+    // the exit, this may be the late fork event of a process a walk attached
+    // (a leader registered just after it was forked); a replayed fork may be
+    // older than what we hold now. Neither proves anything.
+    auto old = st.live.find(child_pid);
+    if (!replay && old != st.live.end() && st.nodes[old->second].exit_seen) {
+      MarkGone(old->second);
+    }
+    return;
+  }
   const uint64_t parent_id = p->second;
   const Node parent = st.nodes[parent_id];  // copy: the map may rehash
 
@@ -126,7 +141,12 @@ void LineageTracker::AddChildLocked(int parent_pid, int child_pid) {
   auto old = st.live.find(child_pid);
   if (old != st.live.end()) {
     const Node& o = st.nodes[old->second];
-    if (start != 0 && o.start_time == start) return;  // seen already
+    // Seen already (a walk attached it before its fork event arrived) --
+    // unless its holder's exit came first: then this fork is a new process
+    // that took the number within the same tick.
+    if (start != 0 && o.start_time == start && (replay || !o.exit_seen)) {
+      return;
+    }
     // The previous holder of this pid exited unseen.
     MarkGone(old->second);
   }
@@ -141,12 +161,12 @@ void LineageTracker::AddChildLocked(int parent_pid, int child_pid) {
   ++st.counters.forks_tracked;
 }
 
-void LineageTracker::ApplyEventLocked(const ProcEvent& ev) {
+void LineageTracker::ApplyEventLocked(const ProcEvent& ev, bool replay) {
   State& st = *state_;
   switch (ev.kind) {
     case ProcEvent::Kind::kFork:
       // A new thread is not a new process.
-      if (ev.IsProcess()) AddChildLocked(ev.parent_tgid, ev.tgid);
+      if (ev.IsProcess()) AddChildLocked(ev.parent_tgid, ev.tgid, replay);
       break;
     case ProcEvent::Kind::kExit: {
       // A thread's exit, even the main thread's while others run, does not
@@ -311,7 +331,7 @@ absl::Status LineageTracker::Track(const std::vector<LineageRun>& runs) {
   }
   AttachSnapshotLocked(*snapshot);
   // Forks and exits seen while the walk ran, on top of it.
-  for (const ProcEvent& ev : st.seed_buffer) ApplyEventLocked(ev);
+  for (const ProcEvent& ev : st.seed_buffer) ApplyEventLocked(ev, true);
   if (st.seed_overflow) {
     for (const LineageRun& spec : runs) {
       MarkGapLocked(st.runs[spec.run_id],
@@ -423,7 +443,7 @@ void LineageTracker::Apply(const ProcConnector::Batch& batch) {
     for (auto& [id, run] : st.runs) MarkGapLocked(run, reason);
     st.resync_pending = true;
   }
-  for (const ProcEvent& ev : batch.events) ApplyEventLocked(ev);
+  for (const ProcEvent& ev : batch.events) ApplyEventLocked(ev, false);
   RecheckExitedLocked(false);
   if (st.resync_pending &&
       absl::Now() - st.last_resync >= options_.resync_interval) {

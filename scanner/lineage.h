@@ -132,8 +132,12 @@ class LineageTracker {
   struct Run;
   struct State;
 
-  void AddChildLocked(int parent_pid, int child_pid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ApplyEventLocked(const ProcEvent& ev) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `replay` is true for the seed buffer, whose events may already have
+  // been applied once as they arrived.
+  void AddChildLocked(int parent_pid, int child_pid, bool replay)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ApplyEventLocked(const ProcEvent& ev, bool replay)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AttachSnapshotLocked(const Snapshot& snapshot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RecheckExitedLocked(bool all) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkGone(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -168,6 +168,50 @@ TEST_F(FixtureTest, ARecycledPidForkedByAnUnrelatedProcessIsNotAMember) {
   EXPECT_THAT(Pids(tracker_->Members("r")), IsEmpty());
 }
 
+// Start times tick at 100 Hz: a number reused within the same tick reads
+// back with the old holder's start time. The fork event that gave the
+// number out again is what tells them apart.
+TEST_F(FixtureTest, APidReusedWithinTheSameTickByAnUnrelatedProcessIsNotAMember) {
+  Proc(100, 1, 1000);
+  Proc(200, 1, 900);
+  ASSERT_OK(tracker_->Track({{"r", 100, 1000}}));
+  Proc(101, 100, 1001);
+  Apply({ForkEv(100, 101)});
+  ASSERT_THAT(Pids(tracker_->Members("r")), ElementsAre(101));
+  Proc(101, 100, 1001, 'Z');
+  Apply({ExitEv(101)});  // a zombie for now: still a member
+  ASSERT_THAT(Pids(tracker_->Members("r")), ElementsAre(101));
+  Proc(101, 200, 1001);  // reaped; the number again, in the same tick
+  Apply({ForkEv(200, 101)});
+  EXPECT_THAT(Pids(tracker_->Members("r")), IsEmpty());
+}
+
+TEST_F(FixtureTest, APidReusedWithinTheSameTickByTheRunIsANewMember) {
+  Proc(100, 1, 1000);
+  ASSERT_OK(tracker_->Track({{"r", 100, 1000}}));
+  Proc(101, 100, 1001);
+  Proc(102, 100, 1001);
+  Apply({ForkEv(100, 101), ForkEv(100, 102)});
+  Apply({ExitEv(101)});
+  Proc(101, 102, 1001);  // 102 forks the number again, in the same tick
+  Apply({ForkEv(102, 101)});
+  RunLineage l = tracker_->Members("r");
+  ASSERT_THAT(Pids(l), ElementsAre(101, 102));
+  EXPECT_THAT(AncestorsOf(l, 101), ElementsAre(102, 100));
+}
+
+// The fork event of a leader can arrive after its registration walked it:
+// it is the same process, not a reuse.
+TEST_F(FixtureTest, ALeadersOwnLateForkEventKeepsItTracked) {
+  Proc(100, 1, 1000);
+  Proc(200, 1, 900);
+  ASSERT_OK(tracker_->Track({{"r", 100, 1000}}));
+  Apply({ForkEv(200, 100)});
+  Proc(101, 100, 1001);
+  Apply({ForkEv(100, 101)});
+  EXPECT_THAT(Pids(tracker_->Members("r")), ElementsAre(101));
+}
+
 TEST_F(FixtureTest, AReusedPidWhoseExitWasNeverSeenIsNotAMember) {
   Proc(100, 1, 1000);
   ASSERT_OK(tracker_->Track({{"r", 100, 1000}}));
