@@ -34,6 +34,7 @@
 #include "server/metrics.h"
 #include "server/peer_creds.h"
 #include "server/reconciler.h"
+#include "server/request_errors.h"
 #include "server/service.h"
 #include "server/sweeper.h"
 #include "store/run_store.h"
@@ -271,7 +272,16 @@ absl::Status Daemon::Start() {
                              &tcp_port);
   }
   builder.RegisterService(service_.get());
-  builder.experimental().SetInterceptorCreators(metrics_.GrpcInterceptors());
+  // A request that does not parse answers INVALID_ARGUMENT: its interceptor
+  // comes first, so the RPC metrics count the rewritten code.
+  InstallProtobufLogHandler();
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+      interceptors;
+  interceptors.push_back(std::make_unique<RequestErrorInterceptorFactory>());
+  for (auto& metrics_interceptor : metrics_.GrpcInterceptors()) {
+    interceptors.push_back(std::move(metrics_interceptor));
+  }
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   server_ = builder.BuildAndStart();
   if (server_ == nullptr) {
     return absl::UnavailableError(absl::StrCat(
