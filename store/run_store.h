@@ -125,6 +125,20 @@ struct RunCounts {
   int64_t awaiting_sweep = 0;
 };
 
+// One row of durable lineage (RunStore::WriteDescendants): a process the
+// lineage tracker knew to descend from run_id's leader.
+struct StoredDescendant {
+  std::string run_id;
+  int pid = 0;
+  uint64_t start_time_ticks = 0;
+  int parent_pid = 0;  // nearest tracked ancestor when written; 0 = none
+
+  bool operator==(const StoredDescendant& o) const {
+    return run_id == o.run_id && pid == o.pid &&
+           start_time_ticks == o.start_time_ticks && parent_pid == o.parent_pid;
+  }
+};
+
 struct SweepProgress {
   int stage = 0;                       // 0 none, 1..3 as in ClaimSweepStage
   absl::Time claimed_at;               // when `stage` was (last) claimed
@@ -134,7 +148,7 @@ struct SweepProgress {
 class RunStore {
  public:
   static constexpr int kMaxPageSize = 1000;
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
 
   // Opens or creates the database at `path` (its directory must exist).
   // Refuses a schema newer than kSchemaVersion, a file that is not a SQLite
@@ -279,6 +293,20 @@ class RunStore {
   absl::StatusOr<SweepProgress> GetSweepProgress(absl::string_view run_id,
                                                  int pid,
                                                  uint64_t start_time_ticks);
+
+  // Durable lineage (store/run_store_lineage.cc; docs/ORPHANS.md "Durable
+  // lineage"). Inserts (or replaces) every row of `put` and deletes every
+  // (run_id, pid, start_time_ticks) of `drop`, in one write call (one
+  // group-commit transaction with the writes queued beside it). A row whose
+  // run is unknown (never registered, or already deleted) is skipped, never
+  // an error, and so is a row of a run already marked swept. MarkSwept
+  // deletes a run's rows in its own transaction; deleting the run deletes
+  // them too (ON DELETE CASCADE).
+  absl::Status WriteDescendants(const std::vector<StoredDescendant>& put,
+                                const std::vector<StoredDescendant>& drop);
+  // Every stored descendant of a run not swept clean (RUNNING, or terminal
+  // with sweep_done unset), ordered by run registration, then pid.
+  absl::StatusOr<std::vector<StoredDescendant>> ListDescendants();
 
   // Group commit: how many write transactions this handle committed and
   // how many write calls they carried (writes / commits is the batching).

@@ -5,6 +5,7 @@
 //   run_store_pass.cc    the reconcile pass: slim listing, ApplyBatch/ApplyPass
 //   run_store_events.cc  the audit log: AppendEvent, ListEvents, LastEventId
 //   run_store_sweep.cc   sweep bookkeeping: unswept runs, stage claims
+//   run_store_lineage.cc durable lineage: descendants of unswept runs
 //   run_store_impl.cc    the helpers declared here
 //
 // Two connections to the file: `db` for every write transaction (and the
@@ -120,6 +121,11 @@ struct RunStore::Impl {
   // Inserts `e` with time `now_us` (its event_id and time are ignored);
   // returns the new event id.
   absl::StatusOr<int64_t> InsertEvent(const v1::Event& e, int64_t now_us)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+
+  // Deletes the durable lineage rows of `run_ids` (defined in
+  // run_store_lineage.cc).
+  absl::Status DeleteDescendantsOf(const std::vector<std::string>& run_ids)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   // Writes every mutable field of a run back (identity never changes).

@@ -117,6 +117,8 @@ absl::StatusOr<int> RunStore::MarkSwept(
         marked += static_cast<int>(m.db->Changes());
       }
     }
+    // Swept clean: its durable lineage is no longer needed.
+    RETURN_IF_ERROR(m.DeleteDescendantsOf(run_ids));
     const int64_t now = m.NowMicros();
     for (const v1::Event& e : events) {
       RETURN_IF_ERROR(m.InsertEvent(e, now).status());

@@ -86,6 +86,22 @@ CREATE TABLE sweep_progress (
     R"sql(
 ALTER TABLE sweep_progress ADD COLUMN sent_at_us INTEGER;
 )sql",
+    // 2 -> 3: durable lineage. The descendants runreaperd's lineage tracker
+    // knew for a run not yet swept (pid + start time: a recycled pid never
+    // matches), so a restarted daemon re-attaches a leak whose parent chain
+    // reparenting broke. parent_pid is the nearest tracked ancestor when
+    // written (informational). Deleted with the run (ON DELETE CASCADE) and
+    // when the run is marked swept (MarkSwept).
+    R"sql(
+CREATE TABLE run_descendants (
+  run_id           TEXT    NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+  pid              INTEGER NOT NULL,
+  start_time_ticks INTEGER NOT NULL,
+  parent_pid       INTEGER NOT NULL,
+  recorded_at_us   INTEGER NOT NULL,
+  PRIMARY KEY (run_id, pid, start_time_ticks)
+) WITHOUT ROWID;
+)sql",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kVersion,
               "one migration per schema version");

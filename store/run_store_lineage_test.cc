@@ -1,0 +1,156 @@
+// Durable lineage rows (RunStore::WriteDescendants / ListDescendants) in a
+// real SQLite file, and the migration that adds their table.
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/test_util.h"
+#include "gtest/gtest.h"
+#include "runreaper/v1/runreaper.pb.h"
+#include "store/run_store.h"
+
+namespace runreaper::store {
+namespace {
+
+v1::Run MakeRun(const std::string& id, int pid) {
+  v1::Run r;
+  r.set_run_id(id);
+  r.set_pid(pid);
+  r.set_pgid(pid);
+  r.set_sid(pid);
+  r.set_pidns_inode(4026531836ULL);
+  r.set_start_time_ticks(1000 + pid);
+  r.set_boot_id("boot");
+  r.set_comm("job");
+  return r;
+}
+
+int64_t RawQueryInt(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  int64_t out = -1;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) ==
+      SQLITE_OK) {
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW) {
+      out = sqlite3_column_int64(st, 0);
+    }
+    sqlite3_finalize(st);
+  }
+  sqlite3_close_v2(db);
+  return out;
+}
+
+void RawExec(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr),
+            SQLITE_OK);
+  char* err = nullptr;
+  EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK)
+      << (err != nullptr ? err : "");
+  sqlite3_free(err);
+  sqlite3_close_v2(db);
+}
+
+class RunStoreLineageTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* base = getenv("TEST_TMPDIR");
+    std::string tmpl =
+        absl::StrCat(base != nullptr ? base : "/tmp", "/lineageXXXXXX");
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr) << strerror(errno);
+    path_ = tmpl + "/runs.db";
+  }
+  std::unique_ptr<RunStore> Open() {
+    absl::StatusOr<std::unique_ptr<RunStore>> s = RunStore::Open(path_);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? *std::move(s) : nullptr;
+  }
+  std::string path_;
+};
+
+TEST_F(RunStoreLineageTest, RowsSurviveReopenUntilTheRunIsSwept) {
+  {
+    auto store = Open();
+    ASSERT_OK(store->Register(MakeRun("a", 100)));
+    ASSERT_OK(store->Register(MakeRun("b", 200)));
+    ASSERT_OK(store->WriteDescendants(
+        {{"a", 101, 5001, 100}, {"a", 102, 5002, 101}, {"b", 201, 6001, 200},
+         {"nope", 301, 7001, 300}},  // unknown run: skipped
+        {}));
+  }
+  auto store = Open();  // a restart
+  ASSERT_OK_AND_ASSIGN(std::vector<StoredDescendant> rows,
+                       store->ListDescendants());
+  const std::vector<StoredDescendant> want = {
+      {"a", 101, 5001, 100}, {"a", 102, 5002, 101}, {"b", 201, 6001, 200}};
+  EXPECT_EQ(rows, want);
+
+  // Drop one, replace one (same key, new parent).
+  ASSERT_OK(store->WriteDescendants({{"a", 102, 5002, 100}},
+                                    {{"a", 101, 5001, 0}}));
+  ASSERT_OK_AND_ASSIGN(rows, store->ListDescendants());
+  EXPECT_EQ(rows, (std::vector<StoredDescendant>{{"a", 102, 5002, 100},
+                                                 {"b", 201, 6001, 200}}));
+
+  // Swept clean: its rows go in MarkSwept's transaction, and a late write
+  // for it is skipped.
+  ASSERT_OK(store->Finish("a", 0));
+  ASSERT_OK_AND_ASSIGN(int marked, store->MarkSwept({"a"}, {}));
+  EXPECT_EQ(marked, 1);
+  ASSERT_OK(store->WriteDescendants({{"a", 103, 5003, 100}}, {}));
+  ASSERT_OK_AND_ASSIGN(rows, store->ListDescendants());
+  EXPECT_EQ(rows, (std::vector<StoredDescendant>{{"b", 201, 6001, 200}}));
+  EXPECT_EQ(RawQueryInt(path_, "SELECT count(*) FROM run_descendants WHERE "
+                               "run_id = 'a'"),
+            0);
+}
+
+TEST_F(RunStoreLineageTest, DeletingARunDeletesItsRows) {
+  {
+    auto store = Open();
+    ASSERT_OK(store->Register(MakeRun("a", 100)));
+    ASSERT_OK(store->WriteDescendants({{"a", 101, 5001, 100}}, {}));
+  }
+  // What a retention prune does: the rows follow the run (ON DELETE
+  // CASCADE; the store turns foreign keys on for every connection).
+  RawExec(path_,
+          "PRAGMA foreign_keys=ON; DELETE FROM sweep_progress; "
+          "DELETE FROM runs WHERE run_id = 'a';");
+  EXPECT_EQ(RawQueryInt(path_, "SELECT count(*) FROM run_descendants"), 0);
+}
+
+// A schema-2 file (before durable lineage) gains the empty table; its runs
+// are kept.
+TEST_F(RunStoreLineageTest, MigratesASchemaTwoFile) {
+  {
+    auto store = Open();
+    ASSERT_OK(store->Register(MakeRun("a", 100)));
+  }
+  RawExec(path_, "DROP TABLE run_descendants; PRAGMA user_version = 2;");
+  ASSERT_EQ(RawQueryInt(path_, "SELECT count(*) FROM sqlite_master WHERE "
+                               "name = 'run_descendants'"),
+            0);
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(RawQueryInt(path_, "PRAGMA user_version"),
+            RunStore::kSchemaVersion);
+  EXPECT_EQ(RawQueryInt(path_, "SELECT count(*) FROM sqlite_master WHERE "
+                               "name = 'run_descendants'"),
+            1);
+  ASSERT_OK(store->Get("a").status());
+  ASSERT_OK(store->WriteDescendants({{"a", 101, 5001, 100}}, {}));
+  ASSERT_OK_AND_ASSIGN(std::vector<StoredDescendant> rows,
+                       store->ListDescendants());
+  EXPECT_EQ(rows.size(), 1u);
+}
+
+}  // namespace
+}  // namespace runreaper::store
