@@ -181,6 +181,18 @@ absl::StatusOr<ProcStatus> ParseStatus(absl::string_view text) {
       if (!ParseIntList(value, &st.nssid)) return bad("NSsid");
     }
   }
+  // The kernel prints one NSpid, NSpgid and NSsid entry per PID namespace
+  // level (0 where the group or session leader lies outside that level), so
+  // the three lists have the same length; lists that disagree are garbled
+  // text, and an innermost entry read from one of them could belong to
+  // another level.
+  if (st.nspgid.size() != st.nspid.size() ||
+      st.nssid.size() != st.nspid.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "/proc status text has ", st.nspid.size(), " NSpid, ",
+        st.nspgid.size(), " NSpgid and ", st.nssid.size(),
+        " NSsid entries (one per PID namespace level expected)"));
+  }
   if (!have_state || !have_tgid || !have_ppid || !have_uid) {
     return absl::InvalidArgumentError(absl::StrCat(
         "/proc status text lacks", have_state ? "" : " State:",

@@ -34,8 +34,12 @@ struct ProcStatus {
   int tgid = 0;
   int ppid = 0;
   uint32_t uid = 0;  // real uid (first Uid: column)
-  // Outermost namespace first, the process's own namespace last. Empty when
-  // the kernel has no NSpid line.
+  // Outermost namespace first (the namespace of the procfs mount that was
+  // read), the process's own namespace last: back() is the id as seen
+  // inside the process's own PID namespace. One entry per level in each
+  // list (a text whose lists differ in length is INVALID_ARGUMENT); an
+  // NSpgid/NSsid entry is 0 where the group or session leader lies outside
+  // that level. Empty when the kernel has no NS lines.
   std::vector<int> nspid;
   std::vector<int> nspgid;
   std::vector<int> nssid;

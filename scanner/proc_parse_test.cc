@@ -201,8 +201,43 @@ TEST(ParseStatusTest, SingleLevelNspidAndNoTrailingNewline) {
                                                   "Tgid:\t7\n"
                                                   "PPid:\t1\n"
                                                   "Uid:\t5\t5\t5\t5\n"
-                                                  "NSpid:\t7"));
+                                                  "NSpid:\t7\n"
+                                                  "NSpgid:\t7\n"
+                                                  "NSsid:\t1"));
   EXPECT_THAT(st.nspid, ElementsAre(7));
+  EXPECT_THAT(st.nssid, ElementsAre(1));
+}
+
+// A runner in a child PID namespace whose job started its own session there
+// (as read from the host's /proc: host ids first, the namespace's last).
+TEST(ParseStatusTest, ChildNamespaceInnermostIdsAreLast) {
+  ASSERT_OK_AND_ASSIGN(ProcStatus st, ParseStatus("State:\tS (sleeping)\n"
+                                                  "Tgid:\t81234\n"
+                                                  "PPid:\t81200\n"
+                                                  "Uid:\t0\t0\t0\t0\n"
+                                                  "NStgid:\t81234\t5\n"
+                                                  "NSpid:\t81234\t5\n"
+                                                  "NSpgid:\t81230\t3\n"
+                                                  "NSsid:\t81230\t3\n"));
+  EXPECT_EQ(st.nspid.back(), 5);
+  EXPECT_EQ(st.nspgid.back(), 3);
+  EXPECT_EQ(st.nssid.back(), 3);
+}
+
+// One entry per namespace level in each list: lists of different lengths
+// are garbled (an innermost entry could belong to another level).
+TEST(ParseStatusTest, NsListsOfDifferentLengthsAreRefused) {
+  const std::string base =
+      "State:\tS (sleeping)\nTgid:\t9\nPPid:\t1\nUid:\t0\t0\t0\t0\n";
+  for (absl::string_view bad :
+       {"NSpid:\t9\t1\nNSpgid:\t9\nNSsid:\t9\t1\n",
+        "NSpid:\t9\t1\nNSpgid:\t9\t1\nNSsid:\t9\n",
+        "NSpid:\t9\nNSpgid:\t9\t1\nNSsid:\t9\t1\n",
+        "NSpid:\t9\t1\n"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_EQ(ParseStatus(absl::StrCat(base, bad)).status().code(),
+              absl::StatusCode::kInvalidArgument);
+  }
 }
 
 TEST(ParseStatusTest, MissingRequiredLines) {

@@ -209,7 +209,61 @@ absl::Status ListPids(int dirfd, absl::string_view display,
 
 }  // namespace
 
+absl::StatusOr<ProcessInfo> FindInPidNamespace(const Snapshot& snapshot,
+                                               uint64_t pidns_inode,
+                                               int ns_pid,
+                                               uint64_t start_time) {
+  if (ns_pid <= 0 || pidns_inode == 0 || start_time == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "translate pid ", ns_pid, " of PID namespace ", pidns_inode,
+        " (start time ", start_time, "): pid, namespace and start time must "
+        "be known"));
+  }
+  bool visible = false;
+  const ProcessInfo* same_pid = nullptr;
+  for (const ProcessInfo& p : snapshot.processes) {
+    if (!p.pidns_inode.has_value() || *p.pidns_inode != pidns_inode) continue;
+    visible = true;
+    if (p.nspid.empty() || p.nspid.back() != ns_pid) continue;
+    if (p.start_time == start_time) return p;
+    same_pid = &p;
+  }
+  if (!visible) {
+    return absl::NotFoundError(absl::StrCat(
+        "PID namespace ", pidns_inode, " is not visible here (no process ",
+        "listed in it)"));
+  }
+  if (same_pid != nullptr) {
+    return absl::NotFoundError(absl::StrCat(
+        "pid ", ns_pid, " of PID namespace ", pidns_inode, " (pid ",
+        same_pid->pid, " here) started at ", same_pid->start_time,
+        ", not at ", start_time, ": the pid was reused"));
+  }
+  return absl::NotFoundError(absl::StrCat("no process has pid ", ns_pid,
+                                          " in PID namespace ", pidns_inode));
+}
+
 ProcFs::ProcFs(std::string root) : root_(std::move(root)) {}
+
+absl::StatusOr<int> ProcFs::TranslatePid(uint64_t pidns_inode, int ns_pid,
+                                         uint64_t start_time) const {
+  WalkOptions options;
+  options.with_status = true;
+  options.with_pidns = true;
+  ASSIGN_OR_RETURN(const Snapshot snap, Walk(options));
+  ASSIGN_OR_RETURN(const ProcessInfo match,
+                   FindInPidNamespace(snap, pidns_inode, ns_pid, start_time));
+  // The walk read stat, status and ns/pid one by one by number; read the
+  // match again pinned, so all of it is one process.
+  ASSIGN_OR_RETURN(const Identity again, CaptureIdentity(match.pid));
+  if (again.start_time != start_time || again.pidns_inode != pidns_inode) {
+    return absl::NotFoundError(absl::StrCat(
+        "pid ", match.pid, " (pid ", ns_pid, " of PID namespace ",
+        pidns_inode, ") changed while it was read: now namespace ",
+        again.pidns_inode, ", start time ", again.start_time));
+  }
+  return match.pid;
+}
 
 absl::StatusOr<ProcStat> ProcFs::ReadStat(int pid) const {
   const std::string path = absl::StrCat(root_, "/", pid, "/stat");
@@ -333,6 +387,8 @@ absl::StatusOr<Snapshot> ProcFs::Walk(const WalkOptions& options) const {
       if (status.ok()) {
         info.uid = status->uid;
         info.nspid = std::move(status->nspid);
+        info.nspgid = std::move(status->nspgid);
+        info.nssid = std::move(status->nssid);
       }
     }
     if (options.with_pidns) {

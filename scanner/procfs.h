@@ -33,11 +33,15 @@ struct ProcessInfo {
   // Filled only when WalkOptions asks for them (they cost extra reads).
   std::optional<uint32_t> uid;
   std::optional<uint64_t> pidns_inode;
-  std::vector<int> nspid;  // from status NSpid:, outermost first
+  // From status NSpid:/NSpgid:/NSsid:, outermost first: back() is the id in
+  // the process's own PID namespace (proc_parse.h ProcStatus).
+  std::vector<int> nspid;
+  std::vector<int> nspgid;
+  std::vector<int> nssid;
 };
 
 struct WalkOptions {
-  bool with_status = false;  // uid and NSpid (reads <pid>/status)
+  bool with_status = false;  // uid and NSpid/NSpgid/NSsid (<pid>/status)
   bool with_pidns = false;   // pidns_inode (readlink <pid>/ns/pid)
 };
 
@@ -46,6 +50,22 @@ struct Snapshot {
   int vanished = 0;    // listed by readdir, gone before it could be read
   int unreadable = 0;  // present but a read failed (EACCES, garbled, ...)
 };
+
+// Translation of a pid from a child PID namespace (docs/DESIGN.md "Runs
+// from child PID namespaces"): the process of `snapshot` (walked with
+// with_status and with_pidns) that lives in PID namespace `pidns_inode`, has
+// pid `ns_pid` there (the last NSpid entry: the id inside its own
+// namespace) and started at `start_time` (stat field 22, clock ticks since
+// boot: the same number from every PID namespace). Pure. NOT_FOUND naming
+// the namespace and pid when no process matches: the namespace is not
+// visible (no listed process has that inode), or no process of it has
+// that pid, or the one that has it started at another time (the pid was
+// reused). INVALID_ARGUMENT for pid <= 0, inode 0 or start time 0 (unknown
+// values never match).
+absl::StatusOr<ProcessInfo> FindInPidNamespace(const Snapshot& snapshot,
+                                               uint64_t pidns_inode,
+                                               int ns_pid,
+                                               uint64_t start_time);
 
 class ProcFs {
  public:
@@ -95,6 +115,16 @@ class ProcFs {
   // gone, or when `pid` is a thread id ("pid N is a thread of process M, not
   // a process"). cgroup is "" when the process has no cgroup v2 line.
   absl::StatusOr<Identity> CaptureIdentity(int pid) const;
+
+  // The pid, in this procfs's (the observer's) PID namespace, of the process
+  // that is `ns_pid` in PID namespace `pidns_inode` and started at
+  // `start_time`: one walk (with status and ns/pid) and FindInPidNamespace,
+  // then the match is read again through a held <root>/<pid> directory fd
+  // (CaptureIdentity) and must still name that namespace and start time,
+  // so a pid reused during the walk is never returned. Errors as
+  // FindInPidNamespace, or the walk's.
+  absl::StatusOr<int> TranslatePid(uint64_t pidns_inode, int ns_pid,
+                                   uint64_t start_time) const;
 
  private:
   std::string root_;

@@ -51,7 +51,8 @@ std::string StatText(int pid, absl::string_view comm, char state = 'S',
 std::string StatusText(int tgid, uint32_t uid, absl::string_view nspid) {
   return absl::StrCat("Name:\tx\nState:\tS (sleeping)\nTgid:\t", tgid,
                       "\nPid:\t", tgid, "\nPPid:\t1\nUid:\t", uid, "\t", uid,
-                      "\t", uid, "\t", uid, "\nNSpid:\t", nspid, "\n");
+                      "\t", uid, "\t", uid, "\nNSpid:\t", nspid,
+                      "\nNSpgid:\t", nspid, "\nNSsid:\t", nspid, "\n");
 }
 
 void WriteFile(const std::string& path, absl::string_view text) {
@@ -200,6 +201,8 @@ TEST_F(FixtureTreeTest, WalkOptionalReadsLeaveFieldsUnsetOnFailure) {
   const ProcessInfo& p9 = snap.processes[3];
   EXPECT_EQ(p9.uid, std::optional<uint32_t>(0));
   EXPECT_THAT(p9.nspid, ElementsAre(9, 1));
+  EXPECT_THAT(p9.nspgid, ElementsAre(9, 1));  // StatusText: same lists
+  EXPECT_THAT(p9.nssid, ElementsAre(9, 1));
   EXPECT_FALSE(p9.pidns_inode.has_value());
   EXPECT_EQ(snap.vanished, 2);
   EXPECT_EQ(snap.unreadable, 3);
@@ -625,6 +628,98 @@ TEST(RealProcessTest, ChildPidNamespaceShowsInWalk) {
   ASSERT_TRUE(info->pidns_inode.has_value());
   EXPECT_NE(*info->pidns_inode, *self_ns);
   EXPECT_EQ(id->pidns_inode, *info->pidns_inode);
+}
+
+TEST(RealProcessTest, TranslatePidFindsTheInitOfAChildNamespace) {
+  ProcFs fs;
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+  const pid_t pid =
+      ::clone(NsChildMain, g_ns_child_stack + sizeof(g_ns_child_stack),
+              CLONE_NEWPID | SIGCHLD, &p[1]);
+  ASSERT_GT(pid, 0) << std::strerror(errno);
+  ::close(p[1]);
+  const ssize_t ready = ReadByte(p[0]);
+  ::close(p[0]);
+
+  absl::StatusOr<Identity> id = fs.CaptureIdentity(pid);
+  absl::StatusOr<int> host = absl::UnknownError("not read");
+  absl::StatusOr<int> other_start = absl::UnknownError("not read");
+  absl::StatusOr<int> other_pid = absl::UnknownError("not read");
+  if (id.ok()) {
+    // Inside its namespace the child is pid 1.
+    host = fs.TranslatePid(id->pidns_inode, 1, id->start_time);
+    other_start = fs.TranslatePid(id->pidns_inode, 1, id->start_time + 1);
+    other_pid = fs.TranslatePid(id->pidns_inode, 2, id->start_time);
+  }
+  ::kill(pid, SIGKILL);
+  Reap(pid);
+
+  ASSERT_EQ(ready, 1);
+  ASSERT_OK(id);
+  ASSERT_OK(host);
+  EXPECT_EQ(*host, pid);
+  EXPECT_TRUE(absl::IsNotFound(other_start.status())) << other_start.status();
+  EXPECT_TRUE(absl::IsNotFound(other_pid.status())) << other_pid.status();
+}
+
+ProcessInfo InNamespace(int host_pid, uint64_t ns, std::vector<int> nspid,
+                        uint64_t start) {
+  ProcessInfo p;
+  p.pid = host_pid;
+  p.start_time = start;
+  p.pidns_inode = ns;
+  p.nspid = std::move(nspid);
+  return p;
+}
+
+// Two namespaces whose processes have the same inner pids (two containers,
+// each with its own pid 1, 2, ...): only the named namespace's process is
+// the answer, and only with the recorded start time.
+TEST(FindInPidNamespaceTest, PicksTheNamedNamespaceAndStartTime) {
+  constexpr uint64_t kHostNs = 4026531836, kNsA = 4026532100,
+                     kNsB = 4026532200;
+  Snapshot snap;
+  snap.processes = {
+      InNamespace(5, kHostNs, {5}, 100),
+      InNamespace(800, kNsA, {800, 1}, 200),
+      InNamespace(801, kNsA, {801, 2}, 210),
+      InNamespace(900, kNsB, {900, 1}, 300),
+      InNamespace(901, kNsB, {901, 2}, 310),
+  };
+  ASSERT_OK_AND_ASSIGN(ProcessInfo a2, FindInPidNamespace(snap, kNsA, 2, 210));
+  EXPECT_EQ(a2.pid, 801);
+  ASSERT_OK_AND_ASSIGN(ProcessInfo b2, FindInPidNamespace(snap, kNsB, 2, 310));
+  EXPECT_EQ(b2.pid, 901);
+  // Namespace B's pid 2 with namespace A's start time: reused, not found.
+  absl::StatusOr<ProcessInfo> reused = FindInPidNamespace(snap, kNsB, 2, 210);
+  EXPECT_TRUE(absl::IsNotFound(reused.status())) << reused.status();
+  EXPECT_THAT(std::string(reused.status().message()),
+              ::testing::HasSubstr("reused"));
+  // No such pid in a visible namespace.
+  absl::StatusOr<ProcessInfo> none = FindInPidNamespace(snap, kNsA, 3, 200);
+  EXPECT_TRUE(absl::IsNotFound(none.status())) << none.status();
+  // A namespace nobody listed lives in.
+  absl::StatusOr<ProcessInfo> hidden =
+      FindInPidNamespace(snap, 4026532999, 1, 200);
+  EXPECT_TRUE(absl::IsNotFound(hidden.status())) << hidden.status();
+  EXPECT_THAT(std::string(hidden.status().message()),
+              ::testing::HasSubstr("not visible"));
+}
+
+TEST(FindInPidNamespaceTest, UnknownValuesNeverMatch) {
+  Snapshot snap;
+  snap.processes = {InNamespace(800, 7, {800, 1}, 0)};
+  // A walk without NSpid (old kernel, unreadable status) matches nothing.
+  ProcessInfo no_status = InNamespace(801, 7, {}, 50);
+  snap.processes.push_back(no_status);
+  EXPECT_EQ(FindInPidNamespace(snap, 7, 1, 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(FindInPidNamespace(snap, 0, 1, 50).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(FindInPidNamespace(snap, 7, 0, 50).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::IsNotFound(FindInPidNamespace(snap, 7, 801, 50).status()));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Fuzzes ParseStatus (/proc/<pid>/status) and ParsePidNsLink (the ns/pid
 // link). Properties: never crashes; NSpid/NSpgid/NSsid lists are bounded by
-// the text; an accepted link is "pid:[N]" exactly.
+// the text and have one entry per namespace level each (equal lengths); an
+// accepted link is "pid:[N]" exactly.
 #include <cstddef>
 #include <cstdint>
 
@@ -18,6 +19,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(st->nspid.size() <= size);
     FUZZ_CHECK(st->nspgid.size() <= size);
     FUZZ_CHECK(st->nssid.size() <= size);
+    // One entry per namespace level in each list.
+    FUZZ_CHECK(st->nspgid.size() == st->nspid.size());
+    FUZZ_CHECK(st->nssid.size() == st->nspid.size());
   }
   absl::StatusOr<uint64_t> ns = runreaper::scanner::ParsePidNsLink(text);
   if (ns.ok()) {
