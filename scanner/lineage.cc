@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -274,12 +275,66 @@ void LineageTracker::AttachSnapshotLocked(const Snapshot& snapshot) {
   }
 }
 
+absl::StatusOr<Snapshot> LineageTracker::SeedSnapshot(
+    const std::vector<LineageRun>& runs) const {
+  if (runs.size() > options_.max_subtree_seed_runs ||
+      !procfs_->HasChildrenFiles()) {
+    return procfs_->Walk();
+  }
+  Snapshot snap;
+  std::unordered_set<int> seen;
+  std::deque<size_t> queue;  // indexes into snap.processes
+  auto add = [&](int pid, const ProcStat& st) {
+    ProcessInfo p;
+    p.pid = pid;
+    p.ppid = st.ppid;
+    p.pgid = st.pgrp;
+    p.sid = st.session;
+    p.state = st.state;
+    p.start_time = st.start_time;
+    p.comm = st.comm;
+    snap.processes.push_back(std::move(p));
+    seen.insert(pid);
+    queue.push_back(snap.processes.size() - 1);
+  };
+  for (const LineageRun& r : runs) {
+    if (r.pid <= 0 || seen.count(r.pid) != 0) continue;
+    absl::StatusOr<ProcStat> st = procfs_->ReadStat(r.pid);
+    if (st.ok()) add(r.pid, *st);  // else gone: Track marks its gap
+  }
+  while (!queue.empty()) {
+    const int parent = snap.processes[queue.front()].pid;
+    const uint64_t parent_start = snap.processes[queue.front()].start_time;
+    queue.pop_front();
+    for (int round = 0; round < 2; ++round) {
+      absl::StatusOr<std::vector<int>> kids = procfs_->ReadChildren(parent);
+      if (!kids.ok()) {
+        if (absl::IsNotFound(kids.status())) break;  // gone meanwhile
+        return procfs_->Walk();
+      }
+      for (const int c : *kids) {
+        if (seen.count(c) != 0) continue;
+        absl::StatusOr<ProcStat> st = procfs_->ReadStat(c);
+        if (!st.ok() || st->ppid != parent || st->start_time < parent_start) {
+          continue;  // exited, or the number already names another process
+        }
+        add(c, *st);
+      }
+    }
+  }
+  std::sort(snap.processes.begin(), snap.processes.end(),
+            [](const ProcessInfo& a, const ProcessInfo& b) {
+              return a.pid < b.pid;
+            });
+  return snap;
+}
+
 absl::Status LineageTracker::Track(const std::vector<LineageRun>& runs) {
   {
     absl::MutexLock lock(&mu_);
     ++state_->seeding;
   }
-  absl::StatusOr<Snapshot> snapshot = procfs_->Walk();
+  absl::StatusOr<Snapshot> snapshot = SeedSnapshot(runs);
   absl::MutexLock lock(&mu_);
   State& st = *state_;
   --st.seeding;

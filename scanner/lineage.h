@@ -79,6 +79,10 @@ class LineageTracker {
     absl::Duration recheck_exited = absl::Milliseconds(200);
     // At most one /proc re-walk after losses per this interval.
     absl::Duration resync_interval = absl::Seconds(1);
+    // Track() of up to this many runs seeds each from its leader's subtree
+    // (the kernel's children files: cost proportional to the subtree);
+    // more runs at once, or a kernel without the files, walk all of /proc.
+    size_t max_subtree_seed_runs = 64;
   };
 
   // `procfs` is not owned; it must read the tracker's PID namespace.
@@ -86,10 +90,11 @@ class LineageTracker {
   LineageTracker(const ProcFs* procfs, Options options);
   ~LineageTracker();
 
-  // Starts tracking `runs` (one /proc walk for all of them). A run already
-  // tracked is left as it is. A leader that is gone (or whose start time
-  // differs) is tracked with a gap: its descendants cannot be found. Errors:
-  // only when /proc cannot be walked (nothing is tracked then).
+  // Starts tracking `runs`, seeded with the descendants they already have
+  // (SeedSnapshot: each leader's subtree, or one /proc walk for many runs).
+  // A run already tracked is left as it is. A leader that is gone (or whose
+  // start time differs) is tracked with a gap: its descendants cannot be
+  // found. Errors: only when /proc cannot be read (nothing is tracked then).
   absl::Status Track(const std::vector<LineageRun>& runs);
 
   // Adds processes known to descend from `run_id` from elsewhere (durable
@@ -138,6 +143,15 @@ class LineageTracker {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ApplyEventLocked(const ProcEvent& ev, bool replay)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The processes that Track() attaches: the live leaders of `runs` and
+  // their descendants by parent link, read from the kernel's children files
+  // (each list read twice: a child can be missed in one read while a sibling
+  // exits), each child checked by its stat (parent and start time). A whole
+  // /proc walk instead when `runs` is large or the files are missing, or a
+  // children list cannot be read for a reason other than the process being
+  // gone. Forks during the read are covered by the seed buffer.
+  absl::StatusOr<Snapshot> SeedSnapshot(
+      const std::vector<LineageRun>& runs) const;
   void AttachSnapshotLocked(const Snapshot& snapshot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RecheckExitedLocked(bool all) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkGone(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

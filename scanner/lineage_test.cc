@@ -10,12 +10,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -99,6 +101,18 @@ class FixtureTest : public ::testing::Test {
     ASSERT_EQ(std::system(absl::StrCat("rm -rf ", root_, "/", pid).c_str()),
               0);
   }
+  // Gives the fixture root the kernel's children files (Track then seeds
+  // from each leader's subtree instead of walking): `kids` listed in
+  // <pid>/task/<pid>/children.
+  void Children(int pid, const std::vector<int>& kids) {
+    ::mkdir(absl::StrCat(root_, "/thread-self").c_str(), 0755);
+    std::ofstream(absl::StrCat(root_, "/thread-self/children")) << "";
+    const std::string task = absl::StrCat(root_, "/", pid, "/task");
+    ::mkdir(task.c_str(), 0755);
+    ::mkdir(absl::StrCat(task, "/", pid).c_str(), 0755);
+    std::ofstream f(absl::StrCat(task, "/", pid, "/children"));
+    for (const int k : kids) f << k << " ";
+  }
   void Apply(std::vector<ProcEvent> events, bool lost = false) {
     tracker_->Apply(BatchOf(std::move(events), lost));
   }
@@ -127,6 +141,43 @@ TEST_F(FixtureTest, SeedsFromTheWalkAndFollowsForks) {
   l = tracker_->Members("r");
   EXPECT_THAT(Pids(l), ElementsAre(101, 102, 103));
   EXPECT_THAT(AncestorsOf(l, 103), ElementsAre(102, 101, 100));
+}
+
+// With the kernel's children files, a registration reads the leader's
+// subtree, not the machine: a process whose stat names the leader as parent
+// but that no children file lists is not seeded (a walk would find it), and
+// a listed pid whose stat names another parent (the number was reused) is
+// not attached.
+TEST_F(FixtureTest, SeedsFromTheLeadersSubtreeWhenTheKernelListsChildren) {
+  Proc(100, 1, 1000);  // leader
+  Proc(101, 100, 1001);
+  Proc(102, 101, 1002);
+  Proc(103, 300, 1003);  // listed under 101, but its parent is 300
+  Proc(104, 100, 1004);  // unlisted: the subtree read does not see it
+  Proc(200, 1, 900);     // bystander
+  Proc(201, 200, 1005);
+  Children(100, {101});
+  Children(101, {102, 103});
+  Children(102, {});
+  Children(200, {201});
+  ASSERT_OK(tracker_->Track({{"r", 100, 1000}}));
+  RunLineage l = tracker_->Members("r");
+  EXPECT_FALSE(l.gap);
+  EXPECT_THAT(Pids(l), ElementsAre(101, 102));
+  EXPECT_THAT(AncestorsOf(l, 102), ElementsAre(101, 100));
+}
+
+TEST_F(FixtureTest, ManyRunsAtOnceSeedFromOneWalk) {
+  LineageTracker::Options o;
+  o.max_subtree_seed_runs = 1;
+  tracker_ = std::make_unique<LineageTracker>(procfs_.get(), o);
+  Proc(100, 1, 1000);
+  Proc(101, 100, 1001);  // unlisted: only a walk finds it
+  Proc(110, 1, 1010);
+  Children(100, {});
+  Children(110, {});
+  ASSERT_OK(tracker_->Track({{"a", 100, 1000}, {"b", 110, 1010}}));
+  EXPECT_THAT(Pids(tracker_->Members("a")), ElementsAre(101));
 }
 
 TEST_F(FixtureTest, ThreadsAreNotProcesses) {
@@ -446,6 +497,63 @@ TEST_F(LiveTest, DoubleForkSetsidEnvIExecIsStillADescendant) {
   ASSERT_FALSE(d->ancestors.empty());
   EXPECT_EQ(d->ancestors.back(), l.pid);  // the chain ends at the leader
   EXPECT_FALSE(lin.gap);
+}
+
+// Registered after its job forked: a grandchild below the leader is seeded
+// from the leader's subtree at Track, with no event about it.
+TEST_F(LiveTest, ARunRegisteredAfterItsJobForkedIsSeeded) {
+  ASSERT_TRUE(procfs_.HasChildrenFiles());
+  Leader l = StartLeader(
+      "sh -c 'sleep 60 3>&- & echo $! >&3; exec 3>&-; wait' & exec 3>&-; wait");
+  ASSERT_EQ(::write(l.release, "x", 1), 1);
+  ::close(l.release);
+  const std::vector<int> pids = ReadPids(l.report);
+  ASSERT_EQ(pids.size(), 1u);
+  const int sleeper = pids[0];
+  KillLater(sleeper);
+  ASSERT_TRUE(WaitFor([&] {
+    absl::StatusOr<ProcStat> s = procfs_.ReadStat(sleeper);
+    return s.ok() && s->comm == "sleep";
+  }));
+  ASSERT_OK(tracker_->Track({{"run", l.pid, StartOf(l.pid)}}));
+  RunLineage lin = tracker_->Members("run");
+  ASSERT_THAT(Pids(lin), ::testing::Contains(sleeper));
+  EXPECT_EQ(AncestorsOf(lin, sleeper).back(), l.pid);
+  EXPECT_EQ(AncestorsOf(lin, sleeper).size(), 2u);  // its sh, the leader
+  ::kill(l.pid, SIGKILL);
+  ::waitpid(l.pid, nullptr, 0);
+}
+
+// A child's parent is the thread that forked it: the kernel lists it in that
+// thread's children file, which the seed reads too.
+TEST_F(LiveTest, AChildForkedByALeadersThreadIsSeeded) {
+  std::atomic<pid_t> child{-1};
+  int hold[2];
+  ASSERT_EQ(::pipe2(hold, O_CLOEXEC), 0);
+  // The forking thread stays alive while the run is registered, so the
+  // child is listed only in that thread's children file.
+  std::thread forker([&] {
+    const pid_t c = ::fork();
+    if (c == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      ::pause();
+      ::_exit(0);
+    }
+    child = c;
+    char x;
+    (void)!::read(hold[0], &x, 1);
+  });
+  ASSERT_TRUE(WaitFor([&] { return child.load() != -1; }));
+  ASSERT_GT(child.load(), 0);
+  KillLater(child);
+  ASSERT_OK(tracker_->Track({{"self", ::getpid(), StartOf(::getpid())}}));
+  EXPECT_THAT(Pids(tracker_->Members("self")), ::testing::Contains(child.load()));
+  ASSERT_EQ(::write(hold[1], "x", 1), 1);
+  forker.join();
+  ::close(hold[0]);
+  ::close(hold[1]);
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
 }
 
 TEST_F(LiveTest, AnUnrelatedProcessReusingAMembersPidIsNotAMember) {

@@ -226,6 +226,25 @@ absl::StatusOr<std::string> ParseCgroupV2(absl::string_view text) {
   return absl::NotFoundError("no cgroup v2 (\"0::\") line");
 }
 
+absl::StatusOr<std::vector<int>> ParseChildrenList(absl::string_view text) {
+  std::vector<int> out;
+  while (!text.empty()) {
+    const size_t sep = text.find_first_of(" \n");
+    const absl::string_view token = text.substr(0, sep);
+    text.remove_prefix(sep == absl::string_view::npos ? text.size() : sep + 1);
+    if (token.empty()) continue;
+    int pid = 0;
+    if (token.size() > 7 || !absl::SimpleAtoi(token, &pid) || pid < 1 ||
+        pid > (1 << 22) || token[0] == '+' || token[0] == '0') {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "children list: \"", absl::CEscape(token.substr(0, 16)),
+          "\" is not a pid"));
+    }
+    out.push_back(pid);
+  }
+  return out;
+}
+
 std::optional<absl::string_view> FindEnvVar(absl::string_view environ,
                                             absl::string_view name) {
   if (name.empty()) return std::nullopt;

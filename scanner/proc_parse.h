@@ -54,6 +54,12 @@ absl::StatusOr<uint64_t> ParsePidNsLink(absl::string_view link);
 // NOT_FOUND when there is no v2 line.
 absl::StatusOr<std::string> ParseCgroupV2(absl::string_view text);
 
+// Parses /proc/<pid>/task/<tid>/children: the pids of the children that
+// thread forked, separated by spaces (a trailing space or newline is
+// allowed; empty text is no children). Every pid must be a decimal in
+// [1, 2^22]; INVALID_ARGUMENT names the offending token otherwise.
+absl::StatusOr<std::vector<int>> ParseChildrenList(absl::string_view text);
+
 // Finds NAME=value in NUL-separated environ text without copying it;
 // returns a view into `environ`, or nullopt when absent.
 std::optional<absl::string_view> FindEnvVar(absl::string_view environ,

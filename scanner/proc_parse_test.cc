@@ -375,5 +375,29 @@ TEST(FindEnvVarTest, ValueWithEqualsSign) {
   EXPECT_EQ(*v, "a=b");
 }
 
+TEST(ParseChildrenListTest, SpaceSeparatedWithTrailingSpace) {
+  absl::StatusOr<std::vector<int>> kids = ParseChildrenList("12 345 6789 ");
+  ASSERT_OK(kids);
+  EXPECT_EQ(*kids, (std::vector<int>{12, 345, 6789}));
+}
+
+TEST(ParseChildrenListTest, EmptyIsNoChildren) {
+  absl::StatusOr<std::vector<int>> kids = ParseChildrenList("");
+  ASSERT_OK(kids);
+  EXPECT_TRUE(kids->empty());
+  kids = ParseChildrenList("\n");
+  ASSERT_OK(kids);
+  EXPECT_TRUE(kids->empty());
+}
+
+TEST(ParseChildrenListTest, RefusesWhatIsNotAPid) {
+  for (const char* text :
+       {"12 x", "0", "-3", "+4", "012", "4194305", "99999999999", "1\t2"}) {
+    EXPECT_FALSE(ParseChildrenList(text).ok()) << text;
+  }
+  const std::string with_nul("1\0 2", 4);
+  EXPECT_FALSE(ParseChildrenList(with_nul).ok());
+}
+
 }  // namespace
 }  // namespace runreaper::scanner

@@ -43,6 +43,9 @@ constexpr size_t kStatusMax = 256 * 1024;
 // truncated read.
 constexpr size_t kEnvironMax = 1024 * 1024;
 constexpr size_t kSmallFileMax = 64 * 1024;  // cgroup, boot_id
+// A children file: at most pid_max pids of 8 bytes each (2^22 * 8 = 32 MiB
+// in theory); a thread with more than 128 Ki children is refused.
+constexpr size_t kChildrenMax = 1024 * 1024;
 // mountinfo is ~150 bytes per mount; a node with thousands of container
 // mounts stays well under this.
 constexpr size_t kMountInfoMax = 4 * 1024 * 1024;
@@ -323,6 +326,40 @@ absl::StatusOr<std::string> ProcFs::ReadSelfMountInfo() const {
 absl::StatusOr<uint64_t> ProcFs::SelfPidNs() const {
   const std::string path = absl::StrCat(root_, "/self/ns/pid");
   return ReadPidNsAt(AT_FDCWD, path.c_str(), path);
+}
+
+bool ProcFs::HasChildrenFiles() const {
+  const std::string path = absl::StrCat(root_, "/thread-self/children");
+  return ::access(path.c_str(), R_OK) == 0;
+}
+
+absl::StatusOr<std::vector<int>> ProcFs::ReadChildren(int pid) const {
+  const std::string task = absl::StrCat(root_, "/", pid, "/task");
+  Fd dir(base::OpenAtCloexec(AT_FDCWD, task.c_str(), O_RDONLY | O_DIRECTORY));
+  if (!dir.valid()) return ErrnoStatus(errno, "open", task);
+  std::vector<int> tids;
+  RETURN_IF_ERROR(ListPids(dir.get(), task, &tids));
+  std::vector<int> out;
+  std::string text;
+  for (const int tid : tids) {
+    const std::string path = absl::StrCat(task, "/", tid, "/children");
+    absl::Status s =
+        base::ReadFileAt(AT_FDCWD, path.c_str(), path, kChildrenMax, &text);
+    if (!s.ok()) {
+      // A thread that exited since the listing has no children to give.
+      if (absl::IsNotFound(s) && tid != pid) continue;
+      return s;
+    }
+    absl::StatusOr<std::vector<int>> kids = ParseChildrenList(text);
+    if (!kids.ok()) {
+      return absl::Status(kids.status().code(),
+                          absl::StrCat(path, ": ", kids.status().message()));
+    }
+    out.insert(out.end(), kids->begin(), kids->end());
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
 
 absl::StatusOr<Snapshot> ProcFs::Walk(const WalkOptions& options) const {

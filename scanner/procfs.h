@@ -95,6 +95,19 @@ class ProcFs {
   // for a fixture root without "self".
   absl::StatusOr<uint64_t> SelfPidNs() const;
 
+  // Whether the kernel has the per-thread children files
+  // (<root>/thread-self/children; CONFIG_PROC_CHILDREN). A fixture root
+  // without them answers false.
+  bool HasChildrenFiles() const;
+  // The pids of `pid`'s children, from <root>/<pid>/task/<tid>/children of
+  // each of its threads (a child's parent is the thread that forked it), in
+  // no particular order and without repeats. The kernel builds each file by
+  // position in the thread's child list, so a child can be missed while a
+  // sibling exits during the read: callers read twice or cover the window
+  // otherwise. NOT_FOUND when the process is gone; other errors carry the
+  // path. Cost: one task directory listing plus one read per thread.
+  absl::StatusOr<std::vector<int>> ReadChildren(int pid) const;
+
   // Every process listed in the root (thread-group leaders only: the numeric
   // entries of the root directory). The listing of /proc shows only tgids; a
   // thread id is not listed, although /proc/<tid>/... can still be opened

@@ -588,6 +588,46 @@ TEST(RealProcessTest, ReadEnvVarOfExecedChild) {
   EXPECT_EQ(*empty, std::optional<std::string>(""));
 }
 
+// ReadChildren lists a child forked by any thread of the process, and a
+// fixture root has no children files.
+TEST(RealProcessTest, ReadChildrenListsChildrenOfEveryThread) {
+  ProcFs fs;
+  ASSERT_TRUE(fs.HasChildrenFiles());
+  EXPECT_FALSE(ProcFs(::testing::TempDir()).HasChildrenFiles());
+  const pid_t main_child = ::fork();
+  ASSERT_GE(main_child, 0);
+  if (main_child == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  std::atomic<pid_t> thread_child{-1};
+  int hold[2];
+  ASSERT_EQ(::pipe2(hold, O_CLOEXEC), 0);
+  std::thread forker([&] {
+    const pid_t c = ::fork();
+    if (c == 0) {
+      ::pause();
+      ::_exit(0);
+    }
+    thread_child = c;
+    char x;
+    (void)!::read(hold[0], &x, 1);  // alive while the children are read
+  });
+  while (thread_child.load() == -1) std::this_thread::yield();
+  absl::StatusOr<std::vector<int>> kids = fs.ReadChildren(::getpid());
+  ASSERT_EQ(::write(hold[1], "x", 1), 1);
+  forker.join();
+  ::close(hold[0]);
+  ::close(hold[1]);
+  ::kill(main_child, SIGKILL);
+  ::kill(thread_child, SIGKILL);
+  Reap(main_child);
+  Reap(thread_child);
+  ASSERT_OK(kids);
+  EXPECT_THAT(*kids, ::testing::IsSupersetOf({main_child, thread_child.load()}));
+  EXPECT_TRUE(absl::IsNotFound(fs.ReadChildren(main_child).status()));
+}
+
 alignas(16) char g_ns_child_stack[256 * 1024];
 
 int NsChildMain(void* arg) {
