@@ -27,6 +27,8 @@ std::string DescribeEvent(const v1::Event& e) {
 }
 
 std::string DescribeEventChange(const v1::Event& e) {
+  // Retention's summary names no run.
+  if (e.type() == v1::EVENT_TYPE_PRUNED) return absl::StrCat("retention: ", e.detail());
   std::string out = absl::StrCat("run ", e.run_id(), " ");
   switch (e.type()) {
     case v1::EVENT_TYPE_REGISTERED:

@@ -139,6 +139,34 @@ struct StoredDescendant {
   }
 };
 
+// Retention (RunStore::Prune): which runs go, and how the work is cut.
+struct PruneOptions {
+  // Terminal runs swept clean (sweep_done) whose end time is older than now
+  // (the store's clock) minus `retain` are deleted; <= 0 deletes nothing.
+  absl::Duration retain = absl::ZeroDuration();
+  // Runs deleted per write transaction (with their labels, events, sweep
+  // progress and every other per-run row). Also the events per transaction
+  // when deleting old run-less events.
+  int batch_runs = 200;
+  // Free pages handed back to the file system per transaction
+  // (PRAGMA incremental_vacuum(N)) once the deletions are done.
+  int vacuum_pages = 256;
+  // Asked between transactions; true = stop early (daemon shutdown). What
+  // was deleted so far stays deleted and is summarised.
+  std::function<bool()> stop;
+};
+
+// What one Prune did.
+struct PruneResult {
+  absl::Time cutoff;           // runs that ended before this were eligible
+  int64_t runs = 0;            // runs deleted
+  int64_t events = 0;          // events deleted (of those runs, and run-less
+                               // summary events older than the cutoff)
+  int64_t transactions = 0;    // delete transactions committed
+  int64_t pages_vacuumed = 0;  // free pages given back to the file system
+  int64_t summary_event_id = 0;  // the PRUNED event; 0 = nothing deleted
+};
+
 struct SweepProgress {
   int stage = 0;                       // 0 none, 1..3 as in ClaimSweepStage
   absl::Time claimed_at;               // when `stage` was (last) claimed
@@ -148,7 +176,7 @@ struct SweepProgress {
 class RunStore {
  public:
   static constexpr int kMaxPageSize = 1000;
-  static constexpr int kSchemaVersion = 3;
+  static constexpr int kSchemaVersion = 4;
 
   // Opens or creates the database at `path` (its directory must exist).
   // Refuses a schema newer than kSchemaVersion, a file that is not a SQLite
@@ -307,6 +335,24 @@ class RunStore {
   // Every stored descendant of a run not swept clean (RUNNING, or terminal
   // with sweep_done unset), ordered by run registration, then pid.
   absl::StatusOr<std::vector<StoredDescendant>> ListDescendants();
+
+  // Retention (docs/STORE.md "Retention"). Deletes every terminal run that
+  // is swept clean (sweep_done) and ended before now - options.retain,
+  // oldest first, with its labels, its events and its sweep progress (the
+  // per-run tables are listed in one place, run_store_retain.cc), and the
+  // run-less events (summaries, run_id "") older than that cutoff. A
+  // RUNNING run or a terminal one not swept clean is never deleted,
+  // whatever its age. The deletions go in transactions of at most
+  // options.batch_runs runs at background priority (Impl::WriteBackground):
+  // a concurrent write waits for at most one of them. When anything was
+  // deleted, one PRUNED event (run_id "") says how much and the cutoff.
+  // Then free pages are given back to the file system, vacuum_pages per
+  // transaction. retain <= 0 deletes nothing (and still vacuums).
+  absl::StatusOr<PruneResult> Prune(const PruneOptions& options);
+
+  // The database's size in bytes: page_count x page_size, as the read
+  // connection sees it (the main file once the WAL is checkpointed).
+  absl::StatusOr<int64_t> DatabaseBytes();
 
   // Group commit: how many write transactions this handle committed and
   // how many write calls they carried (writes / commits is the batching).

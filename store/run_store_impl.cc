@@ -40,24 +40,45 @@ RunStore::Impl::~Impl() {
 absl::Status RunStore::Impl::Write(const std::function<absl::Status()>& fn) {
   WriteOp op;
   op.fn = &fn;
+  return Enqueue(&op, /*background_priority=*/false);
+}
+
+absl::Status RunStore::Impl::WriteBackground(
+    const std::function<absl::Status()>& fn) {
+  WriteOp op;
+  op.fn = &fn;
+  return Enqueue(&op, /*background_priority=*/true);
+}
+
+absl::Status RunStore::Impl::Enqueue(WriteOp* op, bool background_priority) {
   absl::MutexLock lock(&queue_mu);
-  queue.push_back(&op);
+  (background_priority ? background : queue).push_back(op);
   ++pending;
-  queue_mu.Await(absl::Condition(&op.done));
-  return op.status;
+  queue_mu.Await(absl::Condition(&op->done));
+  return op->status;
 }
 
 void RunStore::Impl::WriterLoop() {
+  bool last_was_background = false;
   while (true) {
     std::vector<WriteOp*> batch;
     {
       absl::MutexLock lock(&queue_mu);
       auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(queue_mu) {
-        return !queue.empty() || stopping;
+        return !queue.empty() || !background.empty() || stopping;
       };
       queue_mu.Await(absl::Condition(&ready));
-      if (queue.empty()) return;  // stopping, nothing left
-      batch.swap(queue);
+      if (queue.empty() && background.empty()) return;  // stopping
+      // Background work alone, one op per transaction, and never twice in
+      // a row while foreground writes wait.
+      if (!background.empty() && (queue.empty() || !last_was_background)) {
+        batch.push_back(background.front());
+        background.erase(background.begin());
+        last_was_background = true;
+      } else {
+        batch.swap(queue);
+        last_was_background = false;
+      }
     }
     {
       absl::MutexLock lock(&mu);

@@ -6,6 +6,7 @@
 //   run_store_events.cc  the audit log: AppendEvent, ListEvents, LastEventId
 //   run_store_sweep.cc   sweep bookkeeping: unswept runs, stage claims
 //   run_store_lineage.cc durable lineage: descendants of unswept runs
+//   run_store_retain.cc  retention: Prune, DatabaseBytes
 //   run_store_impl.cc    the helpers declared here
 //
 // Two connections to the file: `db` for every write transaction (and the
@@ -75,6 +76,15 @@ struct RunStore::Impl {
   // `fn` runs on the writer thread with `mu` held; it must not call Write.
   // Never called with `mu` held.
   absl::Status Write(const std::function<absl::Status()>& fn)
+      ABSL_LOCKS_EXCLUDED(mu, queue_mu);
+
+  // Write at background priority (retention's batches): `fn` runs alone in
+  // its own transaction, when no other write is queued or right after a
+  // transaction of other writes, never twice in a row while other writes
+  // wait. A write call made while background work is going on thus waits
+  // for at most one background transaction, and background work is never
+  // starved by a steady stream of writes.
+  absl::Status WriteBackground(const std::function<absl::Status()>& fn)
       ABSL_LOCKS_EXCLUDED(mu, queue_mu);
 
   // Runs `fn` on the read connection. With `snapshot`, inside BEGIN ...
@@ -166,6 +176,9 @@ struct RunStore::Impl {
     bool done = false;
   };
   void WriterLoop() ABSL_LOCKS_EXCLUDED(mu, queue_mu);
+  // Queues `op` (on `background` or `queue`) and waits until it is done.
+  absl::Status Enqueue(WriteOp* op, bool background_priority)
+      ABSL_LOCKS_EXCLUDED(queue_mu);
   // Runs `batch` in as few transactions as possible (one, unless a fn's
   // error made SQLite roll the whole transaction back) and sets each op's
   // status.
@@ -176,6 +189,7 @@ struct RunStore::Impl {
   const std::string db_path;
   absl::Mutex queue_mu;
   std::vector<WriteOp*> queue ABSL_GUARDED_BY(queue_mu);
+  std::vector<WriteOp*> background ABSL_GUARDED_BY(queue_mu);
   bool stopping ABSL_GUARDED_BY(queue_mu) = false;
   int64_t pending ABSL_GUARDED_BY(queue_mu) = 0;  // queued or being run
   // Writes committed in batches (for tests and the benchmark): how many

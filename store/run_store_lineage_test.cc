@@ -134,7 +134,10 @@ TEST_F(RunStoreLineageTest, MigratesASchemaTwoFile) {
     auto store = Open();
     ASSERT_OK(store->Register(MakeRun("a", 100)));
   }
-  RawExec(path_, "DROP TABLE run_descendants; PRAGMA user_version = 2;");
+  // Later migrations' additions go too (3 -> 4: the runs_prunable index).
+  RawExec(path_,
+          "DROP TABLE run_descendants; DROP INDEX runs_prunable; "
+          "PRAGMA user_version = 2;");
   ASSERT_EQ(RawQueryInt(path_, "SELECT count(*) FROM sqlite_master WHERE "
                                "name = 'run_descendants'"),
             0);

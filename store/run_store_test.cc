@@ -1635,12 +1635,13 @@ TEST_F(RunStoreTest, MigratesASchemaOneFile) {
     ASSERT_OK_AND_ASSIGN(bool c, store->ClaimSweepStage("r1", 100, 9, 3));
     ASSERT_TRUE(c);
   }
-  // Schema 1 is today's schema without sweep_progress.sent_at_us (the only
-  // change of migration 1 -> 2) and the tables later migrations add, so
-  // dropping them rebuilds the shipped v1 file.
+  // Schema 1 is today's schema without what later migrations added:
+  // sweep_progress.sent_at_us (1 -> 2), run_descendants (2 -> 3) and the
+  // runs_prunable index (3 -> 4); dropping them rebuilds the shipped v1 file.
   RawExec(path_,
           "ALTER TABLE sweep_progress DROP COLUMN sent_at_us; "
           "DROP TABLE run_descendants; "
+          "DROP INDEX runs_prunable; "
           "PRAGMA user_version = 1;");
   ASSERT_EQ(RawQueryInt(path_, "PRAGMA user_version"), 1);
   ASSERT_EQ(RawQueryInt(path_, "SELECT count(*) FROM "

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/log.h"
 #include "base/status_macros.h"
 
 namespace runreaper::store::schema {
@@ -102,9 +103,81 @@ CREATE TABLE run_descendants (
   PRIMARY KEY (run_id, pid, start_time_ticks)
 ) WITHOUT ROWID;
 )sql",
+    // 3 -> 4: retention (RunStore::Prune) finds the runs it may delete, the
+    // swept ones (only a terminal run is ever marked swept) by end time,
+    // oldest first, reading only the entries older than the cutoff.
+    R"sql(
+CREATE INDEX runs_prunable ON runs(ended_at_us) WHERE sweep_done = 1;
+)sql",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kVersion,
               "one migration per schema version");
+
+// A file created without auto_vacuum (by a runreaper before retention, or
+// by another process that created it first) is converted once: setting
+// auto_vacuum on a file that has tables takes effect only through a VACUUM,
+// which rewrites the whole file outside any transaction. SQLite's VACUUM is
+// atomic (it commits through the WAL like any transaction): a crash midway
+// leaves the file as it was, and the next open converts it again.
+absl::Status EnsureIncrementalVacuum(Database& db) {
+  ASSIGN_OR_RETURN(int64_t mode, db.QueryInt("PRAGMA auto_vacuum"));
+  if (mode == 2) return absl::OkStatus();  // INCREMENTAL
+  RETURN_IF_ERROR(db.Exec("PRAGMA auto_vacuum=INCREMENTAL"));
+  ASSIGN_OR_RETURN(mode, db.QueryInt("PRAGMA auto_vacuum"));
+  if (mode == 2) return absl::OkStatus();  // FULL -> INCREMENTAL needs no VACUUM
+  ASSIGN_OR_RETURN(int64_t pages, db.QueryInt("PRAGMA page_count"));
+  ASSIGN_OR_RETURN(int64_t page_size, db.QueryInt("PRAGMA page_size"));
+  LogInfo("store: converting ", db.path(), " to auto_vacuum=INCREMENTAL (a "
+          "one-time VACUUM of ", pages * page_size, " bytes)");
+  const absl::Time started = absl::Now();
+  if (absl::Status s = db.Exec("VACUUM"); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("converting ", db.path(),
+                                               " to auto_vacuum=INCREMENTAL: ",
+                                               s.message()));
+  }
+  ASSIGN_OR_RETURN(mode, db.QueryInt("PRAGMA auto_vacuum"));
+  if (mode != 2) {
+    return absl::InternalError(absl::StrCat(
+        "database ", db.path(), ": auto_vacuum is ", mode,
+        " after VACUUM, not 2 (INCREMENTAL)"));
+  }
+  ASSIGN_OR_RETURN(pages, db.QueryInt("PRAGMA page_count"));
+  LogInfo("store: ", db.path(), " converted to auto_vacuum=INCREMENTAL in ",
+          absl::FormatDuration(absl::Now() - started), " (", pages * page_size,
+          " bytes)");
+  return absl::OkStatus();
+}
+
+// Runs the missing migrations in one BEGIN IMMEDIATE transaction.
+absl::Status Migrate(Database& db) {
+  const std::string& path = db.path();
+  // Migrate under the write lock; another process may have migrated since
+  // the version was read, so read it again inside the transaction.
+  RETURN_IF_ERROR(db.Exec("BEGIN IMMEDIATE"));
+  absl::Status status = [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(int64_t current, db.QueryInt("PRAGMA user_version"));
+    if (current > kVersion) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "database ", path, " has schema version ", current,
+          ", newer than this runreaper's ", kVersion));
+    }
+    for (int64_t v = current; v < kVersion; ++v) {
+      absl::Status s = db.Exec(kMigrations[v]);
+      if (!s.ok()) {
+        return absl::Status(s.code(),
+                            absl::StrCat("migrating ", path, " from schema ",
+                                         v, " to ", v + 1, ": ", s.message()));
+      }
+    }
+    RETURN_IF_ERROR(db.Exec(
+        absl::StrCat("PRAGMA user_version = ", kVersion)));
+    return db.Exec("COMMIT");
+  }();
+  if (!status.ok() && sqlite3_get_autocommit(db.get()) == 0) {
+    (void)db.Exec("ROLLBACK");
+  }
+  return status;
+}
 
 // sqlite3_busy_timeout's argument: milliseconds, clamped to [0, 2^30].
 int BusyTimeoutMs(absl::Duration busy_timeout) {
@@ -145,6 +218,15 @@ absl::Status ConfigureAndMigrate(Database& db, absl::Duration busy_timeout,
         "its directory is not writable)"));
   }
 
+  // A new file reuses the pages retention frees and gives them back to the
+  // file system (RunStore::Prune runs PRAGMA incremental_vacuum). SQLite
+  // takes auto_vacuum only before the first table is created and, in WAL
+  // mode, only before the switch to WAL; where it did not take (another
+  // process created the file first), EnsureIncrementalVacuum converts it.
+  if (*version == 0) {
+    RETURN_IF_ERROR(db.Exec("PRAGMA auto_vacuum=INCREMENTAL"));
+  }
+
   // Switching a new file to WAL needs an exclusive lock and SQLite does not
   // call the busy handler for it: when another process is creating the same
   // file at this moment, retry within the busy timeout.
@@ -173,34 +255,8 @@ absl::Status ConfigureAndMigrate(Database& db, absl::Duration busy_timeout,
         absl::StrCat("database ", path, ": foreign keys could not be enabled"));
   }
 
-  if (*version == kVersion) return absl::OkStatus();
-
-  // Migrate under the write lock; another process may have migrated since
-  // the version was read, so read it again inside the transaction.
-  RETURN_IF_ERROR(db.Exec("BEGIN IMMEDIATE"));
-  absl::Status status = [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(int64_t current, db.QueryInt("PRAGMA user_version"));
-    if (current > kVersion) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "database ", path, " has schema version ", current,
-          ", newer than this runreaper's ", kVersion));
-    }
-    for (int64_t v = current; v < kVersion; ++v) {
-      absl::Status s = db.Exec(kMigrations[v]);
-      if (!s.ok()) {
-        return absl::Status(s.code(),
-                            absl::StrCat("migrating ", path, " from schema ",
-                                         v, " to ", v + 1, ": ", s.message()));
-      }
-    }
-    RETURN_IF_ERROR(db.Exec(
-        absl::StrCat("PRAGMA user_version = ", kVersion)));
-    return db.Exec("COMMIT");
-  }();
-  if (!status.ok() && sqlite3_get_autocommit(db.get()) == 0) {
-    (void)db.Exec("ROLLBACK");
-  }
-  return status;
+  if (*version != kVersion) RETURN_IF_ERROR(Migrate(db));
+  return EnsureIncrementalVacuum(db);
 }
 
 }  // namespace

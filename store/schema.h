@@ -17,14 +17,16 @@ namespace runreaper::store::schema {
 // The schema version the migrations produce (PRAGMA user_version). To change
 // the schema, append a migration in schema.cc and bump this (and
 // RunStore::kSchemaVersion, which must equal it).
-inline constexpr int kVersion = 3;
+inline constexpr int kVersion = 4;
 
 // Opens (creating it if missing) the read-write connection to the store file
 // at `path` and brings it to kVersion: refuses a directory, a non-regular
 // file, a file that is not a SQLite database (DATA_LOSS, nothing written), a
-// newer schema or a read-only file (FAILED_PRECONDITION); switches it to WAL
-// with the given synchronous level, foreign keys and a 16 MiB page cache;
-// runs the missing migrations in one BEGIN IMMEDIATE transaction.
+// newer schema or a read-only file (FAILED_PRECONDITION); gives a new file
+// auto_vacuum=INCREMENTAL; switches it to WAL with the given synchronous
+// level, foreign keys and a 16 MiB page cache; runs the missing migrations
+// in one BEGIN IMMEDIATE transaction; converts a file without incremental
+// auto_vacuum with one VACUUM (logged; atomic, redone after a crash).
 // `busy_timeout` is how long it waits for another connection's lock.
 absl::StatusOr<std::unique_ptr<Database>> OpenWriter(
     const std::string& path, absl::Duration busy_timeout,

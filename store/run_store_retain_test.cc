@@ -1,0 +1,517 @@
+// Retention (RunStore::Prune), auto_vacuum and the database size, on real
+// SQLite files.
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "base/test_util.h"
+#include "gtest/gtest.h"
+#include "store/run_store.h"
+
+namespace runreaper::store {
+namespace {
+
+using ::runreaper::v1::Event;
+using RunProto = ::runreaper::v1::Run;
+
+std::string MakeTempDir() {
+  const char* base = getenv("TEST_TMPDIR");
+  std::string tmpl = absl::StrCat(base != nullptr ? base : "/tmp", "/retainXXXXXX");
+  if (mkdtemp(tmpl.data()) == nullptr) {
+    ADD_FAILURE() << "mkdtemp: " << strerror(errno);
+  }
+  return tmpl;
+}
+
+RunProto MakeRun(const std::string& id) {
+  RunProto r;
+  r.set_run_id(id);
+  r.set_pid(4242);
+  r.set_pgid(4242);
+  r.set_sid(4241);
+  r.set_start_time_ticks(77);
+  r.set_boot_id("boot");
+  r.set_comm("runner");
+  (*r.mutable_labels())["queue"] = "gpu";
+  (*r.mutable_labels())["team"] = "infra";
+  return r;
+}
+
+// One integer from `sql`, through a connection of its own (-1 on error).
+int64_t RawQueryInt(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  int64_t out = -1;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) == SQLITE_OK) {
+    sqlite3_busy_timeout(db, 5000);
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW) {
+      out = sqlite3_column_int64(st, 0);
+    }
+    sqlite3_finalize(st);
+  }
+  sqlite3_close_v2(db);
+  return out;
+}
+
+void RawExec(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr), SQLITE_OK);
+  sqlite3_busy_timeout(db, 5000);
+  char* err = nullptr;
+  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
+  EXPECT_EQ(rc, SQLITE_OK) << (err != nullptr ? err : "");
+  sqlite3_free(err);
+  sqlite3_close_v2(db);
+}
+
+// Inserts `n` FINISHED, swept runs ("old-1".."old-n") that ended at
+// `ended_at`, each with two labels and three events (REGISTERED,
+// STATE_CHANGED, SWEEP_FINISHED), by SQL on the file: registering 100,000
+// runs through the store's API would take most of a minute, and the rows
+// are what the API writes (tests of the API path use the store's clock).
+void InsertOldSweptRuns(const std::string& path, int n, absl::Time ended_at) {
+  const int64_t t = absl::ToUnixMicros(ended_at);
+  RawExec(path, absl::StrCat(
+      "BEGIN;"
+      "WITH RECURSIVE k(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM k WHERE i < ", n, ") "
+      "INSERT INTO runs (run_id, pid, pgid, sid, pidns_inode, start_time_ticks, boot_id, "
+      "uid, comm, cgroup, keep, state, liveness, stale_reason, exit_code, "
+      "registered_at_us, last_seen_alive_at_us, ended_at_us, sweep_done) "
+      "SELECT 'old-' || i, 1000 + i % 30000, 1000 + i % 30000, 999, 4026531836, 12345, "
+      "'boot', 1000, 'job', '', 0, 2, 2, 0, 0, ", t - 60000000, ", ", t - 1000000, ", ", t,
+      ", 1 FROM k;"
+      "INSERT INTO run_labels (seq, key, value) SELECT seq, 'queue', 'gpu' FROM runs "
+      "WHERE run_id GLOB 'old-*';"
+      "INSERT INTO run_labels (seq, key, value) SELECT seq, 'team', 'infra' FROM runs "
+      "WHERE run_id GLOB 'old-*';"
+      "INSERT INTO events (time_us, type, run_id, from_state, to_state, stale_reason, "
+      "exit_code, pid, signal, stage, result, detail) SELECT ", t - 60000000,
+      ", 1, run_id, 0, 1, 0, NULL, 0, 0, '', '', '' FROM runs WHERE run_id GLOB 'old-*';"
+      "INSERT INTO events (time_us, type, run_id, from_state, to_state, stale_reason, "
+      "exit_code, pid, signal, stage, result, detail) SELECT ", t,
+      ", 2, run_id, 1, 2, 0, 0, 0, 0, '', '', '' FROM runs WHERE run_id GLOB 'old-*';"
+      "INSERT INTO events (time_us, type, run_id, from_state, to_state, stale_reason, "
+      "exit_code, pid, signal, stage, result, detail) SELECT ", t,
+      ", 5, run_id, 0, 0, 0, NULL, 0, 0, '', '', 'no members' FROM runs "
+      "WHERE run_id GLOB 'old-*';"
+      "COMMIT;"));
+}
+
+class RetainTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = MakeTempDir();
+    path_ = dir_ + "/runs.db";
+    now_ = absl::FromUnixSeconds(1700000000);
+  }
+
+  StoreOptions Clock() {
+    StoreOptions o;
+    o.clock = [this] {
+      absl::MutexLock lock(&clock_mu_);
+      return now_;
+    };
+    o.synchronous = StoreOptions::Sync::kNormal;
+    return o;
+  }
+  void Advance(absl::Duration d) {
+    absl::MutexLock lock(&clock_mu_);
+    now_ += d;
+  }
+
+  std::unique_ptr<RunStore> Open(StoreOptions o) {
+    absl::StatusOr<std::unique_ptr<RunStore>> s = RunStore::Open(path_, std::move(o));
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? *std::move(s) : nullptr;
+  }
+
+  static std::vector<Event> Events(RunStore& s, const std::string& run = "") {
+    absl::StatusOr<std::vector<Event>> e = s.ListEvents(0, run, RunStore::kMaxPageSize);
+    EXPECT_TRUE(e.ok()) << e.status();
+    return e.ok() ? *e : std::vector<Event>{};
+  }
+
+  int64_t Count(const std::string& sql) { return RawQueryInt(path_, sql); }
+
+  std::string dir_;
+  std::string path_;
+  absl::Mutex clock_mu_;
+  absl::Time now_ ABSL_GUARDED_BY(clock_mu_);
+};
+
+// Old swept runs go with their labels, events and sweep progress; a RUNNING
+// run and an unswept terminal run of the same age stay, as do young swept
+// runs; one PRUNED event says what went.
+TEST_F(RetainTest, PrunesOldSweptRunsOnlyWithEverythingTheyOwn) {
+  auto store = Open(Clock());
+  ASSERT_NE(store, nullptr);
+  for (const char* id : {"finished", "cancelled", "running", "unswept"}) {
+    ASSERT_OK(store->Register(MakeRun(id)));
+  }
+  ASSERT_OK(store->Finish("finished", 0));
+  ASSERT_OK(store->Cancel("cancelled", "test"));
+  ASSERT_OK_AND_ASSIGN(bool claimed, store->ClaimSweepStage("cancelled", 500, 9, 1));
+  ASSERT_TRUE(claimed);
+  Event signal;
+  signal.set_type(v1::EVENT_TYPE_SIGNAL);
+  signal.set_run_id("cancelled");
+  signal.set_pid(500);
+  ASSERT_OK(store->RecordSweepSignal("cancelled", 500, 9, 1, signal));
+  Event summary;  // a run-less summary, as a sweep of several runs writes
+  summary.set_type(v1::EVENT_TYPE_SWEEP_FINISHED);
+  summary.set_detail("2 runs had nothing to sweep");
+  ASSERT_OK_AND_ASSIGN(int marked, store->MarkSwept({"finished", "cancelled"}, {summary}));
+  ASSERT_EQ(marked, 2);
+  ASSERT_OK(store->Finish("unswept", 1));  // ended, never swept
+  // Durable lineage rows: MarkSwept already dropped those of swept runs, so
+  // one is put back by SQL for "finished" to see the prune take it.
+  RawExec(path_,
+          "INSERT INTO run_descendants (run_id, pid, start_time_ticks, parent_pid, "
+          "recorded_at_us) VALUES ('finished', 501, 9, 4242, 1), "
+          "('unswept', 502, 9, 4242, 1)");
+
+  Advance(absl::Hours(24 * 8));
+  ASSERT_OK(store->Register(MakeRun("young")));
+  ASSERT_OK(store->Finish("young", 0));
+  ASSERT_OK(store->MarkSwept({"young"}, {}));
+  ASSERT_EQ(Count("SELECT count(*) FROM sweep_progress"), 1);
+
+  PruneOptions po;
+  po.retain = absl::Hours(24 * 7);
+  ASSERT_OK_AND_ASSIGN(PruneResult r, store->Prune(po));
+  EXPECT_EQ(r.runs, 2);
+  // finished: REGISTERED + STATE_CHANGED; cancelled: the same + SIGNAL;
+  // and the run-less summary.
+  EXPECT_EQ(r.events, 6);
+  {
+    absl::MutexLock lock(&clock_mu_);
+    EXPECT_EQ(r.cutoff, now_ - absl::Hours(24 * 7));
+  }
+  for (const char* gone : {"finished", "cancelled"}) {
+    EXPECT_EQ(store->Get(gone).status().code(), absl::StatusCode::kNotFound) << gone;
+    EXPECT_TRUE(Events(*store, gone).empty()) << gone;
+  }
+  for (const char* kept : {"running", "unswept", "young"}) {
+    ASSERT_OK_AND_ASSIGN(RunProto run, store->Get(kept));
+    EXPECT_EQ(run.labels().size(), 2u) << kept;
+    EXPECT_FALSE(Events(*store, kept).empty()) << kept;
+  }
+  EXPECT_EQ(Count("SELECT count(*) FROM run_labels"), 6);  // 3 runs x 2
+  EXPECT_EQ(Count("SELECT count(*) FROM sweep_progress"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM runs"), 3);
+  EXPECT_EQ(Count("SELECT count(*) FROM run_descendants WHERE run_id = 'finished'"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM run_descendants WHERE run_id = 'unswept'"), 1);
+
+  const std::vector<Event> all = Events(*store);
+  ASSERT_FALSE(all.empty());
+  const Event& pruned = all.back();
+  EXPECT_EQ(pruned.type(), v1::EVENT_TYPE_PRUNED);
+  EXPECT_EQ(pruned.event_id(), r.summary_event_id);
+  EXPECT_EQ(pruned.run_id(), "");
+  EXPECT_TRUE(absl::StrContains(pruned.detail(), "pruned 2 run(s) and 6 event(s)"))
+      << pruned.detail();
+  EXPECT_TRUE(absl::StrContains(pruned.detail(), "2023-11-15T22:13:20Z")) << pruned.detail();
+  for (const Event& e : all) EXPECT_NE(e.type(), v1::EVENT_TYPE_SWEEP_FINISHED);
+
+  // Nothing left to prune: no second summary.
+  ASSERT_OK_AND_ASSIGN(PruneResult again, store->Prune(po));
+  EXPECT_EQ(again.runs, 0);
+  EXPECT_EQ(again.events, 0);
+  EXPECT_EQ(again.summary_event_id, 0);
+  EXPECT_EQ(Events(*store).size(), all.size());
+  // The store writes PRUNED itself; nobody appends one.
+  EXPECT_EQ(store->AppendEvent(pruned).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Age alone never deletes: a RUNNING run registered long ago and a terminal
+// run whose sweep is unfinished stay, whatever the retention.
+TEST_F(RetainTest, RunningAndUnsweptRunsAreNeverPruned) {
+  auto store = Open(Clock());
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK(store->Register(MakeRun("running")));
+  ASSERT_OK(store->Register(MakeRun("stale")));
+  ASSERT_OK(store->MarkStale("stale", v1::STALE_REASON_EXITED, v1::LIVENESS_DEAD));
+  ASSERT_OK(store->SetSweepDone("stale", false));
+  Advance(absl::Hours(24 * 365));
+  PruneOptions po;
+  po.retain = absl::Seconds(1);
+  ASSERT_OK_AND_ASSIGN(PruneResult r, store->Prune(po));
+  EXPECT_EQ(r.runs, 0);
+  EXPECT_EQ(r.summary_event_id, 0);
+  EXPECT_OK(store->Get("running"));
+  EXPECT_OK(store->Get("stale"));
+  EXPECT_EQ(Events(*store).size(), 3u);  // 2 REGISTERED + STATE_CHANGED
+}
+
+TEST_F(RetainTest, RetainZeroKeepsEverything) {
+  auto store = Open(Clock());
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK(store->Register(MakeRun("a")));
+  ASSERT_OK(store->Finish("a", 0));
+  ASSERT_OK(store->MarkSwept({"a"}, {}));
+  Advance(absl::Hours(24 * 365));
+  ASSERT_OK_AND_ASSIGN(PruneResult r, store->Prune(PruneOptions()));
+  EXPECT_EQ(r.runs, 0);
+  EXPECT_EQ(r.events, 0);
+  EXPECT_EQ(r.transactions, 0);
+  EXPECT_OK(store->Get("a"));
+  EXPECT_EQ(Events(*store).size(), 2u);
+}
+
+// No transaction deletes more than batch_runs runs: observed from another
+// connection after each of the store's commits.
+TEST_F(RetainTest, EachTransactionDeletesAtMostABatch) {
+  {
+    auto store = Open(Clock());
+    ASSERT_NE(store, nullptr);
+  }
+  InsertOldSweptRuns(path_, 25, absl::FromUnixSeconds(1600000000));
+  std::vector<int64_t> left_after_commit;
+  StoreOptions o = Clock();
+  o.on_write_transaction = [&](absl::Duration) {
+    left_after_commit.push_back(Count("SELECT count(*) FROM runs"));
+  };
+  auto store = Open(o);
+  ASSERT_NE(store, nullptr);
+  PruneOptions po;
+  po.retain = absl::Hours(1);
+  po.batch_runs = 10;
+  ASSERT_OK_AND_ASSIGN(PruneResult r, store->Prune(po));
+  EXPECT_EQ(r.runs, 25);
+  EXPECT_EQ(r.events, 75);
+  EXPECT_EQ(r.transactions, 3);
+  int64_t before = 25;
+  for (int64_t left : left_after_commit) {
+    EXPECT_LE(before - left, 10);
+    before = left;
+  }
+  EXPECT_EQ(before, 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM events WHERE type != 8"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM run_labels"), 0);
+}
+
+// A stop request ends the prune between transactions; what was deleted is
+// summarised, the rest is deleted by the next prune.
+TEST_F(RetainTest, StopEndsBetweenTransactions) {
+  {
+    auto store = Open(Clock());
+    ASSERT_NE(store, nullptr);
+  }
+  InsertOldSweptRuns(path_, 30, absl::FromUnixSeconds(1600000000));
+  auto store = Open(Clock());
+  ASSERT_NE(store, nullptr);
+  PruneOptions po;
+  po.retain = absl::Hours(1);
+  po.batch_runs = 10;
+  int asked = 0;
+  po.stop = [&] { return ++asked > 1; };  // after the first transaction
+  ASSERT_OK_AND_ASSIGN(PruneResult first, store->Prune(po));
+  EXPECT_EQ(first.runs, 10);
+  EXPECT_NE(first.summary_event_id, 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM runs"), 20);
+  po.stop = nullptr;
+  ASSERT_OK_AND_ASSIGN(PruneResult second, store->Prune(po));
+  EXPECT_EQ(second.runs, 20);
+  EXPECT_EQ(Count("SELECT count(*) FROM runs"), 0);
+}
+
+// 100,000 old runs are pruned while another thread registers runs without
+// pause: every registration succeeds, some while the prune is under way,
+// and each is there afterwards.
+TEST_F(RetainTest, RegisterKeepsAnsweringWhileAHundredThousandRunsArePruned) {
+  constexpr int kOld = 100000;
+  {
+    auto store = Open(Clock());
+    ASSERT_NE(store, nullptr);
+  }
+  InsertOldSweptRuns(path_, kOld, absl::FromUnixSeconds(1600000000));
+  StoreOptions o = Clock();
+  o.synchronous = StoreOptions::Sync::kFull;  // as the daemon runs
+  auto store = Open(o);
+  ASSERT_NE(store, nullptr);
+
+  std::atomic<bool> pruning{false};
+  std::atomic<bool> done{false};
+  std::atomic<int> registered{0};
+  std::atomic<int> during_prune{0};
+  std::atomic<int> failures{0};
+  std::thread registrar([&] {
+    for (int i = 0; !done.load(); ++i) {
+      const bool in_prune = pruning.load();
+      absl::StatusOr<RunProto> r = store->Register(MakeRun(absl::StrCat("new-", i)));
+      if (!r.ok()) {
+        ADD_FAILURE() << r.status();
+        ++failures;
+        continue;
+      }
+      ++registered;
+      if (in_prune && pruning.load()) ++during_prune;
+    }
+  });
+  ASSERT_TRUE(WaitFor([&] { return registered.load() > 0; }));
+  pruning = true;
+  PruneOptions po;
+  po.retain = absl::Hours(24);
+  absl::StatusOr<PruneResult> r = store->Prune(po);
+  pruning = false;
+  done = true;
+  registrar.join();
+  ASSERT_OK(r);
+  EXPECT_EQ(r->runs, kOld);
+  EXPECT_EQ(r->events, 3 * kOld);
+  EXPECT_GE(r->transactions, kOld / po.batch_runs);
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_GT(during_prune.load(), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM runs WHERE run_id GLOB 'old-*'"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM runs"), registered.load());
+  EXPECT_EQ(Count("SELECT count(*) FROM run_labels"), 2 * registered.load());
+  EXPECT_EQ(Count("SELECT count(*) FROM events WHERE run_id GLOB 'old-*'"), 0);
+  EXPECT_GT(r->pages_vacuumed, 0);
+  EXPECT_EQ(Count("PRAGMA freelist_count"), 0);
+}
+
+// Steady churn with a full window: every round registers, finishes and
+// sweeps a set of runs (with labels and events, through the API) and
+// prunes what fell out of the window. Once the window is full the file no
+// longer grows.
+TEST_F(RetainTest, FileStopsGrowingUnderSteadyChurnOnceTheWindowIsFull) {
+  auto store = Open(Clock());
+  ASSERT_NE(store, nullptr);
+  constexpr int kRounds = 40;
+  constexpr int kPerRound = 150;
+  PruneOptions po;
+  po.retain = absl::Minutes(60);  // 6 rounds of 10 minutes
+  std::vector<int64_t> bytes;
+  const int64_t page_size = Count("PRAGMA page_size");
+  for (int round = 0; round < kRounds; ++round) {
+    std::vector<std::string> ids;
+    for (int i = 0; i < kPerRound; ++i) {
+      const std::string id = absl::StrCat("r", round, "-", i);
+      ASSERT_OK(store->Register(MakeRun(id)));
+      ASSERT_OK(store->Finish(id, i % 3));
+      ids.push_back(id);
+    }
+    Event summary;
+    summary.set_type(v1::EVENT_TYPE_SWEEP_FINISHED);
+    summary.set_detail(absl::StrCat(kPerRound, " runs had nothing to sweep"));
+    ASSERT_OK(store->MarkSwept(ids, {summary}));
+    Advance(absl::Minutes(10));
+    ASSERT_OK(store->Prune(po));
+    ASSERT_OK_AND_ASSIGN(int64_t b, store->DatabaseBytes());
+    bytes.push_back(b);
+  }
+  // The window holds 6 rounds; from round 7 on, every prune removes a
+  // round as the next one arrives. The size then moves within a band of a
+  // few pages (B-tree pages split and merge at different moments): the
+  // largest size of the last 20 rounds is at most that of rounds 7..19
+  // plus two pages, where growth would add ~10 pages a round.
+  int64_t first_max = 0;
+  for (int round = 7; round < 20; ++round) first_max = std::max(first_max, bytes[round]);
+  std::string sizes;
+  for (int64_t b : bytes) absl::StrAppend(&sizes, b, " ");
+  for (int round = 20; round < kRounds; ++round) {
+    EXPECT_LE(bytes[round], first_max + 2 * page_size)
+        << "round " << round << "; sizes after each round: " << sizes;
+  }
+  EXPECT_EQ(Count("SELECT count(*) FROM runs"), 6 * kPerRound);
+  EXPECT_EQ(Count("PRAGMA freelist_count"), 0);
+}
+
+TEST_F(RetainTest, NewFilesUseIncrementalAutoVacuum) {
+  auto store = Open(Clock());
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(Count("PRAGMA auto_vacuum"), 2);
+  ASSERT_OK_AND_ASSIGN(int64_t b, store->DatabaseBytes());
+  EXPECT_EQ(b, Count("PRAGMA page_count") * Count("PRAGMA page_size"));
+}
+
+// A file made without auto_vacuum (as every runreaper before retention made
+// them) is converted at open by one VACUUM, its rows intact; afterwards a
+// prune gives freed pages back.
+TEST_F(RetainTest, ConvertsAFileWithoutAutoVacuumAtOpen) {
+  {
+    auto store = Open(Clock());
+    ASSERT_NE(store, nullptr);
+    ASSERT_OK(store->Register(MakeRun("kept")));
+  }
+  RawExec(path_, "PRAGMA auto_vacuum=NONE; VACUUM;");
+  ASSERT_EQ(Count("PRAGMA auto_vacuum"), 0);
+  InsertOldSweptRuns(path_, 2000, absl::FromUnixSeconds(1600000000));
+
+  auto store = Open(Clock());
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(Count("PRAGMA auto_vacuum"), 2);
+  ASSERT_OK_AND_ASSIGN(RunProto kept, store->Get("kept"));
+  EXPECT_EQ(kept.labels().size(), 2u);
+  EXPECT_EQ(Count("SELECT count(*) FROM runs"), 2001);
+  ASSERT_OK_AND_ASSIGN(int64_t full, store->DatabaseBytes());
+  PruneOptions po;
+  po.retain = absl::Hours(1);
+  ASSERT_OK_AND_ASSIGN(PruneResult r, store->Prune(po));
+  EXPECT_EQ(r.runs, 2000);
+  EXPECT_GT(r.pages_vacuumed, 0);
+  ASSERT_OK_AND_ASSIGN(int64_t after, store->DatabaseBytes());
+  EXPECT_LT(after, full);
+  EXPECT_EQ(Count("PRAGMA freelist_count"), 0);
+  EXPECT_OK(store->Get("kept"));
+  store.reset();
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+  EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)), "ok");
+  sqlite3_finalize(st);
+  sqlite3_close_v2(db);
+}
+
+// Schema 3 (before retention) had no runs_prunable index: opening such a
+// file adds it, keeps the rows, and the prune's query uses it.
+TEST_F(RetainTest, MigratesASchemaThreeFile) {
+  {
+    auto store = Open(Clock());
+    ASSERT_NE(store, nullptr);
+    ASSERT_OK(store->Register(MakeRun("a")));
+  }
+  RawExec(path_, "DROP INDEX runs_prunable; PRAGMA user_version = 3;");
+  ASSERT_EQ(Count("SELECT count(*) FROM sqlite_master WHERE name = 'runs_prunable'"), 0);
+  auto store = Open(Clock());
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(Count("PRAGMA user_version"), RunStore::kSchemaVersion);
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlite_master WHERE name = 'runs_prunable'"), 1);
+  EXPECT_OK(store->Get("a"));
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db,
+                               "EXPLAIN QUERY PLAN SELECT seq, run_id FROM runs WHERE "
+                               "sweep_done = 1 AND ended_at_us < 5 AND state != 1 "
+                               "ORDER BY ended_at_us LIMIT 10",
+                               -1, &st, nullptr),
+            SQLITE_OK);
+  std::string plan;
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    absl::StrAppend(&plan, reinterpret_cast<const char*>(sqlite3_column_text(st, 3)), "\n");
+  }
+  sqlite3_finalize(st);
+  sqlite3_close_v2(db);
+  EXPECT_TRUE(absl::StrContains(plan, "USING INDEX runs_prunable")) << plan;
+}
+
+}  // namespace
+}  // namespace runreaper::store
