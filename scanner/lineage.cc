@@ -23,7 +23,6 @@ struct LineageTracker::Node {
   std::string owner;  // run id
   bool gone = false;
   bool exit_seen = false;
-  absl::Time next_check;
 };
 
 struct LineageTracker::Run {
@@ -40,7 +39,11 @@ struct LineageTracker::State {
   std::unordered_map<uint64_t, Node> nodes;
   std::unordered_map<int, uint64_t> live;  // pid -> node id
   std::map<std::string, Run> runs;
-  std::vector<uint64_t> exited;  // exit seen, still present (zombies)
+  // Exit seen, maybe still present (a zombie): (when to look, node id), in
+  // the order they are due (every delay is recheck_exited).
+  std::deque<std::pair<absl::Time, uint64_t>> exited;
+  // Forked since the last IdentifyPendingLocked, start time not read yet.
+  std::vector<uint64_t> unidentified;
   int seeding = 0;
   std::vector<ProcEvent> seed_buffer;
   bool seed_overflow = false;
@@ -129,24 +132,21 @@ void LineageTracker::AddChildLocked(int parent_pid, int child_pid,
     return;
   }
   const uint64_t parent_id = p->second;
-  const Node parent = st.nodes[parent_id];  // copy: the map may rehash
-
-  // Its start time identifies it from now on. The fork is finished when the
-  // event is sent, so the child is readable unless it has already exited.
-  uint64_t start = 0;
-  absl::StatusOr<ProcStat> stat = procfs_->ReadStat(child_pid);
-  if (stat.ok() && (stat->ppid == parent_pid ||
-                    stat->start_time >= parent.start_time)) {
-    start = stat->start_time;
-  }
   auto old = st.live.find(child_pid);
   if (old != st.live.end()) {
     const Node& o = st.nodes[old->second];
-    // Seen already (a walk attached it before its fork event arrived) --
-    // unless its holder's exit came first: then this fork is a new process
-    // that took the number within the same tick.
-    if (start != 0 && o.start_time == start && (replay || !o.exit_seen)) {
-      return;
+    // Seen already? A walk (the seed, a resync) can attach a process before
+    // its fork event arrives -- unless its holder's exit came first: then
+    // this fork is a new process that took the number (within the same
+    // 100 Hz tick, its start time would read back the same).
+    if (replay || !o.exit_seen) {
+      if (o.parent == parent_id) return;
+      // Attached under another parent (reparented before the walk read
+      // it): the same process if the start time says so.
+      absl::StatusOr<ProcStat> stat = procfs_->ReadStat(child_pid);
+      if (o.start_time != 0 && stat.ok() && stat->start_time == o.start_time) {
+        return;
+      }
     }
     // The previous holder of this pid exited unseen.
     MarkGone(old->second);
@@ -154,12 +154,39 @@ void LineageTracker::AddChildLocked(int parent_pid, int child_pid,
   const uint64_t id = st.next_id++;
   Node& n = st.nodes[id];
   n.pid = child_pid;
-  n.start_time = start;
+  n.start_time = 0;  // IdentifyPendingLocked reads it
   n.parent = parent_id;
-  n.owner = parent.owner;
+  n.owner = st.nodes[parent_id].owner;
   st.nodes[parent_id].children.push_back(id);
   st.live[child_pid] = id;
+  st.unidentified.push_back(id);
   ++st.counters.forks_tracked;
+}
+
+void LineageTracker::IdentifyPendingLocked() {
+  State& st = *state_;
+  for (const uint64_t id : st.unidentified) {
+    auto it = st.nodes.find(id);
+    if (it == st.nodes.end() || it->second.gone || it->second.start_time != 0) {
+      continue;  // exited in the same batch: never read
+    }
+    int parent_pid = 0;
+    uint64_t parent_start = 0;
+    auto p = st.nodes.find(it->second.parent);
+    if (p != st.nodes.end()) {
+      parent_pid = p->second.pid;
+      parent_start = p->second.start_time;
+    }
+    // The fork is finished when its event is sent, so the child is readable
+    // unless it has exited since (then it stays unidentified, never a
+    // member, and its exit event forgets it).
+    absl::StatusOr<ProcStat> stat = procfs_->ReadStat(it->second.pid);
+    if (stat.ok() &&
+        (stat->ppid == parent_pid || stat->start_time >= parent_start)) {
+      it->second.start_time = stat->start_time;
+    }
+  }
+  st.unidentified.clear();
 }
 
 void LineageTracker::ApplyEventLocked(const ProcEvent& ev, bool replay) {
@@ -183,8 +210,12 @@ void LineageTracker::ApplyEventLocked(const ProcEvent& ev, bool replay) {
       }
       if (!n.exit_seen) {
         n.exit_seen = true;
-        n.next_check = absl::InfinitePast();
-        st.exited.push_back(it->second);
+        // Its parent has not reaped it yet when the event comes (the event
+        // is sent before the exit completes): looking now would find the
+        // zombie and look again later. Look once, after a while; Members()
+        // reads every candidate anyway, so nothing reaped is ever listed.
+        st.exited.emplace_back(absl::Now() + options_.recheck_exited,
+                               it->second);
       }
       break;
     }
@@ -198,28 +229,24 @@ void LineageTracker::ApplyEventLocked(const ProcEvent& ev, bool replay) {
 
 void LineageTracker::RecheckExitedLocked(bool all) {
   State& st = *state_;
-  if (st.exited.empty()) return;
   const absl::Time now = absl::Now();
-  std::vector<uint64_t> keep;
-  for (const uint64_t id : st.exited) {
+  // Only the entries that are due (the front of the queue): a batch costs
+  // in proportion to what it looks at, not to every zombie tracked.
+  for (size_t left = st.exited.size(); left > 0; --left) {
+    const auto [due, id] = st.exited.front();
+    if (!all && due > now) break;
+    st.exited.pop_front();
     auto it = st.nodes.find(id);
     if (it == st.nodes.end() || it->second.gone) continue;
-    Node& n = it->second;
-    if (!all && n.next_check > now) {
-      keep.push_back(id);
-      continue;
-    }
-    absl::StatusOr<ProcStat> stat = procfs_->ReadStat(n.pid);
-    if (!stat.ok() || stat->start_time != n.start_time) {
+    absl::StatusOr<ProcStat> stat = procfs_->ReadStat(it->second.pid);
+    if (!stat.ok() || stat->start_time != it->second.start_time) {
       MarkGone(id);
       continue;
     }
     // Still there (a zombie its parent has not reaped, or a process whose
     // main thread exited before its other threads).
-    n.next_check = now + options_.recheck_exited;
-    keep.push_back(id);
+    st.exited.emplace_back(now + options_.recheck_exited, id);
   }
-  st.exited.swap(keep);
 }
 
 void LineageTracker::SetOwnerBelow(uint64_t id, const std::string& from,
@@ -387,6 +414,7 @@ absl::Status LineageTracker::Track(const std::vector<LineageRun>& runs) {
   AttachSnapshotLocked(*snapshot);
   // Forks and exits seen while the walk ran, on top of it.
   for (const ProcEvent& ev : st.seed_buffer) ApplyEventLocked(ev, true);
+  IdentifyPendingLocked();
   if (st.seed_overflow) {
     for (const LineageRun& spec : runs) {
       MarkGapLocked(st.runs[spec.run_id],
@@ -499,6 +527,7 @@ void LineageTracker::Apply(const ProcConnector::Batch& batch) {
     st.resync_pending = true;
   }
   for (const ProcEvent& ev : batch.events) ApplyEventLocked(ev, false);
+  IdentifyPendingLocked();
   RecheckExitedLocked(false);
   if (st.resync_pending &&
       absl::Now() - st.last_resync >= options_.resync_interval) {

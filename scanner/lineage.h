@@ -143,6 +143,10 @@ class LineageTracker {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ApplyEventLocked(const ProcEvent& ev, bool replay)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Reads the start time of every child added since the last call (a fork
+  // event adds its child unidentified, so that a child whose exit comes in
+  // the same batch costs no read at all).
+  void IdentifyPendingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The processes that Track() attaches: the live leaders of `runs` and
   // their descendants by parent link, read from the kernel's children files
   // (each list read twice: a child can be missed in one read while a sibling
