@@ -357,11 +357,28 @@ absl::StatusOr<Snapshot> LineageTracker::SeedSnapshot(
 }
 
 absl::Status LineageTracker::Track(const std::vector<LineageRun>& runs) {
+  // A leader that is already a tracked process (the leader of another run,
+  // or a descendant of one) has its subtree followed by events already: no
+  // read. (Re-checked under the lock below: it may have exited meanwhile,
+  // and then the run gets its gap.)
+  std::vector<LineageRun> to_seed;
   {
     absl::MutexLock lock(&mu_);
-    ++state_->seeding;
+    State& st = *state_;
+    ++st.seeding;
+    for (const LineageRun& r : runs) {
+      if (st.runs.count(r.run_id) != 0) continue;
+      auto live = st.live.find(r.pid);
+      if (r.start_time != 0 && live != st.live.end() &&
+          st.nodes[live->second].start_time == r.start_time) {
+        continue;
+      }
+      to_seed.push_back(r);
+    }
   }
-  absl::StatusOr<Snapshot> snapshot = SeedSnapshot(runs);
+  absl::StatusOr<Snapshot> snapshot =
+      to_seed.empty() ? absl::StatusOr<Snapshot>(Snapshot())
+                      : SeedSnapshot(to_seed);
   absl::MutexLock lock(&mu_);
   State& st = *state_;
   --st.seeding;

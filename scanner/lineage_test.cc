@@ -315,6 +315,27 @@ TEST_F(FixtureTest, RegisteredTogetherTheYoungerStillOwns) {
   EXPECT_THAT(Pids(tracker_->Members("b")), ElementsAre(102));
 }
 
+// A run led by a process the tracker already follows (a runner registering
+// run after run for itself) costs no /proc read: its subtree is known from
+// events. (Here 102 appears in 101's children file without a fork event, so
+// only a read would find it.)
+TEST_F(FixtureTest, ALeaderAlreadyTrackedIsNotReadAgain) {
+  Proc(100, 1, 1000);
+  Proc(101, 100, 1001);
+  Children(100, {101});
+  Children(101, {});
+  ASSERT_OK(tracker_->Track({{"a", 100, 1000}}));
+  Proc(102, 101, 1002);
+  Children(101, {102});
+  ASSERT_OK(tracker_->Track({{"b", 101, 1001}}));
+  EXPECT_THAT(Pids(tracker_->Members("b")), IsEmpty());
+  EXPECT_FALSE(tracker_->HasGap("b"));
+  // Its forks are followed as ever.
+  Proc(103, 101, 1003);
+  Apply({ForkEv(101, 103)});
+  EXPECT_THAT(Pids(tracker_->Members("b")), ElementsAre(103));
+}
+
 TEST_F(FixtureTest, UntrackForgetsWhatNobodyInherits) {
   Proc(100, 1, 1000);
   Proc(101, 100, 1001);
