@@ -21,9 +21,11 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
 #include "base/flags_usage.h"
 #include "scanner/procfs.h"
 #include "tools/bench_checks.h"
+#include "tools/bench_cost.h"
 #include "tools/bench_exits.h"
 #include "tools/bench_pass.h"
 #include "tools/bench_procs.h"
@@ -46,6 +48,12 @@ ABSL_FLAG(std::optional<int>, records, std::nullopt,
 ABSL_FLAG(int, poll_interval_ms, 1000,
           "Tick of the polling loop that row (3) compares the exit watcher "
           "with (the old way of noticing exits).");
+ABSL_FLAG(bool, cost, false,
+          "Also run the cost-at-rest suite after the rows (docs/BENCHMARK.md "
+          "\"Cost at rest, one run\"): storage_bench, bench_orphans, load and "
+          "bench_lineage, each with a runreaperd of its own, their JSON keys "
+          "added to this one's line. Minutes more (about 8 full, 1 with "
+          "--quick).");
 ABSL_FLAG(bool, quick, false,
           "A short run (~10 s): 1000 processes, 200 exits over 1 s, 10000 "
           "records, 5 repetitions of (1)/(2) instead of 7, 1 timed pass "
@@ -63,7 +71,7 @@ int PositiveFlag(const char* name, int value) {
   return value;
 }
 
-int Main() {
+int Main(const std::string& argv0) {
   const bool quick = absl::GetFlag(FLAGS_quick);
   const int processes = PositiveFlag(
       "processes",
@@ -116,6 +124,13 @@ int Main() {
 
   children.KillAll();
   ::rmdir(dir.c_str());
+  if (absl::GetFlag(FLAGS_cost)) {
+    // After the rows' sleepers are gone: each step spawns its own table.
+    absl::StatusOr<tools::JsonLine> cost =
+        RunCostSteps(argv0, CostSteps(quick));
+    if (!cost.ok()) Die(absl::StrCat("--cost: ", cost.status().ToString()));
+    report.cost = *std::move(cost);
+  }
   PrintReport(report);
   return 0;
 }
@@ -133,5 +148,5 @@ int main(int argc, char** argv) {
       "[--poll_interval_ms=N]",
       "tools/bench_main");
   absl::ParseCommandLine(argc, argv);
-  return runreaper::bench::Main();
+  return runreaper::bench::Main(argv[0]);
 }

@@ -186,6 +186,7 @@ std::string JsonSummary(const BenchReport& b, const Tails& t, double load) {
       .Number("distinct_us_per_record", DistinctUsPerRecord(pass), 2)
       .Number("loadavg", load, 2)
       .Bool("quick", b.quick);
+  j.Merge(b.cost, "cost_");
   absl::StatusOr<std::string> line = j.ToString();
   if (!line.ok()) Die(line.status().ToString());
   return *line;

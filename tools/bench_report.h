@@ -8,6 +8,7 @@
 #include "tools/bench_exits.h"
 #include "tools/bench_pass.h"
 #include "tools/bench_walk.h"
+#include "tools/json_line.h"
 
 namespace runreaper::bench {
 
@@ -24,6 +25,9 @@ struct BenchReport {
   FloorResult floor_own;     // (3f)
   FloorResult floor_helper;  // (3h)
   PassBench pass;            // (4)
+  // --cost: the keys of the cost suite's benchmarks (tools/bench_cost.h),
+  // added to the JSON line (a key the rows already have gets "cost_").
+  tools::JsonLine cost;
 };
 
 // Prints the table, the notes and the JSON line to stdout. Dies if the

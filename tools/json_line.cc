@@ -40,6 +40,29 @@ JsonLine& JsonLine::Bool(absl::string_view key, bool value) {
   return *this;
 }
 
+JsonLine& JsonLine::Merge(const JsonLine& other,
+                          absl::string_view collision_prefix) {
+  auto* mine = fields_.mutable_fields();
+  for (const auto& [key, value] : other.fields_.fields()) {
+    const std::string name = mine->count(key) == 0
+                                 ? key
+                                 : absl::StrCat(collision_prefix, key);
+    (*mine)[name] = value;
+  }
+  return *this;
+}
+
+absl::StatusOr<JsonLine> JsonLine::Parse(absl::string_view json) {
+  JsonLine out;
+  const auto status = google::protobuf::util::JsonStringToMessage(
+      std::string(json), &out.fields_);
+  if (!status.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("not a JSON object: ", status.ToString()));
+  }
+  return out;
+}
+
 absl::StatusOr<std::string> JsonLine::ToString() const {
   // MessageToJsonString serialises the map in hash order; a deterministic
   // serialisation sorts map keys, so print from that.

@@ -20,6 +20,13 @@ class JsonLine {
   // An integer count (exact up to 2^53).
   JsonLine& Int(absl::string_view key, long value);
   JsonLine& Bool(absl::string_view key, bool value);
+  // Adds every key of `other`; a key this line already has is added as
+  // `<collision_prefix><key>` instead (e.g. two benchmarks' "loadavg").
+  JsonLine& Merge(const JsonLine& other, absl::string_view collision_prefix);
+
+  // Parses one JSON object (another benchmark's last line).
+  // INVALID_ARGUMENT when it is not one.
+  static absl::StatusOr<JsonLine> Parse(absl::string_view json);
 
   // The object on one line without a trailing newline, e.g.
   // {"a":1,"b":true}. Keys are sorted. Fails only if protobuf's printer

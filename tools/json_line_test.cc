@@ -43,5 +43,23 @@ TEST(JsonLineTest, EmptyObject) {
   EXPECT_EQ(line, "{}");
 }
 
+TEST(JsonLineTest, ParseThenMergeRenamesCollidingKeys) {
+  ASSERT_OK_AND_ASSIGN(
+      JsonLine other,
+      JsonLine::Parse("{\"loadavg\":2.5,\"orphans_ms\":12,\"ok\":true}"));
+  JsonLine j;
+  j.Number("loadavg", 1.25, 2).Int("processes", 5000);
+  j.Merge(other, "orphans_");
+  ASSERT_OK_AND_ASSIGN(std::string line, j.ToString());
+  EXPECT_EQ(line,
+            "{\"loadavg\":1.25,\"ok\":true,\"orphans_loadavg\":2.5,"
+            "\"orphans_ms\":12,\"processes\":5000}");
+}
+
+TEST(JsonLineTest, ParseRefusesWhatIsNotAnObject) {
+  EXPECT_FALSE(JsonLine::Parse("not json").ok());
+  EXPECT_FALSE(JsonLine::Parse("[1,2]").ok());
+}
+
 }  // namespace
 }  // namespace runreaper::tools

@@ -25,7 +25,7 @@ namespace {
 
 namespace v1 = ::runreaper::v1;
 
-constexpr char kDaemonRunfile[] = "runreaper/server/runreaperd";
+constexpr char kWorkspace[] = "runreaper";  // the runfiles tree's top
 
 // waitpid without blocking past `deadline`: true once reaped.
 bool ReapWithin(pid_t pid, absl::Duration deadline) {
@@ -65,19 +65,29 @@ std::string LogTail(const std::string& dir) {
 
 }  // namespace
 
-absl::StatusOr<std::string> FindDaemonBinary(const std::string& argv0) {
+absl::StatusOr<std::string> FindShippedBinary(const std::string& argv0,
+                                              const std::string& path) {
+  const std::string runfile = absl::StrCat(kWorkspace, "/", path);
   std::vector<std::string> candidates;
   if (const char* rf = std::getenv("RUNFILES_DIR")) {
-    candidates.push_back(absl::StrCat(rf, "/", kDaemonRunfile));
+    candidates.push_back(absl::StrCat(rf, "/", runfile));
   }
-  candidates.push_back("server/runreaperd");
-  candidates.push_back(absl::StrCat(argv0, ".runfiles/", kDaemonRunfile));
+  candidates.push_back(path);
+  candidates.push_back(absl::StrCat(argv0, ".runfiles/", runfile));
   for (const std::string& c : candidates) {
     if (::access(c.c_str(), X_OK) == 0) return c;
   }
-  return absl::NotFoundError(absl::StrCat("runreaperd not found (looked at ",
+  return absl::NotFoundError(absl::StrCat(path, " not found (looked at ",
                                           absl::StrJoin(candidates, ", "),
-                                          "); pass --daemon_binary"));
+                                          ")"));
+}
+
+absl::StatusOr<std::string> FindDaemonBinary(const std::string& argv0) {
+  absl::StatusOr<std::string> found =
+      FindShippedBinary(argv0, "server/runreaperd");
+  if (found.ok()) return found;
+  return absl::NotFoundError(
+      absl::StrCat(found.status().message(), "; pass --daemon_binary"));
 }
 
 absl::StatusOr<std::unique_ptr<OwnDaemon>> OwnDaemon::Start(

@@ -18,6 +18,10 @@ namespace runreaper::load {
 // $RUNFILES_DIR, then the working directory (bazel run / bazel test start
 // there), then <argv0>.runfiles. NOT_FOUND lists where it looked.
 absl::StatusOr<std::string> FindDaemonBinary(const std::string& argv0);
+// The same search for any binary shipped as a data dependency, named by its
+// path in the workspace (e.g. "tools/bench_orphans").
+absl::StatusOr<std::string> FindShippedBinary(const std::string& argv0,
+                                              const std::string& path);
 
 class OwnDaemon {
  public:
