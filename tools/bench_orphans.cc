@@ -35,6 +35,7 @@
 #include "scanner/procfs.h"
 #include "tools/bench_procs.h"
 #include "tools/bench_util.h"
+#include "tools/bench_walk.h"
 #include "tools/json_line.h"
 #include "tools/load_daemon.h"
 
@@ -138,11 +139,13 @@ double TimeCommand(const std::vector<std::string>& argv, int reps) {
 
 // Median time of one ListOrphans call (all runs), in ms; *listed = the
 // orphans of the last answer.
-double TimeListOrphans(Stub* stub, int reps, int* listed) {
+double TimeListOrphans(Stub* stub, int reps, int* listed,
+                       const std::string& run_id = "") {
   std::vector<double> ms;
   for (int r = 0; r <= reps; ++r) {
     grpc::ClientContext ctx;
     v1::ListOrphansRequest req;
+    req.set_run_id(run_id);
     v1::ListOrphansResponse resp;
     const int64_t t0 = MonoNanos();
     CheckOk(stub->ListOrphans(&ctx, req, &resp), "ListOrphans");
@@ -176,10 +179,17 @@ int Main() {
   absl::StatusOr<std::string> boot = procfs.ReadBootId();
   if (!ns.ok() || !self.ok() || !boot.ok()) Die("reading /proc/self");
 
+  // The walk path (issue 12's figures): lineage off. A second daemon with
+  // lineage on answers the one-run comparison (issue 9) at the end.
   absl::StatusOr<std::unique_ptr<load::OwnDaemon>> daemon = load::OwnDaemon::Start(
-      binary, absl::GetFlag(FLAGS_dir), {}, absl::Seconds(30));
+      binary, absl::GetFlag(FLAGS_dir), {"--lineage=false"}, absl::Seconds(30));
   if (!daemon.ok()) Die(daemon.status().ToString());
   std::unique_ptr<Stub> stub = Connect((*daemon)->socket());
+  absl::StatusOr<std::unique_ptr<load::OwnDaemon>> lineage_daemon =
+      load::OwnDaemon::Start(binary, absl::GetFlag(FLAGS_dir),
+                             {"--lineage=true"}, absl::Seconds(30));
+  if (!lineage_daemon.ok()) Die(lineage_daemon.status().ToString());
+  std::unique_ptr<Stub> lineage_stub = Connect((*lineage_daemon)->socket());
 
   // The process table: sleepers first, then the orphan group, whose run
   // is registered by pid (the daemon reads its identity from /proc).
@@ -206,6 +216,7 @@ int Main() {
     req.set_pid(leader);
     req.set_keep(true);
     RegisterAndFinish(stub.get(), req);
+    RegisterAndFinish(lineage_stub.get(), req);
   }
 
   // The other runs are finished runs whose leaders are gone: identities
@@ -259,11 +270,22 @@ int Main() {
   // one would need a fresh daemon; instead pgrep is timed once more, so
   // drift in the machine's load shows.
   const double pgrep_after_ms = TimeCommand({"/usr/bin/pgrep", "-g", pgid}, reps);
+  // The least any walk of this table does (list /proc, read each stat once;
+  // row (1) of //tools:bench), and one run's orphans both ways.
+  const WalkResult floor = BenchWalk(procfs, reps);
+  const double floor_ms = floor.floor_us * floor.processes_seen / 1000.0;
+  int listed_walk = 0;
+  int listed_lineage = 0;
+  const double run_walk_ms =
+      TimeListOrphans(stub.get(), reps, &listed_walk, "orphans-group");
+  const double run_lineage_ms = TimeListOrphans(
+      lineage_stub.get(), reps, &listed_lineage, "orphans-group");
 
   ::kill(-leader, SIGKILL);
   ReapPid(leader);
   children.KillAll();
   daemon->reset();
+  lineage_daemon->reset();
 
   double load[3] = {0, 0, 0};
   getloadavg(load, 3);
@@ -277,7 +299,12 @@ int Main() {
   std::printf("  pgrep -g %-6s                  %9.2f ms  (%.2f ms after)\n",
               pgid.c_str(), pgrep_ms, pgrep_after_ms);
   std::printf("  ps -e -o pid,ppid,pgid,sid,stat,comm %9.2f ms\n", ps_ms);
+  std::printf("  walk floor (list, read each stat) %8.2f ms\n", floor_ms);
   std::printf("  pgrep / ListOrphans              %9.2fx\n", pgrep_ms / few_ms);
+  std::printf("  one run: walk %.2f ms (%d listed), lineage %.2f ms (%d listed): "
+              "%.1fx\n",
+              run_walk_ms, listed_walk, run_lineage_ms, listed_lineage,
+              run_walk_ms / run_lineage_ms);
   std::printf("  %d runs / %d runs                %9.2fx\n", many, few,
               many_ms / few_ms);
   std::printf("  (registering %d more runs took %.1f s; load average %.2f)\n",
@@ -293,12 +320,22 @@ int Main() {
       .Number("ps_ms", ps_ms, 2)
       .Number("orphans_vs_pgrep", pgrep_ms / few_ms, 2)
       .Number("orphans_10k_runs_vs_10_runs", many_ms / few_ms, 2)
+      .Number("walk_floor_ms", floor_ms, 2)
+      .Number("pgrep_vs_walk_floor", pgrep_ms / floor_ms, 2)
+      .Number("orphans_run_walk_ms", run_walk_ms, 3)
+      .Number("orphans_run_lineage_ms", run_lineage_ms, 3)
+      .Int("orphans_run_listed_walk", listed_walk)
+      .Int("orphans_run_listed_lineage", listed_lineage)
+      .Number("orphans_lineage_vs_walk", run_walk_ms / run_lineage_ms, 2)
       .Number("loadavg", load[0], 2);
   absl::StatusOr<std::string> line = json.ToString();
   if (!line.ok()) Die(line.status().ToString());
   std::printf("%s\n", line->c_str());
   // The group's members are listed in both phases (kept: keep=true).
-  return listed_few >= group && listed_many >= group ? 0 : 1;
+  return listed_few >= group && listed_many >= group &&
+                 listed_walk >= group && listed_lineage >= group
+             ? 0
+             : 1;
 }
 
 }  // namespace
