@@ -226,6 +226,13 @@ int Main(const std::string& argv0) {
     return Error(s.ToString());
   }
 
+  // What a durable commit costs on the daemon's disk at least (its own
+  // directory when started here, else --dir): with N clients at most N
+  // writes share one commit, so pairs/s <= N / (2 * fsync).
+  absl::StatusOr<double> fsync_ms = FsyncFloorMs(
+      own ? own->dir() : FromUserDir(absl::GetFlag(FLAGS_dir)), 50);
+  if (!fsync_ms.ok()) return Error(fsync_ms.status().ToString());
+
   const double load_start = LoadAverage();
   std::printf(
       "runreaper load: daemon pid %d on %s%s, %s per phase, load "
@@ -233,6 +240,9 @@ int Main(const std::string& argv0) {
       daemon_pid, socket.c_str(), own ? " (started here)" : "",
       absl::FormatDuration(duration).c_str(), load_start,
       ::sysconf(_SC_NPROCESSORS_ONLN));
+  std::printf("commit floor there: 4 KiB write + fdatasync, median of 50: "
+              "%.3f ms\n\n",
+              *fsync_ms);
   std::printf("%-16s %7s %10s %11s  %-34s %9s %9s %6s\n", "call", "clients",
               "ops", "ops/s", "p50/p99 ms", "daemon%", "client%", "errors");
   std::vector<Phase> phases;
@@ -270,6 +280,7 @@ int Main(const std::string& argv0) {
       .Bool("daemon_started", own != nullptr)
       .Int("list_page_size", page)
       .Int("cpus", ::sysconf(_SC_NPROCESSORS_ONLN))
+      .Number("fsync_ms", *fsync_ms, 3)
       .Number("loadavg_start", load_start, 2)
       .Number("loadavg", LoadAverage(), 2);
   absl::StatusOr<std::string> line = j.ToString();

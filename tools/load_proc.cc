@@ -1,17 +1,22 @@
 #include "tools/load_proc.h"
 
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "base/fd.h"
 #include "base/file_util.h"
 
@@ -72,6 +77,29 @@ absl::StatusOr<pid_t> PeerPid(const std::string& path) {
     return absl::ErrnoToStatus(errno, absl::StrCat("SO_PEERCRED on ", path));
   }
   return cred.pid;
+}
+
+absl::StatusOr<double> FsyncFloorMs(const std::string& dir, int reps) {
+  std::string path = dir + "/rr-fsync-XXXXXX";
+  const int fd = ::mkostemp(path.data(), O_CLOEXEC);
+  if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("mkostemp ", path));
+  ::unlink(path.c_str());
+  Fd file(fd);
+  std::string block(4096, 'x');
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) {
+    const absl::Time t0 = absl::Now();
+    if (::pwrite(file.get(), block.data(), block.size(),
+                 static_cast<off_t>(i % 16) * 4096) !=
+            static_cast<ssize_t>(block.size()) ||
+        ::fdatasync(file.get()) != 0) {
+      return absl::ErrnoToStatus(errno, absl::StrCat("write+fdatasync ", path));
+    }
+    ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - t0));
+  }
+  if (ms.empty()) return 0.0;
+  std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
+  return ms[ms.size() / 2];
 }
 
 }  // namespace runreaper::load

@@ -26,6 +26,12 @@ absl::StatusOr<uint64_t> ReadCpuTicks(pid_t pid);
 // in our PID namespace; 0 if it is in none of ours). Errors name the path.
 absl::StatusOr<pid_t> PeerPid(const std::string& path);
 
+// The commit floor of the filesystem holding `dir`: the median time, in ms,
+// of `reps` 4 KiB writes each followed by fdatasync (what one durable
+// SQLite WAL commit costs at least), on a scratch file made and removed
+// there. Errors name the file.
+absl::StatusOr<double> FsyncFloorMs(const std::string& dir, int reps);
+
 }  // namespace runreaper::load
 
 #endif  // RUNREAPER_TOOLS_LOAD_PROC_H_
