@@ -30,6 +30,7 @@
 #include "scanner/proc_events.h"
 #include "scanner/procfs.h"
 #include "server/daemon_loops.h"
+#include "server/descriptors.h"
 #include "server/event_hub.h"
 #include "server/metrics.h"
 #include "server/peer_creds.h"
@@ -112,6 +113,7 @@ class Daemon {
   DaemonOptions options_;
   absl::Duration pass_deadline_;
   Metrics metrics_;  // before everything that reports to it
+  DescriptorAlarm descriptors_;  // likewise
   Fd lock_fd_;
   std::unique_ptr<store::RunStore> store_;
   scanner::ProcFs procfs_;
@@ -277,7 +279,8 @@ absl::Status Daemon::Start() {
   InstallProtobufLogHandler();
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
       interceptors;
-  interceptors.push_back(std::make_unique<RequestErrorInterceptorFactory>());
+  interceptors.push_back(std::make_unique<RequestErrorInterceptorFactory>(
+      [this](absl::string_view method) { descriptors_.Report(method); }));
   for (auto& metrics_interceptor : metrics_.GrpcInterceptors()) {
     interceptors.push_back(std::move(metrics_interceptor));
   }
@@ -291,8 +294,9 @@ absl::Status Daemon::Start() {
   if (!options_.listen.empty() && tcp_port == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options_.listen));
   }
-  acceptor_ = std::make_unique<UnixAcceptor>(std::move(unix_listen), &peer_creds_,
-                                             server_.get());
+  acceptor_ = std::make_unique<UnixAcceptor>(
+      std::move(unix_listen), &peer_creds_, server_.get(),
+      [this] { descriptors_.Report("accept on the unix socket"); });
   // "" (the whole server) and the service by name; SetServingStatus(bool)
   // later flips both.
   server_->GetHealthCheckService()->SetServingStatus(
@@ -311,6 +315,7 @@ absl::Status Daemon::Start() {
   deps.sweeper = sweeper_.get();
   deps.hub = hub_.get();
   deps.metrics = &metrics_;
+  deps.descriptors = &descriptors_;
   deps.set_serving = [server = server_.get()](bool serving) {
     server->GetHealthCheckService()->SetServingStatus(serving);
   };

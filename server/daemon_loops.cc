@@ -60,6 +60,7 @@ void DaemonLoops::WatcherLoop() {
     deps_.hub->Notify();
     if (!result.ok()) {
       LogError("reconcile of exited runs: ", result.status().ToString());
+      NoteFailure(result.status(), "reconcile of exited runs");
     }
   }
 }
@@ -82,14 +83,32 @@ void DaemonLoops::RunOnePass() {
   metrics.SetRunCounts(deps_.store->CountRuns());
   if (!pass.ok()) {
     LogError("reconcile pass: ", pass.status().ToString());
+    NoteFailure(pass.status(), "reconcile pass");
   }
   absl::MutexLock lock(&mu_);
   in_pass_ = false;
-  if (pass.ok() && !serving_) {
-    serving_ = true;
-    metrics.SetHealthy(true);
-    deps_.set_serving(true);
-    LogInfo("health: SERVING (a pass completed in ", absl::FormatDuration(took), ")");
+  if (pass.ok() && overrun_) {
+    overrun_ = false;
+    UpdateHealthLocked(absl::StrCat("a pass completed in ", absl::FormatDuration(took)));
+  }
+}
+
+void DaemonLoops::NoteFailure(const absl::Status& status, absl::string_view where) {
+  if (deps_.descriptors != nullptr && IsOutOfDescriptors(status)) {
+    deps_.descriptors->Report(where);
+  }
+}
+
+void DaemonLoops::UpdateHealthLocked(const std::string& why) {
+  const bool serving = !overrun_ && !out_of_fds_;
+  if (serving == serving_) return;
+  serving_ = serving;
+  deps_.metrics->SetHealthy(serving);
+  deps_.set_serving(serving);
+  if (serving) {
+    LogInfo("health: SERVING (", why, ")");
+  } else {
+    LogWarning("health: NOT_SERVING (", why, ")");
   }
 }
 
@@ -101,14 +120,32 @@ void DaemonLoops::MonitorLoop() {
   const absl::Duration tick = std::max(
       absl::Milliseconds(10), std::min(options_.pass_deadline / 4, absl::Seconds(1)));
   while (!WaitStop(tick)) {
+    // Descriptors: a report since the last tick means out (NOT_SERVING for
+    // at least a tick); back to SERVING once some are free again (counted
+    // outside the lock: a readdir of /proc/self/fd).
+    std::string where;
+    int64_t reports = 0;
+    const bool reported = deps_.descriptors != nullptr && deps_.descriptors->Take(&where, &reports);
+    bool was_out;
+    {
+      absl::MutexLock lock(&mu_);
+      was_out = out_of_fds_;
+    }
+    const bool recovered = !reported && was_out && HasDescriptorHeadroom();
     absl::MutexLock lock(&mu_);
-    if (in_pass_ && serving_ && absl::Now() - pass_started_ > options_.pass_deadline) {
-      serving_ = false;
-      deps_.metrics->SetHealthy(false);
+    if (reported && !out_of_fds_) {
+      out_of_fds_ = true;
+      UpdateHealthLocked(absl::StrCat("out of file descriptors: ", where,
+                                      reports > 1 ? absl::StrCat(" and ", reports - 1, " more") : ""));
+    } else if (recovered && out_of_fds_) {
+      out_of_fds_ = false;
+      UpdateHealthLocked("file descriptors are free again");
+    }
+    if (in_pass_ && !overrun_ && absl::Now() - pass_started_ > options_.pass_deadline) {
+      overrun_ = true;
       deps_.metrics->PassOverrun();
-      deps_.set_serving(false);
-      LogWarning("health: NOT_SERVING (reconcile pass running for more than ",
-                 absl::FormatDuration(options_.pass_deadline), ")");
+      UpdateHealthLocked(absl::StrCat("reconcile pass running for more than ",
+                                      absl::FormatDuration(options_.pass_deadline)));
     }
   }
 }

@@ -1,19 +1,22 @@
 // runreaperd's background loops, one thread each: the exit watcher (a pidfd
 // turns readable -> reconcile those runs at once), the periodic reconcile
-// pass, the pass-deadline monitor (a pass running longer than the deadline
-// turns health NOT_SERVING until a pass completes), and, when configured,
-// the periodic sweep. Every result is counted in Metrics and new events are
+// pass, the health monitor (a pass running longer than the deadline turns
+// health NOT_SERVING until a pass completes; so does running out of file
+// descriptors, until descriptors are free again: server/descriptors.h), and,
+// when configured, the periodic sweep. Every result is counted in Metrics and new events are
 // handed to the event hub.
 #ifndef RUNREAPER_SERVER_DAEMON_LOOPS_H_
 #define RUNREAPER_SERVER_DAEMON_LOOPS_H_
 
 #include <functional>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "scanner/exit_watcher.h"
+#include "server/descriptors.h"
 #include "server/event_hub.h"
 #include "server/metrics.h"
 #include "server/reconciler.h"
@@ -36,6 +39,8 @@ struct LoopDeps {
   Sweeper* sweeper = nullptr;
   EventHub* hub = nullptr;
   Metrics* metrics = nullptr;
+  // Reports of running out of descriptors (may be null: none are watched).
+  DescriptorAlarm* descriptors = nullptr;
   // Sets the health status (both the server and the service name).
   std::function<void(bool serving)> set_serving;
 };
@@ -67,6 +72,11 @@ class DaemonLoops {
   void SweepLoop();
   // Sleeps up to `d`; true once RequestStop was called.
   bool WaitStop(absl::Duration d);
+  // Applies serving = !overrun_ && !out_of_fds_ when it changed (health
+  // service, metric, one log line naming `why`).
+  void UpdateHealthLocked(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A pass or reconcile that failed for lack of descriptors is reported.
+  void NoteFailure(const absl::Status& status, absl::string_view where);
 
   const LoopDeps deps_;
   const LoopOptions options_;
@@ -76,6 +86,8 @@ class DaemonLoops {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time pass_started_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   bool in_pass_ ABSL_GUARDED_BY(mu_) = false;
+  bool overrun_ ABSL_GUARDED_BY(mu_) = false;     // a pass past its deadline
+  bool out_of_fds_ ABSL_GUARDED_BY(mu_) = false;  // descriptors ran out
   bool serving_ ABSL_GUARDED_BY(mu_) = true;
 };
 

@@ -137,5 +137,26 @@ TEST_F(DaemonLoopsTest, StalledPassFlipsHealthUntilAPassCompletes) {
   loops.Join();
 }
 
+// A report of running out of descriptors turns health NOT_SERVING at the
+// monitor's next tick; with descriptors free (this test holds few) it is
+// SERVING again at the tick after.
+TEST_F(DaemonLoopsTest, OutOfDescriptorsFlipsHealthUntilDescriptorsAreFree) {
+  DescriptorAlarm alarm;
+  LoopDeps deps = Deps();
+  deps.descriptors = &alarm;
+  LoopOptions options;
+  options.scan_interval = absl::Seconds(60);
+  options.pass_deadline = absl::Milliseconds(100);  // a tick every 25 ms
+  DaemonLoops loops(std::move(deps), options);
+  loops.Start();
+  alarm.Report("accept on the unix socket");
+  ASSERT_TRUE(WaitFor([&] { return health().size() >= 2; }, absl::Seconds(10)));
+  EXPECT_EQ(health()[0], false);
+  EXPECT_EQ(health()[1], true);
+  EXPECT_EQ(Sample("runreaper_healthy"), 1);
+  loops.RequestStop();
+  loops.Join();
+}
+
 }  // namespace
 }  // namespace runreaper::server

@@ -63,11 +63,13 @@ absl::StatusOr<Fd> ListenUnix(const std::string& path, int gid) {
   return fd;
 }
 
-UnixAcceptor::UnixAcceptor(Fd listen_fd, PeerCreds* creds, grpc::Server* server)
+UnixAcceptor::UnixAcceptor(Fd listen_fd, PeerCreds* creds, grpc::Server* server,
+                           std::function<void()> on_out_of_descriptors)
     : listen_fd_(std::move(listen_fd)),
       stop_fd_(::eventfd(0, EFD_CLOEXEC)),
       creds_(creds),
-      server_(server) {
+      server_(server),
+      on_out_of_descriptors_(std::move(on_out_of_descriptors)) {
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -81,6 +83,7 @@ void UnixAcceptor::Stop() {
 }
 
 void UnixAcceptor::Loop() {
+  bool out_of_descriptors = false;  // in a spell of EMFILE/ENFILE
   while (true) {
     pollfd fds[2] = {{listen_fd_.get(), POLLIN, 0}, {stop_fd_.get(), POLLIN, 0}};
     if (::poll(fds, 2, -1) < 0) {
@@ -93,12 +96,31 @@ void UnixAcceptor::Loop() {
     const int conn = ::accept4(listen_fd_.get(), nullptr, nullptr,
                                SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (conn < 0) {
-      if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
-        LogWarning("unix socket: accept: ", std::strerror(errno));
-        // Out of descriptors: do not spin.
-        if (errno == EMFILE || errno == ENFILE) ::usleep(100 * 1000);
+      const int err = errno;
+      switch (err) {
+        case EAGAIN:        // another wake-up took it
+        case EINTR:
+        case ECONNABORTED:  // the client gave up first
+          break;
+        case EMFILE:  // out of descriptors: report, do not spin, log once
+        case ENFILE:
+          if (!out_of_descriptors) {
+            LogWarning("unix socket: accept: ", std::strerror(err),
+                       "; new connections wait until descriptors are free");
+          }
+          out_of_descriptors = true;
+          if (on_out_of_descriptors_) on_out_of_descriptors_();
+          ::usleep(100 * 1000);
+          break;
+        default:
+          LogWarning("unix socket: accept: ", std::strerror(err));
+          break;
       }
       continue;
+    }
+    if (out_of_descriptors) {
+      out_of_descriptors = false;
+      LogInfo("unix socket: accepting connections again");
     }
     ucred cred{};
     socklen_t len = sizeof(cred);

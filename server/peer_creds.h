@@ -10,6 +10,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <optional>
 #include <thread>
 
@@ -45,10 +46,15 @@ class PeerCreds {
 };
 
 // Accepts connections on a listening unix socket until Stop, records each
-// peer's SO_PEERCRED in `creds` and hands the connection to `server`.
+// peer's SO_PEERCRED in `creds` and hands the connection to `server`. When
+// accept fails for lack of descriptors (EMFILE/ENFILE) it calls
+// `on_out_of_descriptors` (if set) and retries every 100 ms (the client
+// waits in the listen backlog); the first failure of such a spell and the
+// first accept after it are logged, once each.
 class UnixAcceptor {
  public:
-  UnixAcceptor(Fd listen_fd, PeerCreds* creds, grpc::Server* server);
+  UnixAcceptor(Fd listen_fd, PeerCreds* creds, grpc::Server* server,
+               std::function<void()> on_out_of_descriptors = nullptr);
   ~UnixAcceptor();  // Stop()
   void Stop();
 
@@ -58,6 +64,7 @@ class UnixAcceptor {
   Fd stop_fd_;  // eventfd
   PeerCreds* creds_;
   grpc::Server* server_;
+  std::function<void()> on_out_of_descriptors_;
   std::thread thread_;
 };
 

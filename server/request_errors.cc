@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "base/log.h"
+#include "server/descriptors.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/descriptor.pb.h"
 #include "google/protobuf/stubs/logging.h"
@@ -94,7 +95,9 @@ std::string FieldOf(const pb::Descriptor* request, absl::string_view full) {
 
 class RequestErrorInterceptor : public grpc::experimental::Interceptor {
  public:
-  explicit RequestErrorInterceptor(const char* method) : method_(method == nullptr ? "" : method) {}
+  RequestErrorInterceptor(const char* method,
+                          const std::function<void(absl::string_view)>* on_out_of_descriptors)
+      : method_(method == nullptr ? "" : method), on_out_of_descriptors_(on_out_of_descriptors) {}
 
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
     using grpc::experimental::InterceptionHookPoints;
@@ -108,16 +111,22 @@ class RequestErrorInterceptor : public grpc::experimental::Interceptor {
         message_ = DescribeParseFailure(method_, field);
       }
     }
-    if (unparsed_ &&
-        methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS) &&
-        methods->GetSendStatus().error_code() == grpc::StatusCode::UNIMPLEMENTED) {
-      methods->ModifySendStatus(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, message_));
+    if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS)) {
+      const grpc::Status status = methods->GetSendStatus();
+      if (unparsed_ && status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+        methods->ModifySendStatus(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, message_));
+      } else if (*on_out_of_descriptors_ &&
+                 IsOutOfDescriptors(absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                                                 status.error_message()))) {
+        (*on_out_of_descriptors_)(method_);
+      }
     }
     methods->Proceed();
   }
 
  private:
   const std::string method_;
+  const std::function<void(absl::string_view)>* on_out_of_descriptors_;
   bool unparsed_ = false;
   std::string message_;
 };
@@ -141,7 +150,7 @@ std::string DescribeParseFailure(absl::string_view method, absl::string_view utf
 
 grpc::experimental::Interceptor* RequestErrorInterceptorFactory::CreateServerInterceptor(
     grpc::experimental::ServerRpcInfo* info) {
-  return new RequestErrorInterceptor(info->method());
+  return new RequestErrorInterceptor(info->method(), &on_out_of_descriptors_);
 }
 
 }  // namespace runreaper::server

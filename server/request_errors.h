@@ -20,12 +20,17 @@
 //     for bytes that are no message at all, "request is not a valid
 //     runreaper.v1.GetRunRequest message".
 //
+// The same interceptor tells the daemon's health of every answer that is
+// RESOURCE_EXHAUSTED for lack of descriptors (server/descriptors.h).
+//
 // The interceptor must be the first in the server's list, so that the
 // interceptors after it (the RPC metrics) see the rewritten status.
 #ifndef RUNREAPER_SERVER_REQUEST_ERRORS_H_
 #define RUNREAPER_SERVER_REQUEST_ERRORS_H_
 
+#include <functional>
 #include <string>
+#include <utility>
 
 #include "absl/strings/string_view.h"
 #include "grpcpp/support/server_interceptor.h"
@@ -46,8 +51,16 @@ std::string DescribeParseFailure(absl::string_view method,
 class RequestErrorInterceptorFactory
     : public grpc::experimental::ServerInterceptorFactoryInterface {
  public:
+  // `on_out_of_descriptors` (may be empty) is called with the method's path
+  // for every answer for which IsOutOfDescriptors holds.
+  explicit RequestErrorInterceptorFactory(
+      std::function<void(absl::string_view method)> on_out_of_descriptors = nullptr)
+      : on_out_of_descriptors_(std::move(on_out_of_descriptors)) {}
   grpc::experimental::Interceptor* CreateServerInterceptor(
       grpc::experimental::ServerRpcInfo* info) override;
+
+ private:
+  std::function<void(absl::string_view method)> on_out_of_descriptors_;
 };
 
 }  // namespace runreaper::server

@@ -175,9 +175,12 @@ absl::Status ReconcilerService::CheckClaimedCgroup(const v1::RegisterRunRequest&
     if (live.ok() && (!r.has_start_time_ticks() || r.start_time_ticks() == live->start_time)) {
       claim.leader_cgroup = live->cgroup;
     } else if (!live.ok() && !absl::IsNotFound(live.status())) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "cgroup: cannot read the cgroup of process ", r.pid(), ": ",
-          live.status().message()));
+      // Out of descriptors is the daemon's resource: RESOURCE_EXHAUSTED.
+      return absl::Status(
+          absl::IsResourceExhausted(live.status()) ? absl::StatusCode::kResourceExhausted
+                                                   : absl::StatusCode::kFailedPrecondition,
+          absl::StrCat("cgroup: cannot read the cgroup of process ", r.pid(), ": ",
+                       live.status().message()));
     }
   }
   ASSIGN_OR_RETURN(std::vector<v1::Run> running, store_->ListRunning());

@@ -1,5 +1,6 @@
 #include "store/sqlite.h"
 
+#include <cerrno>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -47,6 +48,11 @@ absl::Status SqliteError(int rc, sqlite3* db, absl::string_view what,
                           primary == SQLITE_READONLY || primary == SQLITE_PERM;
   if (os_failure && sys != 0) absl::StrAppend(&msg, ", errno ", sys, ": ", strerror(sys));
   msg += ")";
+  // Out of descriptors is the process's resource, not the file's fault:
+  // RESOURCE_EXHAUSTED (retryable once descriptors are free).
+  if (os_failure && (sys == EMFILE || sys == ENFILE)) {
+    return absl::ResourceExhaustedError(msg);
+  }
   return absl::Status(SqliteStatusCode(rc), msg);
 }
 

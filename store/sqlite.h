@@ -130,6 +130,9 @@ class Database {
 
 // The status for `rc` from connection `db` (may be null) on `path`:
 // "<what> on <path>: <sqlite message> (sqlite code N, errno M: text)".
+// Its code is SqliteStatusCode(rc), except RESOURCE_EXHAUSTED when the OS
+// error behind it (sqlite3_system_errno) is EMFILE or ENFILE: out of
+// descriptors.
 absl::Status SqliteError(int rc, sqlite3* db, absl::string_view what,
                          absl::string_view path);
 

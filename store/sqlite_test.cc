@@ -1,9 +1,14 @@
 #include "store/sqlite.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/test_util.h"
@@ -33,6 +38,28 @@ TEST(SqliteStatusCodeTest, MapsFamilies) {
   EXPECT_EQ(SqliteStatusCode(SQLITE_CORRUPT), absl::StatusCode::kDataLoss);
   EXPECT_EQ(SqliteStatusCode(SQLITE_CONSTRAINT_UNIQUE),
             absl::StatusCode::kInternal);
+}
+
+// Out of descriptors: SQLITE_CANTOPEN with errno EMFILE is the process's
+// resource, RESOURCE_EXHAUSTED, not UNAVAILABLE.
+TEST(SqliteErrorTest, OpenWithoutFreeDescriptorsIsResourceExhausted) {
+  const std::string path = TempDir() + "/full.db";
+  struct rlimit old;
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
+  struct rlimit low = old;
+  low.rlim_cur = 64;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::vector<int> fds;
+  for (int fd; (fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) fds.push_back(fd);
+  absl::StatusOr<std::unique_ptr<Database>> db = Database::Open(path, kFlags);
+  for (int fd : fds) close(fd);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
+  ASSERT_FALSE(db.ok());
+  EXPECT_EQ(db.status().code(), absl::StatusCode::kResourceExhausted) << db.status();
+  EXPECT_NE(db.status().message().find("Too many open files"), absl::string_view::npos)
+      << db.status();
+  // With descriptors free again the same open works.
+  ASSERT_OK(Database::Open(path, kFlags).status());
 }
 
 TEST(DatabaseTest, CachedStatementIsReusedAndReset) {

@@ -232,5 +232,61 @@ TEST(FdBudgetE2ETest, StartWithNofile64AndFiveThousandRunningRunsServes) {
   EXPECT_TRUE(absl::StrContains(body, "runreaper_running_runs{detection=\"probe\"} 1800")) << body;
 }
 
+// Health stays SERVING only while the daemon can still answer: connections
+// that use up the descriptors (accept fails with EMFILE) turn it NOT_SERVING,
+// a call that needs a descriptor answers RESOURCE_EXHAUSTED, and once the
+// connections are gone health is SERVING again.
+TEST(FdBudgetE2ETest, OutOfDescriptorsIsNotServingUntilDescriptorsAreFree) {
+  TempDir dir;
+  Sleeper leader;
+  Daemon d(dir.path(), {"--scan_interval=60s"});
+  d.set_nofile(64);
+  ASSERT_TRUE(d.Start()) << d.log();
+  std::shared_ptr<grpc::Channel> first = d.channel();  // connected before
+  ASSERT_EQ(*HealthCheck(first, ""), kHealthServing);
+  // One connection per channel (a local subchannel pool, distinct args),
+  // each a descriptor in the daemon once a call on it was answered, until
+  // accept fails.
+  std::vector<std::shared_ptr<grpc::Channel>> flood;
+  for (int i = 0; i < 100 && !absl::StrContains(d.log(), "accept: Too many open files"); ++i) {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    args.SetInt("runreaper.test.connection", i);
+    flood.push_back(grpc::CreateCustomChannel("unix:" + d.socket(),
+                                              grpc::InsecureChannelCredentials(), args));
+    (void)HealthCheck(flood.back(), "", absl::Seconds(1));
+  }
+  ASSERT_TRUE(AwaitLog(d, "accept: Too many open files")) << d.log();
+  ASSERT_TRUE(AwaitLog(d, "health: NOT_SERVING (out of file descriptors: accept on the unix socket"))
+      << d.log();
+  EXPECT_EQ(*HealthCheck(first, ""), kHealthNotServing);
+  EXPECT_EQ(*HealthCheck(first, "runreaper.v1.Reconciler"), kHealthNotServing);
+  // Registration reads the leader's identity from /proc: no descriptor.
+  v1::Run run;
+  grpc::Status s = Register(v1::Reconciler::NewStub(first).get(), "starved", leader.pid(), &run);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  EXPECT_TRUE(absl::StrContains(s.error_message(), "Too many open files")) << s.error_message();
+  std::printf("%zu connections took the daemon to %d fds (limit 64)\n", flood.size(),
+              CountFds(d.pid()).total);
+
+  flood.clear();  // the connections close; the daemon's descriptors are free
+  EXPECT_TRUE(WaitFor([&] { return HealthCheck(first, "").value_or(-1) == kHealthServing; },
+                      absl::Seconds(30)))
+      << d.log();
+  EXPECT_TRUE(AwaitLog(d, "health: SERVING (file descriptors are free again)")) << d.log();
+  EXPECT_TRUE(AwaitLog(d, "unix socket: accepting connections again")) << d.log();
+  // New clients connect and register again.
+  s = Register(d.stub().get(), "fed", leader.pid(), &run);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  // One warning per spell, not one per failed accept.
+  const std::string log = d.log();
+  size_t warnings = 0;
+  for (size_t at = log.find("accept: Too many open files"); at != std::string::npos;
+       at = log.find("accept: Too many open files", at + 1)) {
+    ++warnings;
+  }
+  EXPECT_EQ(warnings, 1u) << log;
+}
+
 }  // namespace
 }  // namespace runreaper::e2e
