@@ -187,6 +187,9 @@ absl::Status Daemon::Start() {
   if (options_.stale_after <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--stale_after must be > 0");
   }
+  if (options_.retain < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--retain must be >= 0 (0 keeps everything)");
+  }
   BearerTokens tokens;
   if (!options_.token_file.empty()) {
     ASSIGN_OR_RETURN(tokens.admin, ReadTokenFile(options_.token_file));
@@ -245,6 +248,7 @@ absl::Status Daemon::Start() {
   // How exits are detected: a pidfd (shared per process, within the budget
   // the descriptor reserve leaves) or a probe each pass.
   metrics_.SetRunCounts(store_->CountRuns());
+  metrics_.SetDatabaseBytes(store_->DatabaseBytes());
   metrics_.SetWatcher(watcher_->armed(), watcher_->fallbacks());
   const size_t still_running = running.size() - first.transitions.size();
   LogInfo(absl::StrCat(
@@ -323,6 +327,7 @@ absl::Status Daemon::Start() {
   lopts.scan_interval = options_.scan_interval;
   lopts.pass_deadline = pass_deadline_;
   lopts.sweep_interval = options_.sweep_interval;
+  lopts.retain = options_.retain;
   loops_ = std::make_unique<DaemonLoops>(std::move(deps), lopts);
   loops_->Start();
   // Cancels and sweeps that a crash interrupted continue now, in the
@@ -451,6 +456,18 @@ int RunOnce(const DaemonOptions& options, bool sweep) {
       if (swept->survivors_size() > 0) rc = 1;
     } else {
       absl::StrAppend(&line, "; sweep failed: ", swept.status().message());
+      rc = 1;
+    }
+  }
+  if (options.retain > absl::ZeroDuration()) {
+    store::PruneOptions prune;
+    prune.retain = options.retain;
+    absl::StatusOr<store::PruneResult> pruned = (*store)->Prune(prune);
+    if (pruned.ok()) {
+      absl::StrAppend(&line, "; pruned ", pruned->runs, " runs and ", pruned->events,
+                      " events older than ", absl::FormatDuration(options.retain));
+    } else {
+      absl::StrAppend(&line, "; prune failed: ", pruned.status().message());
       rc = 1;
     }
   }

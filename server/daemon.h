@@ -35,6 +35,10 @@ struct DaemonOptions {
   // completes; zero = 5 x scan_interval.
   absl::Duration pass_deadline = absl::ZeroDuration();
   absl::Duration sweep_interval = absl::ZeroDuration();  // 0 = on request
+  // Terminal runs swept clean that ended longer ago are deleted (at start,
+  // then every PruneInterval; in --once after the pass and sweep); 0 keeps
+  // everything. docs/STORE.md "Retention".
+  absl::Duration retain = absl::Hours(24 * 7);
   absl::Duration shutdown_grace = absl::Seconds(5);
   std::string metrics;  // "" = no metrics endpoint
   size_t watch_queue_limit = 10000;
@@ -48,9 +52,10 @@ struct DaemonOptions {
 // stop, 1 for a startup error, which is printed to stderr).
 int RunDaemon(const DaemonOptions& options);
 
-// One reconcile pass against the database (and a sweep when `sweep`), prints
-// a one-line summary to stdout. Returns the exit code: 0 on success, 1 when
-// the pass or the sweep failed or a member survived the sweep.
+// One reconcile pass against the database (and a sweep when `sweep`, then a
+// prune when options.retain > 0), prints a one-line summary to stdout.
+// Returns the exit code: 0 on success, 1 when the pass, the sweep or the
+// prune failed or a member survived the sweep.
 int RunOnce(const DaemonOptions& options, bool sweep);
 
 }  // namespace runreaper::server

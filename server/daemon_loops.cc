@@ -10,6 +10,10 @@
 
 namespace runreaper::server {
 
+absl::Duration PruneInterval(absl::Duration retain) {
+  return std::min(absl::Minutes(10), std::max(absl::Seconds(1), retain / 10));
+}
+
 DaemonLoops::DaemonLoops(LoopDeps deps, LoopOptions options)
     : deps_(std::move(deps)), options_(options) {}
 
@@ -24,6 +28,9 @@ void DaemonLoops::Start() {
   threads_.emplace_back([this] { MonitorLoop(); });
   if (options_.sweep_interval > absl::ZeroDuration()) {
     threads_.emplace_back([this] { SweepLoop(); });
+  }
+  if (options_.retain > absl::ZeroDuration()) {
+    threads_.emplace_back([this] { PruneLoop(); });
   }
 }
 
@@ -81,6 +88,7 @@ void DaemonLoops::RunOnePass() {
     metrics.SetWatcher(deps_.watcher->armed(), deps_.watcher->fallbacks());
   }
   metrics.SetRunCounts(deps_.store->CountRuns());
+  metrics.SetDatabaseBytes(deps_.store->DatabaseBytes());
   if (!pass.ok()) {
     LogError("reconcile pass: ", pass.status().ToString());
     NoteFailure(pass.status(), "reconcile pass");
@@ -158,6 +166,34 @@ void DaemonLoops::SweepLoop() {
       LogError("automatic sweep: ", swept.status().ToString());
     }
   }
+}
+
+absl::StatusOr<store::PruneResult> DaemonLoops::RunOnePrune() {
+  store::PruneOptions prune;
+  prune.retain = options_.retain;
+  prune.stop = [this] {
+    absl::MutexLock lock(&mu_);
+    return stopping_;
+  };
+  absl::StatusOr<store::PruneResult> result = deps_.store->Prune(prune);
+  deps_.metrics->PruneDone(result);
+  deps_.metrics->SetDatabaseBytes(deps_.store->DatabaseBytes());
+  if (!result.ok()) {
+    LogError("prune (--retain=", absl::FormatDuration(options_.retain),
+             "): ", result.status().ToString());
+  } else if (result->summary_event_id != 0) {
+    deps_.hub->Notify();  // the PRUNED event, logged by the event logger
+  }
+  return result;
+}
+
+// Its own thread: a prune of many runs takes seconds (in small background
+// transactions, docs/STORE.md "Retention") and never delays a pass.
+void DaemonLoops::PruneLoop() {
+  const absl::Duration every = PruneInterval(options_.retain);
+  do {
+    (void)RunOnePrune();
+  } while (!WaitStop(every));
 }
 
 }  // namespace runreaper::server

@@ -3,8 +3,9 @@
 // pass, the health monitor (a pass running longer than the deadline turns
 // health NOT_SERVING until a pass completes; so does running out of file
 // descriptors, until descriptors are free again: server/descriptors.h), and,
-// when configured, the periodic sweep. Every result is counted in Metrics and new events are
-// handed to the event hub.
+// when configured, the periodic sweep and, with a retention, the periodic
+// prune (at start, then every PruneInterval). Every result is counted in
+// Metrics and new events are handed to the event hub.
 #ifndef RUNREAPER_SERVER_DAEMON_LOOPS_H_
 #define RUNREAPER_SERVER_DAEMON_LOOPS_H_
 
@@ -29,7 +30,14 @@ struct LoopOptions {
   absl::Duration scan_interval = absl::Seconds(2);
   absl::Duration pass_deadline = absl::Seconds(10);
   absl::Duration sweep_interval = absl::ZeroDuration();  // 0 = no sweep loop
+  // runreaperd --retain: swept runs that ended longer ago are deleted
+  // (store::RunStore::Prune); 0 = no prune loop, everything is kept.
+  absl::Duration retain = absl::ZeroDuration();
 };
+
+// How often the prune loop runs for a retention: retain / 10, at least 1 s
+// and at most 10 min (a window of 7 days is pruned every 10 minutes).
+absl::Duration PruneInterval(absl::Duration retain);
 
 // What the loops use; none of it is owned and all of it outlives the loops.
 struct LoopDeps {
@@ -61,6 +69,9 @@ class DaemonLoops {
 
   // One periodic pass as the pass loop runs it (also for tests).
   void RunOnePass();
+  // One prune as the prune loop runs it (also for tests): store::Prune with
+  // the retention, stopped early by RequestStop; counted in Metrics.
+  absl::StatusOr<store::PruneResult> RunOnePrune();
 
   DaemonLoops(const DaemonLoops&) = delete;
   DaemonLoops& operator=(const DaemonLoops&) = delete;
@@ -70,6 +81,7 @@ class DaemonLoops {
   void PassLoop();
   void MonitorLoop();
   void SweepLoop();
+  void PruneLoop();
   // Sleeps up to `d`; true once RequestStop was called.
   bool WaitStop(absl::Duration d);
   // Applies serving = !overrun_ && !out_of_fds_ when it changed (health

@@ -1,7 +1,9 @@
 // The daemon's loops against a real SQLite store and real processes: one
 // periodic pass reconciles an exit and counts it; a pass stalled on the
 // store's write lock (held through a second connection) past its deadline
-// turns health NOT_SERVING, and the next completed pass turns it back.
+// turns health NOT_SERVING, and the next completed pass turns it back; the
+// prune loop deletes a swept run once it is older than the retention, and
+// only that one.
 #include "server/daemon_loops.h"
 
 #include <sqlite3.h>
@@ -156,6 +158,42 @@ TEST_F(DaemonLoopsTest, OutOfDescriptorsFlipsHealthUntilDescriptorsAreFree) {
   EXPECT_EQ(Sample("runreaper_healthy"), 1);
   loops.RequestStop();
   loops.Join();
+}
+
+TEST(PruneIntervalTest, ATenthOfTheRetentionBetweenOneSecondAndTenMinutes) {
+  EXPECT_EQ(PruneInterval(absl::Hours(24 * 7)), absl::Minutes(10));
+  EXPECT_EQ(PruneInterval(absl::Minutes(30)), absl::Minutes(3));
+  EXPECT_EQ(PruneInterval(absl::Seconds(2)), absl::Seconds(1));
+}
+
+// The loop prunes at start and then every second (retain 2 s): a swept run
+// goes once it ended more than 2 s ago, counted and summarised; a RUNNING
+// run and an unswept one that ended before it stay.
+TEST_F(DaemonLoopsTest, PruneLoopDeletesOnlySweptRunsOlderThanTheRetention) {
+  TestChild running;
+  ASSERT_OK(Register("running", running.pid()));
+  ASSERT_OK(Register("unswept", running.pid()));
+  ASSERT_OK(store_->Finish("unswept", 0));
+  ASSERT_OK(Register("swept", running.pid()));
+  ASSERT_OK(store_->Finish("swept", 0));
+  ASSERT_OK(store_->MarkSwept({"swept"}, {}));
+
+  LoopOptions options;
+  options.scan_interval = absl::Seconds(60);
+  options.retain = absl::Seconds(2);
+  DaemonLoops loops(Deps(), options);
+  loops.Start();
+  ASSERT_TRUE(WaitFor([&] { return !store_->Get("swept").ok(); }, absl::Seconds(20)));
+  EXPECT_EQ(store_->Get("swept").status().code(), absl::StatusCode::kNotFound);
+  loops.RequestStop();
+  loops.Join();
+  EXPECT_OK(store_->Get("running"));
+  EXPECT_OK(store_->Get("unswept"));  // ended before "swept": as old, kept
+  EXPECT_EQ(Sample("runreaper_pruned_runs_total"), 1);
+  EXPECT_GT(Sample("runreaper_db_bytes"), 0);
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Event> events, store_->ListEvents(0, "", 100));
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().type(), v1::EVENT_TYPE_PRUNED);
 }
 
 }  // namespace

@@ -48,6 +48,12 @@ ABSL_FLAG(bool, sweep, false,
 ABSL_FLAG(absl::Duration, sweep_interval, absl::ZeroDuration(),
           "Sweep orphans automatically at this interval; 0 = only on request "
           "(Sweep RPC, CancelRun, --once --sweep).");
+ABSL_FLAG(absl::Duration, retain, absl::Hours(24 * 7),
+          "Delete runs that ended longer ago than this and were swept clean (or "
+          "had nothing to sweep), with their labels and events, in small "
+          "batches: at start, then every retain/10 (1 s .. 10 min), and in "
+          "--once. A RUNNING or unswept run is never deleted. 0 = keep "
+          "everything (the database grows without bound).");
 ABSL_FLAG(std::string, metrics, "",
           "Optional Prometheus endpoint host:port serving GET /metrics "
           "(e.g. 127.0.0.1:9464); empty = off.");
@@ -74,7 +80,7 @@ int main(int argc, char** argv) {
       "a unix socket.\nDefaults need no configuration: database "
       "./var/runreaper.db, socket ./var/runreaper.sock.\n"
       "  runreaperd [--db=PATH] [--socket=PATH] [--listen=HOST:PORT "
-      "--token_file=F] ...\n  runreaperd --once [--sweep]   (cron)",
+      "--token_file=F] [--retain=168h] ...\n  runreaperd --once [--sweep]   (cron)",
       "server/daemon_main");
   absl::ParseCommandLine(argc, argv);
   absl::StatusOr<runreaper::LogFormat> log_format =
@@ -95,11 +101,16 @@ int main(int argc, char** argv) {
   options.stale_after = absl::GetFlag(FLAGS_stale_after);
   options.pass_deadline = absl::GetFlag(FLAGS_pass_deadline);
   options.sweep_interval = absl::GetFlag(FLAGS_sweep_interval);
+  options.retain = absl::GetFlag(FLAGS_retain);
   options.lineage = absl::GetFlag(FLAGS_lineage);
   options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
   options.metrics = absl::GetFlag(FLAGS_metrics);
   const int limit = absl::GetFlag(FLAGS_watch_queue_limit);
   options.watch_queue_limit = limit > 0 ? static_cast<size_t>(limit) : 1;
+  if (options.retain < absl::ZeroDuration()) {
+    fprintf(stderr, "runreaperd: --retain must be >= 0 (0 keeps everything)\n");
+    return 2;
+  }
   if (absl::GetFlag(FLAGS_once)) {
     return runreaper::server::RunOnce(options, absl::GetFlag(FLAGS_sweep));
   }

@@ -233,9 +233,21 @@ struct Metrics::Families {
                                 "SQLite write lock included.")
                           .Register(r)
                           .Add({}, kStoreBuckets)),
+        pruned_runs(prometheus::BuildCounter()
+                        .Name("runreaper_pruned_runs_total")
+                        .Help("Runs deleted by retention (--retain): terminal, swept "
+                              "clean, ended longer ago than the retention.")
+                        .Register(r)
+                        .Add({})),
+        db_bytes(prometheus::BuildGauge()
+                     .Name("runreaper_db_bytes")
+                     .Help("Size of the SQLite database (page_count x page_size), as "
+                           "of the last reconcile pass.")
+                     .Register(r)
+                     .Add({})),
         errors(prometheus::BuildCounter()
                    .Name("runreaper_errors_total")
-                   .Help("Failed reconcile passes, exit reconciles and sweeps (each is "
+                   .Help("Failed reconcile passes, exit reconciles, sweeps and prunes (each is "
                          "logged).")
                    .Register(r)
                    .Add({})),
@@ -306,6 +318,8 @@ struct Metrics::Families {
   prometheus::Family<Counter>& signals;
   prometheus::Family<Counter>& rpcs;
   Histogram& store_seconds;
+  Counter& pruned_runs;
+  Gauge& db_bytes;
   Counter& errors;
   Gauge& lineage_enabled;
   Gauge& lineage_gaps;
@@ -473,6 +487,20 @@ Metrics::GrpcInterceptors() {
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> out;
   if (enabled_) out.push_back(std::make_unique<RpcInterceptorFactory>(this));
   return out;
+}
+
+void Metrics::PruneDone(const absl::StatusOr<store::PruneResult>& result) {
+  if (!enabled_) return;
+  if (!result.ok()) {
+    f_->errors.Increment();
+    return;
+  }
+  f_->pruned_runs.Increment(static_cast<double>(result->runs));
+}
+
+void Metrics::SetDatabaseBytes(const absl::StatusOr<int64_t>& bytes) {
+  if (!enabled_ || !bytes.ok()) return;
+  f_->db_bytes.Set(static_cast<double>(*bytes));
 }
 
 void Metrics::SetLineageEnabled(bool on) {

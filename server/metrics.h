@@ -84,6 +84,11 @@ class Metrics {
   absl::StatusOr<v1::SweepResponse> SweepDone(
       absl::Time started, bool dry_run,
       absl::StatusOr<v1::SweepResponse> result);
+  // A retention prune finished (runreaperd --retain): counts the runs it
+  // deleted; a failed one counts as an error.
+  void PruneDone(const absl::StatusOr<store::PruneResult>& result);
+  // The database's size (page_count x page_size); an error leaves the gauge.
+  void SetDatabaseBytes(const absl::StatusOr<int64_t>& bytes);
   // A store write transaction (BEGIN IMMEDIATE .. COMMIT, lock wait included).
   void StoreTransaction(absl::Duration took);
   // `options` with its on_write_transaction hook calling StoreTransaction

@@ -101,6 +101,25 @@ TEST(MetricsTest, ScrapeReturnsCurrentValues) {
   EXPECT_TRUE(Has(body, "runreaper_healthy 0")) << body;
 }
 
+TEST(MetricsTest, RetentionCountsPrunedRunsAndTheDatabaseSize) {
+  Metrics metrics;
+  std::string body = metrics.Render();
+  EXPECT_TRUE(Has(body, "runreaper_pruned_runs_total 0")) << body;
+  EXPECT_TRUE(Has(body, "runreaper_db_bytes 0")) << body;
+  store::PruneResult pruned;
+  pruned.runs = 120;
+  metrics.PruneDone(pruned);
+  pruned.runs = 3;
+  metrics.PruneDone(pruned);
+  metrics.PruneDone(absl::UnavailableError("database is locked"));
+  metrics.SetDatabaseBytes(int64_t{409600});
+  metrics.SetDatabaseBytes(absl::InternalError("no answer"));  // keeps the value
+  body = metrics.Render();
+  EXPECT_TRUE(Has(body, "runreaper_pruned_runs_total 123")) << body;
+  EXPECT_TRUE(Has(body, "runreaper_errors_total 1")) << body;
+  EXPECT_TRUE(Has(body, "runreaper_db_bytes 409600")) << body;
+}
+
 TEST(MetricsTest, LabelValuesStayInTheirSets) {
   Metrics metrics;
   metrics.CountEvents({Signal("SIGFOO\n", "ENOSPC"), Signal("SIGKILL", "GONE")});

@@ -26,7 +26,7 @@ std::vector<CostStep> CostSteps(bool quick) {
     return {
         {"storage", "tools/storage_bench",
          {"--processes=1000", "--runs=2000", "--idle=5s", "--settle=2s",
-          "--phases=idle,cron"}},
+          "--phases=idle,cron,prune", "--prune_runs=10000"}},
         {"orphans", "tools/bench_orphans",
          {"--processes=1000", "--runs=1000", "--reps=3"}},
         {"load", "tools/load",
@@ -38,7 +38,7 @@ std::vector<CostStep> CostSteps(bool quick) {
     };
   }
   return {
-      {"storage", "tools/storage_bench", {"--phases=idle,cron"}},
+      {"storage", "tools/storage_bench", {"--phases=idle,cron,prune"}},
       {"orphans", "tools/bench_orphans", {}},
       {"load", "tools/load",
        {"--start_daemon", "--calls=register_finish,getrun", "--clients=8",

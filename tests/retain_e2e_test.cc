@@ -1,0 +1,165 @@
+// Retention through the real binaries: runreaperd --retain deletes a swept
+// run once it is older than the retention (logged as one "retention:" line,
+// one PRUNED event, counted in runreaper_pruned_runs_total) and keeps a
+// RUNNING and an unswept run; runreaperd --once --retain prunes in the cron
+// tick and --retain=0 keeps everything.
+#include <signal.h>
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "base/test_util.h"
+#include "gtest/gtest.h"
+#include "store/run_store.h"
+#include "tests/e2e_util.h"
+
+namespace runreaper::e2e {
+namespace {
+
+v1::Run RegisterPid(Daemon& d, const std::string& id, int pid) {
+  v1::RegisterRunRequest req;
+  req.set_run_id(id);
+  req.set_pid(pid);
+  v1::Run run;
+  auto ctx = Ctx();
+  const grpc::Status s = d.stub()->RegisterRun(ctx.get(), req, &run);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  return run;
+}
+
+void Finish(Daemon& d, const std::string& id) {
+  v1::FinishRunRequest req;
+  req.set_run_id(id);
+  req.set_exit_code(0);
+  v1::Run run;
+  auto ctx = Ctx();
+  const grpc::Status s = d.stub()->FinishRun(ctx.get(), req, &run);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+}
+
+grpc::StatusCode GetCode(Daemon& d, const std::string& id) {
+  v1::GetRunRequest req;
+  req.set_run_id(id);
+  v1::Run run;
+  auto ctx = Ctx();
+  return d.stub()->GetRun(ctx.get(), req, &run).error_code();
+}
+
+// A finished run whose leader is gone and owned no group or session:
+// swept with nothing to sweep, i.e. marked swept clean.
+void FinishAndSweep(Daemon& d, const std::string& id) {
+  Sleeper leader;
+  RegisterPid(d, id, leader.pid());
+  leader.Kill();
+  Finish(d, id);
+  v1::SweepRequest req;
+  req.set_run_id(id);
+  v1::SweepResponse resp;
+  auto ctx = Ctx(absl::Seconds(30));
+  const grpc::Status s = d.stub()->Sweep(ctx.get(), req, &resp);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.targets_size(), 0);
+}
+
+TEST(RetainE2ETest, DaemonPrunesSweptRunsOnlyAndSaysSo) {
+  TempDir dir;
+  Daemon d(dir.path(), {"--scan_interval=60s", "--retain=2s", "--metrics=127.0.0.1:0"});
+  ASSERT_TRUE(d.Start()) << d.log();
+  const std::string marker = "metrics on 127.0.0.1:0 (port ";
+  ASSERT_TRUE(WaitFor([&] { return absl::StrContains(d.log(), marker); })) << d.log();
+  const std::string start_log = d.log();
+  const int port = atoi(start_log.c_str() + start_log.find(marker) + marker.size());
+  ASSERT_GT(port, 0);
+
+  Sleeper alive;
+  RegisterPid(d, "running", alive.pid());
+  {
+    Sleeper leader;
+    RegisterPid(d, "unswept", leader.pid());
+    leader.Kill();
+    Finish(d, "unswept");  // never swept
+  }
+  FinishAndSweep(d, "old");
+  // "unswept" ended before "old": when "old" is old enough to go, so is
+  // "unswept" by age; only its missing sweep keeps it.
+  ASSERT_TRUE(WaitFor([&] { return GetCode(d, "old") == grpc::StatusCode::NOT_FOUND; },
+                      absl::Seconds(30)))
+      << d.log();
+  EXPECT_EQ(GetCode(d, "running"), grpc::StatusCode::OK);
+  EXPECT_EQ(GetCode(d, "unswept"), grpc::StatusCode::OK);
+
+  v1::ListEventsRequest req;
+  req.set_page_size(1000);
+  v1::ListEventsResponse events;
+  auto ctx = Ctx();
+  ASSERT_TRUE(d.stub()->ListEvents(ctx.get(), req, &events).ok());
+  int pruned = 0;
+  for (const v1::Event& e : events.events()) {
+    EXPECT_NE(e.run_id(), "old");
+    if (e.type() == v1::EVENT_TYPE_PRUNED) {
+      ++pruned;
+      EXPECT_EQ(e.run_id(), "");
+      EXPECT_TRUE(absl::StrContains(e.detail(), "pruned 1 run(s)")) << e.detail();
+    }
+  }
+  EXPECT_EQ(pruned, 1);
+  ASSERT_TRUE(WaitFor([&] { return absl::StrContains(d.log(), "retention: pruned 1 run(s)"); }))
+      << d.log();
+  ASSERT_TRUE(WaitFor([&] {
+    const std::string body = HttpGet(port, "/metrics");
+    return absl::StrContains(body, "\nrunreaper_pruned_runs_total 1\n") &&
+           absl::StrContains(body, "\nrunreaper_db_bytes ");
+  }));
+  EXPECT_FALSE(absl::StrContains(HttpGet(port, "/metrics"), "\nrunreaper_db_bytes 0\n"));
+  EXPECT_EQ(d.Stop(SIGTERM), 0) << d.log();
+}
+
+// The cron tick prunes too: a run swept clean that ended 30 days ago (made
+// through the store with its clock set back) goes with --retain=168h and
+// stays with --retain=0.
+TEST(RetainE2ETest, OnceModePrunesWithTheRetention) {
+  TempDir dir;
+  {
+    store::StoreOptions o;
+    o.clock = [] { return absl::Now() - absl::Hours(24 * 30); };
+    ASSERT_OK_AND_ASSIGN(auto store, store::RunStore::Open(dir.path() + "/db", o));
+    v1::Run run;
+    run.set_run_id("month-old");
+    run.set_pid(999999);
+    ASSERT_OK(store->Register(run));
+    ASSERT_OK(store->Finish("month-old", 0));
+    ASSERT_OK(store->MarkSwept({"month-old"}, {}));
+  }
+  {
+    Daemon keep(dir.path(), {"--once", "--retain=0"});
+    keep.Spawn();
+    EXPECT_EQ(keep.Wait(), 0) << keep.log();
+    EXPECT_FALSE(absl::StrContains(keep.log(), "pruned")) << keep.log();
+    ASSERT_OK_AND_ASSIGN(auto store, store::RunStore::Open(dir.path() + "/db"));
+    EXPECT_OK(store->Get("month-old"));
+  }
+  Daemon once(dir.path(), {"--once", "--retain=168h"});
+  once.Spawn();
+  EXPECT_EQ(once.Wait(), 0) << once.log();
+  EXPECT_TRUE(absl::StrContains(once.log(), "; pruned 1 runs and 2 events older than 168h"))
+      << once.log();
+  ASSERT_OK_AND_ASSIGN(auto store, store::RunStore::Open(dir.path() + "/db"));
+  EXPECT_EQ(store->Get("month-old").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(RetainE2ETest, NegativeRetentionIsRefused) {
+  TempDir dir;
+  Daemon d(dir.path(), {"--retain=-1s"});
+  d.Spawn();
+  EXPECT_EQ(d.Wait(), 2) << d.log();
+  EXPECT_TRUE(absl::StrContains(d.log(), "--retain must be >= 0")) << d.log();
+}
+
+}  // namespace
+}  // namespace runreaper::e2e
