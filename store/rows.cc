@@ -45,6 +45,8 @@ StoredRun ReadRunRow(const Statement& s) {
   SetTimestamp(s.ColumnInt(16), r.mutable_registered_at());
   SetTimestamp(s.ColumnInt(17), r.mutable_last_seen_alive_at());
   if (!s.ColumnIsNull(18)) SetTimestamp(s.ColumnInt(18), r.mutable_ended_at());
+  r.set_registered_uid(static_cast<uint32_t>(s.ColumnInt(20)));
+  r.set_identity_unverified(s.ColumnInt(21) != 0);
   return out;
 }
 

@@ -134,9 +134,9 @@ absl::StatusOr<v1::Run> RunStore::Register(const v1::Run& run) {
               "INSERT INTO runs (run_id, pid, pgid, sid, pidns_inode, "
               "start_time_ticks, boot_id, uid, comm, cgroup, keep, state, "
               "liveness, stale_reason, exit_code, registered_at_us, "
-              "last_seen_alive_at_us, ended_at_us, sweep_done) VALUES (?1, "
-              "?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?14, 0, NULL, "
-              "?13, ?13, NULL, 0)"));
+              "last_seen_alive_at_us, ended_at_us, sweep_done, registered_uid, "
+              "identity_unverified) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
+              "?9, ?10, ?11, ?12, ?14, 0, NULL, ?13, ?13, NULL, 0, ?15, ?16)"));
       s->BindText(1, run.run_id())
           .BindInt(2, run.pid())
           .BindInt(3, run.pgid())
@@ -152,7 +152,9 @@ absl::StatusOr<v1::Run> RunStore::Register(const v1::Run& run) {
           .BindInt(11, run.keep() ? 1 : 0)
           .BindInt(12, v1::RUN_STATE_RUNNING)
           .BindInt(13, now)
-          .BindInt(14, run.liveness());
+          .BindInt(14, run.liveness())
+          .BindInt(15, run.registered_uid())
+          .BindInt(16, run.identity_unverified() ? 1 : 0);
       RETURN_IF_ERROR(s->Run());
     }
     const int64_t seq = m.db->LastInsertRowid();

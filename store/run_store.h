@@ -176,7 +176,7 @@ struct SweepProgress {
 class RunStore {
  public:
   static constexpr int kMaxPageSize = 1000;
-  static constexpr int kSchemaVersion = 4;
+  static constexpr int kSchemaVersion = 5;
 
   // Opens or creates the database at `path` (its directory must exist).
   // Refuses a schema newer than kSchemaVersion, a file that is not a SQLite
@@ -189,7 +189,9 @@ class RunStore {
 
   // Inserts a RUNNING run from `run`'s identity fields (run_id, pid, pgid,
   // sid, pidns_inode, start_time_ticks, boot_id, uid, comm, cgroup, labels,
-  // keep) and its liveness, which may only be UNSPECIFIED (nothing verified
+  // keep), who registered it (registered_uid, identity_unverified: kept as
+  // given, not part of the identity compared below) and its liveness, which
+  // may only be UNSPECIFIED (nothing verified
   // yet) or ALIVE (the caller just saw the process alive; INVALID_ARGUMENT
   // otherwise); state/timestamps are set by the store. Writes a REGISTERED
   // event. Idempotent: an existing id with the same identity returns the

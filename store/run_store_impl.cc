@@ -204,7 +204,7 @@ absl::Status RunStore::Impl::ReadLabels(Database& d, int64_t seq,
 absl::StatusOr<std::optional<StoredRun>> RunStore::Impl::Find(
     Database& d, absl::string_view run_id) {
   // One statement for the run and its labels: one row per label (or one
-  // row with NULL key/value when it has none). kRunColumns are 0..19.
+  // row with NULL key/value when it has none). kRunColumns come first.
   static const std::string* const kSql = new std::string(absl::StrCat(
       "SELECT ", kRunColumns,
       ", l.key, l.value FROM runs LEFT JOIN run_labels AS l USING (seq) "
@@ -216,8 +216,9 @@ absl::StatusOr<std::optional<StoredRun>> RunStore::Impl::Find(
     ASSIGN_OR_RETURN(bool row, s->Step());
     if (!row) break;
     if (!found.has_value()) found = ReadRunRow(*s);
-    if (!s->ColumnIsNull(20)) {
-      (*found->run.mutable_labels())[s->ColumnText(20)] = s->ColumnText(21);
+    if (!s->ColumnIsNull(kRunColumnCount)) {
+      (*found->run.mutable_labels())[s->ColumnText(kRunColumnCount)] =
+          s->ColumnText(kRunColumnCount + 1);
     }
   }
   return found;

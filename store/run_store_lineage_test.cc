@@ -134,9 +134,12 @@ TEST_F(RunStoreLineageTest, MigratesASchemaTwoFile) {
     auto store = Open();
     ASSERT_OK(store->Register(MakeRun("a", 100)));
   }
-  // Later migrations' additions go too (3 -> 4: the runs_prunable index).
+  // Later migrations' additions go too (3 -> 4: the runs_prunable index;
+  // 4 -> 5: the runs columns registered_uid and identity_unverified).
   RawExec(path_,
           "DROP TABLE run_descendants; DROP INDEX runs_prunable; "
+          "ALTER TABLE runs DROP COLUMN registered_uid; "
+          "ALTER TABLE runs DROP COLUMN identity_unverified; "
           "PRAGMA user_version = 2;");
   ASSERT_EQ(RawQueryInt(path_, "SELECT count(*) FROM sqlite_master WHERE "
                                "name = 'run_descendants'"),

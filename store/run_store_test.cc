@@ -1624,6 +1624,55 @@ TEST_F(RunStoreTest, StaleClaimIsTakenOverByExactlyOneHandle) {
   }
 }
 
+// Who registered a run, and whether its identity was verified, are stored
+// as given and read back by every read path.
+TEST_F(RunStoreTest, RegisteredUidAndIdentityUnverifiedAreStored) {
+  auto store = OpenOrDie();
+  RunProto mine = MakeRun("mine");
+  mine.set_registered_uid(65534);
+  RunProto late = MakeRun("late", 4343);
+  late.set_identity_unverified(true);
+  ASSERT_OK_AND_ASSIGN(RunProto stored, store->Register(mine));
+  EXPECT_EQ(stored.registered_uid(), 65534u);
+  EXPECT_FALSE(stored.identity_unverified());
+  ASSERT_OK(store->Register(late));
+  ASSERT_OK_AND_ASSIGN(RunProto got, store->Get("late"));
+  EXPECT_EQ(got.registered_uid(), 0u);
+  EXPECT_TRUE(got.identity_unverified());
+  ListRunsQuery query;
+  ASSERT_OK_AND_ASSIGN(ListRunsPage page, store->List(query));
+  ASSERT_EQ(page.runs.size(), 2u);
+  EXPECT_EQ(page.runs[0].registered_uid(), 65534u);
+  EXPECT_TRUE(page.runs[1].identity_unverified());
+}
+
+// A schema-4 file gets registered_uid 0 (root: nobody else could register)
+// and identity_unverified false on every run it holds.
+TEST_F(RunStoreTest, MigratesASchemaFourFile) {
+  {
+    auto store = OpenOrDie();
+    ASSERT_OK(store->Register(MakeRun("r1")));
+  }
+  // Schema 4 is schema 5 without the two runs columns of migration 4 -> 5.
+  RawExec(path_,
+          "ALTER TABLE runs DROP COLUMN registered_uid; "
+          "ALTER TABLE runs DROP COLUMN identity_unverified; "
+          "PRAGMA user_version = 4;");
+  ASSERT_EQ(RawQueryInt(path_, "SELECT count(*) FROM pragma_table_info('runs') "
+                               "WHERE name IN ('registered_uid', 'identity_unverified')"),
+            0);
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(RawQueryInt(path_, "PRAGMA user_version"), RunStore::kSchemaVersion);
+  EXPECT_EQ(RawQueryInt(path_, "SELECT count(*) FROM pragma_table_info('runs') "
+                               "WHERE name IN ('registered_uid', 'identity_unverified')"),
+            2);
+  ASSERT_OK_AND_ASSIGN(RunProto r, store->Get("r1"));
+  EXPECT_EQ(r.registered_uid(), 0u);
+  EXPECT_FALSE(r.identity_unverified());
+  EXPECT_EQ(r.state(), v1::RUN_STATE_RUNNING);
+}
+
 // A schema-1 file (sweep_progress without sent_at_us) is migrated in place:
 // its rows are kept and count as claimed but not sent, so a stale one is
 // taken over (its signal may never have gone out).
@@ -1636,12 +1685,15 @@ TEST_F(RunStoreTest, MigratesASchemaOneFile) {
     ASSERT_TRUE(c);
   }
   // Schema 1 is today's schema without what later migrations added:
-  // sweep_progress.sent_at_us (1 -> 2), run_descendants (2 -> 3) and the
-  // runs_prunable index (3 -> 4); dropping them rebuilds the shipped v1 file.
+  // sweep_progress.sent_at_us (1 -> 2), run_descendants (2 -> 3), the
+  // runs_prunable index (3 -> 4) and the runs columns registered_uid and
+  // identity_unverified (4 -> 5); dropping them rebuilds the shipped v1 file.
   RawExec(path_,
           "ALTER TABLE sweep_progress DROP COLUMN sent_at_us; "
           "DROP TABLE run_descendants; "
           "DROP INDEX runs_prunable; "
+          "ALTER TABLE runs DROP COLUMN registered_uid; "
+          "ALTER TABLE runs DROP COLUMN identity_unverified; "
           "PRAGMA user_version = 1;");
   ASSERT_EQ(RawQueryInt(path_, "PRAGMA user_version"), 1);
   ASSERT_EQ(RawQueryInt(path_, "SELECT count(*) FROM "

@@ -109,6 +109,14 @@ CREATE TABLE run_descendants (
     R"sql(
 CREATE INDEX runs_prunable ON runs(ended_at_us) WHERE sweep_done = 1;
 )sql",
+    // 4 -> 5: who registered a run and whether its identity was verified
+    // (docs/SECURITY.md). Rows from schema 4 were registered by root or the
+    // admin token (no other caller could register), so registered_uid 0;
+    // and they are not marked unverified (nothing was checked then).
+    R"sql(
+ALTER TABLE runs ADD COLUMN registered_uid INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN identity_unverified INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kVersion,
               "one migration per schema version");
