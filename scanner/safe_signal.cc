@@ -120,7 +120,8 @@ absl::Status ListCgroupProcs(const std::string& dir, int depth,
 
 // Why the process `text` (a line of cgroup.procs) forbids cgroup.kill, or OK.
 absl::Status CheckCgroupMember(const ProcFs& procfs, absl::string_view text,
-                               uint64_t min_start_time) {
+                               uint64_t min_start_time,
+                               std::optional<uint32_t> only_uid) {
   int pid = 0;
   if (!absl::SimpleAtoi(text, &pid)) {
     return absl::FailedPreconditionError(
@@ -151,6 +152,18 @@ absl::Status CheckCgroupMember(const ProcFs& procfs, absl::string_view text,
   }
   absl::Status guard = CheckWithStat(procfs, pid, *stat);
   if (!guard.ok()) return guard;
+  if (only_uid.has_value()) {
+    absl::StatusOr<ProcStatus> status = procfs.ReadStatus(pid);
+    if (!status.ok()) {
+      if (absl::IsNotFound(status.status())) return absl::OkStatus();  // gone
+      return Refuse(pid, absl::StrCat("cannot read its uid: ",
+                                       status.status().ToString()));
+    }
+    if (status->uid != *only_uid) {
+      return Refuse(pid, absl::StrCat("its uid ", status->uid,
+                                       " is not the run's uid ", *only_uid));
+    }
+  }
   absl::StatusOr<std::optional<std::string>> keep =
       procfs.ReadEnvVar(pid, "RUNREAPER_KEEP");
   if (!keep.ok()) {
@@ -167,7 +180,8 @@ absl::Status CheckCgroupMember(const ProcFs& procfs, absl::string_view text,
 }  // namespace
 
 SignalOutcome KillCgroup(const ProcFs& procfs, const std::string& dir,
-                         uint64_t min_start_time) {
+                         uint64_t min_start_time,
+                         std::optional<uint32_t> only_uid) {
   SignalOutcome out;
   if (min_start_time == 0) {
     out.result = SignalResult::kRefused;
@@ -184,7 +198,7 @@ SignalOutcome KillCgroup(const ProcFs& procfs, const std::string& dir,
     return out;
   }
   for (const std::string& pid : pids) {
-    absl::Status ok = CheckCgroupMember(procfs, pid, min_start_time);
+    absl::Status ok = CheckCgroupMember(procfs, pid, min_start_time, only_uid);
     if (!ok.ok()) {
       out.result = SignalResult::kRefused;
       out.status = absl::FailedPreconditionError(absl::StrCat(
@@ -225,6 +239,8 @@ const char* SignalResultName(SignalResult result) {
       return "REFUSED";
     case SignalResult::kError:
       return "ERROR";
+    case SignalResult::kOtherUid:
+      return "OTHER_UID";
   }
   return "ERROR";
 }
@@ -247,7 +263,8 @@ absl::Status CheckSignalTarget(const ProcFs& procfs, int pid) {
 }
 
 SignalOutcome SignalProcess(const ProcFs& procfs, int pid,
-                            uint64_t start_time, int sig) {
+                            uint64_t start_time, int sig,
+                            std::optional<uint32_t> only_uid) {
   SignalOutcome out;
   auto refused = [&](absl::Status status) {
     out.result = SignalResult::kRefused;
@@ -308,6 +325,30 @@ SignalOutcome SignalProcess(const ProcFs& procfs, int pid,
   }
   absl::Status guard = CheckWithStat(procfs, pid, *stat);
   if (!guard.ok()) return refused(guard);
+
+  if (only_uid.has_value()) {
+    // Read after the pidfd pinned the process and its start time matched:
+    // while it lives the pid is not reused, so this is its uid; if it has
+    // exited since, the signal below finds ESRCH.
+    absl::StatusOr<ProcStatus> status = procfs.ReadStatus(pid);
+    if (!status.ok()) {
+      if (absl::IsNotFound(status.status()) && ::kill(pid, 0) != 0 &&
+          errno == ESRCH) {
+        out.result = SignalResult::kGone;
+        out.status = absl::OkStatus();
+        return out;
+      }
+      return refused(Refuse(pid, absl::StrCat("cannot read its uid: ",
+                                               status.status().ToString())));
+    }
+    if (status->uid != *only_uid) {
+      out.result = SignalResult::kOtherUid;
+      out.status = absl::FailedPreconditionError(absl::StrFormat(
+          "pid %d has uid %u, not the run's uid %u: reported, not signalled",
+          pid, status->uid, *only_uid));
+      return out;
+    }
+  }
 
   if (base::PidfdSendSignal(pidfd.get(), sig, nullptr, 0) == 0) {
     out.result = SignalResult::kSent;

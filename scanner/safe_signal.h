@@ -6,6 +6,7 @@
 #define RUNREAPER_SCANNER_SAFE_SIGNAL_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -20,6 +21,7 @@ enum class SignalResult {
   kDenied,    // EPERM: exists, but we may not signal it (a survivor)
   kRefused,   // the guard refused (pid <= 1, ourselves, an ancestor, ...)
   kError,     // anything else (see the status)
+  kOtherUid,  // its real uid is not the one required: not signalled
 };
 
 const char* SignalResultName(SignalResult result);
@@ -34,22 +36,28 @@ struct SignalOutcome {
 absl::Status CheckSignalTarget(const ProcFs& procfs, int pid);
 
 // Sends `sig` to `pid` iff its start time is still `start_time` (must be
-// nonzero), through a pidfd.
+// nonzero), through a pidfd. With `only_uid`, also iff its real uid (status
+// Uid:, read after the pidfd pinned it and the start time matched) is that
+// uid; otherwise kOtherUid and nothing is sent. (A process that changes its
+// uid between that read and the signal, microseconds, is not caught; the
+// signal then still goes only to the process that held that uid.)
 SignalOutcome SignalProcess(const ProcFs& procfs, int pid,
-                            uint64_t start_time, int sig);
+                            uint64_t start_time, int sig,
+                            std::optional<uint32_t> only_uid = std::nullopt);
 
 // Writes "1" to <dir>/cgroup.kill (which SIGKILLs every process in that
 // cgroup and every cgroup below it, with no identity check of its own) iff
 // every process listed in the subtree's cgroup.procs may be signalled: in our
 // PID namespace (a process outside it is listed as 0), started at or after
 // `min_start_time` (the run's leader; must be nonzero), not refused by
-// CheckSignalTarget's guard, and not carrying RUNREAPER_KEEP=1 (an unreadable
-// environment refuses too). Zombies and processes gone since the listing are
-// skipped. kSent when written; kRefused (status says why) when a process
+// CheckSignalTarget's guard, not carrying RUNREAPER_KEEP=1 (an unreadable
+// environment refuses too) and, with `only_uid`, of that real uid. Zombies
+// and processes gone since the listing are skipped. kSent when written; kRefused (status says why) when a process
 // forbids it; kGone when the directory no longer exists; kError otherwise.
 // A process that joins the cgroup after the check is not re-examined.
 SignalOutcome KillCgroup(const ProcFs& procfs, const std::string& dir,
-                         uint64_t min_start_time);
+                         uint64_t min_start_time,
+                         std::optional<uint32_t> only_uid = std::nullopt);
 
 }  // namespace runreaper::scanner
 

@@ -21,6 +21,7 @@
 #include <functional>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/fd.h"
 #include "base/file_util.h"
@@ -235,6 +236,38 @@ TEST(SafeSignalTest, WrongStartTimeIsReusedAndChildLivesInPrivateNamespace) {
   EXPECT_EQ(failure, "");
 }
 
+// With only_uid, a process of another real uid is reported (OTHER_UID)
+// and not signalled; one of that uid is signalled. The child is root's (the
+// test runs as root), so 65534 is "another uid".
+TEST(SafeSignalTest, OnlyUidSkipsAnotherUidAndSendsToItsOwnInPrivateNamespace) {
+  const std::string failure = RunInPidNamespace([]() -> std::string {
+    const ProcFs procfs;
+    const pid_t child = ForkSleeper(/*own_session=*/true);
+    NS_CHECK(child > 1, "fork");
+    NS_CHECK(WaitFor([&] {
+               absl::StatusOr<ProcStat> s = procfs.ReadStat(child);
+               return s.ok() && s->session == child;
+             }),
+             "child never led its own session");
+    const uint64_t start = StartTime(procfs, child);
+    const uid_t own = ::getuid();
+    SignalOutcome out = SignalProcess(procfs, child, start, SIGKILL, own + 1);
+    NS_CHECK(out.result == SignalResult::kOtherUid,
+             absl::StrCat(SignalResultName(out.result), " ", out.status.ToString()));
+    NS_CHECK(absl::StrContains(out.status.message(), "not the run's uid"),
+             out.status.ToString());
+    NS_CHECK(StillRunning(child), "a process of another uid was hit");
+    out = SignalProcess(procfs, child, start, SIGTERM, own);
+    NS_CHECK(out.result == SignalResult::kSent,
+             absl::StrCat(SignalResultName(out.result), " ", out.status.ToString()));
+    const int status = WaitStatus(child);
+    NS_CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM,
+             absl::StrCat("wait status ", status));
+    return "";
+  });
+  EXPECT_EQ(failure, "");
+}
+
 TEST(SafeSignalTest, GonePidIsGoneInPrivateNamespace) {
   const std::string failure = RunInPidNamespace([]() -> std::string {
     const ProcFs procfs;
@@ -286,6 +319,7 @@ TEST(SafeSignalTest, RefusesAncestorInAnotherSessionInPrivateNamespace) {
 TEST(SafeSignalTest, ResultNames) {
   EXPECT_STREQ(SignalResultName(SignalResult::kSent), "SENT");
   EXPECT_STREQ(SignalResultName(SignalResult::kRefused), "REFUSED");
+  EXPECT_STREQ(SignalResultName(SignalResult::kOtherUid), "OTHER_UID");
 }
 
 }  // namespace

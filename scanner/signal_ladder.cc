@@ -81,6 +81,10 @@ absl::Time LadderHooks::GraceStart(int, const std::vector<Member>&) {
   return absl::Now();
 }
 
+std::optional<uint32_t> LadderHooks::SignalOnlyUid(const Member&) {
+  return std::nullopt;
+}
+
 absl::StatusOr<bool> LadderHooks::KillSent(const Member&, bool sent_here) {
   return sent_here;
 }
@@ -96,8 +100,9 @@ absl::StatusOr<LadderResult> RunLadder(const ProcFs& procfs,
   auto escalate = [&](const Member& m, int stage) -> absl::Status {
     ASSIGN_OR_RETURN(bool claimed, hooks.Claim(m, stage));
     if (!claimed) return absl::OkStatus();
-    const SignalOutcome outcome = SignalProcess(
-        procfs, m.process.pid, m.process.start_time, StageSignal(stage));
+    const SignalOutcome outcome =
+        SignalProcess(procfs, m.process.pid, m.process.start_time,
+                      StageSignal(stage), hooks.SignalOnlyUid(m));
     if (stage == kSigkillStage) killed_here.insert(RefOf(m));
     return hooks.Signalled(m, stage, outcome);
   };

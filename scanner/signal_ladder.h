@@ -17,6 +17,8 @@
 #ifndef RUNREAPER_SCANNER_SIGNAL_LADDER_H_
 #define RUNREAPER_SCANNER_SIGNAL_LADDER_H_
 
+#include <cstdint>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -69,6 +71,11 @@ class LadderHooks {
   // a ladder resumed after a crash does not serve a grace again. The default
   // answers now (the full grace).
   virtual absl::Time GraceStart(int stage, const std::vector<Member>& targets);
+  // The only real uid `target` may have to be signalled: SignalProcess
+  // reads it right before each signal, after the start-time re-check, and a
+  // target of another uid is not signalled (SignalResult::kOtherUid, passed
+  // to Signalled). The default, nullopt, allows any uid.
+  virtual std::optional<uint32_t> SignalOnlyUid(const Member& target);
   // In the rounds after SIGKILL: whether `target` has already had SIGKILL
   // (it is then a survivor, not signalled again). `sent_here`: this ladder
   // sent it. The default answers sent_here.

@@ -19,8 +19,13 @@
 namespace runreaper::server {
 
 // What a call needs: reading (GetRun, ListRuns, WaitRun, WatchEvents,
-// ListEvents, ListOrphans, health) or changing something (every other RPC).
-enum class Access { kRead, kWrite };
+// ListEvents, ListOrphans, health); changing one run, or registering one
+// process, that the caller owns (RegisterRun, Heartbeat, FinishRun,
+// CancelRun, Sweep: a non-root unix-socket caller may, its handler checks
+// ownership, server/caller_policy.h); or changing anything (Reconcile). Over
+// TCP kOwn is kWrite: the admin token acts as root, the read-only token may
+// do neither.
+enum class Access { kRead, kOwn, kWrite };
 
 struct BearerTokens {
   std::string admin;  // every RPC; empty = TCP refused altogether

@@ -22,6 +22,7 @@ TEST(AuthorizeBearerTest, LocalPeersAreTheUnixSocket) {
 
 TEST(AuthorizeBearerTest, AdminTokenAllowsEverything) {
   EXPECT_OK(AuthorizeBearer(kTokens, Access::kRead, "Bearer s3cret"));
+  EXPECT_OK(AuthorizeBearer(kTokens, Access::kOwn, "Bearer s3cret"));
   EXPECT_OK(AuthorizeBearer(kTokens, Access::kWrite, "Bearer s3cret"));
 }
 
@@ -29,6 +30,7 @@ TEST(AuthorizeBearerTest, ReadTokenAllowsOnlyReads) {
   EXPECT_OK(AuthorizeBearer(kTokens, Access::kRead, "Bearer r3ad"));
   const absl::Status s = AuthorizeBearer(kTokens, Access::kWrite, "Bearer r3ad");
   EXPECT_TRUE(absl::IsPermissionDenied(s)) << s;
+  EXPECT_TRUE(absl::IsPermissionDenied(AuthorizeBearer(kTokens, Access::kOwn, "Bearer r3ad")));
   // Without a read token configured, it is just a wrong token.
   EXPECT_TRUE(absl::IsUnauthenticated(
       AuthorizeBearer({"s3cret", ""}, Access::kRead, "Bearer ")));

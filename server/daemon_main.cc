@@ -17,8 +17,11 @@ ABSL_FLAG(std::string, socket, "./var/runreaper.sock",
           "on it is an error.");
 ABSL_FLAG(std::string, socket_group, "",
           "Group (name or number) of the unix socket: its members may connect. "
-          "A caller other than root may only read (GetRun, ListRuns, WaitRun, "
-          "WatchEvents, ListEvents, ListOrphans); see docs/SECURITY.md.");
+          "A caller other than root may read everything, register only a live "
+          "process of its own uid, heartbeat, finish, cancel and sweep only the "
+          "runs it registered (not Reconcile, not a sweep of every run), and "
+          "its runs' sweeps and cancels signal only processes of its uid "
+          "(others are reported as OTHER_UID); see docs/SECURITY.md.");
 ABSL_FLAG(std::string, listen, "",
           "Optional extra TCP listener host:port (e.g. 127.0.0.1:7443). "
           "Requires --token_file, on every address, loopback included.");

@@ -35,7 +35,8 @@ namespace {
 // Signal ladder stages and results as the sweeper writes them into SIGNAL
 // events (scanner::SignalResultName); anything else is "other".
 constexpr const char* kStages[] = {"SIGINT", "SIGTERM", "SIGKILL", "cgroup.kill"};
-constexpr const char* kResults[] = {"SENT", "GONE", "REUSED", "DENIED", "REFUSED", "ERROR"};
+constexpr const char* kResults[] = {"SENT",    "GONE",  "REUSED",   "DENIED",
+                                    "REFUSED", "ERROR", "OTHER_UID"};
 constexpr const char* kRefusals[] = {"unauthenticated", "permission_denied",
                                      "peer_credentials"};
 
@@ -290,7 +291,7 @@ struct Metrics::Families {
     transitions_other = &transitions.Add({{"reason", "other"}});
     watched = &running.Add({{"detection", "pidfd"}});
     probed = &running.Add({{"detection", "probe"}});
-    // Every stage x result series exists from the start (24, at 0), so
+    // Every stage x result series exists from the start (28, at 0), so
     // rate() and the dashboard see them before the first sweep.
     for (const char* stage : kStages) {
       for (const char* result : kResults) signals.Add({{"stage", stage}, {"result", result}});

@@ -15,6 +15,7 @@
 #include "proto/describe.h"
 #include "scanner/identity_proto.h"
 #include "server/bearer_auth.h"
+#include "server/caller_policy.h"
 #include "server/cgroup_claim.h"
 
 namespace runreaper::server {
@@ -101,6 +102,29 @@ bool ReconcilerService::Drain(absl::Duration grace) {
       absl::Condition(+[](int* n) { return *n == 0; }, &inflight_), grace);
 }
 
+std::optional<PeerCred> ReconcilerService::UnixCred(
+    grpc::CallbackServerContext* ctx) const {
+  if (options_.peer_creds == nullptr) return std::nullopt;
+  return options_.peer_creds->Lookup(ctx->peer());
+}
+
+uint32_t ReconcilerService::CallerUid(grpc::CallbackServerContext* ctx) const {
+  const std::optional<PeerCred> cred = UnixCred(ctx);
+  return cred.has_value() ? cred->uid : 0;
+}
+
+absl::Status ReconcilerService::Refused(grpc::CallbackServerContext* ctx,
+                                        absl::string_view method, absl::Status s,
+                                        absl::string_view reason) const {
+  const std::optional<PeerCred> cred = UnixCred(ctx);
+  LogWarning("refused ", method, " from ",
+             cred.has_value() ? absl::StrCat("uid ", cred->uid, " pid ", cred->pid)
+                              : ctx->peer(),
+             ": ", s.ToString());
+  if (options_.on_refused) options_.on_refused(reason);
+  return s;
+}
+
 absl::Status ReconcilerService::Authorize(grpc::CallbackServerContext* ctx,
                                           absl::string_view method,
                                           Access access) const {
@@ -110,24 +134,20 @@ absl::Status ReconcilerService::Authorize(grpc::CallbackServerContext* ctx,
       return absl::OkStatus();
     }
     const std::optional<PeerCred> cred = options_.peer_creds->Lookup(peer);
-    absl::Status s;
     if (!cred.has_value()) {
-      s = absl::UnauthenticatedError("the caller's credentials are unknown");
-    } else if (cred->uid != 0 && access == Access::kWrite) {
-      s = absl::PermissionDeniedError(absl::StrCat(
-          "uid ", cred->uid, " may only read; ", method,
-          " needs root (docs/SECURITY.md)"));
+      return Refused(ctx, method,
+                     absl::UnauthenticatedError("the caller's credentials are unknown"),
+                     "peer_credentials");
     }
-    if (!s.ok()) {
-      LogWarning("refused ", method, " from ",
-                 cred.has_value() ? absl::StrCat("uid ", cred->uid, " pid ", cred->pid)
-                                  : peer,
-                 ": ", s.ToString());
-      if (options_.on_refused) {
-        options_.on_refused(cred.has_value() ? "permission_denied" : "peer_credentials");
-      }
+    // kOwn calls are checked against the run or process in their handler.
+    if (cred->uid != 0 && access == Access::kWrite) {
+      return Refused(ctx, method,
+                     absl::PermissionDeniedError(absl::StrCat(
+                         "uid ", cred->uid, ": ", method,
+                         " needs root (docs/SECURITY.md)")),
+                     "permission_denied");
     }
-    return s;
+    return absl::OkStatus();
   }
   const auto& md = ctx->client_metadata();
   auto it = md.find("authorization");
@@ -137,13 +157,40 @@ absl::Status ReconcilerService::Authorize(grpc::CallbackServerContext* ctx,
   }
   absl::Status s = AuthorizeBearer(options_.tokens, access, authorization);
   if (!s.ok()) {
-    LogWarning("refused ", method, " from ", peer, ": ", s.ToString());
-    if (options_.on_refused) {
-      options_.on_refused(absl::IsPermissionDenied(s) ? "permission_denied"
-                                                      : "unauthenticated");
-    }
+    return Refused(ctx, method, s,
+                   absl::IsPermissionDenied(s) ? "permission_denied" : "unauthenticated");
   }
   return s;
+}
+
+absl::Status ReconcilerService::CheckOwner(grpc::CallbackServerContext* ctx,
+                                           absl::string_view method,
+                                           const std::string& run_id) const {
+  const uint32_t caller = CallerUid(ctx);
+  if (caller == 0) return absl::OkStatus();
+  ASSIGN_OR_RETURN(const v1::Run run, store_->Get(run_id));
+  absl::Status s = CheckRunOwner(caller, run, std::string(method));
+  if (!s.ok()) return Refused(ctx, method, std::move(s), "permission_denied");
+  return s;
+}
+
+LeaderView ReconcilerService::ViewLeader(const v1::RegisterRunRequest& r) const {
+  LeaderView view;
+  absl::StatusOr<uint64_t> self_ns = procfs_->SelfPidNs();
+  if (r.pidns_inode() != 0 && self_ns.ok() && r.pidns_inode() != *self_ns) {
+    view.where = LeaderView::Where::kOtherNamespace;
+    return view;
+  }
+  absl::StatusOr<scanner::Identity> id = procfs_->CaptureIdentity(r.pid());
+  if (id.ok()) {
+    view.where = LeaderView::Where::kHere;
+    view.live = *std::move(id);
+  } else {
+    view.where = absl::IsNotFound(id.status()) ? LeaderView::Where::kGone
+                                               : LeaderView::Where::kUnreadable;
+    view.error = id.status();
+  }
+  return view;
 }
 
 absl::Status ReconcilerService::CheckEventIdInRange(int64_t after_event_id) {
@@ -193,8 +240,10 @@ absl::Status ReconcilerService::CheckClaimedCgroup(const v1::RegisterRunRequest&
 }
 
 absl::StatusOr<v1::Run> ReconcilerService::DoRegister(
-    const v1::RegisterRunRequest& r) {
+    grpc::CallbackServerContext* ctx, const v1::RegisterRunRequest& r) {
   RETURN_IF_ERROR(ValidateRegisterRequest(r));
+  const uint32_t caller = CallerUid(ctx);
+  const LeaderView leader = ViewLeader(r);
   v1::Run run;
   run.set_run_id(r.run_id());
   run.set_pid(r.pid());
@@ -206,7 +255,10 @@ absl::StatusOr<v1::Run> ReconcilerService::DoRegister(
     scanner::SetIdentity(scanner::IdentityOf(r), &run,
                          scanner::CgroupField::kCopy);
   } else {
-    absl::StatusOr<scanner::Identity> id = procfs_->CaptureIdentity(r.pid());
+    absl::StatusOr<scanner::Identity> id =
+        leader.where == LeaderView::Where::kHere
+            ? absl::StatusOr<scanner::Identity>(leader.live)
+            : absl::StatusOr<scanner::Identity>(leader.error);
     if (!id.ok()) {
       // A thread id opens under /proc but is not a process.
       if (absl::StatusOr<scanner::ProcStatus> st = procfs_->ReadStatus(r.pid());
@@ -239,6 +291,14 @@ absl::StatusOr<v1::Run> ReconcilerService::DoRegister(
     // cgroup makes every process in it a member to sweep. Only a caller that
     // sends `cgroup` names a cgroup of the run's own.
   }
+  // Who may register this leader, and whether what is stored was checked
+  // against it (server/caller_policy.h).
+  absl::StatusOr<bool> unverified = CheckLeaderClaim(caller, r, leader);
+  if (!unverified.ok()) {
+    return Refused(ctx, "RegisterRun", unverified.status(), "permission_denied");
+  }
+  run.set_registered_uid(caller);
+  run.set_identity_unverified(*unverified);
   if (SeenAliveAtRegistration(*procfs_, run)) run.set_liveness(v1::LIVENESS_ALIVE);
   if (!run.cgroup().empty()) RETURN_IF_ERROR(CheckClaimedCgroup(r));
   ASSIGN_OR_RETURN(v1::Run stored, store_->Register(run));
@@ -265,11 +325,12 @@ absl::StatusOr<v1::Run> ReconcilerService::DoRegister(
 grpc::ServerUnaryReactor* ReconcilerService::RegisterRun(
     grpc::CallbackServerContext* ctx, const v1::RegisterRunRequest* request,
     v1::Run* response) {
-  return Serve(ctx, "RegisterRun", Access::kWrite, response, [&]() -> absl::Status {
-    absl::StatusOr<v1::Run> run = DoRegister(*request);
+  return Serve(ctx, "RegisterRun", Access::kOwn, response, [&]() -> absl::Status {
+    absl::StatusOr<v1::Run> run = DoRegister(ctx, *request);
     if (!run.ok()) {
       if (!absl::IsInvalidArgument(run.status()) &&
-          !absl::IsAlreadyExists(run.status())) {
+          !absl::IsAlreadyExists(run.status()) &&
+          !absl::IsPermissionDenied(run.status())) {  // logged as refused
         LogError(LogFields().Run(request->run_id()), "RegisterRun: ", run.status().ToString());
       }
       return run.status();
@@ -282,8 +343,9 @@ grpc::ServerUnaryReactor* ReconcilerService::RegisterRun(
 grpc::ServerUnaryReactor* ReconcilerService::Heartbeat(
     grpc::CallbackServerContext* ctx, const v1::HeartbeatRequest* request,
     v1::Run* response) {
-  return Serve(ctx, "Heartbeat", Access::kWrite, response, [&]() -> absl::Status {
+  return Serve(ctx, "Heartbeat", Access::kOwn, response, [&]() -> absl::Status {
     RETURN_IF_ERROR(ValidateRunId(request->run_id()));
+    RETURN_IF_ERROR(CheckOwner(ctx, "Heartbeat", request->run_id()));
     ASSIGN_OR_RETURN(*response, store_->Heartbeat(request->run_id()));
     return absl::OkStatus();
   });
@@ -292,8 +354,9 @@ grpc::ServerUnaryReactor* ReconcilerService::Heartbeat(
 grpc::ServerUnaryReactor* ReconcilerService::FinishRun(
     grpc::CallbackServerContext* ctx, const v1::FinishRunRequest* request,
     v1::Run* response) {
-  return Serve(ctx, "FinishRun", Access::kWrite, response, [&]() -> absl::Status {
+  return Serve(ctx, "FinishRun", Access::kOwn, response, [&]() -> absl::Status {
     RETURN_IF_ERROR(ValidateRunId(request->run_id()));
+    RETURN_IF_ERROR(CheckOwner(ctx, "FinishRun", request->run_id()));
     absl::StatusOr<v1::Run> run =
         store_->Finish(request->run_id(), request->exit_code());
     hub_->Notify();
@@ -307,8 +370,9 @@ grpc::ServerUnaryReactor* ReconcilerService::FinishRun(
 grpc::ServerUnaryReactor* ReconcilerService::CancelRun(
     grpc::CallbackServerContext* ctx, const v1::CancelRunRequest* request,
     v1::Run* response) {
-  return Serve(ctx, "CancelRun", Access::kWrite, response, [&]() -> absl::Status {
+  return Serve(ctx, "CancelRun", Access::kOwn, response, [&]() -> absl::Status {
     RETURN_IF_ERROR(ValidateCancelRequest(*request));
+    RETURN_IF_ERROR(CheckOwner(ctx, "CancelRun", request->run_id()));
     // The sweep's place in the queue first: a full queue refuses the call
     // before the run is cancelled, so a retry finds it unchanged.
     ASSIGN_OR_RETURN(BackgroundWorker::Slot slot, worker_.Reserve());
@@ -413,8 +477,21 @@ grpc::ServerUnaryReactor* ReconcilerService::ListOrphans(
 grpc::ServerUnaryReactor* ReconcilerService::Sweep(
     grpc::CallbackServerContext* ctx, const v1::SweepRequest* request,
     v1::SweepResponse* response) {
-  absl::Status bad = Begin(ctx, "Sweep", Access::kWrite);
+  absl::Status bad = Begin(ctx, "Sweep", Access::kOwn);
   if (bad.ok()) bad = ValidateOptionalRunId(request->run_id());
+  // A dry run signals nothing (a read, like ListOrphans); a sweep by a
+  // non-root caller names one run of its own.
+  if (bad.ok() && !request->dry_run()) {
+    if (!request->run_id().empty()) {
+      bad = CheckOwner(ctx, "Sweep", request->run_id());
+    } else if (const uint32_t uid = CallerUid(ctx); uid != 0) {
+      bad = Refused(ctx, "Sweep",
+                    absl::PermissionDeniedError(absl::StrCat(
+                        "uid ", uid, ": Sweep of every run needs root; a non-root "
+                        "caller sweeps one run of its own (name it)")),
+                    "permission_denied");
+    }
+  }
   absl::StatusOr<BackgroundWorker::Slot> slot =
       bad.ok() ? worker_.Reserve() : absl::StatusOr<BackgroundWorker::Slot>(bad);
   if (!slot.ok()) return Done(ctx, response, slot.status());

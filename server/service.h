@@ -28,6 +28,7 @@
 #include "runreaper/v1/runreaper.pb.h"
 #include "scanner/procfs.h"
 #include "server/bearer_auth.h"
+#include "server/caller_policy.h"
 #include "server/peer_creds.h"
 #include "server/event_hub.h"
 #include "server/background_worker.h"
@@ -61,8 +62,9 @@ struct ServiceOptions {
   // every TCP call is refused. See docs/SECURITY.md.
   BearerTokens tokens;
   // The credentials of unix-socket peers ("fd:<n>"). root may make every
-  // call; any other uid only the reads (kRead). May be null (tests): then
-  // every unix peer is let in.
+  // call; any other uid the reads (kRead) and, for its own runs and
+  // processes, the kOwn calls (server/caller_policy.h). May be null (tests):
+  // then every unix peer is let in, as root.
   const PeerCreds* peer_creds = nullptr;
   // Called once for every refused call with the reason
   // ("unauthenticated", "permission_denied", "peer_credentials"), after the
@@ -152,7 +154,25 @@ class ReconcilerService final : public v1::Reconciler::CallbackService {
   grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx,
                                  google::protobuf::Message* response,
                                  const absl::Status& status);
-  absl::StatusOr<v1::Run> DoRegister(const v1::RegisterRunRequest& request);
+  absl::StatusOr<v1::Run> DoRegister(grpc::CallbackServerContext* ctx,
+                                     const v1::RegisterRunRequest& request);
+  // The unix peer's credentials; nullopt for TCP or without peer_creds.
+  std::optional<PeerCred> UnixCred(grpc::CallbackServerContext* ctx) const;
+  // The uid the caller acts as (server/caller_policy.h): the unix peer's;
+  // 0 (root) for a TCP caller (only the admin token gets past Authorize to
+  // a call that changes anything) and without peer credentials.
+  uint32_t CallerUid(grpc::CallbackServerContext* ctx) const;
+  // Logs the refusal of `method` once with the caller and counts it under
+  // `reason` (docs/SECURITY.md); returns `s`.
+  absl::Status Refused(grpc::CallbackServerContext* ctx, absl::string_view method,
+                       absl::Status s, absl::string_view reason) const;
+  // OK when the caller may change run `run_id` (CheckRunOwner; the store's
+  // NOT_FOUND passes through); a refusal is logged and counted.
+  absl::Status CheckOwner(grpc::CallbackServerContext* ctx, absl::string_view method,
+                          const std::string& run_id) const;
+  // What our /proc says of the leader a registration names: the one read of
+  // it that CheckLeaderClaim and the identity capture share.
+  LeaderView ViewLeader(const v1::RegisterRunRequest& request) const;
   // The request's cgroup may become the run's own (server/cgroup_claim.h).
   absl::Status CheckClaimedCgroup(const v1::RegisterRunRequest& request);
   // OUT_OF_RANGE naming the last event id when `after_event_id` is past it

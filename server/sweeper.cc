@@ -23,6 +23,7 @@
 #include "scanner/membership.h"
 #include "scanner/safe_signal.h"
 #include "scanner/signal_ladder.h"
+#include "server/caller_policy.h"
 #include "store/run_state.h"
 
 namespace runreaper::server {
@@ -153,13 +154,22 @@ struct Sweeper::Impl {
   class StoreClaims : public scanner::LadderHooks {
    public:
     StoreClaims(const Impl* impl, const std::vector<RunSpec>* specs,
+                const std::map<std::string, uint32_t>* only_uid,
                 scanner::SweepObserver* observer,
                 std::map<Key, Member>* listed, v1::SweepResponse* response)
         : impl_(impl),
           specs_(specs),
+          only_uid_(only_uid),
           observer_(observer),
           listed_(listed),
           response_(response) {}
+
+    // A run a non-root uid registered signals only processes of that uid
+    // (server/caller_policy.h); another is reported (OTHER_UID), not
+    // signalled.
+    std::optional<uint32_t> SignalOnlyUid(const Member& m) override {
+      return OnlyUidOf((*specs_)[m.run_index].run_id);
+    }
 
     absl::StatusOr<std::vector<Member>> List() override {
       ASSIGN_OR_RETURN(Membership members,
@@ -241,7 +251,7 @@ struct Sweeper::Impl {
       for (const int i : runs_left) {
         const RunSpec& spec = (*specs_)[i];
         if (!spec.leader.cgroup.empty()) {
-          impl_->CgroupKill(spec, *observer_, response_);
+          impl_->CgroupKill(spec, OnlyUidOf(spec.run_id), *observer_, response_);
         }
       }
     }
@@ -258,8 +268,15 @@ struct Sweeper::Impl {
     }
 
    private:
+    std::optional<uint32_t> OnlyUidOf(const std::string& run_id) const {
+      auto it = only_uid_->find(run_id);
+      if (it == only_uid_->end()) return std::nullopt;
+      return it->second;
+    }
+
     const Impl* impl_;
     const std::vector<RunSpec>* specs_;
+    const std::map<std::string, uint32_t>* only_uid_;
     scanner::SweepObserver* observer_;
     std::map<Key, Member>* listed_;
     v1::SweepResponse* response_;
@@ -278,7 +295,8 @@ struct Sweeper::Impl {
   // cgroup that holds neither us nor any ancestor of ours, claimed once in
   // the store under pid 0 so overlapping sweeps write it once (a claim never
   // recorded sent is taken over after the lease, as in StoreClaims::Claim).
-  void CgroupKill(const RunSpec& spec, const scanner::SweepObserver& observer,
+  void CgroupKill(const RunSpec& spec, std::optional<uint32_t> only_uid,
+                  const scanner::SweepObserver& observer,
                   v1::SweepResponse* response) const {
     if (!scanner::CheckDedicatedCgroup(spec, observer).ok()) return;
     if (spec.leader.pidns_inode == 0 || spec.leader.pidns_inode != observer.pidns_inode) {
@@ -311,7 +329,7 @@ struct Sweeper::Impl {
         // Refused while the cgroup holds anything the sweep may not signal
         // (a kept member, an older process, one outside our namespace).
         const scanner::SignalOutcome outcome =
-            scanner::KillCgroup(*procfs, *dir, spec.leader.start_time);
+            scanner::KillCgroup(*procfs, *dir, spec.leader.start_time, only_uid);
         result = scanner::SignalResultName(outcome.result);
         detail = outcome.status.ok() ? absl::StrCat(*dir, "/cgroup.kill")
                                      : outcome.status.ToString();
@@ -372,7 +390,11 @@ struct Sweeper::Impl {
     if (runs.empty()) return response;
     std::vector<RunSpec> specs;
     specs.reserve(runs.size());
-    for (const v1::Run& r : runs) specs.push_back(SpecOf(r));
+    std::map<std::string, uint32_t> only_uid;
+    for (const v1::Run& r : runs) {
+      specs.push_back(SpecOf(r));
+      if (std::optional<uint32_t> uid = SignalOnlyUid(r)) only_uid[r.run_id()] = *uid;
+    }
 
     scanner::SweepObserver observer;
     // A dry run signals nothing, so nothing forked between two listings can
@@ -433,7 +455,7 @@ struct Sweeper::Impl {
     // or beyond (an overlapping sweep, or one resumed after a crash) is not
     // signalled again, and never at a lower stage: it continues from where
     // it is.
-    StoreClaims claims(this, &specs, &observer, &listed, &response);
+    StoreClaims claims(this, &specs, &only_uid, &observer, &listed, &response);
     ASSIGN_OR_RETURN(scanner::LadderResult ladder,
                      scanner::RunLadder(*procfs, targets, Ladder(), claims));
     const std::vector<Member>& survivors = ladder.survivors;

@@ -119,10 +119,11 @@ TEST(TcpTrustTest, ReadOnlyTokenReadsButCannotSweepOrCancel) {
 }
 
 // The unix socket knows each caller's uid (SO_PEERCRED). A member of
-// --socket_group that is not root may read, and nothing else: it can
-// neither register, cancel nor sweep, so it cannot make the root daemon
-// signal a root process.
-TEST(UnixTrustTest, NonRootSocketGroupMemberMayOnlyRead) {
+// --socket_group that is not root may read, and change only what is its own
+// (tests/uid_e2e_test.cc has the rest of that model): it cannot cancel or
+// sweep root's run, so it cannot make the root daemon signal a root
+// process; `exec` of its own command registers, as its uid.
+TEST(UnixTrustTest, NonRootSocketGroupMemberReadsAndCannotTouchRootsRun) {
   TempDir dir;
   Sleeper root_sleeper;
   ASSERT_EQ(chmod(dir.path().c_str(), 0711), 0);
@@ -139,15 +140,15 @@ TEST(UnixTrustTest, NonRootSocketGroupMemberMayOnlyRead) {
   CtlResult r = RunCtlAs(nobody, {socket, "get", "root-job"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   for (const std::vector<std::string>& args :
-       {std::vector<std::string>{socket, "cancel", "root-job"},
-        {socket, "sweep"},
-        // (register reads the pid's identity first, which nobody cannot for
-        // a root process; exec registers nobody's own child)
-        {socket, "exec", "nobody-job", "--", "/bin/true"}}) {
+       {std::vector<std::string>{socket, "cancel", "root-job"}, {socket, "sweep"}}) {
     r = RunCtlAs(nobody, args);
     EXPECT_NE(r.exit_code, 0) << args[1] << ": " << r.out;
-    EXPECT_TRUE(absl::StrContains(r.err, "uid 65534 may only read")) << args[1] << ": " << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, "PERMISSION_DENIED: uid 65534: ")) << args[1] << ": " << r.err;
   }
+  r = RunCtlAs(nobody, {socket, "exec", "nobody-job", "--", "/bin/true"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = RunCtl({socket, "get", "nobody-job"});
+  EXPECT_TRUE(absl::StrContains(r.out, "registered_by: uid 65534\n")) << r.out;
   EXPECT_EQ(StateOf(d, "root-job"), v1::RUN_STATE_RUNNING);
   EXPECT_EQ(kill(root_sleeper.pid(), 0), 0) << "the root process must be alive";
   EXPECT_TRUE(absl::StrContains(d.log(), "refused CancelRun from uid 65534 pid ")) << d.log();

@@ -75,19 +75,24 @@ int CmdRegister(Client& c, const ParsedArgs& a) {
   // The identity as this namespace sees it.
   scanner::ProcFs procfs;
   absl::StatusOr<scanner::Identity> id = procfs.CaptureIdentity(pid);
-  if (!id.ok()) {
+  if (!id.ok() && !absl::IsPermissionDenied(id.status())) {
     fprintf(stderr, "runreaperctl: register: cannot read process %d here: %s\n", pid,
             EscapeForLog(id.status().message()).c_str());
     return absl::IsNotFound(id.status()) ? kExitNotFound : kExitError;
   }
-  // The API takes pgid > 1 only: group 1 (or 0, outside this namespace) is
-  // sent as unknown.
-  if (id->pgid <= 1) id->pgid = 0;
-  id->comm = ToValidUtf8(id->comm);  // proto3 strings are UTF-8
-  // Without the cgroup: the process's current cgroup is usually shared with
-  // its runner; only an explicit --cgroup names a cgroup whose members are
-  // this run's.
-  scanner::SetIdentity(*id, &req);
+  // Another user's process (its namespace links are not ours to read): the
+  // pid alone, so that runreaperd reads the identity and decides whether
+  // this caller may register it (docs/SECURITY.md).
+  if (id.ok()) {
+    // The API takes pgid > 1 only: group 1 (or 0, outside this namespace)
+    // is sent as unknown.
+    if (id->pgid <= 1) id->pgid = 0;
+    id->comm = ToValidUtf8(id->comm);  // proto3 strings are UTF-8
+    // Without the cgroup: the process's current cgroup is usually shared
+    // with its runner; only an explicit --cgroup names a cgroup whose
+    // members are this run's.
+    scanner::SetIdentity(*id, &req);
+  }
   if (a.Has("cgroup")) req.set_cgroup(a.Get("cgroup"));
   if (a.Has("pgid")) {
     int pgid;

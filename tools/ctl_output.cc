@@ -75,6 +75,10 @@ void PrintRun(const v1::Run& r) {
   printf("comm:          %s\n", EscapeForLog(r.comm()).c_str());
   printf("cgroup:        %s\n", r.cgroup().empty() ? "-" : EscapeForLog(r.cgroup()).c_str());
   printf("keep:          %s\n", r.keep() ? "yes" : "no");
+  printf("registered_by: uid %u\n", r.registered_uid());
+  // Registered by root with identity fields that matched no live process
+  // here (a late registration, another PID namespace, or differing fields).
+  printf("identity:      %s\n", r.identity_unverified() ? "unverified (stored as sent)" : "verified");
   std::vector<std::string> labels;
   for (const auto& [k, v] : r.labels()) labels.push_back(absl::StrCat(k, "=", v));
   std::sort(labels.begin(), labels.end());
@@ -100,10 +104,11 @@ std::string Age(const google::protobuf::Timestamp& t) {
 // One line per run: what a human needs to tell a healthy run from a stuck or
 // dead one (state, what the last pass saw, why it is stale, how old it is).
 void PrintRunTable(const std::vector<v1::Run>& runs) {
-  printf("%-24s %-10s %-11s %-9s %8s %8s %-16s %5s %s\n", "RUN_ID", "STATE", "LIVENESS",
-         "REASON", "PID", "PGID", "COMM", "EXIT", "AGE");
+  printf("%-24s %-10s %-11s %-9s %8s %8s %-16s %5s %7s %-10s %s\n", "RUN_ID", "STATE",
+         "LIVENESS", "REASON", "PID", "PGID", "COMM", "EXIT", "REG_UID", "IDENTITY", "AGE");
   for (const v1::Run& r : runs) {
-    printf("%-24s %-10s %-11s %-9s %8d %8d %-16s %5s %s\n", EscapeForLog(r.run_id()).c_str(),
+    printf("%-24s %-10s %-11s %-9s %8d %8d %-16s %5s %7u %-10s %s\n",
+           EscapeForLog(r.run_id()).c_str(),
            ShortStateName(r.state()).c_str(),
            r.liveness() == v1::LIVENESS_UNSPECIFIED ? "-" : Liveness(r.liveness()).c_str(),
            r.state() == v1::RUN_STATE_STALE
@@ -111,6 +116,7 @@ void PrintRunTable(const std::vector<v1::Run>& runs) {
                : "-",
            r.pid(), r.pgid(), EscapeForLog(r.comm()).c_str(),
            r.has_exit_code() ? absl::StrCat(r.exit_code()).c_str() : "-",
+           r.registered_uid(), r.identity_unverified() ? "unverified" : "verified",
            Age(r.registered_at()).c_str());
   }
 }

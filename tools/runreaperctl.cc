@@ -53,7 +53,10 @@ const std::vector<Command>& Commands() {
        "Registers a run. The identity of --pid (pgid, sid, PID-namespace inode, "
        "start time, boot id, uid, comm) is read here, in this namespace, and "
        "sent, so the record is right even when the daemon lives in another "
-       "namespace. --pgid/--pidns override what was read. --cgroup names a "
+       "namespace (another user's process, which cannot be read here, is sent "
+       "by pid alone and read by the daemon). A caller that is not root may "
+       "register only a live process of its own uid. "
+       "--pgid/--pidns override what was read. --cgroup names a "
        "cgroup v2 path that belongs to this run alone (its members are swept "
        "with it); it is never filled in automatically. --keep: members of this "
        "run are reported, never signalled.",

@@ -1,0 +1,109 @@
+#include "server/caller_policy.h"
+
+#include "absl/strings/str_cat.h"
+#include "base/text.h"
+#include "scanner/identity_proto.h"
+
+namespace runreaper::server {
+namespace {
+
+template <typename S, typename L>
+std::string Differs(const char* field, const S& sent, const L& live, int pid) {
+  return absl::StrCat(field, ": sent ", sent, ", process ", pid, " has ", live);
+}
+
+}  // namespace
+
+std::string SentIdentityMismatch(const v1::RegisterRunRequest& request,
+                                 const scanner::Identity& live) {
+  const scanner::Identity sent = scanner::IdentityOf(request);
+  const int pid = request.pid();
+  if (sent.start_time != 0 && sent.start_time != live.start_time) {
+    return Differs("start_time_ticks", sent.start_time, live.start_time, pid);
+  }
+  if (sent.pidns_inode != 0 && sent.pidns_inode != live.pidns_inode) {
+    return Differs("pidns_inode", sent.pidns_inode, live.pidns_inode, pid);
+  }
+  if (!sent.boot_id.empty() && sent.boot_id != ToValidUtf8(live.boot_id)) {
+    return absl::StrCat("boot_id: differs from process ", pid, "'s boot");
+  }
+  if (sent.pgid != 0 && sent.pgid != live.pgid) {
+    return Differs("pgid", sent.pgid, live.pgid, pid);
+  }
+  if (sent.sid != 0 && sent.sid != live.sid) {
+    return Differs("sid", sent.sid, live.sid, pid);
+  }
+  if (sent.uid.has_value() && sent.uid != live.uid) {
+    return Differs("uid", *sent.uid,
+                   live.uid.has_value() ? absl::StrCat(*live.uid) : "none", pid);
+  }
+  // comm is not compared: it is a name for humans that changes at every
+  // exec (runreaperctl exec sends the command's name for a child that has
+  // not exec'd yet), and no liveness, membership or signal decision reads it.
+  return "";
+}
+
+absl::StatusOr<bool> CheckLeaderClaim(uint32_t caller_uid,
+                                      const v1::RegisterRunRequest& request,
+                                      const LeaderView& leader) {
+  const bool sent = scanner::HasIdentityFields(request);
+  if (caller_uid == 0) {
+    if (!sent) return false;  // read here, by us
+    if (leader.where != LeaderView::Where::kHere) return true;
+    return !SentIdentityMismatch(request, leader.live).empty();
+  }
+  const std::string who = absl::StrCat("uid ", caller_uid, ": ");
+  const int pid = request.pid();
+  switch (leader.where) {
+    case LeaderView::Where::kHere:
+      break;
+    case LeaderView::Where::kGone:
+      return absl::PermissionDeniedError(absl::StrCat(
+          who, "process ", pid,
+          " is not running in runreaperd's PID namespace; only root may "
+          "register a leader that is gone (a late registration)"));
+    case LeaderView::Where::kOtherNamespace:
+      return absl::PermissionDeniedError(absl::StrCat(
+          who, "process ", pid, " is named in PID namespace ",
+          request.pidns_inode(),
+          ", not runreaperd's; only root may register a leader runreaperd "
+          "cannot verify"));
+    case LeaderView::Where::kUnreadable:
+      return absl::PermissionDeniedError(absl::StrCat(
+          who, "process ", pid, " cannot be verified (",
+          leader.error.message(), "); only root may register it"));
+  }
+  if (!leader.live.uid.has_value() || *leader.live.uid != caller_uid) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        who, "process ", pid, " belongs to uid ",
+        leader.live.uid.has_value() ? absl::StrCat(*leader.live.uid) : "unknown",
+        "; a non-root caller may register only a process of its own"));
+  }
+  if (sent) {
+    const std::string mismatch = SentIdentityMismatch(request, leader.live);
+    if (!mismatch.empty()) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          who, mismatch,
+          "; a non-root caller's identity fields must match its live process"));
+    }
+  }
+  return false;
+}
+
+absl::Status CheckRunOwner(uint32_t caller_uid, const v1::Run& run,
+                           const std::string& method) {
+  if (caller_uid == 0 || run.registered_uid() == caller_uid) {
+    return absl::OkStatus();
+  }
+  return absl::PermissionDeniedError(absl::StrCat(
+      "uid ", caller_uid, ": ", method, " of run \"", EscapeForLog(run.run_id()),
+      "\", which uid ", run.registered_uid(),
+      " registered; a non-root caller may change only its own runs"));
+}
+
+std::optional<uint32_t> SignalOnlyUid(const v1::Run& run) {
+  if (run.registered_uid() == 0) return std::nullopt;
+  return run.registered_uid();
+}
+
+}  // namespace runreaper::server

@@ -1,0 +1,75 @@
+// What a caller may make runreaperd do with runs and processes, by uid
+// (docs/SECURITY.md "Who may make the daemon do what"). Pure decisions: they
+// see the caller's uid, the request, the stored run and what /proc said,
+// never the gRPC call, the store or /proc themselves.
+//
+// uid 0 stands for root on the unix socket, the admin token over TCP and an
+// in-process server without credentials; every other uid is a non-root
+// unix-socket caller (let in by --socket_group). Such a caller may register
+// only a live process of its own (real uid equal to its uid) whose every sent
+// identity field matches /proc, may change only runs it registered, and its
+// runs' sweeps and cancels signal only processes of its uid (SignalOnlyUid).
+#ifndef RUNREAPER_SERVER_CALLER_POLICY_H_
+#define RUNREAPER_SERVER_CALLER_POLICY_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "runreaper/v1/runreaper.pb.h"
+#include "scanner/identity.h"
+
+namespace runreaper::server {
+
+namespace v1 = ::runreaper::v1;
+
+// What registration found for the leader a RegisterRun request names.
+struct LeaderView {
+  enum class Where {
+    kHere,            // a live process with that pid in our PID namespace
+    kGone,            // no process with that pid in our PID namespace
+    kOtherNamespace,  // the request names another PID namespace
+    kUnreadable,      // our /proc could not be read for it (see `error`)
+  };
+  Where where = Where::kGone;
+  scanner::Identity live;  // kHere: what /proc says now (uid = real uid)
+  absl::Status error;      // kUnreadable: why
+};
+
+// The first identity field the request sent with a value (IdentityOf: a 0 or
+// "" is unsent) that differs from `live`, as "start_time_ticks: sent 5,
+// process 42 has 7"; "" when every sent field matches. The sent cgroup is
+// the run's own and is not compared (server/cgroup_claim.h checks it), nor
+// is comm (a name that changes at every exec; no decision reads it).
+std::string SentIdentityMismatch(const v1::RegisterRunRequest& request,
+                                 const scanner::Identity& live);
+
+// Whether `caller_uid` may register the leader `leader` as `request` names
+// it; on OK, whether the run is to be marked identity_unverified.
+// - root: always; unverified when identity fields were sent and the leader
+//   is not here (a late registration, another namespace, unreadable) or a
+//   sent field differs from it (a differing start time is a reused pid: the
+//   named leader is gone).
+// - anyone else: only a leader that is here, whose real uid is caller_uid,
+//   and whose every sent field matches; PERMISSION_DENIED otherwise, the
+//   message naming the uid, the pid and what failed. Never unverified.
+absl::StatusOr<bool> CheckLeaderClaim(uint32_t caller_uid,
+                                      const v1::RegisterRunRequest& request,
+                                      const LeaderView& leader);
+
+// OK when `caller_uid` may change `run` (heartbeat, finish, cancel, sweep):
+// root, or the uid that registered it; PERMISSION_DENIED naming both uids
+// otherwise. `method` names the call in the message.
+absl::Status CheckRunOwner(uint32_t caller_uid, const v1::Run& run,
+                           const std::string& method);
+
+// The only real uid a process may have for `run`'s sweep or cancel to
+// signal it: the registering uid when that is not root; nullopt (any uid)
+// for a run root registered.
+std::optional<uint32_t> SignalOnlyUid(const v1::Run& run);
+
+}  // namespace runreaper::server
+
+#endif  // RUNREAPER_SERVER_CALLER_POLICY_H_

@@ -1,0 +1,350 @@
+// The non-root caller model of docs/SECURITY.md end to end, through the real
+// runreaperd and runreaperctl, with the real user nobody (uid and gid 65534)
+// let in by --socket_group=65534: what it may register, which runs it may
+// change, and that its runs' sweeps signal only processes of its uid. Runs
+// inside a private PID namespace (the test is pid 1; the daemon, nobody's
+// processes and the root processes staged next to them are its
+// descendants), so the sweeps here can only reach this test's processes.
+#include <grp.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "base/test_util.h"
+#include "gtest/gtest.h"
+#include "scanner/procfs.h"
+#include "tests/e2e_util.h"
+
+namespace runreaper::e2e {
+namespace {
+
+constexpr char kInNsEnv[] = "RUNREAPER_UID_E2E_IN_NS";
+constexpr uid_t kNobody = 65534;
+
+// A daemon whose socket nobody may connect to (group 65534), with metrics.
+struct UidDaemon {
+  UidDaemon() : metrics_port(FreePort()) {
+    chmod(dir.path().c_str(), 0711);  // nobody reaches the socket inside
+    daemon = std::make_unique<Daemon>(
+        dir.path(), std::vector<std::string>{
+                        "--scan_interval=60s", "--socket_group=65534",
+                        absl::StrCat("--metrics=127.0.0.1:", metrics_port)});
+  }
+  std::string socket() const { return "--socket=" + daemon->socket(); }
+  CtlResult AsNobody(std::vector<std::string> args) {
+    args.insert(args.begin(), socket());
+    return RunCtlAs(TestUser(), args);
+  }
+  CtlResult AsRoot(std::vector<std::string> args) {
+    args.insert(args.begin(), socket());
+    return RunCtl(args);
+  }
+  // The value of one exact series in a scrape, -1 when it is missing.
+  double Metric(const std::string& series) {
+    const std::string scrape = HttpGet(metrics_port, "/metrics");
+    for (absl::string_view line : absl::StrSplit(scrape, '\n')) {
+      if (absl::StartsWith(line, series + " ")) {
+        double v = -1;
+        if (absl::SimpleAtod(line.substr(series.size() + 1), &v)) return v;
+      }
+    }
+    return -1;
+  }
+
+  TempDir dir;
+  int metrics_port;
+  std::unique_ptr<Daemon> daemon;
+};
+
+int Count(absl::string_view haystack, absl::string_view needle) {
+  int n = 0;
+  for (size_t at = haystack.find(needle); at != absl::string_view::npos;
+       at = haystack.find(needle, at + 1)) {
+    ++n;
+  }
+  return n;
+}
+
+// Drops every id to nobody's (async-signal-safe: for a forked child).
+bool BecomeNobody() {
+  return setgroups(0, nullptr) == 0 && setresgid(kNobody, kNobody, kNobody) == 0 &&
+         setresuid(kNobody, kNobody, kNobody) == 0;
+}
+
+// Whether `pid` runs /bin/sleep by now (exec'd: its identity is final).
+bool IsSleep(pid_t pid) {
+  absl::StatusOr<scanner::ProcStat> st = scanner::ProcFs().ReadStat(pid);
+  return st.ok() && st->comm == "sleep";
+}
+
+bool AliveNotZombie(pid_t pid) {
+  absl::StatusOr<scanner::ProcStat> st = scanner::ProcFs().ReadStat(pid);
+  return st.ok() && st->state != 'Z' && st->state != 'X';
+}
+
+// `sleep 1000` in its own session, as nobody. A child of this test.
+pid_t SleeperAsNobody() {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setsid();
+    if (!BecomeNobody()) _exit(126);
+    execl("/bin/sleep", "sleep", "1000", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  EXPECT_TRUE(WaitFor([&] { return IsSleep(pid); }));
+  return pid;
+}
+
+void KillAndReap(pid_t pid) {
+  if (pid <= 0) return;
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+}
+
+v1::Run Get(Daemon& d, const std::string& run_id) {
+  v1::GetRunRequest req;
+  req.set_run_id(run_id);
+  v1::Run run;
+  auto ctx = Ctx();
+  EXPECT_TRUE(d.stub()->GetRun(ctx.get(), req, &run).ok()) << run_id;
+  return run;
+}
+
+// Finding 1 of issue 10 on the unix socket: nobody can make the root daemon
+// neither register a root process nor cancel, finish or sweep root's run;
+// each refusal is logged once with nobody's uid and pid, and counted.
+TEST(UidE2ETest, NobodyCannotRegisterRootsProcessNorChangeRootsRun) {
+  if (getpid() != 1) GTEST_SKIP() << "needs a private PID namespace (unshare)";
+  UidDaemon s;
+  ASSERT_TRUE(s.daemon->Start()) << s.daemon->log();
+  Sleeper root_sleeper(/*own_group=*/true);
+  ASSERT_EQ(s.AsRoot({"register", "root-job", absl::StrCat("--pid=", root_sleeper.pid())})
+                .exit_code,
+            0);
+
+  // (runreaperctl cannot read a root process's namespace link as nobody,
+  // so it sends the pid alone and the daemon reads the identity.)
+  CtlResult r = s.AsNobody({"register", "stolen", absl::StrCat("--pid=", root_sleeper.pid())});
+  EXPECT_NE(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.err, "PERMISSION_DENIED")) << r.err;
+  EXPECT_TRUE(absl::StrContains(
+      r.err, absl::StrCat("uid 65534: process ", root_sleeper.pid(), " belongs to uid 0")))
+      << r.err;
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"cancel", "root-job"},
+        {"finish", "root-job", "--exit_code=0"},
+        {"heartbeat", "root-job"},
+        {"sweep", "root-job"}}) {
+    r = s.AsNobody(args);
+    EXPECT_NE(r.exit_code, 0) << args[0] << ": " << r.out;
+    EXPECT_TRUE(absl::StrContains(r.err, "PERMISSION_DENIED")) << args[0] << ": " << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, "\"root-job\", which uid 0 registered"))
+        << args[0] << ": " << r.err;
+  }
+  r = s.AsNobody({"sweep"});
+  EXPECT_TRUE(absl::StrContains(r.err, "Sweep of every run needs root")) << r.err;
+  r = s.AsNobody({"reconcile"});
+  EXPECT_TRUE(absl::StrContains(r.err, "uid 65534: Reconcile needs root")) << r.err;
+  // Reads stay open to it.
+  EXPECT_EQ(s.AsNobody({"get", "root-job"}).exit_code, 0);
+  EXPECT_EQ(s.AsNobody({"sweep", "--dry_run"}).exit_code, 0);
+
+  const v1::Run run = Get(*s.daemon, "root-job");
+  EXPECT_EQ(run.state(), v1::RUN_STATE_RUNNING);
+  EXPECT_EQ(run.registered_uid(), 0u);
+  EXPECT_TRUE(AliveNotZombie(root_sleeper.pid())) << "the root process must be alive";
+  v1::GetRunRequest get;
+  get.set_run_id("stolen");
+  v1::Run none;
+  auto ctx = Ctx();
+  EXPECT_EQ(s.daemon->stub()->GetRun(ctx.get(), get, &none).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+
+  // Logged once each, with the caller, and counted: 7 refusals.
+  const std::string log = s.daemon->log();
+  EXPECT_EQ(Count(log, "refused RegisterRun from uid 65534 pid "), 1) << log;
+  EXPECT_EQ(Count(log, "refused CancelRun from uid 65534 pid "), 1) << log;
+  EXPECT_EQ(Count(log, "refused Sweep from uid 65534 pid "), 2) << log;
+  EXPECT_EQ(s.Metric("runreaper_refused_callers_total{reason=\"permission_denied\"}"), 7);
+}
+
+// nobody registers its own process: the run records uid 65534 (shown by
+// get, list and JSON) and nobody may finish it; identity fields that do not
+// match its live process are refused.
+TEST(UidE2ETest, NobodyRegistersItsOwnProcessAndTheRunShowsItsUid) {
+  if (getpid() != 1) GTEST_SKIP() << "needs a private PID namespace (unshare)";
+  UidDaemon s;
+  ASSERT_TRUE(s.daemon->Start()) << s.daemon->log();
+  const pid_t mine = SleeperAsNobody();
+  Sleeper root_sleeper(/*own_group=*/true);
+
+  CtlResult r = s.AsNobody({"register", "mine", absl::StrCat("--pid=", mine)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "registered_by: uid 65534\n")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "identity:      verified\n")) << r.out;
+  r = s.AsRoot({"get", "mine"});
+  EXPECT_TRUE(absl::StrContains(r.out, "registered_by: uid 65534\n")) << r.out;
+  r = s.AsRoot({"--json", "get", "mine"});
+  EXPECT_TRUE(absl::StrContains(r.out, "\"registered_uid\":65534")) << r.out;
+  r = s.AsRoot({"list"});
+  EXPECT_TRUE(absl::StrContains(r.out, "REG_UID")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "  65534 verified ")) << r.out;
+
+  // Its own process, but a process group that is not its leader's (root's).
+  r = s.AsNobody({"register", "forged", absl::StrCat("--pid=", mine),
+                  absl::StrCat("--pgid=", root_sleeper.pid())});
+  EXPECT_NE(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.err, absl::StrCat("uid 65534: pgid: sent ", root_sleeper.pid(),
+                                                    ", process ", mine, " has ", mine)))
+      << r.err;
+
+  r = s.AsNobody({"heartbeat", "mine"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = s.AsNobody({"finish", "mine", "--exit_code=0"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Get(*s.daemon, "mine").state(), v1::RUN_STATE_FINISHED);
+  KillAndReap(mine);
+}
+
+// The signal-time check: nobody's run has a stubborn process of nobody's
+// (ignores SIGINT and SIGTERM) and a root process in the same process
+// group and session (forked by the leader before it dropped to nobody). A
+// sweep of that run, asked for by nobody, kills nobody's process with
+// SIGKILL and never signals the root one: each of its stages is recorded
+// OTHER_UID (reported, not signalled) and counted, and it survives.
+TEST(UidE2ETest, NobodysSweepKillsItsOwnStubbornProcessButNeverTheRootMemberOfItsGroup) {
+  if (getpid() != 1) GTEST_SKIP() << "needs a private PID namespace (unshare)";
+  UidDaemon s;
+  ASSERT_TRUE(s.daemon->Start()) << s.daemon->log();
+
+  const pid_t leader = fork();
+  ASSERT_GE(leader, 0);
+  if (leader == 0) {
+    setsid();  // leads its own session and group
+    if (fork() == 0) {  // root's, in the leader's group and session
+      execl("/bin/sleep", "sleep", "1000", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    if (!BecomeNobody()) _exit(126);
+    if (fork() == 0) {  // nobody's, stubborn (ignored signals survive exec)
+      signal(SIGINT, SIG_IGN);
+      signal(SIGTERM, SIG_IGN);
+      execl("/bin/sleep", "sleep", "1000", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    execl("/bin/sleep", "sleep", "1000", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  pid_t root_member = -1;
+  pid_t nobody_member = -1;
+  ASSERT_TRUE(WaitFor([&] {
+    scanner::WalkOptions with_uid;
+    with_uid.with_status = true;
+    absl::StatusOr<scanner::Snapshot> snap = scanner::ProcFs().Walk(with_uid);
+    if (!snap.ok()) return false;
+    root_member = nobody_member = -1;
+    for (const scanner::ProcessInfo& p : snap->processes) {
+      if (p.ppid != leader || p.comm != "sleep" || !p.uid.has_value()) continue;
+      (*p.uid == 0 ? root_member : nobody_member) = p.pid;
+    }
+    return root_member > 0 && nobody_member > 0 && IsSleep(leader);
+  })) << "the leader's two children never exec'd";
+  absl::StatusOr<scanner::ProcStat> root_stat = scanner::ProcFs().ReadStat(root_member);
+  ASSERT_TRUE(root_stat.ok());
+  ASSERT_EQ(root_stat->pgrp, leader);
+  ASSERT_EQ(root_stat->session, leader);
+
+  CtlResult r = s.AsNobody({"register", "mixed", absl::StrCat("--pid=", leader)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(s.AsNobody({"finish", "mixed", "--exit_code=0"}).exit_code, 0);
+  r = s.AsNobody({"sweep", "mixed"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+
+  EXPECT_TRUE(WaitFor([&] { return !AliveNotZombie(nobody_member); }))
+      << "nobody's stubborn process survived its own sweep\n" << r.out;
+  EXPECT_TRUE(AliveNotZombie(root_member)) << "the root process was signalled\n" << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "survivors: ")) << r.out;
+
+  v1::ListEventsRequest req;
+  req.set_run_id("mixed");
+  req.set_page_size(1000);
+  v1::ListEventsResponse events;
+  auto ctx = Ctx();
+  ASSERT_TRUE(s.daemon->stub()->ListEvents(ctx.get(), req, &events).ok());
+  int skipped = 0;
+  bool killed_own = false;
+  for (const v1::Event& e : events.events()) {
+    if (e.type() != v1::EVENT_TYPE_SIGNAL) continue;
+    if (e.pid() == root_member) {
+      EXPECT_EQ(e.result(), "OTHER_UID") << e.ShortDebugString();
+      EXPECT_TRUE(absl::StrContains(e.detail(), "has uid 0, not the run's uid 65534"))
+          << e.detail();
+      ++skipped;
+    }
+    if (e.pid() == nobody_member && e.stage() == "SIGKILL" && e.result() == "SENT") {
+      killed_own = true;
+    }
+  }
+  EXPECT_GE(skipped, 1);
+  EXPECT_TRUE(killed_own);
+  EXPECT_TRUE(WaitFor([&] {
+    return s.Metric("runreaper_signals_total{result=\"OTHER_UID\",stage=\"SIGINT\"}") == 1;
+  })) << HttpGet(s.metrics_port, "/metrics");
+
+  KillAndReap(leader);
+  kill(root_member, SIGKILL);
+}
+
+// A late registration: root registers a leader that is already gone, with
+// the fields it sent; the run is marked identity_unverified (get, JSON).
+// Root's registration of a live process by pid is verified.
+TEST(UidE2ETest, RootLateRegistrationOfAGoneLeaderIsMarkedIdentityUnverified) {
+  if (getpid() != 1) GTEST_SKIP() << "needs a private PID namespace (unshare)";
+  UidDaemon s;
+  ASSERT_TRUE(s.daemon->Start()) << s.daemon->log();
+  const pid_t gone = SleeperAsNobody();
+  absl::StatusOr<scanner::Identity> id = scanner::ProcFs().CaptureIdentity(gone);
+  ASSERT_TRUE(id.ok()) << id.status();
+  KillAndReap(gone);
+
+  v1::RegisterRunRequest req;
+  req.set_run_id("late");
+  req.set_pid(gone);
+  req.set_start_time_ticks(id->start_time);
+  req.set_pidns_inode(id->pidns_inode);
+  req.set_pgid(id->pgid);
+  req.set_sid(id->sid);
+  v1::Run run;
+  auto ctx = Ctx();
+  const grpc::Status st = s.daemon->stub()->RegisterRun(ctx.get(), req, &run);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_TRUE(run.identity_unverified());
+  EXPECT_EQ(run.registered_uid(), 0u);
+  CtlResult r = s.AsRoot({"get", "late"});
+  EXPECT_TRUE(absl::StrContains(r.out, "identity:      unverified")) << r.out;
+  r = s.AsRoot({"--json", "get", "late"});
+  EXPECT_TRUE(absl::StrContains(r.out, "\"identity_unverified\":true")) << r.out;
+
+  Sleeper live;
+  r = s.AsRoot({"register", "live", absl::StrCat("--pid=", live.pid())});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "identity:      verified")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "registered_by: uid 0")) << r.out;
+}
+
+}  // namespace
+}  // namespace runreaper::e2e
+
+int main(int argc, char** argv) {
+  runreaper::ReexecInPrivatePidNamespace(argc, argv, runreaper::e2e::kInNsEnv);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
