@@ -24,14 +24,15 @@ struct CgroupClaim {
   // namespace; nullopt when it is gone (a late registration) or lives in
   // another namespace (it cannot be read here).
   std::optional<std::string> leader_cgroup;
-  // The dedicated cgroups of the other RUNNING runs.
+  // The dedicated cgroups of the other runs a sweep may still kill (RUNNING,
+  // or finished and not yet swept).
   std::vector<std::string> other_runs;
 };
 
 // OK when `claim.cgroup` is a normalised absolute path (no "..", no ".",
 // no empty component), not "/", under the cgroup2 mount, an existing
 // directory there, not an ancestor of (or equal to) runreaperd's own cgroup
-// or another RUNNING run's dedicated cgroup, and, while the leader is alive
+// or another live or unswept run's dedicated cgroup, and, while the leader is alive
 // here, holding the leader. INVALID_ARGUMENT for a malformed path,
 // FAILED_PRECONDITION otherwise; every message starts with "cgroup: " and
 // quotes the path C-escaped. Touches the file system only to stat the

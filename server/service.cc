@@ -230,10 +230,15 @@ absl::Status ReconcilerService::CheckClaimedCgroup(const v1::RegisterRunRequest&
                        live.status().message()));
     }
   }
+  // Every run whose cgroup a sweep may still kill: RUNNING, or finished and
+  // not yet swept.
   ASSIGN_OR_RETURN(std::vector<v1::Run> running, store_->ListRunning());
-  for (const v1::Run& other : running) {
-    if (other.run_id() != r.run_id() && !other.cgroup().empty()) {
-      claim.other_runs.push_back(other.cgroup());
+  ASSIGN_OR_RETURN(std::vector<v1::Run> unswept, store_->ListTerminalUnswept());
+  for (const std::vector<v1::Run>* runs : {&running, &unswept}) {
+    for (const v1::Run& other : *runs) {
+      if (other.run_id() != r.run_id() && !other.cgroup().empty()) {
+        claim.other_runs.push_back(other.cgroup());
+      }
     }
   }
   return CheckCgroupClaim(claim);

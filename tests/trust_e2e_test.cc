@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "base/test_util.h"
 #include "gtest/gtest.h"
 #include "tests/e2e_util.h"
@@ -270,6 +271,59 @@ TEST(IdentityTrustTest, CgroupClaimsAreVerified) {
   auto ctx = Ctx();
   ASSERT_TRUE(d.stub()->ListRuns(ctx.get(), list, &runs).ok());
   EXPECT_EQ(runs.runs_size(), 0);
+}
+
+// Moves `pid` into the cgroup at `dir` (a directory under the mount).
+bool MoveInto(const std::string& dir, pid_t pid) {
+  std::ofstream procs(dir + "/cgroup.procs");
+  procs << pid << std::endl;
+  return procs.good();
+}
+
+// A finished run that is not swept yet still owns its cgroup (its sweep
+// writes cgroup.kill there): a new run may not claim an ancestor of it,
+// which would make the new run's sweep kill the old run's processes too.
+TEST(IdentityTrustTest, AnUnsweptRunsCgroupIsNoOneElsesAncestor) {
+  const std::string mount = Cgroup2MountPoint();
+  if (mount.empty()) GTEST_SKIP() << "no cgroup v2 mount";
+  const std::string outer = absl::StrCat("/rr-trust-outer-", getpid());
+  const std::string inner = outer + "/inner";
+  if (mkdir((mount + outer).c_str(), 0755) != 0 ||
+      mkdir((mount + inner).c_str(), 0755) != 0) {
+    rmdir((mount + outer).c_str());
+    GTEST_SKIP() << "cannot create cgroups under " << mount;
+  }
+  TempDir dir;
+  Sleeper first;
+  Sleeper second;
+  std::string original;
+  {
+    std::ifstream f(absl::StrCat("/proc/", first.pid(), "/cgroup"));
+    std::getline(f, original);
+  }
+  ASSERT_TRUE(MoveInto(mount + inner, first.pid()));
+  ASSERT_TRUE(MoveInto(mount + outer, second.pid()));
+  Daemon d(dir.path(), {kSlowScan});
+  ASSERT_TRUE(d.Start()) << d.log();
+  grpc::Status s = RegisterWithCgroup(d, "old", first.pid(), inner);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  {
+    v1::FinishRunRequest fin;
+    fin.set_run_id("old");
+    v1::Run run;
+    auto ctx = Ctx();
+    ASSERT_TRUE(d.stub()->FinishRun(ctx.get(), fin, &run).ok());
+  }
+  s = RegisterWithCgroup(d, "new", second.pid(), outer);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
+  EXPECT_TRUE(absl::StrContains(s.error_message(), "cgroup: ")) << s.error_message();
+  // Back where they were, so the cgroups can go.
+  const std::string root = mount + "/" +
+      std::string(absl::StripPrefix(absl::StripPrefix(original, "0::"), "/"));
+  MoveInto(root, first.pid());
+  MoveInto(root, second.pid());
+  rmdir((mount + inner).c_str());
+  rmdir((mount + outer).c_str());
 }
 
 TEST(RequestTrustTest, DatabaseIsCreatedOwnerOnly) {
