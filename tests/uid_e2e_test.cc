@@ -206,6 +206,14 @@ TEST(UidE2ETest, NobodyRegistersItsOwnProcessAndTheRunShowsItsUid) {
                                                     ", process ", mine, " has ", mine)))
       << r.err;
 
+  // Its own process, named in a PID namespace runreaperd cannot verify:
+  // only root may register such a leader.
+  r = s.AsNobody({"register", "elsewhere", absl::StrCat("--pid=", mine), "--pidns=12345"});
+  EXPECT_NE(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(absl::StrContains(
+      r.err, absl::StrCat("uid 65534: process ", mine, " is named in PID namespace 12345")))
+      << r.err;
+
   r = s.AsNobody({"heartbeat", "mine"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   r = s.AsNobody({"finish", "mine", "--exit_code=0"});
