@@ -599,6 +599,55 @@ TEST_F(SweeperTest, CgroupKillSparesAKeptMember) {
   rmdir((cg->first.substr(0, cg->first.rfind('/'))).c_str());
 }
 
+// A run registered by a non-root uid signals only processes of that uid
+// (docs/SECURITY.md), checked at signal time. Here every member is root's
+// (the test's): the stubborn one is reported OTHER_UID at each stage, never
+// signalled, and survives; the run's dedicated cgroup (where the hierarchy
+// is writable) gets no cgroup.kill, which would kill root's process with it.
+TEST_F(SweeperTest, ARunOfAnotherUidSignalsNoneOfRootsProcesses) {
+  REQUIRE_PRIVATE_NS();
+  const std::string name = absl::StrCat("uid-", dir_.substr(dir_.rfind('/') + 1));
+  auto cg = MakeTestCgroup(name);
+  // One process (ignored signals survive exec), so the member set is fixed.
+  Spawned s = SpawnSh("(trap '' INT TERM; exec sleep 1000) & echo ready", {},
+                      cg.has_value() ? cg->first : "");
+  v1::Run run = RunOf("nobodys", s.id);
+  run.set_registered_uid(65534);
+  if (cg.has_value()) run.set_cgroup(s.id.cgroup);
+  Register(run);
+  WaitExit(s.pid);
+  ASSERT_OK(store_->Finish("nobodys", 0));
+  ASSERT_TRUE(WaitFor([&] { return LiveInGroup(s.pid).size() == 1; }));
+  const int member = LiveInGroup(s.pid).front();
+
+  Sweeper sweeper(store_.get(), &procfs_, Fast());
+  ASSERT_OK_AND_ASSIGN(v1::SweepResponse resp, sweeper.Sweep({}));
+  EXPECT_EQ(LiveInGroup(s.pid), std::vector<int>{member}) << "root's process was signalled";
+  ASSERT_EQ(resp.survivors_size(), 1);
+  EXPECT_EQ(resp.survivors(0).pid(), member);
+  std::set<std::string> stages;
+  bool cgroup_kill = false;
+  for (const v1::Event& e : Events("nobodys", v1::EVENT_TYPE_SIGNAL)) {
+    if (e.stage() == "cgroup.kill") {
+      cgroup_kill = true;
+      EXPECT_EQ(e.result(), "REFUSED") << e.detail();
+      EXPECT_NE(e.detail().find("is not the run's uid 65534"), std::string::npos) << e.detail();
+      continue;
+    }
+    EXPECT_EQ(e.pid(), member);
+    EXPECT_EQ(e.result(), "OTHER_UID") << e.ShortDebugString();
+    stages.insert(e.stage());
+  }
+  EXPECT_EQ(stages, (std::set<std::string>{"SIGINT", "SIGTERM", "SIGKILL"}));
+  EXPECT_EQ(cgroup_kill, cg.has_value());
+  EXPECT_TRUE(SentByStage("nobodys").empty());
+  KillEverythingElse();
+  if (cg.has_value()) {
+    EXPECT_EQ(rmdir(cg->first.c_str()), 0) << strerror(errno);
+    rmdir((cg->first.substr(0, cg->first.rfind('/'))).c_str());
+  }
+}
+
 TEST_F(SweeperTest, LeaderThatDidNotLeadItsGroupIsNotSweptByPgid) {
   REQUIRE_PRIVATE_NS();
   // The runner (a session leader) starts the "leader" and a later sibling in
