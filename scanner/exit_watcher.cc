@@ -72,12 +72,19 @@ struct ExitWatcher::Impl {
   int opening = 0;  // pidfds being opened outside mu; guarded by mu
   int fallbacks = 0;                                   // guarded by mu
   bool budget_logged = false;                          // guarded by mu
+  // Keys that fell back for want of a pidfd (budget reached, EMFILE/ENFILE),
+  // to be armed when one is free; and whether RearmWaiting has work (a
+  // pidfd was released or a process newly held since it last looked).
+  std::map<std::string, ProcessRef> waiting;           // guarded by mu
+  bool rearm_due = false;                              // guarded by mu
+  Fd* wake_fd = nullptr;  // &wake, for RemoveProcessLocked
   // Bumped by every change of the armed keys (arm, disarm, exit reported).
   std::atomic<uint64_t> generation{0};
 
   // Removes `key`; its process's pidfd leaves the epoll set and is closed
   // when no other key names it. mu held.
   void RemoveLocked(const std::string& key) {
+    waiting.erase(key);
     auto it = by_key.find(key);
     if (it == by_key.end()) return;
     auto w = by_process.find(it->second);
@@ -96,6 +103,17 @@ struct ExitWatcher::Impl {
     by_process.erase(w);
     generation.fetch_add(1);
     if (static_cast<int>(by_process.size()) < budget) budget_logged = false;
+    if (!waiting.empty()) {
+      // A pidfd is free: the Wait()ing thread wakes to re-arm (RearmWaiting).
+      rearm_due = true;
+      const uint64_t one = 1;
+      while (::write(wake_fd->get(), &one, sizeof(one)) < 0 && errno == EINTR) {
+      }
+    }
+  }
+
+  bool FullLocked() const {
+    return static_cast<int>(by_process.size()) + opening >= budget;
   }
 
   // Adds `key` to the watch of `ref`, which exists. mu held.
@@ -136,6 +154,7 @@ absl::StatusOr<std::unique_ptr<ExitWatcher>> ExitWatcher::Create(
     return absl::ErrnoToStatus(errno, "exit_watcher: epoll_create1");
   }
   impl->wake.Reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  impl->wake_fd = &impl->wake;
   if (!impl->wake.valid()) {
     return absl::ErrnoToStatus(errno, "exit_watcher: eventfd");
   }
@@ -164,12 +183,28 @@ ExitWatcher::ArmResult ExitWatcher::Arm(const std::string& key, int pid,
 
 ExitWatcher::ArmResult ExitWatcher::Arm(const std::string& key,
                                         const ProcessRef& process) {
+  return ArmImpl(key, process, /*rearm=*/false);
+}
+
+ExitWatcher::ArmResult ExitWatcher::ArmImpl(const std::string& key,
+                                            const ProcessRef& process, bool rearm) {
   const int pid = process.pid;
   const uint64_t start_time = process.start_time;
   const ProcessRef ref = WatchKey(process);
-  auto fallback = [&](const std::string& what, int err) {
+  // A re-arm is for a key still waiting: one disarmed meanwhile (its run
+  // left RUNNING) is not armed again. mu held.
+  auto gone_locked = [&] { return rearm && !impl_->waiting.count(key) != 0; };
+  // No pidfd to be had now. A first arm counts and logs it (`err` 0: no
+  // errno); `wait` keeps the key for RearmWaiting. A re-arm stays waiting,
+  // silently.
+  auto fallback = [&](const std::string& what, int err, bool wait) {
     std::lock_guard<std::mutex> lock(impl_->mu);
+    if (rearm) {
+      if (!wait) impl_->waiting.erase(key);  // retrying would not help
+      return ArmResult::kFallback;
+    }
     ++impl_->fallbacks;
+    if (wait) impl_->waiting[key] = ref;
     LogWarning(LogFields().Run(key).Pid(pid), "exit_watcher: ", what,
                err != 0 ? ": " : "", err != 0 ? std::strerror(err) : "",
                "; polling instead");
@@ -177,12 +212,14 @@ ExitWatcher::ArmResult ExitWatcher::Arm(const std::string& key,
   };
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
+    if (gone_locked()) return ArmResult::kFallback;
     auto current = impl_->by_key.find(key);
     if (current != impl_->by_key.end() && current->second == ref) {
       return ArmResult::kArmed;  // already watching this very process
     }
-    // Whatever happens, the old watch of this key no longer applies.
-    impl_->RemoveLocked(key);
+    // Whatever happens, the old watch of this key no longer applies (a
+    // re-armed key holds none).
+    if (!rearm) impl_->RemoveLocked(key);
     if (pid <= 0) {
       ++impl_->fallbacks;
       LogWarning(LogFields().Run(key).Pid(pid),
@@ -192,19 +229,21 @@ ExitWatcher::ArmResult ExitWatcher::Arm(const std::string& key,
     if (impl_->by_process.contains(ref)) {
       // Shared: verified when its pidfd was opened; an exit since then is
       // reported for this key too by the next Wait() (level-triggered).
+      impl_->waiting.erase(key);
       impl_->AddKeyLocked(key, ref);
       return ArmResult::kArmed;
     }
-    if (static_cast<int>(impl_->by_process.size()) + impl_->opening >=
-        impl_->budget) {
+    if (impl_->FullLocked()) {
+      if (rearm) return ArmResult::kFallback;
       ++impl_->fallbacks;
+      impl_->waiting[key] = ref;
       if (!impl_->budget_logged) {
         impl_->budget_logged = true;
         LogWarning(LogFields().Run(key).Pid(pid), "exit_watcher: ",
                    impl_->budget,
                    " pidfds held (the descriptor budget: soft RLIMIT_NOFILE "
                    "minus the reserve); this and further runs are polled "
-                   "instead until one is released");
+                   "instead until pidfds are released, then watched");
       }
       return ArmResult::kFallback;
     }
@@ -222,17 +261,18 @@ ExitWatcher::ArmResult ExitWatcher::Arm(const std::string& key,
   if (!pidfd.valid()) {
     switch (errno) {
       case ESRCH:  // no such process: already exited and reaped
-        return ArmResult::kExited;
+        return Exited(key, rearm);
       case EINVAL:  // a pid with no tasks left (or, before Linux 6.9, a
                     // thread that does not lead its group): not the process
-        return ArmResult::kExited;
+        return Exited(key, rearm);
       case ENOENT:  // Linux >= 6.9: a thread that does not lead its group;
                     // "no process with that pid"
-        return ArmResult::kExited;
-      case EMFILE:  // out of descriptors: this record is polled instead
+        return Exited(key, rearm);
+      case EMFILE:  // out of descriptors: polled until one is free
       case ENFILE:
+        return fallback("pidfd_open", errno, /*wait=*/true);
       default:
-        return fallback("pidfd_open", errno);
+        return fallback("pidfd_open", errno, /*wait=*/false);
     }
   }
 
@@ -241,18 +281,21 @@ ExitWatcher::ArmResult ExitWatcher::Arm(const std::string& key,
   absl::StatusOr<ProcStat> stat = impl_->procfs->ReadStat(pid);
   if (stat.ok()) {
     if (start_time != 0 && stat->start_time != start_time) {
-      return ArmResult::kExited;  // the recorded process is gone
+      return Exited(key, rearm);  // the recorded process is gone
     }
   } else if (PidfdReadable(pidfd.get())) {
     // Exited (and possibly reaped) between pidfd_open and the read.
-    return ArmResult::kExited;
+    return Exited(key, rearm);
   } else if (start_time != 0) {
     // Alive but unreadable: identity cannot be verified, so do not watch a
-    // process that might not be the recorded one.
-    return fallback(stat.status().ToString(), 0);
+    // process that might not be the recorded one. (EMFILE while reading:
+    // no descriptor for the read either; polled until one is free.)
+    return fallback(stat.status().ToString(), 0,
+                    /*wait=*/absl::IsResourceExhausted(stat.status()));
   }
 
   std::lock_guard<std::mutex> lock(impl_->mu);
+  if (gone_locked()) return ArmResult::kFallback;  // ours closes
   // A concurrent Arm may have re-armed this key or watched this process
   // since the check above.
   impl_->RemoveLocked(key);
@@ -276,9 +319,53 @@ ExitWatcher::ArmResult ExitWatcher::Arm(const std::string& key,
   w.id = id;
   impl_->by_id[id] = ref;
   impl_->AddKeyLocked(key, ref);
+  // Keys waiting for this very process can share it now.
+  if (!impl_->waiting.empty()) impl_->rearm_due = true;
   // A process that exited before this point has a readable pidfd already:
   // the level-triggered epoll set reports it at the next Wait().
   return ArmResult::kArmed;
+}
+
+ExitWatcher::ArmResult ExitWatcher::Exited(const std::string& key, bool rearm) {
+  if (rearm) {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->waiting.erase(key);
+  }
+  return ArmResult::kExited;
+}
+
+ExitWatcher::RearmResult ExitWatcher::RearmWaiting() {
+  RearmResult result;
+  std::vector<std::pair<std::string, ProcessRef>> todo;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (!impl_->rearm_due) return result;
+    impl_->rearm_due = false;
+    todo.assign(impl_->waiting.begin(), impl_->waiting.end());
+  }
+  for (const auto& [key, ref] : todo) {
+    {
+      // Past the budget only a process already held can take more keys.
+      std::lock_guard<std::mutex> lock(impl_->mu);
+      if (impl_->FullLocked() && !impl_->by_process.contains(WatchKey(ref))) continue;
+    }
+    switch (ArmImpl(key, ref, /*rearm=*/true)) {
+      case ArmResult::kArmed:
+        ++result.armed;
+        break;
+      case ArmResult::kExited:
+        result.exited.push_back(key);
+        break;
+      case ArmResult::kFallback:
+        break;
+    }
+  }
+  return result;
+}
+
+int ExitWatcher::waiting() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return static_cast<int>(impl_->waiting.size());
 }
 
 void ExitWatcher::Disarm(const std::string& key) {

@@ -3,7 +3,10 @@
 // process (pid, start time), shared by every key (run) that names it, and at
 // most budget() of them, so the descriptors the rest of the daemon needs
 // (gRPC, SQLite, the metrics server, /proc reads) are never used up by
-// watches: past the budget a key is polled instead (ArmResult::kFallback).
+// watches: past the budget a key is polled instead (ArmResult::kFallback),
+// and it waits for a pidfd: once pidfds are released (runs leave RUNNING,
+// leaders exit) RearmWaiting arms the waiting keys, so a fallback lasts only
+// as long as the budget is full.
 #ifndef RUNREAPER_SCANNER_EXIT_WATCHER_H_
 #define RUNREAPER_SCANNER_EXIT_WATCHER_H_
 
@@ -51,9 +54,24 @@ class ExitWatcher {
   // run and the pid (reaching the budget: once, until a pidfd is freed).
   ArmResult Arm(const std::string& key, const ProcessRef& process);
   ArmResult Arm(const std::string& key, int pid, uint64_t start_time);
-  // Stops watching under `key`; the pidfd is closed when no key names its
-  // process any more.
+  // Stops watching under `key` (and its wait for a pidfd); the pidfd is
+  // closed when no key names its process any more.
   void Disarm(const std::string& key);
+
+  // Arms keys that fell back for want of a pidfd (the budget was reached,
+  // or EMFILE/ENFILE) now that pidfds were released or their process is
+  // held: as many as the budget allows, each verified as Arm does. Does
+  // nothing (no system call) unless a pidfd was released or a process newly
+  // held since the last call; a release wakes Wait() so the waiting thread
+  // calls this at once. Keys whose process turned out gone are returned in
+  // `exited` (reconcile them) and no longer wait.
+  struct RearmResult {
+    int armed = 0;
+    std::vector<std::string> exited;
+  };
+  RearmResult RearmWaiting();
+  // Keys waiting for a pidfd.
+  int waiting() const;
 
   // Whether `key` is armed and its process has not exited: one poll (timeout
   // 0) on the held pidfd, no procfs read. An armed pidfd names exactly the
@@ -86,6 +104,11 @@ class ExitWatcher {
  private:
   struct Impl;
   explicit ExitWatcher(std::unique_ptr<Impl> impl);
+  // Arm, or (rearm) a waiting key's retry: only while it still waits,
+  // staying in the wait on a fallback, neither counted nor logged again.
+  ArmResult ArmImpl(const std::string& key, const ProcessRef& process, bool rearm);
+  // kExited; a re-armed key leaves the wait.
+  ArmResult Exited(const std::string& key, bool rearm);
   std::unique_ptr<Impl> impl_;
 };
 

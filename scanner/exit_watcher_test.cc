@@ -332,6 +332,70 @@ TEST_F(ExitWatcherTest, PastTheBudgetRunsArePolledAndSharingStillWorks) {
   EXPECT_EQ(w->armed(), 1);
 }
 
+// A key past the budget waits: once a pidfd is released, the release wakes
+// Wait() and RearmWaiting arms it, and its exit is then reported.
+TEST_F(ExitWatcherTest, WaitingKeysAreArmedWhenAPidfdIsReleased) {
+  struct rlimit lim;
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &lim), 0);
+  ExitWatcherOptions options;
+  options.reserve = static_cast<int>(lim.rlim_cur) - 1;  // budget: one pidfd
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ExitWatcher> w,
+                       ExitWatcher::Create(&procfs_, options));
+  TestChild a(nullptr, 7);
+  TestChild b(nullptr, 7);
+  TestChild c(nullptr, 7);
+  ASSERT_EQ(w->Arm("a", a.pid(), StartTime(a.pid())), ExitWatcher::ArmResult::kArmed);
+  EXPECT_EQ(w->Arm("b1", b.pid(), StartTime(b.pid())), ExitWatcher::ArmResult::kFallback);
+  EXPECT_EQ(w->Arm("b2", b.pid(), StartTime(b.pid())), ExitWatcher::ArmResult::kFallback);
+  EXPECT_EQ(w->Arm("c", c.pid(), StartTime(c.pid())), ExitWatcher::ArmResult::kFallback);
+  EXPECT_EQ(w->waiting(), 3);
+  // Nothing released yet: nothing to do.
+  EXPECT_EQ(w->RearmWaiting().armed, 0);
+  w->Disarm("c");  // its run left RUNNING: it no longer waits
+  EXPECT_EQ(w->waiting(), 2);
+  w->Disarm("a");  // a's pidfd is closed and Wait() is woken
+  EXPECT_TRUE(w->Wait(absl::Seconds(10)).empty());
+  ExitWatcher::RearmResult r = w->RearmWaiting();
+  EXPECT_EQ(r.armed, 2);  // b1 and b2 share one pidfd
+  EXPECT_TRUE(r.exited.empty());
+  EXPECT_EQ(w->waiting(), 0);
+  EXPECT_EQ(w->pidfds(), 1);
+  EXPECT_TRUE(w->IsArmed("b1"));
+  EXPECT_FALSE(w->IsArmed("c"));
+  EXPECT_EQ(w->fallbacks(), 3);  // the re-arm is not another fallback
+  b.Release();
+  std::vector<std::string> exited;
+  ASSERT_TRUE(WaitFor([&] {
+    for (std::string& k : w->Wait(absl::Milliseconds(10))) exited.push_back(k);
+    return exited.size() == 2;
+  }));
+  std::sort(exited.begin(), exited.end());
+  EXPECT_EQ(exited, (std::vector<std::string>{"b1", "b2"}));
+  b.Reap();
+}
+
+// A waiting key whose process exited meanwhile is returned to reconcile.
+TEST_F(ExitWatcherTest, AWaitingKeyWhoseProcessIsGoneIsReturnedAsExited) {
+  struct rlimit lim;
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &lim), 0);
+  ExitWatcherOptions options;
+  options.reserve = static_cast<int>(lim.rlim_cur) - 1;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ExitWatcher> w,
+                       ExitWatcher::Create(&procfs_, options));
+  TestChild a(nullptr, 7);
+  TestChild b(nullptr, 7);
+  ASSERT_EQ(w->Arm("a", a.pid(), StartTime(a.pid())), ExitWatcher::ArmResult::kArmed);
+  ASSERT_EQ(w->Arm("b", b.pid(), StartTime(b.pid())), ExitWatcher::ArmResult::kFallback);
+  b.Release();
+  b.Reap();
+  w->Disarm("a");
+  ExitWatcher::RearmResult r = w->RearmWaiting();
+  EXPECT_EQ(r.armed, 0);
+  EXPECT_EQ(r.exited, std::vector<std::string>{"b"});
+  EXPECT_EQ(w->waiting(), 0);
+  EXPECT_EQ(w->pidfds(), 0);
+}
+
 TEST_F(ExitWatcherTest, DefaultReserveLeavesHalfOfASmallLimit) {
   struct rlimit saved;
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);

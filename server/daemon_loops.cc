@@ -59,7 +59,19 @@ void DaemonLoops::WatcherLoop() {
       if (stopping_) return;
     }
     std::vector<std::string> exited = deps_.watcher->Wait(options_.scan_interval);
-    if (exited.empty()) continue;
+    // Pidfds released (runs left RUNNING, leaders exited): runs that fell
+    // back to probing for want of one are watched again (a release wakes
+    // Wait). Nothing to do, and no system call, otherwise.
+    scanner::ExitWatcher::RearmResult rearmed = deps_.watcher->RearmWaiting();
+    if (rearmed.armed > 0) {
+      LogInfo("exit_watcher: ", rearmed.armed, " probed run(s) watched by pidfd again (",
+              deps_.watcher->waiting(), " still waiting for one)");
+    }
+    exited.insert(exited.end(), rearmed.exited.begin(), rearmed.exited.end());
+    if (exited.empty()) {
+      if (rearmed.armed > 0) UpdateWatchGauges();
+      continue;
+    }
     const absl::Time notified = absl::Now();
     absl::StatusOr<PassResult> result = deps_.reconciler->ReconcileRuns(exited);
     deps_.metrics->ExitsReconciled(absl::Now() - notified, exited.size(),
@@ -69,7 +81,13 @@ void DaemonLoops::WatcherLoop() {
       LogError("reconcile of exited runs: ", result.status().ToString());
       NoteFailure(result.status(), "reconcile of exited runs");
     }
+    UpdateWatchGauges();
   }
+}
+
+void DaemonLoops::UpdateWatchGauges() {
+  deps_.metrics->SetRunCounts(deps_.store->CountRuns());
+  deps_.metrics->SetWatcher(deps_.watcher->armed(), deps_.watcher->fallbacks());
 }
 
 void DaemonLoops::RunOnePass() {

@@ -1,5 +1,6 @@
 // runreaperd's background loops, one thread each: the exit watcher (a pidfd
-// turns readable -> reconcile those runs at once), the periodic reconcile
+// turns readable -> reconcile those runs at once; a pidfd released -> runs
+// that were probed for want of one are watched again), the periodic reconcile
 // pass, the health monitor (a pass running longer than the deadline turns
 // health NOT_SERVING until a pass completes; so does running out of file
 // descriptors, until descriptors are free again: server/descriptors.h), and,
@@ -87,6 +88,9 @@ class DaemonLoops {
   // Applies serving = !overrun_ && !out_of_fds_ when it changed (health
   // service, metric, one log line naming `why`).
   void UpdateHealthLocked(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The run-count and watched/probed gauges, refreshed after the watcher
+  // loop changed the watched set (exits reconciled, probed runs re-armed).
+  void UpdateWatchGauges();
   // A pass or reconcile that failed for lack of descriptors is reported.
   void NoteFailure(const absl::Status& status, absl::string_view where);
 

@@ -232,6 +232,59 @@ TEST(FdBudgetE2ETest, StartWithNofile64AndFiveThousandRunningRunsServes) {
   EXPECT_TRUE(absl::StrContains(body, "runreaper_running_runs{detection=\"probe\"} 1800")) << body;
 }
 
+// Runs probed because the budget was full are watched once pidfds free up:
+// 40 leaders under a budget of 32 (nofile 64) leave 8 runs probed; finishing
+// 20 runs releases at least 12 pidfds, and every run left becomes watched
+// (the metric says so); then their leaders' exits are seen by the exit
+// watcher, not by a pass (the pass interval is 60 s).
+TEST(FdBudgetE2ETest, ProbedRunsAreWatchedOncePidfdsAreReleased) {
+  TempDir dir;
+  std::vector<std::unique_ptr<Sleeper>> sleepers;
+  std::vector<pid_t> leaders;
+  for (int i = 0; i < 40; ++i) {
+    sleepers.push_back(std::make_unique<Sleeper>());
+    leaders.push_back(sleepers.back()->pid());
+  }
+  SeedRunning(dir, leaders, 1);  // runs l0-0 .. l39-0
+  Daemon d(dir.path(), {"--scan_interval=60s", "--metrics=127.0.0.1:0"});
+  d.set_nofile(64);
+  ASSERT_TRUE(d.Start(absl::Seconds(60))) << d.log();
+  ASSERT_TRUE(AwaitLog(d, "exit detection: 32 running runs watched by 32 pidfds (budget 32), "
+                          "8 probed each pass"))
+      << d.log();
+  ASSERT_TRUE(AwaitLog(d, "(port ")) << d.log();
+  const std::string marker = "metrics on 127.0.0.1:0 (port ";
+  const std::string started = d.log();
+  const int port = atoi(started.c_str() + started.find(marker) + marker.size());
+  auto metric = [&](const std::string& series) {
+    return absl::StrContains(HttpGet(port, "/metrics"), series);
+  };
+  EXPECT_TRUE(metric("runreaper_running_runs{detection=\"probe\"} 8"));
+
+  auto stub = d.stub();
+  for (int i = 0; i < 20; ++i) {
+    grpc::Status s = Finish(stub.get(), absl::StrCat("l", i, "-0"));
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  ASSERT_TRUE(AwaitLog(d, "probed run(s) watched by pidfd again (0 still waiting for one)"))
+      << d.log();
+  // (The gauges are as of the last change the watcher loop made; finishes
+  // after the last re-arm are counted at the next pass.)
+  EXPECT_TRUE(WaitFor([&] { return metric("runreaper_running_runs{detection=\"probe\"} 0"); }))
+      << HttpGet(port, "/metrics");
+  EXPECT_EQ(CountFds(d.pid()).pidfds, 20);
+
+  for (int i = 20; i < 40; ++i) sleepers[i]->Kill();
+  for (int i = 20; i < 40; ++i) {
+    EXPECT_TRUE(AwaitLog(d, absl::StrCat("run l", i, "-0 RUNNING -> STALE (EXITED): exit watcher")))
+        << d.log();
+  }
+  EXPECT_FALSE(absl::StrContains(d.log(), "reconcile pass")) << d.log();
+  EXPECT_TRUE(WaitFor([&] { return metric("runreaper_running_runs{detection=\"pidfd\"} 0"); }))
+      << HttpGet(port, "/metrics");
+  EXPECT_TRUE(WaitFor([&] { return CountFds(d.pid()).pidfds == 0; }));
+}
+
 // Health stays SERVING only while the daemon can still answer: connections
 // that use up the descriptors (accept fails with EMFILE) turn it NOT_SERVING,
 // a call that needs a descriptor answers RESOURCE_EXHAUSTED, and once the
