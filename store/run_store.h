@@ -165,6 +165,9 @@ struct PruneResult {
   int64_t transactions = 0;    // delete transactions committed
   int64_t pages_vacuumed = 0;  // free pages given back to the file system
   int64_t summary_event_id = 0;  // the PRUNED event; 0 = nothing deleted
+  // The longest a run-deleting batch's statements took inside their
+  // transaction (the write lock held for them; the COMMIT comes on top).
+  absl::Duration longest_batch;
 };
 
 struct SweepProgress {

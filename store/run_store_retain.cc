@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "base/status_macros.h"
@@ -79,7 +80,10 @@ absl::StatusOr<PruneResult> RunStore::Prune(const PruneOptions& options) {
     for (bool more = true; more && !Stopped(options);) {
       int64_t runs = 0;
       int64_t events = 0;
+      absl::Duration took;
       RETURN_IF_ERROR(m.WriteBackground([&]() -> absl::Status {
+        const absl::Time started = absl::Now();
+        absl::Cleanup timed = [&] { took = absl::Now() - started; };
         runs = 0;
         events = 0;
         std::vector<std::pair<int64_t, std::string>> victims;
@@ -111,6 +115,7 @@ absl::StatusOr<PruneResult> RunStore::Prune(const PruneOptions& options) {
       result.runs += runs;
       result.events += events;
       ++result.transactions;
+      result.longest_batch = std::max(result.longest_batch, took);
     }
 
     // Run-less events older than the cutoff, a batch per transaction.

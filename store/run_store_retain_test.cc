@@ -298,6 +298,7 @@ TEST_F(RetainTest, EachTransactionDeletesAtMostABatch) {
   EXPECT_EQ(r.runs, 25);
   EXPECT_EQ(r.events, 75);
   EXPECT_EQ(r.transactions, 3);
+  EXPECT_GT(r.longest_batch, absl::ZeroDuration());
   int64_t before = 25;
   for (int64_t left : left_after_commit) {
     EXPECT_LE(before - left, 10);
