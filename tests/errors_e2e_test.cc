@@ -140,6 +140,16 @@ TEST_F(ErrorsE2ETest, AStreamingRequestThatDoesNotParseIsInvalidArgument) {
   EXPECT_FALSE(absl::StrContains(daemon_->log(), "libprotobuf")) << daemon_->log();
 }
 
+// A request larger than gRPC's receive limit (4 MiB) is refused by gRPC
+// itself with RESOURCE_EXHAUSTED; the rewrite leaves that answer alone.
+TEST_F(ErrorsE2ETest, ARequestPastTheSizeLimitStaysResourceExhausted) {
+  const std::string big(5 << 20, 'x');
+  grpc::Status s = RawCall(daemon_->channel(), absl::StrCat(kMethod, "GetRun"),
+                           absl::StrCat("\x0a\x80\x80\x40", big));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  EXPECT_TRUE(absl::StrContains(s.error_message(), "larger than max")) << s.error_message();
+}
+
 // Every answer is counted by method and code; the rewritten answers count as
 // INVALID_ARGUMENT, not UNIMPLEMENTED.
 TEST_F(ErrorsE2ETest, RewrittenAnswersAreCountedByTheirCode) {
