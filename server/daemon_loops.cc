@@ -145,27 +145,40 @@ void DaemonLoops::PassLoop() {
 void DaemonLoops::MonitorLoop() {
   const absl::Duration tick = std::max(
       absl::Milliseconds(10), std::min(options_.pass_deadline / 4, absl::Seconds(1)));
+  absl::Time last_count = absl::Now();
   while (!WaitStop(tick)) {
     // Descriptors: a report since the last tick means out (NOT_SERVING for
-    // at least a tick); back to SERVING once some are free again (counted
-    // outside the lock: a readdir of /proc/self/fd).
-    std::string where;
+    // at least a tick). The free descriptors are counted (a readdir of
+    // /proc/self/fd, outside the lock) every tick while out, to see them
+    // free again, and every options_.descriptor_check otherwise, to catch
+    // what no report names (gRPC's own TCP accepts, the metrics server).
+    std::string why;
     int64_t reports = 0;
-    const bool reported = deps_.descriptors != nullptr && deps_.descriptors->Take(&where, &reports);
+    const bool reported = deps_.descriptors != nullptr && deps_.descriptors->Take(&why, &reports);
+    if (reported) {
+      why = absl::StrCat("out of file descriptors: ", why,
+                         reports > 1 ? absl::StrCat(" and ", reports - 1, " more") : "");
+    }
     bool was_out;
     {
       absl::MutexLock lock(&mu_);
       was_out = out_of_fds_;
     }
-    const bool recovered = !reported && was_out && HasDescriptorHeadroom();
+    bool out = was_out || reported;
+    const absl::Time now = absl::Now();
+    if (!reported && deps_.descriptors != nullptr &&
+        (was_out || now - last_count >= options_.descriptor_check)) {
+      last_count = now;
+      const int64_t free = FreeDescriptors();
+      const int64_t wanted = WantedFreeDescriptors();
+      // Free again at `wanted`; out (without a report) below half of it.
+      out = was_out ? free < wanted : free < std::max<int64_t>(1, wanted / 2);
+      if (out && !was_out) why = absl::StrCat("only ", free, " file descriptors free");
+    }
     absl::MutexLock lock(&mu_);
-    if (reported && !out_of_fds_) {
-      out_of_fds_ = true;
-      UpdateHealthLocked(absl::StrCat("out of file descriptors: ", where,
-                                      reports > 1 ? absl::StrCat(" and ", reports - 1, " more") : ""));
-    } else if (recovered && out_of_fds_) {
-      out_of_fds_ = false;
-      UpdateHealthLocked("file descriptors are free again");
+    if (out != out_of_fds_) {
+      out_of_fds_ = out;
+      UpdateHealthLocked(out ? why : "file descriptors are free again");
     }
     if (in_pass_ && !overrun_ && absl::Now() - pass_started_ > options_.pass_deadline) {
       overrun_ = true;

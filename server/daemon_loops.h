@@ -34,6 +34,9 @@ struct LoopOptions {
   // runreaperd --retain: swept runs that ended longer ago are deleted
   // (store::RunStore::Prune); 0 = no prune loop, everything is kept.
   absl::Duration retain = absl::ZeroDuration();
+  // How often the health monitor counts free descriptors when no report
+  // said they ran out (with LoopDeps::descriptors set).
+  absl::Duration descriptor_check = absl::Seconds(5);
 };
 
 // How often the prune loop runs for a retention: retain / 10, at least 1 s

@@ -6,8 +6,11 @@
 // only that one.
 #include "server/daemon_loops.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <memory>
 #include <string>
@@ -194,6 +197,36 @@ TEST_F(DaemonLoopsTest, PruneLoopDeletesOnlySweptRunsOlderThanTheRetention) {
   ASSERT_OK_AND_ASSIGN(std::vector<v1::Event> events, store_->ListEvents(0, "", 100));
   ASSERT_FALSE(events.empty());
   EXPECT_EQ(events.back().type(), v1::EVENT_TYPE_PRUNED);
+}
+
+// Without any report: descriptors used up (this process's own table, under
+// a low soft limit) are seen by the monitor's count, and freed again.
+TEST_F(DaemonLoopsTest, DescriptorsUsedUpWithoutAReportAreSeenByTheCount) {
+  DescriptorAlarm alarm;
+  LoopDeps deps = Deps();
+  deps.descriptors = &alarm;
+  LoopOptions options;
+  options.scan_interval = absl::Seconds(60);
+  options.pass_deadline = absl::Milliseconds(100);
+  options.descriptor_check = absl::Milliseconds(50);
+  DaemonLoops loops(std::move(deps), options);
+  loops.Start();
+  struct rlimit old;
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
+  struct rlimit low = old;
+  low.rlim_cur = 128;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::vector<int> fds;
+  for (int fd; (fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) fds.push_back(fd);
+  const bool flipped = WaitFor([&] { return !health().empty(); }, absl::Seconds(10));
+  for (int fd : fds) close(fd);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
+  ASSERT_TRUE(flipped);
+  EXPECT_EQ(health()[0], false);
+  ASSERT_TRUE(WaitFor([&] { return health().size() >= 2; }, absl::Seconds(10)));
+  EXPECT_EQ(health()[1], true);
+  loops.RequestStop();
+  loops.Join();
 }
 
 }  // namespace

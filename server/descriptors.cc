@@ -24,18 +24,22 @@ int64_t SoftDescriptorLimit() {
   return static_cast<int64_t>(std::min<rlim_t>(lim.rlim_cur, rlim_t{1} << 30));
 }
 
-bool HasDescriptorHeadroom() {
-  const int64_t soft = SoftDescriptorLimit();
-  const int64_t want = std::max<int64_t>(1, std::min<int64_t>(16, soft / 8));
+int64_t FreeDescriptors() {
   DIR* dir = ::opendir("/proc/self/fd");
-  if (dir == nullptr) return false;  // EMFILE: none free
+  if (dir == nullptr) return 0;  // EMFILE: none free
   int64_t open = 0;
   while (::readdir(dir) != nullptr) ++open;
   ::closedir(dir);
   // "." and ".." and the directory's own descriptor are not in use after.
   open -= 3;
-  return soft - open >= want;
+  return std::max<int64_t>(0, SoftDescriptorLimit() - open);
 }
+
+int64_t WantedFreeDescriptors() {
+  return std::max<int64_t>(1, std::min<int64_t>(16, SoftDescriptorLimit() / 8));
+}
+
+bool HasDescriptorHeadroom() { return FreeDescriptors() >= WantedFreeDescriptors(); }
 
 void DescriptorAlarm::Report(absl::string_view where) {
   absl::MutexLock lock(&mu_);

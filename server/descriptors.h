@@ -28,9 +28,14 @@ bool IsOutOfDescriptors(const absl::Status& status);
 // The soft RLIMIT_NOFILE (capped at 2^30; 1024 when unreadable).
 int64_t SoftDescriptorLimit();
 
-// Whether at least `min(16, soft limit / 8)` (at least 1) descriptors are
-// free: counts /proc/self/fd (which needs a descriptor itself: none free
-// answers false).
+// Free descriptors below the soft limit, counting /proc/self/fd (which needs
+// a descriptor itself: 0 when none is free to read it).
+int64_t FreeDescriptors();
+// How many must be free to count as "free again" after running out:
+// min(16, soft limit / 8), at least 1. Running out is declared by a report,
+// or by a count below half of it (hysteresis: no flapping near the line).
+int64_t WantedFreeDescriptors();
+// FreeDescriptors() >= WantedFreeDescriptors().
 bool HasDescriptorHeadroom();
 
 // Reports of running out, from any thread; the health monitor takes them.

@@ -55,12 +55,15 @@ TEST(HasDescriptorHeadroomTest, FalseWhenFullTrueWhenFreedAgain) {
     fds.push_back(fd);
   }
   EXPECT_FALSE(HasDescriptorHeadroom());
+  EXPECT_EQ(FreeDescriptors(), 0);
+  EXPECT_EQ(WantedFreeDescriptors(), 16);  // 128 / 8
   // 128 / 8 = 16 must be free.
   for (int i = 0; i < 15; ++i) {
     close(fds.back());
     fds.pop_back();
   }
   EXPECT_FALSE(HasDescriptorHeadroom());
+  EXPECT_EQ(FreeDescriptors(), 15);
   close(fds.back());
   fds.pop_back();
   EXPECT_TRUE(HasDescriptorHeadroom());

@@ -212,6 +212,7 @@ TEST(FdBudgetE2ETest, StartWithNofile64AndFiveThousandRunningRunsServes) {
                           "1800 probed each pass"))
       << d.log();
   EXPECT_EQ(CountFds(d.pid()).pidfds, 32);
+  std::printf("nofile 64, 5,000 RUNNING runs: daemon holds %d fds\n", CountFds(d.pid()).total);
   absl::StatusOr<int> health = HealthCheck(d.channel(), "");
   ASSERT_TRUE(health.ok()) << health.status();
   EXPECT_EQ(*health, kHealthServing);
@@ -314,8 +315,9 @@ TEST(FdBudgetE2ETest, OutOfDescriptorsIsNotServingUntilDescriptorsAreFree) {
     (void)HealthCheck(flood.back(), "", absl::Seconds(1));
   }
   ASSERT_TRUE(AwaitLog(d, "accept: Too many open files")) << d.log();
-  ASSERT_TRUE(AwaitLog(d, "health: NOT_SERVING (out of file descriptors: accept on the unix socket"))
-      << d.log();
+  // (Named by the accept's report, or by the monitor's own count if that
+  // came first.)
+  ASSERT_TRUE(AwaitLog(d, "health: NOT_SERVING (")) << d.log();
   EXPECT_EQ(*HealthCheck(first, ""), kHealthNotServing);
   EXPECT_EQ(*HealthCheck(first, "runreaper.v1.Reconciler"), kHealthNotServing);
   // Registration reads the leader's identity from /proc: no descriptor.
