@@ -297,7 +297,7 @@ TEST(FdBudgetE2ETest, ProbedRunsAreWatchedOncePidfdsAreReleased) {
 TEST(FdBudgetE2ETest, OutOfDescriptorsIsNotServingUntilDescriptorsAreFree) {
   TempDir dir;
   Sleeper leader;
-  Daemon d(dir.path(), {"--scan_interval=60s"});
+  Daemon d(dir.path(), {"--scan_interval=60s", "--metrics=127.0.0.1:0"});
   d.set_nofile(64);
   ASSERT_TRUE(d.Start()) << d.log();
   std::shared_ptr<grpc::Channel> first = d.channel();  // connected before
@@ -337,6 +337,15 @@ TEST(FdBudgetE2ETest, OutOfDescriptorsIsNotServingUntilDescriptorsAreFree) {
   // New clients connect and register again.
   s = Register(d.stub().get(), "fed", leader.pid(), &run);
   EXPECT_TRUE(s.ok()) << s.error_message();
+  // The refused registration is counted by its code.
+  const std::string marker = "metrics on 127.0.0.1:0 (port ";
+  const std::string started = d.log();
+  const int port = atoi(started.c_str() + started.find(marker) + marker.size());
+  const std::string body = HttpGet(port, "/metrics");
+  EXPECT_TRUE(absl::StrContains(body, "runreaper_rpcs_total{code=\"RESOURCE_EXHAUSTED\","
+                                      "method=\"runreaper.v1.Reconciler/RegisterRun\"} 1"))
+      << body;
+  EXPECT_TRUE(absl::StrContains(body, "runreaper_healthy 1")) << body;
   // One warning per spell, not one per failed accept.
   const std::string log = d.log();
   size_t warnings = 0;
