@@ -148,6 +148,11 @@ struct PruneOptions {
   // progress and every other per-run row). Also the events per transaction
   // when deleting old run-less events.
   int batch_runs = 200;
+  // A batch also ends, after the run being deleted, once its statements
+  // have taken this long (at least one run per batch): a bound on how long
+  // the write lock is held whatever a run owns (a run with thousands of
+  // events) and however loaded the machine is. The COMMIT comes on top.
+  absl::Duration batch_time = absl::Milliseconds(5);
   // Free pages handed back to the file system per transaction
   // (PRAGMA incremental_vacuum(N)) once the deletions are done.
   int vacuum_pages = 256;

@@ -96,7 +96,12 @@ absl::StatusOr<PruneResult> RunStore::Prune(const PruneOptions& options) {
             victims.emplace_back(s->ColumnInt(0), s->ColumnText(1));
           }
         }
+        bool out_of_time = false;
         for (const auto& [seq, run_id] : victims) {
+          if (runs > 0 && absl::Now() - started >= options.batch_time) {
+            out_of_time = true;  // the rest of `victims` comes next batch
+            break;
+          }
           for (size_t t = 0; t < PerRunDeletes().size(); ++t) {
             ASSIGN_OR_RETURN(ScopedStatement d, m.db->Prepare(PerRunDeletes()[t]));
             d->BindText(1, run_id);
@@ -109,7 +114,7 @@ absl::StatusOr<PruneResult> RunStore::Prune(const PruneOptions& options) {
           RETURN_IF_ERROR(d->Run());
           runs += m.db->Changes();
         }
-        more = static_cast<int>(victims.size()) == batch;
+        more = out_of_time || static_cast<int>(victims.size()) == batch;
         return absl::OkStatus();
       }));
       result.runs += runs;

@@ -309,6 +309,25 @@ TEST_F(RetainTest, EachTransactionDeletesAtMostABatch) {
   EXPECT_EQ(Count("SELECT count(*) FROM run_labels"), 0);
 }
 
+// The time budget ends a batch after the run being deleted, never before
+// the first: with a budget of 1 ns every transaction deletes one run.
+TEST_F(RetainTest, TheTimeBudgetEndsABatchAfterAtLeastOneRun) {
+  {
+    auto store = Open(Clock());
+    ASSERT_NE(store, nullptr);
+  }
+  InsertOldSweptRuns(path_, 5, absl::FromUnixSeconds(1600000000));
+  auto store = Open(Clock());
+  ASSERT_NE(store, nullptr);
+  PruneOptions po;
+  po.retain = absl::Hours(1);
+  po.batch_time = absl::Nanoseconds(1);
+  ASSERT_OK_AND_ASSIGN(PruneResult r, store->Prune(po));
+  EXPECT_EQ(r.runs, 5);
+  EXPECT_EQ(r.transactions, 5);
+  EXPECT_EQ(Count("SELECT count(*) FROM runs"), 0);
+}
+
 // A stop request ends the prune between transactions; what was deleted is
 // summarised, the rest is deleted by the next prune.
 TEST_F(RetainTest, StopEndsBetweenTransactions) {
