@@ -262,6 +262,7 @@ absl::Status Daemon::Start() {
   sopts.peer_creds = &peer_creds_;
   sopts.on_refused = [this](absl::string_view reason) { metrics_.CallerRefused(reason); };
   sopts.watch_queue_limit = options_.watch_queue_limit;
+  sopts.handler_threads = options_.handler_threads;
   service_ = std::make_unique<ReconcilerService>(
       store_.get(), &procfs_, reconciler_.get(), hub_.get(), sweeper_.get(),
       sopts);

@@ -1,3 +1,4 @@
+#include <algorithm>
 // runreaperd: the runreaper daemon. See docs/OPERATIONS.md.
 #include <cstdio>
 #include <string>
@@ -71,6 +72,11 @@ ABSL_FLAG(bool, lineage, true,
           "process that left the run's group, session and environment is "
           "still its member (MATCH_SOURCE_DESCENT). Unavailable = off, "
           "logged once; false = membership exactly as without lineage.");
+ABSL_FLAG(int, handler_threads, 16,
+          "Threads that answer the calls that wait on the disk or walk /proc "
+          "(RegisterRun, Heartbeat, FinishRun, CancelRun, Reconcile, "
+          "ListOrphans), so that concurrent writes share one commit; 0 = "
+          "answer them on gRPC's own few callback threads.");
 ABSL_FLAG(int, watch_queue_limit, 10000,
           "Events a WatchEvents stream may have unsent before it is ended with "
           "RESOURCE_EXHAUSTED (slow consumer; the message names the id to "
@@ -108,6 +114,7 @@ int main(int argc, char** argv) {
   options.lineage = absl::GetFlag(FLAGS_lineage);
   options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
   options.metrics = absl::GetFlag(FLAGS_metrics);
+  options.handler_threads = std::max(0, absl::GetFlag(FLAGS_handler_threads));
   const int limit = absl::GetFlag(FLAGS_watch_queue_limit);
   options.watch_queue_limit = limit > 0 ? static_cast<size_t>(limit) : 1;
   if (options.retain < absl::ZeroDuration()) {

@@ -54,7 +54,12 @@ ReconcilerService::ReconcilerService(store::RunStore* store,
       sweeper_(sweeper),
       options_(std::move(options)),
       timers_(std::make_unique<Timers>()),
-      worker_(options_.sweep_queue_limit) {}
+      worker_(options_.sweep_queue_limit) {
+  if (options_.handler_threads > 0) {
+    handlers_ = std::make_unique<HandlerPool>(options_.handler_threads,
+                                              options_.handler_queue_limit);
+  }
+}
 
 ReconcilerService::~ReconcilerService() { WaitForBackgroundWork(); }
 
@@ -79,10 +84,29 @@ void ReconcilerService::Leave() {
 
 grpc::ServerUnaryReactor* ReconcilerService::Serve(
     grpc::CallbackServerContext* ctx, absl::string_view method, Access access,
-    google::protobuf::Message* response, absl::FunctionRef<absl::Status()> body) {
+    google::protobuf::Message* response, std::function<absl::Status()> body,
+    Blocks blocks) {
   absl::Status status = Begin(ctx, method, access);
-  if (status.ok()) status = body();
-  return Done(ctx, response, status);
+  if (!status.ok() || blocks == Blocks::kNo || handlers_ == nullptr) {
+    if (status.ok()) status = body();
+    return Done(ctx, response, status);
+  }
+  // The reactor is taken here (the handler must return it) and finished
+  // from the pool thread; gRPC keeps ctx, the request and the response
+  // alive until then, and Server::Shutdown waits for it.
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  const absl::Status queued = handlers_->Submit([this, reactor, response,
+                                                 body = std::move(body)] {
+    const absl::Status s = body();
+    if (s.ok()) MakeValidUtf8(response);
+    reactor->Finish(ToGrpcStatus(s));
+    Leave();
+  });
+  if (!queued.ok()) {
+    reactor->Finish(ToGrpcStatus(queued));
+    Leave();
+  }
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* ReconcilerService::Done(
@@ -330,7 +354,7 @@ absl::StatusOr<v1::Run> ReconcilerService::DoRegister(
 grpc::ServerUnaryReactor* ReconcilerService::RegisterRun(
     grpc::CallbackServerContext* ctx, const v1::RegisterRunRequest* request,
     v1::Run* response) {
-  return Serve(ctx, "RegisterRun", Access::kOwn, response, [&]() -> absl::Status {
+  return Serve(ctx, "RegisterRun", Access::kOwn, response, [this, ctx, request, response]() -> absl::Status {
     absl::StatusOr<v1::Run> run = DoRegister(ctx, *request);
     if (!run.ok()) {
       if (!absl::IsInvalidArgument(run.status()) &&
@@ -342,24 +366,24 @@ grpc::ServerUnaryReactor* ReconcilerService::RegisterRun(
     }
     *response = *std::move(run);
     return absl::OkStatus();
-  });
+  }, Blocks::kYes);
 }
 
 grpc::ServerUnaryReactor* ReconcilerService::Heartbeat(
     grpc::CallbackServerContext* ctx, const v1::HeartbeatRequest* request,
     v1::Run* response) {
-  return Serve(ctx, "Heartbeat", Access::kOwn, response, [&]() -> absl::Status {
+  return Serve(ctx, "Heartbeat", Access::kOwn, response, [this, ctx, request, response]() -> absl::Status {
     RETURN_IF_ERROR(ValidateRunId(request->run_id()));
     RETURN_IF_ERROR(CheckOwner(ctx, "Heartbeat", request->run_id()));
     ASSIGN_OR_RETURN(*response, store_->Heartbeat(request->run_id()));
     return absl::OkStatus();
-  });
+  }, Blocks::kYes);
 }
 
 grpc::ServerUnaryReactor* ReconcilerService::FinishRun(
     grpc::CallbackServerContext* ctx, const v1::FinishRunRequest* request,
     v1::Run* response) {
-  return Serve(ctx, "FinishRun", Access::kOwn, response, [&]() -> absl::Status {
+  return Serve(ctx, "FinishRun", Access::kOwn, response, [this, ctx, request, response]() -> absl::Status {
     RETURN_IF_ERROR(ValidateRunId(request->run_id()));
     RETURN_IF_ERROR(CheckOwner(ctx, "FinishRun", request->run_id()));
     absl::StatusOr<v1::Run> run =
@@ -369,13 +393,13 @@ grpc::ServerUnaryReactor* ReconcilerService::FinishRun(
     if (reconciler_ != nullptr) reconciler_->Release(request->run_id());
     *response = *std::move(run);
     return absl::OkStatus();
-  });
+  }, Blocks::kYes);
 }
 
 grpc::ServerUnaryReactor* ReconcilerService::CancelRun(
     grpc::CallbackServerContext* ctx, const v1::CancelRunRequest* request,
     v1::Run* response) {
-  return Serve(ctx, "CancelRun", Access::kOwn, response, [&]() -> absl::Status {
+  return Serve(ctx, "CancelRun", Access::kOwn, response, [this, ctx, request, response]() -> absl::Status {
     RETURN_IF_ERROR(ValidateCancelRequest(*request));
     RETURN_IF_ERROR(CheckOwner(ctx, "CancelRun", request->run_id()));
     // The sweep's place in the queue first: a full queue refuses the call
@@ -396,13 +420,13 @@ grpc::ServerUnaryReactor* ReconcilerService::CancelRun(
       }
     });
     return absl::OkStatus();
-  });
+  }, Blocks::kYes);
 }
 
 grpc::ServerUnaryReactor* ReconcilerService::GetRun(
     grpc::CallbackServerContext* ctx, const v1::GetRunRequest* request,
     v1::Run* response) {
-  return Serve(ctx, "GetRun", Access::kRead, response, [&]() -> absl::Status {
+  return Serve(ctx, "GetRun", Access::kRead, response, [this, ctx, request, response]() -> absl::Status {
     RETURN_IF_ERROR(ValidateRunId(request->run_id()));
     ASSIGN_OR_RETURN(*response, store_->Get(request->run_id()));
     if (reconciler_ != nullptr) reconciler_->OverlayLastSeen(response);
@@ -414,7 +438,7 @@ grpc::ServerUnaryReactor* ReconcilerService::GetRun(
 grpc::ServerUnaryReactor* ReconcilerService::ListRuns(
     grpc::CallbackServerContext* ctx, const v1::ListRunsRequest* request,
     v1::ListRunsResponse* response) {
-  return Serve(ctx, "ListRuns", Access::kRead, response, [&]() -> absl::Status {
+  return Serve(ctx, "ListRuns", Access::kRead, response, [this, ctx, request, response]() -> absl::Status {
     RETURN_IF_ERROR(ValidateListRunsRequest(*request));
     store::ListRunsQuery query;
     query.state = request->state();
@@ -451,7 +475,7 @@ grpc::ServerUnaryReactor* ReconcilerService::WaitRun(
 grpc::ServerUnaryReactor* ReconcilerService::Reconcile(
     grpc::CallbackServerContext* ctx, const v1::ReconcileRequest* request,
     v1::ReconcileResponse* response) {
-  return Serve(ctx, "Reconcile", Access::kWrite, response, [&]() -> absl::Status {
+  return Serve(ctx, "Reconcile", Access::kWrite, response, [this, ctx, request, response]() -> absl::Status {
     if (reconciler_ == nullptr) {
       return absl::UnimplementedError("no reconciler in this server");
     }
@@ -466,17 +490,17 @@ grpc::ServerUnaryReactor* ReconcilerService::Reconcile(
     }
     response->set_examined(pass->examined);
     return absl::OkStatus();
-  });
+  }, Blocks::kYes);
 }
 
 grpc::ServerUnaryReactor* ReconcilerService::ListOrphans(
     grpc::CallbackServerContext* ctx, const v1::ListOrphansRequest* request,
     v1::ListOrphansResponse* response) {
-  return Serve(ctx, "ListOrphans", Access::kRead, response, [&]() -> absl::Status {
+  return Serve(ctx, "ListOrphans", Access::kRead, response, [this, ctx, request, response]() -> absl::Status {
     RETURN_IF_ERROR(ValidateOptionalRunId(request->run_id()));
     ASSIGN_OR_RETURN(*response, sweeper_->ListOrphans(request->run_id()));
     return absl::OkStatus();
-  });
+  }, Blocks::kYes);
 }
 
 grpc::ServerUnaryReactor* ReconcilerService::Sweep(
@@ -532,7 +556,7 @@ grpc::ServerWriteReactor<v1::Event>* ReconcilerService::WatchEvents(
 grpc::ServerUnaryReactor* ReconcilerService::ListEvents(
     grpc::CallbackServerContext* ctx, const v1::ListEventsRequest* request,
     v1::ListEventsResponse* response) {
-  return Serve(ctx, "ListEvents", Access::kRead, response, [&]() -> absl::Status {
+  return Serve(ctx, "ListEvents", Access::kRead, response, [this, ctx, request, response]() -> absl::Status {
     RETURN_IF_ERROR(ValidateListEventsRequest(*request));
     RETURN_IF_ERROR(CheckEventIdInRange(request->after_event_id()));
     const int limit =

@@ -32,6 +32,7 @@
 #include "server/peer_creds.h"
 #include "server/event_hub.h"
 #include "server/background_worker.h"
+#include "server/handler_pool.h"
 #include "server/reconciler.h"
 #include "server/request_validation.h"
 #include "server/streams.h"
@@ -72,6 +73,12 @@ struct ServiceOptions {
   std::function<void(absl::string_view reason)> on_refused;
   // Sweeps queued for the background worker at most (one more may run).
   size_t sweep_queue_limit = kMaxQueuedSweeps;
+  // Threads for the handlers that block (writes wait for their commit,
+  // Reconcile and ListOrphans walk /proc), and how many such calls may wait
+  // for one (past it: RESOURCE_EXHAUSTED). 0 threads: run them inline on
+  // gRPC's callback threads (tests).
+  int handler_threads = 16;
+  size_t handler_queue_limit = 4096;
 };
 
 class ReconcilerService final : public v1::Reconciler::CallbackService {
@@ -143,12 +150,16 @@ class ReconcilerService final : public v1::Reconciler::CallbackService {
   absl::Status Begin(grpc::CallbackServerContext* ctx, absl::string_view method,
                      Access access);
   void Leave();
-  // A unary call answered in the handler: Begin, then `body` (validates and
-  // fills `response`), then Done with body's status.
+  // A unary call: Begin, then `body` (validates and fills `response`), then
+  // Done with body's status. `body` runs in the handler when it is quick
+  // (Blocks::kNo), else on the handler pool, answering from there; it may
+  // only capture what outlives the handler (this, ctx, request, response).
+  enum class Blocks { kNo, kYes };
   grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* ctx,
                                   absl::string_view method, Access access,
                                   google::protobuf::Message* response,
-                                  absl::FunctionRef<absl::Status()> body);
+                                  std::function<absl::Status()> body,
+                                  Blocks blocks = Blocks::kNo);
   // Answers a unary call after Begin: on OK the response's text is made valid
   // UTF-8 (see MakeValidUtf8); then Finish and Leave.
   grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx,
@@ -194,6 +205,9 @@ class ReconcilerService final : public v1::Reconciler::CallbackService {
   // The sweeps of Sweep and CancelRun: one thread, a bounded queue. Last, so
   // it is destroyed (running what it accepted) before what its jobs use.
   BackgroundWorker worker_;
+  // Last: destroyed first, so its threads are joined before the members
+  // their jobs use.
+  std::unique_ptr<HandlerPool> handlers_;
 };
 
 }  // namespace runreaper::server
