@@ -4,6 +4,7 @@
 #include <deque>
 #include <map>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -50,6 +51,7 @@ struct LineageTracker::State {
   bool resync_pending = false;
   absl::Time last_resync = absl::InfinitePast();
   Stats counters;
+  uint64_t version = 0;  // see LineageTracker::version()
 };
 
 LineageTracker::LineageTracker(const ProcFs* procfs)
@@ -81,6 +83,12 @@ bool LineageTracker::HasGap(const std::string& run_id) const {
   return it != state_->runs.end() && it->second.gap;
 }
 
+bool LineageTracker::Complete(const std::string& run_id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = state_->runs.find(run_id);
+  return it != state_->runs.end() && !it->second.gap;
+}
+
 // Forgets node `id` as a live process; erases it, and then its exited
 // ancestors, once nothing below needs them for the ancestry.
 void LineageTracker::MarkGone(uint64_t id) {
@@ -89,6 +97,7 @@ void LineageTracker::MarkGone(uint64_t id) {
   if (it == st.nodes.end()) return;
   Node& n = it->second;
   n.gone = true;
+  ++st.version;
   auto live = st.live.find(n.pid);
   if (live != st.live.end() && live->second == id) st.live.erase(live);
   uint64_t cur = id;
@@ -161,6 +170,7 @@ void LineageTracker::AddChildLocked(int parent_pid, int child_pid,
   st.live[child_pid] = id;
   st.unidentified.push_back(id);
   ++st.counters.forks_tracked;
+  ++st.version;
 }
 
 void LineageTracker::IdentifyPendingLocked() {
@@ -297,6 +307,7 @@ void LineageTracker::AttachSnapshotLocked(const Snapshot& snapshot) {
       n.owner = parent.owner;
       st.nodes[parent_id].children.push_back(id);
       st.live[c->pid] = id;
+      ++st.version;
       queue.push_back(c->pid);
     }
   }
@@ -382,6 +393,7 @@ absl::Status LineageTracker::Track(const std::vector<LineageRun>& runs) {
   absl::MutexLock lock(&mu_);
   State& st = *state_;
   --st.seeding;
+  ++st.version;
   if (!snapshot.ok()) {
     if (st.seeding == 0) st.seed_buffer.clear();
     return snapshot.status();
@@ -464,6 +476,7 @@ int LineageTracker::Adopt(const std::string& run_id,
     st.live[p.pid] = id;
     ++adopted;
   }
+  ++st.version;
   return adopted;
 }
 
@@ -474,6 +487,7 @@ void LineageTracker::Untrack(const std::string& run_id) {
   if (rit == st.runs.end()) return;
   const uint64_t leader = rit->second.leader;
   st.runs.erase(rit);
+  ++st.version;
   // The owner its processes pass to: the run owning the leader's parent.
   std::string heir;
   if (leader != 0) {
@@ -601,6 +615,49 @@ RunLineage LineageTracker::Members(const std::string& run_id) {
     out.members.push_back(std::move(d));
   }
   return out;
+}
+
+absl::Status LineageTracker::Resync() {
+  // Walk outside the lock: forks seen meanwhile are applied as they come,
+  // and a walk's process already tracked is skipped.
+  absl::StatusOr<Snapshot> snapshot = procfs_->Walk();
+  if (!snapshot.ok()) return snapshot.status();
+  absl::MutexLock lock(&mu_);
+  ++state_->counters.resyncs;
+  AttachSnapshotLocked(*snapshot);
+  return absl::OkStatus();
+}
+
+std::vector<TrackedDescendant> LineageTracker::Export(uint64_t* version) const {
+  absl::MutexLock lock(&mu_);
+  const State& st = *state_;
+  if (version != nullptr) *version = st.version;
+  std::vector<TrackedDescendant> out;
+  for (const auto& [id, n] : st.nodes) {
+    if (n.gone || n.start_time == 0) continue;
+    auto run = st.runs.find(n.owner);
+    if (run == st.runs.end() || run->second.leader == id) continue;
+    TrackedDescendant d;
+    d.run_id = n.owner;
+    d.pid = n.pid;
+    d.start_time = n.start_time;
+    if (n.parent != 0) {
+      auto p = st.nodes.find(n.parent);
+      if (p != st.nodes.end()) d.parent_pid = p->second.pid;
+    }
+    out.push_back(std::move(d));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const TrackedDescendant& a, const TrackedDescendant& b) {
+              return std::tie(a.run_id, a.pid, a.start_time) <
+                     std::tie(b.run_id, b.pid, b.start_time);
+            });
+  return out;
+}
+
+uint64_t LineageTracker::version() const {
+  absl::MutexLock lock(&mu_);
+  return state_->version;
 }
 
 LineageTracker::Stats LineageTracker::stats() const {

@@ -59,6 +59,15 @@ struct Descendant {
   std::vector<int> ancestors;
 };
 
+// A tracked descendant as the tracker holds it (no /proc read): for durable
+// lineage (server/lineage_persist.h).
+struct TrackedDescendant {
+  std::string run_id;
+  int pid = 0;
+  uint64_t start_time = 0;
+  int parent_pid = 0;  // nearest tracked ancestor; 0 = none (adopted)
+};
+
 struct RunLineage {
   bool tracked = false;  // Track()ed and not Untrack()ed
   bool gap = false;
@@ -118,6 +127,22 @@ class LineageTracker {
   RunLineage Members(const std::string& run_id);
 
   bool HasGap(const std::string& run_id) const;
+  // Tracked and without a gap: every descendant of the run is known here.
+  bool Complete(const std::string& run_id) const;
+
+  // Re-walks /proc once and attaches what is reachable by ppid from tracked
+  // processes (after Adopt at a restart: what the adopted processes forked
+  // while no daemon listened). Errors: /proc cannot be walked.
+  absl::Status Resync();
+
+  // Every live, identified descendant the tracker holds (leaders excluded),
+  // without reading /proc; ordered by run id, then pid. *version (when not
+  // null) is set to version() as of this answer.
+  std::vector<TrackedDescendant> Export(uint64_t* version = nullptr) const;
+  // Changes whenever the set of tracked processes or their owners may have
+  // changed (a fork tracked, a process gone, a run tracked, adopted or
+  // untracked), so a caller holding an earlier Export can skip a new one.
+  uint64_t version() const;
 
   struct Stats {
     uint64_t events = 0;        // events applied

@@ -90,33 +90,6 @@ absl::Status CheckWithStat(const ProcFs& procfs, int pid,
   return absl::OkStatus();
 }
 
-// The pids (as text) listed in <dir>/cgroup.procs of `dir` and of every
-// cgroup below it.
-absl::Status ListCgroupProcs(const std::string& dir, int depth,
-                             std::vector<std::string>* out) {
-  if (depth > 64) return absl::OutOfRangeError(absl::StrCat(dir, ": too deep"));
-  ASSIGN_OR_RETURN(const std::string text,
-                   base::ReadFileToString(dir + "/cgroup.procs",
-                                          kCgroupProcsMax));
-  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
-    out->emplace_back(line);
-  }
-  DIR* d = ::opendir(dir.c_str());  // O_CLOEXEC is implied by opendir
-  if (d == nullptr) return absl::ErrnoToStatus(errno, absl::StrCat("opendir ", dir));
-  std::vector<std::string> children;
-  while (struct dirent* e = ::readdir(d)) {
-    const absl::string_view name(e->d_name);
-    if (name == "." || name == "..") continue;
-    if (e->d_type == DT_DIR) children.emplace_back(name);
-  }
-  ::closedir(d);
-  for (const std::string& child : children) {
-    absl::Status s = ListCgroupProcs(dir + "/" + child, depth + 1, out);
-    // A child cgroup removed since the listing holds nobody.
-    if (!s.ok() && !absl::IsNotFound(s)) return s;
-  }
-  return absl::OkStatus();
-}
 
 // Why the process `text` (a line of cgroup.procs) forbids cgroup.kill, or OK.
 absl::Status CheckCgroupMember(const ProcFs& procfs, absl::string_view text,
@@ -178,6 +151,32 @@ absl::Status CheckCgroupMember(const ProcFs& procfs, absl::string_view text,
 }
 
 }  // namespace
+
+absl::Status ListCgroupProcs(const std::string& dir, int depth,
+                             std::vector<std::string>* out) {
+  if (depth > 64) return absl::OutOfRangeError(absl::StrCat(dir, ": too deep"));
+  ASSIGN_OR_RETURN(const std::string text,
+                   base::ReadFileToString(dir + "/cgroup.procs",
+                                          kCgroupProcsMax));
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    out->emplace_back(line);
+  }
+  DIR* d = ::opendir(dir.c_str());  // O_CLOEXEC is implied by opendir
+  if (d == nullptr) return absl::ErrnoToStatus(errno, absl::StrCat("opendir ", dir));
+  std::vector<std::string> children;
+  while (struct dirent* e = ::readdir(d)) {
+    const absl::string_view name(e->d_name);
+    if (name == "." || name == "..") continue;
+    if (e->d_type == DT_DIR) children.emplace_back(name);
+  }
+  ::closedir(d);
+  for (const std::string& child : children) {
+    absl::Status s = ListCgroupProcs(dir + "/" + child, depth + 1, out);
+    // A child cgroup removed since the listing holds nobody.
+    if (!s.ok() && !absl::IsNotFound(s)) return s;
+  }
+  return absl::OkStatus();
+}
 
 SignalOutcome KillCgroup(const ProcFs& procfs, const std::string& dir,
                          uint64_t min_start_time,

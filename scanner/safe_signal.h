@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "scanner/procfs.h"
@@ -58,6 +59,13 @@ SignalOutcome SignalProcess(const ProcFs& procfs, int pid,
 SignalOutcome KillCgroup(const ProcFs& procfs, const std::string& dir,
                          uint64_t min_start_time,
                          std::optional<uint32_t> only_uid = std::nullopt);
+
+// Appends the lines (pids as text; 0 for a process outside our PID
+// namespace) of <dir>/cgroup.procs and of every cgroup below it, `depth`
+// levels down already (at most 64). Errors: the read's (NOT_FOUND when
+// `dir` is gone); a child cgroup removed meanwhile is skipped.
+absl::Status ListCgroupProcs(const std::string& dir, int depth,
+                             std::vector<std::string>* out);
 
 }  // namespace runreaper::scanner
 

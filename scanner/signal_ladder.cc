@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
 #include <set>
 #include <string>
 #include <utility>
@@ -18,12 +19,6 @@ namespace {
 
 // Re-lists until the member set stops changing, at most this many times.
 constexpr int kMaxRelists = 8;
-
-std::set<ProcessRef> RefsOf(const Membership& membership) {
-  std::set<ProcessRef> refs;
-  for (const Member& m : membership.members) refs.insert(RefOf(m));
-  return refs;
-}
 
 // Polls until every target is drained or `grace` passes.
 void WaitDrained(const ProcFs& procfs, const std::vector<Member>& targets,
@@ -185,12 +180,24 @@ absl::StatusOr<Membership> ListMembers(const ProcFs& procfs,
   return m;
 }
 
+std::set<ProcessRef> RefsOf(const Membership& membership) {
+  std::set<ProcessRef> refs;
+  for (const Member& m : membership.members) refs.insert(RefOf(m));
+  return refs;
+}
+
 absl::StatusOr<Membership> ListStable(const ProcFs& procfs,
                                       const std::vector<RunSpec>& runs,
                                       SweepObserver* observer) {
-  ASSIGN_OR_RETURN(Membership prev, ListMembers(procfs, runs, observer));
+  return ListStable(
+      [&]() { return ListMembers(procfs, runs, observer); });
+}
+
+absl::StatusOr<Membership> ListStable(
+    const std::function<absl::StatusOr<Membership>()>& list) {
+  ASSIGN_OR_RETURN(Membership prev, list());
   for (int i = 0; i < kMaxRelists; ++i) {
-    ASSIGN_OR_RETURN(Membership next, ListMembers(procfs, runs, observer));
+    ASSIGN_OR_RETURN(Membership next, list());
     const bool same = RefsOf(next) == RefsOf(prev);
     prev = std::move(next);
     if (same) break;

@@ -18,6 +18,7 @@
 #define RUNREAPER_SCANNER_SIGNAL_LADDER_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <set>
 #include <vector>
@@ -119,6 +120,12 @@ absl::StatusOr<Membership> ListMembers(const ProcFs& procfs,
 absl::StatusOr<Membership> ListStable(const ProcFs& procfs,
                                       const std::vector<RunSpec>& runs,
                                       SweepObserver* observer);
+// The same over any one-listing function (the lineage tracker's,
+// scanner/lineage_members.h).
+absl::StatusOr<Membership> ListStable(
+    const std::function<absl::StatusOr<Membership>()>& list);
+// The processes a listing names (pid and start time).
+std::set<ProcessRef> RefsOf(const Membership& membership);
 
 // Signallable members, one per process: a process that belongs to several
 // runs is handled once, under the first run listed. A process kept by any of

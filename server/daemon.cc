@@ -17,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "base/log.h"
 #include "base/status_macros.h"
@@ -32,6 +33,7 @@
 #include "server/daemon_loops.h"
 #include "server/descriptors.h"
 #include "server/event_hub.h"
+#include "server/lineage_persist.h"
 #include "server/metrics.h"
 #include "server/peer_creds.h"
 #include "server/reconciler.h"
@@ -109,6 +111,7 @@ class Daemon {
   absl::Status Start();
   void Stop();
   absl::Status StartLineage();
+  void StopLineage();
 
   DaemonOptions options_;
   absl::Duration pass_deadline_;
@@ -123,6 +126,10 @@ class Daemon {
   std::unique_ptr<Sweeper> sweeper_;
   std::unique_ptr<scanner::LineageTracker> lineage_;  // null = lineage off
   std::unique_ptr<scanner::ProcEventStream> proc_events_;
+  std::unique_ptr<LineagePersister> lineage_store_;  // null = lineage off
+  // Flushes lineage_store_ every --lineage_persist_interval until stopped.
+  std::thread lineage_flush_;
+  absl::Notification lineage_stop_;
   std::unique_ptr<EventHub> hub_;
   std::unique_ptr<ReconcilerService> service_;
   PeerCreds peer_creds_;
@@ -172,12 +179,39 @@ absl::Status Daemon::StartLineage() {
                       "registered before this daemon started; processes "
                       "forked while no daemon listened are unknown");
   }
+  // Durable lineage: what the last daemon knew of these runs' descendants,
+  // re-attached where the same process (pid + start time) is still there.
+  lineage_store_ = std::make_unique<LineagePersister>(store_.get(), lineage_.get());
+  ASSIGN_OR_RETURN(const int adopted, lineage_store_->Restore());
   metrics_.SetLineageEnabled(true);
   metrics_.SetRunsWithLineageGap(
       static_cast<int64_t>(lineage_->stats().runs_with_gap));
   LogInfo("lineage: on (proc connector, receive buffer ", rcvbuf, " bytes, ",
-          all.size(), " run(s) followed)");
+          all.size(), " run(s) followed, ", adopted,
+          " stored descendant(s) re-attached, stored every ",
+          absl::FormatDuration(options_.lineage_persist_interval), ")");
+  lineage_flush_ = std::thread([this] {
+    while (!lineage_stop_.WaitForNotificationWithTimeout(
+        options_.lineage_persist_interval)) {
+      if (absl::Status s = lineage_store_->Flush(); !s.ok()) {
+        LogWarning("lineage: cannot store descendants: ", s.ToString());
+      }
+    }
+  });
   return absl::OkStatus();
+}
+
+// Stops the flush thread and stores what changed since its last flush (a
+// clean stop loses nothing), then the drain thread.
+void Daemon::StopLineage() {
+  if (lineage_flush_.joinable()) {
+    lineage_stop_.Notify();
+    lineage_flush_.join();
+    if (absl::Status s = lineage_store_->Flush(); !s.ok()) {
+      LogWarning("lineage: cannot store descendants: ", s.ToString());
+    }
+  }
+  proc_events_.reset();  // stops the drain thread before the tracker goes
 }
 
 absl::Status Daemon::Start() {
@@ -377,8 +411,9 @@ void Daemon::Stop() {
   metrics_server_.reset();
   hub_.reset();
   reconciler_.reset();
-  proc_events_.reset();  // stops the drain thread before the tracker goes
+  StopLineage();
   sweeper_.reset();
+  lineage_store_.reset();
   lineage_.reset();
   watcher_.reset();
   store_.reset();  // closes the database

@@ -47,6 +47,10 @@ struct DaemonOptions {
   // "Descent"). When the connector is unavailable the daemon starts
   // without it and logs "lineage: off (<reason>)".
   bool lineage = true;
+  // How often the lineage tracker's descendants of unswept runs are stored
+  // (only what changed, one transaction) for a restart (docs/ORPHANS.md
+  // "Durable lineage").
+  absl::Duration lineage_persist_interval = absl::Seconds(1);
 };
 
 // Serves until SIGTERM/SIGINT. Returns the process exit code (0 after a clean

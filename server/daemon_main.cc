@@ -77,6 +77,12 @@ ABSL_FLAG(int, handler_threads, 16,
           "(RegisterRun, Heartbeat, FinishRun, CancelRun, Reconcile, "
           "ListOrphans), so that concurrent writes share one commit; 0 = "
           "answer them on gRPC's own few callback threads.");
+ABSL_FLAG(absl::Duration, lineage_persist_interval, absl::Seconds(1),
+          "How often the descendants lineage follows for runs not yet swept "
+          "are stored (only what changed, one transaction), so a daemon "
+          "restarted after a crash still sweeps a leak whose parent chain "
+          "was broken; a descendant forked less than this before a crash "
+          "may be forgotten (the run shows a lineage gap either way).");
 ABSL_FLAG(int, watch_queue_limit, 10000,
           "Events a WatchEvents stream may have unsent before it is ended with "
           "RESOURCE_EXHAUSTED (slow consumer; the message names the id to "
@@ -112,6 +118,11 @@ int main(int argc, char** argv) {
   options.sweep_interval = absl::GetFlag(FLAGS_sweep_interval);
   options.retain = absl::GetFlag(FLAGS_retain);
   options.lineage = absl::GetFlag(FLAGS_lineage);
+  options.lineage_persist_interval = absl::GetFlag(FLAGS_lineage_persist_interval);
+  if (options.lineage_persist_interval <= absl::ZeroDuration()) {
+    fprintf(stderr, "runreaperd: --lineage_persist_interval must be > 0\n");
+    return 2;
+  }
   options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
   options.metrics = absl::GetFlag(FLAGS_metrics);
   options.handler_threads = std::max(0, absl::GetFlag(FLAGS_handler_threads));

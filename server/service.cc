@@ -498,7 +498,7 @@ grpc::ServerUnaryReactor* ReconcilerService::ListOrphans(
     v1::ListOrphansResponse* response) {
   return Serve(ctx, "ListOrphans", Access::kRead, response, [this, ctx, request, response]() -> absl::Status {
     RETURN_IF_ERROR(ValidateOptionalRunId(request->run_id()));
-    ASSIGN_OR_RETURN(*response, sweeper_->ListOrphans(request->run_id()));
+    ASSIGN_OR_RETURN(*response, sweeper_->ListOrphans(request->run_id(), request->walk()));
     return absl::OkStatus();
   }, Blocks::kYes);
 }

@@ -20,6 +20,7 @@
 #include "base/status_macros.h"
 #include "scanner/identity.h"
 #include "scanner/identity_proto.h"
+#include "scanner/lineage_members.h"
 #include "scanner/membership.h"
 #include "scanner/safe_signal.h"
 #include "scanner/signal_ladder.h"
@@ -113,6 +114,32 @@ struct Sweeper::Impl {
   }
   absl::Mutex mu;  // one sweep at a time
 
+  // Whether the tracker can answer a listing of `specs` (lineage on, every
+  // run tracked without a gap, in our PID namespace).
+  bool TrackerAnswers(const std::vector<RunSpec>& specs) const {
+    if (lineage == nullptr || specs.empty()) return false;
+    absl::StatusOr<uint64_t> self_ns = procfs->SelfPidNs();
+    return self_ns.ok() && scanner::TrackerCanAnswer(*lineage, specs, *self_ns);
+  }
+
+  // One listing from the tracker (scanner/lineage_members.h), `extra` pids
+  // considered too; nullopt when it cannot answer (then the caller walks).
+  std::optional<Membership> TrackerListing(const std::vector<RunSpec>& specs,
+                                           scanner::SweepObserver* observer,
+                                           const std::set<int>& extra) const {
+    if (!TrackerAnswers(specs)) return std::nullopt;
+    absl::StatusOr<Membership> m =
+        scanner::ListTrackedMembers(*procfs, *lineage, specs, observer, extra);
+    if (!m.ok()) {
+      if (!absl::IsFailedPrecondition(m.status())) {
+        LogWarning("sweeper: lineage listing failed, walking /proc: ",
+                   m.status().ToString());
+      }
+      return std::nullopt;
+    }
+    return *std::move(m);
+  }
+
   scanner::LadderOptions Ladder() const {
     scanner::LadderOptions o;
     o.sigint_grace = options.sigint_grace;
@@ -171,11 +198,37 @@ struct Sweeper::Impl {
       return OnlyUidOf((*specs_)[m.run_index].run_id);
     }
 
+    // Re-listings from the tracker (see SweepRuns) with the pids of the
+    // first listing: none of its members can drop out of view.
+    void RelistFromTracker(std::set<int> pids) {
+      tracker_pids_ = std::move(pids);
+      from_tracker_ = true;
+    }
+
     absl::StatusOr<std::vector<Member>> List() override {
-      ASSIGN_OR_RETURN(Membership members,
-                       scanner::ListStable(*impl_->procfs,
-                                          impl_->WithLineage(*specs_),
-                                          observer_));
+      Membership members;
+      std::optional<Membership> tracked;
+      if (from_tracker_) {
+        absl::StatusOr<Membership> stable =
+            scanner::ListStable([&]() -> absl::StatusOr<Membership> {
+              std::optional<Membership> m =
+                  impl_->TrackerListing(*specs_, observer_, tracker_pids_);
+              if (!m.has_value()) {
+                return absl::FailedPreconditionError("lineage listing failed");
+              }
+              return *std::move(m);
+            });
+        if (stable.ok()) tracked = *std::move(stable);
+      }
+      if (tracked.has_value()) {
+        members = *std::move(tracked);
+      } else {
+        from_tracker_ = false;  // a gap appeared: walk from now on
+        ASSIGN_OR_RETURN(members,
+                         scanner::ListStable(*impl_->procfs,
+                                             impl_->WithLineage(*specs_),
+                                             observer_));
+      }
       std::vector<Member> live = scanner::Targets(members);
       for (const Member& m : live) listed_->emplace(RefOf(m), m);
       return live;
@@ -281,6 +334,8 @@ struct Sweeper::Impl {
     std::map<Key, Member>* listed_;
     v1::SweepResponse* response_;
     store::SweepProgress claimed_;  // as read by the last Claim
+    bool from_tracker_ = false;
+    std::set<int> tracker_pids_;
     // Per stage, the latest time one of its targets was sent that stage's
     // signal (now for those signalled in this ladder).
     std::map<int, absl::Time> grace_start_;
@@ -377,6 +432,9 @@ struct Sweeper::Impl {
       if (!marked.ok()) {
         LogError("sweeper: cannot mark ", clean.size(),
                  " run(s) without members swept: ", marked.status().ToString());
+      } else if (lineage != nullptr) {
+        // Swept clean: their descendants need not be followed any more.
+        for (const std::string& id : clean) lineage->Untrack(id);
       }
     }
     for (Member& m : members->members) m.run_index = index[m.run_index];
@@ -456,6 +514,22 @@ struct Sweeper::Impl {
     // signalled again, and never at a lower stage: it continues from where
     // it is.
     StoreClaims claims(this, &specs, &only_uid, &observer, &listed, &response);
+    // The first listing walked /proc (it sees a process that joined a run's
+    // group or carries its cookie from outside its descent). When the
+    // tracker's listing of the same runs names the same processes, the
+    // ladder's re-listings come from the tracker: their cost is then the
+    // members', not the machine's. Otherwise every re-listing walks.
+    if (TrackerAnswers(specs)) {
+      std::set<int> pids;
+      for (const Member& m : members.members) pids.insert(m.process.pid);
+      scanner::SweepObserver tracker_observer;
+      std::optional<Membership> tracked =
+          TrackerListing(specs, &tracker_observer, pids);
+      if (tracked.has_value() &&
+          scanner::RefsOf(*tracked) == scanner::RefsOf(members)) {
+        claims.RelistFromTracker(std::move(pids));
+      }
+    }
     ASSIGN_OR_RETURN(scanner::LadderResult ladder,
                      scanner::RunLadder(*procfs, targets, Ladder(), claims));
     const std::vector<Member>& survivors = ladder.survivors;
@@ -499,7 +573,7 @@ Sweeper::Sweeper(store::RunStore* store, const scanner::ProcFs* procfs,
 Sweeper::~Sweeper() = default;
 
 absl::StatusOr<v1::ListOrphansResponse> Sweeper::ListOrphans(
-    const std::string& run_id) {
+    const std::string& run_id, bool walk) {
   std::vector<v1::Run> runs;
   if (!run_id.empty()) {
     ASSIGN_OR_RETURN(v1::Run run, impl_->store->Get(run_id));
@@ -512,9 +586,17 @@ absl::StatusOr<v1::ListOrphansResponse> Sweeper::ListOrphans(
   if (runs.empty()) return response;
   std::vector<RunSpec> specs;
   for (const v1::Run& r : runs) specs.push_back(SpecOf(r));
-  ASSIGN_OR_RETURN(Membership members,
-                   scanner::ListMembers(*impl_->procfs,
-                                        impl_->WithLineage(specs), nullptr));
+  std::optional<Membership> tracked;
+  if (!walk) tracked = impl_->TrackerListing(specs, nullptr, {});
+  Membership members;
+  if (tracked.has_value()) {
+    members = *std::move(tracked);
+    response.set_from_lineage(true);
+  } else {
+    ASSIGN_OR_RETURN(members,
+                     scanner::ListMembers(*impl_->procfs,
+                                          impl_->WithLineage(specs), nullptr));
+  }
   for (const Member& m : members.members) {
     v1::Orphan* o = response.add_orphans();
     *o = ToOrphan(specs, m);

@@ -43,7 +43,12 @@ class Sweeper {
 
   // Live members of terminal runs (one run when run_id is set; NOT_FOUND for
   // an unknown run), plus zombie, kept and unverified members, each flagged.
-  absl::StatusOr<v1::ListOrphansResponse> ListOrphans(const std::string& run_id);
+  // With lineage on and every listed run known to the tracker without a gap,
+  // the answer comes from the tracker's members (from_lineage set; see
+  // scanner/lineage_members.h for what that path cannot see); `walk` forces
+  // the /proc walk (to compare the two paths, and for benchmarks).
+  absl::StatusOr<v1::ListOrphansResponse> ListOrphans(const std::string& run_id,
+                                                      bool walk = false);
 
   // Sweeps one terminal run (run_id set) or all terminal runs with orphans.
   // dry_run lists the targets and sends nothing. All groups escalate
@@ -61,8 +66,11 @@ class Sweeper {
   absl::StatusOr<v1::SweepResponse> ResumeSweeps();
   // Lineage (docs/ORPHANS.md "Descent"): with a tracker set, every listing
   // adds the run's descendants by fork (MATCH_SOURCE_DESCENT, with the
-  // ancestor chain) to the other sources, a run swept clean is untracked,
-  // and orphans of a run with a gap say so. nullptr (the default) = off:
+  // ancestor chain) to the other sources, a run swept clean (or marked
+  // swept with nothing to sweep) is untracked, and orphans of a run with a
+  // gap say so. ListOrphans and the ladder's re-listings are answered from
+  // the tracker when it knows every listed run without a gap
+  // (docs/ORPHANS.md "Tracker path and walk path"). nullptr (the default) = off:
   // membership exactly as without lineage. Set before serving; not owned.
   void SetLineage(scanner::LineageTracker* lineage);
   // Starts following the descendants of newly registered runs (one /proc

@@ -17,11 +17,14 @@
 #include <string>
 #include <vector>
 
+#include <sqlite3.h>
+
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/file_util.h"
 #include "base/test_util.h"
 #include "gtest/gtest.h"
 #include "scanner/procfs.h"
@@ -181,6 +184,14 @@ TEST_F(LineageE2ETest, EscapedDescendantIsListedByDescentAndSwept) {
     }
   }
   EXPECT_TRUE(listed) << orphans.out;
+  // Answered from the tracker; the /proc walk (--walk) lists the same.
+  CtlResult json = RunCtl({"--socket=" + daemon_->socket(), "--json",
+                           "orphans", "ci-1"});
+  EXPECT_TRUE(absl::StrContains(json.out, "\"from_lineage\":true"))
+      << json.out;
+  CtlResult walked = RunCtl({"--socket=" + daemon_->socket(), "orphans",
+                             "ci-1", "--walk"});
+  EXPECT_EQ(walked.out, orphans.out);
 
   CtlResult sweep = RunCtl({"--socket=" + daemon_->socket(), "sweep", "ci-1"},
                            absl::Seconds(60));
@@ -223,6 +234,102 @@ TEST_F(LineageE2ETest, RunFromBeforeARestartShowsAGap) {
   ASSERT_TRUE(daemon_->Start()) << daemon_->log();
   get = RunCtl({"--socket=" + daemon_->socket(), "get", "ci-3"});
   EXPECT_TRUE(absl::StrContains(get.out, "lineage_gap:   yes")) << get.out;
+}
+
+// How many durable lineage rows name `pid` (read with sqlite3 directly; the
+// daemon's WAL file is readable beside it).
+int StoredRows(const std::string& db, int pid) {
+  sqlite3* h = nullptr;
+  int n = -1;
+  if (sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READONLY, nullptr) ==
+      SQLITE_OK) {
+    sqlite3_busy_timeout(h, 5000);
+    sqlite3_stmt* st = nullptr;
+    const std::string sql = absl::StrCat(
+        "SELECT count(*) FROM run_descendants WHERE pid = ", pid);
+    if (sqlite3_prepare_v2(h, sql.c_str(), -1, &st, nullptr) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW) {
+      n = sqlite3_column_int(st, 0);
+    }
+    sqlite3_finalize(st);
+  }
+  sqlite3_close_v2(h);
+  return n;
+}
+
+// The orphans line of `pid`, "" when not listed.
+std::string LineOf(const std::string& out, int pid) {
+  for (absl::string_view line : absl::StrSplit(out, '\n')) {
+    std::vector<absl::string_view> f =
+        absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (f.size() > 2 && f[1] == absl::StrCat(pid)) return std::string(line);
+  }
+  return "";
+}
+
+// Durable lineage: the daemon is killed (-9) after the escaped process was
+// reparented and stored; a new daemon has no ppid chain to find it by, and
+// still lists it (DESCENT) from the store and sweeps it. What that process
+// forked while no daemon ran is attached by ppid at the restart, and the
+// run shows its gap in get and orphans.
+TEST_F(LineageE2ETest, StoredDescendantsOutliveAKill9AndAreSwept) {
+  StartDaemon({"--lineage_persist_interval=100ms"});
+  if (!LineageOn()) GTEST_SKIP() << daemon_->log();
+  const std::string go = dir_.path() + "/go";
+  const std::string child_file = dir_.path() + "/child";
+  // The escaped process waits for `go`, then forks a child (born while the
+  // daemon is down) and becomes a stubborn sleeper itself.
+  Job job(absl::StrCat(
+      "( setsid env -i sh -c \"trap '' INT TERM; while [ ! -e ", go,
+      " ]; do sleep 0.05; done; sleep 120 & echo \\$! > ", child_file,
+      "; exec sleep 120\" </dev/null >/dev/null 2>&1 3>&- & echo $! >&3 ); "
+      "exit 0"));
+  const int leaked = LeakFrom(job, "ci-5");
+  ASSERT_TRUE(Alive(leaked));
+  ASSERT_TRUE(WaitFor([&] { return StoredRows(daemon_->db(), leaked) == 1; }))
+      << daemon_->log();
+
+  daemon_->Stop(SIGKILL);
+  {
+    const int fd = ::open(go.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    ASSERT_GE(fd, 0);
+    ::close(fd);
+  }
+  int child = -1;
+  ASSERT_TRUE(WaitFor([&] {
+    absl::StatusOr<std::string> text =
+        base::ReadFileToString(child_file, 64);
+    return text.ok() && absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &child) &&
+           child > 1;
+  }));
+  absl::StatusOr<scanner::ProcStat> st = procfs_.ReadStat(child);
+  ASSERT_TRUE(st.ok()) << st.status();
+  cleanup_.emplace_back(child, st->start_time);
+
+  StartDaemon({"--lineage_persist_interval=100ms"});
+  ASSERT_TRUE(LineageOn()) << daemon_->log();
+  EXPECT_TRUE(absl::StrContains(daemon_->log(),
+                                "1 stored descendant(s) re-attached"))
+      << daemon_->log();
+  CtlResult get = RunCtl({"--socket=" + daemon_->socket(), "get", "ci-5"});
+  EXPECT_TRUE(absl::StrContains(get.out, "lineage_gap:   yes")) << get.out;
+  CtlResult orphans =
+      RunCtl({"--socket=" + daemon_->socket(), "orphans", "ci-5"});
+  ASSERT_EQ(orphans.exit_code, 0) << orphans.err;
+  for (const int pid : {leaked, child}) {
+    const std::string line = LineOf(orphans.out, pid);
+    EXPECT_TRUE(absl::StrContains(line, "DESCENT")) << pid << "\n"
+                                                    << orphans.out;
+    EXPECT_TRUE(absl::StrContains(line, "lineage-gap")) << line;
+  }
+
+  CtlResult sweep = RunCtl({"--socket=" + daemon_->socket(), "sweep", "ci-5"},
+                           absl::Seconds(60));
+  EXPECT_EQ(sweep.exit_code, 0) << sweep.out << sweep.err;
+  EXPECT_TRUE(WaitFor([&] { return !Alive(leaked) && !Alive(child); }))
+      << sweep.out;
+  // Swept clean: its rows are gone.
+  EXPECT_TRUE(WaitFor([&] { return StoredRows(daemon_->db(), leaked) == 0; }));
 }
 
 }  // namespace

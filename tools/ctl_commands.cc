@@ -241,6 +241,7 @@ int CmdEvents(Client& c, const ParsedArgs& a) {
 int CmdOrphans(Client& c, const ParsedArgs& a) {
   v1::ListOrphansRequest req;
   if (a.positional.size() > 1) req.set_run_id(a.positional[1]);
+  req.set_walk(a.Bool("walk"));
   v1::ListOrphansResponse resp;
   auto ctx = c.Context();
   grpc::Status s = c.stub()->ListOrphans(ctx.get(), req, &resp);

@@ -86,10 +86,12 @@ const std::vector<Command>& Commands() {
        "events until interrupted (resuming by itself when the daemon restarts "
        "is up to the caller: use --since with the last id printed).",
        {"since", "run"}, {"follow"}, 0, 0},
-      {"orphans", "orphans [RUN_ID]",
+      {"orphans", "orphans [RUN_ID] [--walk]",
        "Lists live members of terminal runs (zombie, kept and unverified ones "
-       "flagged).",
-       {}, {}, 0, 1},
+       "flagged). Answered from runreaperd's lineage tracker when every run "
+       "is followed without a gap (docs/ORPHANS.md); --walk makes it walk "
+       "/proc instead.",
+       {}, {"walk"}, 0, 1},
       {"sweep", "sweep [RUN_ID] [--dry_run]",
        "Removes orphans with the SIGINT -> SIGTERM -> SIGKILL ladder (one run or "
        "all); --dry_run lists what would be signalled.",

@@ -1,0 +1,261 @@
+// The sweeper's two listing paths (docs/ORPHANS.md "Tracker path and walk
+// path") on the same runs: from the lineage tracker's members, and from a
+// /proc walk. Real processes, a real SQLite file. main() re-executes this
+// binary as pid 1 of a private PID + mount namespace, so every signal the
+// sweep sends lands inside it. The tracker is seeded from /proc walks only
+// (LineageTracker::Track): the proc connector ignores listeners outside the
+// initial PID namespace, so the jobs here keep their children until the run
+// is tracked.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/test_util.h"
+#include "gtest/gtest.h"
+#include "scanner/identity_proto.h"
+#include "scanner/lineage.h"
+#include "scanner/procfs.h"
+#include "scanner/safe_signal.h"
+#include "server/sweeper.h"
+#include "store/run_store.h"
+
+extern char** environ;
+
+namespace runreaper::server {
+namespace {
+
+constexpr char kInNsEnv[] = "RR_SWEEPER_LINEAGE_TEST_IN_PIDNS";
+
+#define REQUIRE_PRIVATE_NS()                                           \
+  do {                                                                 \
+    if (getpid() != 1) {                                               \
+      GTEST_SKIP() << "not pid 1 of a private PID namespace (unshare " \
+                      "failed); refusing to signal on the host";       \
+    }                                                                  \
+  } while (0)
+
+// Starts `sh -c script` in a new session with `env_extra` added; returns its
+// pid once it runs (the identity is captured by the caller).
+pid_t SpawnSh(const std::string& script,
+              const std::vector<std::string>& env_extra = {}) {
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) env_strings.push_back(*e);
+  for (const std::string& e : env_extra) env_strings.push_back(e);
+  std::vector<char*> envp;
+  for (std::string& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const char* argv[] = {"sh", "-c", script.c_str(), nullptr};
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setsid();
+    execve("/bin/sh", const_cast<char**>(argv), envp.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+// What a listing says of one process.
+using Listed = std::map<int, std::tuple<v1::MatchSource, bool, std::vector<int>>>;
+
+Listed ByPid(const v1::ListOrphansResponse& r) {
+  Listed out;
+  for (const v1::Orphan& o : r.orphans()) {
+    out[o.pid()] = {o.source(), o.kept(),
+                    std::vector<int>(o.ancestors().begin(), o.ancestors().end())};
+  }
+  return out;
+}
+
+class SweeperLineageTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/rr_swlinXXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    ASSERT_OK_AND_ASSIGN(store_, store::RunStore::Open(dir_ + "/runs.db"));
+    tracker_ = std::make_unique<scanner::LineageTracker>(&procfs_);
+    SweeperOptions o;
+    o.sigint_grace = absl::Milliseconds(200);
+    o.sigterm_grace = absl::Milliseconds(300);
+    sweeper_ = std::make_unique<Sweeper>(store_.get(), &procfs_, o);
+    sweeper_->SetLineage(tracker_.get());
+  }
+  void TearDown() override {
+    // Inside our namespace every other process is the test's.
+    if (getpid() == 1) {
+      for (int round = 0; round < 50; ++round) {
+        absl::StatusOr<scanner::Snapshot> snap = procfs_.Walk();
+        bool any = false;
+        if (snap.ok()) {
+          for (const scanner::ProcessInfo& p : snap->processes) {
+            if (p.pid == 1) continue;
+            any = true;
+            if (p.state != 'Z') {
+              scanner::SignalProcess(procfs_, p.pid, p.start_time, SIGKILL);
+            }
+          }
+        }
+        while (waitpid(-1, nullptr, WNOHANG) > 0) {
+        }
+        if (!any) break;
+        absl::SleepFor(absl::Milliseconds(10));
+      }
+    }
+    sweeper_.reset();
+    store_.reset();
+    ASSERT_EQ(std::system(absl::StrCat("rm -rf ", dir_).c_str()), 0);
+  }
+
+  int ChildrenOf(int ppid) {
+    absl::StatusOr<scanner::Snapshot> snap = procfs_.Walk();
+    int n = 0;
+    if (snap.ok()) {
+      for (const scanner::ProcessInfo& p : snap->processes) {
+        n += p.ppid == ppid && p.comm == "sleep";
+      }
+    }
+    return n;
+  }
+
+  // A job that forks four long-lived children, one per membership source,
+  // then waits for <dir>/go and exits (they are reparented): kept in its
+  // group (pgid); setsid (descent only); setsid with RUNREAPER_KEEP=1
+  // (descent, kept); setsid with the run's cookie (cookie). Registered,
+  // tracked, then finished. Returns the leader's pid.
+  int StartTrackedJob(const std::string& run_id) {
+    const std::string script = absl::StrCat(
+        "sleep 120 & setsid sleep 121 & RUNREAPER_KEEP=1 setsid sleep 122 & ",
+        "RUNREAPER_RUN_ID=", run_id, " setsid sleep 123 & ",
+        "while [ ! -e ", dir_, "/go ]; do sleep 0.05; done");
+    const pid_t leader = SpawnSh(script);
+    EXPECT_TRUE(WaitFor([&] { return ChildrenOf(leader) == 4; }));
+    absl::StatusOr<scanner::Identity> id = procfs_.CaptureIdentity(leader);
+    EXPECT_TRUE(id.ok()) << id.status();
+    v1::Run run;
+    run.set_run_id(run_id);
+    if (id.ok()) scanner::SetIdentity(*id, &run);
+    absl::StatusOr<v1::Run> stored = store_->Register(run);
+    EXPECT_TRUE(stored.ok()) << stored.status();
+    if (stored.ok()) sweeper_->TrackRuns({*stored});
+    const int fd = ::open((dir_ + "/go").c_str(),
+                          O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    EXPECT_GE(fd, 0);
+    if (fd >= 0) ::close(fd);
+    int status = 0;
+    waitpid(leader, &status, 0);
+    EXPECT_OK(store_->Finish(run_id, 0));
+    return leader;
+  }
+
+  std::string dir_;
+  scanner::ProcFs procfs_;
+  std::unique_ptr<store::RunStore> store_;
+  std::unique_ptr<scanner::LineageTracker> tracker_;
+  std::unique_ptr<Sweeper> sweeper_;
+};
+
+TEST_F(SweeperLineageTest, TrackerPathAndWalkPathListTheSameMembers) {
+  REQUIRE_PRIVATE_NS();
+  const int leader = StartTrackedJob("ci-1");
+  // A bystander started after the leader: shares nothing with the run.
+  const pid_t bystander = SpawnSh("exec sleep 124");
+
+  ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse tracked,
+                       sweeper_->ListOrphans("ci-1"));
+  ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse walked,
+                       sweeper_->ListOrphans("ci-1", /*walk=*/true));
+  EXPECT_TRUE(tracked.from_lineage());
+  EXPECT_FALSE(walked.from_lineage());
+  const Listed t = ByPid(tracked);
+  const Listed w = ByPid(walked);
+  EXPECT_EQ(t, w);
+  EXPECT_EQ(t.size(), 4u) << tracked.DebugString();
+  EXPECT_EQ(t.count(bystander), 0u);
+  std::map<v1::MatchSource, int> sources;
+  int kept = 0;
+  int kept_pid = 0;
+  for (const auto& [pid, what] : t) {
+    ++sources[std::get<0>(what)];
+    kept += std::get<1>(what);
+    if (std::get<1>(what)) kept_pid = pid;
+    if (std::get<0>(what) == v1::MATCH_SOURCE_DESCENT) {
+      EXPECT_EQ(std::get<2>(what), std::vector<int>{leader});
+    }
+  }
+  EXPECT_EQ(sources[v1::MATCH_SOURCE_PGID], 1);
+  EXPECT_EQ(sources[v1::MATCH_SOURCE_DESCENT], 2);
+  EXPECT_EQ(sources[v1::MATCH_SOURCE_COOKIE], 1);
+  EXPECT_EQ(kept, 1);
+
+  // The sweep takes every member but the kept one.
+  ASSERT_OK_AND_ASSIGN(v1::SweepResponse swept, sweeper_->Sweep({}));
+  EXPECT_EQ(swept.survivors_size(), 0);
+  EXPECT_EQ(swept.targets_size(), 3);
+  for (const auto& [pid, what] : t) {
+    absl::StatusOr<scanner::ProcStat> st = procfs_.ReadStat(pid);
+    const bool live = st.ok() && st->state != 'Z';
+    EXPECT_EQ(live, pid == kept_pid) << pid;
+  }
+}
+
+// What the tracker cannot see, by design: a process outside the run's
+// descent that matches only by cookie (the same holds for one that joined
+// the run's group with setpgid). The walk lists it; a sweep's first listing
+// walks, so the sweep takes it.
+TEST_F(SweeperLineageTest, AnOutsiderWithTheCookieIsListedByTheWalkOnly) {
+  REQUIRE_PRIVATE_NS();
+  StartTrackedJob("ci-2");
+  const pid_t outsider =
+      SpawnSh("exec sleep 125", {"RUNREAPER_RUN_ID=ci-2"});
+  ASSERT_TRUE(WaitFor([&] {
+    absl::StatusOr<scanner::ProcStat> st = procfs_.ReadStat(outsider);
+    return st.ok() && st->comm == "sleep";
+  }));
+  ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse tracked,
+                       sweeper_->ListOrphans("ci-2"));
+  ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse walked,
+                       sweeper_->ListOrphans("ci-2", /*walk=*/true));
+  Listed t = ByPid(tracked);
+  Listed w = ByPid(walked);
+  ASSERT_EQ(w.count(outsider), 1u);
+  EXPECT_EQ(std::get<0>(w[outsider]), v1::MATCH_SOURCE_COOKIE);
+  EXPECT_EQ(t.count(outsider), 0u);
+  w.erase(outsider);
+  EXPECT_EQ(t, w);  // everything else agrees
+
+  ASSERT_OK_AND_ASSIGN(v1::SweepResponse swept, sweeper_->Sweep({}));
+  EXPECT_EQ(swept.survivors_size(), 0);
+  EXPECT_TRUE(WaitFor([&] {
+    absl::StatusOr<scanner::ProcStat> st = procfs_.ReadStat(outsider);
+    return !st.ok() || st->state == 'Z';
+  }));
+}
+
+TEST_F(SweeperLineageTest, ARunWithAGapIsListedByTheWalk) {
+  REQUIRE_PRIVATE_NS();
+  StartTrackedJob("ci-3");
+  tracker_->MarkGap("ci-3", "test");
+  ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse listed,
+                       sweeper_->ListOrphans("ci-3"));
+  EXPECT_FALSE(listed.from_lineage());
+  EXPECT_EQ(listed.orphans_size(), 4);
+  for (const v1::Orphan& o : listed.orphans()) EXPECT_TRUE(o.lineage_gap());
+}
+
+}  // namespace
+}  // namespace runreaper::server
+
+int main(int argc, char** argv) {
+  runreaper::ReexecInPrivatePidNamespace(argc, argv,
+                                         runreaper::server::kInNsEnv);
+  testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
