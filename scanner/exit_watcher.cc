@@ -193,7 +193,7 @@ ExitWatcher::ArmResult ExitWatcher::ArmImpl(const std::string& key,
   const ProcessRef ref = WatchKey(process);
   // A re-arm is for a key still waiting: one disarmed meanwhile (its run
   // left RUNNING) is not armed again. mu held.
-  auto gone_locked = [&] { return rearm && !impl_->waiting.count(key) != 0; };
+  auto gone_locked = [&] { return rearm && impl_->waiting.count(key) == 0; };
   // No pidfd to be had now. A first arm counts and logs it (`err` 0: no
   // errno); `wait` keeps the key for RearmWaiting. A re-arm stays waiting,
   // silently.

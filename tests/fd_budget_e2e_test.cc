@@ -295,6 +295,13 @@ TEST(FdBudgetE2ETest, ProbedRunsAreWatchedOncePidfdsAreReleased) {
 // a call that needs a descriptor answers RESOURCE_EXHAUSTED, and once the
 // connections are gone health is SERVING again.
 TEST(FdBudgetE2ETest, OutOfDescriptorsIsNotServingUntilDescriptorsAreFree) {
+#if defined(__SANITIZE_ADDRESS__)
+  // --config=asan builds with UBSan's vptr check, whose runtime tests that a
+  // vtable is readable through a pipe: with no descriptor left it cannot,
+  // and it reports every uncached dynamic type check as "invalid vptr"
+  // (seen: the daemon halted in RegisterRunRequest's constructor).
+  GTEST_SKIP() << "a sanitized daemon cannot run out of descriptors";
+#endif
   TempDir dir;
   Sleeper leader;
   Daemon d(dir.path(), {"--scan_interval=60s", "--metrics=127.0.0.1:0"});
