@@ -133,7 +133,6 @@ absl::StatusOr<PruneResult> RunStore::Prune(const PruneOptions& options) {
           ASSIGN_OR_RETURN(ScopedStatement s, m.db->Prepare(kSelectRunless));
           s->BindInt(1, batch);
           int seen = 0;
-          more = false;
           while (true) {
             ASSIGN_OR_RETURN(bool row, s->Step());
             if (!row) break;
