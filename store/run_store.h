@@ -169,7 +169,7 @@ struct PruneResult {
                                // summary events older than the cutoff)
   int64_t transactions = 0;    // delete transactions committed
   int64_t pages_vacuumed = 0;  // free pages given back to the file system
-  int64_t summary_event_id = 0;  // the PRUNED event; 0 = nothing deleted
+  int64_t summary_event_id = 0;  // the PRUNED event; 0 = no run deleted
   // The longest a run-deleting batch's statements took inside their
   // transaction (the write lock held for them; the COMMIT comes on top).
   absl::Duration longest_batch;
@@ -354,7 +354,7 @@ class RunStore {
   // RUNNING run or a terminal one not swept clean is never deleted,
   // whatever its age. The deletions go in transactions of at most
   // options.batch_runs runs at background priority (Impl::WriteBackground):
-  // a concurrent write waits for at most one of them. When anything was
+  // a concurrent write waits for at most one of them. When runs were
   // deleted, one PRUNED event (run_id "") says how much and the cutoff.
   // Then free pages are given back to the file system, vacuum_pages per
   // transaction. retain <= 0 deletes nothing (and still vacuums).

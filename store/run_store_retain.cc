@@ -155,7 +155,10 @@ absl::StatusOr<PruneResult> RunStore::Prune(const PruneOptions& options) {
       result.events += events;
     }
 
-    if (result.runs > 0 || result.events > 0) {
+    // Only a prune that deleted runs is summarised: one that deleted only
+    // old run-less events (among them the previous PRUNED event) would
+    // otherwise write a new one each retention period, forever.
+    if (result.runs > 0) {
       v1::Event summary;
       summary.set_type(v1::EVENT_TYPE_PRUNED);
       summary.set_detail(absl::StrCat(

@@ -241,6 +241,29 @@ TEST_F(RetainTest, PrunesOldSweptRunsOnlyWithEverythingTheyOwn) {
   EXPECT_EQ(store->AppendEvent(pruned).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// The PRUNED summary is deleted once it is older than the retention, like
+// any run-less event, and a prune that deleted no run writes no new one
+// (or summaries would replace each other every retention period, forever).
+TEST_F(RetainTest, APruneOfOnlyOldSummariesWritesNoSummary) {
+  auto store = Open(Clock());
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK(store->Register(MakeRun("a")));
+  ASSERT_OK(store->Finish("a", 0));
+  ASSERT_OK(store->MarkSwept({"a"}, {}));
+  PruneOptions po;
+  po.retain = absl::Hours(24 * 7);
+  Advance(absl::Hours(24 * 8));
+  ASSERT_OK_AND_ASSIGN(PruneResult first, store->Prune(po));
+  EXPECT_EQ(first.runs, 1);
+  EXPECT_NE(first.summary_event_id, 0);
+  Advance(absl::Hours(24 * 8));
+  ASSERT_OK_AND_ASSIGN(PruneResult second, store->Prune(po));
+  EXPECT_EQ(second.runs, 0);
+  EXPECT_EQ(second.events, 1);  // the first PRUNED event
+  EXPECT_EQ(second.summary_event_id, 0);
+  EXPECT_TRUE(Events(*store).empty());
+}
+
 // Age alone never deletes: a RUNNING run registered long ago and a terminal
 // run whose sweep is unfinished stay, whatever the retention.
 TEST_F(RetainTest, RunningAndUnsweptRunsAreNeverPruned) {

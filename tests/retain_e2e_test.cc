@@ -57,6 +57,8 @@ void FinishAndSweep(Daemon& d, const std::string& id) {
   Sleeper leader;
   RegisterPid(d, id, leader.pid());
   leader.Kill();
+  // Gone (reaped by its helper) before the sweep lists the run's members.
+  ASSERT_TRUE(WaitFor([&] { return kill(leader.pid(), 0) != 0; }));
   Finish(d, id);
   v1::SweepRequest req;
   req.set_run_id(id);
@@ -69,7 +71,8 @@ void FinishAndSweep(Daemon& d, const std::string& id) {
 
 TEST(RetainE2ETest, DaemonPrunesSweptRunsOnlyAndSaysSo) {
   TempDir dir;
-  Daemon d(dir.path(), {"--scan_interval=60s", "--retain=2s", "--metrics=127.0.0.1:0"});
+  // retain 4 s: pruned every second, and the PRUNED event stays 4 s.
+  Daemon d(dir.path(), {"--scan_interval=60s", "--retain=4s", "--metrics=127.0.0.1:0"});
   ASSERT_TRUE(d.Start()) << d.log();
   const std::string marker = "metrics on 127.0.0.1:0 (port ";
   ASSERT_TRUE(WaitFor([&] { return absl::StrContains(d.log(), marker); })) << d.log();
@@ -94,21 +97,27 @@ TEST(RetainE2ETest, DaemonPrunesSweptRunsOnlyAndSaysSo) {
   EXPECT_EQ(GetCode(d, "running"), grpc::StatusCode::OK);
   EXPECT_EQ(GetCode(d, "unswept"), grpc::StatusCode::OK);
 
-  v1::ListEventsRequest req;
-  req.set_page_size(1000);
-  v1::ListEventsResponse events;
-  auto ctx = Ctx();
-  ASSERT_TRUE(d.stub()->ListEvents(ctx.get(), req, &events).ok());
-  int pruned = 0;
-  for (const v1::Event& e : events.events()) {
-    EXPECT_NE(e.run_id(), "old");
-    if (e.type() == v1::EVENT_TYPE_PRUNED) {
-      ++pruned;
-      EXPECT_EQ(e.run_id(), "");
-      EXPECT_TRUE(absl::StrContains(e.detail(), "pruned 1 run(s)")) << e.detail();
+  // The PRUNED summary commits right after the last batch (and is itself
+  // pruned once older than the retention): await it.
+  std::vector<v1::Event> pruned;
+  std::vector<v1::Event> all;
+  ASSERT_TRUE(WaitFor([&] {
+    v1::ListEventsRequest req;
+    req.set_page_size(1000);
+    v1::ListEventsResponse events;
+    auto ctx = Ctx();
+    if (!d.stub()->ListEvents(ctx.get(), req, &events).ok()) return false;
+    all.assign(events.events().begin(), events.events().end());
+    pruned.clear();
+    for (const v1::Event& e : all) {
+      if (e.type() == v1::EVENT_TYPE_PRUNED) pruned.push_back(e);
     }
-  }
-  EXPECT_EQ(pruned, 1);
+    return !pruned.empty();
+  }, absl::Seconds(30)));
+  ASSERT_EQ(pruned.size(), 1u);
+  EXPECT_EQ(pruned[0].run_id(), "");
+  EXPECT_TRUE(absl::StrContains(pruned[0].detail(), "pruned 1 run(s)")) << pruned[0].detail();
+  for (const v1::Event& e : all) EXPECT_NE(e.run_id(), "old");
   ASSERT_TRUE(WaitFor([&] { return absl::StrContains(d.log(), "retention: pruned 1 run(s)"); }))
       << d.log();
   ASSERT_TRUE(WaitFor([&] {
