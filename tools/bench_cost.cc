@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -106,6 +107,14 @@ absl::StatusOr<std::string> RunStep(const std::string& binary,
 
 absl::StatusOr<tools::JsonLine> RunCostSteps(
     const std::string& argv0, const std::vector<CostStep>& steps) {
+  // The steps find their own data (runreaperd) through RUNFILES_DIR; when
+  // this binary was started directly rather than by `bazel run`, point them
+  // at its runfiles tree.
+  const std::string own_runfiles = argv0 + ".runfiles";
+  if (std::getenv("RUNFILES_DIR") == nullptr &&
+      ::access(own_runfiles.c_str(), R_OK) == 0) {
+    ::setenv("RUNFILES_DIR", own_runfiles.c_str(), 0);
+  }
   tools::JsonLine merged;
   for (const CostStep& step : steps) {
     absl::StatusOr<std::string> binary =
