@@ -32,7 +32,8 @@ absl::Status AuthorizeBearer(const BearerTokens& tokens, Access access,
       if (access == Access::kRead) return absl::OkStatus();
       return absl::PermissionDeniedError(
           "the read-only token allows only GetRun, ListRuns, WaitRun, "
-          "WatchEvents, ListEvents, ListOrphans and health checks");
+          "WatchEvents, ListEvents, ListOrphans, GetDaemonStatus and health "
+          "checks");
     }
   }
   return absl::UnauthenticatedError(

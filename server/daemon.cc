@@ -112,6 +112,7 @@ class Daemon {
   void Stop();
   absl::Status StartLineage();
   void StopLineage();
+  v1::DaemonStatus Status() const;
 
   DaemonOptions options_;
   absl::Duration pass_deadline_;
@@ -127,6 +128,7 @@ class Daemon {
   std::unique_ptr<scanner::LineageTracker> lineage_;  // null = lineage off
   std::unique_ptr<scanner::ProcEventStream> proc_events_;
   std::unique_ptr<LineagePersister> lineage_store_;  // null = lineage off
+  std::string lineage_off_;  // why lineage is off ("" = on)
   // Flushes lineage_store_ every --lineage_persist_interval until stopped.
   std::thread lineage_flush_;
   absl::Notification lineage_stop_;
@@ -145,12 +147,14 @@ class Daemon {
 // error; an unavailable connector means lineage off, said once.
 absl::Status Daemon::StartLineage() {
   if (!options_.lineage) {
+    lineage_off_ = "--lineage=false";
     LogInfo("lineage: off (--lineage=false)");
     return absl::OkStatus();
   }
   absl::StatusOr<std::unique_ptr<scanner::ProcConnector>> connector =
       scanner::ProcConnector::Open();
   if (!connector.ok()) {
+    lineage_off_ = std::string(connector.status().message());
     LogWarning("lineage: off (", connector.status().message(),
                "); membership by pgid, sid, cookie and cgroup only");
     return absl::OkStatus();
@@ -199,6 +203,26 @@ absl::Status Daemon::StartLineage() {
     }
   });
   return absl::OkStatus();
+}
+
+// GetDaemonStatus: lineage on or off, and the tracker's counts.
+v1::DaemonStatus Daemon::Status() const {
+  v1::DaemonStatus status;
+  v1::LineageStatus* l = status.mutable_lineage();
+  if (lineage_ == nullptr) {
+    l->set_off_reason(lineage_off_.empty() ? "not started" : lineage_off_);
+    return status;
+  }
+  const scanner::LineageTracker::Stats stats = lineage_->stats();
+  l->set_enabled(true);
+  l->set_runs_followed(static_cast<int64_t>(stats.runs));
+  l->set_runs_with_gap(static_cast<int64_t>(stats.runs_with_gap));
+  l->set_events(stats.events);
+  l->set_losses(stats.losses);
+  if (lineage_store_ != nullptr) {
+    l->set_descendants_stored(static_cast<int64_t>(lineage_store_->stored()));
+  }
+  return status;
 }
 
 // Stops the flush thread and stores what changed since its last flush (a
@@ -296,6 +320,7 @@ absl::Status Daemon::Start() {
   sopts.peer_creds = &peer_creds_;
   sopts.on_refused = [this](absl::string_view reason) { metrics_.CallerRefused(reason); };
   sopts.watch_queue_limit = options_.watch_queue_limit;
+  sopts.daemon_status = [this] { return Status(); };
   sopts.handler_threads = options_.handler_threads;
   service_ = std::make_unique<ReconcilerService>(
       store_.get(), &procfs_, reconciler_.get(), hub_.get(), sweeper_.get(),

@@ -32,7 +32,8 @@ ABSL_FLAG(std::string, token_file, "",
           "authorised by the caller's uid instead (docs/SECURITY.md).");
 ABSL_FLAG(std::string, read_token_file, "",
           "File holding a read-only bearer token (dashboards): GetRun, ListRuns, "
-          "WaitRun, WatchEvents, ListEvents, ListOrphans only; any other call "
+          "WaitRun, WatchEvents, ListEvents, ListOrphans, GetDaemonStatus only; any "
+          "other call "
           "answers PERMISSION_DENIED. Requires --token_file.");
 ABSL_FLAG(absl::Duration, scan_interval, absl::Seconds(2),
           "Full reconcile pass (and event-log poll) interval. Exits of watched "

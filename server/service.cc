@@ -572,4 +572,14 @@ grpc::ServerUnaryReactor* ReconcilerService::ListEvents(
   });
 }
 
+grpc::ServerUnaryReactor* ReconcilerService::GetDaemonStatus(
+    grpc::CallbackServerContext* ctx, const v1::GetDaemonStatusRequest*,
+    v1::DaemonStatus* response) {
+  return Serve(ctx, "GetDaemonStatus", Access::kRead, response,
+               [this, response]() -> absl::Status {
+                 if (options_.daemon_status) *response = options_.daemon_status();
+                 return absl::OkStatus();
+               });
+}
+
 }  // namespace runreaper::server

@@ -71,6 +71,9 @@ struct ServiceOptions {
   // ("unauthenticated", "permission_denied", "peer_credentials"), after the
   // refusal is logged. May be empty.
   std::function<void(absl::string_view reason)> on_refused;
+  // Answers GetDaemonStatus (the daemon's lineage state). May be empty:
+  // then an empty DaemonStatus.
+  std::function<v1::DaemonStatus()> daemon_status;
   // Sweeps queued for the background worker at most (one more may run).
   size_t sweep_queue_limit = kMaxQueuedSweeps;
   // Threads for the handlers that block (writes wait for their commit,
@@ -138,6 +141,10 @@ class ReconcilerService final : public v1::Reconciler::CallbackService {
   grpc::ServerUnaryReactor* ListEvents(
       grpc::CallbackServerContext* ctx, const v1::ListEventsRequest* request,
       v1::ListEventsResponse* response) override;
+  grpc::ServerUnaryReactor* GetDaemonStatus(
+      grpc::CallbackServerContext* ctx,
+      const v1::GetDaemonStatusRequest* request,
+      v1::DaemonStatus* response) override;
 
  private:
   // Whether the caller may make a call that needs `access`; a refusal is

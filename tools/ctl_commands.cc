@@ -56,10 +56,20 @@ int CmdHealth(Client& c) {
   const std::string name = HealthCheckResponse::ServingStatus_IsValid(response.status())
                                ? HealthCheckResponse::ServingStatus_Name(response.status())
                                : "UNKNOWN";
+  // What the daemon runs with; a daemon without GetDaemonStatus (older) or
+  // a caller refused it prints the health line alone.
+  v1::DaemonStatus daemon;
+  auto status_ctx = c.Context();
+  const bool have_status =
+      c.stub()
+          ->GetDaemonStatus(status_ctx.get(), v1::GetDaemonStatusRequest(), &daemon)
+          .ok();
   if (c.json()) {
-    printf("{\"status\":\"%s\"}\n", name.c_str());
+    printf("{\"status\":\"%s\"%s}\n", name.c_str(),
+           have_status ? absl::StrCat(",\"daemon\":", ToJson(daemon)).c_str() : "");
   } else {
     printf("%s\n", name.c_str());
+    if (have_status) printf("%s\n", DescribeLineage(daemon.lineage()).c_str());
   }
   return response.status() == HealthCheckResponse::SERVING ? kExitOk : kExitError;
 }

@@ -160,4 +160,13 @@ int PrintRunResult(bool json, const grpc::Status& s, const v1::Run& run,
   return kExitOk;
 }
 
+std::string DescribeLineage(const v1::LineageStatus& lineage) {
+  if (!lineage.enabled()) {
+    return EscapeForLog(absl::StrCat("lineage: off (", lineage.off_reason(), ")"));
+  }
+  return absl::StrCat("lineage: on (", lineage.runs_followed(), " runs followed, ",
+                      lineage.runs_with_gap(), " with a gap, ",
+                      lineage.descendants_stored(), " descendants stored)");
+}
+
 }  // namespace runreaper::tools

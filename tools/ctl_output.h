@@ -36,6 +36,9 @@ int ExitFor(const grpc::Status& s, const std::string& what);
 // The message in protobuf's JSON mapping with proto field names ("{}" if it
 // cannot be printed).
 std::string ToJson(const google::protobuf::Message& m);
+// "lineage: on (3 runs followed, 1 with a gap, 12 descendants stored)" or
+// "lineage: off (<reason>)", escaped for a terminal.
+std::string DescribeLineage(const ::runreaper::v1::LineageStatus& lineage);
 
 // RFC 3339 UTC with milliseconds; "-" for an unset timestamp.
 std::string Time(const google::protobuf::Timestamp& t);
