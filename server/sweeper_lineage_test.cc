@@ -8,11 +8,15 @@
 // is tracked.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <map>
 #include <memory>
+#include <optional>
+#include <utility>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -22,6 +26,7 @@
 #include "gtest/gtest.h"
 #include "scanner/identity_proto.h"
 #include "scanner/lineage.h"
+#include "scanner/membership.h"
 #include "scanner/procfs.h"
 #include "scanner/safe_signal.h"
 #include "server/sweeper.h"
@@ -45,7 +50,10 @@ constexpr char kInNsEnv[] = "RR_SWEEPER_LINEAGE_TEST_IN_PIDNS";
 // Starts `sh -c script` in a new session with `env_extra` added; returns its
 // pid once it runs (the identity is captured by the caller).
 pid_t SpawnSh(const std::string& script,
-              const std::vector<std::string>& env_extra = {}) {
+              const std::vector<std::string>& env_extra = {},
+              const std::string& cgroup_dir = "") {
+  const std::string procs =
+      cgroup_dir.empty() ? "" : cgroup_dir + "/cgroup.procs";
   std::vector<std::string> env_strings;
   for (char** e = environ; *e != nullptr; ++e) env_strings.push_back(*e);
   for (const std::string& e : env_extra) env_strings.push_back(e);
@@ -56,10 +64,31 @@ pid_t SpawnSh(const std::string& script,
   const pid_t pid = fork();
   if (pid == 0) {
     setsid();
+    if (!procs.empty()) {
+      const int fd = open(procs.c_str(), O_WRONLY | O_CLOEXEC);
+      if (fd < 0 || write(fd, "0", 1) != 1) _exit(120);
+      close(fd);
+    }
     execve("/bin/sh", const_cast<char**>(argv), envp.data());
     _exit(127);
   }
   return pid;
+}
+
+// A fresh cgroup v2 directory for this test: (its path on disk, its cgroup
+// path); nullopt when the hierarchy is missing or not writable.
+std::optional<std::pair<std::string, std::string>> MakeTestCgroup(
+    const std::string& name) {
+  scanner::ProcFs procfs;
+  absl::StatusOr<std::string> text = procfs.ReadSelfMountInfo();
+  if (!text.ok()) return std::nullopt;
+  std::optional<scanner::Cgroup2Mount> mount = scanner::FindCgroup2Mount(*text);
+  if (!mount.has_value() || mount->root != "/") return std::nullopt;
+  const std::string parent = mount->mount_point + "/runreaper-test";
+  mkdir(parent.c_str(), 0755);
+  const std::string dir = parent + "/" + name;
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return std::nullopt;
+  return std::make_pair(dir, "/runreaper-test/" + name);
 }
 
 // What a listing says of one process.
@@ -108,6 +137,11 @@ class SweeperLineageTest : public ::testing::Test {
         if (!any) break;
         absl::SleepFor(absl::Milliseconds(10));
       }
+    }
+    if (!cgroup_dir_.empty()) {
+      rmdir(cgroup_dir_.c_str());
+      // The shared parent, when no other test's cgroup is left in it.
+      rmdir(cgroup_dir_.substr(0, cgroup_dir_.rfind('/')).c_str());
     }
     sweeper_.reset();
     store_.reset();
@@ -160,6 +194,7 @@ class SweeperLineageTest : public ::testing::Test {
   std::unique_ptr<store::RunStore> store_;
   std::unique_ptr<scanner::LineageTracker> tracker_;
   std::unique_ptr<Sweeper> sweeper_;
+  std::string cgroup_dir_;  // removed at teardown, once its processes are
 };
 
 TEST_F(SweeperLineageTest, TrackerPathAndWalkPathListTheSameMembers) {
@@ -237,6 +272,51 @@ TEST_F(SweeperLineageTest, AnOutsiderWithTheCookieIsListedByTheWalkOnly) {
     absl::StatusOr<scanner::ProcStat> st = procfs_.ReadStat(outsider);
     return !st.ok() || st->state == 'Z';
   }));
+}
+
+// A dedicated cgroup is read directly (cgroup.procs): a process moved into
+// it from outside the run's descent is listed by both paths alike.
+TEST_F(SweeperLineageTest, TheTrackerPathReadsTheRunsCgroup) {
+  REQUIRE_PRIVATE_NS();
+  auto cg = MakeTestCgroup(absl::StrCat("swlin-", dir_.substr(dir_.rfind('/') + 1)));
+  if (!cg.has_value()) GTEST_SKIP() << "cgroup v2 hierarchy not writable here";
+  cgroup_dir_ = cg->first;
+  const pid_t leader = SpawnSh(
+      absl::StrCat("sleep 126 & while [ ! -e ", dir_,
+                   "/go ]; do sleep 0.05; done"),
+      {}, cg->first);
+  ASSERT_TRUE(WaitFor([&] { return ChildrenOf(leader) == 1; }));
+  ASSERT_OK_AND_ASSIGN(scanner::Identity id, procfs_.CaptureIdentity(leader));
+  ASSERT_EQ(id.cgroup, cg->second);
+  v1::Run run;
+  run.set_run_id("cg-1");
+  scanner::SetIdentity(id, &run);
+  run.set_cgroup(id.cgroup);  // made for the run: its own
+  ASSERT_OK_AND_ASSIGN(v1::Run stored, store_->Register(run));
+  sweeper_->TrackRuns({stored});
+  // Not a descendant, its own session: only the cgroup ties it to the run.
+  const pid_t outsider = SpawnSh("exec sleep 127", {}, cg->first);
+  ASSERT_TRUE(WaitFor([&] {
+    absl::StatusOr<scanner::ProcStat> st = procfs_.ReadStat(outsider);
+    return st.ok() && st->comm == "sleep";
+  }));
+  const int fd = ::open((dir_ + "/go").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC,
+                        0600);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  waitpid(leader, nullptr, 0);
+  ASSERT_OK(store_->Finish("cg-1", 0));
+
+  ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse tracked,
+                       sweeper_->ListOrphans("cg-1"));
+  ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse walked,
+                       sweeper_->ListOrphans("cg-1", /*walk=*/true));
+  EXPECT_TRUE(tracked.from_lineage());
+  const Listed t = ByPid(tracked);
+  EXPECT_EQ(t, ByPid(walked));
+  ASSERT_EQ(t.count(outsider), 1u) << tracked.DebugString();
+  EXPECT_EQ(std::get<0>(t.at(outsider)), v1::MATCH_SOURCE_CGROUP);
+  EXPECT_EQ(t.size(), 2u) << tracked.DebugString();
 }
 
 TEST_F(SweeperLineageTest, ARunWithAGapIsListedByTheWalk) {
