@@ -64,17 +64,46 @@ struct Identity : ProcessRef {
   // process's current cgroup, which is usually shared with its runner and so
   // is never recorded as the run's (SetIdentity leaves it out unless told).
   std::string cgroup;
+  // For a leader registered from another PID namespace than runreaperd's
+  // (docs/DESIGN.md "Runs from child PID namespaces"): the same process as
+  // numbered in runreaperd's namespace, found at registration
+  // (ProcFs::TranslatePid); its start time and boot id are the leader's.
+  // host.pid == 0: not translated. The fields above stay as sent (pid,
+  // pgid and sid inside the leader's namespace). Not sent by clients: a
+  // record's only (IdentityOf of a v1::Run).
+  ProcessRef host;
 
   friend bool operator==(const Identity& a, const Identity& b) {
     return static_cast<const ProcessRef&>(a) ==
                static_cast<const ProcessRef&>(b) &&
            a.pgid == b.pgid && a.sid == b.sid && a.uid == b.uid &&
-           a.comm == b.comm && a.cgroup == b.cgroup;
+           a.comm == b.comm && a.cgroup == b.cgroup && a.host == b.host;
   }
   friend bool operator!=(const Identity& a, const Identity& b) {
     return !(a == b);
   }
 };
+
+// The leader as a process of the observer's PID namespace `observer_pidns`,
+// the one runreaperd can watch, probe, track and signal: the leader itself
+// when it is numbered there, its translation when it was registered from
+// another namespace and translated in this one (host.pid > 0), nullopt
+// otherwise (another namespace, not translated; or unknown namespaces).
+inline std::optional<ProcessRef> LeaderIn(const ProcessRef& leader,
+                                          const ProcessRef& host,
+                                          uint64_t observer_pidns) {
+  if (observer_pidns == 0) return std::nullopt;
+  if (leader.pidns_inode == observer_pidns) return leader;
+  if (host.pid > 0 && host.pidns_inode == observer_pidns &&
+      host.start_time == leader.start_time) {
+    return host;
+  }
+  return std::nullopt;
+}
+inline std::optional<ProcessRef> LeaderIn(const Identity& leader,
+                                          uint64_t observer_pidns) {
+  return LeaderIn(leader, leader.host, observer_pidns);
+}
 
 }  // namespace runreaper::scanner
 

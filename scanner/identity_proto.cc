@@ -5,6 +5,21 @@ namespace {
 
 namespace v1 = ::runreaper::v1;
 
+// Only a record holds the translation (runreaperd's, never a client's).
+void SetHost(const Identity& id, v1::Run* run) {
+  run->set_host_pid(id.host.pid);
+  run->set_host_pidns_inode(id.host.pid > 0 ? id.host.pidns_inode : 0);
+}
+void SetHost(const Identity&, v1::RegisterRunRequest*) {}
+void HostOf(const v1::Run& run, Identity* id) {
+  if (run.host_pid() <= 0) return;
+  id->host.pid = run.host_pid();
+  id->host.pidns_inode = run.host_pidns_inode();
+  id->host.start_time = run.start_time_ticks();
+  id->host.boot_id = run.boot_id();
+}
+void HostOf(const v1::RegisterRunRequest&, Identity*) {}
+
 // Both messages name their fields alike; only presence differs (a request's
 // identity fields and a run's uid are `optional`), which set/clear covers.
 template <typename Message>
@@ -45,6 +60,7 @@ void SetFields(const Identity& id, Message* m, CgroupField cgroup) {
   } else {
     m->clear_comm();
   }
+  SetHost(id, m);
   if (cgroup == CgroupField::kCopy) {
     if (!id.cgroup.empty()) {
       m->set_cgroup(id.cgroup);
@@ -66,6 +82,7 @@ Identity FieldsOf(const Message& m) {
   if (m.has_uid()) id.uid = m.uid();
   id.comm = m.comm();
   id.cgroup = m.cgroup();
+  HostOf(m, &id);
   return id;
 }
 

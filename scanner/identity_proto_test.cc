@@ -53,6 +53,34 @@ TEST(IdentityProtoTest, RequestRoundTripKeepsEveryField) {
   EXPECT_EQ(IdentityOf(req), Full());
 }
 
+// A leader from a child PID namespace: the record keeps the ids as sent and
+// the translation (host) runreaperd found; a request never carries one.
+TEST(IdentityProtoTest, HostTranslationIsARecordsOnly) {
+  Identity id = Full();
+  id.pid = 5;
+  id.pidns_inode = 4026532178;
+  id.host.pid = 81234;
+  id.host.pidns_inode = 4026531836;
+  id.host.start_time = id.start_time;
+  id.host.boot_id = id.boot_id;
+  v1::Run run;
+  SetIdentity(id, &run, CgroupField::kCopy);
+  EXPECT_EQ(run.pid(), 5);
+  EXPECT_EQ(run.host_pid(), 81234);
+  EXPECT_EQ(run.host_pidns_inode(), 4026531836u);
+  EXPECT_EQ(IdentityOf(run), id);
+  v1::RegisterRunRequest req;
+  SetIdentity(id, &req, CgroupField::kCopy);
+  EXPECT_EQ(IdentityOf(req).host, ProcessRef());
+  // LeaderIn: the leader as the observer's namespace numbers it.
+  EXPECT_EQ(LeaderIn(id, 4026531836)->pid, 81234);
+  EXPECT_EQ(LeaderIn(id, 4026532178)->pid, 5);
+  EXPECT_FALSE(LeaderIn(id, 4026539999).has_value());
+  EXPECT_FALSE(LeaderIn(id, 0).has_value());
+  id.host = ProcessRef();
+  EXPECT_FALSE(LeaderIn(id, 4026531836).has_value());
+}
+
 TEST(IdentityProtoTest, CgroupIsWrittenOnlyWhenAsked) {
   // An identity read from /proc names the process's current cgroup, which
   // must never become the run's.

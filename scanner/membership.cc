@@ -59,6 +59,25 @@ std::vector<int> AncestorsIn(const Snapshot& snapshot, int pid) {
   return chain;
 }
 
+bool InChildNamespace(const RunSpec& run, const SweepObserver& observer) {
+  return run.leader.pidns_inode != 0 && observer.pidns_inode != 0 &&
+         run.leader.pidns_inode != observer.pidns_inode &&
+         LeaderIn(run.leader, observer.pidns_inode).has_value();
+}
+
+WalkOptions MembershipWalkOptions(const std::vector<RunSpec>& runs) {
+  WalkOptions options;
+  for (const RunSpec& run : runs) {
+    if (run.leader.host.pid > 0 &&
+        run.leader.host.pidns_inode != run.leader.pidns_inode) {
+      options.with_status = true;
+      options.with_pidns = true;
+      break;
+    }
+  }
+  return options;
+}
+
 bool CgroupIsWithin(absl::string_view path, absl::string_view root) {
   if (root.empty() || path.empty()) return false;
   if (root == "/") return true;
@@ -180,20 +199,60 @@ struct RunPlan {
   bool by_pgid = false;
   bool by_sid = false;
   bool by_cgroup = false;
+  // The run is from a child PID namespace (translated): its pgid and sid
+  // are numbers in that namespace, matched against NSpgid/NSsid there.
+  bool in_child_ns = false;
+  int leader_pid = 0;  // the leader in the observer's namespace
 };
+
+// The processes of the snapshot by (PID namespace, pid inside it: the last
+// NSpid entry), for the namespaces of translated runs only (a walk with
+// status and ns/pid: MembershipWalkOptions).
+using NsPidMap =
+    std::map<std::pair<uint64_t, int>, const ProcessInfo*>;
+
+NsPidMap IndexChildNamespaces(const Snapshot& snapshot,
+                              const std::vector<RunSpec>& runs,
+                              const SweepObserver& observer) {
+  std::set<uint64_t> namespaces;
+  for (const RunSpec& run : runs) {
+    if (InChildNamespace(run, observer)) {
+      namespaces.insert(run.leader.pidns_inode);
+    }
+  }
+  NsPidMap out;
+  if (namespaces.empty()) return out;
+  for (const ProcessInfo& p : snapshot.processes) {
+    if (p.pidns_inode.has_value() && !p.nspid.empty() &&
+        namespaces.count(*p.pidns_inode) != 0) {
+      out[{*p.pidns_inode, p.nspid.back()}] = &p;
+    }
+  }
+  return out;
+}
+
+std::string UnverifiableNamespaceNote(const RunSpec& run,
+                                      const SweepObserver& observer) {
+  return absl::StrCat(
+      "run ", run.run_id, ": PID namespace ", run.leader.pidns_inode,
+      " is not the observer's (", observer.pidns_inode, ") and its leader ",
+      "was not translated at registration (that namespace was not visible "
+      "to runreaperd, or no process in it had the sent pid and start "
+      "time); no members are verifiable");
+}
 
 RunPlan PlanRun(const RunSpec& run, const SweepObserver& observer,
                 const std::unordered_map<int, const ProcessInfo*>& by_pid,
-                std::vector<std::string>* notes) {
+                const NsPidMap& by_ns_pid, std::vector<std::string>* notes) {
   RunPlan plan;
-  if (run.leader.pidns_inode == 0 || observer.pidns_inode == 0 ||
-      run.leader.pidns_inode != observer.pidns_inode) {
-    notes->push_back(absl::StrCat(
-        "run ", run.run_id, ": PID namespace ", run.leader.pidns_inode,
-        " is not the observer's (", observer.pidns_inode,
-        "); no members are verifiable"));
+  const std::optional<ProcessRef> leader =
+      LeaderIn(run.leader, observer.pidns_inode);
+  if (run.leader.pidns_inode == 0 || !leader.has_value()) {
+    notes->push_back(UnverifiableNamespaceNote(run, observer));
     return plan;
   }
+  plan.in_child_ns = InChildNamespace(run, observer);
+  plan.leader_pid = leader->pid;
   if (run.leader.start_time == 0) {
     notes->push_back(absl::StrCat("run ", run.run_id,
                                   ": no recorded start time; no members"));
@@ -202,8 +261,14 @@ RunPlan PlanRun(const RunSpec& run, const SweepObserver& observer,
   plan.enabled = true;
 
   // A number that names a live process other than R's leader is no longer
-  // R's group or session.
+  // R's group or session (for a run from a child namespace: a process of
+  // that namespace with that pid there).
   auto reused = [&](int number) {
+    if (plan.in_child_ns) {
+      auto it = by_ns_pid.find({run.leader.pidns_inode, number});
+      return it != by_ns_pid.end() &&
+             it->second->start_time != run.leader.start_time;
+    }
     auto it = by_pid.find(number);
     return it != by_pid.end() && it->second->start_time != run.leader.start_time;
   };
@@ -259,6 +324,9 @@ namespace {
 struct RunIndex {
   std::unordered_map<int, std::vector<size_t>> by_pgid;
   std::unordered_map<int, std::vector<size_t>> by_sid;
+  // Runs from child PID namespaces: (namespace, pgid/sid inside it).
+  std::map<std::pair<uint64_t, int>, std::vector<size_t>> by_ns_pgid;
+  std::map<std::pair<uint64_t, int>, std::vector<size_t>> by_ns_sid;
   std::unordered_map<std::string, std::vector<size_t>> by_cookie;
   std::unordered_map<std::string, std::vector<size_t>> by_cgroup;
   std::unordered_map<int, std::vector<size_t>> by_leader_pid;  // include_leader
@@ -275,14 +343,19 @@ struct RunIndex {
       if (!plan.enabled) continue;
       const Identity& leader = runs[i].leader;
       by_start.push_back(i);
-      if (plan.by_pgid) by_pgid[leader.pgid].push_back(i);
-      if (plan.by_sid) by_sid[leader.sid].push_back(i);
+      if (plan.in_child_ns) {
+        if (plan.by_pgid) by_ns_pgid[{leader.pidns_inode, leader.pgid}].push_back(i);
+        if (plan.by_sid) by_ns_sid[{leader.pidns_inode, leader.sid}].push_back(i);
+      } else {
+        if (plan.by_pgid) by_pgid[leader.pgid].push_back(i);
+        if (plan.by_sid) by_sid[leader.sid].push_back(i);
+      }
       by_cookie[runs[i].run_id].push_back(i);
       if (plan.by_cgroup) {
         by_cgroup[leader.cgroup].push_back(i);
         min_cgroup_start = std::min(min_cgroup_start, leader.start_time);
       }
-      if (runs[i].include_leader) by_leader_pid[leader.pid].push_back(i);
+      if (runs[i].include_leader) by_leader_pid[plan.leader_pid].push_back(i);
       for (const auto& [key, chain] : runs[i].descendants) {
         by_descent[key].push_back(i);
       }
@@ -299,11 +372,31 @@ struct RunIndex {
   }
 };
 
-template <typename K>
-const std::vector<size_t>* Lookup(
-    const std::unordered_map<K, std::vector<size_t>>& map, const K& key) {
+template <typename Map, typename K>
+const std::vector<size_t>* Lookup(const Map& map, const K& key) {
   auto it = map.find(key);
   return it == map.end() ? nullptr : &it->second;
+}
+
+// The runs from child PID namespaces whose group (session) `p` is in, as
+// numbered inside its own namespace: same namespace, innermost NSpgid
+// (NSsid) equal to the run's sent pgid (sid). Nothing for a process whose
+// namespace or NS lines are unknown.
+const std::vector<size_t>* ChildNsGroupRuns(const RunIndex& index,
+                                            const ProcessInfo& p) {
+  if (index.by_ns_pgid.empty() || !p.pidns_inode.has_value() ||
+      p.nspgid.empty()) {
+    return nullptr;
+  }
+  return Lookup(index.by_ns_pgid, std::make_pair(*p.pidns_inode, p.nspgid.back()));
+}
+const std::vector<size_t>* ChildNsSessionRuns(const RunIndex& index,
+                                              const ProcessInfo& p) {
+  if (index.by_ns_sid.empty() || !p.pidns_inode.has_value() ||
+      p.nssid.empty()) {
+    return nullptr;
+  }
+  return Lookup(index.by_ns_sid, std::make_pair(*p.pidns_inode, p.nssid.back()));
 }
 
 }  // namespace
@@ -316,10 +409,11 @@ Membership FindMembers(const Snapshot& snapshot, const SweepObserver& observer,
   by_pid.reserve(snapshot.processes.size());
   for (const ProcessInfo& p : snapshot.processes) by_pid[p.pid] = &p;
 
+  const NsPidMap by_ns_pid = IndexChildNamespaces(snapshot, runs, observer);
   std::vector<RunPlan> plans;
   plans.reserve(runs.size());
   for (const RunSpec& run : runs) {
-    plans.push_back(PlanRun(run, observer, by_pid, &out.notes));
+    plans.push_back(PlanRun(run, observer, by_pid, by_ns_pid, &out.notes));
   }
   const RunIndex index(runs, plans);
   if (index.by_start.empty()) return out;
@@ -367,7 +461,9 @@ Membership FindMembers(const Snapshot& snapshot, const SweepObserver& observer,
       for (const size_t i : *list) add_one(i, source);
     };
     add(Lookup(index.by_pgid, p.pgid), MatchSource::kPgid);
+    add(ChildNsGroupRuns(index, p), MatchSource::kPgid);
     add(Lookup(index.by_sid, p.sid), MatchSource::kSid);
+    add(ChildNsSessionRuns(index, p), MatchSource::kSid);
     if (env_ok && env->run_id.has_value()) {
       add(Lookup(index.by_cookie, *env->run_id), MatchSource::kCookie);
     }

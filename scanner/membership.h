@@ -6,7 +6,9 @@
 //
 // A process P is a member of run R when all of these hold:
 //   - R is in the observer's PID namespace (R.pidns_inode != 0 and equal to
-//     the observer's); otherwise R has no members at all.
+//     the observer's), or R is from a child PID namespace and its leader was
+//     translated to the observer's at registration (R.leader.host,
+//     LeaderIn); otherwise R has no members at all.
 //   - R.start_time != 0 and P.start_time >= R.start_time.
 //   - P is not excluded: pid <= 1, pgid <= 1, sid <= 0 (kernel threads and
 //     processes whose group or session lies outside our namespace), the
@@ -14,6 +16,10 @@
 //   - at least one source matches (first match is reported, in this order):
 //       kPgid    P.pgid == R.pgid, when R's leader led its group
 //                (R.pgid == R.pid) and the group number was not reused;
+//                for R from a child PID namespace, in that namespace's
+//                numbers: P lives in R's PID namespace and its innermost
+//                NSpgid == R.pgid (likewise kSid with NSsid), and "reused"
+//                means a process of that namespace has that pid there;
 //       kSid     P.sid == R.sid, when R's leader led its session
 //                (R.sid == R.pid) and the session number was not reused;
 //       kCookie  P's environ has RUNREAPER_RUN_ID=<R.run_id>;
@@ -95,6 +101,17 @@ struct SweepObserver {
   std::string cgroup;        // "" = unknown
   std::vector<int> ancestors;  // ppid chain, nearest first
 };
+
+// Whether `run` is from a child PID namespace and was translated to the
+// observer's at registration: its pgid/sid are matched inside that
+// namespace, everything else (cookie, cgroup, descent, the leader) by the
+// translated, observer-namespace pids.
+bool InChildNamespace(const RunSpec& run, const SweepObserver& observer);
+
+// The walk FindMembers needs for `runs`: with status and ns/pid (NSpgid,
+// NSsid and the namespace of every process) when one of them is from a
+// child PID namespace, the plain walk otherwise.
+WalkOptions MembershipWalkOptions(const std::vector<RunSpec>& runs);
 
 // The ppid chain of `pid` in `snapshot` (nearest first, stops at pid <= 1, a
 // pid missing from the snapshot, or a cycle).

@@ -549,5 +549,132 @@ TEST(MembershipTest, DescentKeepsEverySafetyRule) {
   EXPECT_TRUE(FindMembers(s, TheObserver(), {run}, ev).members.empty());
 }
 
+// ---- runs from child PID namespaces ----
+
+constexpr uint64_t kNsA = 4026532100;  // the run's container
+constexpr uint64_t kNsB = 4026532200;  // a bystander container
+
+// A process of a child namespace as the host walk (with status and ns/pid)
+// shows it: host ids in pid/pgid/sid, the namespace's last in the NS lists.
+ProcessInfo InNs(int pid, int ppid, int pgid, int sid, uint64_t start,
+                 uint64_t ns, int ns_pid, int ns_pgid, int ns_sid) {
+  ProcessInfo p = Proc(pid, ppid, pgid, sid, start);
+  p.pidns_inode = ns;
+  p.nspid = {pid, ns_pid};
+  p.nspgid = {pgid, ns_pgid};
+  p.nssid = {sid, ns_sid};
+  return p;
+}
+
+// Run "c1" registered from inside namespace A with the ids it sees there:
+// leader pid 5 leading group and session 5, translated to host pid 805.
+RunSpec ChildNsRun() {
+  RunSpec r;
+  r.run_id = "c1";
+  r.leader.pid = 5;
+  r.leader.pgid = 5;
+  r.leader.sid = 5;
+  r.leader.pidns_inode = kNsA;
+  r.leader.start_time = kLeaderStart;
+  r.leader.host.pid = 805;
+  r.leader.host.pidns_inode = kNs;
+  r.leader.host.start_time = kLeaderStart;
+  return r;
+}
+
+// Namespace A: init 1 (host 801, the runner); the leader 5 (host 805) is
+// gone now that the run finished; 6 is in its group 5, 8 in its session 5,
+// and 7 escaped into a session of its own (host 807). Namespace B has
+// processes with the same inner pids, groups and sessions.
+Snapshot TwoContainers() {
+  Snapshot s = Base();
+  s.processes.push_back(InNs(801, 1, 801, 801, 500, kNsA, 1, 1, 1));
+  s.processes.push_back(InNs(806, 801, 805, 805, kLeaderStart + 1, kNsA, 6, 5, 5));
+  s.processes.push_back(InNs(807, 801, 807, 807, kLeaderStart + 2, kNsA, 7, 7, 7));
+  s.processes.push_back(InNs(808, 801, 808, 805, kLeaderStart + 3, kNsA, 8, 8, 5));
+  s.processes.push_back(InNs(901, 1, 901, 901, 600, kNsB, 1, 1, 1));
+  s.processes.push_back(InNs(905, 901, 905, 905, kLeaderStart + 1, kNsB, 5, 5, 5));
+  s.processes.push_back(InNs(906, 905, 905, 905, kLeaderStart + 1, kNsB, 6, 5, 5));
+  s.processes.push_back(InNs(908, 905, 908, 905, kLeaderStart + 3, kNsB, 8, 8, 5));
+  return s;
+}
+
+TEST(ChildNamespaceMembershipTest, GroupAndSessionMatchInsideTheRunsNamespaceOnly) {
+  FakeEvidence ev;
+  Membership m = FindMembers(TwoContainers(), TheObserver(), {ChildNsRun()}, ev);
+  auto by = ByPid(m);
+  // 806 is in group 5 of namespace A, 808 in its session 5; the escapee 807
+  // shares neither (found by descent or cookie, below). Namespace B's
+  // processes carry the same inner numbers and are never members.
+  ASSERT_EQ(by.size(), 2u) << m.notes.size();
+  EXPECT_EQ(by[806].source, MatchSource::kPgid);
+  EXPECT_EQ(by[808].source, MatchSource::kSid);
+  EXPECT_TRUE(by[806].Signallable());
+  for (int bystander : {901, 905, 906, 908, 801}) {
+    EXPECT_EQ(by.count(bystander), 0u) << bystander;
+  }
+}
+
+TEST(ChildNamespaceMembershipTest, CookieAndDescentUseHostPids) {
+  FakeEvidence ev;
+  RunSpec run = ChildNsRun();
+  run.descendants[{807, kLeaderStart + 2}] = {805};
+  ev.environ[906].run_id = "c1";  // a cookie is a cookie in any namespace
+  auto by = ByPid(FindMembers(TwoContainers(), TheObserver(), {run}, ev));
+  EXPECT_EQ(by[807].source, MatchSource::kDescent);
+  EXPECT_EQ(by[906].source, MatchSource::kCookie);
+  EXPECT_EQ(by.count(905), 0u);
+}
+
+TEST(ChildNamespaceMembershipTest, ReusedInnerGroupNumberIsNotTheRuns) {
+  Snapshot s = TwoContainers();
+  // Pid 5 of namespace A is now another process: group 5 there is not c1's.
+  s.processes.push_back(InNs(815, 801, 815, 815, kLeaderStart + 9, kNsA, 5, 5, 5));
+  FakeEvidence ev;
+  Membership m = FindMembers(s, TheObserver(), {ChildNsRun()}, ev);
+  EXPECT_TRUE(m.members.empty());
+  ASSERT_EQ(m.notes.size(), 2u);
+  EXPECT_NE(m.notes[0].find("pgid 5 now names another process"),
+            std::string::npos) << m.notes[0];
+}
+
+TEST(ChildNamespaceMembershipTest, UntranslatedRunHasNoMembersAndSaysWhy) {
+  FakeEvidence ev;
+  RunSpec run = ChildNsRun();
+  run.leader.host = ProcessRef();
+  ev.environ[806].run_id = "c1";
+  Membership m = FindMembers(TwoContainers(), TheObserver(), {run}, ev);
+  EXPECT_TRUE(m.members.empty());
+  ASSERT_EQ(m.notes.size(), 1u);
+  EXPECT_NE(m.notes[0].find("was not translated at registration"),
+            std::string::npos) << m.notes[0];
+  EXPECT_NE(m.notes[0].find("no members are verifiable"), std::string::npos);
+  // A translation made in another observer namespace is no translation here.
+  run = ChildNsRun();
+  run.leader.host.pidns_inode = kNs + 7;
+  EXPECT_TRUE(FindMembers(TwoContainers(), TheObserver(), {run}, ev).members.empty());
+}
+
+TEST(ChildNamespaceMembershipTest, CancelledLeaderMatchesByHostPid) {
+  Snapshot s = TwoContainers();
+  s.processes.push_back(InNs(805, 801, 805, 805, kLeaderStart, kNsA, 5, 5, 5));
+  RunSpec run = ChildNsRun();
+  run.include_leader = true;
+  run.leader.pgid = 0;  // led nothing: only the leader rule can match it
+  run.leader.sid = 0;
+  FakeEvidence ev;
+  auto by = ByPid(FindMembers(s, TheObserver(), {run}, ev));
+  ASSERT_EQ(by.count(805), 1u);
+  EXPECT_EQ(by[805].source, MatchSource::kLeader);
+  EXPECT_EQ(by.count(905), 0u);  // namespace B's pid 5
+}
+
+TEST(ChildNamespaceMembershipTest, WalkOptionsAskForNamespacesOnlyWhenNeeded) {
+  EXPECT_FALSE(MembershipWalkOptions({TheRun()}).with_status);
+  const WalkOptions o = MembershipWalkOptions({TheRun(), ChildNsRun()});
+  EXPECT_TRUE(o.with_status);
+  EXPECT_TRUE(o.with_pidns);
+}
+
 }  // namespace
 }  // namespace runreaper::scanner

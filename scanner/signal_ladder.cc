@@ -172,7 +172,7 @@ SweepObserver SelfObserver(const ProcFs& procfs, const Snapshot& snapshot) {
 absl::StatusOr<Membership> ListMembers(const ProcFs& procfs,
                                        const std::vector<RunSpec>& runs,
                                        SweepObserver* observer) {
-  ASSIGN_OR_RETURN(Snapshot snap, procfs.Walk());
+  ASSIGN_OR_RETURN(Snapshot snap, procfs.Walk(MembershipWalkOptions(runs)));
   SweepObserver o = SelfObserver(procfs, snap);
   ProcFsEvidence evidence(&procfs);
   Membership m = FindMembers(snap, o, runs, evidence);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,7 +36,9 @@ absl::Time FromTimestamp(const google::protobuf::Timestamp& ts) {
 store::RunningRecord ToRecord(const v1::Run& run) {
   store::RunningRecord r;
   r.run_id = run.run_id();
-  r.leader = scanner::IdentityOf(run);
+  const scanner::Identity id = scanner::IdentityOf(run);
+  r.leader = id;
+  r.host = id.host;
   r.liveness = run.liveness();
   r.last_seen_alive = run.has_last_seen_alive_at()
                           ? FromTimestamp(run.last_seen_alive_at())
@@ -250,11 +253,18 @@ absl::StatusOr<PassResult> Reconciler::ReconcileLocked(
     const absl::Time last_seen = std::max(run.last_seen_alive, memory[j]);
 
     const bool boot_matches = BootMatches(run, observer);
+    // A leader from another PID namespace that was translated at
+    // registration is probed as the process it is here (host pid, same start
+    // time: a recycled host pid reads as PID_REUSED). Untranslated, it is
+    // translated through the walk below, as before.
+    const scanner::ProcessRef leader =
+        scanner::LeaderIn(run.leader, run.host, observer.pidns_inode)
+            .value_or(run.leader);
     // Records naming the same process in one pass share one probe: the same
     // (pid, pid namespace, start time), none of them from another boot (the
     // boot id is left out of the key: "" and this boot's id name the same
     // boot here), gets the same evidence and so the same verdict.
-    scanner::ProcessRef key = run.leader;
+    scanner::ProcessRef key = leader;
     key.boot_id.clear();
     auto memo = boot_matches ? verdicts.find(key) : verdicts.end();
     scanner::Verdict verdict;
@@ -262,9 +272,8 @@ absl::StatusOr<PassResult> Reconciler::ReconcileLocked(
       verdict = memo->second;
     } else {
       const scanner::Snapshot* snap = nullptr;
-      if (run.leader.pidns_inode != 0 &&
-          run.leader.pidns_inode != observer.pidns_inode &&
-          boot_matches) {
+      if (leader.pidns_inode != 0 &&
+          leader.pidns_inode != observer.pidns_inode && boot_matches) {
         if (!walked) {
           walked = true;
           snapshot = procfs_->Walk(walk_options);
@@ -278,7 +287,7 @@ absl::StatusOr<PassResult> Reconciler::ReconcileLocked(
         if (snapshot.ok()) snap = &*snapshot;
       }
       verdict = scanner::Decide(
-          scanner::GatherEvidence(*procfs_, observer, run.leader, snap));
+          scanner::GatherEvidence(*procfs_, observer, leader, snap));
       if (boot_matches) verdicts.emplace(key, verdict);
     }
 
@@ -357,12 +366,14 @@ absl::Status Reconciler::Watch(const v1::Run& run) {
     return absl::OkStatus();
   }
   const scanner::LivenessObserver observer = ReadObserver(*procfs_);
-  if (observer.pidns_inode == 0 || run.pidns_inode() != observer.pidns_inode ||
-      run.boot_id().empty() || observer.boot_id.empty() ||
+  // A leader from another PID namespace is watched through its translation.
+  const std::optional<scanner::ProcessRef> leader =
+      scanner::LeaderIn(scanner::IdentityOf(run), observer.pidns_inode);
+  if (!leader.has_value() || run.boot_id().empty() || observer.boot_id.empty() ||
       run.boot_id() != observer.boot_id) {
     return absl::OkStatus();
   }
-  switch (watcher_->Arm(run.run_id(), scanner::IdentityOf(run))) {
+  switch (watcher_->Arm(run.run_id(), *leader)) {
     case scanner::ExitWatcher::ArmResult::kArmed:
       return absl::OkStatus();
     case scanner::ExitWatcher::ArmResult::kExited: {

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -13,6 +15,7 @@
 #include "base/status_macros.h"
 #include "base/text.h"
 #include "proto/describe.h"
+#include "scanner/identity.h"
 #include "scanner/identity_proto.h"
 #include "server/bearer_auth.h"
 #include "server/caller_policy.h"
@@ -31,14 +34,56 @@ namespace {
 bool SeenAliveAtRegistration(const scanner::ProcFs& procfs, const v1::Run& run) {
   if (run.start_time_ticks() == 0 || run.pidns_inode() == 0) return false;
   absl::StatusOr<uint64_t> own_ns = procfs.SelfPidNs();
-  if (!own_ns.ok() || *own_ns != run.pidns_inode()) return false;
+  if (!own_ns.ok()) return false;
+  // A leader from another namespace is read here through its translation.
+  const std::optional<scanner::ProcessRef> here =
+      scanner::LeaderIn(scanner::IdentityOf(run), *own_ns);
+  if (!here.has_value()) return false;
   if (!run.boot_id().empty()) {
     absl::StatusOr<std::string> boot_id = procfs.ReadBootId();
     if (!boot_id.ok() || *boot_id != run.boot_id()) return false;
   }
-  absl::StatusOr<scanner::ProcStat> stat = procfs.ReadStat(run.pid());
+  absl::StatusOr<scanner::ProcStat> stat = procfs.ReadStat(here->pid);
   return stat.ok() && stat->start_time == run.start_time_ticks() &&
          stat->state != 'Z' && stat->state != 'X';
+}
+
+// A leader sent from another PID namespace (a runner in a container) that
+// runreaperd can see: sets run->host_pid to the same process's pid in
+// runreaperd's namespace (ProcFs::TranslatePid: the process in the sent
+// namespace whose innermost NSpid is the sent pid and whose start time is
+// the sent one), so the run is watched, tracked and swept through it. Needs
+// the start time and the boot id (equal to ours: start times count from a
+// boot, and namespace inodes repeat across machines). Anything else leaves
+// the run untranslated, as before: no orphan of it is verifiable (logged).
+void TranslateForeignLeader(const scanner::ProcFs& procfs, v1::Run* run) {
+  absl::StatusOr<uint64_t> own_ns = procfs.SelfPidNs();
+  if (!own_ns.ok() || run->pidns_inode() == 0 || run->pidns_inode() == *own_ns) {
+    return;
+  }
+  std::string why;
+  absl::StatusOr<std::string> boot_id = procfs.ReadBootId();
+  if (run->start_time_ticks() == 0 || run->boot_id().empty()) {
+    why = "it was sent without start_time_ticks and boot_id";
+  } else if (!boot_id.ok() || *boot_id != run->boot_id()) {
+    why = absl::StrCat("its boot id is not this machine's (",
+                       boot_id.ok() ? *boot_id : boot_id.status().ToString(), ")");
+  } else if (absl::StatusOr<int> host = procfs.TranslatePid(
+                 run->pidns_inode(), run->pid(), run->start_time_ticks());
+             host.ok()) {
+    run->set_host_pid(*host);
+    run->set_host_pidns_inode(*own_ns);
+    LogInfo(LogFields().Run(run->run_id()), "leader pid ", run->pid(),
+            " of PID namespace ", run->pidns_inode(), " is pid ", *host,
+            " here");
+    return;
+  } else {
+    why = host.status().ToString();
+  }
+  LogWarning(LogFields().Run(run->run_id()), "leader pid ", run->pid(),
+             " of PID namespace ", run->pidns_inode(),
+             " not translated to runreaperd's (", *own_ns, "): ", why,
+             "; the run's orphans cannot be verified");
 }
 
 }  // namespace
@@ -227,7 +272,8 @@ absl::Status ReconcilerService::CheckEventIdInRange(int64_t after_event_id) {
   return absl::OkStatus();
 }
 
-absl::Status ReconcilerService::CheckClaimedCgroup(const v1::RegisterRunRequest& r) {
+absl::Status ReconcilerService::CheckClaimedCgroup(const v1::RegisterRunRequest& r,
+                                                  int host_pid) {
   CgroupClaim claim;
   claim.cgroup = r.cgroup();
   if (absl::StatusOr<std::string> mi = procfs_->ReadSelfMountInfo(); mi.ok()) {
@@ -239,10 +285,14 @@ absl::Status ReconcilerService::CheckClaimedCgroup(const v1::RegisterRunRequest&
   // The leader is checked while it is alive in our PID namespace and is the
   // process the request names (a sent start time that differs is a reused
   // pid: the named leader is gone).
+  // A leader from another namespace is read through its translation
+  // (host_pid): its cgroup as runreaperd sees it, so a path sent from inside
+  // a cgroup namespace never names another cgroup here.
   absl::StatusOr<uint64_t> self_ns = procfs_->SelfPidNs();
   const bool foreign_ns = r.has_pidns_inode() && self_ns.ok() && r.pidns_inode() != *self_ns;
-  if (!foreign_ns) {
-    absl::StatusOr<scanner::Identity> live = procfs_->CaptureIdentity(r.pid());
+  if (!foreign_ns || host_pid > 0) {
+    const int pid = foreign_ns ? host_pid : r.pid();
+    absl::StatusOr<scanner::Identity> live = procfs_->CaptureIdentity(pid);
     if (live.ok() && (!r.has_start_time_ticks() || r.start_time_ticks() == live->start_time)) {
       claim.leader_cgroup = live->cgroup;
     } else if (!live.ok() && !absl::IsNotFound(live.status())) {
@@ -250,7 +300,7 @@ absl::Status ReconcilerService::CheckClaimedCgroup(const v1::RegisterRunRequest&
       return absl::Status(
           absl::IsResourceExhausted(live.status()) ? absl::StatusCode::kResourceExhausted
                                                    : absl::StatusCode::kFailedPrecondition,
-          absl::StrCat("cgroup: cannot read the cgroup of process ", r.pid(), ": ",
+          absl::StrCat("cgroup: cannot read the cgroup of process ", pid, ": ",
                        live.status().message()));
     }
   }
@@ -283,6 +333,7 @@ absl::StatusOr<v1::Run> ReconcilerService::DoRegister(
     // (a sent cgroup is the run's own).
     scanner::SetIdentity(scanner::IdentityOf(r), &run,
                          scanner::CgroupField::kCopy);
+    TranslateForeignLeader(*procfs_, &run);
   } else {
     absl::StatusOr<scanner::Identity> id =
         leader.where == LeaderView::Where::kHere
@@ -329,7 +380,7 @@ absl::StatusOr<v1::Run> ReconcilerService::DoRegister(
   run.set_registered_uid(caller);
   run.set_identity_unverified(*unverified);
   if (SeenAliveAtRegistration(*procfs_, run)) run.set_liveness(v1::LIVENESS_ALIVE);
-  if (!run.cgroup().empty()) RETURN_IF_ERROR(CheckClaimedCgroup(r));
+  if (!run.cgroup().empty()) RETURN_IF_ERROR(CheckClaimedCgroup(r, run.host_pid()));
   ASSIGN_OR_RETURN(v1::Run stored, store_->Register(run));
   hub_->Notify();
   // Its descendants are followed from now on (lineage on), seeded with what

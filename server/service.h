@@ -192,7 +192,10 @@ class ReconcilerService final : public v1::Reconciler::CallbackService {
   // it that CheckLeaderClaim and the identity capture share.
   LeaderView ViewLeader(const v1::RegisterRunRequest& request) const;
   // The request's cgroup may become the run's own (server/cgroup_claim.h).
-  absl::Status CheckClaimedCgroup(const v1::RegisterRunRequest& request);
+  // `host_pid`: the leader's translation when it was sent from another PID
+  // namespace (0 = none).
+  absl::Status CheckClaimedCgroup(const v1::RegisterRunRequest& request,
+                                  int host_pid);
   // OUT_OF_RANGE naming the last event id when `after_event_id` is past it
   // (such a WatchEvents would wait for ids that may never come; ids are
   // never reused, so the client's id is from another database).

@@ -614,13 +614,18 @@ void Sweeper::SetLineage(scanner::LineageTracker* lineage) {
 void Sweeper::TrackRuns(const std::vector<v1::Run>& runs) {
   if (impl_->lineage == nullptr || runs.empty()) return;
   // The connector's pids are the initial PID namespace's; a run recorded in
-  // another namespace names pids we cannot follow.
+  // another namespace is followed through its translation (host_pid), and
+  // one without a translation names pids we cannot follow.
   absl::StatusOr<uint64_t> self_ns = impl_->procfs->SelfPidNs();
   if (!self_ns.ok()) return;
   std::vector<scanner::LineageRun> specs;
   for (const v1::Run& run : runs) {
-    if (run.pidns_inode() != *self_ns || run.start_time_ticks() == 0) continue;
-    specs.push_back({run.run_id(), run.pid(), run.start_time_ticks()});
+    // A leader from another PID namespace is followed by its translation
+    // (the daemon on the host sees that namespace's forks by host pid).
+    const std::optional<scanner::ProcessRef> leader =
+        scanner::LeaderIn(scanner::IdentityOf(run), *self_ns);
+    if (!leader.has_value() || run.start_time_ticks() == 0) continue;
+    specs.push_back({run.run_id(), leader->pid, run.start_time_ticks()});
   }
   if (specs.empty()) return;
   absl::Status s = impl_->lineage->Track(specs);

@@ -74,8 +74,9 @@ class Sweeper {
   // membership exactly as without lineage. Set before serving; not owned.
   void SetLineage(scanner::LineageTracker* lineage);
   // Starts following the descendants of newly registered runs (one /proc
-  // walk for all). No-op with lineage off; a run outside the observer's PID
-  // namespace is skipped (the connector's pids are the initial namespace's).
+  // walk for all). No-op with lineage off; a run from another PID namespace
+  // is tracked by its leader's translation (host_pid), and skipped without
+  // one (the connector's pids are the initial namespace's).
   void TrackRuns(const std::vector<v1::Run>& runs);
   // Sets run->lineage_gap from the tracker (false with lineage off).
   void AnnotateRun(v1::Run* run) const;

@@ -47,6 +47,8 @@ StoredRun ReadRunRow(const Statement& s) {
   if (!s.ColumnIsNull(18)) SetTimestamp(s.ColumnInt(18), r.mutable_ended_at());
   r.set_registered_uid(static_cast<uint32_t>(s.ColumnInt(20)));
   r.set_identity_unverified(s.ColumnInt(21) != 0);
+  r.set_host_pid(static_cast<int32_t>(s.ColumnInt(22)));
+  r.set_host_pidns_inode(static_cast<uint64_t>(s.ColumnInt(23)));
   return out;
 }
 

@@ -18,8 +18,8 @@ inline constexpr char kRunColumns[] =
     "seq, run_id, pid, pgid, sid, pidns_inode, start_time_ticks, boot_id, "
     "uid, comm, cgroup, keep, state, liveness, stale_reason, exit_code, "
     "registered_at_us, last_seen_alive_at_us, ended_at_us, sweep_done, "
-    "registered_uid, identity_unverified";
-inline constexpr int kRunColumnCount = 22;
+    "registered_uid, identity_unverified, host_pid, host_pidns_inode";
+inline constexpr int kRunColumnCount = 24;
 
 // A run row as stored: its registration sequence number and the message.
 struct StoredRun {

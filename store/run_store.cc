@@ -62,8 +62,12 @@ std::string IdentityDifference(const v1::Run& a, const v1::Run& b) {
     return absl::StrCat("cgroup \"", a.cgroup(), "\" vs \"", b.cgroup(), "\"");
   }
   // Any identity field without a line of its own above: IdentityOf is the
-  // one list of them.
-  if (scanner::IdentityOf(a) != scanner::IdentityOf(b)) return "identity";
+  // one list of them. The translation to runreaperd's namespace (host) is
+  // not sent but found at registration: a retry after the leader exited
+  // finds none, and is still the same registration.
+  scanner::Identity ia = scanner::IdentityOf(a), ib = scanner::IdentityOf(b);
+  ia.host = ib.host = scanner::ProcessRef();
+  if (ia != ib) return "identity";
   if (std::map<std::string, std::string>(a.labels().begin(),
                                          a.labels().end()) !=
       std::map<std::string, std::string>(b.labels().begin(),
@@ -135,8 +139,9 @@ absl::StatusOr<v1::Run> RunStore::Register(const v1::Run& run) {
               "start_time_ticks, boot_id, uid, comm, cgroup, keep, state, "
               "liveness, stale_reason, exit_code, registered_at_us, "
               "last_seen_alive_at_us, ended_at_us, sweep_done, registered_uid, "
-              "identity_unverified) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
-              "?9, ?10, ?11, ?12, ?14, 0, NULL, ?13, ?13, NULL, 0, ?15, ?16)"));
+              "identity_unverified, host_pid, host_pidns_inode) VALUES (?1, ?2, "
+              "?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?14, 0, NULL, ?13, "
+              "?13, NULL, 0, ?15, ?16, ?17, ?18)"));
       s->BindText(1, run.run_id())
           .BindInt(2, run.pid())
           .BindInt(3, run.pgid())
@@ -154,7 +159,11 @@ absl::StatusOr<v1::Run> RunStore::Register(const v1::Run& run) {
           .BindInt(13, now)
           .BindInt(14, run.liveness())
           .BindInt(15, run.registered_uid())
-          .BindInt(16, run.identity_unverified() ? 1 : 0);
+          .BindInt(16, run.identity_unverified() ? 1 : 0)
+          .BindInt(17, run.host_pid() > 0 ? run.host_pid() : 0)
+          .BindInt(18, run.host_pid() > 0
+                           ? static_cast<int64_t>(run.host_pidns_inode())
+                           : 0);
       RETURN_IF_ERROR(s->Run());
     }
     const int64_t seq = m.db->LastInsertRowid();

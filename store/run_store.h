@@ -114,6 +114,9 @@ struct RunningRecord {
   int64_t seq = 0;  // the store's key (registration order)
   std::string run_id;
   scanner::ProcessRef leader;  // unknown fields are 0 / ""
+  // The leader translated to runreaperd's PID namespace (scanner::Identity
+  // ::host); pid 0 = not translated.
+  scanner::ProcessRef host;
   v1::Liveness liveness = v1::LIVENESS_UNSPECIFIED;
   absl::Time last_seen_alive;
 };
@@ -184,7 +187,7 @@ struct SweepProgress {
 class RunStore {
  public:
   static constexpr int kMaxPageSize = 1000;
-  static constexpr int kSchemaVersion = 5;
+  static constexpr int kSchemaVersion = 6;
 
   // Opens or creates the database at `path` (its directory must exist).
   // Refuses a schema newer than kSchemaVersion, a file that is not a SQLite

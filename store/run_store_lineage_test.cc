@@ -140,6 +140,8 @@ TEST_F(RunStoreLineageTest, MigratesASchemaTwoFile) {
           "DROP TABLE run_descendants; DROP INDEX runs_prunable; "
           "ALTER TABLE runs DROP COLUMN registered_uid; "
           "ALTER TABLE runs DROP COLUMN identity_unverified; "
+          "ALTER TABLE runs DROP COLUMN host_pid; "
+          "ALTER TABLE runs DROP COLUMN host_pidns_inode; "
           "PRAGMA user_version = 2;");
   ASSERT_EQ(RawQueryInt(path_, "SELECT count(*) FROM sqlite_master WHERE "
                                "name = 'run_descendants'"),

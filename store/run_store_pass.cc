@@ -87,8 +87,8 @@ absl::StatusOr<std::vector<RunningRecord>> RunStore::ListRunningForReconcile() {
     ASSIGN_OR_RETURN(
         ScopedStatement s,
         d.Prepare("SELECT seq, run_id, pid, pidns_inode, start_time_ticks, "
-                  "boot_id, liveness, last_seen_alive_at_us FROM runs "
-                  "WHERE state = ?1 ORDER BY seq"));
+                  "boot_id, liveness, last_seen_alive_at_us, host_pid, "
+                  "host_pidns_inode FROM runs WHERE state = ?1 ORDER BY seq"));
     s->BindInt(1, v1::RUN_STATE_RUNNING);
     while (true) {
       ASSIGN_OR_RETURN(bool row, s->Step());
@@ -103,6 +103,11 @@ absl::StatusOr<std::vector<RunningRecord>> RunStore::ListRunningForReconcile() {
       r.leader.boot_id = s->ColumnText(5);
       r.liveness = static_cast<v1::Liveness>(s->ColumnInt(6));
       r.last_seen_alive = absl::FromUnixMicros(s->ColumnInt(7));
+      if (const int host_pid = static_cast<int>(s->ColumnInt(8)); host_pid > 0) {
+        r.host = r.leader;
+        r.host.pid = host_pid;
+        r.host.pidns_inode = static_cast<uint64_t>(s->ColumnInt(9));
+      }
     }
     return absl::OkStatus();
   }));

@@ -599,6 +599,8 @@ TEST_F(RetainTest, MigratesASchemaThreeFile) {
           "DROP INDEX runs_prunable; "
           "ALTER TABLE runs DROP COLUMN registered_uid; "
           "ALTER TABLE runs DROP COLUMN identity_unverified; "
+          "ALTER TABLE runs DROP COLUMN host_pid; "
+          "ALTER TABLE runs DROP COLUMN host_pidns_inode; "
           "PRAGMA user_version = 3;");
   ASSERT_EQ(Count("SELECT count(*) FROM sqlite_master WHERE name = 'runs_prunable'"), 0);
   auto store = Open(Clock());

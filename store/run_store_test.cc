@@ -1653,10 +1653,13 @@ TEST_F(RunStoreTest, MigratesASchemaFourFile) {
     auto store = OpenOrDie();
     ASSERT_OK(store->Register(MakeRun("r1")));
   }
-  // Schema 4 is schema 5 without the two runs columns of migration 4 -> 5.
+  // Schema 4 is schema 5 without the two runs columns of migration 4 -> 5
+  // (and without the later 5 -> 6 columns).
   RawExec(path_,
           "ALTER TABLE runs DROP COLUMN registered_uid; "
           "ALTER TABLE runs DROP COLUMN identity_unverified; "
+          "ALTER TABLE runs DROP COLUMN host_pid; "
+          "ALTER TABLE runs DROP COLUMN host_pidns_inode; "
           "PRAGMA user_version = 4;");
   ASSERT_EQ(RawQueryInt(path_, "SELECT count(*) FROM pragma_table_info('runs') "
                                "WHERE name IN ('registered_uid', 'identity_unverified')"),
@@ -1687,13 +1690,16 @@ TEST_F(RunStoreTest, MigratesASchemaOneFile) {
   // Schema 1 is today's schema without what later migrations added:
   // sweep_progress.sent_at_us (1 -> 2), run_descendants (2 -> 3), the
   // runs_prunable index (3 -> 4) and the runs columns registered_uid and
-  // identity_unverified (4 -> 5); dropping them rebuilds the shipped v1 file.
+  // identity_unverified (4 -> 5) and host_pid/host_pidns_inode (5 -> 6);
+  // dropping them rebuilds the shipped v1 file.
   RawExec(path_,
           "ALTER TABLE sweep_progress DROP COLUMN sent_at_us; "
           "DROP TABLE run_descendants; "
           "DROP INDEX runs_prunable; "
           "ALTER TABLE runs DROP COLUMN registered_uid; "
           "ALTER TABLE runs DROP COLUMN identity_unverified; "
+          "ALTER TABLE runs DROP COLUMN host_pid; "
+          "ALTER TABLE runs DROP COLUMN host_pidns_inode; "
           "PRAGMA user_version = 1;");
   ASSERT_EQ(RawQueryInt(path_, "PRAGMA user_version"), 1);
   ASSERT_EQ(RawQueryInt(path_, "SELECT count(*) FROM "
@@ -1723,6 +1729,68 @@ TEST_F(RunStoreTest, MigratesASchemaOneFile) {
   ASSERT_OK_AND_ASSIGN(bool stale,
                        store->ClaimSweepStage("r1", 100, 9, 3, absl::Seconds(30)));
   EXPECT_TRUE(stale);
+}
+
+// A run from a child PID namespace keeps the ids as sent and the leader's
+// translation to runreaperd's namespace (host_pid), in full reads and in the
+// reconcile pass's slim rows.
+TEST_F(RunStoreTest, HostPidRoundTrips) {
+  auto store = OpenOrDie();
+  RunProto in = MakeRun("ns", 5);
+  in.set_pidns_inode(4026532178ULL);
+  in.set_host_pid(81234);
+  in.set_host_pidns_inode(4026531836ULL);
+  ASSERT_OK_AND_ASSIGN(RunProto r, store->Register(in));
+  EXPECT_EQ(r.pid(), 5);
+  EXPECT_EQ(r.host_pid(), 81234);
+  EXPECT_EQ(r.host_pidns_inode(), 4026531836ULL);
+  ASSERT_OK_AND_ASSIGN(RunProto got, store->Get("ns"));
+  EXPECT_EQ(got.host_pid(), 81234);
+  ASSERT_OK_AND_ASSIGN(std::vector<RunningRecord> slim,
+                       store->ListRunningForReconcile());
+  ASSERT_EQ(slim.size(), 1u);
+  EXPECT_EQ(slim[0].leader.pid, 5);
+  EXPECT_EQ(slim[0].leader.pidns_inode, 4026532178ULL);
+  EXPECT_EQ(slim[0].host.pid, 81234);
+  EXPECT_EQ(slim[0].host.pidns_inode, 4026531836ULL);
+  EXPECT_EQ(slim[0].host.start_time, in.start_time_ticks());
+  EXPECT_EQ(slim[0].host.boot_id, in.boot_id());
+  // A retry after the leader exited finds no translation: still the same
+  // registration, answered with the stored run.
+  RunProto retry = in;
+  retry.clear_host_pid();
+  retry.clear_host_pidns_inode();
+  ASSERT_OK_AND_ASSIGN(RunProto again, store->Register(retry));
+  EXPECT_EQ(again.host_pid(), 81234);
+  // Not translated: no host in the slim row.
+  ASSERT_OK(store->Register(MakeRun("plain", 6)));
+  ASSERT_OK_AND_ASSIGN(slim, store->ListRunningForReconcile());
+  ASSERT_EQ(slim.size(), 2u);
+  EXPECT_EQ(slim[1].host.pid, 0);
+}
+
+// A schema-5 file gains host_pid and host_pidns_inode, 0 for its runs (not
+// translated, as every run was before).
+TEST_F(RunStoreTest, MigratesASchemaFiveFile) {
+  {
+    auto store = OpenOrDie();
+    ASSERT_OK(store->Register(MakeRun("r1")));
+  }
+  RawExec(path_,
+          "ALTER TABLE runs DROP COLUMN host_pid; "
+          "ALTER TABLE runs DROP COLUMN host_pidns_inode; "
+          "PRAGMA user_version = 5;");
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(RawQueryInt(path_, "PRAGMA user_version"),
+            RunStore::kSchemaVersion);
+  EXPECT_EQ(RawQueryInt(path_, "SELECT count(*) FROM pragma_table_info('runs') "
+                               "WHERE name IN ('host_pid', 'host_pidns_inode')"),
+            2);
+  ASSERT_OK_AND_ASSIGN(RunProto r, store->Get("r1"));
+  EXPECT_EQ(r.pid(), 4242);
+  EXPECT_EQ(r.host_pid(), 0);
+  EXPECT_EQ(r.host_pidns_inode(), 0u);
 }
 
 // ---- concurrency and durability ----

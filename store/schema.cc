@@ -117,6 +117,16 @@ CREATE INDEX runs_prunable ON runs(ended_at_us) WHERE sweep_done = 1;
 ALTER TABLE runs ADD COLUMN registered_uid INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE runs ADD COLUMN identity_unverified INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // 5 -> 6: runs from child PID namespaces. host_pid is the leader as
+    // numbered in runreaperd's PID namespace (host_pidns_inode), found at
+    // registration for a leader sent from another namespace that runreaperd
+    // could see; pid, pgid and sid stay as sent. 0 = not translated, which
+    // is what every run of schema 5 was (such runs keep having no
+    // verifiable members, as before).
+    R"sql(
+ALTER TABLE runs ADD COLUMN host_pid INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN host_pidns_inode INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kVersion,
               "one migration per schema version");

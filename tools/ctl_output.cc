@@ -69,6 +69,12 @@ void PrintRun(const v1::Run& r) {
   printf("pgid:          %d\n", r.pgid());
   printf("sid:           %d\n", r.sid());
   printf("pidns_inode:   %llu\n", static_cast<unsigned long long>(r.pidns_inode()));
+  // A run from another PID namespace: pid/pgid/sid above are that
+  // namespace's; this is the leader as runreaperd sees (and signals) it.
+  if (r.host_pid() > 0) {
+    printf("host_pid:      %d (PID namespace %llu)\n", r.host_pid(),
+           static_cast<unsigned long long>(r.host_pidns_inode()));
+  }
   printf("start_time:    %llu\n", static_cast<unsigned long long>(r.start_time_ticks()));
   printf("boot_id:       %s\n", r.boot_id().empty() ? "-" : EscapeForLog(r.boot_id()).c_str());
   printf("uid:           %s\n", r.has_uid() ? absl::StrCat(r.uid()).c_str() : "-");
