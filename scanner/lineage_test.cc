@@ -386,6 +386,40 @@ TEST_F(FixtureTest, AdoptAttachesStoredDescendantsStillAlive) {
   EXPECT_THAT(Pids(tracker_->Members("r")), ElementsAre(150));
 }
 
+// What durable lineage stores (Export) and when it must look again
+// (version): an unrelated fork changes nothing, a tracked one does.
+TEST_F(FixtureTest, ExportListsLiveDescendantsAndVersionMovesOnlyOnChange) {
+  Proc(100, 1, 1000);
+  Proc(101, 100, 1001);
+  Proc(102, 101, 1002);
+  ASSERT_OK(tracker_->Track({{"r", 100, 1000}}));
+  EXPECT_TRUE(tracker_->Complete("r"));
+  uint64_t version = 0;
+  std::vector<TrackedDescendant> e = tracker_->Export(&version);
+  ASSERT_EQ(e.size(), 2u);  // the leader is not a descendant
+  EXPECT_EQ(e[0].run_id, "r");
+  EXPECT_EQ(e[0].pid, 101);
+  EXPECT_EQ(e[0].start_time, 1001u);
+  EXPECT_EQ(e[0].parent_pid, 100);
+  EXPECT_EQ(e[1].pid, 102);
+  EXPECT_EQ(e[1].parent_pid, 101);
+
+  Proc(300, 1, 1003);
+  Proc(301, 300, 1004);
+  Apply({ForkEv(300, 301)});
+  EXPECT_EQ(tracker_->version(), version);
+  Proc(103, 102, 1005);
+  Apply({ForkEv(102, 103)});
+  EXPECT_NE(tracker_->version(), version);
+  EXPECT_EQ(tracker_->Export().size(), 3u);
+
+  tracker_->MarkGap("r", "test");
+  EXPECT_FALSE(tracker_->Complete("r"));
+  tracker_->Untrack("r");
+  EXPECT_TRUE(tracker_->Export().empty());
+  EXPECT_FALSE(tracker_->Complete("r"));
+}
+
 // ---------------------------------------------------------------------------
 // Real processes, real connector events.
 
