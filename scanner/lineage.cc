@@ -51,6 +51,9 @@ struct LineageTracker::State {
   bool resync_pending = false;
   absl::Time last_resync = absl::InfinitePast();
   Stats counters;
+  // Tracked runs whose gap flag is set (stats() is called for every batch
+  // of events; counting over the runs there cost O(runs) per event).
+  size_t runs_with_gap = 0;
   uint64_t version = 0;  // see LineageTracker::version()
 };
 
@@ -65,6 +68,7 @@ LineageTracker::~LineageTracker() = default;
 void LineageTracker::MarkGapLocked(Run& run, const std::string& reason) {
   if (!run.gap) {
     run.gap = true;
+    ++state_->runs_with_gap;
     run.gap_reason = reason;
     ++state_->counters.gaps;
   }
@@ -486,6 +490,7 @@ void LineageTracker::Untrack(const std::string& run_id) {
   auto rit = st.runs.find(run_id);
   if (rit == st.runs.end()) return;
   const uint64_t leader = rit->second.leader;
+  if (rit->second.gap) --st.runs_with_gap;
   st.runs.erase(rit);
   ++st.version;
   // The owner its processes pass to: the run owning the leader's parent.
@@ -666,7 +671,7 @@ LineageTracker::Stats LineageTracker::stats() const {
   s.nodes = state_->nodes.size();
   s.live = state_->live.size();
   s.runs = state_->runs.size();
-  for (const auto& [id, run] : state_->runs) s.runs_with_gap += run.gap;
+  s.runs_with_gap = state_->runs_with_gap;
   return s;
 }
 

@@ -336,6 +336,22 @@ TEST_F(FixtureTest, ALeaderAlreadyTrackedIsNotReadAgain) {
   EXPECT_THAT(Pids(tracker_->Members("b")), ElementsAre(103));
 }
 
+TEST_F(FixtureTest, RunsWithAGapAreCountedUntilUntracked) {
+  Proc(100, 1, 1000);
+  Proc(110, 1, 1010);
+  ASSERT_OK(tracker_->Track({{"a", 100, 1000}, {"b", 110, 1010}, {"gone", 120, 1020}}));
+  EXPECT_EQ(tracker_->stats().runs_with_gap, 1u);  // "gone": leader missing
+  tracker_->MarkGap("a", "test");
+  tracker_->MarkGap("a", "again");  // counted once
+  EXPECT_EQ(tracker_->stats().runs_with_gap, 2u);
+  tracker_->Untrack("gone");
+  EXPECT_EQ(tracker_->stats().runs_with_gap, 1u);
+  tracker_->Untrack("b");
+  EXPECT_EQ(tracker_->stats().runs_with_gap, 1u);
+  tracker_->Untrack("a");
+  EXPECT_EQ(tracker_->stats().runs_with_gap, 0u);
+}
+
 TEST_F(FixtureTest, UntrackForgetsWhatNobodyInherits) {
   Proc(100, 1, 1000);
   Proc(101, 100, 1001);
