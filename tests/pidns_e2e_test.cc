@@ -209,7 +209,16 @@ TEST_F(PidNsE2ETest, RunFromAChildNamespaceIsSweptAndABystanderIsNeverTouched) {
       ctl_, " --socket=", daemon_->socket(), " register ns-exit --pid=$! >", d,
       "/a.reg2 2>&1; ", Publish("$?", d + "/a.reg2rc"), "\n",
       "kill $!\n",
-      "wait\n",
+      // A third run whose leader ignores SIGINT and SIGTERM and leads no
+      // group or session in A (the runner's are outside A: sent as
+      // unknown), cancelled from the host below: the cancel's sweep kills
+      // the leader by the leader rule, through its host pid.
+      "sh -c 'trap \"\" INT TERM; ", Publish("$$", d + "/a.cl"),
+      "; exec sleep 300' </dev/null >/dev/null 2>&1 &\n",
+      "while [ ! -e ", d, "/a.cl ]; do sleep 0.05; done\n",
+      ctl_, " --socket=", daemon_->socket(), " register ns-cancel --pid=$(cat ", d,
+      "/a.cl) >", d, "/a.reg3 2>&1; ", Publish("$?", d + "/a.reg3rc"), "\n",
+      "wait $(cat ", d, "/a.job)\n",
       ctl_, " --socket=", daemon_->socket(), " finish ns-run --exit_code=0 >", d,
       "/a.fin 2>&1; ", Publish("$?", d + "/a.finrc"), "\n",
       "while :; do sleep 1; done\n");
@@ -223,6 +232,7 @@ TEST_F(PidNsE2ETest, RunFromAChildNamespaceIsSweptAndABystanderIsNeverTouched) {
   // Registration read the leader alive through its host pid.
   EXPECT_TRUE(absl::StrContains(ReadText(d + "/a.reg"), "liveness:      ALIVE"))
       << ReadText(d + "/a.reg");
+  ASSERT_EQ(ReadInt(d + "/a.reg3rc"), 0) << ReadText(d + "/a.reg3");
   // The watcher armed on the host pid saw the other leader die.
   EXPECT_TRUE(WaitFor([&] {
     return absl::StrContains(Ctl({"get", "ns-exit"}).out, "state:         STALE");
@@ -328,6 +338,19 @@ TEST_F(PidNsE2ETest, RunFromAChildNamespaceIsSweptAndABystanderIsNeverTouched) {
   }
   EXPECT_TRUE(signalled.empty()) << events.out;
   EXPECT_TRUE(absl::StrContains(events.out, "source=pgid")) << events.out;
+
+  // Cancel from the host: the stubborn leader of ns-cancel is swept by its
+  // host pid (SIGINT, SIGTERM ignored; SIGKILL after the graces), and still
+  // nothing of B's is touched.
+  in_a = ProcessesIn(ns_a);
+  ASSERT_EQ(in_a.count(ReadInt(d + "/a.cl")), 1u);
+  const Proc cancelled = in_a[ReadInt(d + "/a.cl")];
+  ASSERT_TRUE(Alive(cancelled));
+  CtlResult cancel = Ctl({"cancel", "ns-cancel"});
+  ASSERT_EQ(cancel.exit_code, 0) << cancel.out << cancel.err;
+  EXPECT_TRUE(WaitFor([&] { return !Alive(cancelled); }, absl::Seconds(60)))
+      << Ctl({"events", "--since=0"}).out;
+  for (const Proc& b : bystanders) EXPECT_TRUE(Alive(b)) << b.pid;
 }
 
 // A run sent with a PID namespace runreaperd cannot see stays as before:
