@@ -55,6 +55,9 @@ struct LineageTracker::State {
   // of events; counting over the runs there cost O(runs) per event).
   size_t runs_with_gap = 0;
   uint64_t version = 0;  // see LineageTracker::version()
+  // Node ids by owning run, so a run's members cost its own nodes, not
+  // every tracked process (kept by SetOwnerLocked / EraseNodeLocked).
+  std::unordered_map<std::string, std::unordered_set<uint64_t>> by_owner;
 };
 
 LineageTracker::LineageTracker(const ProcFs* procfs)
@@ -87,6 +90,32 @@ bool LineageTracker::HasGap(const std::string& run_id) const {
   return it != state_->runs.end() && it->second.gap;
 }
 
+void LineageTracker::SetOwnerLocked(uint64_t id, const std::string& owner) {
+  State& st = *state_;
+  Node& n = st.nodes[id];
+  if (n.owner == owner) {
+    if (!owner.empty()) st.by_owner[owner].insert(id);
+    return;
+  }
+  if (auto o = st.by_owner.find(n.owner); o != st.by_owner.end()) {
+    o->second.erase(id);
+    if (o->second.empty()) st.by_owner.erase(o);
+  }
+  n.owner = owner;
+  if (!owner.empty()) st.by_owner[owner].insert(id);
+}
+
+void LineageTracker::EraseNodeLocked(uint64_t id) {
+  State& st = *state_;
+  auto it = st.nodes.find(id);
+  if (it == st.nodes.end()) return;
+  if (auto o = st.by_owner.find(it->second.owner); o != st.by_owner.end()) {
+    o->second.erase(id);
+    if (o->second.empty()) st.by_owner.erase(o);
+  }
+  st.nodes.erase(it);
+}
+
 bool LineageTracker::Complete(const std::string& run_id) const {
   absl::MutexLock lock(&mu_);
   auto it = state_->runs.find(run_id);
@@ -115,7 +144,7 @@ void LineageTracker::MarkGone(uint64_t id) {
     auto run = st.runs.find(c->second.owner);
     if (run != st.runs.end() && run->second.leader == cur) break;
     const uint64_t parent = c->second.parent;
-    st.nodes.erase(c);
+    EraseNodeLocked(cur);
     if (parent == 0) break;
     auto p = st.nodes.find(parent);
     if (p == st.nodes.end()) break;
@@ -169,7 +198,7 @@ void LineageTracker::AddChildLocked(int parent_pid, int child_pid,
   n.pid = child_pid;
   n.start_time = 0;  // IdentifyPendingLocked reads it
   n.parent = parent_id;
-  n.owner = st.nodes[parent_id].owner;
+  SetOwnerLocked(id, std::string(st.nodes[parent_id].owner));
   st.nodes[parent_id].children.push_back(id);
   st.live[child_pid] = id;
   st.unidentified.push_back(id);
@@ -273,7 +302,7 @@ void LineageTracker::SetOwnerBelow(uint64_t id, const std::string& from,
     auto it = st.nodes.find(cur);
     if (it == st.nodes.end()) continue;
     if (cur != id && it->second.owner != from) continue;  // a younger run's
-    it->second.owner = to;
+    SetOwnerLocked(cur, to);
     for (const uint64_t c : it->second.children) stack.push_back(c);
   }
 }
@@ -308,7 +337,7 @@ void LineageTracker::AttachSnapshotLocked(const Snapshot& snapshot) {
       n.pid = c->pid;
       n.start_time = c->start_time;
       n.parent = parent_id;
-      n.owner = parent.owner;
+      SetOwnerLocked(id, parent.owner);
       st.nodes[parent_id].children.push_back(id);
       st.live[c->pid] = id;
       ++st.version;
@@ -440,7 +469,7 @@ absl::Status LineageTracker::Track(const std::vector<LineageRun>& runs) {
     Node& n = st.nodes[id];
     n.pid = spec.pid;
     n.start_time = spec.start_time;
-    n.owner = spec.run_id;
+    SetOwnerLocked(id, spec.run_id);
     st.live[spec.pid] = id;
     run.leader = id;
   }
@@ -476,7 +505,7 @@ int LineageTracker::Adopt(const std::string& run_id,
     Node& n = st.nodes[id];
     n.pid = p.pid;
     n.start_time = p.start_time;
-    n.owner = run_id;
+    SetOwnerLocked(id, run_id);
     st.live[p.pid] = id;
     ++adopted;
   }
@@ -503,11 +532,11 @@ void LineageTracker::Untrack(const std::string& run_id) {
     }
   }
   std::vector<uint64_t> owned;
-  for (const auto& [id, n] : st.nodes) {
-    if (n.owner == run_id) owned.push_back(id);
+  if (auto o = st.by_owner.find(run_id); o != st.by_owner.end()) {
+    owned.assign(o->second.begin(), o->second.end());
   }
   if (!heir.empty()) {
-    for (const uint64_t id : owned) st.nodes[id].owner = heir;
+    for (const uint64_t id : owned) SetOwnerLocked(id, heir);
     if (leader != 0 && st.nodes.count(leader) != 0 && st.nodes[leader].gone) {
       MarkGone(leader);  // may now be erased
     }
@@ -533,7 +562,7 @@ void LineageTracker::Untrack(const std::string& run_id) {
     }
     auto live = st.live.find(it->second.pid);
     if (live != st.live.end() && live->second == id) st.live.erase(live);
-    st.nodes.erase(it);
+    EraseNodeLocked(id);
   }
 }
 
@@ -587,9 +616,10 @@ RunLineage LineageTracker::Members(const std::string& run_id) {
   out.gap_reason = rit->second.gap_reason;
   const uint64_t leader = rit->second.leader;
   std::vector<std::pair<int, uint64_t>> candidates;
-  for (const auto& [id, n] : st.nodes) {
-    if (n.owner == run_id && !n.gone && id != leader) {
-      candidates.emplace_back(n.pid, id);
+  if (auto o = st.by_owner.find(run_id); o != st.by_owner.end()) {
+    for (const uint64_t id : o->second) {
+      const Node& n = st.nodes[id];
+      if (!n.gone && id != leader) candidates.emplace_back(n.pid, id);
     }
   }
   std::sort(candidates.begin(), candidates.end());

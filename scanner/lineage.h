@@ -185,6 +185,11 @@ class LineageTracker {
   void RecheckExitedLocked(bool all) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkGone(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkGapLocked(Run& run, const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sets node `id`'s owner and keeps State::by_owner in step.
+  void SetOwnerLocked(uint64_t id, const std::string& owner)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Erases node `id` (and its by_owner entry); nothing else is touched.
+  void EraseNodeLocked(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SetOwnerBelow(uint64_t id, const std::string& from,
                      const std::string& to) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
