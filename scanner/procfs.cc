@@ -251,9 +251,16 @@ ProcFs::ProcFs(std::string root) : root_(std::move(root)) {}
 absl::StatusOr<int> ProcFs::TranslatePid(uint64_t pidns_inode, int ns_pid,
                                          uint64_t start_time) const {
   WalkOptions options;
-  options.with_status = true;
   options.with_pidns = true;
-  ASSIGN_OR_RETURN(const Snapshot snap, Walk(options));
+  ASSIGN_OR_RETURN(Snapshot snap, Walk(options));
+  // NSpid is read for the processes of that namespace only (a container's
+  // few), not for every process on the machine.
+  for (ProcessInfo& p : snap.processes) {
+    if (p.pidns_inode != pidns_inode) continue;
+    if (absl::StatusOr<ProcStatus> st = ReadStatus(p.pid); st.ok()) {
+      p.nspid = std::move(st->nspid);
+    }
+  }
   ASSIGN_OR_RETURN(const ProcessInfo match,
                    FindInPidNamespace(snap, pidns_inode, ns_pid, start_time));
   // The walk read stat, status and ns/pid one by one by number; read the

@@ -131,7 +131,8 @@ class ProcFs {
 
   // The pid, in this procfs's (the observer's) PID namespace, of the process
   // that is `ns_pid` in PID namespace `pidns_inode` and started at
-  // `start_time`: one walk (with status and ns/pid) and FindInPidNamespace,
+  // `start_time`: one walk (with ns/pid; status, for NSpid, only of the
+  // processes in that namespace) and FindInPidNamespace,
   // then the match is read again through a held <root>/<pid> directory fd
   // (CaptureIdentity) and must still name that namespace and start time,
   // so a pid reused during the walk is never returned. Errors as
