@@ -52,6 +52,7 @@
 #include "scanner/procfs.h"
 #include "store/run_store.h"
 #include "tools/bench_procs.h"
+#include "tools/bench_store.h"
 #include "tools/bench_util.h"
 #include "tools/json_line.h"
 #include "tools/load_daemon.h"
@@ -244,28 +245,6 @@ EventsResult EventsPhase(tools::JsonLine* out) {
 // ---------------------------------------------------------------------------
 // idle and register
 
-// Stores `n` RUNNING runs over the live `pids` (round robin) with their
-// real identity, before the daemon starts (registering them through the
-// daemon would time registration, which the register phase measures).
-void Populate(const std::string& db, const std::vector<int>& pids, int n) {
-  store::StoreOptions o;
-  o.synchronous = store::StoreOptions::Sync::kNormal;
-  absl::StatusOr<std::unique_ptr<store::RunStore>> s = store::RunStore::Open(db, o);
-  if (!s.ok()) Die(s.status().ToString());
-  scanner::ProcFs procfs;
-  for (int i = 0; i < n; ++i) {
-    absl::StatusOr<scanner::Identity> id =
-        procfs.CaptureIdentity(pids[i % pids.size()]);
-    if (!id.ok()) Die(id.status().ToString());
-    v1::Run run;
-    run.set_run_id(absl::StrCat("bench-", i));
-    scanner::SetIdentity(*id, &run);
-    run.set_cgroup("");
-    run.set_keep(true);
-    if (!(*s)->Register(run).ok()) Die("register");
-  }
-}
-
 struct DaemonFigures {
   double idle_cpu_pct = 0;
   double register_p50_ms = 0;
@@ -279,7 +258,10 @@ DaemonFigures MeasureDaemon(const std::string& binary,
   std::string templ = parent + "/rr-lineage-XXXXXX";
   if (::mkdtemp(templ.data()) == nullptr) Die("mkdtemp " + templ);
   const std::string db = templ + "/runs.db";
-  Populate(db, pids, absl::GetFlag(FLAGS_runs));
+  // Stored before the daemon starts: registering them through it would
+  // time registration, which the register phase measures.
+  PopulateRuns(db, pids, absl::GetFlag(FLAGS_runs), /*finish=*/false,
+               /*keep=*/true);
   DaemonFigures f;
   {
     absl::StatusOr<std::unique_ptr<load::OwnDaemon>> d = load::OwnDaemon::Start(

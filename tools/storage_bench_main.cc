@@ -35,6 +35,7 @@
 #include "store/run_store.h"
 #include "tools/bench_procs.h"
 #include "tools/bench_util.h"
+#include "tools/bench_store.h"
 #include "tools/json_line.h"
 #include "tools/load_daemon.h"
 #include "tools/load_proc.h"
@@ -89,35 +90,12 @@ double CpuSeconds(pid_t pid) {
   return static_cast<double>(*ticks) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
-// Registers `n` runs over the live `pids` (round robin) with their real
-// identity, through the store (setup, synchronous=NORMAL); `finish` makes
-// each FINISHED right after.
-void Populate(const std::string& db, const std::vector<int>& pids, int n,
-              bool finish) {
-  store::StoreOptions o;
-  o.synchronous = store::StoreOptions::Sync::kNormal;
-  absl::StatusOr<std::unique_ptr<store::RunStore>> s = store::RunStore::Open(db, o);
-  if (!s.ok()) Die(s.status().ToString());
-  scanner::ProcFs procfs;
-  for (int i = 0; i < n; ++i) {
-    const int pid = pids[i % pids.size()];
-    absl::StatusOr<scanner::Identity> id = procfs.CaptureIdentity(pid);
-    if (!id.ok()) Die(id.status().ToString());
-    v1::Run run;
-    run.set_run_id(absl::StrCat("bench-", i));
-    scanner::SetIdentity(*id, &run);
-    run.set_cgroup("");
-    if (!(*s)->Register(run).ok()) Die("register");
-    if (finish && !(*s)->Finish(run.run_id(), 0).ok()) Die("finish");
-  }
-}
-
 // Idle CPU (percent of one CPU) of a daemon over `runs` RUNNING runs.
 double IdleCpu(const std::string& binary, const std::vector<int>& pids, int runs,
                absl::Duration scan_interval) {
   const std::string dir = MakeDir();
   const std::string db = dir + "/runs.db";
-  Populate(db, pids, runs, /*finish=*/false);
+  bench::PopulateRuns(db, pids, runs, /*finish=*/false, /*keep=*/false);
   absl::StatusOr<std::unique_ptr<load::OwnDaemon>> d = load::OwnDaemon::Start(
       binary, absl::GetFlag(FLAGS_dir),
       {"--db=" + db,
@@ -142,7 +120,7 @@ double CronTick(const std::string& binary, const std::vector<int>& pids,
                 int runs, int64_t* events_added) {
   const std::string dir = MakeDir();
   const std::string db = dir + "/runs.db";
-  Populate(db, pids, runs, /*finish=*/true);
+  bench::PopulateRuns(db, pids, runs, /*finish=*/true, /*keep=*/false);
   int64_t before = 0;
   {
     absl::StatusOr<std::unique_ptr<store::RunStore>> s = store::RunStore::Open(db);
