@@ -155,6 +155,31 @@ double TimeListOrphans(Stub* stub, int reps, int* listed,
   return Median(ms);
 }
 
+// Median time, in ms, of reading /proc/<pid>/environ once for every process
+// of one walk (openat, read into a reused buffer until EOF, close): the least
+// a listing that honours RUNREAPER_RUN_ID cookies pays on top of the walk
+// when every process is younger than some unswept run.
+double EnvironFloorMs(const scanner::ProcFs& procfs, int reps) {
+  absl::StatusOr<scanner::Snapshot> snap = procfs.Walk();
+  if (!snap.ok()) Die(snap.status().ToString());
+  std::vector<double> ms;
+  std::vector<char> buf(64 * 1024);
+  for (int r = 0; r <= reps; ++r) {
+    const int64_t t0 = MonoNanos();
+    for (const scanner::ProcessInfo& p : snap->processes) {
+      char path[64];
+      std::snprintf(path, sizeof(path), "/proc/%d/environ", p.pid);
+      const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+      if (fd < 0) continue;
+      while (::read(fd, buf.data(), buf.size()) > 0) {
+      }
+      ::close(fd);
+    }
+    if (r > 0) ms.push_back((MonoNanos() - t0) / 1e6);
+  }
+  return Median(ms);
+}
+
 int Main() {
   const int processes = absl::GetFlag(FLAGS_processes);
   const int many = absl::GetFlag(FLAGS_runs);
@@ -274,6 +299,10 @@ int Main() {
   // row (1) of //tools:bench), and one run's orphans both ways.
   const WalkResult floor = BenchWalk(procfs, reps);
   const double floor_ms = floor.floor_us * floor.processes_seen / 1000.0;
+  // What the cookie rule adds at least: one read of every process's environ
+  // (here every sleeper is younger than the finished runs, so a listing
+  // must read each one's environ; the list of pids comes from the walk).
+  const double environ_ms = EnvironFloorMs(procfs, reps);
   int listed_walk = 0;
   int listed_lineage = 0;
   const double run_walk_ms =
@@ -300,6 +329,8 @@ int Main() {
               pgid.c_str(), pgrep_ms, pgrep_after_ms);
   std::printf("  ps -e -o pid,ppid,pgid,sid,stat,comm %9.2f ms\n", ps_ms);
   std::printf("  walk floor (list, read each stat) %8.2f ms\n", floor_ms);
+  std::printf("  + one environ read per process    %8.2f ms (pgrep / both: %.2fx)\n",
+              environ_ms, pgrep_ms / (floor_ms + environ_ms));
   std::printf("  pgrep / ListOrphans              %9.2fx\n", pgrep_ms / few_ms);
   std::printf("  one run: walk %.2f ms (%d listed), lineage %.2f ms (%d listed): "
               "%.1fx\n",
@@ -322,6 +353,8 @@ int Main() {
       .Number("orphans_10k_runs_vs_10_runs", many_ms / few_ms, 2)
       .Number("walk_floor_ms", floor_ms, 2)
       .Number("pgrep_vs_walk_floor", pgrep_ms / floor_ms, 2)
+      .Number("environ_floor_ms", environ_ms, 2)
+      .Number("pgrep_vs_cookie_floor", pgrep_ms / (floor_ms + environ_ms), 2)
       .Number("orphans_run_walk_ms", run_walk_ms, 3)
       .Number("orphans_run_lineage_ms", run_lineage_ms, 3)
       .Int("orphans_run_listed_walk", listed_walk)
