@@ -43,10 +43,17 @@ absl::StatusOr<int64_t> Decode(absl::string_view token, uint64_t fingerprint) {
         absl::StrCat("invalid page_token (", token.size(),
                      " bytes): longer than any token this server issues"));
   }
-  // The client's bytes are echoed escaped: they may hold control characters.
+  // The client's bytes are echoed escaped (they may hold control
+  // characters), and only the first kEchoBytes of them: escaped, each byte
+  // may take four characters, so a whole 64-byte token of them would make a
+  // message of 300 and more.
+  constexpr size_t kEchoBytes = 32;
   auto bad = [&token](absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "invalid page_token \"", absl::CHexEscape(token), "\": ", why));
+        "invalid page_token \"", absl::CHexEscape(token.substr(0, kEchoBytes)),
+        token.size() > kEchoBytes ? "\"... (" : "\"",
+        token.size() > kEchoBytes ? absl::StrCat(token.size(), " bytes)") : "",
+        ": ", why));
   };
   std::string raw;
   if (!absl::WebSafeBase64Unescape(token, &raw)) return bad("not base64");

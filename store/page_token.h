@@ -35,9 +35,10 @@ inline constexpr size_t kMaxTokenBytes = 64;
 // INVALID_ARGUMENT when `token` is longer than kMaxTokenBytes, is not
 // byte-for-byte what Encode(seq, fp) returns for some positive seq and some
 // fp (not base64, not the r1 layout, another spelling of the numbers), or was
-// issued for another fingerprint. The message quotes the token C-escaped
-// (never when it is over kMaxTokenBytes), so a client's control characters
-// never reach a log or terminal through it.
+// issued for another fingerprint. The message quotes the token's first 32
+// bytes C-escaped (never when it is over kMaxTokenBytes), so a client's
+// control characters never reach a log or terminal through it and the
+// message stays under 256 bytes.
 absl::StatusOr<int64_t> Decode(absl::string_view token, uint64_t fingerprint);
 
 }  // namespace runreaper::store::page_token

@@ -118,5 +118,16 @@ TEST(PageTokenTest, TheErrorMessageEscapesTheClientsBytes) {
   }
 }
 
+// Found by tools/fuzz.sh (page_token): a 64-byte token of bytes that escape
+// to four characters each made a 300-byte message.
+TEST(PageTokenTest, TheEchoOfAnUnprintableTokenStaysShort) {
+  const std::string token(kMaxTokenBytes, '\xff');
+  absl::StatusOr<int64_t> s = Decode(token, 0);
+  ASSERT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_LE(s.status().message().size(), 256u) << s.status();
+  EXPECT_NE(s.status().message().find("(64 bytes)"), absl::string_view::npos)
+      << s.status();
+}
+
 }  // namespace
 }  // namespace runreaper::store::page_token
