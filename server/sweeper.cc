@@ -580,7 +580,7 @@ absl::StatusOr<v1::ListOrphansResponse> Sweeper::ListOrphans(
     // A RUNNING run's members are not orphans.
     if (IsTerminal(run.state())) runs.push_back(std::move(run));
   } else {
-    ASSIGN_OR_RETURN(runs, impl_->store->ListTerminalUnswept());
+    ASSIGN_OR_RETURN(runs, impl_->store->ListTerminalUnsweptWithoutLabels());
   }
   v1::ListOrphansResponse response;
   if (runs.empty()) return response;
@@ -651,7 +651,7 @@ absl::StatusOr<v1::SweepResponse> Sweeper::Sweep(
     }
     runs.push_back(std::move(run));
   } else {
-    ASSIGN_OR_RETURN(runs, impl_->store->ListTerminalUnswept());
+    ASSIGN_OR_RETURN(runs, impl_->store->ListTerminalUnsweptWithoutLabels());
   }
   return impl_->options.metrics->SweepDone(started, request.dry_run(), impl_->SweepRuns(runs, request.dry_run()));
 }

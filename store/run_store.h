@@ -250,6 +250,9 @@ class RunStore {
   // Every terminal run that has not been swept clean yet (sweep_done unset),
   // for orphan detection.
   absl::StatusOr<std::vector<v1::Run>> ListTerminalUnswept();
+  // The same runs without their labels (one query, no labels query a run):
+  // what orphan listing and sweeping read, which never look at labels.
+  absl::StatusOr<std::vector<v1::Run>> ListTerminalUnsweptWithoutLabels();
   // The terminal, unswept runs whose sweep was started and may not have
   // finished (a daemon crashed mid-ladder): every CANCELLED one (a cancel
   // always sweeps) and every one with a stage claimed in sweep_progress.

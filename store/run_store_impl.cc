@@ -236,7 +236,7 @@ absl::StatusOr<StoredRun> RunStore::Impl::FindOrNotFound(
 
 absl::StatusOr<std::vector<StoredRun>> RunStore::Impl::QueryRuns(
     Database& d, const std::string& sql,
-    const std::function<void(Statement&)>& bind) {
+    const std::function<void(Statement&)>& bind, bool with_labels) {
   std::vector<StoredRun> out;
   {
     ASSIGN_OR_RETURN(ScopedStatement s, d.Prepare(sql));
@@ -247,7 +247,9 @@ absl::StatusOr<std::vector<StoredRun>> RunStore::Impl::QueryRuns(
       out.push_back(ReadRunRow(*s));
     }
   }
-  for (StoredRun& r : out) RETURN_IF_ERROR(ReadLabels(d, r.seq, &r.run));
+  if (with_labels) {
+    for (StoredRun& r : out) RETURN_IF_ERROR(ReadLabels(d, r.seq, &r.run));
+  }
   return out;
 }
 

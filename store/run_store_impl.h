@@ -122,11 +122,13 @@ struct RunStore::Impl {
   // statements: call it inside one transaction).
   static absl::StatusOr<std::vector<StoredRun>> QueryRuns(
       Database& d, const std::string& sql,
-      const std::function<void(Statement&)>& bind);
+      const std::function<void(Statement&)>& bind, bool with_labels = true);
 
-  // The runs (labels included) of "SELECT kRunColumns FROM runs WHERE
-  // <where> ORDER BY seq", read in one transaction on the read connection.
-  absl::StatusOr<std::vector<v1::Run>> ReadRunsWhere(const std::string& where);
+  // The runs (labels included unless `with_labels` is false) of "SELECT
+  // kRunColumns FROM runs WHERE <where> ORDER BY seq", read in one
+  // transaction on the read connection.
+  absl::StatusOr<std::vector<v1::Run>> ReadRunsWhere(const std::string& where,
+                                                     bool with_labels = true);
 
   // Inserts `e` with time `now_us` (its event_id and time are ignored);
   // returns the new event id.

@@ -16,14 +16,14 @@
 namespace runreaper::store {
 
 absl::StatusOr<std::vector<v1::Run>> RunStore::Impl::ReadRunsWhere(
-    const std::string& where) {
+    const std::string& where, bool with_labels) {
   std::vector<StoredRun> runs;
   RETURN_IF_ERROR(Read(true, [&](Database& d) -> absl::Status {
     ASSIGN_OR_RETURN(runs, QueryRuns(d,
                                      absl::StrCat("SELECT ", kRunColumns,
                                                   " FROM runs WHERE ", where,
                                                   " ORDER BY seq"),
-                                     nullptr));
+                                     nullptr, with_labels));
     return absl::OkStatus();
   }));
   std::vector<v1::Run> out;
@@ -35,6 +35,11 @@ absl::StatusOr<std::vector<v1::Run>> RunStore::Impl::ReadRunsWhere(
 absl::StatusOr<std::vector<v1::Run>> RunStore::ListTerminalUnswept() {
   // Same predicate as the partial index runs_terminal_unswept.
   return impl_->ReadRunsWhere("state != 1 AND sweep_done = 0");
+}
+
+absl::StatusOr<std::vector<v1::Run>> RunStore::ListTerminalUnsweptWithoutLabels() {
+  return impl_->ReadRunsWhere("state != 1 AND sweep_done = 0",
+                              /*with_labels=*/false);
 }
 
 absl::StatusOr<std::vector<v1::Run>> RunStore::ListSweepsToResume() {

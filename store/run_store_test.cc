@@ -1074,6 +1074,17 @@ TEST_F(RunStoreTest, ListRunningAndTerminalUnswept) {
   ASSERT_OK(store->SetSweepDone("b", false));
   ASSERT_OK_AND_ASSIGN(unswept, store->ListTerminalUnswept());
   EXPECT_EQ(unswept.size(), 2u);
+  EXPECT_EQ(unswept[0].labels().size(), 2u);
+  // What orphan listing reads: the same runs, every field but the labels.
+  ASSERT_OK_AND_ASSIGN(std::vector<RunProto> slim,
+                       store->ListTerminalUnsweptWithoutLabels());
+  ASSERT_EQ(slim.size(), unswept.size());
+  for (size_t i = 0; i < slim.size(); ++i) {
+    EXPECT_TRUE(slim[i].labels().empty());
+    RunProto without = unswept[i];
+    without.clear_labels();
+    EXPECT_EQ(slim[i].SerializeAsString(), without.SerializeAsString()) << i;
+  }
   EXPECT_EQ(store->SetSweepDone("a", true).code(),
             absl::StatusCode::kFailedPrecondition);
 }
