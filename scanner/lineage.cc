@@ -355,23 +355,16 @@ absl::StatusOr<Snapshot> LineageTracker::SeedSnapshot(
   Snapshot snap;
   std::unordered_set<int> seen;
   std::deque<size_t> queue;  // indexes into snap.processes
-  auto add = [&](int pid, const ProcStat& st) {
-    ProcessInfo p;
-    p.pid = pid;
-    p.ppid = st.ppid;
-    p.pgid = st.pgrp;
-    p.sid = st.session;
-    p.state = st.state;
-    p.start_time = st.start_time;
-    p.comm = st.comm;
-    snap.processes.push_back(std::move(p));
+  // `st` was read by ReadStat(pid), which checks that it names pid.
+  auto add = [&](int pid, ProcStat st) {
+    snap.processes.push_back(ProcessInfoOf(std::move(st)));
     seen.insert(pid);
     queue.push_back(snap.processes.size() - 1);
   };
   for (const LineageRun& r : runs) {
     if (r.pid <= 0 || seen.count(r.pid) != 0) continue;
     absl::StatusOr<ProcStat> st = procfs_->ReadStat(r.pid);
-    if (st.ok()) add(r.pid, *st);  // else gone: Track marks its gap
+    if (st.ok()) add(r.pid, *std::move(st));  // else gone: Track marks its gap
   }
   while (!queue.empty()) {
     const int parent = snap.processes[queue.front()].pid;
@@ -389,7 +382,7 @@ absl::StatusOr<Snapshot> LineageTracker::SeedSnapshot(
         if (!st.ok() || st->ppid != parent || st->start_time < parent_start) {
           continue;  // exited, or the number already names another process
         }
-        add(c, *st);
+        add(c, *std::move(st));
       }
     }
   }
@@ -633,13 +626,7 @@ RunLineage LineageTracker::Members(const std::string& run_id) {
       continue;
     }
     Descendant d;
-    d.process.pid = pid;
-    d.process.ppid = stat->ppid;
-    d.process.pgid = stat->pgrp;
-    d.process.sid = stat->session;
-    d.process.state = stat->state;
-    d.process.start_time = stat->start_time;
-    d.process.comm = stat->comm;
+    d.process = ProcessInfoOf(*std::move(stat));  // ReadStat(pid): names pid
     for (uint64_t a = n.parent; a != 0;) {
       auto it = st.nodes.find(a);
       if (it == st.nodes.end()) break;

@@ -22,18 +22,6 @@ namespace {
 // Longest ppid chain of ours followed (as safe_signal's ancestry check).
 constexpr int kMaxAncestry = 4096;
 
-ProcessInfo InfoOf(const ProcStat& s) {
-  ProcessInfo p;
-  p.pid = s.pid;
-  p.ppid = s.ppid;
-  p.pgid = s.pgrp;
-  p.sid = s.session;
-  p.state = s.state;
-  p.start_time = s.start_time;
-  p.comm = s.comm;
-  return p;
-}
-
 }  // namespace
 
 bool TrackerCanAnswer(const LineageTracker& tracker,
@@ -109,7 +97,7 @@ absl::StatusOr<Membership> ListTrackedMembers(const ProcFs& procfs,
   for (const int pid : to_read) {
     if (pid <= 0 || found.count(pid) != 0) continue;
     absl::StatusOr<ProcStat> stat = procfs.ReadStat(pid);
-    if (stat.ok()) found[pid] = InfoOf(*stat);  // else gone: not listed
+    if (stat.ok()) found[pid] = ProcessInfoOf(*stat);  // else gone: not listed
   }
   // Our own ppid chain, for the observer's ancestors (never members).
   int pid = ::getpid();
@@ -118,7 +106,7 @@ absl::StatusOr<Membership> ListTrackedMembers(const ProcFs& procfs,
     if (it == found.end()) {
       absl::StatusOr<ProcStat> stat = procfs.ReadStat(pid);
       if (!stat.ok()) break;
-      it = found.emplace(pid, InfoOf(*stat)).first;
+      it = found.emplace(pid, ProcessInfoOf(*stat)).first;
     }
     pid = it->second.ppid;
   }

@@ -246,6 +246,18 @@ absl::StatusOr<ProcessInfo> FindInPidNamespace(const Snapshot& snapshot,
                                           " in PID namespace ", pidns_inode));
 }
 
+ProcessInfo ProcessInfoOf(ProcStat stat) {
+  ProcessInfo p;
+  p.pid = stat.pid;
+  p.ppid = stat.ppid;
+  p.pgid = stat.pgrp;
+  p.sid = stat.session;
+  p.state = stat.state;
+  p.start_time = stat.start_time;
+  p.comm = std::move(stat.comm);
+  return p;
+}
+
 ProcFs::ProcFs(std::string root) : root_(std::move(root)) {}
 
 absl::StatusOr<int> ProcFs::TranslatePid(uint64_t pidns_inode, int ns_pid,
@@ -413,14 +425,8 @@ absl::StatusOr<Snapshot> ProcFs::Walk(const WalkOptions& options) const {
       ++snap.unreadable;
       continue;
     }
-    ProcessInfo& info = snap.processes.emplace_back();
-    info.pid = st->pid;
-    info.ppid = st->ppid;
-    info.pgid = st->pgrp;
-    info.sid = st->session;
-    info.state = st->state;
-    info.start_time = st->start_time;
-    info.comm = std::move(st->comm);
+    ProcessInfo& info =
+        snap.processes.emplace_back(ProcessInfoOf(*std::move(st)));
 
     // The optional reads below may fail for a process that exits now or that
     // hides its status; the process stays in the snapshot without them.

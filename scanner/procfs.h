@@ -40,6 +40,10 @@ struct ProcessInfo {
   std::vector<int> nssid;
 };
 
+// The stat fields of a ProcessInfo (the optional ones left unset). The
+// one place a parsed stat becomes a snapshot entry.
+ProcessInfo ProcessInfoOf(ProcStat stat);
+
 struct WalkOptions {
   bool with_status = false;  // uid and NSpid/NSpgid/NSsid (<pid>/status)
   bool with_pidns = false;   // pidns_inode (readlink <pid>/ns/pid)
