@@ -174,7 +174,7 @@ absl::Status Daemon::StartLineage() {
   sweeper_->SetLineage(lineage_.get());
   ASSIGN_OR_RETURN(std::vector<v1::Run> running, store_->ListRunning());
   ASSIGN_OR_RETURN(std::vector<v1::Run> unswept,
-                   store_->ListTerminalUnswept());
+                   store_->ListTerminalUnsweptWithoutLabels());
   std::vector<v1::Run> all = running;
   all.insert(all.end(), unswept.begin(), unswept.end());
   sweeper_->TrackRuns(all);
