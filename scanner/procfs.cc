@@ -43,6 +43,9 @@ constexpr size_t kStatusMax = 256 * 1024;
 // truncated read.
 constexpr size_t kEnvironMax = 1024 * 1024;
 constexpr size_t kSmallFileMax = 64 * 1024;  // cgroup, boot_id
+// Only whether cmdline is empty matters (ReadEnviron); a longer one is
+// reported as RESOURCE_EXHAUSTED and counts as not empty.
+constexpr size_t kCmdlineProbeMax = 4096;
 // A children file: at most pid_max pids of 8 bytes each (2^22 * 8 = 32 MiB
 // in theory); a thread with more than 128 Ki children is refused.
 constexpr size_t kChildrenMax = 1024 * 1024;
@@ -311,6 +314,29 @@ absl::StatusOr<std::string> ProcFs::ReadCgroup(int pid) const {
 absl::StatusOr<std::string> ProcFs::ReadEnviron(int pid) const {
   const std::string path = absl::StrCat(root_, "/", pid, "/environ");
   std::string text;
+  RETURN_IF_ERROR(
+      base::ReadFileAt(AT_FDCWD, path.c_str(), path, kEnvironMax, &text));
+  if (!text.empty()) return text;
+  // Empty: no variables (env -i), or no memory image to read them from. The
+  // kernel reads environ as empty until exec has laid out the new image's
+  // stack (mm->env_end is set after comm changes and close-on-exec fds
+  // close, so "comm is the new program" does not mean "environ is
+  // readable"), and again once the process has let go of its memory
+  // (exiting; a kernel thread has none). cmdline tells them apart: it is
+  // set in the same step as environ and is never empty for a laid-out image
+  // (an empty argv gets one "" since Linux 5.18).
+  const std::string cmdline_path = absl::StrCat(root_, "/", pid, "/cmdline");
+  std::string cmdline;
+  const absl::Status args = base::ReadFileAt(
+      AT_FDCWD, cmdline_path.c_str(), cmdline_path, kCmdlineProbeMax, &cmdline);
+  if (!args.ok() && !absl::IsResourceExhausted(args)) return args;
+  if (args.ok() && cmdline.empty()) {
+    return absl::UnavailableError(absl::StrCat(
+        path, " and ", cmdline_path, " are empty: pid ", pid,
+        " has no memory image to read (mid-exec, exiting, a zombie or a "
+        "kernel thread)"));
+  }
+  // The image is laid out now; it may not have been at the first read.
   RETURN_IF_ERROR(
       base::ReadFileAt(AT_FDCWD, path.c_str(), path, kEnvironMax, &text));
   return text;

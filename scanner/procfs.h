@@ -81,9 +81,14 @@ class ProcFs {
   absl::StatusOr<ProcStatus> ReadStatus(int pid) const;
   absl::StatusOr<uint64_t> ReadPidNs(int pid) const;  // ns/pid link
   absl::StatusOr<std::string> ReadCgroup(int pid) const;
-  // Value of one environment variable; nullopt when unset (a zombie or a
-  // kernel thread has no environment and reads as all-unset).
+  // Value of one environment variable; nullopt when unset.
   // RESOURCE_EXHAUSTED when environ exceeds 1 MiB (not read past a cap).
+  // UNAVAILABLE when the process has no memory image to read: it is
+  // mid-exec (its comm may already name the new program), exiting or a
+  // kernel thread (environ and cmdline both read as empty). The answer is
+  // "cannot tell", never "unset": a process in the middle of exec'ing with
+  // RUNREAPER_RUN_ID set still carries it a moment later. A zombie's environ
+  // cannot be opened (ESRCH): NOT_FOUND, as for a process that is gone.
   absl::StatusOr<std::optional<std::string>> ReadEnvVar(
       int pid, absl::string_view name) const;
   // The whole of <pid>/environ (NUL-separated; FindEnvVar parses it), for a

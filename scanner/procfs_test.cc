@@ -290,6 +290,29 @@ TEST_F(FixtureTreeTest, ReadEnvVar) {
   EXPECT_EQ(late, std::optional<std::string>("late"));
 }
 
+// Mid-exec, the kernel shows an empty environ and an empty cmdline until the
+// new image's stack is laid out. That window (microseconds to milliseconds,
+// inside execve) cannot be held open from a test, so it is staged as files:
+// both empty reads as "cannot tell", an empty environ beside a real cmdline
+// as "no variables" (env -i). The real cases are in RealProcessTest.
+TEST_F(FixtureTreeTest, EmptyEnvironIsUnsetOnlyWhenTheImageIsLaidOut) {
+  ProcFs fs(root_);
+  WriteFile(P("5/environ"), "");
+  WriteFile(P("5/cmdline"), "");
+  absl::StatusOr<std::optional<std::string>> mid = fs.ReadEnvVar(5, "A");
+  EXPECT_EQ(mid.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(mid.status().message()), HasSubstr("5/cmdline"));
+  EXPECT_EQ(fs.ReadEnviron(5).status().code(), absl::StatusCode::kUnavailable);
+
+  WriteFile(P("5/cmdline"), std::string("env\0-i\0sleep\0", 13));
+  ASSERT_OK_AND_ASSIGN(std::optional<std::string> none, fs.ReadEnvVar(5, "A"));
+  EXPECT_FALSE(none.has_value());
+  // A cmdline longer than the probe still counts as laid out.
+  WriteFile(P("5/cmdline"), std::string(64 * 1024, 'x'));
+  ASSERT_OK_AND_ASSIGN(none, fs.ReadEnvVar(5, "A"));
+  EXPECT_FALSE(none.has_value());
+}
+
 TEST_F(FixtureTreeTest, CaptureIdentity) {
   ProcFs fs(root_);
   ASSERT_OK_AND_ASSIGN(Identity id, fs.CaptureIdentity(1));
@@ -567,12 +590,17 @@ TEST(RealProcessTest, ReadEnvVarOfExecedChild) {
     ::_exit(127);
   }
   ::close(p[1]);
-  // The write end closes at exec (O_CLOEXEC): EOF means the new image runs.
+  // The write end closes at exec (O_CLOEXEC): EOF means exec has begun. The
+  // new image's environ is laid out a moment later (until then ReadEnvVar
+  // says UNAVAILABLE), so await that.
   const ssize_t eof = ReadByte(p[0]);
   ::close(p[0]);
   ProcFs fs;
-  absl::StatusOr<std::optional<std::string>> run_id =
-      fs.ReadEnvVar(pid, "RUNREAPER_RUN_ID");
+  absl::StatusOr<std::optional<std::string>> run_id;
+  EXPECT_TRUE(WaitFor([&] {
+    run_id = fs.ReadEnvVar(pid, "RUNREAPER_RUN_ID");
+    return !absl::IsUnavailable(run_id.status());
+  }));
   absl::StatusOr<std::optional<std::string>> name = fs.ReadEnvVar(pid, "NAME");
   absl::StatusOr<std::optional<std::string>> empty =
       fs.ReadEnvVar(pid, "EMPTY");
@@ -586,6 +614,47 @@ TEST(RealProcessTest, ReadEnvVarOfExecedChild) {
   EXPECT_FALSE(name->has_value());
   ASSERT_OK(empty);
   EXPECT_EQ(*empty, std::optional<std::string>(""));
+}
+
+// env -i: an empty environ of a laid-out image is "unset", not an error.
+TEST(RealProcessTest, EmptyEnvironmentIsUnset) {
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    char* const argv[] = {const_cast<char*>("sleep"),
+                          const_cast<char*>("1000"), nullptr};
+    char* const envp[] = {nullptr};
+    ::execve("/bin/sleep", argv, envp);
+    ::_exit(127);
+  }
+  ProcFs fs;
+  absl::StatusOr<std::optional<std::string>> v;
+  EXPECT_TRUE(WaitFor([&] {
+    absl::StatusOr<ProcStat> st = fs.ReadStat(pid);
+    if (!st.ok() || st->comm != "sleep") return false;
+    v = fs.ReadEnvVar(pid, "RUNREAPER_RUN_ID");
+    return !absl::IsUnavailable(v.status());
+  }));
+  ::kill(pid, SIGKILL);
+  Reap(pid);
+  ASSERT_OK(v);
+  EXPECT_FALSE(v->has_value());
+}
+
+// A zombie has no memory image: the kernel refuses to open its environ
+// (ESRCH), read as NOT_FOUND like a process that is gone; never "unset".
+TEST(RealProcessTest, ZombieEnvironIsUnavailable) {
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) ::_exit(0);
+  ProcFs fs;
+  ASSERT_TRUE(WaitFor([&] {
+    absl::StatusOr<ProcStat> st = fs.ReadStat(pid);
+    return st.ok() && st->state == 'Z';
+  }));
+  absl::StatusOr<std::optional<std::string>> v = fs.ReadEnvVar(pid, "A");
+  Reap(pid);
+  EXPECT_EQ(v.status().code(), absl::StatusCode::kNotFound) << v.status();
 }
 
 // ReadChildren lists a child forked by any thread of the process, and a

@@ -148,12 +148,20 @@ class SweeperLineageTest : public ::testing::Test {
     ASSERT_EQ(std::system(absl::StrCat("rm -rf ", dir_).c_str()), 0);
   }
 
+  // Whether `pid` runs sleep with its environment laid out: comm changes
+  // early in exec, environ a moment later (until then it reads as
+  // UNAVAILABLE, and a listing reports the process unverified).
+  bool ExecedSleep(int pid) {
+    absl::StatusOr<scanner::ProcStat> st = procfs_.ReadStat(pid);
+    return st.ok() && st->comm == "sleep" && procfs_.ReadEnviron(pid).ok();
+  }
+
   int ChildrenOf(int ppid) {
     absl::StatusOr<scanner::Snapshot> snap = procfs_.Walk();
     int n = 0;
     if (snap.ok()) {
       for (const scanner::ProcessInfo& p : snap->processes) {
-        n += p.ppid == ppid && p.comm == "sleep";
+        n += p.ppid == ppid && ExecedSleep(p.pid);
       }
     }
     return n;
@@ -202,6 +210,7 @@ TEST_F(SweeperLineageTest, TrackerPathAndWalkPathListTheSameMembers) {
   const int leader = StartTrackedJob("ci-1");
   // A bystander started after the leader: shares nothing with the run.
   const pid_t bystander = SpawnSh("exec sleep 124");
+  ASSERT_TRUE(WaitFor([&] { return ExecedSleep(bystander); }));
 
   ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse tracked,
                        sweeper_->ListOrphans("ci-1"));
@@ -250,10 +259,7 @@ TEST_F(SweeperLineageTest, AnOutsiderWithTheCookieIsListedByTheWalkOnly) {
   StartTrackedJob("ci-2");
   const pid_t outsider =
       SpawnSh("exec sleep 125", {"RUNREAPER_RUN_ID=ci-2"});
-  ASSERT_TRUE(WaitFor([&] {
-    absl::StatusOr<scanner::ProcStat> st = procfs_.ReadStat(outsider);
-    return st.ok() && st->comm == "sleep";
-  }));
+  ASSERT_TRUE(WaitFor([&] { return ExecedSleep(outsider); }));
   ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse tracked,
                        sweeper_->ListOrphans("ci-2"));
   ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse walked,
@@ -296,10 +302,7 @@ TEST_F(SweeperLineageTest, TheTrackerPathReadsTheRunsCgroup) {
   sweeper_->TrackRuns({stored});
   // Not a descendant, its own session: only the cgroup ties it to the run.
   const pid_t outsider = SpawnSh("exec sleep 127", {}, cg->first);
-  ASSERT_TRUE(WaitFor([&] {
-    absl::StatusOr<scanner::ProcStat> st = procfs_.ReadStat(outsider);
-    return st.ok() && st->comm == "sleep";
-  }));
+  ASSERT_TRUE(WaitFor([&] { return ExecedSleep(outsider); }));
   const int fd = ::open((dir_ + "/go").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC,
                         0600);
   ASSERT_GE(fd, 0);

@@ -456,7 +456,9 @@ TEST_F(LineageE2ETest, ForkStormKeepsEveryLongLivedDescendantOrFlagsAGap) {
   }
   ASSERT_TRUE(WaitFor([&] {
     absl::StatusOr<scanner::ProcStat> st = procfs_.ReadStat(bystander);
-    if (st.ok() && st->comm == "sleep") {
+    // Exec'd with its environ laid out (mid-exec a listing would show it as
+    // unverified: its environ cannot be read yet).
+    if (st.ok() && st->comm == "sleep" && procfs_.ReadEnviron(bystander).ok()) {
       cleanup_.emplace_back(bystander, st->start_time);
       return true;
     }

@@ -278,7 +278,12 @@ TEST_F(PidNsE2ETest, RunFromAChildNamespaceIsSweptAndABystanderIsNeverTouched) {
     absl::StatusOr<scanner::Snapshot> snap = procfs_.Walk();
     if (!snap.ok()) return false;
     for (const scanner::ProcessInfo& p : snap->processes) {
-      if (p.ppid == lead.pid) bystanders.push_back({p.pid, p.start_time});
+      // Exec'd with its environ laid out: mid-exec a process's environ
+      // cannot be read, and a listing shows it as unverified.
+      if (p.ppid == lead.pid && p.comm == "sleep" &&
+          procfs_.ReadEnviron(p.pid).ok()) {
+        bystanders.push_back({p.pid, p.start_time});
+      }
     }
     return bystanders.size() == 4;
   }));
