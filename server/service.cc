@@ -306,14 +306,11 @@ absl::Status ReconcilerService::CheckClaimedCgroup(const v1::RegisterRunRequest&
   }
   // Every run whose cgroup a sweep may still kill: RUNNING, or finished and
   // not yet swept.
-  ASSIGN_OR_RETURN(std::vector<v1::Run> running, store_->ListRunning());
-  ASSIGN_OR_RETURN(std::vector<v1::Run> unswept,
-                   store_->ListTerminalUnsweptWithoutLabels());
-  for (const std::vector<v1::Run>* runs : {&running, &unswept}) {
-    for (const v1::Run& other : *runs) {
-      if (other.run_id() != r.run_id() && !other.cgroup().empty()) {
-        claim.other_runs.push_back(other.cgroup());
-      }
+  ASSIGN_OR_RETURN(std::vector<store::RunStore::ClaimedCgroup> claimed,
+                   store_->ListClaimedCgroups());
+  for (store::RunStore::ClaimedCgroup& other : claimed) {
+    if (other.run_id != r.run_id()) {
+      claim.other_runs.push_back(std::move(other.cgroup));
     }
   }
   return CheckCgroupClaim(claim);

@@ -253,6 +253,16 @@ class RunStore {
   // The same runs without their labels (one query, no labels query a run):
   // what orphan listing and sweeping read, which never look at labels.
   absl::StatusOr<std::vector<v1::Run>> ListTerminalUnsweptWithoutLabels();
+  // The dedicated cgroup of every run a sweep may still write cgroup.kill
+  // for: RUNNING, or terminal and not swept clean; (run id, cgroup) pairs,
+  // runs without a cgroup left out. What the cgroup claim check of a
+  // RegisterRun compares against: two columns through the two state
+  // indexes, no protos, no labels.
+  struct ClaimedCgroup {
+    std::string run_id;
+    std::string cgroup;
+  };
+  absl::StatusOr<std::vector<ClaimedCgroup>> ListClaimedCgroups();
   // The terminal, unswept runs whose sweep was started and may not have
   // finished (a daemon crashed mid-ladder): every CANCELLED one (a cancel
   // always sweeps) and every one with a stage claimed in sweep_progress.

@@ -42,6 +42,29 @@ absl::StatusOr<std::vector<v1::Run>> RunStore::ListTerminalUnsweptWithoutLabels(
                               /*with_labels=*/false);
 }
 
+absl::StatusOr<std::vector<RunStore::ClaimedCgroup>>
+RunStore::ListClaimedCgroups() {
+  Impl& m = *impl_;
+  std::vector<ClaimedCgroup> out;
+  RETURN_IF_ERROR(m.Read(false, [&](Database& d) -> absl::Status {
+    out.clear();
+    // Each half through its index: runs_by_state (state = 1) and the
+    // partial index runs_terminal_unswept (its exact predicate).
+    ASSIGN_OR_RETURN(
+        ScopedStatement q,
+        d.Prepare("SELECT run_id, cgroup FROM runs WHERE state = 1 AND "
+                  "cgroup != '' UNION ALL SELECT run_id, cgroup FROM runs "
+                  "WHERE state != 1 AND sweep_done = 0 AND cgroup != ''"));
+    while (true) {
+      ASSIGN_OR_RETURN(bool row, q->Step());
+      if (!row) break;
+      out.push_back({q->ColumnText(0), q->ColumnText(1)});
+    }
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
 absl::StatusOr<std::vector<v1::Run>> RunStore::ListSweepsToResume() {
   return impl_->ReadRunsWhere(absl::StrCat(
       "state != 1 AND sweep_done = 0 AND (state = ",

@@ -19,6 +19,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -1087,6 +1088,30 @@ TEST_F(RunStoreTest, ListRunningAndTerminalUnswept) {
   }
   EXPECT_EQ(store->SetSweepDone("a", true).code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+// The cgroup claim check's read: the cgroups a sweep may still kill.
+TEST_F(RunStoreTest, ListClaimedCgroupsIsRunningAndUnsweptWithACgroup) {
+  auto store = OpenOrDie();
+  for (const char* id : {"run", "done", "swept", "cancelled", "none"}) {
+    RunProto r = MakeRun(id);
+    if (std::string(id) == "none") r.clear_cgroup();
+    ASSERT_OK(store->Register(r));
+  }
+  ASSERT_OK(store->Finish("done", 0));
+  ASSERT_OK(store->Finish("swept", 0));
+  ASSERT_OK(store->SetSweepDone("swept", true));
+  ASSERT_OK(store->Cancel("cancelled", ""));
+  ASSERT_OK_AND_ASSIGN(std::vector<RunStore::ClaimedCgroup> claimed,
+                       store->ListClaimedCgroups());
+  std::map<std::string, std::string> got;
+  for (const RunStore::ClaimedCgroup& c : claimed) got[c.run_id] = c.cgroup;
+  const std::map<std::string, std::string> want = {
+      {"run", "/runreaper/run"},
+      {"done", "/runreaper/done"},
+      {"cancelled", "/runreaper/cancelled"}};
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(claimed.size(), 3u);
 }
 
 // ---- batch ----
