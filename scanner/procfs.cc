@@ -21,6 +21,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "base/fd.h"
 #include "base/file_util.h"
 #include "base/status_macros.h"
@@ -46,6 +47,10 @@ constexpr size_t kSmallFileMax = 64 * 1024;  // cgroup, boot_id
 // Only whether cmdline is empty matters (ReadEnviron); a longer one is
 // reported as RESOURCE_EXHAUSTED and counts as not empty.
 constexpr size_t kCmdlineProbeMax = 4096;
+// A process caught mid-exec (ReadEnviron): re-read up to 5 times, 200 us
+// apart (at most ~1 ms for such a process; none for any other).
+constexpr int kMidExecRetries = 5;
+constexpr useconds_t kMidExecRetryMicros = 200;
 // A children file: at most pid_max pids of 8 bytes each (2^22 * 8 = 32 MiB
 // in theory); a thread with more than 128 Ki children is refused.
 constexpr size_t kChildrenMax = 1024 * 1024;
@@ -261,7 +266,18 @@ ProcessInfo ProcessInfoOf(ProcStat stat) {
   return p;
 }
 
-ProcFs::ProcFs(std::string root) : root_(std::move(root)) {}
+struct ProcFs::Cache {
+  absl::Mutex mu;
+  // Each with the pid that read it: a forked child (getpid() differs)
+  // reads its own.
+  pid_t boot_id_pid ABSL_GUARDED_BY(mu) = 0;
+  std::string boot_id ABSL_GUARDED_BY(mu);
+  pid_t pidns_pid ABSL_GUARDED_BY(mu) = 0;
+  uint64_t pidns ABSL_GUARDED_BY(mu) = 0;
+};
+
+ProcFs::ProcFs(std::string root)
+    : root_(std::move(root)), cache_(std::make_shared<Cache>()) {}
 
 absl::StatusOr<int> ProcFs::TranslatePid(uint64_t pidns_inode, int ns_pid,
                                          uint64_t start_time) const {
@@ -313,45 +329,57 @@ absl::StatusOr<std::string> ProcFs::ReadCgroup(int pid) const {
 
 absl::StatusOr<std::string> ProcFs::ReadEnviron(int pid) const {
   const std::string path = absl::StrCat(root_, "/", pid, "/environ");
-  std::string text;
-  RETURN_IF_ERROR(
-      base::ReadFileAt(AT_FDCWD, path.c_str(), path, kEnvironMax, &text));
-  if (!text.empty()) return text;
-  // Empty: no variables (env -i), or no memory image to read them from. The
-  // kernel reads environ as empty until exec has laid out the new image's
-  // stack (mm->env_end is set after comm changes and close-on-exec fds
-  // close, so "comm is the new program" does not mean "environ is
-  // readable"), and again once the process has let go of its memory
-  // (exiting; a kernel thread has none). cmdline tells them apart: it is
-  // set in the same step as environ and is never empty for a laid-out image
-  // (an empty argv gets one "" since Linux 5.18).
   const std::string cmdline_path = absl::StrCat(root_, "/", pid, "/cmdline");
+  std::string text;
   std::string cmdline;
-  const absl::Status args = base::ReadFileAt(
-      AT_FDCWD, cmdline_path.c_str(), cmdline_path, kCmdlineProbeMax, &cmdline);
-  if (!args.ok() && !absl::IsResourceExhausted(args)) return args;
-  if (args.ok() && cmdline.empty()) {
-    return absl::UnavailableError(absl::StrCat(
-        path, " and ", cmdline_path, " are empty: pid ", pid,
-        " has no memory image to read (mid-exec, exiting, a zombie or a "
-        "kernel thread)"));
+  for (int attempt = 0;; ++attempt) {
+    RETURN_IF_ERROR(
+        base::ReadFileAt(AT_FDCWD, path.c_str(), path, kEnvironMax, &text));
+    if (!text.empty()) return text;
+    // Empty: no variables (env -i), or no memory image to read them from.
+    // The kernel reads environ as empty until exec has laid out the new
+    // image's stack (mm->env_end is set after comm changes and close-on-exec
+    // fds close, so "comm is the new program" does not mean "environ is
+    // readable"), and again once the process has let go of its memory
+    // (exiting; a kernel thread has none). cmdline tells them apart: it is
+    // set in the same step as environ and is never empty for a laid-out
+    // image (an empty argv gets one "" since Linux 5.18).
+    const absl::Status args =
+        base::ReadFileAt(AT_FDCWD, cmdline_path.c_str(), cmdline_path,
+                         kCmdlineProbeMax, &cmdline);
+    if (!args.ok() && !absl::IsResourceExhausted(args)) return args;
+    if (!args.ok() || !cmdline.empty()) {
+      // The image is laid out now; it may not have been at the first read.
+      RETURN_IF_ERROR(
+          base::ReadFileAt(AT_FDCWD, path.c_str(), path, kEnvironMax, &text));
+      return text;
+    }
+    // An exec finishes laying out its image within microseconds once it
+    // runs: give it a few short chances before answering "cannot tell", so
+    // that a listing on a busy host does not report every process it
+    // catches mid-exec as unverified.
+    if (attempt == kMidExecRetries) break;
+    ::usleep(kMidExecRetryMicros);
   }
-  // The image is laid out now; it may not have been at the first read.
-  RETURN_IF_ERROR(
-      base::ReadFileAt(AT_FDCWD, path.c_str(), path, kEnvironMax, &text));
-  return text;
+  return absl::UnavailableError(absl::StrCat(
+      path, " and ", cmdline_path, " are empty: pid ", pid,
+      " has no memory image to read (mid-exec, exiting or a kernel thread)"));
 }
 
 absl::StatusOr<std::optional<std::string>> ProcFs::ReadEnvVar(
     int pid, absl::string_view name) const {
   ASSIGN_OR_RETURN(const std::string text, ReadEnviron(pid));
-  // A zombie or a kernel thread has no memory map: environ reads as empty.
   std::optional<absl::string_view> value = FindEnvVar(text, name);
   if (!value.has_value()) return std::optional<std::string>();
   return std::optional<std::string>(std::string(*value));
 }
 
 absl::StatusOr<std::string> ProcFs::ReadBootId() const {
+  const pid_t self = ::getpid();
+  {
+    absl::MutexLock lock(&cache_->mu);
+    if (cache_->boot_id_pid == self) return cache_->boot_id;
+  }
   const std::string path = absl::StrCat(root_, "/sys/kernel/random/boot_id");
   std::string text;
   RETURN_IF_ERROR(
@@ -360,7 +388,10 @@ absl::StatusOr<std::string> ProcFs::ReadBootId() const {
   if (id.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": empty boot id"));
   }
-  return std::string(id);
+  absl::MutexLock lock(&cache_->mu);
+  cache_->boot_id = std::string(id);
+  cache_->boot_id_pid = self;
+  return cache_->boot_id;
 }
 
 absl::StatusOr<std::string> ProcFs::ReadSelfMountInfo() const {
@@ -369,8 +400,17 @@ absl::StatusOr<std::string> ProcFs::ReadSelfMountInfo() const {
 }
 
 absl::StatusOr<uint64_t> ProcFs::SelfPidNs() const {
+  const pid_t self = ::getpid();
+  {
+    absl::MutexLock lock(&cache_->mu);
+    if (cache_->pidns_pid == self) return cache_->pidns;
+  }
   const std::string path = absl::StrCat(root_, "/self/ns/pid");
-  return ReadPidNsAt(AT_FDCWD, path.c_str(), path);
+  ASSIGN_OR_RETURN(const uint64_t inode, ReadPidNsAt(AT_FDCWD, path.c_str(), path));
+  absl::MutexLock lock(&cache_->mu);
+  cache_->pidns = inode;
+  cache_->pidns_pid = self;
+  return inode;
 }
 
 bool ProcFs::HasChildrenFiles() const {

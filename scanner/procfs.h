@@ -9,6 +9,7 @@
 #define RUNREAPER_SCANNER_PROCFS_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -87,21 +88,26 @@ class ProcFs {
   // mid-exec (its comm may already name the new program), exiting or a
   // kernel thread (environ and cmdline both read as empty). The answer is
   // "cannot tell", never "unset": a process in the middle of exec'ing with
-  // RUNREAPER_RUN_ID set still carries it a moment later. A zombie's environ
-  // cannot be opened (ESRCH): NOT_FOUND, as for a process that is gone.
+  // RUNREAPER_RUN_ID set still carries it a moment later. Such a process is
+  // re-read a few times first (up to ~1 ms; no wait for any other). A
+  // zombie's environ cannot be opened (ESRCH): NOT_FOUND, as for a process
+  // that is gone.
   absl::StatusOr<std::optional<std::string>> ReadEnvVar(
       int pid, absl::string_view name) const;
   // The whole of <pid>/environ (NUL-separated; FindEnvVar parses it), for a
   // caller that needs several variables of one process in one read. Same
   // errors and cap as ReadEnvVar.
   absl::StatusOr<std::string> ReadEnviron(int pid) const;
-  // <root>/sys/kernel/random/boot_id, trimmed.
+  // <root>/sys/kernel/random/boot_id, trimmed. Read once per process:
+  // the first successful answer is kept (it cannot change while we run).
   absl::StatusOr<std::string> ReadBootId() const;
   // <root>/self/mountinfo, the observer's mount table (where the cgroup v2
   // hierarchy is mounted: FindCgroup2Mount). RESOURCE_EXHAUSTED past 4 MiB.
   absl::StatusOr<std::string> ReadSelfMountInfo() const;
   // The observer's own PID namespace inode (<root>/self/ns/pid); NOT_FOUND
-  // for a fixture root without "self".
+  // for a fixture root without "self". Read once per process (a process
+  // never changes its own PID namespace; a forked child, which may be in
+  // another, reads its own): the first successful answer is kept.
   absl::StatusOr<uint64_t> SelfPidNs() const;
 
   // Whether the kernel has the per-thread children files
@@ -150,7 +156,11 @@ class ProcFs {
                                    uint64_t start_time) const;
 
  private:
+  // What ReadBootId and SelfPidNs keep, shared by copies of this ProcFs
+  // (same root) and guarded for concurrent readers.
+  struct Cache;
   std::string root_;
+  std::shared_ptr<Cache> cache_;
 };
 
 }  // namespace runreaper::scanner

@@ -264,6 +264,20 @@ TEST_F(FixtureTreeTest, ReadOtherFiles) {
   EXPECT_THAT(std::string(self.status().message()), HasSubstr("self/ns/pid"));
 }
 
+// The boot id cannot change while we run: it is read once per process.
+TEST_F(FixtureTreeTest, BootIdIsReadOnce) {
+  ProcFs fs(root_);
+  ASSERT_OK_AND_ASSIGN(std::string first, fs.ReadBootId());
+  WriteFile(P("sys/kernel/random/boot_id"), "ffffffff-0000-4000-8000-000000000000\n");
+  ASSERT_OK_AND_ASSIGN(std::string second, fs.ReadBootId());
+  EXPECT_EQ(second, first);
+  ProcFs copy = fs;  // copies share what was read
+  ASSERT_OK_AND_ASSIGN(std::string copied, copy.ReadBootId());
+  EXPECT_EQ(copied, first);
+  ASSERT_OK_AND_ASSIGN(std::string fresh, ProcFs(root_).ReadBootId());
+  EXPECT_EQ(fresh, "ffffffff-0000-4000-8000-000000000000");
+}
+
 TEST_F(FixtureTreeTest, ReadEnvVar) {
   ProcFs fs(root_);
   ASSERT_OK_AND_ASSIGN(std::optional<std::string> run_id,
@@ -643,7 +657,7 @@ TEST(RealProcessTest, EmptyEnvironmentIsUnset) {
 
 // A zombie has no memory image: the kernel refuses to open its environ
 // (ESRCH), read as NOT_FOUND like a process that is gone; never "unset".
-TEST(RealProcessTest, ZombieEnvironIsUnavailable) {
+TEST(RealProcessTest, ZombieEnvironIsNotFound) {
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) ::_exit(0);
@@ -703,6 +717,42 @@ int NsChildMain(void* arg) {
   WriteByte(*static_cast<int*>(arg));
   for (;;) ::pause();
   return 0;
+}
+
+// The cached SelfPidNs is per process: a child cloned into a new PID
+// namespace from a ProcFs whose cache is warm reads its own namespace.
+const ProcFs* g_cached_fs = nullptr;
+int SelfNsChildMain(void* arg) {
+  const int fd = *static_cast<int*>(arg);
+  absl::StatusOr<uint64_t> ns = g_cached_fs->SelfPidNs();
+  const uint64_t value = ns.ok() ? *ns : 0;
+  const bool sent = ::write(fd, &value, sizeof(value)) == sizeof(value);
+  return sent ? 0 : 1;
+}
+
+TEST(RealProcessTest, SelfPidNsIsCachedPerProcess) {
+  ProcFs fs;
+  ASSERT_OK_AND_ASSIGN(const uint64_t ours, fs.SelfPidNs());
+  ASSERT_OK_AND_ASSIGN(const uint64_t again, fs.SelfPidNs());
+  EXPECT_EQ(again, ours);
+  g_cached_fs = &fs;
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+  const pid_t pid =
+      ::clone(SelfNsChildMain, g_ns_child_stack + sizeof(g_ns_child_stack),
+              CLONE_NEWPID | SIGCHLD, &p[1]);
+  ASSERT_GT(pid, 0) << std::strerror(errno);
+  ::close(p[1]);
+  uint64_t theirs = 0;
+  const ssize_t n = ::read(p[0], &theirs, sizeof(theirs));
+  ::close(p[0]);
+  Reap(pid);
+  ASSERT_EQ(n, static_cast<ssize_t>(sizeof(theirs)));
+  EXPECT_NE(theirs, 0u);
+  EXPECT_NE(theirs, ours);
+  // The parent's answer is unchanged.
+  ASSERT_OK_AND_ASSIGN(const uint64_t after, fs.SelfPidNs());
+  EXPECT_EQ(after, ours);
 }
 
 TEST(RealProcessTest, ChildPidNamespaceShowsInWalk) {
