@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -317,21 +319,25 @@ bool Excluded(const ProcessInfo& p, const SweepObserver& observer,
 
 namespace {
 
+// The runs one key names: almost always one (no allocation for it).
+using RunList = absl::InlinedVector<size_t, 1>;
+
 // The enabled runs indexed by what a process is matched on, built once per
 // FindMembers call, so that each process costs a few hash lookups whatever
 // the number of runs (a number or id names a list: two runs may share a
 // pgid number, one reused after the other's leader died).
 struct RunIndex {
-  std::unordered_map<int, std::vector<size_t>> by_pgid;
-  std::unordered_map<int, std::vector<size_t>> by_sid;
+  absl::flat_hash_map<int, RunList> by_pgid;
+  absl::flat_hash_map<int, RunList> by_sid;
   // Runs from child PID namespaces: (namespace, pgid/sid inside it).
-  std::map<std::pair<uint64_t, int>, std::vector<size_t>> by_ns_pgid;
-  std::map<std::pair<uint64_t, int>, std::vector<size_t>> by_ns_sid;
-  std::unordered_map<std::string, std::vector<size_t>> by_cookie;
-  std::unordered_map<std::string, std::vector<size_t>> by_cgroup;
-  std::unordered_map<int, std::vector<size_t>> by_leader_pid;  // include_leader
+  std::map<std::pair<uint64_t, int>, RunList> by_ns_pgid;
+  std::map<std::pair<uint64_t, int>, RunList> by_ns_sid;
+  // Keys view the runs' own strings (`runs` outlives the index).
+  absl::flat_hash_map<absl::string_view, RunList> by_cookie;
+  absl::flat_hash_map<absl::string_view, RunList> by_cgroup;
+  absl::flat_hash_map<int, RunList> by_leader_pid;  // include_leader
   // Descendants by fork (lineage): (pid, start time) -> runs.
-  std::map<std::pair<int, uint64_t>, std::vector<size_t>> by_descent;
+  std::map<std::pair<int, uint64_t>, RunList> by_descent;
   // Enabled runs by ascending start time: the start-time rule's candidates
   // of a process are a prefix of it.
   std::vector<size_t> by_start;
@@ -373,7 +379,7 @@ struct RunIndex {
 };
 
 template <typename Map, typename K>
-const std::vector<size_t>* Lookup(const Map& map, const K& key) {
+const RunList* Lookup(const Map& map, const K& key) {
   auto it = map.find(key);
   return it == map.end() ? nullptr : &it->second;
 }
@@ -382,7 +388,7 @@ const std::vector<size_t>* Lookup(const Map& map, const K& key) {
 // numbered inside its own namespace: same namespace, innermost NSpgid
 // (NSsid) equal to the run's sent pgid (sid). Nothing for a process whose
 // namespace or NS lines are unknown.
-const std::vector<size_t>* ChildNsGroupRuns(const RunIndex& index,
+const RunList* ChildNsGroupRuns(const RunIndex& index,
                                             const ProcessInfo& p) {
   if (index.by_ns_pgid.empty() || !p.pidns_inode.has_value() ||
       p.nspgid.empty()) {
@@ -390,7 +396,7 @@ const std::vector<size_t>* ChildNsGroupRuns(const RunIndex& index,
   }
   return Lookup(index.by_ns_pgid, std::make_pair(*p.pidns_inode, p.nspgid.back()));
 }
-const std::vector<size_t>* ChildNsSessionRuns(const RunIndex& index,
+const RunList* ChildNsSessionRuns(const RunIndex& index,
                                               const ProcessInfo& p) {
   if (index.by_ns_sid.empty() || !p.pidns_inode.has_value() ||
       p.nssid.empty()) {
@@ -456,7 +462,7 @@ Membership FindMembers(const Snapshot& snapshot, const SweepObserver& observer,
       matched_in[i] = round;
       matched.emplace_back(i, source);
     };
-    auto add = [&](const std::vector<size_t>* list, MatchSource source) {
+    auto add = [&](const RunList* list, MatchSource source) {
       if (list == nullptr) return;
       for (const size_t i : *list) add_one(i, source);
     };
@@ -472,7 +478,7 @@ Membership FindMembers(const Snapshot& snapshot, const SweepObserver& observer,
       if (cgroup.ok() && !cgroup->empty()) {
         // Every run cgroup that holds this path: the path itself and each
         // of its parents (CgroupIsWithin).
-        const std::string& path = *cgroup;
+        const absl::string_view path = *cgroup;
         add(Lookup(index.by_cgroup, path), MatchSource::kCgroup);
         for (size_t k = path.size(); k-- > 1;) {
           if (path[k] == '/') {
@@ -486,7 +492,7 @@ Membership FindMembers(const Snapshot& snapshot, const SweepObserver& observer,
       auto d = index.by_descent.find({p.pid, p.start_time});
       if (d != index.by_descent.end()) add(&d->second, MatchSource::kDescent);
     }
-    if (const std::vector<size_t>* leaders = Lookup(index.by_leader_pid, p.pid)) {
+    if (const RunList* leaders = Lookup(index.by_leader_pid, p.pid)) {
       for (const size_t i : *leaders) {
         if (p.start_time == runs[i].leader.start_time) {
           add_one(i, MatchSource::kLeader);

@@ -100,16 +100,21 @@ struct Sweeper::Impl {
 
   // `specs` with each run's current descendants by fork filled in, so every
   // listing (first, and each re-listing of the ladder) sees new ones.
-  std::vector<RunSpec> WithLineage(const std::vector<RunSpec>& specs) const {
-    std::vector<RunSpec> out = specs;
-    if (lineage == nullptr) return out;
-    for (RunSpec& spec : out) {
+  // Each run's descendants from the tracker (lineage on), added in place: a
+  // listing of 10,000 runs does not copy them (lineage off: nothing to do).
+  void AddLineage(std::vector<RunSpec>* specs) const {
+    if (lineage == nullptr) return;
+    for (RunSpec& spec : *specs) {
       scanner::RunLineage l = lineage->Members(spec.run_id);
       for (scanner::Descendant& d : l.members) {
         spec.descendants[{d.process.pid, d.process.start_time}] =
             std::move(d.ancestors);
       }
     }
+  }
+  std::vector<RunSpec> WithLineage(const std::vector<RunSpec>& specs) const {
+    std::vector<RunSpec> out = specs;
+    AddLineage(&out);
     return out;
   }
   absl::Mutex mu;  // one sweep at a time
@@ -457,12 +462,10 @@ struct Sweeper::Impl {
     scanner::SweepObserver observer;
     // A dry run signals nothing, so nothing forked between two listings can
     // escape it: one listing answers it (as ListOrphans).
+    AddLineage(&specs);
     ASSIGN_OR_RETURN(Membership members,
-                     dry_run
-                         ? scanner::ListMembers(*procfs, WithLineage(specs),
-                                                &observer)
-                         : scanner::ListStable(*procfs, WithLineage(specs),
-                                               &observer));
+                     dry_run ? scanner::ListMembers(*procfs, specs, &observer)
+                             : scanner::ListStable(*procfs, specs, &observer));
     std::vector<Member> targets = scanner::Targets(members);
     if (dry_run) {
       for (const Member& m : targets) {
@@ -585,6 +588,7 @@ absl::StatusOr<v1::ListOrphansResponse> Sweeper::ListOrphans(
   v1::ListOrphansResponse response;
   if (runs.empty()) return response;
   std::vector<RunSpec> specs;
+  specs.reserve(runs.size());
   for (const v1::Run& r : runs) specs.push_back(SpecOf(r));
   std::optional<Membership> tracked;
   if (!walk) tracked = impl_->TrackerListing(specs, nullptr, {});
@@ -593,9 +597,9 @@ absl::StatusOr<v1::ListOrphansResponse> Sweeper::ListOrphans(
     members = *std::move(tracked);
     response.set_from_lineage(true);
   } else {
+    impl_->AddLineage(&specs);
     ASSIGN_OR_RETURN(members,
-                     scanner::ListMembers(*impl_->procfs,
-                                          impl_->WithLineage(specs), nullptr));
+                     scanner::ListMembers(*impl_->procfs, specs, nullptr));
   }
   for (const Member& m : members.members) {
     v1::Orphan* o = response.add_orphans();
