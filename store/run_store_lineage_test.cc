@@ -1,20 +1,14 @@
 // Durable lineage rows (RunStore::WriteDescendants / ListDescendants) in a
 // real SQLite file, and the migration that adds their table.
-#include <sqlite3.h>
-#include <stdlib.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "base/test_util.h"
 #include "gtest/gtest.h"
 #include "runreaper/v1/runreaper.pb.h"
 #include "store/run_store.h"
+#include "store/store_test_util.h"
 
 namespace runreaper::store {
 namespace {
@@ -32,47 +26,10 @@ v1::Run MakeRun(const std::string& id, int pid) {
   return r;
 }
 
-int64_t RawQueryInt(const std::string& path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  int64_t out = -1;
-  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) ==
-      SQLITE_OK) {
-    sqlite3_stmt* st = nullptr;
-    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK &&
-        sqlite3_step(st) == SQLITE_ROW) {
-      out = sqlite3_column_int64(st, 0);
-    }
-    sqlite3_finalize(st);
-  }
-  sqlite3_close_v2(db);
-  return out;
-}
-
-void RawExec(const std::string& path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr),
-            SQLITE_OK);
-  char* err = nullptr;
-  EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK)
-      << (err != nullptr ? err : "");
-  sqlite3_free(err);
-  sqlite3_close_v2(db);
-}
-
 class RunStoreLineageTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const char* base = getenv("TEST_TMPDIR");
-    std::string tmpl =
-        absl::StrCat(base != nullptr ? base : "/tmp", "/lineageXXXXXX");
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr) << strerror(errno);
-    path_ = tmpl + "/runs.db";
-  }
-  std::unique_ptr<RunStore> Open() {
-    absl::StatusOr<std::unique_ptr<RunStore>> s = RunStore::Open(path_);
-    EXPECT_TRUE(s.ok()) << s.status();
-    return s.ok() ? *std::move(s) : nullptr;
-  }
+  void SetUp() override { path_ = MakeTempDir("lineage") + "/runs.db"; }
+  std::unique_ptr<RunStore> Open() { return OpenStore(path_); }
   std::string path_;
 };
 

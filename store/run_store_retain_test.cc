@@ -24,21 +24,13 @@
 #include "base/test_util.h"
 #include "gtest/gtest.h"
 #include "store/run_store.h"
+#include "store/store_test_util.h"
 
 namespace runreaper::store {
 namespace {
 
 using ::runreaper::v1::Event;
 using RunProto = ::runreaper::v1::Run;
-
-std::string MakeTempDir() {
-  const char* base = getenv("TEST_TMPDIR");
-  std::string tmpl = absl::StrCat(base != nullptr ? base : "/tmp", "/retainXXXXXX");
-  if (mkdtemp(tmpl.data()) == nullptr) {
-    ADD_FAILURE() << "mkdtemp: " << strerror(errno);
-  }
-  return tmpl;
-}
 
 RunProto MakeRun(const std::string& id) {
   RunProto r;
@@ -52,34 +44,6 @@ RunProto MakeRun(const std::string& id) {
   (*r.mutable_labels())["queue"] = "gpu";
   (*r.mutable_labels())["team"] = "infra";
   return r;
-}
-
-// One integer from `sql`, through a connection of its own (-1 on error).
-int64_t RawQueryInt(const std::string& path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  int64_t out = -1;
-  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) == SQLITE_OK) {
-    sqlite3_busy_timeout(db, 5000);
-    sqlite3_stmt* st = nullptr;
-    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK &&
-        sqlite3_step(st) == SQLITE_ROW) {
-      out = sqlite3_column_int64(st, 0);
-    }
-    sqlite3_finalize(st);
-  }
-  sqlite3_close_v2(db);
-  return out;
-}
-
-void RawExec(const std::string& path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr), SQLITE_OK);
-  sqlite3_busy_timeout(db, 5000);
-  char* err = nullptr;
-  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
-  EXPECT_EQ(rc, SQLITE_OK) << (err != nullptr ? err : "");
-  sqlite3_free(err);
-  sqlite3_close_v2(db);
 }
 
 // Inserts `n` FINISHED, swept runs ("old-1".."old-n") that ended at
@@ -118,7 +82,7 @@ void InsertOldSweptRuns(const std::string& path, int n, absl::Time ended_at) {
 class RetainTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = MakeTempDir();
+    dir_ = MakeTempDir("retain");
     path_ = dir_ + "/runs.db";
     now_ = absl::FromUnixSeconds(1700000000);
   }
@@ -137,16 +101,13 @@ class RetainTest : public ::testing::Test {
     now_ += d;
   }
 
-  std::unique_ptr<RunStore> Open(StoreOptions o) {
-    absl::StatusOr<std::unique_ptr<RunStore>> s = RunStore::Open(path_, std::move(o));
-    EXPECT_TRUE(s.ok()) << s.status();
-    return s.ok() ? *std::move(s) : nullptr;
-  }
+  std::unique_ptr<RunStore> Open(StoreOptions o) { return OpenStore(path_, std::move(o)); }
 
-  static std::vector<Event> Events(RunStore& s, const std::string& run = "") {
-    absl::StatusOr<std::vector<Event>> e = s.ListEvents(0, run, RunStore::kMaxPageSize);
-    EXPECT_TRUE(e.ok()) << e.status();
-    return e.ok() ? *e : std::vector<Event>{};
+  // Creates the store file (current schema), closes it and adds `n` runs
+  // that ended at 1600000000 s by InsertOldSweptRuns.
+  void CreateWithOldSweptRuns(int n) {
+    ASSERT_NE(Open(Clock()), nullptr);
+    InsertOldSweptRuns(path_, n, absl::FromUnixSeconds(1600000000));
   }
 
   int64_t Count(const std::string& sql) { return RawQueryInt(path_, sql); }
@@ -302,11 +263,7 @@ TEST_F(RetainTest, RetainZeroKeepsEverything) {
 // No transaction deletes more than batch_runs runs: observed from another
 // connection after each of the store's commits.
 TEST_F(RetainTest, EachTransactionDeletesAtMostABatch) {
-  {
-    auto store = Open(Clock());
-    ASSERT_NE(store, nullptr);
-  }
-  InsertOldSweptRuns(path_, 25, absl::FromUnixSeconds(1600000000));
+  ASSERT_NO_FATAL_FAILURE(CreateWithOldSweptRuns(25));
   std::vector<int64_t> left_after_commit;
   StoreOptions o = Clock();
   o.on_write_transaction = [&](absl::Duration) {
@@ -335,11 +292,7 @@ TEST_F(RetainTest, EachTransactionDeletesAtMostABatch) {
 // The time budget ends a batch after the run being deleted, never before
 // the first: with a budget of 1 ns every transaction deletes one run.
 TEST_F(RetainTest, TheTimeBudgetEndsABatchAfterAtLeastOneRun) {
-  {
-    auto store = Open(Clock());
-    ASSERT_NE(store, nullptr);
-  }
-  InsertOldSweptRuns(path_, 5, absl::FromUnixSeconds(1600000000));
+  ASSERT_NO_FATAL_FAILURE(CreateWithOldSweptRuns(5));
   auto store = Open(Clock());
   ASSERT_NE(store, nullptr);
   PruneOptions po;
@@ -354,11 +307,7 @@ TEST_F(RetainTest, TheTimeBudgetEndsABatchAfterAtLeastOneRun) {
 // A stop request ends the prune between transactions; what was deleted is
 // summarised, the rest is deleted by the next prune.
 TEST_F(RetainTest, StopEndsBetweenTransactions) {
-  {
-    auto store = Open(Clock());
-    ASSERT_NE(store, nullptr);
-  }
-  InsertOldSweptRuns(path_, 30, absl::FromUnixSeconds(1600000000));
+  ASSERT_NO_FATAL_FAILURE(CreateWithOldSweptRuns(30));
   auto store = Open(Clock());
   ASSERT_NE(store, nullptr);
   PruneOptions po;
@@ -381,11 +330,7 @@ TEST_F(RetainTest, StopEndsBetweenTransactions) {
 // and each is there afterwards.
 TEST_F(RetainTest, RegisterKeepsAnsweringWhileAHundredThousandRunsArePruned) {
   constexpr int kOld = 100000;
-  {
-    auto store = Open(Clock());
-    ASSERT_NE(store, nullptr);
-  }
-  InsertOldSweptRuns(path_, kOld, absl::FromUnixSeconds(1600000000));
+  ASSERT_NO_FATAL_FAILURE(CreateWithOldSweptRuns(kOld));
   StoreOptions o = Clock();
   o.synchronous = StoreOptions::Sync::kFull;  // as the daemon runs
   auto store = Open(o);
@@ -516,14 +461,7 @@ TEST_F(RetainTest, ConvertsAFileWithoutAutoVacuumAtOpen) {
   EXPECT_EQ(Count("PRAGMA freelist_count"), 0);
   EXPECT_OK(store->Get("kept"));
   store.reset();
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
-  sqlite3_stmt* st = nullptr;
-  ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, nullptr), SQLITE_OK);
-  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
-  EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)), "ok");
-  sqlite3_finalize(st);
-  sqlite3_close_v2(db);
+  EXPECT_EQ(RawQueryText(path_, "PRAGMA integrity_check"), "ok");
 }
 
 // kill -9 during the conversion's VACUUM (the child is killed as soon as it
@@ -576,14 +514,7 @@ TEST_F(RetainTest, KillDuringTheConversionLosesNothing) {
   EXPECT_EQ(Count("SELECT count(*) FROM events"), rows);
   ASSERT_OK(store->Get("old-77"));
   store.reset();
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
-  sqlite3_stmt* st = nullptr;
-  ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, nullptr), SQLITE_OK);
-  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
-  EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)), "ok");
-  sqlite3_finalize(st);
-  sqlite3_close_v2(db);
+  EXPECT_EQ(RawQueryText(path_, "PRAGMA integrity_check"), "ok");
 }
 
 // Schema 3 (before retention) had no runs_prunable index: opening such a

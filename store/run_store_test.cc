@@ -38,6 +38,7 @@
 #include "base/test_util.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
+#include "store/store_test_util.h"
 
 namespace runreaper::store {
 namespace {
@@ -46,16 +47,6 @@ using ::runreaper::v1::Event;
 using RunProto = ::runreaper::v1::Run;
 
 // ---- helpers ----
-
-std::string MakeTempDir() {
-  const char* base = getenv("TEST_TMPDIR");
-  std::string tmpl =
-      absl::StrCat(base != nullptr ? base : "/tmp", "/storeXXXXXX");
-  if (mkdtemp(tmpl.data()) == nullptr) {
-    ADD_FAILURE() << "mkdtemp: " << strerror(errno);
-  }
-  return tmpl;
-}
 
 // Field-by-field equality (map fields serialize in no fixed order).
 ::testing::AssertionResult SameRun(const RunProto& a, const RunProto& b) {
@@ -86,51 +77,6 @@ RunProto MakeRun(const std::string& id, int pid = 4242) {
   (*r.mutable_labels())["team"] = "infra";
   r.set_keep(false);
   return r;
-}
-
-// Runs one query returning a single integer with sqlite3 directly.
-int64_t RawQueryInt(const std::string& path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  int64_t out = -1;
-  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) ==
-      SQLITE_OK) {
-    sqlite3_busy_timeout(db, 5000);
-    sqlite3_stmt* st = nullptr;
-    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK &&
-        sqlite3_step(st) == SQLITE_ROW) {
-      out = sqlite3_column_int64(st, 0);
-    }
-    sqlite3_finalize(st);
-  }
-  sqlite3_close_v2(db);
-  return out;
-}
-
-std::string RawQueryText(const std::string& path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  std::string out = "<error>";
-  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) ==
-      SQLITE_OK) {
-    sqlite3_stmt* st = nullptr;
-    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK &&
-        sqlite3_step(st) == SQLITE_ROW) {
-      out = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
-    }
-    sqlite3_finalize(st);
-  }
-  sqlite3_close_v2(db);
-  return out;
-}
-
-void RawExec(const std::string& path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr),
-            SQLITE_OK);
-  char* err = nullptr;
-  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
-  EXPECT_EQ(rc, SQLITE_OK) << (err != nullptr ? err : "");
-  sqlite3_free(err);
-  sqlite3_close_v2(db);
 }
 
 std::string ReadFileBytes(const std::string& path) {
@@ -166,7 +112,7 @@ int WaitChild(pid_t pid) {
 class RunStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = MakeTempDir();
+    dir_ = MakeTempDir("store");
     path_ = dir_ + "/runs.db";
     now_ = absl::FromUnixMicros(1700000000123456);
   }
@@ -177,20 +123,8 @@ class RunStoreTest : public ::testing::Test {
     return o;
   }
 
-  std::unique_ptr<RunStore> OpenOrDie(StoreOptions o) {
-    absl::StatusOr<std::unique_ptr<RunStore>> s = RunStore::Open(path_, o);
-    EXPECT_TRUE(s.ok()) << s.status();
-    return s.ok() ? *std::move(s) : nullptr;
-  }
+  std::unique_ptr<RunStore> OpenOrDie(StoreOptions o) { return OpenStore(path_, o); }
   std::unique_ptr<RunStore> OpenOrDie() { return OpenOrDie(FakeClock()); }
-
-  // Every event in the log (tests keep it under kMaxPageSize).
-  static std::vector<Event> Events(RunStore& s, const std::string& run = "") {
-    absl::StatusOr<std::vector<Event>> e =
-        s.ListEvents(0, run, RunStore::kMaxPageSize);
-    EXPECT_TRUE(e.ok()) << e.status();
-    return e.ok() ? *e : std::vector<Event>{};
-  }
 
   std::string dir_;
   std::string path_;
@@ -1971,10 +1905,15 @@ TEST_F(RunStoreTest, QueuedWritesShareOneCommitAndAFailureStaysItsOwn) {
   EXPECT_EQ(first.exit_code(), 3);
 }
 
-// As AcknowledgedWritesSurviveKill9, with eight threads writing at once, so
-// that acknowledgements come from shared commits (group commit).
-TEST_F(RunStoreTest, AcknowledgedConcurrentWritesSurviveKill9) {
-  { ASSERT_NE(OpenOrDie(StoreOptions()), nullptr); }
+// Forks a writer: the child opens the store at `path` and runs `write`,
+// which acknowledges each write by one "<id>\n" write(2) on `ack_fd` after
+// the store returned (and _exits 3..5 on an error; 6 when it returns). Reads
+// acknowledgements until `min_acks` lines arrived, SIGKILLs the child
+// mid-stream, reaps it and fills `ids` with every whole line acknowledged
+// before the kill (also those still in the pipe; a torn last line is dropped).
+void KillWriterAfterAcks(const std::string& path, size_t min_acks,
+                         const std::function<void(RunStore& s, int ack_fd)>& write,
+                         std::vector<std::string>* ids) {
   int fds[2];
   ASSERT_EQ(pipe2(fds, O_CLOEXEC), 0);
   Fd rd(fds[0]), wr(fds[1]);
@@ -1982,23 +1921,12 @@ TEST_F(RunStoreTest, AcknowledgedConcurrentWritesSurviveKill9) {
   ASSERT_GE(child, 0);
   if (child == 0) {
     rd.Reset();
-    absl::StatusOr<std::unique_ptr<RunStore>> s = RunStore::Open(path_);
+    absl::StatusOr<std::unique_ptr<RunStore>> s = RunStore::Open(path);
     if (!s.ok()) _exit(2);
-    std::vector<std::thread> threads;
-    for (int t = 0; t < 8; ++t) {
-      threads.emplace_back([&, t] {
-        for (int i = 0; i < 1000000; ++i) {
-          const std::string id = absl::StrCat("t", t, "-", i);
-          if (!(*s)->Register(MakeRun(id)).ok()) _exit(3);
-          if (!(*s)->Finish(id, i % 256).ok()) _exit(4);
-          // One write(2) per line (< PIPE_BUF): lines never interleave.
-          if (!WriteAll(wr.get(), id + "\n")) _exit(5);
-        }
-      });
-    }
-    for (std::thread& th : threads) th.join();
+    write(**s, wr.get());
     _exit(6);
   }
+  // Never leave the child behind if an assertion below fails early.
   absl::Cleanup reap = [&child] {
     if (child > 0) {
       kill(child, SIGKILL);
@@ -2006,10 +1934,11 @@ TEST_F(RunStoreTest, AcknowledgedConcurrentWritesSurviveKill9) {
     }
   };
   wr.Reset();
+  // Read acknowledgements until enough arrived, then kill without warning.
   std::string acks;
   char buf[4096];
   size_t lines = 0;
-  while (lines < 400) {
+  while (lines < min_acks) {
     const ssize_t n = read(rd.get(), buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     ASSERT_GT(n, 0) << "child stopped early";
@@ -2020,11 +1949,33 @@ TEST_F(RunStoreTest, AcknowledgedConcurrentWritesSurviveKill9) {
   const int status = WaitChild(child);
   child = -1;
   ASSERT_TRUE(WIFSIGNALED(status));
-  acks += ReadAll(rd.get());
+  EXPECT_EQ(WTERMSIG(status), SIGKILL);
+  acks += ReadAll(rd.get());  // acknowledged before the kill, still in the pipe
 
-  std::vector<std::string> ids =
-      absl::StrSplit(acks, '\n', absl::SkipEmpty());
-  if (!acks.empty() && acks.back() != '\n') ids.pop_back();
+  *ids = absl::StrSplit(acks, '\n', absl::SkipEmpty());
+  if (!acks.empty() && acks.back() != '\n') ids->pop_back();  // torn last line
+}
+
+// As AcknowledgedWritesSurviveKill9, with eight threads writing at once, so
+// that acknowledgements come from shared commits (group commit).
+TEST_F(RunStoreTest, AcknowledgedConcurrentWritesSurviveKill9) {
+  { ASSERT_NE(OpenOrDie(StoreOptions()), nullptr); }
+  std::vector<std::string> ids;
+  ASSERT_NO_FATAL_FAILURE(KillWriterAfterAcks(path_, 400, [](RunStore& s, int ack_fd) {
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 8; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < 1000000; ++i) {
+          const std::string id = absl::StrCat("t", t, "-", i);
+          if (!s.Register(MakeRun(id)).ok()) _exit(3);
+          if (!s.Finish(id, i % 256).ok()) _exit(4);
+          // One write(2) per line (< PIPE_BUF): lines never interleave.
+          if (!WriteAll(ack_fd, id + "\n")) _exit(5);
+        }
+      });
+    }
+    for (std::thread& th : threads) th.join();
+  }, &ids));
   ASSERT_GE(ids.size(), 400u);
   auto store = OpenOrDie(StoreOptions());
   for (const std::string& id : ids) {
@@ -2041,52 +1992,15 @@ TEST_F(RunStoreTest, AcknowledgedConcurrentWritesSurviveKill9) {
 // returned; it is SIGKILLed mid-stream. Every acknowledged run must be there.
 TEST_F(RunStoreTest, AcknowledgedWritesSurviveKill9) {
   { ASSERT_NE(OpenOrDie(StoreOptions()), nullptr); }
-  int fds[2];
-  ASSERT_EQ(pipe2(fds, O_CLOEXEC), 0);
-  Fd rd(fds[0]), wr(fds[1]);
-  pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    rd.Reset();
-    absl::StatusOr<std::unique_ptr<RunStore>> s = RunStore::Open(path_);
-    if (!s.ok()) _exit(2);
+  std::vector<std::string> ids;
+  ASSERT_NO_FATAL_FAILURE(KillWriterAfterAcks(path_, 150, [](RunStore& s, int ack_fd) {
     for (int i = 0; i < 1000000; ++i) {
       const std::string id = absl::StrCat("k", i);
-      if (!(*s)->Register(MakeRun(id)).ok()) _exit(3);
-      if (i % 2 == 0 && !(*s)->Finish(id, i % 256).ok()) _exit(4);
-      if (!WriteAll(wr.get(), id + "\n")) _exit(5);
+      if (!s.Register(MakeRun(id)).ok()) _exit(3);
+      if (i % 2 == 0 && !s.Finish(id, i % 256).ok()) _exit(4);
+      if (!WriteAll(ack_fd, id + "\n")) _exit(5);
     }
-    _exit(6);
-  }
-  // Never leave the child behind if an assertion below fails early.
-  absl::Cleanup reap = [&child] {
-    if (child > 0) {
-      kill(child, SIGKILL);
-      WaitChild(child);
-    }
-  };
-  wr.Reset();
-  // Read acknowledgements until enough arrived, then kill without warning.
-  std::string acks;
-  char buf[4096];
-  size_t lines = 0;
-  while (lines < 150) {
-    const ssize_t n = read(rd.get(), buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    ASSERT_GT(n, 0) << "child stopped early";
-    acks.append(buf, n);
-    lines = std::count(acks.begin(), acks.end(), '\n');
-  }
-  ASSERT_EQ(kill(child, SIGKILL), 0);
-  const int status = WaitChild(child);
-  child = -1;
-  ASSERT_TRUE(WIFSIGNALED(status));
-  EXPECT_EQ(WTERMSIG(status), SIGKILL);
-  acks += ReadAll(rd.get());  // acknowledged before the kill, still in the pipe
-
-  std::vector<std::string> ids =
-      absl::StrSplit(acks, '\n', absl::SkipEmpty());
-  if (!acks.empty() && acks.back() != '\n') ids.pop_back();  // torn last line
+  }, &ids));
   ASSERT_GE(ids.size(), 150u);
   auto store = OpenOrDie(StoreOptions());
   for (const std::string& id : ids) {
