@@ -67,10 +67,20 @@ bool AppendEscapeIfControl(absl::string_view text, size_t i, size_t n, std::stri
     AppendCodePoint(b1, out);  // 0xC2 0x80..0x9F encodes U+0080..U+009F
     return true;
   }
-  if (n == 3 && b0 == 0xE2 && b1 == 0x80) {
+  if (n == 2 && b0 == 0xD8 && b1 == 0x9C) {  // U+061C ARABIC LETTER MARK
+    AppendCodePoint(0x061C, out);
+    return true;
+  }
+  if (n == 3 && b0 == 0xE2 && (b1 == 0x80 || b1 == 0x81)) {
     const auto b2 = static_cast<unsigned char>(text[i + 2]);
-    if (b2 == 0xA8 || b2 == 0xA9) {  // U+2028 LINE SEPARATOR, U+2029 PARAGRAPH SEPARATOR
-      AppendCodePoint(0x2000 | (b2 & 0x3F), out);
+    const uint32_t cp = 0x2000 | ((b1 & 0x3F) << 6) | (b2 & 0x3F);
+    // U+2028 LINE SEPARATOR, U+2029 PARAGRAPH SEPARATOR; the bidirectional
+    // controls that reorder what a terminal shows (Trojan Source,
+    // CVE-2021-42574): U+200E/F marks, U+202A..U+202E embeddings and
+    // overrides, U+2066..U+2069 isolates.
+    if (cp == 0x2028 || cp == 0x2029 || cp == 0x200E || cp == 0x200F ||
+        (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069)) {
+      AppendCodePoint(cp, out);
       return true;
     }
   }

@@ -30,8 +30,10 @@ std::string ToValidUtf8(absl::string_view text);
 // escape sequence. Escaped are
 //   - newline, CR and tab as \n, \r, \t;
 //   - every other C0 control (NUL, ESC, ...) and DEL as \xNN;
-//   - the C1 controls U+0080..U+009F and the Unicode line and paragraph
-//     separators U+2028, U+2029 as \uNNNN;
+//   - the C1 controls U+0080..U+009F, the Unicode line and paragraph
+//     separators U+2028, U+2029, and the bidirectional controls (U+061C,
+//     U+200E, U+200F, U+202A..U+202E, U+2066..U+2069: they make a terminal
+//     show text in another order than it is, "Trojan Source") as \uNNNN;
 //   - each byte that is not part of a valid UTF-8 sequence as \xNN (as
 //     ToValidUtf8 does).
 // Everything else, backslash included, is copied unchanged: this makes text

@@ -50,6 +50,21 @@ TEST(EscapeForLogTest, ControlCharactersAreEscaped) {
   EXPECT_EQ(EscapeForLog("\xc2\xa0"), "\xc2\xa0");  // U+00A0 is printable
 }
 
+// Trojan Source (CVE-2021-42574): a run id or label that reorders what a
+// terminal shows. "job-\u202Egnp.exe" would display as "job-exe.png".
+TEST(EscapeForLogTest, BidirectionalControlsAreEscaped) {
+  EXPECT_EQ(EscapeForLog("job-\xe2\x80\xae" "gnp.exe"), "job-\\u202egnp.exe");
+  EXPECT_EQ(EscapeForLog("\xe2\x80\xaa\xe2\x80\xab\xe2\x80\xac\xe2\x80\xad"),
+            "\\u202a\\u202b\\u202c\\u202d");
+  EXPECT_EQ(EscapeForLog("\xe2\x81\xa6" "a" "\xe2\x81\xa7\xe2\x81\xa8\xe2\x81\xa9"),
+            "\\u2066a\\u2067\\u2068\\u2069");
+  EXPECT_EQ(EscapeForLog("\xe2\x80\x8e\xe2\x80\x8f\xd8\x9c"), "\\u200e\\u200f\\u061c");
+  // Their neighbours are printable and stay: U+2030 PER MILLE, U+2065 (unassigned
+  // but not a control), U+206A, U+200D ZERO WIDTH JOINER (emoji sequences).
+  EXPECT_EQ(EscapeForLog("\xe2\x80\xb0\xe2\x81\xa5\xe2\x81\xaa\xe2\x80\x8d"),
+            "\xe2\x80\xb0\xe2\x81\xa5\xe2\x81\xaa\xe2\x80\x8d");
+}
+
 TEST(EscapeForLogTest, InvalidUtf8IsEscapedByteByByte) {
   EXPECT_EQ(EscapeForLog("a\xff" "b"), "a\\xffb");
   EXPECT_EQ(EscapeForLog("\x9b" "31m"), "\\x9b31m");  // a lone C1 byte is not UTF-8
