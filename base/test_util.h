@@ -42,6 +42,16 @@
   ASSERT_TRUE(sor.ok()) << sor.status();               \
   lhs = *std::move(sor)
 
+// First line of a test that signals: skips unless this process is pid 1 of
+// a private PID namespace (ReexecInPrivatePidNamespace below succeeded).
+#define SKIP_UNLESS_PRIVATE_PID_NS()                                   \
+  do {                                                                 \
+    if (::getpid() != 1) {                                             \
+      GTEST_SKIP() << "not pid 1 of a private PID namespace (unshare " \
+                      "failed); refusing to signal on the host";       \
+    }                                                                  \
+  } while (0)
+
 namespace runreaper {
 
 inline absl::Status AsStatus(const absl::Status& s) { return s; }

@@ -29,14 +29,6 @@ namespace {
 
 constexpr char kInNsEnv[] = "RUNREAPER_LADDER_TEST_IN_NS";
 
-#define REQUIRE_PRIVATE_NS()                                             \
-  do {                                                                   \
-    if (::getpid() != 1) {                                               \
-      GTEST_SKIP() << "not pid 1 of a private PID namespace (unshare "   \
-                      "unavailable): refusing to signal on the host";    \
-    }                                                                    \
-  } while (0)
-
 // A process group of its own (setsid): a leader and `extra` children, each
 // ignoring SIGINT and SIGTERM when `stubborn`. Returns once all run.
 struct Group {
@@ -149,7 +141,7 @@ class SignalLadderTest : public ::testing::Test {
 };
 
 TEST_F(SignalLadderTest, StubbornGroupEndsWithSigkillAfterBothGraces) {
-  REQUIRE_PRIVATE_NS();
+  SKIP_UNLESS_PRIVATE_PID_NS();
   const Group g = StartGroup(/*stubborn=*/true, /*extra=*/1);
   Recorder hooks(&procfs_, SpecOf(g.leader));
   LadderOptions options;
@@ -182,7 +174,7 @@ TEST_F(SignalLadderTest, StubbornGroupEndsWithSigkillAfterBothGraces) {
 }
 
 TEST_F(SignalLadderTest, ProcessThatExitsOnSigintGetsNoSigterm) {
-  REQUIRE_PRIVATE_NS();
+  SKIP_UNLESS_PRIVATE_PID_NS();
   const Group g = StartGroup(/*stubborn=*/false, /*extra=*/0);
   Recorder hooks(&procfs_, SpecOf(g.leader));
   LadderOptions options;
@@ -199,7 +191,7 @@ TEST_F(SignalLadderTest, ProcessThatExitsOnSigintGetsNoSigterm) {
 }
 
 TEST_F(SignalLadderTest, RefusedClaimSkipsThatSignalNotTheLadder) {
-  REQUIRE_PRIVATE_NS();
+  SKIP_UNLESS_PRIVATE_PID_NS();
   const Group g = StartGroup(/*stubborn=*/true, /*extra=*/0);
   Recorder hooks(&procfs_, SpecOf(g.leader));
   hooks.refuse_stage = kSigtermStage;  // another sweep owns SIGTERM
@@ -219,7 +211,7 @@ TEST_F(SignalLadderTest, RefusedClaimSkipsThatSignalNotTheLadder) {
 }
 
 TEST_F(SignalLadderTest, RecycledPidIsNeverSignalled) {
-  REQUIRE_PRIVATE_NS();
+  SKIP_UNLESS_PRIVATE_PID_NS();
   // A live process that dies on SIGINT, named by a member whose start time
   // is not its own: the pid now belongs to someone else.
   const Group g = StartGroup(/*stubborn=*/false, /*extra=*/0);

@@ -27,69 +27,16 @@
 #include "scanner/identity_proto.h"
 #include "scanner/lineage.h"
 #include "scanner/membership.h"
+#include "scanner/process_test_util.h"
 #include "scanner/procfs.h"
 #include "scanner/safe_signal.h"
 #include "server/sweeper.h"
 #include "store/run_store.h"
 
-extern char** environ;
-
 namespace runreaper::server {
 namespace {
 
 constexpr char kInNsEnv[] = "RR_SWEEPER_LINEAGE_TEST_IN_PIDNS";
-
-#define REQUIRE_PRIVATE_NS()                                           \
-  do {                                                                 \
-    if (getpid() != 1) {                                               \
-      GTEST_SKIP() << "not pid 1 of a private PID namespace (unshare " \
-                      "failed); refusing to signal on the host";       \
-    }                                                                  \
-  } while (0)
-
-// Starts `sh -c script` in a new session with `env_extra` added; returns its
-// pid once it runs (the identity is captured by the caller).
-pid_t SpawnSh(const std::string& script,
-              const std::vector<std::string>& env_extra = {},
-              const std::string& cgroup_dir = "") {
-  const std::string procs =
-      cgroup_dir.empty() ? "" : cgroup_dir + "/cgroup.procs";
-  std::vector<std::string> env_strings;
-  for (char** e = environ; *e != nullptr; ++e) env_strings.push_back(*e);
-  for (const std::string& e : env_extra) env_strings.push_back(e);
-  std::vector<char*> envp;
-  for (std::string& e : env_strings) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  const char* argv[] = {"sh", "-c", script.c_str(), nullptr};
-  const pid_t pid = fork();
-  if (pid == 0) {
-    setsid();
-    if (!procs.empty()) {
-      const int fd = open(procs.c_str(), O_WRONLY | O_CLOEXEC);
-      if (fd < 0 || write(fd, "0", 1) != 1) _exit(120);
-      close(fd);
-    }
-    execve("/bin/sh", const_cast<char**>(argv), envp.data());
-    _exit(127);
-  }
-  return pid;
-}
-
-// A fresh cgroup v2 directory for this test: (its path on disk, its cgroup
-// path); nullopt when the hierarchy is missing or not writable.
-std::optional<std::pair<std::string, std::string>> MakeTestCgroup(
-    const std::string& name) {
-  scanner::ProcFs procfs;
-  absl::StatusOr<std::string> text = procfs.ReadSelfMountInfo();
-  if (!text.ok()) return std::nullopt;
-  std::optional<scanner::Cgroup2Mount> mount = scanner::FindCgroup2Mount(*text);
-  if (!mount.has_value() || mount->root != "/") return std::nullopt;
-  const std::string parent = mount->mount_point + "/runreaper-test";
-  mkdir(parent.c_str(), 0755);
-  const std::string dir = parent + "/" + name;
-  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return std::nullopt;
-  return std::make_pair(dir, "/runreaper-test/" + name);
-}
 
 // What a listing says of one process.
 using Listed = std::map<int, std::tuple<v1::MatchSource, bool, std::vector<int>>>;
@@ -118,26 +65,7 @@ class SweeperLineageTest : public ::testing::Test {
     sweeper_->SetLineage(tracker_.get());
   }
   void TearDown() override {
-    // Inside our namespace every other process is the test's.
-    if (getpid() == 1) {
-      for (int round = 0; round < 50; ++round) {
-        absl::StatusOr<scanner::Snapshot> snap = procfs_.Walk();
-        bool any = false;
-        if (snap.ok()) {
-          for (const scanner::ProcessInfo& p : snap->processes) {
-            if (p.pid == 1) continue;
-            any = true;
-            if (p.state != 'Z') {
-              scanner::SignalProcess(procfs_, p.pid, p.start_time, SIGKILL);
-            }
-          }
-        }
-        while (waitpid(-1, nullptr, WNOHANG) > 0) {
-        }
-        if (!any) break;
-        absl::SleepFor(absl::Milliseconds(10));
-      }
-    }
+    scanner::KillEverythingElseInPrivatePidNs();
     if (!cgroup_dir_.empty()) {
       rmdir(cgroup_dir_.c_str());
       // The shared parent, when no other test's cgroup is left in it.
@@ -177,7 +105,7 @@ class SweeperLineageTest : public ::testing::Test {
         "sleep 120 & setsid sleep 121 & RUNREAPER_KEEP=1 setsid sleep 122 & ",
         "RUNREAPER_RUN_ID=", run_id, " setsid sleep 123 & ",
         "while [ ! -e ", dir_, "/go ]; do sleep 0.05; done");
-    const pid_t leader = SpawnSh(script);
+    const pid_t leader = scanner::SpawnSh(script).pid;
     EXPECT_TRUE(WaitFor([&] { return ChildrenOf(leader) == 4; }));
     absl::StatusOr<scanner::Identity> id = procfs_.CaptureIdentity(leader);
     EXPECT_TRUE(id.ok()) << id.status();
@@ -206,10 +134,10 @@ class SweeperLineageTest : public ::testing::Test {
 };
 
 TEST_F(SweeperLineageTest, TrackerPathAndWalkPathListTheSameMembers) {
-  REQUIRE_PRIVATE_NS();
+  SKIP_UNLESS_PRIVATE_PID_NS();
   const int leader = StartTrackedJob("ci-1");
   // A bystander started after the leader: shares nothing with the run.
-  const pid_t bystander = SpawnSh("exec sleep 124");
+  const pid_t bystander = scanner::SpawnSh("exec sleep 124").pid;
   ASSERT_TRUE(WaitFor([&] { return ExecedSleep(bystander); }));
 
   ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse tracked,
@@ -255,10 +183,10 @@ TEST_F(SweeperLineageTest, TrackerPathAndWalkPathListTheSameMembers) {
 // the run's group with setpgid). The walk lists it; a sweep's first listing
 // walks, so the sweep takes it.
 TEST_F(SweeperLineageTest, AnOutsiderWithTheCookieIsListedByTheWalkOnly) {
-  REQUIRE_PRIVATE_NS();
+  SKIP_UNLESS_PRIVATE_PID_NS();
   StartTrackedJob("ci-2");
   const pid_t outsider =
-      SpawnSh("exec sleep 125", {"RUNREAPER_RUN_ID=ci-2"});
+      scanner::SpawnSh("exec sleep 125", {"RUNREAPER_RUN_ID=ci-2"}).pid;
   ASSERT_TRUE(WaitFor([&] { return ExecedSleep(outsider); }));
   ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse tracked,
                        sweeper_->ListOrphans("ci-2"));
@@ -283,14 +211,14 @@ TEST_F(SweeperLineageTest, AnOutsiderWithTheCookieIsListedByTheWalkOnly) {
 // A dedicated cgroup is read directly (cgroup.procs): a process moved into
 // it from outside the run's descent is listed by both paths alike.
 TEST_F(SweeperLineageTest, TheTrackerPathReadsTheRunsCgroup) {
-  REQUIRE_PRIVATE_NS();
-  auto cg = MakeTestCgroup(absl::StrCat("swlin-", dir_.substr(dir_.rfind('/') + 1)));
+  SKIP_UNLESS_PRIVATE_PID_NS();
+  auto cg = scanner::MakeTestCgroup(absl::StrCat("swlin-", dir_.substr(dir_.rfind('/') + 1)));
   if (!cg.has_value()) GTEST_SKIP() << "cgroup v2 hierarchy not writable here";
   cgroup_dir_ = cg->first;
-  const pid_t leader = SpawnSh(
+  const pid_t leader = scanner::SpawnSh(
       absl::StrCat("sleep 126 & while [ ! -e ", dir_,
                    "/go ]; do sleep 0.05; done"),
-      {}, cg->first);
+      {}, cg->first).pid;
   ASSERT_TRUE(WaitFor([&] { return ChildrenOf(leader) == 1; }));
   ASSERT_OK_AND_ASSIGN(scanner::Identity id, procfs_.CaptureIdentity(leader));
   ASSERT_EQ(id.cgroup, cg->second);
@@ -301,7 +229,7 @@ TEST_F(SweeperLineageTest, TheTrackerPathReadsTheRunsCgroup) {
   ASSERT_OK_AND_ASSIGN(v1::Run stored, store_->Register(run));
   sweeper_->TrackRuns({stored});
   // Not a descendant, its own session: only the cgroup ties it to the run.
-  const pid_t outsider = SpawnSh("exec sleep 127", {}, cg->first);
+  const pid_t outsider = scanner::SpawnSh("exec sleep 127", {}, cg->first).pid;
   ASSERT_TRUE(WaitFor([&] { return ExecedSleep(outsider); }));
   const int fd = ::open((dir_ + "/go").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC,
                         0600);
@@ -323,7 +251,7 @@ TEST_F(SweeperLineageTest, TheTrackerPathReadsTheRunsCgroup) {
 }
 
 TEST_F(SweeperLineageTest, ARunWithAGapIsListedByTheWalk) {
-  REQUIRE_PRIVATE_NS();
+  SKIP_UNLESS_PRIVATE_PID_NS();
   StartTrackedJob("ci-3");
   tracker_->MarkGap("ci-3", "test");
   ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse listed,

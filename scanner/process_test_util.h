@@ -1,0 +1,55 @@
+// Real processes for tests that signal: a shell held before exec until its
+// identity is captured, a fresh cgroup v2 directory, and the teardown that
+// kills every other process of the test's private PID namespace
+// (base/test_util.h ReexecInPrivatePidNamespace). Test-only.
+#ifndef RUNREAPER_SCANNER_PROCESS_TEST_UTIL_H_
+#define RUNREAPER_SCANNER_PROCESS_TEST_UTIL_H_
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "scanner/identity.h"
+
+namespace runreaper::scanner {
+
+// A process a test started, with the identity captured before it went on.
+struct Spawned {
+  pid_t pid = 0;
+  Identity id;
+};
+
+// One byte read from `fd`; 0 on EOF or error.
+char ReadByte(int fd);
+
+// The parent's half of the spawn handshake: wait until the child is set up
+// ('S' on `ready`), capture its identity while it is still waiting, then let
+// it go on ('G' on `go`) to exec or fork; closes the parent's ends of both
+// pipes. The identity is the leader's as registered; a failed capture is a
+// non-fatal test failure and leaves `id` empty.
+Spawned CaptureThenRelease(pid_t pid, int ready[2], int go[2]);
+
+// Starts `sh -c script` in a new session with `env_extra` added to our
+// environment and, unless `cgroup_dir` is empty, inside that cgroup
+// directory; held before exec until its identity has been captured.
+Spawned SpawnSh(const std::string& script,
+                const std::vector<std::string>& env_extra = {},
+                const std::string& cgroup_dir = "");
+
+// A fresh directory `name` under <cgroup2 mount>/runreaper-test: (its path on
+// disk, its cgroup path); nullopt when the hierarchy is missing, is not
+// mounted at its root or is not writable.
+std::optional<std::pair<std::string, std::string>> MakeTestCgroup(
+    const std::string& name);
+
+// When we are pid 1 of a private PID namespace, where every other process is
+// the test's: SIGKILLs them through the safe path (identity re-checked) and
+// reaps, for up to 50 rounds until none is left. Elsewhere, nothing.
+void KillEverythingElseInPrivatePidNs();
+
+}  // namespace runreaper::scanner
+
+#endif  // RUNREAPER_SCANNER_PROCESS_TEST_UTIL_H_
