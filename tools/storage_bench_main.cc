@@ -66,10 +66,7 @@ namespace {
 
 namespace v1 = ::runreaper::v1;
 
-[[noreturn]] void Die(const std::string& what) {
-  fprintf(stderr, "storage_bench: %s\n", what.c_str());
-  exit(1);
-}
+using bench::Die;
 
 std::string MakeDir() {
   std::string templ = absl::GetFlag(FLAGS_dir) + "/rr-storage-XXXXXX";
