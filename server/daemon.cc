@@ -521,6 +521,19 @@ int RunOnce(const DaemonOptions& options, bool sweep) {
     }
   }
   if (options.retain > absl::ZeroDuration()) {
+    // As the daemon's prune loop: old unswept runs with nothing left to
+    // sweep are marked swept first (one listing, nothing signalled).
+    Sweeper checker(store->get(), &procfs);
+    absl::StatusOr<int> marked =
+        checker.MarkEmptyRunsSwept(absl::Now() - options.retain);
+    if (!marked.ok()) {
+      absl::StrAppend(&line, "; old unswept runs not checked: ",
+                      marked.status().message());
+      rc = 1;
+    } else if (*marked > 0) {
+      absl::StrAppend(&line, "; ", *marked,
+                      " old run(s) with nothing to sweep marked swept");
+    }
     store::PruneOptions prune;
     prune.retain = options.retain;
     absl::StatusOr<store::PruneResult> pruned = (*store)->Prune(prune);

@@ -200,6 +200,22 @@ void DaemonLoops::SweepLoop() {
 }
 
 absl::StatusOr<store::PruneResult> DaemonLoops::RunOnePrune() {
+  // Runs old enough to go that nobody swept (--sweep_interval=0): those
+  // with nothing left to sweep are marked swept first, so that retention
+  // bounds the file on a daemon that never sweeps. A run with a member
+  // stays, whatever its age.
+  if (deps_.sweeper != nullptr && options_.retain > absl::ZeroDuration()) {
+    absl::StatusOr<int> marked =
+        deps_.sweeper->MarkEmptyRunsSwept(absl::Now() - options_.retain);
+    if (!marked.ok()) {
+      LogError("prune: cannot check old unswept runs for members: ",
+               marked.status().ToString());
+    } else if (*marked > 0) {
+      LogInfo("prune: ", *marked,
+              " old unswept run(s) without members marked swept");
+      deps_.hub->Notify();  // their summary event
+    }
+  }
   store::PruneOptions prune;
   prune.retain = options_.retain;
   prune.stop = [this] {

@@ -57,8 +57,10 @@ ABSL_FLAG(absl::Duration, retain, absl::Hours(24 * 7),
           "Delete runs that ended longer ago than this and were swept clean (or "
           "had nothing to sweep), with their labels and events, in small "
           "batches: at start, then every retain/10 (1 s .. 10 min), and in "
-          "--once. A RUNNING or unswept run is never deleted. 0 = keep "
-          "everything (the database grows without bound).");
+          "--once. An old run nobody swept is listed first (nothing is "
+          "signalled) and goes only when no orphan of it is left. A RUNNING "
+          "run, or one with an orphan, is never deleted. 0 = keep everything "
+          "(the database grows without bound).");
 ABSL_FLAG(std::string, metrics, "",
           "Optional Prometheus endpoint host:port serving GET /metrics "
           "(e.g. 127.0.0.1:9464); empty = off.");

@@ -411,7 +411,9 @@ struct Sweeper::Impl {
   // member in the listing, and marks those runs swept in one transaction
   // with one SWEEP_FINISHED summary event (naming the run when it is the
   // only one, else with an empty run id). False when no run is left.
-  bool MarkClean(std::vector<RunSpec>* specs, Membership* members) const {
+  // `marked` (optional): how many were marked (0 when the store failed).
+  bool MarkClean(std::vector<RunSpec>* specs, Membership* members,
+                 int* marked_out = nullptr) const {
     std::vector<bool> has_member(specs->size(), false);
     for (const Member& m : members->members) has_member[m.run_index] = true;
     std::vector<RunSpec> active;
@@ -437,9 +439,12 @@ struct Sweeper::Impl {
       if (!marked.ok()) {
         LogError("sweeper: cannot mark ", clean.size(),
                  " run(s) without members swept: ", marked.status().ToString());
-      } else if (lineage != nullptr) {
+      } else {
+        if (marked_out != nullptr) *marked_out = static_cast<int>(clean.size());
         // Swept clean: their descendants need not be followed any more.
-        for (const std::string& id : clean) lineage->Untrack(id);
+        if (lineage != nullptr) {
+          for (const std::string& id : clean) lineage->Untrack(id);
+        }
       }
     }
     for (Member& m : members->members) m.run_index = index[m.run_index];
@@ -609,6 +614,27 @@ absl::StatusOr<v1::ListOrphansResponse> Sweeper::ListOrphans(
     }
   }
   return response;
+}
+
+absl::StatusOr<int> Sweeper::MarkEmptyRunsSwept(absl::Time ended_before) {
+  absl::MutexLock lock(&impl_->mu);  // not while a sweep is marking runs
+  ASSIGN_OR_RETURN(std::vector<v1::Run> unswept,
+                   impl_->store->ListTerminalUnsweptWithoutLabels());
+  std::vector<RunSpec> specs;
+  for (const v1::Run& r : unswept) {
+    const absl::Time ended = absl::FromUnixSeconds(r.ended_at().seconds()) +
+                             absl::Nanoseconds(r.ended_at().nanos());
+    if (r.has_ended_at() && ended < ended_before) specs.push_back(SpecOf(r));
+  }
+  if (specs.empty()) return 0;
+  impl_->AddLineage(&specs);
+  // One listing, as a dry run: nothing is signalled, so nothing forked
+  // meanwhile can escape a ladder.
+  ASSIGN_OR_RETURN(Membership members,
+                   scanner::ListMembers(*impl_->procfs, specs, nullptr));
+  int marked = 0;
+  impl_->MarkClean(&specs, &members, &marked);
+  return marked;
 }
 
 void Sweeper::SetLineage(scanner::LineageTracker* lineage) {

@@ -64,6 +64,14 @@ class Sweeper {
   // counted from the recorded send time (no stage sent twice, no grace
   // served twice).
   absl::StatusOr<v1::SweepResponse> ResumeSweeps();
+  // Retention's check (docs/STORE.md "Retention"): every terminal, unswept
+  // run that ended before `ended_before` and has no member now (one /proc
+  // listing, nothing signalled) is marked swept with one "nothing to sweep"
+  // summary event, as a sweep that found nothing would mark it, so that
+  // --retain can delete it without anyone sweeping. A run with any member
+  // (live, zombie, kept or unverified) stays unswept. Returns how many runs
+  // were marked.
+  absl::StatusOr<int> MarkEmptyRunsSwept(absl::Time ended_before);
   // Lineage (docs/ORPHANS.md "Descent"): with a tracker set, every listing
   // adds the run's descendants by fork (MATCH_SOURCE_DESCENT, with the
   // ancestor chain) to the other sources, a run swept clean (or marked

@@ -16,6 +16,8 @@
 #include "absl/time/time.h"
 #include "base/test_util.h"
 #include "gtest/gtest.h"
+#include "scanner/identity_proto.h"
+#include "scanner/procfs.h"
 #include "store/run_store.h"
 #include "tests/e2e_util.h"
 
@@ -82,15 +84,14 @@ TEST(RetainE2ETest, DaemonPrunesSweptRunsOnlyAndSaysSo) {
 
   Sleeper alive;
   RegisterPid(d, "running", alive.pid());
-  {
-    Sleeper leader;
-    RegisterPid(d, "unswept", leader.pid());
-    leader.Kill();
-    Finish(d, "unswept");  // never swept
-  }
+  // Finished while its job (the leader's own group) still runs, and never
+  // swept: it has an orphan, so it is never marked swept.
+  Sleeper job(/*own_group=*/true);
+  RegisterPid(d, "unswept", job.pid());
+  Finish(d, "unswept");
   FinishAndSweep(d, "old");
   // "unswept" ended before "old": when "old" is old enough to go, so is
-  // "unswept" by age; only its missing sweep keeps it.
+  // "unswept" by age; only its missing sweep (its live orphan) keeps it.
   ASSERT_TRUE(WaitFor([&] { return GetCode(d, "old") == grpc::StatusCode::NOT_FOUND; },
                       absl::Seconds(30)))
       << d.log();
@@ -160,6 +161,76 @@ TEST(RetainE2ETest, OnceModePrunesWithTheRetention) {
       << once.log();
   ASSERT_OK_AND_ASSIGN(auto store, store::RunStore::Open(dir.path() + "/db"));
   EXPECT_EQ(store->Get("month-old").status().code(), absl::StatusCode::kNotFound);
+}
+
+// A daemon that never sweeps (--sweep_interval=0, the default) still bounds
+// its file: an old finished run with nothing left to sweep is marked swept
+// by the prune loop (one listing, nothing signalled) and then deleted; one
+// whose job still runs stays, and its job is not touched.
+TEST(RetainE2ETest, OldRunsWithNothingToSweepGoWithoutASweep) {
+  TempDir dir;
+  Daemon d(dir.path(), {"--scan_interval=60s", "--retain=3s"});
+  ASSERT_TRUE(d.Start()) << d.log();
+  // A run whose leader is gone and left nothing, finished, never swept.
+  auto finish_empty = [&](const std::string& id) {
+    Sleeper leader;
+    RegisterPid(d, id, leader.pid());
+    leader.Kill();
+    ASSERT_TRUE(WaitFor([&] { return kill(leader.pid(), 0) != 0; }));
+    Finish(d, id);
+  };
+  finish_empty("empty");
+  Sleeper job(/*own_group=*/true);
+  RegisterPid(d, "leaky", job.pid());
+  Finish(d, "leaky");  // never swept; its job still runs
+  // Ended after "leaky": once it is gone, a prune round has run while
+  // "leaky" was old enough to go too.
+  finish_empty("later");
+  ASSERT_TRUE(WaitFor([&] { return GetCode(d, "later") == grpc::StatusCode::NOT_FOUND; },
+                      absl::Seconds(30)))
+      << d.log();
+  EXPECT_EQ(GetCode(d, "empty"), grpc::StatusCode::NOT_FOUND);
+  EXPECT_TRUE(absl::StrContains(d.log(), "old unswept run(s) without members marked swept"))
+      << d.log();
+  EXPECT_EQ(GetCode(d, "leaky"), grpc::StatusCode::OK);
+  v1::ListOrphansRequest req;
+  req.set_run_id("leaky");
+  v1::ListOrphansResponse orphans;
+  auto ctx = Ctx();
+  ASSERT_TRUE(d.stub()->ListOrphans(ctx.get(), req, &orphans).ok());
+  ASSERT_EQ(orphans.orphans_size(), 1);
+  EXPECT_EQ(orphans.orphans(0).pid(), job.pid());
+  EXPECT_EQ(kill(job.pid(), 0), 0);  // not signalled: still there
+  EXPECT_EQ(d.Stop(SIGTERM), 0) << d.log();
+}
+
+// The cron tick does the same: a month-old finished run that was never
+// swept and has no member goes with --retain=168h.
+TEST(RetainE2ETest, OnceModeMarksAndPrunesOldRunsWithNothingToSweep) {
+  TempDir dir;
+  {
+    store::StoreOptions o;
+    o.clock = [] { return absl::Now() - absl::Hours(24 * 30); };
+    ASSERT_OK_AND_ASSIGN(auto store, store::RunStore::Open(dir.path() + "/db", o));
+    Sleeper leader;
+    v1::Run run;
+    run.set_run_id("month-old-unswept");
+    run.set_pid(leader.pid());
+    ASSERT_OK_AND_ASSIGN(scanner::Identity id, scanner::ProcFs().CaptureIdentity(leader.pid()));
+    scanner::SetIdentity(id, &run);
+    ASSERT_OK(store->Register(run));
+    leader.Kill();
+    ASSERT_TRUE(WaitFor([&] { return kill(leader.pid(), 0) != 0; }));
+    ASSERT_OK(store->Finish("month-old-unswept", 0));
+  }
+  Daemon once(dir.path(), {"--once", "--retain=168h"});
+  once.Spawn();
+  EXPECT_EQ(once.Wait(), 0) << once.log();
+  EXPECT_TRUE(absl::StrContains(once.log(),
+                                "; 1 old run(s) with nothing to sweep marked swept; pruned 1 runs"))
+      << once.log();
+  ASSERT_OK_AND_ASSIGN(auto store, store::RunStore::Open(dir.path() + "/db"));
+  EXPECT_EQ(store->Get("month-old-unswept").status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST(RetainE2ETest, NegativeRetentionIsRefused) {
