@@ -627,7 +627,23 @@ absl::StatusOr<int> Sweeper::MarkEmptyRunsSwept(absl::Time ended_before) {
     if (r.has_ended_at() && ended < ended_before) specs.push_back(SpecOf(r));
   }
   if (specs.empty()) return 0;
-  impl_->AddLineage(&specs);
+  if (impl_->lineage != nullptr) {
+    impl_->AddLineage(&specs);
+  } else {
+    // No tracker here (--once, --lineage=false) while a daemon with one may
+    // serve the same file: the descendants it stored count too, so a run
+    // whose only leftover escaped every other rule is not taken for empty.
+    ASSIGN_OR_RETURN(std::vector<store::StoredDescendant> stored,
+                     impl_->store->ListDescendants());
+    std::map<std::string, RunSpec*> by_id;
+    for (RunSpec& spec : specs) by_id[spec.run_id] = &spec;
+    for (const store::StoredDescendant& d : stored) {
+      auto it = by_id.find(d.run_id);
+      if (it != by_id.end()) {
+        it->second->descendants[{d.pid, d.start_time_ticks}] = {};
+      }
+    }
+  }
   // One listing, as a dry run: nothing is signalled, so nothing forked
   // meanwhile can escape a ladder.
   ASSIGN_OR_RETURN(Membership members,

@@ -69,8 +69,9 @@ class Sweeper {
   // listing, nothing signalled) is marked swept with one "nothing to sweep"
   // summary event, as a sweep that found nothing would mark it, so that
   // --retain can delete it without anyone sweeping. A run with any member
-  // (live, zombie, kept or unverified) stays unswept. Returns how many runs
-  // were marked.
+  // (live, zombie, kept or unverified) stays unswept; descendants count by
+  // the tracker, or without one by the durable lineage rows a daemon
+  // stored. Returns how many runs were marked.
   absl::StatusOr<int> MarkEmptyRunsSwept(absl::Time ended_before);
   // Lineage (docs/ORPHANS.md "Descent"): with a tracker set, every listing
   // adds the run's descendants by fork (MATCH_SOURCE_DESCENT, with the

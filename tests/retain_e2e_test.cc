@@ -233,6 +233,52 @@ TEST(RetainE2ETest, OnceModeMarksAndPrunesOldRunsWithNothingToSweep) {
   EXPECT_EQ(store->Get("month-old-unswept").status().code(), absl::StatusCode::kNotFound);
 }
 
+// Without a tracker (--once), the descendants a lineage daemon stored count:
+// an old run whose only leftover is a stored descendant (it shares no group,
+// session or cookie with the run) is kept while that process lives, and
+// goes once it is gone.
+TEST(RetainE2ETest, OnceModeKeepsAnOldRunWhileAStoredDescendantLives) {
+  TempDir dir;
+  Sleeper leader;
+  Sleeper descendant;  // younger than the leader, as a descendant is
+  {
+    store::StoreOptions o;
+    o.clock = [] { return absl::Now() - absl::Hours(24 * 30); };
+    ASSERT_OK_AND_ASSIGN(auto store, store::RunStore::Open(dir.path() + "/db", o));
+    scanner::ProcFs procfs;
+    ASSERT_OK_AND_ASSIGN(scanner::Identity id, procfs.CaptureIdentity(leader.pid()));
+    ASSERT_OK_AND_ASSIGN(scanner::ProcStat d, procfs.ReadStat(descendant.pid()));
+    ASSERT_GE(d.start_time, id.start_time);
+    v1::Run run;
+    run.set_run_id("old-with-descendant");
+    scanner::SetIdentity(id, &run);
+    ASSERT_OK(store->Register(run));
+    ASSERT_OK(store->WriteDescendants(
+        {{"old-with-descendant", descendant.pid(), d.start_time, leader.pid()}}, {}));
+    ASSERT_OK(store->Finish("old-with-descendant", 0));
+  }
+  leader.Kill();
+  ASSERT_TRUE(WaitFor([&] { return kill(leader.pid(), 0) != 0; }));
+  {
+    Daemon once(dir.path(), {"--once", "--retain=168h"});
+    once.Spawn();
+    EXPECT_EQ(once.Wait(), 0) << once.log();
+    EXPECT_FALSE(absl::StrContains(once.log(), "marked swept")) << once.log();
+    ASSERT_OK_AND_ASSIGN(auto store, store::RunStore::Open(dir.path() + "/db"));
+    EXPECT_OK(store->Get("old-with-descendant"));
+  }
+  EXPECT_EQ(kill(descendant.pid(), 0), 0);  // listed, never signalled
+  descendant.Kill();
+  ASSERT_TRUE(WaitFor([&] { return kill(descendant.pid(), 0) != 0; }));
+  Daemon once(dir.path(), {"--once", "--retain=168h"});
+  once.Spawn();
+  EXPECT_EQ(once.Wait(), 0) << once.log();
+  EXPECT_TRUE(absl::StrContains(once.log(), "1 old run(s) with nothing to sweep marked swept"))
+      << once.log();
+  ASSERT_OK_AND_ASSIGN(auto store, store::RunStore::Open(dir.path() + "/db"));
+  EXPECT_EQ(store->Get("old-with-descendant").status().code(), absl::StatusCode::kNotFound);
+}
+
 TEST(RetainE2ETest, NegativeRetentionIsRefused) {
   TempDir dir;
   Daemon d(dir.path(), {"--retain=-1s"});
