@@ -100,21 +100,41 @@ struct Sweeper::Impl {
 
   // `specs` with each run's current descendants by fork filled in, so every
   // listing (first, and each re-listing of the ladder) sees new ones.
-  // Each run's descendants from the tracker (lineage on), added in place: a
-  // listing of 10,000 runs does not copy them (lineage off: nothing to do).
-  void AddLineage(std::vector<RunSpec>* specs) const {
-    if (lineage == nullptr) return;
-    for (RunSpec& spec : *specs) {
-      scanner::RunLineage l = lineage->Members(spec.run_id);
-      for (scanner::Descendant& d : l.members) {
-        spec.descendants[{d.process.pid, d.process.start_time}] =
-            std::move(d.ancestors);
+  // Each run's descendants, added in place (a listing of 10,000 runs does
+  // not copy its specs): from the tracker when lineage is on; without one
+  // (--once, --lineage=false) from the durable lineage rows a lineage daemon
+  // stored (run_descendants), so that a run whose only leftover escaped
+  // every other rule is not taken for empty, swept clean and forgotten
+  // while that process lives. A stored (pid, start time) names only that
+  // process; a row whose process is gone matches nothing.
+  absl::Status AddLineage(std::vector<RunSpec>* specs) const {
+    if (lineage != nullptr) {
+      for (RunSpec& spec : *specs) {
+        scanner::RunLineage l = lineage->Members(spec.run_id);
+        for (scanner::Descendant& d : l.members) {
+          spec.descendants[{d.process.pid, d.process.start_time}] =
+              std::move(d.ancestors);
+        }
+      }
+      return absl::OkStatus();
+    }
+    ASSIGN_OR_RETURN(std::vector<store::StoredDescendant> stored,
+                     store->ListDescendants());
+    if (stored.empty()) return absl::OkStatus();
+    std::map<absl::string_view, RunSpec*> by_id;
+    for (RunSpec& spec : *specs) by_id[spec.run_id] = &spec;
+    for (const store::StoredDescendant& d : stored) {
+      auto it = by_id.find(d.run_id);
+      if (it != by_id.end()) {
+        it->second->descendants[{d.pid, d.start_time_ticks}] = {};
       }
     }
+    return absl::OkStatus();
   }
-  std::vector<RunSpec> WithLineage(const std::vector<RunSpec>& specs) const {
+  absl::StatusOr<std::vector<RunSpec>> WithLineage(
+      const std::vector<RunSpec>& specs) const {
     std::vector<RunSpec> out = specs;
-    AddLineage(&out);
+    RETURN_IF_ERROR(AddLineage(&out));
     return out;
   }
   absl::Mutex mu;  // one sweep at a time
@@ -229,10 +249,10 @@ struct Sweeper::Impl {
         members = *std::move(tracked);
       } else {
         from_tracker_ = false;  // a gap appeared: walk from now on
+        ASSIGN_OR_RETURN(const std::vector<RunSpec> specs,
+                         impl_->WithLineage(*specs_));
         ASSIGN_OR_RETURN(members,
-                         scanner::ListStable(*impl_->procfs,
-                                             impl_->WithLineage(*specs_),
-                                             observer_));
+                         scanner::ListStable(*impl_->procfs, specs, observer_));
       }
       std::vector<Member> live = scanner::Targets(members);
       for (const Member& m : live) listed_->emplace(RefOf(m), m);
@@ -467,7 +487,7 @@ struct Sweeper::Impl {
     scanner::SweepObserver observer;
     // A dry run signals nothing, so nothing forked between two listings can
     // escape it: one listing answers it (as ListOrphans).
-    AddLineage(&specs);
+    RETURN_IF_ERROR(AddLineage(&specs));
     ASSIGN_OR_RETURN(Membership members,
                      dry_run ? scanner::ListMembers(*procfs, specs, &observer)
                              : scanner::ListStable(*procfs, specs, &observer));
@@ -602,7 +622,7 @@ absl::StatusOr<v1::ListOrphansResponse> Sweeper::ListOrphans(
     members = *std::move(tracked);
     response.set_from_lineage(true);
   } else {
-    impl_->AddLineage(&specs);
+    RETURN_IF_ERROR(impl_->AddLineage(&specs));
     ASSIGN_OR_RETURN(members,
                      scanner::ListMembers(*impl_->procfs, specs, nullptr));
   }
@@ -627,23 +647,7 @@ absl::StatusOr<int> Sweeper::MarkEmptyRunsSwept(absl::Time ended_before) {
     if (r.has_ended_at() && ended < ended_before) specs.push_back(SpecOf(r));
   }
   if (specs.empty()) return 0;
-  if (impl_->lineage != nullptr) {
-    impl_->AddLineage(&specs);
-  } else {
-    // No tracker here (--once, --lineage=false) while a daemon with one may
-    // serve the same file: the descendants it stored count too, so a run
-    // whose only leftover escaped every other rule is not taken for empty.
-    ASSIGN_OR_RETURN(std::vector<store::StoredDescendant> stored,
-                     impl_->store->ListDescendants());
-    std::map<std::string, RunSpec*> by_id;
-    for (RunSpec& spec : specs) by_id[spec.run_id] = &spec;
-    for (const store::StoredDescendant& d : stored) {
-      auto it = by_id.find(d.run_id);
-      if (it != by_id.end()) {
-        it->second->descendants[{d.pid, d.start_time_ticks}] = {};
-      }
-    }
-  }
+  RETURN_IF_ERROR(impl_->AddLineage(&specs));
   // One listing, as a dry run: nothing is signalled, so nothing forked
   // meanwhile can escape a ladder.
   ASSIGN_OR_RETURN(Membership members,

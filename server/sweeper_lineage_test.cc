@@ -261,6 +261,47 @@ TEST_F(SweeperLineageTest, ARunWithAGapIsListedByTheWalk) {
   for (const v1::Orphan& o : listed.orphans()) EXPECT_TRUE(o.lineage_gap());
 }
 
+// Without a tracker (runreaperd --once, --lineage=false) the descendants a
+// lineage daemon stored (run_descendants) still count: the setsid'ed
+// process that shares nothing else with the run is listed by DESCENT and
+// swept, rather than the run being taken for empty and forgotten.
+TEST_F(SweeperLineageTest, WithoutATrackerStoredDescendantsCount) {
+  SKIP_UNLESS_PRIVATE_PID_NS();
+  StartTrackedJob("ci-4");
+  // What a lineage daemon's persister stores: the tracker's members.
+  std::vector<store::StoredDescendant> rows;
+  for (const scanner::Descendant& d : tracker_->Members("ci-4").members) {
+    rows.push_back({"ci-4", d.process.pid, d.process.start_time, 0});
+  }
+  ASSERT_EQ(rows.size(), 4u);
+  ASSERT_OK(store_->WriteDescendants(rows, {}));
+
+  SweeperOptions o;
+  o.sigint_grace = absl::Milliseconds(200);
+  o.sigterm_grace = absl::Milliseconds(300);
+  Sweeper plain(store_.get(), &procfs_, o);  // no tracker
+  ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse listed, plain.ListOrphans("ci-4"));
+  EXPECT_FALSE(listed.from_lineage());
+  int descent = 0;
+  std::vector<int> escaped;  // matched by descent only
+  for (const v1::Orphan& o : listed.orphans()) {
+    if (o.source() == v1::MATCH_SOURCE_DESCENT) {
+      ++descent;
+      if (!o.kept()) escaped.push_back(o.pid());
+    }
+  }
+  EXPECT_EQ(descent, 2) << listed.DebugString();  // setsid; setsid + KEEP
+  ASSERT_EQ(escaped.size(), 1u) << listed.DebugString();
+
+  ASSERT_OK_AND_ASSIGN(v1::SweepResponse swept, plain.Sweep({}));
+  EXPECT_EQ(swept.survivors_size(), 0);
+  EXPECT_EQ(swept.targets_size(), 3);
+  EXPECT_TRUE(WaitFor([&] {
+    absl::StatusOr<scanner::ProcStat> st = procfs_.ReadStat(escaped[0]);
+    return !st.ok() || st->state == 'Z';
+  }));
+}
+
 }  // namespace
 }  // namespace runreaper::server
 
