@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,11 +35,13 @@ namespace runreaper::e2e {
 namespace {
 
 // A leader forked by the test (so it leads neither a group nor a session:
-// a job spawned by a CI agent), held until Release(), then running `script`
-// under /bin/sh; the script's first line on fd 3 is read by Report().
-class Job {
+// a job spawned by a CI agent), held until Release(), then running `body`
+// with the write end of a report pipe, whose read end is report_fd(); it
+// _exits 0 if `body` returns. The destructor SIGKILLs and reaps it unless
+// Wait() reaped it.
+class HeldLeader {
  public:
-  explicit Job(const std::string& script) {
+  explicit HeldLeader(const std::function<void(int report_fd)>& body) {
     int hold[2];
     int out[2];
     if (::pipe2(hold, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) {
@@ -51,16 +54,15 @@ class Job {
       char c;
       while (::read(hold[0], &c, 1) < 0 && errno == EINTR) {
       }
-      ::dup2(out[1], 3);
-      ::execl("/bin/sh", "sh", "-c", script.c_str(), nullptr);
-      ::_exit(127);
+      body(out[1]);
+      ::_exit(0);
     }
     ::close(hold[0]);
     ::close(out[1]);
     release_ = hold[1];
     report_ = out[0];
   }
-  ~Job() {
+  ~HeldLeader() {
     if (release_ >= 0) ::close(release_);
     if (report_ >= 0) ::close(report_);
     if (!reaped_) {
@@ -68,21 +70,14 @@ class Job {
       ::waitpid(pid_, nullptr, 0);
     }
   }
+  HeldLeader(const HeldLeader&) = delete;
+  HeldLeader& operator=(const HeldLeader&) = delete;
+
   pid_t pid() const { return pid_; }
   void Release() {
     (void)!::write(release_, "x", 1);
     ::close(release_);
     release_ = -1;
-  }
-  // The pid the script wrote to fd 3 (read to EOF).
-  int Report() {
-    std::string text;
-    char buf[64];
-    ssize_t n;
-    while ((n = ::read(report_, buf, sizeof(buf))) > 0) text.append(buf, n);
-    int pid = -1;
-    (void)absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &pid);
-    return pid;
   }
   int Wait() {
     int status = 0;
@@ -91,11 +86,36 @@ class Job {
     return status;
   }
 
+ protected:
+  int report_fd() const { return report_; }
+
  private:
   pid_t pid_ = -1;
   int release_ = -1;
   int report_ = -1;
   bool reaped_ = false;
+};
+
+// A HeldLeader running `script` under /bin/sh; the script's first line on
+// fd 3 is read by Report().
+class Job : public HeldLeader {
+ public:
+  explicit Job(const std::string& script)
+      : HeldLeader([&script](int report_fd) {
+          ::dup2(report_fd, 3);
+          ::execl("/bin/sh", "sh", "-c", script.c_str(), nullptr);
+          ::_exit(127);
+        }) {}
+  // The pid the script wrote to fd 3 (read to EOF).
+  int Report() {
+    std::string text;
+    char buf[64];
+    ssize_t n;
+    while ((n = ::read(report_fd(), buf, sizeof(buf))) > 0) text.append(buf, n);
+    int pid = -1;
+    (void)absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &pid);
+    return pid;
+  }
 };
 
 // The escape: a new session and group (setsid), an empty environment
@@ -340,99 +360,56 @@ TEST_F(LineageE2ETest, StoredDescendantsOutliveAKill9AndAreSwept) {
   EXPECT_TRUE(WaitFor([&] { return StoredRows(daemon_->db(), leaked) == 0; }));
 }
 
-// A leader forked by the test, held until Release(), that then forks
-// short-lived children (each exits at once) as fast as it can for
-// `seconds`, and every half second one long-lived escapee: a double fork,
-// setsid, SIGINT/SIGTERM ignored, exec sleep. Each escapee writes its pid to
-// the report pipe (closed at its exec), read by Escapees().
-class StormJob {
+// A HeldLeader that forks short-lived children (each exits at once) as fast
+// as it can for `duration`, and every half second one long-lived escapee: a
+// double fork, setsid, SIGINT/SIGTERM ignored, exec sleep. Each escapee
+// writes its pid to the report pipe (closed at its exec), read by Escapees().
+class StormJob : public HeldLeader {
  public:
-  explicit StormJob(absl::Duration duration) {
-    int hold[2];
-    int out[2];
-    if (::pipe2(hold, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) {
-      std::abort();
-    }
-    const int64_t ns = absl::ToInt64Nanoseconds(duration);
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::close(hold[1]);
-      ::close(out[0]);
-      char c;
-      while (::read(hold[0], &c, 1) < 0 && errno == EINTR) {
-      }
-      struct timespec t0;
-      ::clock_gettime(CLOCK_MONOTONIC, &t0);
-      int64_t next_escape = 0;
-      while (true) {
-        struct timespec t;
-        ::clock_gettime(CLOCK_MONOTONIC, &t);
-        const int64_t elapsed = (t.tv_sec - t0.tv_sec) * 1000000000LL +
-                                (t.tv_nsec - t0.tv_nsec);
-        if (elapsed >= ns) break;
-        if (elapsed >= next_escape) {
-          next_escape += 500000000LL;
-          const pid_t a = ::fork();
-          if (a == 0) {
-            if (::fork() == 0) {
-              ::setsid();
-              ::signal(SIGINT, SIG_IGN);
-              ::signal(SIGTERM, SIG_IGN);
-              const int self = ::getpid();
-              (void)!::write(out[1], &self, sizeof(self));
-              ::execl("/bin/sleep", "sleep", "120", nullptr);
-              ::_exit(127);
+  explicit StormJob(absl::Duration duration)
+      : HeldLeader([ns = absl::ToInt64Nanoseconds(duration)](int report_fd) {
+          struct timespec t0;
+          ::clock_gettime(CLOCK_MONOTONIC, &t0);
+          int64_t next_escape = 0;
+          while (true) {
+            struct timespec t;
+            ::clock_gettime(CLOCK_MONOTONIC, &t);
+            const int64_t elapsed = (t.tv_sec - t0.tv_sec) * 1000000000LL +
+                                    (t.tv_nsec - t0.tv_nsec);
+            if (elapsed >= ns) break;
+            if (elapsed >= next_escape) {
+              next_escape += 500000000LL;
+              const pid_t a = ::fork();
+              if (a == 0) {
+                if (::fork() == 0) {
+                  ::setsid();
+                  ::signal(SIGINT, SIG_IGN);
+                  ::signal(SIGTERM, SIG_IGN);
+                  const int self = ::getpid();
+                  (void)!::write(report_fd, &self, sizeof(self));
+                  ::execl("/bin/sleep", "sleep", "120", nullptr);
+                  ::_exit(127);
+                }
+                ::_exit(0);
+              }
+              if (a > 0) ::waitpid(a, nullptr, 0);
+              continue;
             }
-            ::_exit(0);
+            const pid_t child = ::fork();
+            if (child == 0) ::_exit(0);
+            if (child > 0) ::waitpid(child, nullptr, 0);
           }
-          if (a > 0) ::waitpid(a, nullptr, 0);
-          continue;
-        }
-        const pid_t child = ::fork();
-        if (child == 0) ::_exit(0);
-        if (child > 0) ::waitpid(child, nullptr, 0);
-      }
-      ::_exit(0);
-    }
-    ::close(hold[0]);
-    ::close(out[1]);
-    release_ = hold[1];
-    report_ = out[0];
-  }
-  ~StormJob() {
-    if (release_ >= 0) ::close(release_);
-    if (report_ >= 0) ::close(report_);
-    if (!reaped_) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  pid_t pid() const { return pid_; }
-  void Release() {
-    (void)!::write(release_, "x", 1);
-    ::close(release_);
-    release_ = -1;
-  }
-  void Wait() {
-    ::waitpid(pid_, nullptr, 0);
-    reaped_ = true;
-  }
+        }) {}
   // Every escapee's pid (read to EOF: after the storm has ended).
   std::vector<int> Escapees() {
     std::vector<int> pids;
     int pid;
-    while (base::ReadFull(report_, &pid, sizeof(pid)) ==
+    while (base::ReadFull(report_fd(), &pid, sizeof(pid)) ==
            static_cast<ssize_t>(sizeof(pid))) {
       pids.push_back(pid);
     }
     return pids;
   }
-
- private:
-  pid_t pid_ = -1;
-  int release_ = -1;
-  int report_ = -1;
-  bool reaped_ = false;
 };
 
 // A fork storm through the real daemon (about 3 s of thousands of
