@@ -381,6 +381,17 @@ std::unique_ptr<grpc::ClientContext> Ctx(absl::Duration deadline) {
   return ctx;
 }
 
+v1::Run RegisterPid(Daemon& d, const std::string& run_id, pid_t pid) {
+  v1::RegisterRunRequest req;
+  req.set_run_id(run_id);
+  req.set_pid(pid);
+  v1::Run run;
+  auto ctx = Ctx();
+  const grpc::Status s = d.stub()->RegisterRun(ctx.get(), req, &run);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  return run;
+}
+
 absl::StatusOr<int> HealthCheck(const std::shared_ptr<grpc::Channel>& channel,
                                 const std::string& service, absl::Duration deadline) {
   grpc::health::v1::HealthCheckRequest request;

@@ -139,6 +139,10 @@ struct TestUser {
 CtlResult RunCtlAs(const TestUser& user, const std::vector<std::string>& args,
                    absl::Duration deadline = absl::Seconds(30));
 
+// RegisterRun of `pid` as `run_id` over `d`'s socket: the stored run; when
+// refused, a non-fatal test failure naming the status and an empty run.
+v1::Run RegisterPid(Daemon& d, const std::string& run_id, pid_t pid);
+
 // grpc.health.v1.Health/Check for `service` ("" = the whole server): the
 // HealthCheckResponse status (1 SERVING, 2 NOT_SERVING, 3 SERVICE_UNKNOWN,
 // 0 UNKNOWN), or the call's error.

@@ -76,17 +76,6 @@ struct MetricsDaemon {
   int port = 0;
 };
 
-// Registers `id` for `pid` over gRPC.
-void Register(Daemon& d, const std::string& id, int pid) {
-  v1::RegisterRunRequest req;
-  req.set_run_id(id);
-  req.set_pid(pid);
-  v1::Run run;
-  auto ctx = Ctx();
-  const grpc::Status s = d.stub()->RegisterRun(ctx.get(), req, &run);
-  ASSERT_TRUE(s.ok()) << s.error_message();
-}
-
 struct Command {
   int exit_code = -1;
   std::string output;  // stdout and stderr
@@ -109,8 +98,8 @@ class MonitoringTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(d_.Start()) << d_.daemon.log();
-    Register(d_.daemon, "alive", alive_.pid());
-    Register(d_.daemon, "gone", gone_.pid());
+    RegisterPid(d_.daemon, "alive", alive_.pid());
+    RegisterPid(d_.daemon, "gone", gone_.pid());
     gone_.Kill();
     ASSERT_TRUE(WaitFor([&] {
       const std::string s = d_.Scrape();
@@ -260,7 +249,7 @@ TEST(JsonLogTest, EveryLineIsAnObjectWithRunIdWhereItApplies) {
   Sleeper sleeper;
   // A quote and a backslash: JSON escapes them (a control character is no
   // longer accepted in a run id).
-  Register(d, "json-run\"x\\", sleeper.pid());
+  RegisterPid(d, "json-run\"x\\", sleeper.pid());
   sleeper.Kill();
   ASSERT_TRUE(WaitFor([&] { return absl::StrContains(d.log(), "(EXITED)"); })) << d.log();
   ASSERT_EQ(d.Stop(SIGTERM), 0);

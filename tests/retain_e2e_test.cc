@@ -24,17 +24,6 @@
 namespace runreaper::e2e {
 namespace {
 
-v1::Run RegisterPid(Daemon& d, const std::string& id, int pid) {
-  v1::RegisterRunRequest req;
-  req.set_run_id(id);
-  req.set_pid(pid);
-  v1::Run run;
-  auto ctx = Ctx();
-  const grpc::Status s = d.stub()->RegisterRun(ctx.get(), req, &run);
-  EXPECT_TRUE(s.ok()) << s.error_message();
-  return run;
-}
-
 void Finish(Daemon& d, const std::string& id) {
   v1::FinishRunRequest req;
   req.set_run_id(id);

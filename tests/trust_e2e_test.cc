@@ -32,17 +32,6 @@ std::string WriteFile(const std::string& path, const std::string& text) {
   return path;
 }
 
-v1::Run MustRegister(Daemon& d, const std::string& run_id, pid_t pid) {
-  v1::RegisterRunRequest req;
-  req.set_run_id(run_id);
-  req.set_pid(pid);
-  v1::Run run;
-  auto ctx = Ctx();
-  const grpc::Status s = d.stub()->RegisterRun(ctx.get(), req, &run);
-  EXPECT_TRUE(s.ok()) << s.error_message();
-  return run;
-}
-
 v1::RunState StateOf(Daemon& d, const std::string& run_id) {
   v1::GetRunRequest req;
   req.set_run_id(run_id);
@@ -71,7 +60,7 @@ TEST(TcpTrustTest, NobodyWithoutTokenOverLoopbackIsRefusedAndLogged) {
                         "--token_file=" + WriteFile(dir.path() + "/token", "s3cret\n"),
                         absl::StrCat("--metrics=127.0.0.1:", metrics_port)});
   ASSERT_TRUE(d.Start()) << d.log();
-  MustRegister(d, "root-job", root_sleeper.pid());
+  RegisterPid(d, "root-job", root_sleeper.pid());
 
   CtlResult r = RunCtlAs(TestUser(), {"--target=" + target, "cancel", "root-job"});
   EXPECT_NE(r.exit_code, 0) << r.out;
@@ -101,7 +90,7 @@ TEST(TcpTrustTest, ReadOnlyTokenReadsButCannotSweepOrCancel) {
   Daemon d(dir.path(), {kSlowScan, "--listen=" + target, "--token_file=" + admin,
                         "--read_token_file=" + read});
   ASSERT_TRUE(d.Start()) << d.log();
-  MustRegister(d, "job", sleeper.pid());
+  RegisterPid(d, "job", sleeper.pid());
 
   CtlResult r = RunCtl({"--target=" + target, "--token_file=" + read, "get", "job"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -134,7 +123,7 @@ TEST(UnixTrustTest, NonRootSocketGroupMemberReadsAndCannotTouchRootsRun) {
   ASSERT_EQ(stat(d.socket().c_str(), &st), 0);
   EXPECT_EQ(st.st_gid, 65534u);
   EXPECT_EQ(st.st_mode & 0777, 0660u);
-  MustRegister(d, "root-job", root_sleeper.pid());  // root may
+  RegisterPid(d, "root-job", root_sleeper.pid());  // root may
 
   const TestUser nobody;  // uid and gid 65534
   const std::string socket = "--socket=" + d.socket();
@@ -188,7 +177,7 @@ TEST(RequestTrustTest, EventIdPastTheLastIsOutOfRange) {
   Sleeper sleeper;
   Daemon d(dir.path(), {kSlowScan});
   ASSERT_TRUE(d.Start()) << d.log();
-  MustRegister(d, "job", sleeper.pid());  // event 1
+  RegisterPid(d, "job", sleeper.pid());  // event 1
   const int64_t huge = std::numeric_limits<int64_t>::max();
 
   v1::ListEventsRequest list;
