@@ -121,6 +121,19 @@ std::string RunInPidNamespace(const std::function<std::string()>& body) {
     if (!(cond)) return absl::StrCat(#cond, ": ", msg);  \
   } while (0)
 
+// For a RunInPidNamespace body: forks a sleeper that leads its own session
+// into *out and awaits /proc showing it leading it; "" or what failed.
+std::string ForkSessionLeader(const ProcFs& procfs, pid_t* out) {
+  const pid_t child = *out = ForkSleeper(/*own_session=*/true);
+  NS_CHECK(child > 1, "fork");
+  NS_CHECK(WaitFor([&] {
+             absl::StatusOr<ProcStat> s = procfs.ReadStat(child);
+             return s.ok() && s->session == child;
+           }),
+           "child never led its own session");
+  return "";
+}
+
 TEST(SafeSignalTest, RefusesPidsAtOrBelowOne) {
   const ProcFs procfs;
   for (int pid : {0, 1, -1, -5}) {
@@ -191,13 +204,8 @@ TEST(SafeSignalTest, SendsToChildWithRightStartTimeInPrivateNamespace) {
   const std::string failure = RunInPidNamespace([]() -> std::string {
     const ProcFs procfs;
     NS_CHECK(::getpid() == 1, "not pid 1 of a new namespace");
-    const pid_t child = ForkSleeper(/*own_session=*/true);
-    NS_CHECK(child > 1, "fork");
-    NS_CHECK(WaitFor([&] {
-               absl::StatusOr<ProcStat> s = procfs.ReadStat(child);
-               return s.ok() && s->session == child;
-             }),
-             "child never led its own session");
+    pid_t child = -1;
+    if (std::string f = ForkSessionLeader(procfs, &child); !f.empty()) return f;
     const uint64_t start = StartTime(procfs, child);
     const absl::Status check = CheckSignalTarget(procfs, child);
     NS_CHECK(check.ok(), check.ToString());
@@ -216,13 +224,8 @@ TEST(SafeSignalTest, SendsToChildWithRightStartTimeInPrivateNamespace) {
 TEST(SafeSignalTest, WrongStartTimeIsReusedAndChildLivesInPrivateNamespace) {
   const std::string failure = RunInPidNamespace([]() -> std::string {
     const ProcFs procfs;
-    const pid_t child = ForkSleeper(/*own_session=*/true);
-    NS_CHECK(child > 1, "fork");
-    NS_CHECK(WaitFor([&] {
-               absl::StatusOr<ProcStat> s = procfs.ReadStat(child);
-               return s.ok() && s->session == child;
-             }),
-             "child never led its own session");
+    pid_t child = -1;
+    if (std::string f = ForkSessionLeader(procfs, &child); !f.empty()) return f;
     const uint64_t start = StartTime(procfs, child);
     const SignalOutcome out =
         SignalProcess(procfs, child, start + 1, SIGKILL);
@@ -242,13 +245,8 @@ TEST(SafeSignalTest, WrongStartTimeIsReusedAndChildLivesInPrivateNamespace) {
 TEST(SafeSignalTest, OnlyUidSkipsAnotherUidAndSendsToItsOwnInPrivateNamespace) {
   const std::string failure = RunInPidNamespace([]() -> std::string {
     const ProcFs procfs;
-    const pid_t child = ForkSleeper(/*own_session=*/true);
-    NS_CHECK(child > 1, "fork");
-    NS_CHECK(WaitFor([&] {
-               absl::StatusOr<ProcStat> s = procfs.ReadStat(child);
-               return s.ok() && s->session == child;
-             }),
-             "child never led its own session");
+    pid_t child = -1;
+    if (std::string f = ForkSessionLeader(procfs, &child); !f.empty()) return f;
     const uint64_t start = StartTime(procfs, child);
     const uid_t own = ::getuid();
     SignalOutcome out = SignalProcess(procfs, child, start, SIGKILL, own + 1);
