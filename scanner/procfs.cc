@@ -527,6 +527,11 @@ absl::StatusOr<Snapshot> ProcFs::Walk(const WalkOptions& options) const {
 }
 
 absl::StatusOr<Identity> ProcFs::CaptureIdentity(int pid) const {
+  return CaptureIdentity(pid, nullptr);
+}
+
+absl::StatusOr<Identity> ProcFs::CaptureIdentity(int pid,
+                                                 ProcStatus* status_out) const {
   if (pid <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("invalid pid ", pid));
   }
@@ -571,6 +576,7 @@ absl::StatusOr<Identity> ProcFs::CaptureIdentity(int pid) const {
   id.start_time = stat.start_time;
   id.comm = std::move(stat.comm);
   id.uid = status.uid;
+  if (status_out != nullptr) *status_out = std::move(status);
   return id;
 }
 

@@ -143,6 +143,11 @@ class ProcFs {
   // gone, or when `pid` is a thread id ("pid N is a thread of process M, not
   // a process"). cgroup is "" when the process has no cgroup v2 line.
   absl::StatusOr<Identity> CaptureIdentity(int pid) const;
+  // The same, and `*status` (when not null) set to the <pid>/status read in
+  // the same pinned pass (NSpid/NSpgid/NSsid: the ids as each PID namespace
+  // from this procfs's down to the process's own numbers it), so both are
+  // one process.
+  absl::StatusOr<Identity> CaptureIdentity(int pid, ProcStatus* status) const;
 
   // The pid, in this procfs's (the observer's) PID namespace, of the process
   // that is `ns_pid` in PID namespace `pidns_inode` and started at

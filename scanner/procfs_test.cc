@@ -356,6 +356,19 @@ TEST_F(FixtureTreeTest, CaptureIdentity) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// The status read in the same pinned pass comes back with the identity.
+TEST_F(FixtureTreeTest, CaptureIdentityHandsBackTheStatusItRead) {
+  ProcFs fs(root_);
+  WriteFile(P("1/status"), StatusText(1, 1000, "1\t7"));
+  ProcStatus status;
+  ASSERT_OK_AND_ASSIGN(Identity id, fs.CaptureIdentity(1, &status));
+  EXPECT_EQ(id.uid, 1000u);
+  EXPECT_EQ(status.tgid, 1);
+  EXPECT_EQ(status.nspid, (std::vector<int>{1, 7}));
+  EXPECT_EQ(status.nspgid, (std::vector<int>{1, 7}));
+  EXPECT_EQ(status.nssid, (std::vector<int>{1, 7}));
+}
+
 TEST_F(FixtureTreeTest, CaptureIdentityWithoutCgroupV2) {
   ProcFs fs(root_);
   ASSERT_EQ(::unlink(P("9/ns/pid").c_str()), 0);

@@ -6,15 +6,18 @@
 // uid 0 stands for root on the unix socket, the admin token over TCP and an
 // in-process server without credentials; every other uid is a non-root
 // unix-socket caller (let in by --socket_group). Such a caller may register
-// only a live process of its own (real uid equal to its uid) whose every sent
-// identity field matches /proc, may change only runs it registered, and its
-// runs' sweeps and cancels signal only processes of its uid (SignalOnlyUid).
+// only a live process of its own (real uid equal to its uid), numbered in its
+// own PID namespace (runreaperd's, or a child one it translates: a runner in
+// a container), whose every sent identity field matches /proc, may change
+// only runs it registered, and its runs' sweeps and cancels signal only
+// processes of its uid (SignalOnlyUid).
 #ifndef RUNREAPER_SERVER_CALLER_POLICY_H_
 #define RUNREAPER_SERVER_CALLER_POLICY_H_
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -25,37 +28,77 @@ namespace runreaper::server {
 
 namespace v1 = ::runreaper::v1;
 
+// Who is calling, as far as registration's decisions need it.
+struct Caller {
+  uint32_t uid = 0;  // 0: root (see above)
+  // The caller's process (SO_PEERCRED) as runreaperd numbers it, and the PID
+  // namespace it lives in (read when its connection was accepted,
+  // server/peer_creds.h); 0 = unknown (root, TCP, in-process).
+  int pid = 0;
+  uint64_t pidns_inode = 0;
+};
+
 // What registration found for the leader a RegisterRun request names.
 struct LeaderView {
   enum class Where {
     kHere,            // a live process with that pid in our PID namespace
     kGone,            // no process with that pid in our PID namespace
-    kOtherNamespace,  // the request names another PID namespace
+    kTranslated,      // the request names another PID namespace, and the
+                      // process is visible here as `host_pid`
+    kOtherNamespace,  // the request names another PID namespace and it was
+                      // not translated (see `error`)
     kUnreadable,      // our /proc could not be read for it (see `error`)
   };
   Where where = Where::kGone;
-  scanner::Identity live;  // kHere: what /proc says now (uid = real uid)
-  absl::Status error;      // kUnreadable: why
+  // kHere: what /proc says now (uid = real uid). kTranslated: the process
+  // read through `host_pid`, numbered as in its own PID namespace
+  // (LiveInOwnNamespace): pid, pgid and sid are its innermost NSpid, NSpgid
+  // and NSsid, the rest as read (start time, PID-namespace inode, boot id,
+  // real uid).
+  scanner::Identity live;
+  int host_pid = 0;      // kTranslated: the leader's pid in our namespace
+  // The PID namespace in which the request's pid is a number: runreaperd's
+  // own for kHere, kGone and kUnreadable, the sent one otherwise; 0 unknown.
+  uint64_t named_pidns = 0;
+  absl::Status error;  // kOtherNamespace, kUnreadable: why
 };
+
+// `host`, a process read through its pid in runreaperd's namespace
+// (ProcFs::CaptureIdentity), as numbered in its own PID namespace: pid,
+// pgid and sid are the last (innermost) entries of `nspid`, `nspgid` and
+// `nssid` (its /proc status NSpid:, NSpgid:, NSsid:, outermost first; an
+// NSpgid/NSsid of 0 says the group or session leader is outside that
+// namespace, kept as 0 = unknown); every other field stays. Pure.
+// FAILED_PRECONDITION naming the pid when the lists are empty (a kernel
+// without the NS lines) or differ in length.
+absl::StatusOr<scanner::Identity> LiveInOwnNamespace(
+    const scanner::Identity& host, const std::vector<int>& nspid,
+    const std::vector<int>& nspgid, const std::vector<int>& nssid);
 
 // The first identity field the request sent with a value (IdentityOf: a 0 or
 // "" is unsent) that differs from `live`, as "start_time_ticks: sent 5,
-// process 42 has 7"; "" when every sent field matches. The sent cgroup is
-// the run's own and is not compared (server/cgroup_claim.h checks it), nor
-// is comm (a name that changes at every exec; no decision reads it).
+// process 42 has 7"; "" when every sent field matches. `live` is the process
+// numbered where the request numbers it (kHere: as read; kTranslated:
+// LiveInOwnNamespace), so pid, pgid and sid compare as numbers of one
+// namespace; the pid always (it is always sent). The sent cgroup is the
+// run's own and is not compared (server/cgroup_claim.h checks it), nor is
+// comm (a name that changes at every exec; no decision reads it).
 std::string SentIdentityMismatch(const v1::RegisterRunRequest& request,
                                  const scanner::Identity& live);
 
-// Whether `caller_uid` may register the leader `leader` as `request` names
-// it; on OK, whether the run is to be marked identity_unverified.
+// Whether `caller` may register the leader `leader` as `request` names it;
+// on OK, whether the run is to be marked identity_unverified.
 // - root: always; unverified when identity fields were sent and the leader
-//   is not here (a late registration, another namespace, unreadable) or a
-//   sent field differs from it (a differing start time is a reused pid: the
-//   named leader is gone).
-// - anyone else: only a leader that is here, whose real uid is caller_uid,
-//   and whose every sent field matches; PERMISSION_DENIED otherwise, the
-//   message naming the uid, the pid and what failed. Never unverified.
-absl::StatusOr<bool> CheckLeaderClaim(uint32_t caller_uid,
+//   is neither here nor translated (a late registration, a namespace not
+//   translated, unreadable) or a sent field differs from it (a differing
+//   start time is a reused pid: the named leader is gone).
+// - anyone else: only a leader that is here or translated, numbered in the
+//   caller's own PID namespace (caller.pidns_inode == leader.named_pidns:
+//   a process the caller can see and could signal itself), whose real uid
+//   is caller.uid, and whose every sent field matches; PERMISSION_DENIED
+//   otherwise, the message naming the uid, the pid and what failed. Never
+//   unverified.
+absl::StatusOr<bool> CheckLeaderClaim(const Caller& caller,
                                       const v1::RegisterRunRequest& request,
                                       const LeaderView& leader);
 

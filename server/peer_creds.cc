@@ -17,10 +17,39 @@
 #include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
+#include "base/syscalls.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_posix.h"
+#include "scanner/procfs.h"
+
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77  // Linux 6.5 (asm-generic/socket.h); newer than glibc's
+#endif
 
 namespace runreaper::server {
+namespace {
+
+// The PID namespace inode of `conn`'s peer process `pid` (SO_PEERCRED, as
+// we number it); 0 when it cannot be told (see UnixAcceptor).
+uint64_t PeerPidNs(int conn, pid_t pid) {
+  if (pid <= 0) return 0;  // not visible in our PID namespace
+  int pidfd = -1;
+  socklen_t len = sizeof(pidfd);
+  const bool pinned =
+      ::getsockopt(conn, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) == 0;
+  // ENOPROTOOPT: a kernel before 6.5, read by pid alone. Anything else
+  // (EINVAL: the peer has exited already) leaves it unknown.
+  if (!pinned && errno != ENOPROTOOPT) return 0;
+  const Fd held(pinned ? pidfd : -1);
+  absl::StatusOr<uint64_t> ns = scanner::ProcFs().ReadPidNs(pid);
+  if (!ns.ok()) return 0;
+  // Still running after the read: `pid` named the peer all along (a number
+  // is reused only after its process has exited).
+  if (pinned && base::PidfdPollExited(held.get()) != 0) return 0;
+  return *ns;
+}
+
+}  // namespace
 
 void PeerCreds::Record(int fd, const PeerCred& cred) {
   absl::MutexLock lock(&mu_);
@@ -129,7 +158,8 @@ void UnixAcceptor::Loop() {
       ::close(conn);
       continue;
     }
-    creds_->Record(conn, PeerCred{cred.pid, cred.uid, cred.gid});
+    creds_->Record(conn, PeerCred{cred.pid, cred.uid, cred.gid,
+                                  cred.uid == 0 ? 0 : PeerPidNs(conn, cred.pid)});
     grpc::AddInsecureChannelFromFd(server_, conn);  // gRPC owns it now
   }
 }

@@ -31,6 +31,11 @@ struct PeerCred {
   pid_t pid = 0;
   uid_t uid = 0;
   gid_t gid = 0;
+  // The PID namespace of the peer's process (its /proc/<pid>/ns/pid), read
+  // when the connection was accepted, for a non-root peer only (0 for root,
+  // and when it could not be read or the process had exited by then; see
+  // UnixAcceptor).
+  uint64_t pidns_inode = 0;
 };
 
 class PeerCreds {
@@ -46,7 +51,13 @@ class PeerCreds {
 };
 
 // Accepts connections on a listening unix socket until Stop, records each
-// peer's SO_PEERCRED in `creds` and hands the connection to `server`. When
+// peer's SO_PEERCRED in `creds` and hands the connection to `server`. For a
+// non-root peer it also records the peer process's PID namespace, read by
+// pid right after accept and kept only when the process is provably the
+// one that connected: SO_PEERPIDFD (Linux 6.5) pins it, and the read counts
+// only if that pidfd shows it still running after the read (its number
+// cannot have been reused meanwhile). On an older kernel the read is by
+// pid alone, right after accept. When
 // accept fails for lack of descriptors (EMFILE/ENFILE) it calls
 // `on_out_of_descriptors` (if set) and retries every 100 ms (the client
 // waits in the listen backlog); the first failure of such a spell and the

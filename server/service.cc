@@ -20,6 +20,7 @@
 #include "server/bearer_auth.h"
 #include "server/caller_policy.h"
 #include "server/cgroup_claim.h"
+#include "server/leader_view.h"
 
 namespace runreaper::server {
 namespace {
@@ -46,44 +47,6 @@ bool SeenAliveAtRegistration(const scanner::ProcFs& procfs, const v1::Run& run) 
   absl::StatusOr<scanner::ProcStat> stat = procfs.ReadStat(here->pid);
   return stat.ok() && stat->start_time == run.start_time_ticks() &&
          stat->state != 'Z' && stat->state != 'X';
-}
-
-// A leader sent from another PID namespace (a runner in a container) that
-// runreaperd can see: sets run->host_pid to the same process's pid in
-// runreaperd's namespace (ProcFs::TranslatePid: the process in the sent
-// namespace whose innermost NSpid is the sent pid and whose start time is
-// the sent one), so the run is watched, tracked and swept through it. Needs
-// the start time and the boot id (equal to ours: start times count from a
-// boot, and namespace inodes repeat across machines). Anything else leaves
-// the run untranslated, as before: no orphan of it is verifiable (logged).
-void TranslateForeignLeader(const scanner::ProcFs& procfs, v1::Run* run) {
-  absl::StatusOr<uint64_t> own_ns = procfs.SelfPidNs();
-  if (!own_ns.ok() || run->pidns_inode() == 0 || run->pidns_inode() == *own_ns) {
-    return;
-  }
-  std::string why;
-  absl::StatusOr<std::string> boot_id = procfs.ReadBootId();
-  if (run->start_time_ticks() == 0 || run->boot_id().empty()) {
-    why = "it was sent without start_time_ticks and boot_id";
-  } else if (!boot_id.ok() || *boot_id != run->boot_id()) {
-    why = absl::StrCat("its boot id is not this machine's (",
-                       boot_id.ok() ? *boot_id : boot_id.status().ToString(), ")");
-  } else if (absl::StatusOr<int> host = procfs.TranslatePid(
-                 run->pidns_inode(), run->pid(), run->start_time_ticks());
-             host.ok()) {
-    run->set_host_pid(*host);
-    run->set_host_pidns_inode(*own_ns);
-    LogInfo(LogFields().Run(run->run_id()), "leader pid ", run->pid(),
-            " of PID namespace ", run->pidns_inode(), " is pid ", *host,
-            " here");
-    return;
-  } else {
-    why = host.status().ToString();
-  }
-  LogWarning(LogFields().Run(run->run_id()), "leader pid ", run->pid(),
-             " of PID namespace ", run->pidns_inode(),
-             " not translated to runreaperd's (", *own_ns, "): ", why,
-             "; the run's orphans cannot be verified");
 }
 
 }  // namespace
@@ -243,25 +206,6 @@ absl::Status ReconcilerService::CheckOwner(grpc::CallbackServerContext* ctx,
   return s;
 }
 
-LeaderView ReconcilerService::ViewLeader(const v1::RegisterRunRequest& r) const {
-  LeaderView view;
-  absl::StatusOr<uint64_t> self_ns = procfs_->SelfPidNs();
-  if (r.pidns_inode() != 0 && self_ns.ok() && r.pidns_inode() != *self_ns) {
-    view.where = LeaderView::Where::kOtherNamespace;
-    return view;
-  }
-  absl::StatusOr<scanner::Identity> id = procfs_->CaptureIdentity(r.pid());
-  if (id.ok()) {
-    view.where = LeaderView::Where::kHere;
-    view.live = *std::move(id);
-  } else {
-    view.where = absl::IsNotFound(id.status()) ? LeaderView::Where::kGone
-                                               : LeaderView::Where::kUnreadable;
-    view.error = id.status();
-  }
-  return view;
-}
-
 absl::Status ReconcilerService::CheckEventIdInRange(int64_t after_event_id) {
   if (after_event_id == 0) return absl::OkStatus();
   ASSIGN_OR_RETURN(const int64_t last, store_->LastEventId());
@@ -319,8 +263,11 @@ absl::Status ReconcilerService::CheckClaimedCgroup(const v1::RegisterRunRequest&
 absl::StatusOr<v1::Run> ReconcilerService::DoRegister(
     grpc::CallbackServerContext* ctx, const v1::RegisterRunRequest& r) {
   RETURN_IF_ERROR(ValidateRegisterRequest(r));
-  const uint32_t caller = CallerUid(ctx);
-  const LeaderView leader = ViewLeader(r);
+  Caller caller;
+  if (const std::optional<PeerCred> cred = UnixCred(ctx); cred.has_value()) {
+    caller = {cred->uid, cred->pid, cred->pidns_inode};
+  }
+  const LeaderView leader = ViewLeader(*procfs_, r);
   v1::Run run;
   run.set_run_id(r.run_id());
   run.set_pid(r.pid());
@@ -331,7 +278,7 @@ absl::StatusOr<v1::Run> ReconcilerService::DoRegister(
     // (a sent cgroup is the run's own).
     scanner::SetIdentity(scanner::IdentityOf(r), &run,
                          scanner::CgroupField::kCopy);
-    TranslateForeignLeader(*procfs_, &run);
+    RecordTranslation(*procfs_, leader, &run);
   } else {
     absl::StatusOr<scanner::Identity> id =
         leader.where == LeaderView::Where::kHere
@@ -375,7 +322,7 @@ absl::StatusOr<v1::Run> ReconcilerService::DoRegister(
   if (!unverified.ok()) {
     return Refused(ctx, "RegisterRun", unverified.status(), "permission_denied");
   }
-  run.set_registered_uid(caller);
+  run.set_registered_uid(caller.uid);
   run.set_identity_unverified(*unverified);
   if (SeenAliveAtRegistration(*procfs_, run)) run.set_liveness(v1::LIVENESS_ALIVE);
   if (!run.cgroup().empty()) RETURN_IF_ERROR(CheckClaimedCgroup(r, run.host_pid()));

@@ -188,9 +188,6 @@ class ReconcilerService final : public v1::Reconciler::CallbackService {
   // NOT_FOUND passes through); a refusal is logged and counted.
   absl::Status CheckOwner(grpc::CallbackServerContext* ctx, absl::string_view method,
                           const std::string& run_id) const;
-  // What our /proc says of the leader a registration names: the one read of
-  // it that CheckLeaderClaim and the identity capture share.
-  LeaderView ViewLeader(const v1::RegisterRunRequest& request) const;
   // The request's cgroup may become the run's own (server/cgroup_claim.h).
   // `host_pid`: the leader's translation when it was sent from another PID
   // namespace (0 = none).

@@ -11,13 +11,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <string>
 #include <vector>
+
+#include "absl/cleanup/cleanup.h"
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "base/test_util.h"
 #include "gtest/gtest.h"
 #include "scanner/procfs.h"
@@ -346,6 +352,219 @@ TEST(UidE2ETest, RootLateRegistrationOfAGoneLeaderIsMarkedIdentityUnverified) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(absl::StrContains(r.out, "identity:      verified")) << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "registered_by: uid 0")) << r.out;
+}
+
+// Writes `value` to `path` atomically, as a shell line (the test polls for
+// the file).
+std::string Publish(const std::string& value, const std::string& path) {
+  return absl::StrCat("echo ", value, " > ", path, ".tmp && mv ", path, ".tmp ", path);
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+int ReadInt(const std::string& path) {
+  int v = -1;
+  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadText(path)), &v)) return -1;
+  return v;
+}
+
+bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+
+// The pid here (this test's namespace, the daemon's) of the process that is
+// `inner` in PID namespace `ns`; -1 when there is none.
+pid_t HostPidOf(uint64_t ns, int inner) {
+  absl::StatusOr<scanner::Snapshot> snap = scanner::ProcFs().Walk({true, true});
+  if (!snap.ok()) return -1;
+  for (const scanner::ProcessInfo& p : snap->processes) {
+    if (p.pidns_inode == ns && !p.nspid.empty() && p.nspid.back() == inner) return p.pid;
+  }
+  return -1;
+}
+
+// A runner in a container: a PID namespace of its own below the daemon's
+// (`unshare --pid --fork --mount-proc`, as a pod beside the DaemonSet's
+// hostPID daemon), whose runner is nobody and talks to the daemon with
+// `runreaperctl` from inside. Its init (root) starts:
+// - a root `sleep` of the namespace (rootproc), not in the job's group;
+// - the job: leads a session and group of its own there; forks a root
+//   `sleep` into them (rootmember), then becomes nobody (setpriv, same
+//   pid) and leaks a stubborn member of its group (SIGINT and SIGTERM
+//   ignored), waits for `go` and exits;
+// - the runner, as nobody: registers the job (pod-job), tries the root
+//   process (pod-root), lets the job end, finishes and sweeps its run.
+// Then init, as root, registers rootproc from inside (root-in-pod).
+// Every result is published in the shared directory. SIGKILL to the
+// namespace's init ends everything in it.
+TEST(UidE2ETest, NobodyInItsOwnPidNamespaceRegistersAndSweepsItsJobVerified) {
+  if (getpid() != 1) GTEST_SKIP() << "needs a private PID namespace (unshare)";
+  UidDaemon s;
+  ASSERT_TRUE(s.daemon->Start()) << s.daemon->log();
+  TempDir work;
+  const std::string w = work.path();
+  chmod(w.c_str(), 0777);  // nobody publishes its results here
+  char cwd[4096];
+  ASSERT_NE(getcwd(cwd, sizeof(cwd)), nullptr);
+  const std::string ctl = w + "/runreaperctl";  // the runfiles are root's
+  {
+    std::ifstream in(absl::StrCat(cwd, "/tools/runreaperctl"), std::ios::binary);
+    std::ofstream out(ctl, std::ios::binary | std::ios::trunc);
+    out << in.rdbuf();
+  }
+  chmod(ctl.c_str(), 0755);
+  const std::string as_nobody = "setpriv --reuid=65534 --regid=65534 --clear-groups";
+  const std::string c = absl::StrCat(ctl, " --socket=", s.daemon->socket());
+  const std::map<std::string, std::string> scripts = {
+      {"job.sh",
+       absl::StrCat("sleep 1000 </dev/null >/dev/null 2>&1 &\n",
+                    Publish("$!", w + "/rootmember"), "\n",
+                    "exec ", as_nobody, " sh ", w, "/job2.sh\n")},
+      {"job2.sh",
+       absl::StrCat(Publish("$$", w + "/job"), "\n",
+                    "sh -c 'trap \"\" INT TERM; ", Publish("$$", w + "/stubborn"),
+                    "; exec sleep 1000' </dev/null >/dev/null 2>&1 &\n",
+                    "while [ ! -e ", w, "/go ]; do sleep 0.05; done\n",
+                    "exit 0\n")},
+      {"runner.sh",
+       absl::StrCat(
+           "for f in job stubborn rootmember rootproc; do\n",
+           "  while [ ! -e ", w, "/$f ]; do sleep 0.05; done\n",
+           "done\n",
+           c, " register pod-job --pid=$(cat ", w, "/job) >", w, "/reg.out 2>&1; ",
+           Publish("$?", w + "/reg.rc"), "\n",
+           c, " register pod-root --pid=$(cat ", w, "/rootproc) >", w, "/root.out 2>&1; ",
+           Publish("$?", w + "/root.rc"), "\n",
+           c, " heartbeat pod-job >", w, "/hb.out 2>&1; ", Publish("$?", w + "/hb.rc"), "\n",
+           "touch ", w, "/go\n",
+           "while kill -0 $(cat ", w, "/job) 2>/dev/null; do sleep 0.05; done\n",
+           c, " finish pod-job --exit_code=0 >", w, "/fin.out 2>&1; ",
+           Publish("$?", w + "/fin.rc"), "\n",
+           "while [ ! -e ", w, "/sweepgo ]; do sleep 0.05; done\n",
+           c, " sweep pod-job >", w, "/sweep.out 2>&1; ", Publish("$?", w + "/sweep.rc"),
+           "\n")},
+      {"init.sh",
+       absl::StrCat("sleep 1000 </dev/null >/dev/null 2>&1 &\n",
+                    Publish("$!", w + "/rootproc"), "\n",
+                    "setsid sh ", w, "/job.sh </dev/null >/dev/null 2>&1 &\n",
+                    as_nobody, " sh ", w, "/runner.sh </dev/null >", w,
+                    "/runner.log 2>&1 &\n",
+                    c, " register root-in-pod --pid=$(cat ", w, "/rootproc) >", w,
+                    "/rootreg.out 2>&1; ", Publish("$?", w + "/rootreg.rc"), "\n",
+                    "while :; do sleep 1; done\n")},
+  };
+  for (const auto& [name, text] : scripts) {
+    std::ofstream f(w + "/" + name);
+    f << text;
+  }
+  const pid_t unshare = fork();
+  ASSERT_GE(unshare, 0);
+  if (unshare == 0) {
+    execlp("unshare", "unshare", "--pid", "--fork", "--mount-proc", "sh",
+           (w + "/init.sh").c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  pid_t init = -1;
+  ASSERT_TRUE(WaitFor([&] {
+    absl::StatusOr<scanner::Snapshot> snap = scanner::ProcFs().Walk();
+    if (!snap.ok()) return false;
+    for (const scanner::ProcessInfo& p : snap->processes) {
+      if (p.ppid == unshare) init = p.pid;
+    }
+    return init > 0;
+  }));
+  absl::Cleanup end_container = [&] {
+    kill(init, SIGKILL);  // ends every process of the namespace
+    KillAndReap(unshare);
+  };
+  absl::StatusOr<uint64_t> pod_ns = scanner::ProcFs().ReadPidNs(init);
+  ASSERT_TRUE(pod_ns.ok()) << pod_ns.status();
+  absl::StatusOr<uint64_t> our_ns = scanner::ProcFs().SelfPidNs();
+  ASSERT_TRUE(our_ns.ok()) << our_ns.status();
+  ASSERT_NE(*pod_ns, *our_ns);
+
+  ASSERT_TRUE(WaitFor([&] { return Exists(w + "/fin.rc") && Exists(w + "/rootreg.rc"); },
+                      absl::Seconds(60)))
+      << ReadText(w + "/runner.log") << ReadText(w + "/reg.out") << s.daemon->log();
+
+  // nobody's own job, registered from inside its namespace: accepted and
+  // verified, recorded with nobody's uid and the host pid it is watched by.
+  const int job_inner = ReadInt(w + "/job");
+  ASSERT_EQ(ReadInt(w + "/reg.rc"), 0) << ReadText(w + "/reg.out") << s.daemon->log();
+  const v1::Run job = Get(*s.daemon, "pod-job");
+  EXPECT_EQ(job.pid(), job_inner);
+  EXPECT_EQ(job.pidns_inode(), *pod_ns);
+  EXPECT_EQ(job.registered_uid(), kNobody);
+  EXPECT_FALSE(job.identity_unverified());
+  EXPECT_GT(job.host_pid(), 0);
+  EXPECT_NE(job.host_pid(), job_inner);
+  CtlResult get = s.AsRoot({"get", "pod-job"});
+  EXPECT_TRUE(absl::StrContains(get.out, "identity:      verified\n")) << get.out;
+  EXPECT_TRUE(absl::StrContains(get.out, absl::StrCat("host_pid:      ", job.host_pid(), " ")))
+      << get.out;
+  EXPECT_TRUE(absl::StrContains(get.out, "registered_by: uid 65534\n")) << get.out;
+  // It may heartbeat and finish its own run.
+  EXPECT_EQ(ReadInt(w + "/hb.rc"), 0) << ReadText(w + "/hb.out");
+  EXPECT_EQ(ReadInt(w + "/fin.rc"), 0) << ReadText(w + "/fin.out");
+
+  // The same runner naming a root process of its namespace: refused.
+  EXPECT_NE(ReadInt(w + "/root.rc"), 0) << ReadText(w + "/root.out");
+  EXPECT_TRUE(absl::StrContains(ReadText(w + "/root.out"), "PERMISSION_DENIED"))
+      << ReadText(w + "/root.out");
+  // runreaperctl sends what nobody may read of it (stat, status, the
+  // namespace), so runreaperd finds it by its host pid and names its owner.
+  const pid_t rootproc = HostPidOf(*pod_ns, ReadInt(w + "/rootproc"));
+  EXPECT_TRUE(absl::StrContains(
+      ReadText(w + "/root.out"),
+      absl::StrCat("uid 65534: process ", ReadInt(w + "/rootproc"), " (pid ", rootproc,
+                   " in runreaperd's PID namespace) belongs to uid 0")))
+      << ReadText(w + "/root.out");
+
+  // root, registering from inside the namespace with every field right:
+  // translated and verified.
+  ASSERT_EQ(ReadInt(w + "/rootreg.rc"), 0) << ReadText(w + "/rootreg.out");
+  const v1::Run by_root = Get(*s.daemon, "root-in-pod");
+  EXPECT_FALSE(by_root.identity_unverified()) << by_root.ShortDebugString();
+  EXPECT_EQ(by_root.host_pid(), rootproc);
+  EXPECT_EQ(by_root.registered_uid(), 0u);
+
+  // nobody's sweep of its run, asked for from inside the namespace: the
+  // stubborn member (nobody's) is killed through its host pid; the root
+  // member of the same group is recorded OTHER_UID and survives.
+  const pid_t stubborn = HostPidOf(*pod_ns, ReadInt(w + "/stubborn"));
+  const pid_t root_member = HostPidOf(*pod_ns, ReadInt(w + "/rootmember"));
+  ASSERT_GT(stubborn, 0);
+  ASSERT_GT(root_member, 0);
+  ASSERT_TRUE(AliveNotZombie(stubborn));
+  { std::ofstream go(w + "/sweepgo"); }
+  ASSERT_TRUE(WaitFor([&] { return Exists(w + "/sweep.rc"); }, absl::Seconds(60)));
+  EXPECT_EQ(ReadInt(w + "/sweep.rc"), 0) << ReadText(w + "/sweep.out");
+  EXPECT_TRUE(WaitFor([&] { return !AliveNotZombie(stubborn); }))
+      << "nobody's stubborn process survived its run's sweep\n" << ReadText(w + "/sweep.out");
+  EXPECT_TRUE(AliveNotZombie(root_member)) << "the root member was signalled";
+  v1::ListEventsRequest req;
+  req.set_run_id("pod-job");
+  req.set_page_size(1000);
+  v1::ListEventsResponse events;
+  auto ctx = Ctx();
+  ASSERT_TRUE(s.daemon->stub()->ListEvents(ctx.get(), req, &events).ok());
+  bool other_uid = false;
+  bool killed_own = false;
+  for (const v1::Event& e : events.events()) {
+    if (e.type() != v1::EVENT_TYPE_SIGNAL) continue;
+    if (e.pid() == root_member) {
+      EXPECT_EQ(e.result(), "OTHER_UID") << e.ShortDebugString();
+      other_uid = true;
+    }
+    if (e.pid() == stubborn && e.stage() == "SIGKILL" && e.result() == "SENT") {
+      killed_own = true;
+    }
+  }
+  EXPECT_TRUE(other_uid) << ReadText(w + "/sweep.out");
+  EXPECT_TRUE(killed_own) << ReadText(w + "/sweep.out");
 }
 
 }  // namespace

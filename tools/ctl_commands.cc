@@ -1,5 +1,7 @@
 #include "tools/ctl_commands.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -74,6 +76,41 @@ int CmdHealth(Client& c) {
   return response.status() == HealthCheckResponse::SERVING ? kExitOk : kExitError;
 }
 
+// What any user may read of another user's process `pid` here (stat and
+// status; its namespace links are not ours to read), with the PID namespace
+// this /proc numbers pids in when that is provably our own: /proc/<our pid>
+// is a process of our namespace (its ns link, ours to read) and the only
+// level this /proc shows it at (one NSpid entry). Sent so that runreaperd
+// finds the same process (translating it when we are in a container) and
+// its refusal names the owner; runreaperd checks all of it. NOT_FOUND or
+// another read error when the stat cannot be read either.
+absl::StatusOr<scanner::Identity> ReadableIdentity(const scanner::ProcFs& procfs,
+                                                   int pid) {
+  absl::StatusOr<scanner::ProcStat> stat = procfs.ReadStat(pid);
+  if (!stat.ok()) return stat.status();
+  absl::StatusOr<scanner::ProcStatus> status = procfs.ReadStatus(pid);
+  if (!status.ok()) return status.status();
+  scanner::Identity id;
+  id.pid = pid;
+  id.pgid = stat->pgrp;
+  id.sid = stat->session;
+  id.start_time = stat->start_time;
+  id.comm = std::move(stat->comm);
+  id.uid = status->uid;
+  if (absl::StatusOr<std::string> boot = procfs.ReadBootId(); boot.ok()) {
+    id.boot_id = *boot;
+  }
+  const int self = static_cast<int>(::getpid());
+  absl::StatusOr<uint64_t> own = procfs.SelfPidNs();
+  absl::StatusOr<uint64_t> here = procfs.ReadPidNs(self);
+  absl::StatusOr<scanner::ProcStatus> mine = procfs.ReadStatus(self);
+  if (own.ok() && here.ok() && *own == *here && mine.ok() &&
+      mine->nspid.size() == 1 && mine->nspid[0] == self) {
+    id.pidns_inode = *own;
+  }
+  return id;
+}
+
 int CmdRegister(Client& c, const ParsedArgs& a) {
   v1::RegisterRunRequest req;
   req.set_run_id(a.positional[1]);
@@ -90,9 +127,16 @@ int CmdRegister(Client& c, const ParsedArgs& a) {
             EscapeForLog(id.status().message()).c_str());
     return absl::IsNotFound(id.status()) ? kExitNotFound : kExitError;
   }
-  // Another user's process (its namespace links are not ours to read): the
-  // pid alone, so that runreaperd reads the identity and decides whether
-  // this caller may register it (docs/SECURITY.md).
+  // Another user's process (its namespace links are not ours to read): what
+  // we may read of it, so that runreaperd finds it (from a container too)
+  // and decides whether this caller may register it (docs/SECURITY.md); the
+  // pid alone when not even its stat is readable.
+  if (!id.ok()) {
+    if (absl::StatusOr<scanner::Identity> readable = ReadableIdentity(procfs, pid);
+        readable.ok()) {
+      id = *std::move(readable);
+    }
+  }
   if (id.ok()) {
     // The API takes pgid > 1 only: group 1 (or 0, outside this namespace)
     // is sent as unknown.
