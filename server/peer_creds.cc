@@ -27,11 +27,8 @@
 #endif
 
 namespace runreaper::server {
-namespace {
 
-// The PID namespace inode of `conn`'s peer process `pid` (SO_PEERCRED, as
-// we number it); 0 when it cannot be told (see UnixAcceptor).
-uint64_t PeerPidNs(int conn, pid_t pid) {
+uint64_t PeerPidNamespace(int conn, pid_t pid) {
   if (pid <= 0) return 0;  // not visible in our PID namespace
   int pidfd = -1;
   socklen_t len = sizeof(pidfd);
@@ -48,8 +45,6 @@ uint64_t PeerPidNs(int conn, pid_t pid) {
   if (pinned && base::PidfdPollExited(held.get()) != 0) return 0;
   return *ns;
 }
-
-}  // namespace
 
 void PeerCreds::Record(int fd, const PeerCred& cred) {
   absl::MutexLock lock(&mu_);
@@ -159,7 +154,7 @@ void UnixAcceptor::Loop() {
       continue;
     }
     creds_->Record(conn, PeerCred{cred.pid, cred.uid, cred.gid,
-                                  cred.uid == 0 ? 0 : PeerPidNs(conn, cred.pid)});
+                                  cred.uid == 0 ? 0 : PeerPidNamespace(conn, cred.pid)});
     grpc::AddInsecureChannelFromFd(server_, conn);  // gRPC owns it now
   }
 }

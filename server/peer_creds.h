@@ -50,6 +50,13 @@ class PeerCreds {
   absl::flat_hash_map<int, PeerCred> by_fd_ ABSL_GUARDED_BY(mu_);
 };
 
+// The PID namespace inode of the process `pid` (its SO_PEERCRED pid, as we
+// number it) on the other end of unix socket `conn`, read from
+// /proc/<pid>/ns/pid and kept only when that process is provably the peer
+// (see UnixAcceptor); 0 when it cannot be told: the peer has exited, is not
+// visible in our PID namespace (pid 0), or its link could not be read.
+uint64_t PeerPidNamespace(int conn, pid_t pid);
+
 // Accepts connections on a listening unix socket until Stop, records each
 // peer's SO_PEERCRED in `creds` and hands the connection to `server`. For a
 // non-root peer it also records the peer process's PID namespace, read by
