@@ -396,7 +396,8 @@ pid_t HostPidOf(uint64_t ns, int inner) {
 //   pid) and leaks a stubborn member of its group (SIGINT and SIGTERM
 //   ignored), waits for `go` and exits;
 // - the runner, as nobody: registers the job (pod-job), tries the root
-//   process (pod-root), lets the job end, finishes and sweeps its run.
+//   process (pod-root), runs `runreaperctl exec` of a command (pod-exec),
+//   lets the job end, finishes and sweeps its run.
 // Then init, as root, registers rootproc from inside (root-in-pod).
 // Every result is published in the shared directory. SIGKILL to the
 // namespace's init ends everything in it.
@@ -439,6 +440,8 @@ TEST(UidE2ETest, NobodyInItsOwnPidNamespaceRegistersAndSweepsItsJobVerified) {
            c, " register pod-root --pid=$(cat ", w, "/rootproc) >", w, "/root.out 2>&1; ",
            Publish("$?", w + "/root.rc"), "\n",
            c, " heartbeat pod-job >", w, "/hb.out 2>&1; ", Publish("$?", w + "/hb.rc"), "\n",
+           c, " exec pod-exec -- /bin/true >", w, "/exec.out 2>&1; ",
+           Publish("$?", w + "/exec.rc"), "\n",
            "touch ", w, "/go\n",
            "while kill -0 $(cat ", w, "/job) 2>/dev/null; do sleep 0.05; done\n",
            c, " finish pod-job --exit_code=0 >", w, "/fin.out 2>&1; ",
@@ -509,6 +512,19 @@ TEST(UidE2ETest, NobodyInItsOwnPidNamespaceRegistersAndSweepsItsJobVerified) {
   // It may heartbeat and finish its own run.
   EXPECT_EQ(ReadInt(w + "/hb.rc"), 0) << ReadText(w + "/hb.out");
   EXPECT_EQ(ReadInt(w + "/fin.rc"), 0) << ReadText(w + "/fin.out");
+
+  // `runreaperctl exec` as nobody inside the namespace: its command's run
+  // is registered (translated, verified, nobody's) and its result
+  // published by it (the state is FINISHED, or STALE when the watcher saw
+  // /bin/true exit first; the result is kept either way).
+  EXPECT_EQ(ReadInt(w + "/exec.rc"), 0) << ReadText(w + "/exec.out");
+  const v1::Run exec_run = Get(*s.daemon, "pod-exec");
+  EXPECT_TRUE(exec_run.has_exit_code()) << exec_run.ShortDebugString();
+  EXPECT_EQ(exec_run.exit_code(), 0);
+  EXPECT_EQ(exec_run.registered_uid(), kNobody);
+  EXPECT_FALSE(exec_run.identity_unverified());
+  EXPECT_GT(exec_run.host_pid(), 0);
+  EXPECT_EQ(exec_run.pidns_inode(), *pod_ns);
 
   // The same runner naming a root process of its namespace: refused.
   EXPECT_NE(ReadInt(w + "/root.rc"), 0) << ReadText(w + "/root.out");
