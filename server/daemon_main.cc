@@ -19,7 +19,8 @@ ABSL_FLAG(std::string, socket, "./var/runreaper.sock",
 ABSL_FLAG(std::string, socket_group, "",
           "Group (name or number) of the unix socket: its members may connect. "
           "A caller other than root may read everything, register only a live "
-          "process of its own uid, heartbeat, finish, cancel and sweep only the "
+          "process of its own uid in its own PID namespace (a pod's included), "
+          "heartbeat, finish, cancel and sweep only the "
           "runs it registered (not Reconcile, not a sweep of every run), and "
           "its runs' sweeps and cancels signal only processes of its uid "
           "(others are reported as OTHER_UID); see docs/SECURITY.md.");
