@@ -1,0 +1,172 @@
+// ViewLeader and RecordTranslation over a fixture /proc tree: a process of
+// runreaperd's own PID namespace, and a pod's process seen from the host
+// (host pid 5123, pid 7 in the pod), so that what the view reads, how it
+// numbers the translated leader and why it does not translate are checked
+// without a real namespace (uid_e2e_test and pidns_e2e_test do that).
+#include "server/leader_view.h"
+
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+
+namespace runreaper::server {
+namespace {
+
+constexpr uint64_t kOurNs = 4026531836;
+constexpr uint64_t kPodNs = 4026532999;
+constexpr char kBoot[] = "4a8c1d2e-0000-4000-8000-0123456789ab";
+
+class LeaderViewTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* tmp = getenv("TEST_TMPDIR");
+    std::string tmpl = absl::StrCat(tmp ? tmp : "/tmp", "/proc.XXXXXX");
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    root_ = tmpl;
+    MkDirs("self/ns");
+    Link(absl::StrCat("pid:[", kOurNs, "]"), "self/ns/pid");
+    MkDirs("sys/kernel/random");
+    Write("sys/kernel/random/boot_id", absl::StrCat(kBoot, "\n"));
+    // Ours: pid 40, group and session 40, nobody's.
+    Process(40, 900, kOurNs, "40");
+    // The pod's job: 5123 here, 7 inside the pod (group and session too).
+    Process(5123, 2000, kPodNs, "5123\t7");
+  }
+
+  void MkDirs(const std::string& rel) {
+    std::string path = root_;
+    for (const absl::string_view part : absl::StrSplit(rel, '/')) {
+      absl::StrAppend(&path, "/", part);
+      mkdir(path.c_str(), 0755);
+    }
+  }
+  void Write(const std::string& rel, const std::string& text) {
+    std::ofstream(root_ + "/" + rel) << text;
+  }
+  void Link(const std::string& target, const std::string& rel) {
+    ASSERT_EQ(symlink(target.c_str(), (root_ + "/" + rel).c_str()), 0) << rel;
+  }
+  // A process whose stat says group and session = pid, with NSpid, NSpgid
+  // and NSsid all `ns_ids` (outermost first).
+  void Process(int pid, uint64_t start, uint64_t ns, const std::string& ns_ids) {
+    MkDirs(absl::StrCat(pid, "/ns"));
+    Write(absl::StrCat(pid, "/stat"),
+          absl::StrCat(pid, " (make) S 1 ", pid, " ", pid,
+                       " 0 -1 4194560 92 0 0 0 0 0 0 0 20 0 1 0 ", start,
+                       " 8192 100 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 "
+                       "0 17 1 0 0 0 0 0\n"));
+    Write(absl::StrCat(pid, "/status"),
+          absl::StrCat("Name:\tmake\nState:\tS (sleeping)\nTgid:\t", pid, "\nPid:\t", pid,
+                       "\nPPid:\t1\nUid:\t65534\t65534\t65534\t65534\nNSpid:\t", ns_ids,
+                       "\nNSpgid:\t", ns_ids, "\nNSsid:\t", ns_ids, "\n"));
+    Link(absl::StrCat("pid:[", ns, "]"), absl::StrCat(pid, "/ns/pid"));
+    Write(absl::StrCat(pid, "/cgroup"), "0::/pod/job\n");
+  }
+
+  // As runreaperctl register sends it from inside the pod.
+  static v1::RegisterRunRequest FromPod() {
+    v1::RegisterRunRequest r;
+    r.set_run_id("pod-job");
+    r.set_pid(7);
+    r.set_pgid(7);
+    r.set_sid(7);
+    r.set_start_time_ticks(2000);
+    r.set_pidns_inode(kPodNs);
+    r.set_boot_id(kBoot);
+    r.set_uid(65534);
+    return r;
+  }
+
+  std::string root_;
+};
+
+TEST_F(LeaderViewTest, OurOwnNamespaceIsReadByPid) {
+  scanner::ProcFs procfs(root_);
+  v1::RegisterRunRequest r;
+  r.set_pid(40);
+  LeaderView v = ViewLeader(procfs, r);
+  ASSERT_EQ(v.where, LeaderView::Where::kHere) << v.error;
+  EXPECT_EQ(v.live.pid, 40);
+  EXPECT_EQ(v.live.start_time, 900u);
+  EXPECT_EQ(v.named_pidns, kOurNs);
+  r.set_pidns_inode(kOurNs);  // named explicitly: the same
+  EXPECT_EQ(ViewLeader(procfs, r).where, LeaderView::Where::kHere);
+  r.set_pid(41);
+  v = ViewLeader(procfs, r);
+  EXPECT_EQ(v.where, LeaderView::Where::kGone);
+  EXPECT_EQ(v.named_pidns, kOurNs);
+}
+
+TEST_F(LeaderViewTest, APodsLeaderIsTranslatedAndNumberedAsThePodNumbersIt) {
+  scanner::ProcFs procfs(root_);
+  const LeaderView v = ViewLeader(procfs, FromPod());
+  ASSERT_EQ(v.where, LeaderView::Where::kTranslated) << v.error;
+  EXPECT_EQ(v.host_pid, 5123);
+  EXPECT_EQ(v.named_pidns, kPodNs);
+  EXPECT_EQ(v.live.pid, 7);
+  EXPECT_EQ(v.live.pgid, 7);
+  EXPECT_EQ(v.live.sid, 7);
+  EXPECT_EQ(v.live.start_time, 2000u);
+  EXPECT_EQ(v.live.pidns_inode, kPodNs);
+  EXPECT_EQ(v.live.boot_id, kBoot);
+  EXPECT_EQ(v.live.uid, 65534u);
+  // What the pod sent matches it: nobody in the pod registers it, verified.
+  const absl::StatusOr<bool> unverified =
+      CheckLeaderClaim(Caller{65534, 300, kPodNs}, FromPod(), v);
+  ASSERT_TRUE(unverified.ok()) << unverified.status();
+  EXPECT_FALSE(*unverified);
+
+  v1::Run run;
+  run.set_run_id("pod-job");
+  run.set_pid(7);
+  run.set_pidns_inode(kPodNs);
+  RecordTranslation(procfs, v, &run);
+  EXPECT_EQ(run.host_pid(), 5123);
+  EXPECT_EQ(run.host_pidns_inode(), kOurNs);
+}
+
+TEST_F(LeaderViewTest, WhyAForeignLeaderIsNotTranslated) {
+  scanner::ProcFs procfs(root_);
+  struct Case {
+    const char* why;
+    void (*edit)(v1::RegisterRunRequest*);
+  };
+  const Case cases[] = {
+      {"sent without start_time_ticks and boot_id",
+       [](v1::RegisterRunRequest* r) { r->clear_start_time_ticks(); }},
+      {"sent without start_time_ticks and boot_id",
+       [](v1::RegisterRunRequest* r) { r->clear_boot_id(); }},
+      {"its boot id is not this machine's",
+       [](v1::RegisterRunRequest* r) { r->set_boot_id("another-boot"); }},
+      // The pid was reused in the pod: another start time.
+      {"", [](v1::RegisterRunRequest* r) { r->set_start_time_ticks(2001); }},
+      {"", [](v1::RegisterRunRequest* r) { r->set_pid(8); }},
+      // A namespace no process here lives in.
+      {"", [](v1::RegisterRunRequest* r) { r->set_pidns_inode(4026532000); }},
+  };
+  for (const Case& c : cases) {
+    v1::RegisterRunRequest r = FromPod();
+    c.edit(&r);
+    const LeaderView v = ViewLeader(procfs, r);
+    EXPECT_EQ(v.where, LeaderView::Where::kOtherNamespace) << c.why;
+    EXPECT_FALSE(v.error.ok());
+    EXPECT_TRUE(absl::StrContains(v.error.message(), c.why)) << v.error;
+    EXPECT_EQ(v.host_pid, 0);
+    EXPECT_EQ(v.named_pidns, r.pidns_inode());
+    v1::Run run;
+    run.set_run_id("pod-job");
+    RecordTranslation(procfs, v, &run);
+    EXPECT_EQ(run.host_pid(), 0);
+  }
+}
+
+}  // namespace
+}  // namespace runreaper::server
