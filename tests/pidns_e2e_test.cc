@@ -298,6 +298,9 @@ TEST_F(PidNsE2ETest, RunFromAChildNamespaceIsSweptAndABystanderIsNeverTouched) {
   EXPECT_TRUE(absl::StrContains(get.out, absl::StrCat("pidns_inode:   ", ns_a, "\n")))
       << get.out;
   EXPECT_TRUE(absl::StrContains(get.out, "host_pid:      ")) << get.out;
+  // Every field sent from A matched the translated process as A numbers
+  // it: root's registration from A is verified.
+  EXPECT_TRUE(absl::StrContains(get.out, "identity:      verified\n")) << get.out;
 
   auto listed = [](const std::string& out, const Proc& p) {
     for (absl::string_view line : absl::StrSplit(out, '\n')) {
