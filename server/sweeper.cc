@@ -24,7 +24,9 @@
 #include "scanner/membership.h"
 #include "scanner/safe_signal.h"
 #include "scanner/signal_ladder.h"
+#include "base/text.h"
 #include "server/caller_policy.h"
+#include "server/sweep_specs.h"
 #include "store/run_state.h"
 
 namespace runreaper::server {
@@ -40,53 +42,6 @@ using scanner::RefOf;
 
 using store::IsTerminal;
 
-RunSpec SpecOf(const v1::Run& run) {
-  RunSpec s;
-  s.run_id = run.run_id();
-  s.leader = scanner::IdentityOf(run);  // its cgroup: the run's own
-  s.keep = run.keep();
-  // CancelRun sweeps the leader too, even one that led no group.
-  s.include_leader = run.state() == v1::RUN_STATE_CANCELLED;
-  return s;
-}
-
-v1::MatchSource ToProto(scanner::MatchSource source) {
-  switch (source) {
-    case scanner::MatchSource::kPgid:
-      return v1::MATCH_SOURCE_PGID;
-    case scanner::MatchSource::kSid:
-      return v1::MATCH_SOURCE_SID;
-    case scanner::MatchSource::kCookie:
-      return v1::MATCH_SOURCE_COOKIE;
-    case scanner::MatchSource::kCgroup:
-      return v1::MATCH_SOURCE_CGROUP;
-    case scanner::MatchSource::kLeader:
-      return v1::MATCH_SOURCE_LEADER;
-    case scanner::MatchSource::kDescent:
-      return v1::MATCH_SOURCE_DESCENT;
-    case scanner::MatchSource::kNone:
-      return v1::MATCH_SOURCE_UNSPECIFIED;
-  }
-  return v1::MATCH_SOURCE_UNSPECIFIED;
-}
-
-v1::Orphan ToOrphan(const std::vector<RunSpec>& specs, const Member& m) {
-  v1::Orphan o;
-  o.set_run_id(specs[m.run_index].run_id);
-  o.set_pid(m.process.pid);
-  o.set_ppid(m.process.ppid);
-  o.set_comm(m.process.comm);
-  o.set_start_time_ticks(m.process.start_time);
-  o.set_source(ToProto(m.source));
-  o.set_zombie(m.zombie);
-  o.set_reaper_pid(m.reaper_pid);
-  o.set_kept(m.kept);
-  o.set_unverified(m.unverified);
-  for (const int a : m.ancestors) o.add_ancestors(a);
-  return o;
-}
-
-
 }  // namespace
 
 struct Sweeper::Impl {
@@ -98,38 +53,10 @@ struct Sweeper::Impl {
   const SweeperOptions options;
   scanner::LineageTracker* lineage = nullptr;  // nullptr = lineage off
 
-  // `specs` with each run's current descendants by fork filled in, so every
-  // listing (first, and each re-listing of the ladder) sees new ones.
-  // Each run's descendants, added in place (a listing of 10,000 runs does
-  // not copy its specs): from the tracker when lineage is on; without one
-  // (--once, --lineage=false) from the durable lineage rows a lineage daemon
-  // stored (run_descendants), so that a run whose only leftover escaped
-  // every other rule is not taken for empty, swept clean and forgotten
-  // while that process lives. A stored (pid, start time) names only that
-  // process; a row whose process is gone matches nothing.
+  // Each run's descendants, added in place (server/sweep_specs.h), so
+  // every listing (first, and each re-listing of the ladder) sees new ones.
   absl::Status AddLineage(std::vector<RunSpec>* specs) const {
-    if (lineage != nullptr) {
-      for (RunSpec& spec : *specs) {
-        scanner::RunLineage l = lineage->Members(spec.run_id);
-        for (scanner::Descendant& d : l.members) {
-          spec.descendants[{d.process.pid, d.process.start_time}] =
-              std::move(d.ancestors);
-        }
-      }
-      return absl::OkStatus();
-    }
-    ASSIGN_OR_RETURN(std::vector<store::StoredDescendant> stored,
-                     store->ListDescendants());
-    if (stored.empty()) return absl::OkStatus();
-    std::map<absl::string_view, RunSpec*> by_id;
-    for (RunSpec& spec : *specs) by_id[spec.run_id] = &spec;
-    for (const store::StoredDescendant& d : stored) {
-      auto it = by_id.find(d.run_id);
-      if (it != by_id.end()) {
-        it->second->descendants[{d.pid, d.start_time_ticks}] = {};
-      }
-    }
-    return absl::OkStatus();
+    return AddDescendants(*store, lineage, specs);
   }
   absl::StatusOr<std::vector<RunSpec>> WithLineage(
       const std::vector<RunSpec>& specs) const {
@@ -306,7 +233,7 @@ struct Sweeper::Impl {
       ev.set_result(scanner::SignalResultName(outcome.result));
       std::string detail =
           absl::StrCat("source=", scanner::MatchSourceName(m.source),
-                       " comm=", m.process.comm,
+                       " comm=", ToValidUtf8(m.process.comm),
                        " start_time=", m.process.start_time);
       if (claimed_.stage == stage) {
         absl::StrAppend(&detail, " resumed=claim of ",

@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -913,6 +914,56 @@ TEST_F(SweeperTest, DryRunSendsNothing) {
   ASSERT_OK_AND_ASSIGN(std::vector<v1::Run> unswept,
                        store_->ListTerminalUnswept());
   EXPECT_EQ(unswept.size(), 1u);
+}
+
+// A process may give itself a comm that is not UTF-8 (prctl PR_SET_NAME, or
+// a write to /proc/self/comm). The answers that carry it (ListOrphans, the
+// sweep's targets, the stored SIGNAL events) must still parse: proto3 strings
+// are UTF-8, and one bad byte made every client fail to read the answer, and
+// every later ListEvents/WatchEvents over that stored event.
+TEST_F(SweeperTest, ACommThatIsNotUtf8StillParsesEverywhere) {
+  SKIP_UNLESS_PRIVATE_PID_NS();
+  Spawned s = StartFinished(
+      "badcomm",
+      "(printf '\\377\\376bad' > /proc/self/comm; trap '' INT; "
+      "while :; do sleep 1; done) & echo ready");
+  const std::string bad = "\xff\xfe" "bad";
+  int member = 0;
+  ASSERT_TRUE(WaitFor([&] {
+    for (int pid : LiveInGroup(s.pid)) {
+      absl::StatusOr<scanner::ProcStat> st = procfs_.ReadStat(pid);
+      if (st.ok() && st->comm == bad) member = pid;
+    }
+    return member != 0;
+  }));
+  Sweeper sweeper(store_.get(), &procfs_, Fast());
+  ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse listed, sweeper.ListOrphans("badcomm"));
+  v1::ListOrphansResponse listed_back;
+  ASSERT_TRUE(listed_back.ParseFromString(listed.SerializeAsString()));
+  bool seen = false;
+  for (const v1::Orphan& o : listed_back.orphans()) {
+    if (o.pid() == member) {
+      seen = true;
+      EXPECT_EQ(o.comm(), "\\xff\\xfebad");
+    }
+  }
+  EXPECT_TRUE(seen) << listed.DebugString();
+
+  v1::SweepRequest req;
+  req.set_run_id("badcomm");
+  ASSERT_OK_AND_ASSIGN(v1::SweepResponse swept, sweeper.Sweep(req));
+  v1::SweepResponse swept_back;
+  EXPECT_TRUE(swept_back.ParseFromString(swept.SerializeAsString()));
+  EXPECT_EQ(swept.survivors_size(), 0);
+  const std::vector<v1::Event> signals = Events("badcomm", v1::EVENT_TYPE_SIGNAL);
+  ASSERT_FALSE(signals.empty());
+  bool named = false;
+  for (const v1::Event& e : signals) {
+    v1::Event back;
+    EXPECT_TRUE(back.ParseFromString(e.SerializeAsString())) << e.event_id();
+    named = named || absl::StrContains(e.detail(), "comm=\\xff\\xfebad");
+  }
+  EXPECT_TRUE(named);
 }
 
 TEST_F(SweeperTest, ConcurrentSweepsSignalEachStageOnce) {

@@ -1,5 +1,7 @@
 #include "store/rows.h"
 
+#include "base/text.h"
+
 namespace runreaper::store {
 
 namespace v1 = ::runreaper::v1;
@@ -19,22 +21,26 @@ int64_t TimestampMicros(const google::protobuf::Timestamp& ts) {
   return ts.seconds() * 1000000 + ts.nanos() / 1000;
 }
 
+std::string ProtoText(const Statement& s, int col) {
+  return ToValidUtf8(s.ColumnText(col));
+}
+
 // Decodes a row selected with kRunColumns (labels are read separately).
 StoredRun ReadRunRow(const Statement& s) {
   StoredRun out;
   out.seq = s.ColumnInt(0);
   v1::Run& r = out.run;
-  r.set_run_id(s.ColumnText(1));
+  r.set_run_id(ProtoText(s, 1));
   r.set_pid(static_cast<int32_t>(s.ColumnInt(2)));
   r.set_pgid(static_cast<int32_t>(s.ColumnInt(3)));
   r.set_sid(static_cast<int32_t>(s.ColumnInt(4)));
   // uint64 values are stored as their int64 bit pattern.
   r.set_pidns_inode(static_cast<uint64_t>(s.ColumnInt(5)));
   r.set_start_time_ticks(static_cast<uint64_t>(s.ColumnInt(6)));
-  r.set_boot_id(s.ColumnText(7));
+  r.set_boot_id(ProtoText(s, 7));
   if (!s.ColumnIsNull(8)) r.set_uid(static_cast<uint32_t>(s.ColumnInt(8)));
-  r.set_comm(s.ColumnText(9));
-  r.set_cgroup(s.ColumnText(10));
+  r.set_comm(ProtoText(s, 9));
+  r.set_cgroup(ProtoText(s, 10));
   r.set_keep(s.ColumnInt(11) != 0);
   r.set_state(static_cast<v1::RunState>(s.ColumnInt(12)));
   r.set_liveness(static_cast<v1::Liveness>(s.ColumnInt(13)));
@@ -57,16 +63,16 @@ v1::Event ReadEventRow(const Statement& s) {
   e.set_event_id(s.ColumnInt(0));
   SetTimestamp(s.ColumnInt(1), e.mutable_time());
   e.set_type(static_cast<v1::EventType>(s.ColumnInt(2)));
-  e.set_run_id(s.ColumnText(3));
+  e.set_run_id(ProtoText(s, 3));
   e.set_from_state(static_cast<v1::RunState>(s.ColumnInt(4)));
   e.set_to_state(static_cast<v1::RunState>(s.ColumnInt(5)));
   e.set_stale_reason(static_cast<v1::StaleReason>(s.ColumnInt(6)));
   if (!s.ColumnIsNull(7)) e.set_exit_code(static_cast<int32_t>(s.ColumnInt(7)));
   e.set_pid(static_cast<int32_t>(s.ColumnInt(8)));
   e.set_signal(static_cast<int32_t>(s.ColumnInt(9)));
-  e.set_stage(s.ColumnText(10));
-  e.set_result(s.ColumnText(11));
-  e.set_detail(s.ColumnText(12));
+  e.set_stage(ProtoText(s, 10));
+  e.set_result(ProtoText(s, 11));
+  e.set_detail(ProtoText(s, 12));
   return e;
 }
 

@@ -5,6 +5,7 @@
 #define RUNREAPER_STORE_ROWS_H_
 
 #include <cstdint>
+#include <string>
 
 #include "google/protobuf/timestamp.pb.h"
 #include "runreaper/v1/runreaper.pb.h"
@@ -33,13 +34,22 @@ void SetTimestamp(int64_t micros, google::protobuf::Timestamp* ts);
 // `ts` in microseconds since the epoch (sub-microsecond nanos dropped).
 int64_t TimestampMicros(const google::protobuf::Timestamp& ts);
 
+// Column `col` of the current row as text for a proto string field, which
+// must be UTF-8: a comm, a cgroup path or an event detail came from /proc
+// and may hold any bytes (a process sets its own comm), and one invalid
+// byte in a response makes every client fail to parse it (an event stays in
+// the log: every later ListEvents/WatchEvents over it would fail). Invalid
+// bytes are written as \xNN (ToValidUtf8); valid text is returned as is.
+std::string ProtoText(const Statement& s, int col);
+
 // Decodes the current row of a statement that selected kRunColumns (labels
 // are read separately). uint64 values are stored as their int64 bit pattern.
+// Text through ProtoText.
 StoredRun ReadRunRow(const Statement& s);
 
 // Decodes the current row of a statement that selected event_id, time_us,
 // type, run_id, from_state, to_state, stale_reason, exit_code, pid, signal,
-// stage, result, detail (in that order).
+// stage, result, detail (in that order). Text through ProtoText.
 ::runreaper::v1::Event ReadEventRow(const Statement& s);
 
 }  // namespace runreaper::store

@@ -196,7 +196,7 @@ absl::Status RunStore::Impl::ReadLabels(Database& d, int64_t seq,
   while (true) {
     ASSIGN_OR_RETURN(bool row, s->Step());
     if (!row) break;
-    (*run->mutable_labels())[s->ColumnText(0)] = s->ColumnText(1);
+    (*run->mutable_labels())[ProtoText(*s, 0)] = ProtoText(*s, 1);
   }
   return absl::OkStatus();
 }
@@ -217,8 +217,8 @@ absl::StatusOr<std::optional<StoredRun>> RunStore::Impl::Find(
     if (!row) break;
     if (!found.has_value()) found = ReadRunRow(*s);
     if (!s->ColumnIsNull(kRunColumnCount)) {
-      (*found->run.mutable_labels())[s->ColumnText(kRunColumnCount)] =
-          s->ColumnText(kRunColumnCount + 1);
+      (*found->run.mutable_labels())[ProtoText(*s, kRunColumnCount)] =
+          ProtoText(*s, kRunColumnCount + 1);
     }
   }
   return found;

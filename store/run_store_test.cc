@@ -1024,6 +1024,39 @@ TEST_F(RunStoreTest, ListRunningAndTerminalUnswept) {
             absl::StatusCode::kFailedPrecondition);
 }
 
+// /proc text is any bytes (a process sets its own comm) and is stored as
+// it came; what is read back into a proto is valid UTF-8, or a client could
+// not parse the answer (and an event would poison every later ListEvents).
+TEST_F(RunStoreTest, TextReadBackIsValidUtf8) {
+  auto store = OpenOrDie();
+  RunProto r = MakeRun("bytes");
+  r.set_comm("\xff\xfe" "bad");
+  r.set_cgroup("/job-\xc0");
+  (*r.mutable_labels())["queue"] = "gpu\x80";
+  ASSERT_OK(store->Register(r));
+  v1::Event e;
+  e.set_type(v1::EVENT_TYPE_SIGNAL);
+  e.set_run_id("bytes");
+  e.set_stage("SIGTERM");
+  e.set_result("SENT");
+  e.set_detail("source=pgid comm=\xff\xfe" "bad");
+  ASSERT_OK(store->AppendEvent(e).status());
+
+  ASSERT_OK_AND_ASSIGN(RunProto got, store->Get("bytes"));
+  EXPECT_EQ(got.comm(), "\\xff\\xfebad");
+  EXPECT_EQ(got.cgroup(), "/job-\\xc0");
+  EXPECT_EQ(got.labels().at("queue"), "gpu\\x80");
+  RunProto parsed;
+  EXPECT_TRUE(parsed.ParseFromString(got.SerializeAsString()));
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Event> events, store->ListEvents(0, "bytes", 10));
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().detail(), "source=pgid comm=\\xff\\xfebad");
+  for (const v1::Event& ev : events) {
+    v1::Event round;
+    EXPECT_TRUE(round.ParseFromString(ev.SerializeAsString())) << ev.event_id();
+  }
+}
+
 // The cgroup claim check's read: the cgroups a sweep may still kill.
 TEST_F(RunStoreTest, ListClaimedCgroupsIsRunningAndUnsweptWithACgroup) {
   auto store = OpenOrDie();
