@@ -16,9 +16,12 @@
 #include <cerrno>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/file_util.h"
@@ -406,5 +409,27 @@ absl::StatusOr<int> HealthCheck(const std::shared_ptr<grpc::Channel>& channel,
   }
   return static_cast<int>(response.status());
 }
+
+std::string Publish(const std::string& value, const std::string& path) {
+  return absl::StrCat("echo ", value, " > ", path, ".tmp && mv ", path, ".tmp ",
+                      path);
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+int ReadInt(const std::string& path) {
+  int v = -1;
+  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadText(path)), &v)) {
+    return -1;
+  }
+  return v;
+}
+
+bool Exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
 
 }  // namespace runreaper::e2e

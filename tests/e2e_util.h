@@ -176,6 +176,17 @@ class SharedDaemonTest : public ::testing::Test {
 };
 
 
+// Files a test's shell scripts publish (runners inside a PID namespace
+// report their pids and exit codes this way). A shell line that writes `value` to `path` atomically (a .tmp, then mv),
+// so a test polling for the file never reads half of it.
+std::string Publish(const std::string& value, const std::string& path);
+// The file's text; "" when it cannot be read.
+std::string ReadText(const std::string& path);
+// The file's text as an integer (whitespace trimmed); -1 when it is missing
+// or not a number.
+int ReadInt(const std::string& path);
+bool Exists(const std::string& path);
+
 }  // namespace runreaper::e2e
 
 #endif  // RUNREAPER_TESTS_E2E_UTIL_H_

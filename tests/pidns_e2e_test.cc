@@ -44,32 +44,9 @@
 namespace runreaper::e2e {
 namespace {
 
-std::string ReadText(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-int ReadInt(const std::string& path) {
-  int v = -1;
-  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadText(path)), &v)) {
-    return -1;
-  }
-  return v;
-}
-
 void WriteText(const std::string& path, const std::string& text) {
   std::ofstream f(path);
   f << text;
-}
-
-bool Exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
-
-// Writes `value` to `path` atomically (the test polls for the file).
-std::string Publish(const std::string& value, const std::string& path) {
-  return absl::StrCat("echo ", value, " > ", path, ".tmp && mv ", path, ".tmp ",
-                      path);
 }
 
 // A process this test created, by host pid and start time.

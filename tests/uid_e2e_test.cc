@@ -354,27 +354,6 @@ TEST(UidE2ETest, RootLateRegistrationOfAGoneLeaderIsMarkedIdentityUnverified) {
   EXPECT_TRUE(absl::StrContains(r.out, "registered_by: uid 0")) << r.out;
 }
 
-// Writes `value` to `path` atomically, as a shell line (the test polls for
-// the file).
-std::string Publish(const std::string& value, const std::string& path) {
-  return absl::StrCat("echo ", value, " > ", path, ".tmp && mv ", path, ".tmp ", path);
-}
-
-std::string ReadText(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-int ReadInt(const std::string& path) {
-  int v = -1;
-  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadText(path)), &v)) return -1;
-  return v;
-}
-
-bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
-
 // The pid here (this test's namespace, the daemon's) of the process that is
 // `inner` in PID namespace `ns`; -1 when there is none.
 pid_t HostPidOf(uint64_t ns, int inner) {
