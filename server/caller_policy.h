@@ -42,6 +42,8 @@ struct Caller {
 struct LeaderView {
   enum class Where {
     kHere,            // a live process with that pid in our PID namespace
+                      // (live.pidns_inode is ours even for a process in a
+                      // container below us: its numbers here are ours)
     kGone,            // no process with that pid in our PID namespace
     kTranslated,      // the request names another PID namespace, and the
                       // process is visible here as `host_pid`

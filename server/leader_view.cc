@@ -68,6 +68,16 @@ LeaderView ViewLeader(const scanner::ProcFs& procfs,
   if (id.ok()) {
     view.where = LeaderView::Where::kHere;
     view.live = *std::move(id);
+    // A process in a container below us: its ns link names its own
+    // namespace, but the pid, pgid and sid read here are our numbers for
+    // it. The identity names the namespace its numbers are in (DESIGN.md:
+    // `pid` is in the namespace `pidns_inode` names), so the run is watched
+    // and swept through them; with the container's namespace beside our
+    // numbers no such pid is found there and the run stayed unverifiable
+    // (liveness UNKNOWN until TIMEOUT, no members).
+    if (self_ns.ok() && view.live.pidns_inode != *self_ns) {
+      view.live.pidns_inode = *self_ns;
+    }
   } else {
     view.where = absl::IsNotFound(id.status()) ? LeaderView::Where::kGone
                                                : LeaderView::Where::kUnreadable;

@@ -278,6 +278,18 @@ TEST_F(PidNsE2ETest, RunFromAChildNamespaceIsSweptAndABystanderIsNeverTouched) {
   // Every field sent from A matched the translated process as A numbers
   // it: root's registration from A is verified.
   EXPECT_TRUE(absl::StrContains(get.out, "identity:      verified\n")) << get.out;
+  // From the host, a process of B named by its host pid: runreaperctl sends
+  // the ids with the namespace they are numbered in (the host's, not B's
+  // own), so runreaperd verifies that process. The run stays RUNNING: it
+  // has no orphans and is never swept.
+  CtlResult host_reg =
+      Ctl({"register", "host-view", absl::StrCat("--pid=", init_b.pid)});
+  ASSERT_EQ(host_reg.exit_code, 0) << host_reg.out << host_reg.err;
+  CtlResult host_get = Ctl({"get", "host-view"});
+  EXPECT_TRUE(absl::StrContains(host_get.out, "identity:      verified\n"))
+      << host_get.out;
+  EXPECT_FALSE(absl::StrContains(host_get.out, absl::StrCat("pidns_inode:   ", ns_b, "\n")))
+      << host_get.out;
 
   auto listed = [](const std::string& out, const Proc& p) {
     for (absl::string_view line : absl::StrSplit(out, '\n')) {
@@ -336,6 +348,40 @@ TEST_F(PidNsE2ETest, RunFromAChildNamespaceIsSweptAndABystanderIsNeverTouched) {
   EXPECT_TRUE(WaitFor([&] { return !Alive(cancelled); }, absl::Seconds(60)))
       << Ctl({"events", "--since=0"}).out;
   for (const Proc& b : bystanders) EXPECT_TRUE(Alive(b)) << b.pid;
+}
+
+// A process in a container named from the host by its host pid: the run
+// names the host's namespace (the one its numbers are in), so it is
+// watched like any host process: by pid alone (RegisterRun without identity
+// fields, as an agent on the host sends it) and through runreaperctl (which
+// sends what it reads). Its exit is seen by the watcher at once. With the
+// container's own namespace beside host numbers, no such pid was found
+// there: the run was unverifiable, never watched, and would have gone STALE
+// (TIMEOUT) while alive.
+TEST_F(PidNsE2ETest, AContainerProcessNamedByItsHostPidIsWatched) {
+  script_text_["runner_c.sh"] = "while :; do sleep 1; done\n";
+  const Proc init_c = StartContainer("runner_c.sh");
+  ASSERT_NE(NsOf(init_c), 0u);
+  absl::StatusOr<uint64_t> host_ns = procfs_.SelfPidNs();
+  ASSERT_TRUE(host_ns.ok()) << host_ns.status();
+  ASSERT_NE(NsOf(init_c), *host_ns);
+
+  RegisterPid(*daemon_, "c-by-pid", init_c.pid);
+  CtlResult reg = Ctl({"register", "c-by-ctl", absl::StrCat("--pid=", init_c.pid)});
+  ASSERT_EQ(reg.exit_code, 0) << reg.out << reg.err;
+  for (const char* id : {"c-by-pid", "c-by-ctl"}) {
+    CtlResult get = Ctl({"get", id});
+    EXPECT_TRUE(absl::StrContains(get.out, absl::StrCat("pidns_inode:   ", *host_ns, "\n")))
+        << get.out;
+    EXPECT_TRUE(absl::StrContains(get.out, "liveness:      ALIVE\n")) << get.out;
+    EXPECT_TRUE(absl::StrContains(get.out, "identity:      verified\n")) << get.out;
+  }
+  ::kill(init_c.pid, SIGKILL);
+  for (const char* id : {"c-by-pid", "c-by-ctl"}) {
+    EXPECT_TRUE(WaitFor([&] {
+      return absl::StrContains(Ctl({"get", id}).out, "state:         STALE");
+    })) << Ctl({"get", id}).out << daemon_->log();
+  }
 }
 
 // A run sent with a PID namespace runreaperd cannot see stays as before:

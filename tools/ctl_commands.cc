@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -76,14 +77,28 @@ int CmdHealth(Client& c) {
   return response.status() == HealthCheckResponse::SERVING ? kExitOk : kExitError;
 }
 
+// The PID namespace this /proc numbers pids in, when that is provably our
+// own: /proc/<our pid> is a process of our namespace (its ns link, ours to
+// read) and the only level this /proc shows it at (one NSpid entry).
+std::optional<uint64_t> ProcNumbersOurNamespace(const scanner::ProcFs& procfs) {
+  const int self = static_cast<int>(::getpid());
+  absl::StatusOr<uint64_t> own = procfs.SelfPidNs();
+  absl::StatusOr<uint64_t> here = procfs.ReadPidNs(self);
+  absl::StatusOr<scanner::ProcStatus> mine = procfs.ReadStatus(self);
+  if (own.ok() && here.ok() && *own == *here && mine.ok() &&
+      mine->nspid.size() == 1 && mine->nspid[0] == self) {
+    return *own;
+  }
+  return std::nullopt;
+}
+
 // What any user may read of another user's process `pid` here (stat and
 // status; its namespace links are not ours to read), with the PID namespace
-// this /proc numbers pids in when that is provably our own: /proc/<our pid>
-// is a process of our namespace (its ns link, ours to read) and the only
-// level this /proc shows it at (one NSpid entry). Sent so that runreaperd
-// finds the same process (translating it when we are in a container) and
-// its refusal names the owner; runreaperd checks all of it. NOT_FOUND or
-// another read error when the stat cannot be read either.
+// this /proc numbers pids in when that is provably our own
+// (ProcNumbersOurNamespace). Sent so that runreaperd finds the same process
+// (translating it when we are in a container) and its refusal names the
+// owner; runreaperd checks all of it. NOT_FOUND or another read error when
+// the stat cannot be read either.
 absl::StatusOr<scanner::Identity> ReadableIdentity(const scanner::ProcFs& procfs,
                                                    int pid) {
   absl::StatusOr<scanner::ProcStat> stat = procfs.ReadStat(pid);
@@ -100,12 +115,7 @@ absl::StatusOr<scanner::Identity> ReadableIdentity(const scanner::ProcFs& procfs
   if (absl::StatusOr<std::string> boot = procfs.ReadBootId(); boot.ok()) {
     id.boot_id = *boot;
   }
-  const int self = static_cast<int>(::getpid());
-  absl::StatusOr<uint64_t> own = procfs.SelfPidNs();
-  absl::StatusOr<uint64_t> here = procfs.ReadPidNs(self);
-  absl::StatusOr<scanner::ProcStatus> mine = procfs.ReadStatus(self);
-  if (own.ok() && here.ok() && *own == *here && mine.ok() &&
-      mine->nspid.size() == 1 && mine->nspid[0] == self) {
+  if (std::optional<uint64_t> own = ProcNumbersOurNamespace(procfs)) {
     id.pidns_inode = *own;
   }
   return id;
@@ -138,6 +148,16 @@ int CmdRegister(Client& c, const ParsedArgs& a) {
     }
   }
   if (id.ok()) {
+    // pid, pgid and sid are as this /proc numbers them, i.e. in our
+    // namespace; a process in a container below us lives in a namespace of
+    // its own (its ns link), where those numbers mean something else. The
+    // ids are sent with the namespace they are numbered in, so runreaperd
+    // verifies the same process (it would find no such pid in the
+    // container's namespace, and store the run unverified).
+    if (std::optional<uint64_t> own = ProcNumbersOurNamespace(procfs);
+        own.has_value() && id->pidns_inode != 0 && id->pidns_inode != *own) {
+      id->pidns_inode = *own;
+    }
     // The API takes pgid > 1 only: group 1 (or 0, outside this namespace)
     // is sent as unknown.
     if (id->pgid <= 1) id->pgid = 0;
