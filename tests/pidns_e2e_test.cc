@@ -376,6 +376,16 @@ TEST_F(PidNsE2ETest, AContainerProcessNamedByItsHostPidIsWatched) {
     EXPECT_TRUE(absl::StrContains(get.out, "liveness:      ALIVE\n")) << get.out;
     EXPECT_TRUE(absl::StrContains(get.out, "identity:      verified\n")) << get.out;
   }
+  // A reconcile pass keeps them RUNNING: it probes the host pid. With the
+  // container's namespace recorded, the pass looked in that namespace for a
+  // process numbered with the host pid, found none and called the live
+  // leader gone.
+  CtlResult pass = Ctl({"reconcile"});
+  ASSERT_EQ(pass.exit_code, 0) << pass.out << pass.err;
+  for (const char* id : {"c-by-pid", "c-by-ctl"}) {
+    CtlResult get = Ctl({"get", id});
+    EXPECT_TRUE(absl::StrContains(get.out, "state:         RUNNING\n")) << get.out;
+  }
   ::kill(init_c.pid, SIGKILL);
   for (const char* id : {"c-by-pid", "c-by-ctl"}) {
     EXPECT_TRUE(WaitFor([&] {
