@@ -329,7 +329,7 @@ absl::StatusOr<std::string> ProcFs::ReadCgroup(int pid) const {
 
 absl::StatusOr<std::string> ProcFs::ReadEnviron(int pid) const {
   const std::string path = absl::StrCat(root_, "/", pid, "/environ");
-  const std::string cmdline_path = absl::StrCat(root_, "/", pid, "/cmdline");
+  std::string cmdline_path;  // built only for an empty environ (rare)
   std::string text;
   std::string cmdline;
   for (int attempt = 0;; ++attempt) {
@@ -344,6 +344,9 @@ absl::StatusOr<std::string> ProcFs::ReadEnviron(int pid) const {
     // (exiting; a kernel thread has none). cmdline tells them apart: it is
     // set in the same step as environ and is never empty for a laid-out
     // image (an empty argv gets one "" since Linux 5.18).
+    if (cmdline_path.empty()) {
+      cmdline_path = absl::StrCat(root_, "/", pid, "/cmdline");
+    }
     const absl::Status args =
         base::ReadFileAt(AT_FDCWD, cmdline_path.c_str(), cmdline_path,
                          kCmdlineProbeMax, &cmdline);
