@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "absl/strings/strip.h"
 #include "base/text.h"
 
@@ -88,6 +89,10 @@ void MakeValidUtf8(google::protobuf::Message* message) {
       }
     }
   }
+}
+
+absl::Time TimeOf(const google::protobuf::Timestamp& ts) {
+  return absl::FromUnixSeconds(ts.seconds()) + absl::Nanoseconds(ts.nanos());
 }
 
 }  // namespace runreaper

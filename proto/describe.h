@@ -7,7 +7,9 @@
 
 #include <string>
 
+#include "absl/time/time.h"
 #include "google/protobuf/message.h"
+#include "google/protobuf/timestamp.pb.h"
 #include "runreaper/v1/runreaper.pb.h"
 
 namespace runreaper {
@@ -26,6 +28,10 @@ std::string DescribeEvent(const ::runreaper::v1::Event& event);
 // DescribeEvent without the leading "event <id> ": "run r1 RUNNING -> STALE
 // (EXITED): <detail>", for a listing that prints the id in its own column.
 std::string DescribeEventChange(const ::runreaper::v1::Event& event);
+
+// A google.protobuf.Timestamp of the contract (registered_at, ended_at, ...)
+// as an absl::Time; the epoch for an unset one.
+absl::Time TimeOf(const google::protobuf::Timestamp& ts);
 
 // Applies ToValidUtf8 (base/text.h) to every string field of `message`,
 // recursively (singular and repeated; map fields, whose entries come from

@@ -22,14 +22,11 @@
 #include "scanner/identity_proto.h"
 #include "scanner/liveness.h"
 #include "scanner/procfs.h"
+#include "proto/describe.h"
 #include "store/run_store.h"
 
 namespace runreaper::server {
 namespace {
-
-absl::Time FromTimestamp(const google::protobuf::Timestamp& ts) {
-  return absl::FromUnixSeconds(ts.seconds()) + absl::Nanoseconds(ts.nanos());
-}
 
 // The slim record a pass works on, from a full run (ReconcileRuns). The store
 // always sets last_seen_alive_at (registration sets it to registered_at).
@@ -41,8 +38,8 @@ store::RunningRecord ToRecord(const v1::Run& run) {
   r.host = id.host;
   r.liveness = run.liveness();
   r.last_seen_alive = run.has_last_seen_alive_at()
-                          ? FromTimestamp(run.last_seen_alive_at())
-                          : FromTimestamp(run.registered_at());
+                          ? TimeOf(run.last_seen_alive_at())
+                          : TimeOf(run.registered_at());
   return r;
 }
 
@@ -173,7 +170,7 @@ void Reconciler::OverlayLastSeen(v1::Run* run) const {
     }
   }
   const absl::Time stored =
-      run->has_last_seen_alive_at() ? FromTimestamp(run->last_seen_alive_at())
+      run->has_last_seen_alive_at() ? TimeOf(run->last_seen_alive_at())
                                     : absl::InfinitePast();
   if (seen <= stored) return;
   const int64_t us = absl::ToUnixMicros(seen);

@@ -25,6 +25,7 @@
 #include "scanner/safe_signal.h"
 #include "scanner/signal_ladder.h"
 #include "base/text.h"
+#include "proto/describe.h"
 #include "server/caller_policy.h"
 #include "server/sweep_specs.h"
 #include "store/run_state.h"
@@ -569,9 +570,9 @@ absl::StatusOr<int> Sweeper::MarkEmptyRunsSwept(absl::Time ended_before) {
                    impl_->store->ListTerminalUnsweptWithoutLabels());
   std::vector<RunSpec> specs;
   for (const v1::Run& r : unswept) {
-    const absl::Time ended = absl::FromUnixSeconds(r.ended_at().seconds()) +
-                             absl::Nanoseconds(r.ended_at().nanos());
-    if (r.has_ended_at() && ended < ended_before) specs.push_back(SpecOf(r));
+    if (r.has_ended_at() && TimeOf(r.ended_at()) < ended_before) {
+      specs.push_back(SpecOf(r));
+    }
   }
   if (specs.empty()) return 0;
   RETURN_IF_ERROR(impl_->AddLineage(&specs));

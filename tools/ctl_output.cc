@@ -47,8 +47,7 @@ std::string ToJson(const google::protobuf::Message& m) {
 
 std::string Time(const google::protobuf::Timestamp& t) {
   if (t.seconds() == 0 && t.nanos() == 0) return "-";
-  const absl::Time at = absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
-  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", at, absl::UTCTimeZone());
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", TimeOf(t), absl::UTCTimeZone());
 }
 
 std::string Liveness(v1::Liveness l) {
