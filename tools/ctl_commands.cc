@@ -93,12 +93,11 @@ std::optional<uint64_t> ProcNumbersOurNamespace(const scanner::ProcFs& procfs) {
 }
 
 // What any user may read of another user's process `pid` here (stat and
-// status; its namespace links are not ours to read), with the PID namespace
-// this /proc numbers pids in when that is provably our own
-// (ProcNumbersOurNamespace). Sent so that runreaperd finds the same process
-// (translating it when we are in a container) and its refusal names the
-// owner; runreaperd checks all of it. NOT_FOUND or another read error when
-// the stat cannot be read either.
+// status; its namespace links are not ours to read; CmdRegister adds the
+// namespace this /proc numbers in). Sent so that runreaperd finds the same
+// process (translating it when we are in a container) and its refusal names
+// the owner; runreaperd checks all of it. NOT_FOUND or another read error
+// when the stat cannot be read either.
 absl::StatusOr<scanner::Identity> ReadableIdentity(const scanner::ProcFs& procfs,
                                                    int pid) {
   absl::StatusOr<scanner::ProcStat> stat = procfs.ReadStat(pid);
@@ -114,9 +113,6 @@ absl::StatusOr<scanner::Identity> ReadableIdentity(const scanner::ProcFs& procfs
   id.uid = status->uid;
   if (absl::StatusOr<std::string> boot = procfs.ReadBootId(); boot.ok()) {
     id.boot_id = *boot;
-  }
-  if (std::optional<uint64_t> own = ProcNumbersOurNamespace(procfs)) {
-    id.pidns_inode = *own;
   }
   return id;
 }
@@ -148,14 +144,13 @@ int CmdRegister(Client& c, const ParsedArgs& a) {
     }
   }
   if (id.ok()) {
-    // pid, pgid and sid are as this /proc numbers them, i.e. in our
-    // namespace; a process in a container below us lives in a namespace of
-    // its own (its ns link), where those numbers mean something else. The
-    // ids are sent with the namespace they are numbered in, so runreaperd
-    // verifies the same process (it would find no such pid in the
-    // container's namespace, and store the run unverified).
-    if (std::optional<uint64_t> own = ProcNumbersOurNamespace(procfs);
-        own.has_value() && id->pidns_inode != 0 && id->pidns_inode != *own) {
+    // pid, pgid and sid are as this /proc numbers them: in our namespace
+    // when that is provably so (ProcNumbersOurNamespace). They are sent with
+    // that namespace: for a process in a container below us its ns link
+    // names its own namespace, where those numbers mean something else
+    // (runreaperd would find no such pid there); another user's process has
+    // no readable link at all. Otherwise what CaptureIdentity read stays.
+    if (std::optional<uint64_t> own = ProcNumbersOurNamespace(procfs)) {
       id->pidns_inode = *own;
     }
     // The API takes pgid > 1 only: group 1 (or 0, outside this namespace)
