@@ -9,6 +9,8 @@
 #include <cstring>
 #include <cerrno>
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <string>
 #include <vector>
@@ -72,6 +74,48 @@ inline bool WaitFor(const std::function<bool()>& cond,
     absl::SleepFor(step);
   }
 }
+
+// Uses up this process's file descriptors under a soft RLIMIT_NOFILE of
+// `soft_limit` (opens /dev/null until it fails with EMFILE), for tests of
+// what runs out of them. Release() closes them and restores the limit; the
+// destructor does so too when a test ended early.
+//   DescriptorsUsedUp used(64);
+//   ASSERT_TRUE(used.ok());
+//   ... the call that must meet EMFILE ...
+//   ASSERT_TRUE(used.Release());
+class DescriptorsUsedUp {
+ public:
+  explicit DescriptorsUsedUp(rlim_t soft_limit) {
+    if (::getrlimit(RLIMIT_NOFILE, &old_) != 0) return;
+    struct rlimit low = old_;
+    low.rlim_cur = soft_limit;
+    if (::setrlimit(RLIMIT_NOFILE, &low) != 0) return;
+    lowered_ = true;
+    for (int fd; (fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) {
+      fds_.push_back(fd);
+    }
+  }
+  ~DescriptorsUsedUp() { Release(); }
+  DescriptorsUsedUp(const DescriptorsUsedUp&) = delete;
+  DescriptorsUsedUp& operator=(const DescriptorsUsedUp&) = delete;
+
+  // Whether the limit was lowered (and the descriptors taken).
+  bool ok() const { return lowered_; }
+  // Closes the descriptors and restores the limit; false when restoring
+  // failed.
+  bool Release() {
+    for (const int fd : fds_) ::close(fd);
+    fds_.clear();
+    if (!lowered_) return true;
+    lowered_ = false;
+    return ::setrlimit(RLIMIT_NOFILE, &old_) == 0;
+  }
+
+ private:
+  struct rlimit old_ {};
+  bool lowered_ = false;
+  std::vector<int> fds_;
+};
 
 // The threads of process `pid` (0 = this process), counted in the kernel's
 // list /proc/<pid>/task; -1 when it cannot be read.

@@ -44,16 +44,10 @@ TEST(SqliteStatusCodeTest, MapsFamilies) {
 // resource, RESOURCE_EXHAUSTED, not UNAVAILABLE.
 TEST(SqliteErrorTest, OpenWithoutFreeDescriptorsIsResourceExhausted) {
   const std::string path = TempDir() + "/full.db";
-  struct rlimit old;
-  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
-  struct rlimit low = old;
-  low.rlim_cur = 64;
-  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
-  std::vector<int> fds;
-  for (int fd; (fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) fds.push_back(fd);
+  DescriptorsUsedUp used(64);
+  ASSERT_TRUE(used.ok());
   absl::StatusOr<std::unique_ptr<Database>> db = Database::Open(path, kFlags);
-  for (int fd : fds) close(fd);
-  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
+  ASSERT_TRUE(used.Release());
   ASSERT_FALSE(db.ok());
   EXPECT_EQ(db.status().code(), absl::StatusCode::kResourceExhausted) << db.status();
   EXPECT_NE(db.status().message().find("Too many open files"), absl::string_view::npos)
