@@ -22,7 +22,11 @@ int64_t TimestampMicros(const google::protobuf::Timestamp& ts) {
 }
 
 std::string ProtoText(const Statement& s, int col) {
-  return ToValidUtf8(s.ColumnText(col));
+  std::string text = s.ColumnText(col);
+  // Valid text (every row written since the first wave) is moved out, not
+  // copied a second time.
+  if (IsValidUtf8(text)) return text;
+  return ToValidUtf8(text);
 }
 
 // Decodes a row selected with kRunColumns (labels are read separately).
