@@ -19,11 +19,10 @@
 namespace runreaper::base {
 namespace {
 
-absl::Status ReadError(int err, absl::string_view op, absl::string_view path,
-                       size_t max_bytes) {
+absl::Status ReadError(int err, absl::string_view op, absl::string_view path, size_t max_bytes) {
   if (err == EFBIG) {  // our own code: the file is larger than the cap
-    return absl::ResourceExhaustedError(absl::StrCat(
-        op, " ", path, ": larger than the ", max_bytes, "-byte limit"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat(op, " ", path, ": larger than the ", max_bytes, "-byte limit"));
   }
   return absl::ErrnoToStatus(err, absl::StrCat(op, " ", path));
 }
@@ -38,8 +37,7 @@ int OpenAtCloexec(int dirfd, const char* path, int flags) {
   return fd;
 }
 
-int ReadFdToBuffer(int fd, char* buf, size_t size, bool stop_at_newline,
-                   size_t* len) {
+int ReadFdToBuffer(int fd, char* buf, size_t size, bool stop_at_newline, size_t* len) {
   size_t n = 0;
   while (n < size) {
     const ssize_t r = ::read(fd, buf + n, size - n);
@@ -117,8 +115,8 @@ bool WriteFull(int fd, const void* buf, size_t n) {
   return true;
 }
 
-absl::Status ReadFileAt(int dirfd, const char* name, absl::string_view display,
-                        size_t max_bytes, std::string* out) {
+absl::Status ReadFileAt(int dirfd, const char* name, absl::string_view display, size_t max_bytes,
+                        std::string* out) {
   if (display.empty()) display = name;
   Fd fd(OpenAtCloexec(dirfd, name, O_RDONLY));
   if (!fd.valid()) return ReadError(errno, "open", display, max_bytes);
@@ -128,8 +126,7 @@ absl::Status ReadFileAt(int dirfd, const char* name, absl::string_view display,
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> ReadFileToString(absl::string_view path,
-                                             size_t max_bytes) {
+absl::StatusOr<std::string> ReadFileToString(absl::string_view path, size_t max_bytes) {
   const std::string p(path);
   std::string out;
   RETURN_IF_ERROR(ReadFileAt(AT_FDCWD, p.c_str(), p, max_bytes, &out));

@@ -27,8 +27,7 @@
 namespace runreaper::base {
 
 // The whole file at `path`, at most `max_bytes` long.
-absl::StatusOr<std::string> ReadFileToString(absl::string_view path,
-                                             size_t max_bytes);
+absl::StatusOr<std::string> ReadFileToString(absl::string_view path, size_t max_bytes);
 
 // Reads the file `name` (NUL-terminated), relative to the directory `dirfd`
 // (or AT_FDCWD), into *out, replacing its contents. For hot paths: *out's
@@ -37,8 +36,8 @@ absl::StatusOr<std::string> ReadFileToString(absl::string_view path,
 // recognises, e.g. "/proc/12/status" for "12/status" under a /proc fd), or
 // `name` when `display` is empty; no allocation happens unless there is an
 // error. On error *out holds unspecified contents.
-absl::Status ReadFileAt(int dirfd, const char* name, absl::string_view display,
-                        size_t max_bytes, std::string* out);
+absl::Status ReadFileAt(int dirfd, const char* name, absl::string_view display, size_t max_bytes,
+                        std::string* out);
 
 // The errno-level pieces, for loops that must not build an absl::Status for
 // an expected failure (a process that vanished mid-walk). Each returns 0 or
@@ -53,8 +52,7 @@ int OpenAtCloexec(int dirfd, const char* path, int flags);
 // read so far end in '\n' (saves the read() that would only return 0 for a
 // one-line file such as /proc/<pid>/stat). Returns EFBIG when the data fills
 // all `size` bytes: a file must be shorter than the buffer.
-int ReadFdToBuffer(int fd, char* buf, size_t size, bool stop_at_newline,
-                   size_t* len);
+int ReadFdToBuffer(int fd, char* buf, size_t size, bool stop_at_newline, size_t* len);
 
 // Reads `fd` from its current offset to end of file into *out (replacing
 // its contents, reusing its capacity). Returns EFBIG once more than

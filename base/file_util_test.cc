@@ -36,8 +36,7 @@ class FileUtilTest : public ::testing::Test {
     const std::string path = *dir_ + "/" + name;
     Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
     EXPECT_TRUE(fd.valid());
-    EXPECT_EQ(::write(fd.get(), data.data(), data.size()),
-              static_cast<ssize_t>(data.size()));
+    EXPECT_EQ(::write(fd.get(), data.data(), data.size()), static_cast<ssize_t>(data.size()));
     return path;
   }
   static std::string* dir_;
@@ -67,31 +66,26 @@ TEST_F(FileUtilTest, FileOfExactlyTheCapIsRead) {
 TEST_F(FileUtilTest, FileOverTheCapIsResourceExhausted) {
   const std::string path = Write("over", std::string(4097, 'x'));
   absl::StatusOr<std::string> got = ReadFileToString(path, 4096);
-  ASSERT_EQ(got.status().code(), absl::StatusCode::kResourceExhausted)
-      << got.status();
-  EXPECT_TRUE(absl::StrContains(got.status().message(), path))
-      << got.status();
+  ASSERT_EQ(got.status().code(), absl::StatusCode::kResourceExhausted) << got.status();
+  EXPECT_TRUE(absl::StrContains(got.status().message(), path)) << got.status();
 }
 
 TEST_F(FileUtilTest, EndlessFileStopsAtTheCap) {
   // /dev/zero never reaches end of file: only the cap ends the read.
   absl::StatusOr<std::string> got = ReadFileToString("/dev/zero", 10000);
-  EXPECT_EQ(got.status().code(), absl::StatusCode::kResourceExhausted)
-      << got.status();
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kResourceExhausted) << got.status();
 }
 
 TEST_F(FileUtilTest, MissingFileIsNotFoundWithPathAndErrno) {
   const std::string path = *dir_ + "/missing";
   absl::StatusOr<std::string> got = ReadFileToString(path, 16);
   ASSERT_EQ(got.status().code(), absl::StatusCode::kNotFound) << got.status();
-  EXPECT_EQ(got.status().message(),
-            "open " + path + ": No such file or directory");
+  EXPECT_EQ(got.status().message(), "open " + path + ": No such file or directory");
 }
 
 TEST_F(FileUtilTest, DirectoryIsAnError) {
   absl::StatusOr<std::string> got = ReadFileToString(*dir_, 16);
-  ASSERT_EQ(got.status().code(), absl::StatusCode::kFailedPrecondition)
-      << got.status();
+  ASSERT_EQ(got.status().code(), absl::StatusCode::kFailedPrecondition) << got.status();
   EXPECT_EQ(got.status().message(), "read " + *dir_ + ": Is a directory");
 }
 
@@ -99,14 +93,12 @@ TEST_F(FileUtilTest, UnreadableFileIsPermissionDenied) {
   if (::geteuid() == 0) GTEST_SKIP() << "root reads a mode-000 file";
   const std::string path = Write("secret", "x");
   ASSERT_EQ(::chmod(path.c_str(), 0), 0);
-  EXPECT_EQ(ReadFileToString(path, 16).status().code(),
-            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(ReadFileToString(path, 16).status().code(), absl::StatusCode::kPermissionDenied);
 }
 
 TEST_F(FileUtilTest, ProcFileIsRead) {
   // procfs reports size 0 and is generated on read: only end of file ends it.
-  ASSERT_OK_AND_ASSIGN(std::string got,
-                       ReadFileToString("/proc/self/status", 1 << 16));
+  ASSERT_OK_AND_ASSIGN(std::string got, ReadFileToString("/proc/self/status", 1 << 16));
   EXPECT_TRUE(absl::StartsWith(got, "Name:")) << got;
 }
 

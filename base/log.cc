@@ -29,18 +29,22 @@ std::string* program_name ABSL_GUARDED_BY(SinkMutex()) = nullptr;
 
 absl::string_view LogLevelName(LogLevel level) {
   switch (level) {
-    case LogLevel::kDebug: return "DEBUG";
-    case LogLevel::kInfo: return "INFO";
-    case LogLevel::kWarning: return "WARNING";
-    case LogLevel::kError: return "ERROR";
+    case LogLevel::kDebug:
+      return "DEBUG";
+    case LogLevel::kInfo:
+      return "INFO";
+    case LogLevel::kWarning:
+      return "WARNING";
+    case LogLevel::kError:
+      return "ERROR";
   }
   return "UNKNOWN";
 }
 
 std::string FormatLogLine(const LogRecord& r) {
-  std::string line = absl::StrCat(
-      absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", r.time, absl::UTCTimeZone()), " ",
-      LogLevelName(r.level), " ", EscapeForLog(r.program), ": ");
+  std::string line =
+      absl::StrCat(absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", r.time, absl::UTCTimeZone()), " ",
+                   LogLevelName(r.level), " ", EscapeForLog(r.program), ": ");
   if (!r.fields.run_id().empty() && !r.fields.named_in_message()) {
     absl::StrAppend(&line, "run ", EscapeForLog(r.fields.run_id()), ": ");
   }
@@ -48,8 +52,8 @@ std::string FormatLogLine(const LogRecord& r) {
     absl::StrAppend(&line, "pid ", r.fields.pid(), ": ");
   }
   if (r.message.size() > kMaxLogMessageBytes) {
-    absl::StrAppend(&line, EscapeForLog(r.message.substr(0, kMaxLogMessageBytes)),
-                    " ... (", r.message.size() - kMaxLogMessageBytes, " bytes cut)");
+    absl::StrAppend(&line, EscapeForLog(r.message.substr(0, kMaxLogMessageBytes)), " ... (",
+                    r.message.size() - kMaxLogMessageBytes, " bytes cut)");
   } else {
     absl::StrAppend(&line, EscapeForLog(r.message));
   }
@@ -66,12 +70,23 @@ void AppendJsonString(absl::string_view text, std::string* out) {
   for (size_t i = 0; i < valid.size(); ++i) {
     const unsigned char c = static_cast<unsigned char>(valid[i]);
     switch (c) {
-      case '"': out->append("\\\""); continue;
-      case '\\': out->append("\\\\"); continue;
-      case '\n': out->append("\\n"); continue;
-      case '\r': out->append("\\r"); continue;
-      case '\t': out->append("\\t"); continue;
-      default: break;
+      case '"':
+        out->append("\\\"");
+        continue;
+      case '\\':
+        out->append("\\\\");
+        continue;
+      case '\n':
+        out->append("\\n");
+        continue;
+      case '\r':
+        out->append("\\r");
+        continue;
+      case '\t':
+        out->append("\\t");
+        continue;
+      default:
+        break;
     }
     if (c < 0x20 || c == 0x7f) {
       absl::StrAppendFormat(out, "\\u%04x", c);

@@ -121,14 +121,14 @@ int SetLogFdForTest(int fd);
 // when the level is enabled.
 //   LogInfo("removed stale socket ", path);
 //   LogError(LogFields().Run(id), "sweep after cancel: ", status.ToString());
-#define RUNREAPER_LOG_FUNCTION_(Name, level)                                 \
-  template <typename... Args>                                                \
-  void Name(const LogFields& fields, const Args&... args) {                 \
-    if (LogEnabled(level)) Log(level, fields, absl::StrCat(args...));       \
-  }                                                                          \
-  template <typename... Args>                                                \
-  void Name(const Args&... args) {                                           \
-    if (LogEnabled(level)) Log(level, LogFields(), absl::StrCat(args...));  \
+#define RUNREAPER_LOG_FUNCTION_(Name, level)                               \
+  template <typename... Args>                                              \
+  void Name(const LogFields& fields, const Args&... args) {                \
+    if (LogEnabled(level)) Log(level, fields, absl::StrCat(args...));      \
+  }                                                                        \
+  template <typename... Args>                                              \
+  void Name(const Args&... args) {                                         \
+    if (LogEnabled(level)) Log(level, LogFields(), absl::StrCat(args...)); \
   }
 RUNREAPER_LOG_FUNCTION_(LogDebug, LogLevel::kDebug)
 RUNREAPER_LOG_FUNCTION_(LogInfo, LogLevel::kInfo)

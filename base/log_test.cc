@@ -125,8 +125,8 @@ TEST(FormatLogLineTest, LongMessageIsCut) {
 class LogToFileTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    path_ = absl::StrCat(getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp", "/log.",
-                         getpid(), ".", counter_++);
+    path_ = absl::StrCat(getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp", "/log.", getpid(),
+                         ".", counter_++);
     fd_ = Fd(open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600));
     ASSERT_TRUE(fd_.valid());
     previous_ = SetLogFdForTest(fd_.get());

@@ -13,12 +13,12 @@
 #define RR_CONCAT_(a, b) RR_CONCAT_INNER_(a, b)
 
 // Returns from the current function when `expr` (an absl::Status) is not OK.
-#define RETURN_IF_ERROR(expr)                                   \
-  do {                                                          \
+#define RETURN_IF_ERROR(expr)                                       \
+  do {                                                              \
     const ::absl::Status RR_CONCAT_(rr_status_, __LINE__) = (expr); \
-    if (!RR_CONCAT_(rr_status_, __LINE__).ok()) {               \
-      return RR_CONCAT_(rr_status_, __LINE__);                  \
-    }                                                           \
+    if (!RR_CONCAT_(rr_status_, __LINE__).ok()) {                   \
+      return RR_CONCAT_(rr_status_, __LINE__);                      \
+    }                                                               \
   } while (0)
 
 // `ASSIGN_OR_RETURN(auto x, F());` declares x from an OK StatusOr, otherwise

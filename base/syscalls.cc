@@ -24,8 +24,7 @@ int PidfdOpen(pid_t pid, unsigned int flags) {
 }
 
 int PidfdSendSignal(int pidfd, int sig, siginfo_t* info, unsigned int flags) {
-  return static_cast<int>(
-      ::syscall(SYS_pidfd_send_signal, pidfd, sig, info, flags));
+  return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, sig, info, flags));
 }
 
 int PidfdPollExited(int pidfd) {
@@ -42,8 +41,7 @@ pid_t RawFork() {
   // Every argument but the flags is null, so the order the architectures
   // give the others in (x86_64: flags, stack, parent_tid, child_tid, tls)
   // does not matter.
-  return static_cast<pid_t>(
-      ::syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, nullptr));
+  return static_cast<pid_t>(::syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, nullptr));
 }
 
 }  // namespace runreaper::base

@@ -25,8 +25,7 @@ TEST(PidfdOpen, PinsALiveChildAndSignalsIt) {
   EXPECT_FALSE(Readable(pidfd.get())) << "a live process's pidfd is quiet";
   EXPECT_NE(::fcntl(pidfd.get(), F_GETFD) & FD_CLOEXEC, 0);
 
-  ASSERT_EQ(PidfdSendSignal(pidfd.get(), SIGKILL, nullptr, 0), 0)
-      << strerror(errno);
+  ASSERT_EQ(PidfdSendSignal(pidfd.get(), SIGKILL, nullptr, 0), 0) << strerror(errno);
   const int status = child.Reap();
   ASSERT_TRUE(WIFSIGNALED(status));
   EXPECT_EQ(WTERMSIG(status), SIGKILL);

@@ -77,8 +77,7 @@ class TestChild {
   void ExitToZombie() {
     Release();
     siginfo_t info;
-    while (::waitid(P_PID, pid_, &info, WEXITED | WNOWAIT) != 0 &&
-           errno == EINTR) {
+    while (::waitid(P_PID, pid_, &info, WEXITED | WNOWAIT) != 0 && errno == EINTR) {
     }
   }
   void Kill() { ::kill(pid_, SIGKILL); }

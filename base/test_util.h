@@ -2,20 +2,21 @@
 #ifndef RUNREAPER_BASE_TEST_UTIL_H_
 #define RUNREAPER_BASE_TEST_UTIL_H_
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <cerrno>
-#include <dirent.h>
-#include <fcntl.h>
-#include <sys/resource.h>
-#include <unistd.h>
-#include <string>
-#include <vector>
 #include <functional>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -24,16 +25,16 @@
 #include "base/status_macros.h"
 #include "gtest/gtest.h"
 
-#define ASSERT_OK(expr)                                    \
-  do {                                                     \
+#define ASSERT_OK(expr)                                       \
+  do {                                                        \
     const ::absl::Status rr_s_ = ::runreaper::AsStatus(expr); \
-    ASSERT_TRUE(rr_s_.ok()) << rr_s_;                      \
+    ASSERT_TRUE(rr_s_.ok()) << rr_s_;                         \
   } while (0)
 
-#define EXPECT_OK(expr)                                    \
-  do {                                                     \
+#define EXPECT_OK(expr)                                       \
+  do {                                                        \
     const ::absl::Status rr_s_ = ::runreaper::AsStatus(expr); \
-    EXPECT_TRUE(rr_s_.ok()) << rr_s_;                      \
+    EXPECT_TRUE(rr_s_.ok()) << rr_s_;                         \
   } while (0)
 
 // `ASSERT_OK_AND_ASSIGN(auto x, F());`
@@ -64,8 +65,7 @@ absl::Status AsStatus(const absl::StatusOr<T>& s) {
 
 // Polls `cond` until it is true or `deadline` passes; returns whether it
 // became true. For awaiting a condition instead of sleeping and hoping.
-inline bool WaitFor(const std::function<bool()>& cond,
-                    absl::Duration deadline = absl::Seconds(10),
+inline bool WaitFor(const std::function<bool()>& cond, absl::Duration deadline = absl::Seconds(10),
                     absl::Duration step = absl::Milliseconds(2)) {
   const absl::Time end = absl::Now() + deadline;
   while (true) {
@@ -138,24 +138,20 @@ inline int CountThreads(pid_t pid = 0) {
 // main(). Returns without exec'ing when already inside (`marker_env` is set,
 // or we are pid 1) or when unshare cannot be run; tests that signal must then
 // check getpid() == 1 and skip rather than signal on the host.
-inline void ReexecInPrivatePidNamespace(int argc, char** argv,
-                                        const char* marker_env) {
+inline void ReexecInPrivatePidNamespace(int argc, char** argv, const char* marker_env) {
   if (getenv(marker_env) != nullptr || getpid() == 1) return;
   char self[PATH_MAX];
   const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
   if (n <= 0) return;
   self[n] = '\0';
   setenv(marker_env, "1", 1);
-  std::vector<char*> args = {const_cast<char*>("unshare"),
-                             const_cast<char*>("--pid"),
-                             const_cast<char*>("--fork"),
-                             const_cast<char*>("--mount-proc"),
-                             const_cast<char*>("--"), self};
+  std::vector<char*> args = {const_cast<char*>("unshare"), const_cast<char*>("--pid"),
+                             const_cast<char*>("--fork"),  const_cast<char*>("--mount-proc"),
+                             const_cast<char*>("--"),      self};
   for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
   args.push_back(nullptr);
   execvp("unshare", args.data());
-  fprintf(stderr, "%s: exec unshare: %s; running in place\n", argv[0],
-          strerror(errno));
+  fprintf(stderr, "%s: exec unshare: %s; running in place\n", argv[0], strerror(errno));
 }
 
 }  // namespace runreaper

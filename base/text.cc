@@ -55,16 +55,24 @@ bool AppendEscapeIfControl(absl::string_view text, size_t i, size_t n, std::stri
   if (n == 1) {
     if (b0 >= 0x20 && b0 != 0x7F) return false;
     switch (b0) {
-      case '\n': out->append("\\n"); break;
-      case '\r': out->append("\\r"); break;
-      case '\t': out->append("\\t"); break;
-      default: AppendHexByte(b0, out); break;
+      case '\n':
+        out->append("\\n");
+        break;
+      case '\r':
+        out->append("\\r");
+        break;
+      case '\t':
+        out->append("\\t");
+        break;
+      default:
+        AppendHexByte(b0, out);
+        break;
     }
     return true;
   }
   const auto b1 = static_cast<unsigned char>(text[i + 1]);
   if (n == 2 && b0 == 0xC2 && b1 <= 0x9F) {  // C1: U+0080..U+009F
-    AppendCodePoint(b1, out);  // 0xC2 0x80..0x9F encodes U+0080..U+009F
+    AppendCodePoint(b1, out);                // 0xC2 0x80..0x9F encodes U+0080..U+009F
     return true;
   }
   if (n == 2 && b0 == 0xD8 && b1 == 0x9C) {  // U+061C ARABIC LETTER MARK

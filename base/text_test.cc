@@ -11,7 +11,9 @@ TEST(Utf8Test, ValidTextIsUnchangedAndInvalidBytesAreWrittenAsHex) {
   EXPECT_EQ(ToValidUtf8("sleep"), "sleep");
   EXPECT_EQ(ToValidUtf8("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"),
             "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
-  EXPECT_EQ(ToValidUtf8("a\xff" "b"), "a\\xffb");
+  EXPECT_EQ(ToValidUtf8("a\xff"
+                        "b"),
+            "a\\xffb");
   EXPECT_EQ(ToValidUtf8("\xc3"), "\\xc3");                             // truncated
   EXPECT_EQ(ToValidUtf8("\xc0\xaf"), "\\xc0\\xaf");                    // overlong
   EXPECT_EQ(ToValidUtf8("\xed\xa0\x80"), "\\xed\\xa0\\x80");           // surrogate
@@ -38,7 +40,10 @@ TEST(EscapeForLogTest, LineBreaksCannotForgeALine) {
             "r1\\n2026-11-30T04:49:00.594Z INFO runreaperd: forged");
   EXPECT_EQ(EscapeForLog("a\rb\tc"), "a\\rb\\tc");
   // U+2028 / U+2029 are line breaks to some viewers.
-  EXPECT_EQ(EscapeForLog("a\xe2\x80\xa8" "b\xe2\x80\xa9" "c"), "a\\u2028b\\u2029c");
+  EXPECT_EQ(EscapeForLog("a\xe2\x80\xa8"
+                         "b\xe2\x80\xa9"
+                         "c"),
+            "a\\u2028b\\u2029c");
 }
 
 TEST(EscapeForLogTest, ControlCharactersAreEscaped) {
@@ -46,17 +51,23 @@ TEST(EscapeForLogTest, ControlCharactersAreEscaped) {
   EXPECT_EQ(EscapeForLog("\x1b]0;owned\x07\x1b[2J"), "\\x1b]0;owned\\x07\\x1b[2J");
   EXPECT_EQ(EscapeForLog("del\x7f"), "del\\x7f");
   // C1 controls, validly encoded (U+009B is CSI, U+0085 NEL).
-  EXPECT_EQ(EscapeForLog("\xc2\x9b" "31m \xc2\x85"), "\\u009b31m \\u0085");
+  EXPECT_EQ(EscapeForLog("\xc2\x9b"
+                         "31m \xc2\x85"),
+            "\\u009b31m \\u0085");
   EXPECT_EQ(EscapeForLog("\xc2\xa0"), "\xc2\xa0");  // U+00A0 is printable
 }
 
 // Trojan Source (CVE-2021-42574): a run id or label that reorders what a
 // terminal shows. "job-\u202Egnp.exe" would display as "job-exe.png".
 TEST(EscapeForLogTest, BidirectionalControlsAreEscaped) {
-  EXPECT_EQ(EscapeForLog("job-\xe2\x80\xae" "gnp.exe"), "job-\\u202egnp.exe");
+  EXPECT_EQ(EscapeForLog("job-\xe2\x80\xae"
+                         "gnp.exe"),
+            "job-\\u202egnp.exe");
   EXPECT_EQ(EscapeForLog("\xe2\x80\xaa\xe2\x80\xab\xe2\x80\xac\xe2\x80\xad"),
             "\\u202a\\u202b\\u202c\\u202d");
-  EXPECT_EQ(EscapeForLog("\xe2\x81\xa6" "a" "\xe2\x81\xa7\xe2\x81\xa8\xe2\x81\xa9"),
+  EXPECT_EQ(EscapeForLog("\xe2\x81\xa6"
+                         "a"
+                         "\xe2\x81\xa7\xe2\x81\xa8\xe2\x81\xa9"),
             "\\u2066a\\u2067\\u2068\\u2069");
   EXPECT_EQ(EscapeForLog("\xe2\x80\x8e\xe2\x80\x8f\xd8\x9c"), "\\u200e\\u200f\\u061c");
   // Their neighbours are printable and stay: U+2030 PER MILLE, U+2065 (unassigned
@@ -66,8 +77,12 @@ TEST(EscapeForLogTest, BidirectionalControlsAreEscaped) {
 }
 
 TEST(EscapeForLogTest, InvalidUtf8IsEscapedByteByByte) {
-  EXPECT_EQ(EscapeForLog("a\xff" "b"), "a\\xffb");
-  EXPECT_EQ(EscapeForLog("\x9b" "31m"), "\\x9b31m");  // a lone C1 byte is not UTF-8
+  EXPECT_EQ(EscapeForLog("a\xff"
+                         "b"),
+            "a\\xffb");
+  EXPECT_EQ(EscapeForLog("\x9b"
+                         "31m"),
+            "\\x9b31m");                              // a lone C1 byte is not UTF-8
   EXPECT_EQ(EscapeForLog("\xc0\x8a"), "\\xc0\\x8a");  // overlong newline
   EXPECT_EQ(EscapeForLog("\xe2\x80"), "\\xe2\\x80");  // truncated
 }

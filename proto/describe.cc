@@ -3,8 +3,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/time.h"
 #include "absl/strings/strip.h"
+#include "absl/time/time.h"
 #include "base/text.h"
 
 namespace runreaper {
@@ -36,16 +36,15 @@ std::string DescribeEventChange(const v1::Event& e) {
       absl::StrAppend(&out, "registered -> ", ShortStateName(e.to_state()));
       break;
     case v1::EVENT_TYPE_STATE_CHANGED:
-      absl::StrAppend(&out, ShortStateName(e.from_state()), " -> ",
-                      ShortStateName(e.to_state()));
+      absl::StrAppend(&out, ShortStateName(e.from_state()), " -> ", ShortStateName(e.to_state()));
       if (e.stale_reason() != v1::STALE_REASON_UNSPECIFIED) {
         absl::StrAppend(&out, " (", ShortReasonName(e.stale_reason()), ")");
       }
       if (e.has_exit_code()) absl::StrAppend(&out, " exit_code=", e.exit_code());
       break;
     case v1::EVENT_TYPE_SIGNAL:
-      absl::StrAppend(&out, "signal ", e.signal(), " (", e.stage(), ") to pid ",
-                      e.pid(), ": ", e.result());
+      absl::StrAppend(&out, "signal ", e.signal(), " (", e.stage(), ") to pid ", e.pid(), ": ",
+                      e.result());
       break;
     case v1::EVENT_TYPE_RESULT:
       absl::StrAppend(&out, "result published");

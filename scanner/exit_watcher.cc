@@ -30,7 +30,6 @@
 #include "scanner/identity.h"
 #include "scanner/procfs.h"
 
-
 namespace runreaper::scanner {
 
 namespace {
@@ -66,18 +65,18 @@ struct ExitWatcher::Impl {
   int budget = 0;
   mutable std::mutex mu;
   absl::flat_hash_map<ProcessRef, Watch> by_process;  // guarded by mu
-  std::map<std::string, ProcessRef> by_key;            // guarded by mu
-  std::map<uint64_t, ProcessRef> by_id;                // guarded by mu
-  uint64_t next_id = 1;                                // guarded by mu
-  int opening = 0;  // pidfds being opened outside mu; guarded by mu
-  int fallbacks = 0;                                   // guarded by mu
-  bool budget_logged = false;                          // guarded by mu
+  std::map<std::string, ProcessRef> by_key;           // guarded by mu
+  std::map<uint64_t, ProcessRef> by_id;               // guarded by mu
+  uint64_t next_id = 1;                               // guarded by mu
+  int opening = 0;             // pidfds being opened outside mu; guarded by mu
+  int fallbacks = 0;           // guarded by mu
+  bool budget_logged = false;  // guarded by mu
   // Keys that fell back for want of a pidfd (budget reached, EMFILE/ENFILE),
   // to be armed when one is free; and whether RearmWaiting has work (a
   // pidfd was released or a process newly held since it last looked).
-  std::map<std::string, ProcessRef> waiting;           // guarded by mu
-  bool rearm_due = false;                              // guarded by mu
-  Fd* wake_fd = nullptr;  // &wake, for RemoveProcessLocked
+  std::map<std::string, ProcessRef> waiting;  // guarded by mu
+  bool rearm_due = false;                     // guarded by mu
+  Fd* wake_fd = nullptr;                      // &wake, for RemoveProcessLocked
   // Bumped by every change of the armed keys (arm, disarm, exit reported).
   std::atomic<uint64_t> generation{0};
 
@@ -112,9 +111,7 @@ struct ExitWatcher::Impl {
     }
   }
 
-  bool FullLocked() const {
-    return static_cast<int>(by_process.size()) + opening >= budget;
-  }
+  bool FullLocked() const { return static_cast<int>(by_process.size()) + opening >= budget; }
 
   // Adds `key` to the watch of `ref`, which exists. mu held.
   void AddKeyLocked(const std::string& key, const ProcessRef& ref) {
@@ -124,16 +121,15 @@ struct ExitWatcher::Impl {
   }
 };
 
-absl::StatusOr<std::unique_ptr<ExitWatcher>> ExitWatcher::Create(
-    const ProcFs* procfs, ExitWatcherOptions options) {
+absl::StatusOr<std::unique_ptr<ExitWatcher>> ExitWatcher::Create(const ProcFs* procfs,
+                                                                 ExitWatcherOptions options) {
   // Raise the soft fd limit as far as allowed; pidfds get what the reserve
   // leaves of it.
   struct rlimit lim;
   if (::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
     lim.rlim_cur = lim.rlim_max;
     if (::setrlimit(RLIMIT_NOFILE, &lim) != 0) {
-      LogWarning("exit_watcher: setrlimit(RLIMIT_NOFILE): ",
-                 std::strerror(errno));
+      LogWarning("exit_watcher: setrlimit(RLIMIT_NOFILE): ", std::strerror(errno));
     }
   }
   int64_t soft = 1024;
@@ -142,10 +138,9 @@ absl::StatusOr<std::unique_ptr<ExitWatcher>> ExitWatcher::Create(
                ? (int64_t{1} << 30)
                : static_cast<int64_t>(std::min<rlim_t>(lim.rlim_cur, 1 << 30));
   }
-  const int64_t reserve =
-      options.reserve >= 0
-          ? options.reserve
-          : std::min<int64_t>(ExitWatcherOptions::kDefaultReserve, soft / 2);
+  const int64_t reserve = options.reserve >= 0
+                              ? options.reserve
+                              : std::min<int64_t>(ExitWatcherOptions::kDefaultReserve, soft / 2);
   auto impl = std::make_unique<Impl>();
   impl->procfs = procfs;
   impl->budget = static_cast<int>(std::max<int64_t>(0, soft - reserve));
@@ -161,33 +156,29 @@ absl::StatusOr<std::unique_ptr<ExitWatcher>> ExitWatcher::Create(
   struct epoll_event ev = {};
   ev.events = EPOLLIN;
   ev.data.u64 = kWakeId;
-  if (::epoll_ctl(impl->epoll.get(), EPOLL_CTL_ADD, impl->wake.get(), &ev) !=
-      0) {
+  if (::epoll_ctl(impl->epoll.get(), EPOLL_CTL_ADD, impl->wake.get(), &ev) != 0) {
     return absl::ErrnoToStatus(errno, "exit_watcher: epoll_ctl(eventfd)");
   }
   return std::unique_ptr<ExitWatcher>(new ExitWatcher(std::move(impl)));
 }
 
-ExitWatcher::ExitWatcher(std::unique_ptr<Impl> impl)
-    : impl_(std::move(impl)) {}
+ExitWatcher::ExitWatcher(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 ExitWatcher::~ExitWatcher() = default;
 
-ExitWatcher::ArmResult ExitWatcher::Arm(const std::string& key, int pid,
-                                        uint64_t start_time) {
+ExitWatcher::ArmResult ExitWatcher::Arm(const std::string& key, int pid, uint64_t start_time) {
   ProcessRef process;
   process.pid = pid;
   process.start_time = start_time;
   return Arm(key, process);
 }
 
-ExitWatcher::ArmResult ExitWatcher::Arm(const std::string& key,
-                                        const ProcessRef& process) {
+ExitWatcher::ArmResult ExitWatcher::Arm(const std::string& key, const ProcessRef& process) {
   return ArmImpl(key, process, /*rearm=*/false);
 }
 
-ExitWatcher::ArmResult ExitWatcher::ArmImpl(const std::string& key,
-                                            const ProcessRef& process, bool rearm) {
+ExitWatcher::ArmResult ExitWatcher::ArmImpl(const std::string& key, const ProcessRef& process,
+                                            bool rearm) {
   const int pid = process.pid;
   const uint64_t start_time = process.start_time;
   const ProcessRef ref = WatchKey(process);
@@ -205,9 +196,8 @@ ExitWatcher::ArmResult ExitWatcher::ArmImpl(const std::string& key,
     }
     ++impl_->fallbacks;
     if (wait) impl_->waiting[key] = ref;
-    LogWarning(LogFields().Run(key).Pid(pid), "exit_watcher: ", what,
-               err != 0 ? ": " : "", err != 0 ? std::strerror(err) : "",
-               "; polling instead");
+    LogWarning(LogFields().Run(key).Pid(pid), "exit_watcher: ", what, err != 0 ? ": " : "",
+               err != 0 ? std::strerror(err) : "", "; polling instead");
     return ArmResult::kFallback;
   };
   {
@@ -222,8 +212,7 @@ ExitWatcher::ArmResult ExitWatcher::ArmImpl(const std::string& key,
     if (!rearm) impl_->RemoveLocked(key);
     if (pid <= 0) {
       ++impl_->fallbacks;
-      LogWarning(LogFields().Run(key).Pid(pid),
-                 "exit_watcher: not a pid; polling instead");
+      LogWarning(LogFields().Run(key).Pid(pid), "exit_watcher: not a pid; polling instead");
       return ArmResult::kFallback;
     }
     if (impl_->by_process.contains(ref)) {
@@ -239,8 +228,7 @@ ExitWatcher::ArmResult ExitWatcher::ArmImpl(const std::string& key,
       impl_->waiting[key] = ref;
       if (!impl_->budget_logged) {
         impl_->budget_logged = true;
-        LogWarning(LogFields().Run(key).Pid(pid), "exit_watcher: ",
-                   impl_->budget,
+        LogWarning(LogFields().Run(key).Pid(pid), "exit_watcher: ", impl_->budget,
                    " pidfds held (the descriptor budget: soft RLIMIT_NOFILE "
                    "minus the reserve); this and further runs are polled "
                    "instead until pidfds are released, then watched");
@@ -310,8 +298,8 @@ ExitWatcher::ArmResult ExitWatcher::ArmImpl(const std::string& key,
   if (::epoll_ctl(impl_->epoll.get(), EPOLL_CTL_ADD, pidfd.get(), &ev) != 0) {
     const int err = errno;
     ++impl_->fallbacks;
-    LogWarning(LogFields().Run(key).Pid(pid), "exit_watcher: epoll_ctl: ",
-               std::strerror(err), "; polling instead");
+    LogWarning(LogFields().Run(key).Pid(pid), "exit_watcher: epoll_ctl: ", std::strerror(err),
+               "; polling instead");
     return ArmResult::kFallback;
   }
   Watch& w = impl_->by_process[ref];
@@ -386,8 +374,7 @@ std::vector<std::string> ExitWatcher::Wait(absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   struct epoll_event events[64];
   while (true) {
-    const absl::Duration left = std::max(deadline - absl::Now(),
-                                         absl::ZeroDuration());
+    const absl::Duration left = std::max(deadline - absl::Now(), absl::ZeroDuration());
     // Round up so a sub-millisecond remainder still waits.
     const int64_t ms = absl::ToInt64Milliseconds(left + absl::Microseconds(999));
     const int n = ::epoll_wait(impl_->epoll.get(), events, 64,
@@ -403,8 +390,7 @@ std::vector<std::string> ExitWatcher::Wait(absl::Duration timeout) {
       const uint64_t id = events[i].data.u64;
       if (id == kWakeId) {
         uint64_t count;
-        while (::read(impl_->wake.get(), &count, sizeof(count)) < 0 &&
-               errno == EINTR) {
+        while (::read(impl_->wake.get(), &count, sizeof(count)) < 0 && errno == EINTR) {
         }
         woken = true;
         continue;

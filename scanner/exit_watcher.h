@@ -39,8 +39,8 @@ class ExitWatcher {
 
   // Raises RLIMIT_NOFILE's soft limit to the hard limit, then sets the
   // pidfd budget to that soft limit minus the reserve (at least 0).
-  static absl::StatusOr<std::unique_ptr<ExitWatcher>> Create(
-      const ProcFs* procfs, ExitWatcherOptions options = {});
+  static absl::StatusOr<std::unique_ptr<ExitWatcher>> Create(const ProcFs* procfs,
+                                                             ExitWatcherOptions options = {});
   ~ExitWatcher();
 
   // Watches `process` (a pid in the observer's namespace) under `key`. Its

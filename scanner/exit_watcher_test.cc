@@ -33,9 +33,7 @@ constexpr absl::Duration kReportDeadline = absl::Milliseconds(100);
 
 class ExitWatcherTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    ASSERT_OK_AND_ASSIGN(watcher_, ExitWatcher::Create(&procfs_));
-  }
+  void SetUp() override { ASSERT_OK_AND_ASSIGN(watcher_, ExitWatcher::Create(&procfs_)); }
 
   uint64_t StartTime(int pid) {
     absl::StatusOr<ProcStat> stat = procfs_.ReadStat(pid);
@@ -43,8 +41,7 @@ class ExitWatcherTest : public ::testing::Test {
   }
 
   // Calls Wait() until `key` is reported or `deadline` passes.
-  bool AwaitReported(const std::string& key,
-                     absl::Duration deadline = kReportDeadline) {
+  bool AwaitReported(const std::string& key, absl::Duration deadline = kReportDeadline) {
     return WaitFor(
         [&] {
           for (const std::string& k : watcher_->Wait(absl::Milliseconds(10))) {
@@ -69,8 +66,7 @@ TEST_F(ExitWatcherTest, CreateRaisesFdSoftLimitToHard) {
 TEST_F(ExitWatcherTest, ReportsWatchedChildThatExitsAndIsReaped) {
   TestChild c(nullptr, 7);
   ASSERT_GT(c.pid(), 0);
-  ASSERT_EQ(watcher_->Arm("run-a", c.pid(), StartTime(c.pid())),
-            ExitWatcher::ArmResult::kArmed);
+  ASSERT_EQ(watcher_->Arm("run-a", c.pid(), StartTime(c.pid())), ExitWatcher::ArmResult::kArmed);
   EXPECT_EQ(watcher_->armed(), 1);
   EXPECT_TRUE(watcher_->Wait(absl::ZeroDuration()).empty());
   c.Release();
@@ -83,8 +79,7 @@ TEST_F(ExitWatcherTest, ReportsWatchedChildThatExitsAndIsReaped) {
 TEST_F(ExitWatcherTest, ReportsWatchedChildThatBecomesAZombie) {
   TestChild c(nullptr, 7);
   ASSERT_GT(c.pid(), 0);
-  ASSERT_EQ(watcher_->Arm("run-z", c.pid(), StartTime(c.pid())),
-            ExitWatcher::ArmResult::kArmed);
+  ASSERT_EQ(watcher_->Arm("run-z", c.pid(), StartTime(c.pid())), ExitWatcher::ArmResult::kArmed);
   c.Release();  // exits; we do not reap it yet
   EXPECT_TRUE(AwaitReported("run-z"));
   // It was reported while still a zombie, not because it was reaped.
@@ -119,8 +114,7 @@ TEST_F(ExitWatcherTest, ReapedBeforeArmIsExited) {
   const uint64_t start = StartTime(c.pid());
   c.Release();
   c.Reap();
-  EXPECT_EQ(watcher_->Arm("run-gone", c.pid(), start),
-            ExitWatcher::ArmResult::kExited);
+  EXPECT_EQ(watcher_->Arm("run-gone", c.pid(), start), ExitWatcher::ArmResult::kExited);
   EXPECT_EQ(watcher_->armed(), 0);
   EXPECT_EQ(watcher_->fallbacks(), 0);
 }
@@ -145,8 +139,7 @@ TEST_F(ExitWatcherTest, ThreadIdIsExited) {
   });
   ASSERT_TRUE(WaitFor([&] { return tid.load() != 0; }));
   // pidfd_open refuses a thread that is not its group's leader (EINVAL).
-  EXPECT_EQ(watcher_->Arm("run-thread", tid, 0),
-            ExitWatcher::ArmResult::kExited);
+  EXPECT_EQ(watcher_->Arm("run-thread", tid, 0), ExitWatcher::ArmResult::kExited);
   done = true;
   t.join();
 }
@@ -172,8 +165,7 @@ TEST_F(ExitWatcherTest, ArmFromAnotherThreadWhileWaiting) {
       keys = watcher_->Wait(absl::Seconds(10));
     }
   });
-  ASSERT_EQ(watcher_->Arm("run-x", c.pid(), StartTime(c.pid())),
-            ExitWatcher::ArmResult::kArmed);
+  ASSERT_EQ(watcher_->Arm("run-x", c.pid(), StartTime(c.pid())), ExitWatcher::ArmResult::kArmed);
   c.Release();
   waiter.join();
   EXPECT_EQ(keys, std::vector<std::string>{"run-x"});
@@ -183,8 +175,7 @@ TEST_F(ExitWatcherTest, ArmFromAnotherThreadWhileWaiting) {
 TEST_F(ExitWatcherTest, DisarmStopsReporting) {
   TestChild c(nullptr, 7);
   ASSERT_GT(c.pid(), 0);
-  ASSERT_EQ(watcher_->Arm("run-d", c.pid(), StartTime(c.pid())),
-            ExitWatcher::ArmResult::kArmed);
+  ASSERT_EQ(watcher_->Arm("run-d", c.pid(), StartTime(c.pid())), ExitWatcher::ArmResult::kArmed);
   watcher_->Disarm("run-d");
   EXPECT_EQ(watcher_->armed(), 0);
   c.Release();
@@ -202,10 +193,8 @@ TEST_F(ExitWatcherTest, RearmReplacesThePidfd) {
   TestChild b(nullptr, 7);
   ASSERT_GT(a.pid(), 0);
   ASSERT_GT(b.pid(), 0);
-  ASSERT_EQ(watcher_->Arm("run-r", a.pid(), StartTime(a.pid())),
-            ExitWatcher::ArmResult::kArmed);
-  ASSERT_EQ(watcher_->Arm("run-r", b.pid(), StartTime(b.pid())),
-            ExitWatcher::ArmResult::kArmed);
+  ASSERT_EQ(watcher_->Arm("run-r", a.pid(), StartTime(a.pid())), ExitWatcher::ArmResult::kArmed);
+  ASSERT_EQ(watcher_->Arm("run-r", b.pid(), StartTime(b.pid())), ExitWatcher::ArmResult::kArmed);
   EXPECT_EQ(watcher_->armed(), 1);
   a.Release();
   a.Reap();
@@ -219,8 +208,7 @@ TEST_F(ExitWatcherTest, IsRunningUntilTheProcessExits) {
   TestChild c(nullptr, 7);
   ASSERT_GT(c.pid(), 0);
   EXPECT_FALSE(watcher_->IsRunning("run-i"));  // not armed
-  ASSERT_EQ(watcher_->Arm("run-i", c.pid(), StartTime(c.pid())),
-            ExitWatcher::ArmResult::kArmed);
+  ASSERT_EQ(watcher_->Arm("run-i", c.pid(), StartTime(c.pid())), ExitWatcher::ArmResult::kArmed);
   EXPECT_TRUE(watcher_->IsRunning("run-i"));
   c.Release();
   // Turns false once it is a zombie, before anyone reaps it.
@@ -296,10 +284,8 @@ TEST_F(ExitWatcherTest, LastDisarmClosesThePidfd) {
   ASSERT_GT(c.pid(), 0);
   const int before = CountOpenFds();
   for (int i = 0; i < 100; ++i) {
-    ASSERT_EQ(watcher_->Arm("run-x", c.pid(), StartTime(c.pid())),
-              ExitWatcher::ArmResult::kArmed);
-    ASSERT_EQ(watcher_->Arm("run-y", c.pid(), StartTime(c.pid())),
-              ExitWatcher::ArmResult::kArmed);
+    ASSERT_EQ(watcher_->Arm("run-x", c.pid(), StartTime(c.pid())), ExitWatcher::ArmResult::kArmed);
+    ASSERT_EQ(watcher_->Arm("run-y", c.pid(), StartTime(c.pid())), ExitWatcher::ArmResult::kArmed);
     watcher_->Disarm("run-x");
     watcher_->Disarm("run-y");
   }
@@ -312,15 +298,12 @@ TEST_F(ExitWatcherTest, PastTheBudgetRunsArePolledAndSharingStillWorks) {
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &lim), 0);
   ExitWatcherOptions options;
   options.reserve = static_cast<int>(lim.rlim_cur) - 1;  // budget: one pidfd
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ExitWatcher> w,
-                       ExitWatcher::Create(&procfs_, options));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ExitWatcher> w, ExitWatcher::Create(&procfs_, options));
   EXPECT_EQ(w->budget(), 1);
   TestChild a(nullptr, 7);
   TestChild b(nullptr, 7);
-  ASSERT_EQ(w->Arm("a1", a.pid(), StartTime(a.pid())),
-            ExitWatcher::ArmResult::kArmed);
-  EXPECT_EQ(w->Arm("b1", b.pid(), StartTime(b.pid())),
-            ExitWatcher::ArmResult::kFallback);
+  ASSERT_EQ(w->Arm("a1", a.pid(), StartTime(a.pid())), ExitWatcher::ArmResult::kArmed);
+  EXPECT_EQ(w->Arm("b1", b.pid(), StartTime(b.pid())), ExitWatcher::ArmResult::kFallback);
   EXPECT_EQ(w->Arm("a2", a.pid(), StartTime(a.pid())),
             ExitWatcher::ArmResult::kArmed);  // shares a's pidfd
   EXPECT_EQ(w->fallbacks(), 1);
@@ -339,8 +322,7 @@ TEST_F(ExitWatcherTest, WaitingKeysAreArmedWhenAPidfdIsReleased) {
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &lim), 0);
   ExitWatcherOptions options;
   options.reserve = static_cast<int>(lim.rlim_cur) - 1;  // budget: one pidfd
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ExitWatcher> w,
-                       ExitWatcher::Create(&procfs_, options));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ExitWatcher> w, ExitWatcher::Create(&procfs_, options));
   TestChild a(nullptr, 7);
   TestChild b(nullptr, 7);
   TestChild c(nullptr, 7);
@@ -380,8 +362,7 @@ TEST_F(ExitWatcherTest, AWaitingKeyWhoseProcessIsGoneIsReturnedAsExited) {
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &lim), 0);
   ExitWatcherOptions options;
   options.reserve = static_cast<int>(lim.rlim_cur) - 1;
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ExitWatcher> w,
-                       ExitWatcher::Create(&procfs_, options));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ExitWatcher> w, ExitWatcher::Create(&procfs_, options));
   TestChild a(nullptr, 7);
   TestChild b(nullptr, 7);
   ASSERT_EQ(w->Arm("a", a.pid(), StartTime(a.pid())), ExitWatcher::ArmResult::kArmed);
@@ -406,8 +387,7 @@ TEST_F(ExitWatcherTest, DefaultReserveLeavesHalfOfASmallLimit) {
   // Create raises the soft limit to the hard one again; a fixed hard limit
   // cannot be lowered and raised back in a test, so only the arithmetic of
   // the raised limit is checked here: soft minus min(256, soft / 2).
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ExitWatcher> w,
-                       ExitWatcher::Create(&procfs_));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ExitWatcher> w, ExitWatcher::Create(&procfs_));
   struct rlimit now;
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &now), 0);
   ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);

@@ -22,31 +22,23 @@ namespace runreaper::scanner {
 // refs are equal only when every field is; a ref with unknown fields is a
 // different key from one with those fields known.
 struct ProcessRef {
-  int pid = 0;                // in the namespace named by pidns_inode
-  uint64_t start_time = 0;    // stat field 22, clock ticks since boot
-  uint64_t pidns_inode = 0;   // the PID namespace the pid is numbered in
-  std::string boot_id;        // start times count from this boot
+  int pid = 0;               // in the namespace named by pidns_inode
+  uint64_t start_time = 0;   // stat field 22, clock ticks since boot
+  uint64_t pidns_inode = 0;  // the PID namespace the pid is numbered in
+  std::string boot_id;       // start times count from this boot
 
-  friend bool operator==(const ProcessRef& a, const ProcessRef& b) {
-    return a.Tie() == b.Tie();
-  }
-  friend bool operator!=(const ProcessRef& a, const ProcessRef& b) {
-    return !(a == b);
-  }
+  friend bool operator==(const ProcessRef& a, const ProcessRef& b) { return a.Tie() == b.Tie(); }
+  friend bool operator!=(const ProcessRef& a, const ProcessRef& b) { return !(a == b); }
   // Ordered by pid first (then start time, namespace, boot), so ordered
   // containers list processes by pid.
-  friend bool operator<(const ProcessRef& a, const ProcessRef& b) {
-    return a.Tie() < b.Tie();
-  }
+  friend bool operator<(const ProcessRef& a, const ProcessRef& b) { return a.Tie() < b.Tie(); }
   template <typename H>
   friend H AbslHashValue(H h, const ProcessRef& r) {
-    return H::combine(std::move(h), r.pid, r.start_time, r.pidns_inode,
-                      r.boot_id);
+    return H::combine(std::move(h), r.pid, r.start_time, r.pidns_inode, r.boot_id);
   }
 
  private:
-  std::tuple<const int&, const uint64_t&, const uint64_t&, const std::string&>
-  Tie() const {
+  std::tuple<const int&, const uint64_t&, const uint64_t&, const std::string&> Tie() const {
     return std::tie(pid, start_time, pidns_inode, boot_id);
   }
 };
@@ -55,8 +47,8 @@ struct ProcessRef {
 // so `identity.pid` reads as before and an Identity is usable wherever a
 // ProcessRef is) plus what the leader led and was.
 struct Identity : ProcessRef {
-  int pgid = 0;  // process group at registration
-  int sid = 0;   // session at registration
+  int pgid = 0;                 // process group at registration
+  int sid = 0;                  // session at registration
   std::optional<uint32_t> uid;  // real uid
   std::string comm;             // stat field 2, at most 15 bytes from /proc
   // cgroup v2 path. Read from a record or request (IdentityOf): the run's
@@ -74,14 +66,11 @@ struct Identity : ProcessRef {
   ProcessRef host;
 
   friend bool operator==(const Identity& a, const Identity& b) {
-    return static_cast<const ProcessRef&>(a) ==
-               static_cast<const ProcessRef&>(b) &&
-           a.pgid == b.pgid && a.sid == b.sid && a.uid == b.uid &&
-           a.comm == b.comm && a.cgroup == b.cgroup && a.host == b.host;
+    return static_cast<const ProcessRef&>(a) == static_cast<const ProcessRef&>(b) &&
+           a.pgid == b.pgid && a.sid == b.sid && a.uid == b.uid && a.comm == b.comm &&
+           a.cgroup == b.cgroup && a.host == b.host;
   }
-  friend bool operator!=(const Identity& a, const Identity& b) {
-    return !(a == b);
-  }
+  friend bool operator!=(const Identity& a, const Identity& b) { return !(a == b); }
 };
 
 // The leader as a process of the observer's PID namespace `observer_pidns`,
@@ -89,19 +78,16 @@ struct Identity : ProcessRef {
 // when it is numbered there, its translation when it was registered from
 // another namespace and translated in this one (host.pid > 0), nullopt
 // otherwise (another namespace, not translated; or unknown namespaces).
-inline std::optional<ProcessRef> LeaderIn(const ProcessRef& leader,
-                                          const ProcessRef& host,
+inline std::optional<ProcessRef> LeaderIn(const ProcessRef& leader, const ProcessRef& host,
                                           uint64_t observer_pidns) {
   if (observer_pidns == 0) return std::nullopt;
   if (leader.pidns_inode == observer_pidns) return leader;
-  if (host.pid > 0 && host.pidns_inode == observer_pidns &&
-      host.start_time == leader.start_time) {
+  if (host.pid > 0 && host.pidns_inode == observer_pidns && host.start_time == leader.start_time) {
     return host;
   }
   return std::nullopt;
 }
-inline std::optional<ProcessRef> LeaderIn(const Identity& leader,
-                                          uint64_t observer_pidns) {
+inline std::optional<ProcessRef> LeaderIn(const Identity& leader, uint64_t observer_pidns) {
   return LeaderIn(leader, leader.host, observer_pidns);
 }
 

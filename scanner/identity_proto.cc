@@ -92,21 +92,17 @@ void SetIdentity(const Identity& id, v1::Run* run, CgroupField cgroup) {
   SetFields(id, run, cgroup);
 }
 
-void SetIdentity(const Identity& id, v1::RegisterRunRequest* request,
-                 CgroupField cgroup) {
+void SetIdentity(const Identity& id, v1::RegisterRunRequest* request, CgroupField cgroup) {
   SetFields(id, request, cgroup);
 }
 
 Identity IdentityOf(const v1::Run& run) { return FieldsOf(run); }
 
-Identity IdentityOf(const v1::RegisterRunRequest& request) {
-  return FieldsOf(request);
-}
+Identity IdentityOf(const v1::RegisterRunRequest& request) { return FieldsOf(request); }
 
 bool HasIdentityFields(const v1::RegisterRunRequest& r) {
-  return r.has_pgid() || r.has_sid() || r.has_pidns_inode() ||
-         r.has_start_time_ticks() || r.has_boot_id() || r.has_uid() ||
-         r.has_comm() || r.has_cgroup();
+  return r.has_pgid() || r.has_sid() || r.has_pidns_inode() || r.has_start_time_ticks() ||
+         r.has_boot_id() || r.has_uid() || r.has_comm() || r.has_cgroup();
 }
 
 }  // namespace runreaper::scanner

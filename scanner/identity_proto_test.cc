@@ -48,8 +48,8 @@ TEST(IdentityProtoTest, RequestRoundTripKeepsEveryField) {
   v1::RegisterRunRequest req;
   SetIdentity(Full(), &req, CgroupField::kCopy);
   EXPECT_TRUE(req.has_pgid() && req.has_sid() && req.has_pidns_inode() &&
-              req.has_start_time_ticks() && req.has_boot_id() &&
-              req.has_uid() && req.has_comm() && req.has_cgroup());
+              req.has_start_time_ticks() && req.has_boot_id() && req.has_uid() && req.has_comm() &&
+              req.has_cgroup());
   EXPECT_EQ(IdentityOf(req), Full());
 }
 
@@ -216,8 +216,7 @@ TEST(ProcessRefTest, RecycledPidIsAnotherKey) {
   EXPECT_NE(a, other_ns);
   EXPECT_NE(a, other_boot);
 
-  absl::flat_hash_set<ProcessRef> hashed = {a, recycled, other_ns, other_boot,
-                                            a};
+  absl::flat_hash_set<ProcessRef> hashed = {a, recycled, other_ns, other_boot, a};
   EXPECT_EQ(hashed.size(), 4u);
   std::set<ProcessRef> ordered = {recycled, other_ns, a, other_boot};
   EXPECT_EQ(ordered.size(), 4u);

@@ -60,8 +60,7 @@ struct LineageTracker::State {
   std::unordered_map<std::string, std::unordered_set<uint64_t>> by_owner;
 };
 
-LineageTracker::LineageTracker(const ProcFs* procfs)
-    : LineageTracker(procfs, Options()) {}
+LineageTracker::LineageTracker(const ProcFs* procfs) : LineageTracker(procfs, Options()) {}
 
 LineageTracker::LineageTracker(const ProcFs* procfs, Options options)
     : procfs_(procfs), options_(options), state_(std::make_unique<State>()) {}
@@ -77,8 +76,7 @@ void LineageTracker::MarkGapLocked(Run& run, const std::string& reason) {
   }
 }
 
-void LineageTracker::MarkGap(const std::string& run_id,
-                             const std::string& reason) {
+void LineageTracker::MarkGap(const std::string& run_id, const std::string& reason) {
   absl::MutexLock lock(&mu_);
   auto it = state_->runs.find(run_id);
   if (it != state_->runs.end()) MarkGapLocked(it->second, reason);
@@ -154,8 +152,7 @@ void LineageTracker::MarkGone(uint64_t id) {
   }
 }
 
-void LineageTracker::AddChildLocked(int parent_pid, int child_pid,
-                                    bool replay) {
+void LineageTracker::AddChildLocked(int parent_pid, int child_pid, bool replay) {
   State& st = *state_;
   auto p = st.live.find(parent_pid);
   if (p == st.live.end()) {
@@ -224,8 +221,7 @@ void LineageTracker::IdentifyPendingLocked() {
     // unless it has exited since (then it stays unidentified, never a
     // member, and its exit event forgets it).
     absl::StatusOr<ProcStat> stat = procfs_->ReadStat(it->second.pid);
-    if (stat.ok() &&
-        (stat->ppid == parent_pid || stat->start_time >= parent_start)) {
+    if (stat.ok() && (stat->ppid == parent_pid || stat->start_time >= parent_start)) {
       it->second.start_time = stat->start_time;
     }
   }
@@ -257,8 +253,7 @@ void LineageTracker::ApplyEventLocked(const ProcEvent& ev, bool replay) {
         // is sent before the exit completes): looking now would find the
         // zombie and look again later. Look once, after a while; Members()
         // reads every candidate anyway, so nothing reaped is ever listed.
-        st.exited.emplace_back(absl::Now() + options_.recheck_exited,
-                               it->second);
+        st.exited.emplace_back(absl::Now() + options_.recheck_exited, it->second);
       }
       break;
     }
@@ -292,8 +287,7 @@ void LineageTracker::RecheckExitedLocked(bool all) {
   }
 }
 
-void LineageTracker::SetOwnerBelow(uint64_t id, const std::string& from,
-                                   const std::string& to) {
+void LineageTracker::SetOwnerBelow(uint64_t id, const std::string& from, const std::string& to) {
   State& st = *state_;
   std::vector<uint64_t> stack = {id};
   while (!stack.empty()) {
@@ -346,10 +340,8 @@ void LineageTracker::AttachSnapshotLocked(const Snapshot& snapshot) {
   }
 }
 
-absl::StatusOr<Snapshot> LineageTracker::SeedSnapshot(
-    const std::vector<LineageRun>& runs) const {
-  if (runs.size() > options_.max_subtree_seed_runs ||
-      !procfs_->HasChildrenFiles()) {
+absl::StatusOr<Snapshot> LineageTracker::SeedSnapshot(const std::vector<LineageRun>& runs) const {
+  if (runs.size() > options_.max_subtree_seed_runs || !procfs_->HasChildrenFiles()) {
     return procfs_->Walk();
   }
   Snapshot snap;
@@ -387,9 +379,7 @@ absl::StatusOr<Snapshot> LineageTracker::SeedSnapshot(
     }
   }
   std::sort(snap.processes.begin(), snap.processes.end(),
-            [](const ProcessInfo& a, const ProcessInfo& b) {
-              return a.pid < b.pid;
-            });
+            [](const ProcessInfo& a, const ProcessInfo& b) { return a.pid < b.pid; });
   return snap;
 }
 
@@ -414,8 +404,7 @@ absl::Status LineageTracker::Track(const std::vector<LineageRun>& runs) {
     }
   }
   absl::StatusOr<Snapshot> snapshot =
-      to_seed.empty() ? absl::StatusOr<Snapshot>(Snapshot())
-                      : SeedSnapshot(to_seed);
+      to_seed.empty() ? absl::StatusOr<Snapshot>(Snapshot()) : SeedSnapshot(to_seed);
   absl::MutexLock lock(&mu_);
   State& st = *state_;
   --st.seeding;
@@ -430,10 +419,9 @@ absl::Status LineageTracker::Track(const std::vector<LineageRun>& runs) {
   // Oldest leader first, so that a younger run nested below an older one
   // takes its subtree over.
   std::vector<LineageRun> order = runs;
-  std::stable_sort(order.begin(), order.end(),
-                   [](const LineageRun& a, const LineageRun& b) {
-                     return a.start_time < b.start_time;
-                   });
+  std::stable_sort(order.begin(), order.end(), [](const LineageRun& a, const LineageRun& b) {
+    return a.start_time < b.start_time;
+  });
   for (const LineageRun& spec : order) {
     if (st.runs.count(spec.run_id) != 0) continue;
     Run& run = st.runs[spec.run_id];
@@ -451,10 +439,10 @@ absl::Status LineageTracker::Track(const std::vector<LineageRun>& runs) {
       continue;
     }
     auto p = by_pid.find(spec.pid);
-    if (spec.start_time == 0 || p == by_pid.end() ||
-        p->second->start_time != spec.start_time) {
-      MarkGapLocked(run, "leader was gone at registration; descendants "
-                         "forked before then are unknown");
+    if (spec.start_time == 0 || p == by_pid.end() || p->second->start_time != spec.start_time) {
+      MarkGapLocked(run,
+                    "leader was gone at registration; descendants "
+                    "forked before then are unknown");
       continue;
     }
     if (live != st.live.end()) MarkGone(live->second);  // a stale holder
@@ -472,8 +460,7 @@ absl::Status LineageTracker::Track(const std::vector<LineageRun>& runs) {
   IdentifyPendingLocked();
   if (st.seed_overflow) {
     for (const LineageRun& spec : runs) {
-      MarkGapLocked(st.runs[spec.run_id],
-                    "events during registration exceeded the buffer");
+      MarkGapLocked(st.runs[spec.run_id], "events during registration exceeded the buffer");
     }
   }
   if (st.seeding == 0) {
@@ -484,8 +471,7 @@ absl::Status LineageTracker::Track(const std::vector<LineageRun>& runs) {
   return absl::OkStatus();
 }
 
-int LineageTracker::Adopt(const std::string& run_id,
-                          const std::vector<LineageRun>& procs) {
+int LineageTracker::Adopt(const std::string& run_id, const std::vector<LineageRun>& procs) {
   absl::MutexLock lock(&mu_);
   State& st = *state_;
   if (st.runs.count(run_id) == 0) return 0;
@@ -565,8 +551,7 @@ void LineageTracker::Apply(const ProcConnector::Batch& batch) {
   st.counters.events += batch.events.size();
   if (st.seeding > 0) {
     for (const ProcEvent& ev : batch.events) {
-      if (ev.kind != ProcEvent::Kind::kFork &&
-          ev.kind != ProcEvent::Kind::kExit) {
+      if (ev.kind != ProcEvent::Kind::kFork && ev.kind != ProcEvent::Kind::kExit) {
         continue;
       }
       if (st.seed_buffer.size() >= options_.max_seed_buffer) {
@@ -578,17 +563,16 @@ void LineageTracker::Apply(const ProcConnector::Batch& batch) {
   }
   if (batch.lost) {
     ++st.counters.losses;
-    const std::string reason = absl::StrCat(
-        "proc connector lost events at ", absl::FormatTime(absl::Now()),
-        "; processes forked then may be unknown");
+    const std::string reason =
+        absl::StrCat("proc connector lost events at ", absl::FormatTime(absl::Now()),
+                     "; processes forked then may be unknown");
     for (auto& [id, run] : st.runs) MarkGapLocked(run, reason);
     st.resync_pending = true;
   }
   for (const ProcEvent& ev : batch.events) ApplyEventLocked(ev, false);
   IdentifyPendingLocked();
   RecheckExitedLocked(false);
-  if (st.resync_pending &&
-      absl::Now() - st.last_resync >= options_.resync_interval) {
+  if (st.resync_pending && absl::Now() - st.last_resync >= options_.resync_interval) {
     st.resync_pending = false;
     st.last_resync = absl::Now();
     ++st.counters.resyncs;
@@ -669,11 +653,9 @@ std::vector<TrackedDescendant> LineageTracker::Export(uint64_t* version) const {
     }
     out.push_back(std::move(d));
   }
-  std::sort(out.begin(), out.end(),
-            [](const TrackedDescendant& a, const TrackedDescendant& b) {
-              return std::tie(a.run_id, a.pid, a.start_time) <
-                     std::tie(b.run_id, b.pid, b.start_time);
-            });
+  std::sort(out.begin(), out.end(), [](const TrackedDescendant& a, const TrackedDescendant& b) {
+    return std::tie(a.run_id, a.pid, a.start_time) < std::tie(b.run_id, b.pid, b.start_time);
+  });
   return out;
 }
 

@@ -145,15 +145,15 @@ class LineageTracker {
   uint64_t version() const;
 
   struct Stats {
-    uint64_t events = 0;        // events applied
-    uint64_t forks_tracked = 0; // forks that added a descendant
-    uint64_t losses = 0;        // batches that reported lost events
-    uint64_t gaps = 0;          // runs flagged with a gap
-    uint64_t resyncs = 0;       // /proc re-walks after a loss
-    size_t nodes = 0;           // tree nodes (live and exited-with-children)
-    size_t live = 0;            // live tracked processes
-    size_t runs = 0;            // tracked runs
-    size_t runs_with_gap = 0;   // tracked runs flagged with a gap
+    uint64_t events = 0;         // events applied
+    uint64_t forks_tracked = 0;  // forks that added a descendant
+    uint64_t losses = 0;         // batches that reported lost events
+    uint64_t gaps = 0;           // runs flagged with a gap
+    uint64_t resyncs = 0;        // /proc re-walks after a loss
+    size_t nodes = 0;            // tree nodes (live and exited-with-children)
+    size_t live = 0;             // live tracked processes
+    size_t runs = 0;             // tracked runs
+    size_t runs_with_gap = 0;    // tracked runs flagged with a gap
   };
   Stats stats() const;
 
@@ -166,8 +166,7 @@ class LineageTracker {
   // been applied once as they arrived.
   void AddChildLocked(int parent_pid, int child_pid, bool replay)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ApplyEventLocked(const ProcEvent& ev, bool replay)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ApplyEventLocked(const ProcEvent& ev, bool replay) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Reads the start time of every child added since the last call (a fork
   // event adds its child unidentified, so that a child whose exit comes in
   // the same batch costs no read at all).
@@ -179,19 +178,17 @@ class LineageTracker {
   // /proc walk instead when `runs` is large or the files are missing, or a
   // children list cannot be read for a reason other than the process being
   // gone. Forks during the read are covered by the seed buffer.
-  absl::StatusOr<Snapshot> SeedSnapshot(
-      const std::vector<LineageRun>& runs) const;
+  absl::StatusOr<Snapshot> SeedSnapshot(const std::vector<LineageRun>& runs) const;
   void AttachSnapshotLocked(const Snapshot& snapshot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RecheckExitedLocked(bool all) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkGone(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkGapLocked(Run& run, const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sets node `id`'s owner and keeps State::by_owner in step.
-  void SetOwnerLocked(uint64_t id, const std::string& owner)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SetOwnerLocked(uint64_t id, const std::string& owner) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Erases node `id` (and its by_owner entry); nothing else is touched.
   void EraseNodeLocked(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void SetOwnerBelow(uint64_t id, const std::string& from,
-                     const std::string& to) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SetOwnerBelow(uint64_t id, const std::string& from, const std::string& to)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const ProcFs* procfs_;
   Options options_;

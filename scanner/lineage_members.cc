@@ -24,8 +24,8 @@ constexpr int kMaxAncestry = 4096;
 
 }  // namespace
 
-bool TrackerCanAnswer(const LineageTracker& tracker,
-                      const std::vector<RunSpec>& runs, uint64_t self_pidns) {
+bool TrackerCanAnswer(const LineageTracker& tracker, const std::vector<RunSpec>& runs,
+                      uint64_t self_pidns) {
   if (self_pidns == 0) return false;
   for (const RunSpec& run : runs) {
     if (run.leader.pidns_inode != self_pidns || run.leader.start_time == 0 ||
@@ -36,8 +36,7 @@ bool TrackerCanAnswer(const LineageTracker& tracker,
   return true;
 }
 
-absl::StatusOr<Membership> ListTrackedMembers(const ProcFs& procfs,
-                                              LineageTracker& tracker,
+absl::StatusOr<Membership> ListTrackedMembers(const ProcFs& procfs, LineageTracker& tracker,
                                               const std::vector<RunSpec>& runs,
                                               SweepObserver* observer,
                                               const std::set<int>& extra_pids) {
@@ -61,20 +60,18 @@ absl::StatusOr<Membership> ListTrackedMembers(const ProcFs& procfs,
   for (RunSpec& spec : specs) {
     RunLineage lineage = tracker.Members(spec.run_id);
     if (!lineage.tracked || lineage.gap) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "run ", spec.run_id, ": its lineage is not fully known"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("run ", spec.run_id, ": its lineage is not fully known"));
     }
     spec.descendants.clear();
     for (Descendant& d : lineage.members) {
-      spec.descendants[{d.process.pid, d.process.start_time}] =
-          std::move(d.ancestors);
+      spec.descendants[{d.process.pid, d.process.start_time}] = std::move(d.ancestors);
       found[d.process.pid] = std::move(d.process);
     }
     if (spec.leader.pgid > 1) to_read.insert(spec.leader.pgid);
     if (spec.leader.sid > 1) to_read.insert(spec.leader.sid);
     if (spec.include_leader) to_read.insert(spec.leader.pid);
-    if (spec.leader.cgroup.empty() ||
-        !CheckDedicatedCgroup(spec, self).ok()) {
+    if (spec.leader.cgroup.empty() || !CheckDedicatedCgroup(spec, self).ok()) {
       continue;
     }
     if (!mount_read) {

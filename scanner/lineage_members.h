@@ -32,18 +32,18 @@ namespace runreaper::scanner {
 // Whether the tracker knows every descendant of every run of `runs`: each
 // is tracked with no gap, and recorded in the PID namespace `self_pidns`
 // (the connector's) with a known start time.
-bool TrackerCanAnswer(const LineageTracker& tracker,
-                      const std::vector<RunSpec>& runs, uint64_t self_pidns);
+bool TrackerCanAnswer(const LineageTracker& tracker, const std::vector<RunSpec>& runs,
+                      uint64_t self_pidns);
 
 // One listing from the tracker (see above). `runs[i].descendants` need not
 // be filled: they are read from the tracker here. Sets *observer (when not
 // null) as ListMembers does. FAILED_PRECONDITION when a run cannot be
 // answered from the tracker (TrackerCanAnswer); an unreadable cgroup is
 // the read's error. The caller then walks.
-absl::StatusOr<Membership> ListTrackedMembers(
-    const ProcFs& procfs, LineageTracker& tracker,
-    const std::vector<RunSpec>& runs, SweepObserver* observer,
-    const std::set<int>& extra_pids = {});
+absl::StatusOr<Membership> ListTrackedMembers(const ProcFs& procfs, LineageTracker& tracker,
+                                              const std::vector<RunSpec>& runs,
+                                              SweepObserver* observer,
+                                              const std::set<int>& extra_pids = {});
 
 }  // namespace runreaper::scanner
 

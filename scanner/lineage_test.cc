@@ -64,8 +64,7 @@ ProcEvent ExitEv(int pid) {
   return ev;
 }
 
-ProcConnector::Batch BatchOf(std::vector<ProcEvent> events,
-                             bool lost = false) {
+ProcConnector::Batch BatchOf(std::vector<ProcEvent> events, bool lost = false) {
   ProcConnector::Batch b;
   b.events = std::move(events);
   b.lost = lost;
@@ -84,22 +83,19 @@ class FixtureTest : public ::testing::Test {
     procfs_ = std::make_unique<ProcFs>(root_);
     tracker_ = std::make_unique<LineageTracker>(procfs_.get());
   }
-  void TearDown() override {
-    ASSERT_EQ(std::system(absl::StrCat("rm -rf ", root_).c_str()), 0);
-  }
+  void TearDown() override { ASSERT_EQ(std::system(absl::StrCat("rm -rf ", root_).c_str()), 0); }
 
   void Proc(int pid, int ppid, uint64_t start, char state = 'S') {
     const std::string dir = absl::StrCat(root_, "/", pid);
     ::mkdir(dir.c_str(), 0755);
     std::ofstream f(dir + "/stat");
-    f << pid << " (p" << pid << ") " << state << " " << ppid << " " << pid
-      << " " << pid << " 0 -1 4194560 92 0 0 0 0 0 0 0 20 0 1 0 " << start
+    f << pid << " (p" << pid << ") " << state << " " << ppid << " " << pid << " " << pid
+      << " 0 -1 4194560 92 0 0 0 0 0 0 0 20 0 1 0 " << start
       << " 8192 100 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 "
          "0 0 0\n";
   }
   void Gone(int pid) {
-    ASSERT_EQ(std::system(absl::StrCat("rm -rf ", root_, "/", pid).c_str()),
-              0);
+    ASSERT_EQ(std::system(absl::StrCat("rm -rf ", root_, "/", pid).c_str()), 0);
   }
   // Gives the fixture root the kernel's children files (Track then seeds
   // from each leader's subtree instead of walking): `kids` listed in
@@ -287,8 +283,8 @@ TEST_F(FixtureTest, AZombieStaysUntilReaped) {
 }
 
 TEST_F(FixtureTest, OfTwoRunsTheYoungerOwns) {
-  Proc(100, 1, 1000);   // run a's leader
-  Proc(101, 100, 1001); // run b's leader, a's child
+  Proc(100, 1, 1000);    // run a's leader
+  Proc(101, 100, 1001);  // run b's leader, a's child
   Proc(102, 101, 1002);
   Proc(103, 100, 1003);
   ASSERT_OK(tracker_->Track({{"a", 100, 1000}}));
@@ -396,9 +392,7 @@ TEST_F(FixtureTest, AdoptAttachesStoredDescendantsStillAlive) {
   Proc(150, 1, 1005);  // reparented long ago; no ppid link left
   Proc(151, 1, 1006);
   ASSERT_OK(tracker_->Track({{"r", 100, 1000}}));
-  EXPECT_EQ(tracker_->Adopt("r", {{"", 150, 1005}, {"", 151, 9999},
-                                 {"", 152, 1007}}),
-            1);
+  EXPECT_EQ(tracker_->Adopt("r", {{"", 150, 1005}, {"", 151, 9999}, {"", 152, 1007}}), 1);
   EXPECT_THAT(Pids(tracker_->Members("r")), ElementsAre(150));
 }
 
@@ -445,13 +439,11 @@ class LiveTest : public ::testing::Test {
 
   void Start(ProcConnectorOptions options) {
     stream_.reset();
-    absl::StatusOr<std::unique_ptr<ProcConnector>> c =
-        ProcConnector::Open(options);
+    absl::StatusOr<std::unique_ptr<ProcConnector>> c = ProcConnector::Open(options);
     if (!c.ok()) GTEST_SKIP() << c.status();
     tracker_ = std::make_unique<LineageTracker>(&procfs_);
     stream_ = std::make_unique<ProcEventStream>(
-        *std::move(c),
-        [this](const ProcConnector::Batch& b) { tracker_->Apply(b); });
+        *std::move(c), [this](const ProcConnector::Batch& b) { tracker_->Apply(b); });
     stream_->Start();
   }
 
@@ -521,8 +513,7 @@ std::vector<int> ReadPids(int fd) {
   std::string text;
   if (base::ReadFdToString(fd, 1 << 20, &text) != 0) text.clear();
   std::vector<int> pids;
-  for (absl::string_view t :
-       absl::StrSplit(text, absl::ByAnyChar(" \n"), absl::SkipEmpty())) {
+  for (absl::string_view t : absl::StrSplit(text, absl::ByAnyChar(" \n"), absl::SkipEmpty())) {
     int pid;
     if (absl::SimpleAtoi(t, &pid)) pids.push_back(pid);
   }
@@ -556,7 +547,8 @@ TEST_F(LiveTest, DoubleForkSetsidEnvIExecIsStillADescendant) {
     lin = tracker_->Members("run");
     const std::vector<int> p = Pids(lin);
     return std::find(p.begin(), p.end(), sleeper) != p.end();
-  })) << "sleeper " << sleeper << " not a member";
+  })) << "sleeper "
+      << sleeper << " not a member";
   const Descendant* d = nullptr;
   for (const Descendant& m : lin.members) {
     if (m.process.pid == sleeper) d = &m;
@@ -574,8 +566,7 @@ TEST_F(LiveTest, DoubleForkSetsidEnvIExecIsStillADescendant) {
 // from the leader's subtree at Track, with no event about it.
 TEST_F(LiveTest, ARunRegisteredAfterItsJobForkedIsSeeded) {
   ASSERT_TRUE(procfs_.HasChildrenFiles());
-  Leader l = StartLeader(
-      "sh -c 'sleep 60 3>&- & echo $! >&3; exec 3>&-; wait' & exec 3>&-; wait");
+  Leader l = StartLeader("sh -c 'sleep 60 3>&- & echo $! >&3; exec 3>&-; wait' & exec 3>&-; wait");
   ASSERT_EQ(::write(l.release, "x", 1), 1);
   ::close(l.release);
   const std::vector<int> pids = ReadPids(l.report);
@@ -683,8 +674,7 @@ TEST_F(LiveTest, AnUnrelatedProcessReusingAMembersPidIsNotAMember) {
 
 // A fork storm in a tracked run: every long-lived descendant is a member,
 // or the run has a gap; a bystander is never a member.
-void StormKeepsEveryDescendantOrFlagsAGap(LiveTest* t,
-                                          LineageTracker* tracker,
+void StormKeepsEveryDescendantOrFlagsAGap(LiveTest* t, LineageTracker* tracker,
                                           const ProcFs& procfs) {
   // A bystander that shares nothing with the run.
   Leader bystander = StartLeader("sleep 60 3>&- & echo $! >&3; exec 3>&-; wait");
@@ -764,8 +754,7 @@ TEST_F(LiveTest, ForkStormIntoATinyBufferFlagsAGapOrKeepsUp) {
   Start(tiny);
   if (stream_ == nullptr) return;
   StormKeepsEveryDescendantOrFlagsAGap(this, tracker_.get(), procfs_);
-  std::printf("tiny buffer: %d lost, gap %d\n",
-              static_cast<int>(tracker_->stats().losses),
+  std::printf("tiny buffer: %d lost, gap %d\n", static_cast<int>(tracker_->stats().losses),
               tracker_->HasGap("storm"));
 }
 

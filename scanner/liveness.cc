@@ -50,11 +50,10 @@ SignalProbe ProbeKill(int pid) {
 // handlers run in a multi-threaded server; the children make only
 // async-signal-safe system calls. Needs CAP_SYS_ADMIN over the namespace;
 // without it the answer is kNotProbed.
-SignalProbe ProbeInNamespace(const ProcFs& procfs, int ns_member,
-                             uint64_t ns_inode, int inner_pid) {
+SignalProbe ProbeInNamespace(const ProcFs& procfs, int ns_member, uint64_t ns_inode,
+                             int inner_pid) {
   if (inner_pid <= 0) return SignalProbe::kNotProbed;
-  const std::string path =
-      absl::StrCat(procfs.root(), "/", ns_member, "/ns/pid");
+  const std::string path = absl::StrCat(procfs.root(), "/", ns_member, "/ns/pid");
   Fd ns(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!ns.valid()) return SignalProbe::kNotProbed;
   // The member may have exited and its pid been recycled since the walk:
@@ -189,8 +188,7 @@ Verdict Decide(const Evidence& e) {
   if (e.stat_readable) {
     // With readable procfs evidence the stat decides, whatever the probe said
     // (EPERM included).
-    if (e.recorded_start_time != 0 &&
-        e.observed_start_time != e.recorded_start_time) {
+    if (e.recorded_start_time != 0 && e.observed_start_time != e.recorded_start_time) {
       return Make(v1::LIVENESS_PID_REUSED, v1::STALE_REASON_PID_REUSED);
     }
     if (e.state == 'Z') {
@@ -209,20 +207,17 @@ Verdict Decide(const Evidence& e) {
   return Make(v1::LIVENESS_UNKNOWN, v1::STALE_REASON_UNSPECIFIED);
 }
 
-bool TimedOut(absl::Time last_seen_alive, absl::Time now,
-              absl::Duration stale_after) {
+bool TimedOut(absl::Time last_seen_alive, absl::Time now, absl::Duration stale_after) {
   return now - last_seen_alive > stale_after;
 }
 
 Evidence GatherEvidence(const ProcFs& procfs, const LivenessObserver& observer,
-                        const ProcessRef& record,
-                        const Snapshot* snapshot) {
+                        const ProcessRef& record, const Snapshot* snapshot) {
   Evidence evidence;
   evidence.recorded_boot_id = record.boot_id;
   evidence.current_boot_id = observer.boot_id;
   evidence.recorded_start_time = record.start_time;
-  if (!evidence.recorded_boot_id.empty() &&
-      !evidence.current_boot_id.empty() &&
+  if (!evidence.recorded_boot_id.empty() && !evidence.current_boot_id.empty() &&
       evidence.recorded_boot_id != evidence.current_boot_id) {
     return evidence;  // rebooted: nothing on this boot is that process
   }
@@ -256,8 +251,7 @@ Evidence GatherEvidence(const ProcFs& procfs, const LivenessObserver& observer,
   // Absence from a walk is not proof of death (hidepid, a thread id, a
   // process newer than the snapshot), so ask the kernel inside the namespace:
   // only ESRCH there verifies "no process with that pid".
-  if (ProbeInNamespace(procfs, ns_member, record.pidns_inode, record.pid) ==
-      SignalProbe::kGone) {
+  if (ProbeInNamespace(procfs, ns_member, record.pidns_inode, record.pid) == SignalProbe::kGone) {
     evidence.namespace_verified = true;
     evidence.probe = SignalProbe::kGone;
   }

@@ -53,8 +53,7 @@ Verdict Decide(const Evidence& evidence);
 
 // UNKNOWN verdicts end the run only past the threshold: STALE (TIMEOUT) when
 // now - last_seen_alive > stale_after; exactly at stale_after it stays.
-bool TimedOut(absl::Time last_seen_alive, absl::Time now,
-              absl::Duration stale_after);
+bool TimedOut(absl::Time last_seen_alive, absl::Time now, absl::Duration stale_after);
 
 // What the observer knows about itself, gathered once per pass: the facts a
 // record's identity is compared against. (Membership's SweepObserver is the
@@ -70,8 +69,7 @@ struct LivenessObserver {
 // read. `snapshot` (with_status + with_pidns) is needed only for records in a
 // foreign namespace; pass nullptr when none is at hand.
 Evidence GatherEvidence(const ProcFs& procfs, const LivenessObserver& observer,
-                        const ProcessRef& record,
-                        const Snapshot* snapshot);
+                        const ProcessRef& record, const Snapshot* snapshot);
 
 }  // namespace runreaper::scanner
 

@@ -63,8 +63,7 @@ class LivenessE2eTest : public ::testing::Test {
     return r;
   }
 
-  Verdict Check(const ProcessRef& record,
-                const Snapshot* snapshot = nullptr) {
+  Verdict Check(const ProcessRef& record, const Snapshot* snapshot = nullptr) {
     evidence_ = GatherEvidence(procfs_, observer_, record, snapshot);
     return Decide(evidence_);
   }
@@ -157,9 +156,8 @@ TEST_F(LivenessE2eTest, NamespaceNoProcessHasIsUnknown) {
   TestChild c;
   ASSERT_GT(c.pid(), 0);
   ProcessRef r = Record(c.pid());
-  ASSERT_OK_AND_ASSIGN(Snapshot snap,
-                       procfs_.Walk({/*with_status=*/true,
-                                     /*with_pidns=*/true}));
+  ASSERT_OK_AND_ASSIGN(Snapshot snap, procfs_.Walk({/*with_status=*/true,
+                                                    /*with_pidns=*/true}));
   // 1 is never a namespace inode (nsfs inodes start near 0xF0000000).
   r.pidns_inode = 1;
   for (const ProcessInfo& p : snap.processes) {
@@ -184,8 +182,8 @@ TEST_F(LivenessE2eTest, ChildPidNamespaceTranslatesThroughNSpid) {
   const pid_t unshare = ::fork();
   if (unshare == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    ::execlp("unshare", "unshare", "--pid", "--fork", "--mount-proc", "sh",
-             "-c", "sleep 1000 & wait; exec sleep 1000", nullptr);
+    ::execlp("unshare", "unshare", "--pid", "--fork", "--mount-proc", "sh", "-c",
+             "sleep 1000 & wait; exec sleep 1000", nullptr);
     ::_exit(127);
   }
   ASSERT_GT(unshare, 0);
@@ -217,9 +215,8 @@ TEST_F(LivenessE2eTest, ChildPidNamespaceTranslatesThroughNSpid) {
   r.boot_id = observer_.boot_id;
   EXPECT_EQ(r.pid, 2);
 
-  ASSERT_OK_AND_ASSIGN(Snapshot snap,
-                       procfs_.Walk({/*with_status=*/true,
-                                     /*with_pidns=*/true}));
+  ASSERT_OK_AND_ASSIGN(Snapshot snap, procfs_.Walk({/*with_status=*/true,
+                                                    /*with_pidns=*/true}));
   Verdict v = Check(r, &snap);
   EXPECT_EQ(v.liveness, v1::LIVENESS_ALIVE);
   EXPECT_TRUE(evidence_.namespace_verified);
@@ -279,14 +276,11 @@ TEST_F(LivenessE2eTest, EpermWithoutProcfsEvidenceIsUnknownNotDead) {
     Report rep = {};
     if (::unshare(CLONE_NEWNS) != 0) {
       rep.error = 1;
-    } else if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) !=
-               0) {
+    } else if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
       rep.error = 2;
-    } else if (::mount("proc", dir, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                       "hidepid=2") != 0) {
+    } else if (::mount("proc", dir, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2") != 0) {
       rep.error = 3;
-    } else if (::setresgid(65534, 65534, 65534) != 0 ||
-               ::setresuid(65534, 65534, 65534) != 0) {
+    } else if (::setresgid(65534, 65534, 65534) != 0 || ::setresuid(65534, 65534, 65534) != 0) {
       rep.error = 4;
     } else {
       const ProcFs hidden(dir);
@@ -315,8 +309,7 @@ TEST_F(LivenessE2eTest, EpermWithoutProcfsEvidenceIsUnknownNotDead) {
   ASSERT_GT(observer, 0);
   wr.Reset();
   Report rep = {};
-  const bool got = base::ReadFull(rd.get(), &rep, sizeof(rep)) ==
-                   static_cast<ssize_t>(sizeof(rep));
+  const bool got = base::ReadFull(rd.get(), &rep, sizeof(rep)) == static_cast<ssize_t>(sizeof(rep));
   Reap(observer);
   target.Reap();
   ::rmdir(dir);
@@ -324,12 +317,10 @@ TEST_F(LivenessE2eTest, EpermWithoutProcfsEvidenceIsUnknownNotDead) {
   ASSERT_EQ(rep.error, 0);
   EXPECT_EQ(rep.hidden_probe, static_cast<int>(SignalProbe::kDenied));
   EXPECT_FALSE(rep.hidden_stat_readable);
-  EXPECT_EQ(rep.hidden_liveness, v1::LIVENESS_UNKNOWN)
-      << v1::Liveness_Name(rep.hidden_liveness);
+  EXPECT_EQ(rep.hidden_liveness, v1::LIVENESS_UNKNOWN) << v1::Liveness_Name(rep.hidden_liveness);
   EXPECT_EQ(rep.plain_probe, static_cast<int>(SignalProbe::kDenied));
   EXPECT_TRUE(rep.plain_stat_readable);
-  EXPECT_EQ(rep.plain_liveness, v1::LIVENESS_ZOMBIE)
-      << v1::Liveness_Name(rep.plain_liveness);
+  EXPECT_EQ(rep.plain_liveness, v1::LIVENESS_ZOMBIE) << v1::Liveness_Name(rep.plain_liveness);
 }
 
 // A thread id recorded as a pid: /proc/<tid> opens and kill(tid, 0)
@@ -354,8 +345,7 @@ TEST_F(LivenessE2eTest, ThreadIdIsDeadExitedAndNeverSignalled) {
   ASSERT_GT(child, 0);
   wr.Reset();
   pid_t tid = 0;
-  ASSERT_EQ(base::ReadFull(rd.get(), &tid, sizeof(tid)),
-            static_cast<ssize_t>(sizeof(tid)));
+  ASSERT_EQ(base::ReadFull(rd.get(), &tid, sizeof(tid)), static_cast<ssize_t>(sizeof(tid)));
   ASSERT_NE(tid, child);
   ASSERT_EQ(::kill(tid, 0), 0);  // the probe alone would say "exists"
 
@@ -370,8 +360,7 @@ TEST_F(LivenessE2eTest, ThreadIdIsDeadExitedAndNeverSignalled) {
   EXPECT_EQ(v.liveness, v1::LIVENESS_DEAD);
   EXPECT_EQ(v.stale_reason, v1::STALE_REASON_EXITED);
 
-  const SignalOutcome out = SignalProcess(procfs_, tid, stat.start_time,
-                                          SIGKILL);
+  const SignalOutcome out = SignalProcess(procfs_, tid, stat.start_time, SIGKILL);
   EXPECT_EQ(out.result, SignalResult::kRefused)
       << SignalResultName(out.result) << " " << out.status;
   int status = 0;

@@ -23,8 +23,7 @@ Evidence Alive() {
   return e;
 }
 
-void ExpectVerdict(const Evidence& e, v1::Liveness liveness,
-                   v1::StaleReason reason) {
+void ExpectVerdict(const Evidence& e, v1::Liveness liveness, v1::StaleReason reason) {
   const Verdict v = Decide(e);
   EXPECT_EQ(v.liveness, liveness) << v1::Liveness_Name(v.liveness);
   EXPECT_EQ(v.stale_reason, reason) << v1::StaleReason_Name(v.stale_reason);
@@ -163,8 +162,7 @@ TEST(DecideTest, NonLeaderThreadIsDeadExited) {
 }
 
 TEST(DecideTest, DefaultEvidenceIsUnknown) {
-  ExpectVerdict(Evidence(), v1::LIVENESS_UNKNOWN,
-                v1::STALE_REASON_UNSPECIFIED);
+  ExpectVerdict(Evidence(), v1::LIVENESS_UNKNOWN, v1::STALE_REASON_UNSPECIFIED);
 }
 
 TEST(TimedOutTest, ExactlyAtThresholdIsNotTimedOut) {

@@ -1,8 +1,8 @@
 #include "scanner/membership.h"
 
 #include <algorithm>
-#include <map>
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -70,8 +70,7 @@ bool InChildNamespace(const RunSpec& run, const SweepObserver& observer) {
 WalkOptions MembershipWalkOptions(const std::vector<RunSpec>& runs) {
   WalkOptions options;
   for (const RunSpec& run : runs) {
-    if (run.leader.host.pid > 0 &&
-        run.leader.host.pidns_inode != run.leader.pidns_inode) {
+    if (run.leader.host.pid > 0 && run.leader.host.pidns_inode != run.leader.pidns_inode) {
       options.with_status = true;
       options.with_pidns = true;
       break;
@@ -88,8 +87,7 @@ bool CgroupIsWithin(absl::string_view path, absl::string_view root) {
          path[root.size()] == '/';
 }
 
-absl::StatusOr<ProcessEvidence::Environ> ProcFsEvidence::ReadEnviron(
-    int pid) {
+absl::StatusOr<ProcessEvidence::Environ> ProcFsEvidence::ReadEnviron(int pid) {
   // One read of environ for both variables.
   ASSIGN_OR_RETURN(const std::string text, procfs_->ReadEnviron(pid));
   Environ env;
@@ -113,14 +111,11 @@ absl::StatusOr<std::string> ProcFsEvidence::ReadCgroup(int pid) {
   return cgroup.status();
 }
 
-absl::Status CheckDedicatedCgroup(const RunSpec& run,
-                                  const SweepObserver& observer) {
+absl::Status CheckDedicatedCgroup(const RunSpec& run, const SweepObserver& observer) {
   if (run.leader.cgroup.empty() || run.leader.cgroup == "/" || run.leader.cgroup.front() != '/' ||
-      absl::StrContains(run.leader.cgroup, "/../") ||
-      absl::EndsWith(run.leader.cgroup, "/..")) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("run ", run.run_id, ": cgroup \"", run.leader.cgroup,
-                     "\" is not a dedicated cgroup"));
+      absl::StrContains(run.leader.cgroup, "/../") || absl::EndsWith(run.leader.cgroup, "/..")) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "run ", run.run_id, ": cgroup \"", run.leader.cgroup, "\" is not a dedicated cgroup"));
   }
   if (!observer.cgroup.empty() && CgroupIsWithin(observer.cgroup, run.leader.cgroup)) {
     return absl::FailedPreconditionError(
@@ -136,11 +131,10 @@ namespace {
 std::string Unescape(absl::string_view s) {
   std::string out;
   for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && i + 3 < s.size() &&
-        s[i + 1] >= '0' && s[i + 1] <= '3' && s[i + 2] >= '0' &&
+    if (s[i] == '\\' && i + 3 < s.size() && s[i + 1] >= '0' && s[i + 1] <= '3' && s[i + 2] >= '0' &&
         s[i + 2] <= '7' && s[i + 3] >= '0' && s[i + 3] <= '7') {
-      out.push_back(static_cast<char>((s[i + 1] - '0') * 64 +
-                                      (s[i + 2] - '0') * 8 + (s[i + 3] - '0')));
+      out.push_back(
+          static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0')));
       i += 3;
     } else {
       out.push_back(s[i]);
@@ -155,8 +149,7 @@ std::optional<Cgroup2Mount> FindCgroup2Mount(absl::string_view mountinfo) {
   for (absl::string_view line : absl::StrSplit(mountinfo, '\n')) {
     // id parent major:minor root mount_point options [optional...] - fstype
     // source super_options
-    std::vector<absl::string_view> f =
-        absl::StrSplit(line, ' ', absl::SkipEmpty());
+    std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
     size_t dash = 0;
     for (size_t i = 6; i < f.size(); ++i) {
       if (f[i] == "-") {
@@ -183,8 +176,7 @@ bool IsNormalCgroupPath(absl::string_view path) {
   return true;
 }
 
-std::optional<std::string> CgroupDir(const Cgroup2Mount& mount,
-                                     absl::string_view cgroup) {
+std::optional<std::string> CgroupDir(const Cgroup2Mount& mount, absl::string_view cgroup) {
   if (!IsNormalCgroupPath(cgroup)) return std::nullopt;
   if (!CgroupIsWithin(cgroup, mount.root)) return std::nullopt;
   absl::string_view rest = cgroup;
@@ -210,11 +202,9 @@ struct RunPlan {
 // The processes of the snapshot by (PID namespace, pid inside it: the last
 // NSpid entry), for the namespaces of translated runs only (a walk with
 // status and ns/pid: MembershipWalkOptions).
-using NsPidMap =
-    std::map<std::pair<uint64_t, int>, const ProcessInfo*>;
+using NsPidMap = std::map<std::pair<uint64_t, int>, const ProcessInfo*>;
 
-NsPidMap IndexChildNamespaces(const Snapshot& snapshot,
-                              const std::vector<RunSpec>& runs,
+NsPidMap IndexChildNamespaces(const Snapshot& snapshot, const std::vector<RunSpec>& runs,
                               const SweepObserver& observer) {
   std::set<uint64_t> namespaces;
   for (const RunSpec& run : runs) {
@@ -225,30 +215,26 @@ NsPidMap IndexChildNamespaces(const Snapshot& snapshot,
   NsPidMap out;
   if (namespaces.empty()) return out;
   for (const ProcessInfo& p : snapshot.processes) {
-    if (p.pidns_inode.has_value() && !p.nspid.empty() &&
-        namespaces.count(*p.pidns_inode) != 0) {
+    if (p.pidns_inode.has_value() && !p.nspid.empty() && namespaces.count(*p.pidns_inode) != 0) {
       out[{*p.pidns_inode, p.nspid.back()}] = &p;
     }
   }
   return out;
 }
 
-std::string UnverifiableNamespaceNote(const RunSpec& run,
-                                      const SweepObserver& observer) {
-  return absl::StrCat(
-      "run ", run.run_id, ": PID namespace ", run.leader.pidns_inode,
-      " is not the observer's (", observer.pidns_inode, ") and its leader ",
-      "was not translated at registration (that namespace was not visible "
-      "to runreaperd, or no process in it had the sent pid and start "
-      "time); no members are verifiable");
+std::string UnverifiableNamespaceNote(const RunSpec& run, const SweepObserver& observer) {
+  return absl::StrCat("run ", run.run_id, ": PID namespace ", run.leader.pidns_inode,
+                      " is not the observer's (", observer.pidns_inode, ") and its leader ",
+                      "was not translated at registration (that namespace was not visible "
+                      "to runreaperd, or no process in it had the sent pid and start "
+                      "time); no members are verifiable");
 }
 
 RunPlan PlanRun(const RunSpec& run, const SweepObserver& observer,
                 const std::unordered_map<int, const ProcessInfo*>& by_pid,
                 const NsPidMap& by_ns_pid, std::vector<std::string>* notes) {
   RunPlan plan;
-  const std::optional<ProcessRef> leader =
-      LeaderIn(run.leader, observer.pidns_inode);
+  const std::optional<ProcessRef> leader = LeaderIn(run.leader, observer.pidns_inode);
   if (run.leader.pidns_inode == 0 || !leader.has_value()) {
     notes->push_back(UnverifiableNamespaceNote(run, observer));
     return plan;
@@ -256,8 +242,7 @@ RunPlan PlanRun(const RunSpec& run, const SweepObserver& observer,
   plan.in_child_ns = InChildNamespace(run, observer);
   plan.leader_pid = leader->pid;
   if (run.leader.start_time == 0) {
-    notes->push_back(absl::StrCat("run ", run.run_id,
-                                  ": no recorded start time; no members"));
+    notes->push_back(absl::StrCat("run ", run.run_id, ": no recorded start time; no members"));
     return plan;
   }
   plan.enabled = true;
@@ -268,8 +253,7 @@ RunPlan PlanRun(const RunSpec& run, const SweepObserver& observer,
   auto reused = [&](int number) {
     if (plan.in_child_ns) {
       auto it = by_ns_pid.find({run.leader.pidns_inode, number});
-      return it != by_ns_pid.end() &&
-             it->second->start_time != run.leader.start_time;
+      return it != by_ns_pid.end() && it->second->start_time != run.leader.start_time;
     }
     auto it = by_pid.find(number);
     return it != by_pid.end() && it->second->start_time != run.leader.start_time;
@@ -373,8 +357,7 @@ struct RunIndex {
 
   // Whether the start-time rule leaves `p` any run at all.
   bool AnyCandidate(const std::vector<RunSpec>& runs, const ProcessInfo& p) const {
-    return !by_start.empty() &&
-           p.start_time >= runs[by_start.front()].leader.start_time;
+    return !by_start.empty() && p.start_time >= runs[by_start.front()].leader.start_time;
   }
 };
 
@@ -388,18 +371,14 @@ const RunList* Lookup(const Map& map, const K& key) {
 // numbered inside its own namespace: same namespace, innermost NSpgid
 // (NSsid) equal to the run's sent pgid (sid). Nothing for a process whose
 // namespace or NS lines are unknown.
-const RunList* ChildNsGroupRuns(const RunIndex& index,
-                                            const ProcessInfo& p) {
-  if (index.by_ns_pgid.empty() || !p.pidns_inode.has_value() ||
-      p.nspgid.empty()) {
+const RunList* ChildNsGroupRuns(const RunIndex& index, const ProcessInfo& p) {
+  if (index.by_ns_pgid.empty() || !p.pidns_inode.has_value() || p.nspgid.empty()) {
     return nullptr;
   }
   return Lookup(index.by_ns_pgid, std::make_pair(*p.pidns_inode, p.nspgid.back()));
 }
-const RunList* ChildNsSessionRuns(const RunIndex& index,
-                                              const ProcessInfo& p) {
-  if (index.by_ns_sid.empty() || !p.pidns_inode.has_value() ||
-      p.nssid.empty()) {
+const RunList* ChildNsSessionRuns(const RunIndex& index, const ProcessInfo& p) {
+  if (index.by_ns_sid.empty() || !p.pidns_inode.has_value() || p.nssid.empty()) {
     return nullptr;
   }
   return Lookup(index.by_ns_sid, std::make_pair(*p.pidns_inode, p.nssid.back()));
@@ -408,8 +387,7 @@ const RunList* ChildNsSessionRuns(const RunIndex& index,
 }  // namespace
 
 Membership FindMembers(const Snapshot& snapshot, const SweepObserver& observer,
-                       const std::vector<RunSpec>& runs,
-                       ProcessEvidence& evidence) {
+                       const std::vector<RunSpec>& runs, ProcessEvidence& evidence) {
   Membership out;
   std::unordered_map<int, const ProcessInfo*> by_pid;
   by_pid.reserve(snapshot.processes.size());
@@ -424,8 +402,7 @@ Membership FindMembers(const Snapshot& snapshot, const SweepObserver& observer,
   const RunIndex index(runs, plans);
   if (index.by_start.empty()) return out;
 
-  const std::unordered_set<int> ancestors(observer.ancestors.begin(),
-                                          observer.ancestors.end());
+  const std::unordered_set<int> ancestors(observer.ancestors.begin(), observer.ancestors.end());
 
   std::vector<std::vector<Member>> per_run(runs.size());
   // This process's matches, first source per run (the order below is the
@@ -447,8 +424,7 @@ Membership FindMembers(const Snapshot& snapshot, const SweepObserver& observer,
     // ESRCH), so it carries no cookie and no KEEP.
     const bool zombie = p.state == 'Z';
     absl::StatusOr<ProcessEvidence::Environ> env =
-        zombie ? absl::StatusOr<ProcessEvidence::Environ>(
-                     ProcessEvidence::Environ())
+        zombie ? absl::StatusOr<ProcessEvidence::Environ>(ProcessEvidence::Environ())
                : evidence.ReadEnviron(p.pid);
     // NOT_FOUND: exited since the walk (gone, or a zombie now: drained).
     if (!env.ok() && absl::IsNotFound(env.status())) continue;
@@ -482,8 +458,7 @@ Membership FindMembers(const Snapshot& snapshot, const SweepObserver& observer,
         add(Lookup(index.by_cgroup, path), MatchSource::kCgroup);
         for (size_t k = path.size(); k-- > 1;) {
           if (path[k] == '/') {
-            add(Lookup(index.by_cgroup, path.substr(0, k)),
-                MatchSource::kCgroup);
+            add(Lookup(index.by_cgroup, path.substr(0, k)), MatchSource::kCgroup);
           }
         }
       }

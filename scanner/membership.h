@@ -97,8 +97,8 @@ struct SweepObserver {
   int pid = 0;
   int pgid = 0;
   int sid = 0;
-  uint64_t pidns_inode = 0;  // 0 = unknown: no run has members
-  std::string cgroup;        // "" = unknown
+  uint64_t pidns_inode = 0;    // 0 = unknown: no run has members
+  std::string cgroup;          // "" = unknown
   std::vector<int> ancestors;  // ppid chain, nearest first
 };
 
@@ -154,9 +154,7 @@ struct Member {
   std::vector<int> ancestors;
 
   // A live member that the sweep may signal.
-  bool Signallable() const {
-    return source != MatchSource::kNone && !zombie && !kept;
-  }
+  bool Signallable() const { return source != MatchSource::kNone && !zombie && !kept; }
 };
 
 struct Membership {
@@ -171,14 +169,12 @@ struct Membership {
 // be a member of more than one run. Reads environ/cgroup through `evidence`
 // at most once per process.
 Membership FindMembers(const Snapshot& snapshot, const SweepObserver& observer,
-                       const std::vector<RunSpec>& runs,
-                       ProcessEvidence& evidence);
+                       const std::vector<RunSpec>& runs, ProcessEvidence& evidence);
 
 // OK when run.cgroup may be used as the run's own cgroup: nonempty, absolute,
 // not "/", and not holding the observer (when the observer's is known).
 // FAILED_PRECONDITION naming the run and cgroup otherwise.
-absl::Status CheckDedicatedCgroup(const RunSpec& run,
-                                  const SweepObserver& observer);
+absl::Status CheckDedicatedCgroup(const RunSpec& run, const SweepObserver& observer);
 
 // The cgroup v2 mount in /proc/<pid>/mountinfo text: its mount point and the
 // hierarchy path mounted there (field 4, usually "/"). nullopt when there is
@@ -198,8 +194,7 @@ bool IsNormalCgroupPath(absl::string_view path);
 // The directory of cgroup v2 path `cgroup` under `mount`; nullopt when the
 // path is not normal (IsNormalCgroupPath) or lies outside the mounted part of
 // the hierarchy.
-std::optional<std::string> CgroupDir(const Cgroup2Mount& mount,
-                                     absl::string_view cgroup);
+std::optional<std::string> CgroupDir(const Cgroup2Mount& mount, absl::string_view cgroup);
 
 // "/a/b" is `root` or below it ("/a/b" under "/a", not under "/a/bc").
 bool CgroupIsWithin(absl::string_view path, absl::string_view root);

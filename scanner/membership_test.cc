@@ -38,8 +38,7 @@ class FakeEvidence : public ProcessEvidence {
   std::map<int, int> environ_reads;
 };
 
-ProcessInfo Proc(int pid, int ppid, int pgid, int sid, uint64_t start,
-                 char state = 'S') {
+ProcessInfo Proc(int pid, int ppid, int pgid, int sid, uint64_t start, char state = 'S') {
   ProcessInfo p;
   p.pid = pid;
   p.ppid = ppid;
@@ -93,10 +92,10 @@ std::map<int, Member> ByPid(const Membership& m) {
 
 TEST(MembershipTest, MatchesByPgidAndSid) {
   Snapshot s = Base();
-  s.processes.push_back(Proc(100, 1, 100, 100, kLeaderStart));       // leader
-  s.processes.push_back(Proc(101, 100, 100, 100, kLeaderStart + 1)); // group
-  s.processes.push_back(Proc(102, 1, 102, 100, kLeaderStart + 2));   // session
-  s.processes.push_back(Proc(103, 1, 103, 103, kLeaderStart + 3));   // other
+  s.processes.push_back(Proc(100, 1, 100, 100, kLeaderStart));        // leader
+  s.processes.push_back(Proc(101, 100, 100, 100, kLeaderStart + 1));  // group
+  s.processes.push_back(Proc(102, 1, 102, 100, kLeaderStart + 2));    // session
+  s.processes.push_back(Proc(103, 1, 103, 103, kLeaderStart + 3));    // other
   FakeEvidence ev;
   Membership m = FindMembers(s, TheObserver(), {TheRun()}, ev);
   auto by = ByPid(m);
@@ -138,9 +137,8 @@ TEST(MembershipTest, CgroupOnlyWhenDedicated) {
   EXPECT_EQ(by[301].source, MatchSource::kCgroup);
 
   // The root cgroup, or one holding the observer, is nobody's own.
-  for (const std::string& shared : {std::string("/"),
-                                    std::string("/system.slice"),
-                                    std::string("relative")}) {
+  for (const std::string& shared :
+       {std::string("/"), std::string("/system.slice"), std::string("relative")}) {
     run.leader.cgroup = shared;
     ev.cgroup[300] = "/system.slice/x";
     Membership m = FindMembers(s, TheObserver(), {run}, ev);
@@ -230,10 +228,10 @@ TEST(MembershipTest, NeverInitSelfOwnGroupSessionOrAncestors) {
   run.leader.pgid = 40;
   run.leader.sid = 40;
   run.leader.start_time = 1;
-  s.processes.push_back(Proc(60, 50, 40, 40, 30));    // our group
-  s.processes.push_back(Proc(61, 1, 61, 40, 30));     // our session
-  s.processes.push_back(Proc(2, 0, 0, 0, 1));         // kthreadd
-  s.processes.push_back(Proc(70, 2, 0, 0, 30));       // a kernel thread
+  s.processes.push_back(Proc(60, 50, 40, 40, 30));  // our group
+  s.processes.push_back(Proc(61, 1, 61, 40, 30));   // our session
+  s.processes.push_back(Proc(2, 0, 0, 0, 1));       // kthreadd
+  s.processes.push_back(Proc(70, 2, 0, 0, 30));     // a kernel thread
   FakeEvidence ev;
   for (const ProcessInfo& p : s.processes) ev.environ[p.pid].run_id = "x";
   run.run_id = "x";
@@ -242,8 +240,8 @@ TEST(MembershipTest, NeverInitSelfOwnGroupSessionOrAncestors) {
 
   // An ancestor outside our group and session, carrying the cookie.
   Snapshot t;
-  t.processes = {Proc(1, 0, 1, 1, 1), Proc(30, 1, 30, 30, 5),
-                 Proc(40, 30, 40, 40, 10), Proc(50, 40, 40, 40, 20)};
+  t.processes = {Proc(1, 0, 1, 1, 1), Proc(30, 1, 30, 30, 5), Proc(40, 30, 40, 40, 10),
+                 Proc(50, 40, 40, 40, 20)};
   SweepObserver o = TheObserver();
   o.ancestors = AncestorsIn(t, 50);
   EXPECT_EQ(o.ancestors, (std::vector<int>{40, 30, 1}));
@@ -486,8 +484,8 @@ TEST(MembershipTest, FindsCgroup2Mount) {
   EXPECT_TRUE(IsNormalCgroupPath("/a/b.c/..d"));
   EXPECT_FALSE(IsNormalCgroupPath("a/b"));
   EXPECT_FALSE(IsNormalCgroupPath(""));
-  std::optional<Cgroup2Mount> esc = FindCgroup2Mount(
-      "9 1 0:5 /x /mnt/my\\040cg rw - cgroup2 none rw\n");
+  std::optional<Cgroup2Mount> esc =
+      FindCgroup2Mount("9 1 0:5 /x /mnt/my\\040cg rw - cgroup2 none rw\n");
   ASSERT_TRUE(esc.has_value());
   EXPECT_EQ(esc->mount_point, "/mnt/my cg");
   EXPECT_EQ(esc->root, "/x");
@@ -556,8 +554,8 @@ constexpr uint64_t kNsB = 4026532200;  // a bystander container
 
 // A process of a child namespace as the host walk (with status and ns/pid)
 // shows it: host ids in pid/pgid/sid, the namespace's last in the NS lists.
-ProcessInfo InNs(int pid, int ppid, int pgid, int sid, uint64_t start,
-                 uint64_t ns, int ns_pid, int ns_pgid, int ns_sid) {
+ProcessInfo InNs(int pid, int ppid, int pgid, int sid, uint64_t start, uint64_t ns, int ns_pid,
+                 int ns_pgid, int ns_sid) {
   ProcessInfo p = Proc(pid, ppid, pgid, sid, start);
   p.pidns_inode = ns;
   p.nspid = {pid, ns_pid};
@@ -634,8 +632,7 @@ TEST(ChildNamespaceMembershipTest, ReusedInnerGroupNumberIsNotTheRuns) {
   Membership m = FindMembers(s, TheObserver(), {ChildNsRun()}, ev);
   EXPECT_TRUE(m.members.empty());
   ASSERT_EQ(m.notes.size(), 2u);
-  EXPECT_NE(m.notes[0].find("pgid 5 now names another process"),
-            std::string::npos) << m.notes[0];
+  EXPECT_NE(m.notes[0].find("pgid 5 now names another process"), std::string::npos) << m.notes[0];
 }
 
 TEST(ChildNamespaceMembershipTest, UntranslatedRunHasNoMembersAndSaysWhy) {
@@ -646,8 +643,7 @@ TEST(ChildNamespaceMembershipTest, UntranslatedRunHasNoMembersAndSaysWhy) {
   Membership m = FindMembers(TwoContainers(), TheObserver(), {run}, ev);
   EXPECT_TRUE(m.members.empty());
   ASSERT_EQ(m.notes.size(), 1u);
-  EXPECT_NE(m.notes[0].find("was not translated at registration"),
-            std::string::npos) << m.notes[0];
+  EXPECT_NE(m.notes[0].find("was not translated at registration"), std::string::npos) << m.notes[0];
   EXPECT_NE(m.notes[0].find("no members are verifiable"), std::string::npos);
   // A translation made in another observer namespace is no translation here.
   run = ChildNsRun();

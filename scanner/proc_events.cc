@@ -28,10 +28,10 @@ namespace {
 // Wire layout (host byte order), as in linux/netlink.h, connector.h and
 // cn_proc.h. Offsets are spelled out rather than casting the buffer to the
 // kernel structs: the proc_event inside a cn_msg is not 8-byte aligned.
-constexpr size_t kNlHdr = 16;     // struct nlmsghdr
-constexpr size_t kCnHdr = 20;     // struct cn_msg without data
-constexpr size_t kEvHdr = 16;     // what, cpu, timestamp_ns
-constexpr size_t kNlAlign = 4;    // NLMSG_ALIGNTO
+constexpr size_t kNlHdr = 16;   // struct nlmsghdr
+constexpr size_t kCnHdr = 20;   // struct cn_msg without data
+constexpr size_t kEvHdr = 16;   // what, cpu, timestamp_ns
+constexpr size_t kNlAlign = 4;  // NLMSG_ALIGNTO
 
 // enum proc_event::what (ABI values; the header nests them in the struct).
 constexpr uint32_t kWhatNone = 0x00000000;
@@ -62,26 +62,18 @@ uint64_t Get64(const char* p) {
   std::memcpy(&v, p, sizeof(v));
   return v;
 }
-void Put16(std::string* s, size_t off, uint16_t v) {
-  std::memcpy(&(*s)[off], &v, sizeof(v));
-}
-void Put32(std::string* s, size_t off, uint32_t v) {
-  std::memcpy(&(*s)[off], &v, sizeof(v));
-}
-void Put64(std::string* s, size_t off, uint64_t v) {
-  std::memcpy(&(*s)[off], &v, sizeof(v));
-}
+void Put16(std::string* s, size_t off, uint16_t v) { std::memcpy(&(*s)[off], &v, sizeof(v)); }
+void Put32(std::string* s, size_t off, uint32_t v) { std::memcpy(&(*s)[off], &v, sizeof(v)); }
+void Put64(std::string* s, size_t off, uint64_t v) { std::memcpy(&(*s)[off], &v, sizeof(v)); }
 
 absl::Status Malformed(size_t offset, absl::string_view why) {
   return absl::InvalidArgumentError(
-      absl::StrCat("malformed proc connector message at byte ", offset, ": ",
-                   why));
+      absl::StrCat("malformed proc connector message at byte ", offset, ": ", why));
 }
 
 // Parses the proc_event of `len` bytes at `p`. Returns false (and sets
 // `*skip`) for kinds we do not use; an error when it is too short.
-absl::Status ParseEvent(const char* p, size_t len, size_t offset,
-                        ProcEvent* ev, bool* skip) {
+absl::Status ParseEvent(const char* p, size_t len, size_t offset, ProcEvent* ev, bool* skip) {
   *skip = false;
   if (len < kEvHdr) return Malformed(offset, "proc_event header truncated");
   const uint32_t what = Get32(p);
@@ -91,8 +83,7 @@ absl::Status ParseEvent(const char* p, size_t len, size_t offset,
   const size_t dlen = len - kEvHdr;
   auto need = [&](size_t n, const char* kind) -> absl::Status {
     if (dlen < n) {
-      return Malformed(offset, absl::StrCat(kind, " event has ", dlen,
-                                            " data bytes, needs ", n));
+      return Malformed(offset, absl::StrCat(kind, " event has ", dlen, " data bytes, needs ", n));
     }
     return absl::OkStatus();
   };
@@ -142,8 +133,7 @@ absl::Status ParseEvent(const char* p, size_t len, size_t offset,
   // The kernel never reports a pid <= 0 for a real task; such an event is
   // garbage and would alias "no process" downstream.
   if (ev->pid <= 0 || ev->tgid <= 0 ||
-      (ev->kind == ProcEvent::Kind::kFork &&
-       (ev->parent_pid <= 0 || ev->parent_tgid <= 0))) {
+      (ev->kind == ProcEvent::Kind::kFork && (ev->parent_pid <= 0 || ev->parent_tgid <= 0))) {
     return Malformed(offset, "event names a pid <= 0");
   }
   return absl::OkStatus();
@@ -151,8 +141,8 @@ absl::Status ParseEvent(const char* p, size_t len, size_t offset,
 
 }  // namespace
 
-absl::Status ParseProcEvents(absl::string_view datagram,
-                             std::vector<ProcEvent>* out, ParseStats* stats) {
+absl::Status ParseProcEvents(absl::string_view datagram, std::vector<ProcEvent>* out,
+                             ParseStats* stats) {
   size_t off = 0;
   while (off < datagram.size()) {
     const size_t left = datagram.size() - off;
@@ -162,9 +152,8 @@ absl::Status ParseProcEvents(absl::string_view datagram,
     const uint16_t nl_type = Get16(nl + 4);
     if (nl_len < kNlHdr) return Malformed(off, "netlink length < header");
     if (nl_len > left) {
-      return Malformed(off, absl::StrCat("netlink length ", nl_len,
-                                         " exceeds the ", left,
-                                         " bytes left"));
+      return Malformed(
+          off, absl::StrCat("netlink length ", nl_len, " exceeds the ", left, " bytes left"));
     }
     const size_t msg_off = off;
     // The last message of a datagram need not be padded to alignment.
@@ -182,10 +171,8 @@ absl::Status ParseProcEvents(absl::string_view datagram,
     const uint32_t val = Get32(cn + 4);
     const uint16_t data_len = Get16(cn + 16);
     if (data_len > cn_room - kCnHdr) {
-      return Malformed(msg_off, absl::StrCat("cn_msg length ", data_len,
-                                             " exceeds the ",
-                                             cn_room - kCnHdr,
-                                             " bytes of its message"));
+      return Malformed(msg_off, absl::StrCat("cn_msg length ", data_len, " exceeds the ",
+                                             cn_room - kCnHdr, " bytes of its message"));
     }
     if (idx != CN_IDX_PROC || val != CN_VAL_PROC) {
       if (stats != nullptr) ++stats->skipped;
@@ -195,8 +182,7 @@ absl::Status ParseProcEvents(absl::string_view datagram,
     ev.seq = Get32(cn + 8);
     ev.ack = Get32(cn + 12);
     bool skip = false;
-    if (absl::Status s = ParseEvent(cn + kCnHdr, data_len, msg_off, &ev, &skip);
-        !s.ok()) {
+    if (absl::Status s = ParseEvent(cn + kCnHdr, data_len, msg_off, &ev, &skip); !s.ok()) {
       return s;
     }
     if (skip) {
@@ -264,24 +250,24 @@ std::string EncodeProcEventForTest(const ProcEvent& ev) {
 
 namespace {
 
-constexpr int kSlots = 64;         // datagrams per recvmmsg
+constexpr int kSlots = 64;          // datagrams per recvmmsg
 constexpr size_t kSlotBytes = 512;  // one event is 76-84 bytes
 
 absl::Status OpenError(int err, absl::string_view what) {
   switch (err) {
     case EPERM:
     case EACCES:
-      return absl::PermissionDeniedError(absl::StrCat(
-          "proc connector: ", what, ": ", std::strerror(err),
-          " (needs CAP_NET_ADMIN before Linux 6.6)"));
+      return absl::PermissionDeniedError(absl::StrCat("proc connector: ", what, ": ",
+                                                      std::strerror(err),
+                                                      " (needs CAP_NET_ADMIN before Linux 6.6)"));
     case EPROTONOSUPPORT:
-      return absl::UnimplementedError(absl::StrCat(
-          "proc connector: ", what, ": ", std::strerror(err),
-          " (kernel without CONFIG_PROC_EVENTS / connector)"));
+      return absl::UnimplementedError(
+          absl::StrCat("proc connector: ", what, ": ", std::strerror(err),
+                       " (kernel without CONFIG_PROC_EVENTS / connector)"));
     case ECONNREFUSED:
-      return absl::FailedPreconditionError(absl::StrCat(
-          "proc connector: ", what, ": ", std::strerror(err),
-          " (not in the initial network namespace)"));
+      return absl::FailedPreconditionError(absl::StrCat("proc connector: ", what, ": ",
+                                                        std::strerror(err),
+                                                        " (not in the initial network namespace)"));
     default:
       return absl::ErrnoToStatus(err, absl::StrCat("proc connector: ", what));
   }
@@ -292,21 +278,18 @@ absl::Status OpenError(int err, absl::string_view what) {
 absl::StatusOr<std::unique_ptr<ProcConnector>> ProcConnector::Open(
     const ProcConnectorOptions& options) {
   std::unique_ptr<ProcConnector> c(new ProcConnector());
-  c->fd_.Reset(::socket(PF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC,
-                        NETLINK_CONNECTOR));
+  c->fd_.Reset(::socket(PF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_CONNECTOR));
   if (!c->fd_.valid()) return OpenError(errno, "socket(NETLINK_CONNECTOR)");
   const int fd = c->fd_.get();
 
   // Size the buffer before joining, so a burst right after the join fits.
   int want = options.rcvbuf_bytes;
-  if (want > 0 &&
-      ::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &want, sizeof(want)) != 0) {
+  if (want > 0 && ::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &want, sizeof(want)) != 0) {
     // EPERM without CAP_NET_ADMIN: the plain option, capped by rmem_max.
     (void)::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &want, sizeof(want));
   }
   socklen_t optlen = sizeof(c->rcvbuf_bytes_);
-  if (::getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &c->rcvbuf_bytes_, &optlen) !=
-      0) {
+  if (::getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &c->rcvbuf_bytes_, &optlen) != 0) {
     return OpenError(errno, "getsockopt(SO_RCVBUF)");
   }
 
@@ -320,9 +303,8 @@ absl::StatusOr<std::unique_ptr<ProcConnector>> ProcConnector::Open(
 
   // A number of our own, so that another listener's acknowledgement (acks go
   // to the whole group) is not taken for ours.
-  const uint32_t seq =
-      (static_cast<uint32_t>(::getpid()) * 2654435761u) ^
-      static_cast<uint32_t>(absl::ToUnixNanos(absl::Now()));
+  const uint32_t seq = (static_cast<uint32_t>(::getpid()) * 2654435761u) ^
+                       static_cast<uint32_t>(absl::ToUnixNanos(absl::Now()));
   if (absl::Status s = c->SendOp(PROC_CN_MCAST_LISTEN, seq); !s.ok()) return s;
 
   const absl::Time deadline = absl::Now() + options.ack_timeout;
@@ -336,8 +318,8 @@ absl::StatusOr<std::unique_ptr<ProcConnector>> ProcConnector::Open(
     }
     Batch batch;
     pollfd p = {fd, POLLIN, 0};
-    const int n = ::poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(
-                                    left + absl::Milliseconds(1))));
+    const int n =
+        ::poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(left + absl::Milliseconds(1))));
     if (n < 0 && errno != EINTR) return OpenError(errno, "poll");
     if (n <= 0) continue;
     // Receive raw so that the ack is visible (Receive drops acks).
@@ -390,15 +372,13 @@ absl::Status ProcConnector::SendOp(uint32_t op, uint32_t seq) {
                                reinterpret_cast<sockaddr*>(&to), sizeof(to));
     if (n >= 0) return absl::OkStatus();
     if (errno == EINTR) continue;
-    return OpenError(errno, op == PROC_CN_MCAST_LISTEN
-                                ? "send PROC_CN_MCAST_LISTEN"
-                                : "send PROC_CN_MCAST_IGNORE");
+    return OpenError(errno, op == PROC_CN_MCAST_LISTEN ? "send PROC_CN_MCAST_LISTEN"
+                                                       : "send PROC_CN_MCAST_IGNORE");
   }
 }
 
 absl::StatusOr<int> ProcConnector::ReceiveQueued(Batch* batch) {
-  static thread_local std::unique_ptr<char[]> buf(
-      new char[kSlots * kSlotBytes]);
+  static thread_local std::unique_ptr<char[]> buf(new char[kSlots * kSlotBytes]);
   mmsghdr msgs[kSlots];
   iovec iov[kSlots];
   sockaddr_nl from[kSlots];
@@ -437,8 +417,7 @@ absl::StatusOr<int> ProcConnector::ReceiveQueued(Batch* batch) {
       continue;
     }
     ParseStats stats;
-    if (!ParseProcEvents(absl::string_view(buf.get() + i * kSlotBytes,
-                                           msgs[i].msg_len),
+    if (!ParseProcEvents(absl::string_view(buf.get() + i * kSlotBytes, msgs[i].msg_len),
                          &batch->events, &stats)
              .ok()) {
       ++batch->malformed;
@@ -448,15 +427,13 @@ absl::StatusOr<int> ProcConnector::ReceiveQueued(Batch* batch) {
   return n;
 }
 
-absl::Status ProcConnector::Receive(absl::Duration timeout, Batch* batch,
-                                    size_t max_events) {
+absl::Status ProcConnector::Receive(absl::Duration timeout, Batch* batch, size_t max_events) {
   if (!pending_.empty()) {
     for (ProcEvent& ev : pending_) batch->events.push_back(ev);
     pending_.clear();
   } else {
     pollfd p = {fd_.get(), POLLIN, 0};
-    const int n = ::poll(
-        &p, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout)));
+    const int n = ::poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout)));
     if (n < 0 && errno != EINTR) return OpenError(errno, "poll");
     if (n <= 0) return absl::OkStatus();
   }
@@ -474,9 +451,7 @@ absl::Status ProcConnector::Receive(absl::Duration timeout, Batch* batch,
   // Acks (ours at Open, or another listener's) are not events.
   std::vector<ProcEvent>& evs = batch->events;
   evs.erase(std::remove_if(evs.begin(), evs.end(),
-                           [](const ProcEvent& ev) {
-                             return ev.kind == ProcEvent::Kind::kAck;
-                           }),
+                           [](const ProcEvent& ev) { return ev.kind == ProcEvent::Kind::kAck; }),
             evs.end());
   return absl::OkStatus();
 }
@@ -484,8 +459,7 @@ absl::Status ProcConnector::Receive(absl::Duration timeout, Batch* batch,
 // ---------------------------------------------------------------------------
 // ProcEventStream
 
-ProcEventStream::ProcEventStream(std::unique_ptr<ProcConnector> connector,
-                                 Handler handler)
+ProcEventStream::ProcEventStream(std::unique_ptr<ProcConnector> connector, Handler handler)
     : connector_(std::move(connector)),
       handler_(std::move(handler)),
       wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}

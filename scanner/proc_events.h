@@ -50,10 +50,10 @@ struct ProcEvent {
   Kind kind = Kind::kAck;
   uint32_t cpu = 0;
   uint64_t timestamp_ns = 0;  // CLOCK_MONOTONIC of the event
-  int pid = 0;   // thread id
-  int tgid = 0;  // process id (initial PID namespace)
-  int parent_pid = 0;   // fork; exit (Linux >= 5.2, else 0)
-  int parent_tgid = 0;  // fork; exit (Linux >= 5.2, else 0)
+  int pid = 0;                // thread id
+  int tgid = 0;               // process id (initial PID namespace)
+  int parent_pid = 0;         // fork; exit (Linux >= 5.2, else 0)
+  int parent_tgid = 0;        // fork; exit (Linux >= 5.2, else 0)
   uint32_t exit_code = 0;
   uint32_t exit_signal = 0;
   uint32_t ack_err = 0;
@@ -79,8 +79,7 @@ struct ParseStats {
 // past the end of the datagram or message, or an event too short for its
 // kind is INVALID_ARGUMENT naming the offset; events parsed before that
 // point stay appended. Pure: reads nothing but `datagram`.
-absl::Status ParseProcEvents(absl::string_view datagram,
-                             std::vector<ProcEvent>* out,
+absl::Status ParseProcEvents(absl::string_view datagram, std::vector<ProcEvent>* out,
                              ParseStats* stats = nullptr);
 
 // Builds the bytes of one netlink message holding `event` as the kernel
@@ -118,18 +117,17 @@ class ProcConnector {
 
   struct Batch {
     std::vector<ProcEvent> events;  // in arrival order; acks left out
-    bool lost = false;    // ENOBUFS: the kernel dropped events before these
-    int malformed = 0;    // datagrams that failed to parse (partly used)
-    int foreign = 0;      // datagrams not from the kernel (dropped)
-    int skipped = 0;      // see ParseStats
+    bool lost = false;              // ENOBUFS: the kernel dropped events before these
+    int malformed = 0;              // datagrams that failed to parse (partly used)
+    int foreign = 0;                // datagrams not from the kernel (dropped)
+    int skipped = 0;                // see ParseStats
   };
 
   // Waits up to `timeout` for the first datagram, then takes everything
   // already queued (at most `max_events`), appending to `*batch`. Returns OK
   // with an empty batch on timeout. Errors: the socket failed (not ENOBUFS,
   // which is reported as batch->lost).
-  absl::Status Receive(absl::Duration timeout, Batch* batch,
-                       size_t max_events = 4096);
+  absl::Status Receive(absl::Duration timeout, Batch* batch, size_t max_events = 4096);
 
   int fd() const { return fd_.get(); }
   // The receive buffer the kernel granted (getsockopt SO_RCVBUF).

@@ -10,9 +10,9 @@
 
 #include <algorithm>
 #include <atomic>
-#include <functional>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -49,12 +49,8 @@ ProcEvent Simple(ProcEvent::Kind kind, int pid) {
   return ev;
 }
 
-void Set32(std::string* s, size_t off, uint32_t v) {
-  std::memcpy(&(*s)[off], &v, sizeof(v));
-}
-void Set16(std::string* s, size_t off, uint16_t v) {
-  std::memcpy(&(*s)[off], &v, sizeof(v));
-}
+void Set32(std::string* s, size_t off, uint32_t v) { std::memcpy(&(*s)[off], &v, sizeof(v)); }
+void Set16(std::string* s, size_t off, uint16_t v) { std::memcpy(&(*s)[off], &v, sizeof(v)); }
 
 // --------------------------------------------------------------------------
 // The parser, on crafted bytes.
@@ -65,11 +61,10 @@ TEST(ParseProcEventsTest, EachKindRoundTrips) {
   exit_ev.exit_signal = 17;
   exit_ev.parent_pid = 7;
   exit_ev.parent_tgid = 7;
-  const std::string datagram =
-      EncodeProcEventForTest(Fork(7, 42)) +
-      EncodeProcEventForTest(Simple(ProcEvent::Kind::kExec, 42)) +
-      EncodeProcEventForTest(Simple(ProcEvent::Kind::kSid, 42)) +
-      EncodeProcEventForTest(exit_ev);
+  const std::string datagram = EncodeProcEventForTest(Fork(7, 42)) +
+                               EncodeProcEventForTest(Simple(ProcEvent::Kind::kExec, 42)) +
+                               EncodeProcEventForTest(Simple(ProcEvent::Kind::kSid, 42)) +
+                               EncodeProcEventForTest(exit_ev);
   std::vector<ProcEvent> out;
   ParseStats stats;
   ASSERT_OK(ParseProcEvents(datagram, &out, &stats));
@@ -126,8 +121,7 @@ TEST(ParseProcEventsTest, EventsBeforeAMalformedMessageAreKept) {
   std::string bad = EncodeProcEventForTest(Fork(7, 43));
   Set32(&bad, 0, 8);  // nlmsg_len below the header
   std::vector<ProcEvent> out;
-  const absl::Status s =
-      ParseProcEvents(EncodeProcEventForTest(Fork(7, 42)) + bad, &out);
+  const absl::Status s = ParseProcEvents(EncodeProcEventForTest(Fork(7, 42)) + bad, &out);
   EXPECT_TRUE(absl::IsInvalidArgument(s));
   EXPECT_THAT(std::string(s.message()), HasSubstr("byte 76"));
   ASSERT_EQ(out.size(), 1u);
@@ -138,20 +132,17 @@ TEST(ParseProcEventsTest, LengthsBeyondTheirContainerAreRejected) {
   std::vector<ProcEvent> out;
   std::string m = EncodeProcEventForTest(Fork(7, 42));
   Set32(&m, 0, 0xffffffffu);  // nlmsg_len past the datagram
-  EXPECT_THAT(std::string(ParseProcEvents(m, &out).message()),
-              HasSubstr("exceeds"));
+  EXPECT_THAT(std::string(ParseProcEvents(m, &out).message()), HasSubstr("exceeds"));
   m = EncodeProcEventForTest(Fork(7, 42));
   Set16(&m, 16 + 16, 0xffff);  // cn_msg len past the message
-  EXPECT_THAT(std::string(ParseProcEvents(m, &out).message()),
-              HasSubstr("cn_msg length"));
+  EXPECT_THAT(std::string(ParseProcEvents(m, &out).message()), HasSubstr("cn_msg length"));
   m = EncodeProcEventForTest(Fork(7, 42));
   Set16(&m, 16 + 16, 16 + 8);  // a fork event with 8 data bytes
   EXPECT_THAT(std::string(ParseProcEvents(m, &out).message()),
               HasSubstr("fork event has 8 data bytes"));
   m = EncodeProcEventForTest(Fork(7, 42));
   Set16(&m, 16 + 16, 4);  // not even the proc_event header
-  EXPECT_THAT(std::string(ParseProcEvents(m, &out).message()),
-              HasSubstr("header truncated"));
+  EXPECT_THAT(std::string(ParseProcEvents(m, &out).message()), HasSubstr("header truncated"));
   EXPECT_TRUE(out.empty());
 }
 
@@ -159,10 +150,8 @@ TEST(ParseProcEventsTest, ZeroOrNegativePidsAreGarbage) {
   std::vector<ProcEvent> out;
   EXPECT_FALSE(ParseProcEvents(EncodeProcEventForTest(Fork(0, 42)), &out).ok());
   EXPECT_FALSE(ParseProcEvents(EncodeProcEventForTest(Fork(7, -1)), &out).ok());
-  EXPECT_FALSE(ParseProcEvents(
-                   EncodeProcEventForTest(Simple(ProcEvent::Kind::kExit, 0)),
-                   &out)
-                   .ok());
+  EXPECT_FALSE(
+      ParseProcEvents(EncodeProcEventForTest(Simple(ProcEvent::Kind::kExit, 0)), &out).ok());
   EXPECT_TRUE(out.empty());
 }
 
@@ -177,8 +166,7 @@ TEST(ParseProcEventsTest, OtherMessagesAreSkippedNotParsed) {
   Set32(&comm, 16 + 20, proc_event::PROC_EVENT_COMM);
   std::vector<ProcEvent> out;
   ParseStats stats;
-  ASSERT_OK(ParseProcEvents(other_idx + noop + uid + comm +
-                                EncodeProcEventForTest(Fork(7, 46)),
+  ASSERT_OK(ParseProcEvents(other_idx + noop + uid + comm + EncodeProcEventForTest(Fork(7, 46)),
                             &out, &stats));
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].tgid, 46);
@@ -203,8 +191,7 @@ TEST(ParseProcEventsTest, AckCarriesSeqAndError) {
 TEST(ParseProcEventsTest, GarbageNeverCrashesNorYieldsABadPid) {
   std::mt19937 rng(12345);
   const std::string valid = EncodeProcEventForTest(Fork(7, 42)) +
-                            EncodeProcEventForTest(
-                                Simple(ProcEvent::Kind::kExit, 42));
+                            EncodeProcEventForTest(Simple(ProcEvent::Kind::kExit, 42));
   int accepted = 0;
   for (int round = 0; round < 200000; ++round) {
     std::string buf;
@@ -238,8 +225,7 @@ TEST(ParseProcEventsTest, GarbageNeverCrashesNorYieldsABadPid) {
 // they check that Open says why.
 
 // Opens a connector or explains why the test cannot run here.
-std::unique_ptr<ProcConnector> OpenOrSkipReason(std::string* why,
-                                                ProcConnectorOptions o = {}) {
+std::unique_ptr<ProcConnector> OpenOrSkipReason(std::string* why, ProcConnectorOptions o = {}) {
   absl::StatusOr<std::unique_ptr<ProcConnector>> c = ProcConnector::Open(o);
   if (!c.ok()) {
     *why = std::string(c.status().message());
@@ -248,10 +234,9 @@ std::unique_ptr<ProcConnector> OpenOrSkipReason(std::string* why,
   return *std::move(c);
 }
 
-#define OPEN_OR_SKIP(var, ...)                                 \
-  std::string var##_why;                                       \
-  std::unique_ptr<ProcConnector> var =                         \
-      OpenOrSkipReason(&var##_why, ##__VA_ARGS__);             \
+#define OPEN_OR_SKIP(var, ...)                                                      \
+  std::string var##_why;                                                            \
+  std::unique_ptr<ProcConnector> var = OpenOrSkipReason(&var##_why, ##__VA_ARGS__); \
   if (var == nullptr) GTEST_SKIP() << var##_why
 
 TEST(ProcConnectorTest, SeesAChildsForkAndExit) {
@@ -361,9 +346,8 @@ TEST(ProcConnectorTest, UnavailableReasonsAreDistinct) {
     if (::setgid(65534) != 0 || ::setuid(65534) != 0) return 99;
     return CodeOfOpen();
   });
-  EXPECT_TRUE(
-      unprivileged == static_cast<int>(absl::StatusCode::kOk) ||
-      unprivileged == static_cast<int>(absl::StatusCode::kPermissionDenied))
+  EXPECT_TRUE(unprivileged == static_cast<int>(absl::StatusCode::kOk) ||
+              unprivileged == static_cast<int>(absl::StatusCode::kPermissionDenied))
       << unprivileged;
   // Another network namespace: no connector there.
   EXPECT_EQ(InChild([] {

@@ -33,15 +33,12 @@ bool ParseUnsignedField(absl::string_view s, T* out) {
 }
 
 // A non-negative int (pids, pgids, sids are never negative in procfs).
-bool ParseIntField(absl::string_view s, int* out) {
-  return ParseUnsignedField(s, out);
-}
+bool ParseIntField(absl::string_view s, int* out) { return ParseUnsignedField(s, out); }
 
 absl::Status StatError(absl::string_view why, absl::string_view text) {
   // The text is short (< 1 KiB); quoting a prefix helps when a log shows it.
-  return absl::InvalidArgumentError(absl::StrCat(
-      "malformed /proc stat line (", why, "): \"",
-      absl::CEscape(text.substr(0, 128)), "\""));
+  return absl::InvalidArgumentError(absl::StrCat("malformed /proc stat line (", why, "): \"",
+                                                 absl::CEscape(text.substr(0, 128)), "\""));
 }
 
 // Splits off the next space-separated field from `*rest`. The last field of
@@ -142,8 +139,7 @@ absl::StatusOr<ProcStat> ParseStat(absl::string_view text) {
 
 absl::StatusOr<ProcStatus> ParseStatus(absl::string_view text) {
   ProcStatus st;
-  bool have_state = false, have_tgid = false, have_ppid = false,
-       have_uid = false;
+  bool have_state = false, have_tgid = false, have_ppid = false, have_uid = false;
   while (!text.empty()) {
     size_t nl = text.find('\n');
     absl::string_view line = text.substr(0, nl);
@@ -156,8 +152,7 @@ absl::StatusOr<ProcStatus> ParseStatus(absl::string_view text) {
 
     auto bad = [&](absl::string_view what) {
       return absl::InvalidArgumentError(
-          absl::StrCat("malformed /proc status line \"", absl::CEscape(line),
-                       "\" (", what, ")"));
+          absl::StrCat("malformed /proc status line \"", absl::CEscape(line), "\" (", what, ")"));
     };
     if (key == "State") {
       absl::string_view tok = FirstToken(value);
@@ -186,18 +181,15 @@ absl::StatusOr<ProcStatus> ParseStatus(absl::string_view text) {
   // the three lists have the same length; lists that disagree are garbled
   // text, and an innermost entry read from one of them could belong to
   // another level.
-  if (st.nspgid.size() != st.nspid.size() ||
-      st.nssid.size() != st.nspid.size()) {
+  if (st.nspgid.size() != st.nspid.size() || st.nssid.size() != st.nspid.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "/proc status text has ", st.nspid.size(), " NSpid, ",
-        st.nspgid.size(), " NSpgid and ", st.nssid.size(),
-        " NSsid entries (one per PID namespace level expected)"));
+        "/proc status text has ", st.nspid.size(), " NSpid, ", st.nspgid.size(), " NSpgid and ",
+        st.nssid.size(), " NSsid entries (one per PID namespace level expected)"));
   }
   if (!have_state || !have_tgid || !have_ppid || !have_uid) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "/proc status text lacks", have_state ? "" : " State:",
-        have_tgid ? "" : " Tgid:", have_ppid ? "" : " PPid:",
-        have_uid ? "" : " Uid:"));
+        "/proc status text lacks", have_state ? "" : " State:", have_tgid ? "" : " Tgid:",
+        have_ppid ? "" : " PPid:", have_uid ? "" : " Uid:"));
   }
   return st;
 }
@@ -205,13 +197,11 @@ absl::StatusOr<ProcStatus> ParseStatus(absl::string_view text) {
 absl::StatusOr<uint64_t> ParsePidNsLink(absl::string_view link) {
   constexpr absl::string_view kPrefix = "pid:[";
   uint64_t inode = 0;
-  if (link.size() < kPrefix.size() + 2 ||
-      link.substr(0, kPrefix.size()) != kPrefix || link.back() != ']' ||
-      !ParseUnsignedField(
-          link.substr(kPrefix.size(), link.size() - kPrefix.size() - 1),
-          &inode)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "malformed pid namespace link \"", absl::CEscape(link), "\""));
+  if (link.size() < kPrefix.size() + 2 || link.substr(0, kPrefix.size()) != kPrefix ||
+      link.back() != ']' ||
+      !ParseUnsignedField(link.substr(kPrefix.size(), link.size() - kPrefix.size() - 1), &inode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("malformed pid namespace link \"", absl::CEscape(link), "\""));
   }
   return inode;
 }
@@ -234,26 +224,23 @@ absl::StatusOr<std::vector<int>> ParseChildrenList(absl::string_view text) {
     text.remove_prefix(sep == absl::string_view::npos ? text.size() : sep + 1);
     if (token.empty()) continue;
     int pid = 0;
-    if (token.size() > 7 || !absl::SimpleAtoi(token, &pid) || pid < 1 ||
-        pid > (1 << 22) || token[0] == '+' || token[0] == '0') {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "children list: \"", absl::CEscape(token.substr(0, 16)),
-          "\" is not a pid"));
+    if (token.size() > 7 || !absl::SimpleAtoi(token, &pid) || pid < 1 || pid > (1 << 22) ||
+        token[0] == '+' || token[0] == '0') {
+      return absl::InvalidArgumentError(
+          absl::StrCat("children list: \"", absl::CEscape(token.substr(0, 16)), "\" is not a pid"));
     }
     out.push_back(pid);
   }
   return out;
 }
 
-std::optional<absl::string_view> FindEnvVar(absl::string_view environ,
-                                            absl::string_view name) {
+std::optional<absl::string_view> FindEnvVar(absl::string_view environ, absl::string_view name) {
   if (name.empty()) return std::nullopt;
   while (!environ.empty()) {
     size_t end = environ.find('\0');
     // The last entry may lack its NUL (e.g. text cut at a buffer boundary).
     absl::string_view entry = environ.substr(0, end);
-    environ.remove_prefix(end == absl::string_view::npos ? environ.size()
-                                                         : end + 1);
+    environ.remove_prefix(end == absl::string_view::npos ? environ.size() : end + 1);
     if (entry.size() > name.size() && entry[name.size()] == '=' &&
         entry.substr(0, name.size()) == name) {
       return entry.substr(name.size() + 1);

@@ -62,8 +62,7 @@ absl::StatusOr<std::vector<int>> ParseChildrenList(absl::string_view text);
 
 // Finds NAME=value in NUL-separated environ text without copying it;
 // returns a view into `environ`, or nullopt when absent.
-std::optional<absl::string_view> FindEnvVar(absl::string_view environ,
-                                            absl::string_view name);
+std::optional<absl::string_view> FindEnvVar(absl::string_view environ, absl::string_view name);
 
 }  // namespace runreaper::scanner
 

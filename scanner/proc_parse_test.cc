@@ -24,9 +24,7 @@ constexpr absl::string_view kTail =
     "18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 "
     "0 0\n";
 
-std::string StatLine(absl::string_view comm) {
-  return absl::StrCat("4242 (", comm, ") ", kTail);
-}
+std::string StatLine(absl::string_view comm) { return absl::StrCat("4242 (", comm, ") ", kTail); }
 
 void ExpectComm(absl::string_view comm) {
   SCOPED_TRACE(comm);
@@ -43,8 +41,7 @@ void ExpectComm(absl::string_view comm) {
 void ExpectInvalid(absl::string_view line) {
   SCOPED_TRACE(line);
   absl::StatusOr<ProcStat> st = ParseStat(line);
-  EXPECT_EQ(st.status().code(), absl::StatusCode::kInvalidArgument)
-      << st.status();
+  EXPECT_EQ(st.status().code(), absl::StatusCode::kInvalidArgument) << st.status();
 }
 
 TEST(ParseStatTest, PlainLine) {
@@ -74,11 +71,10 @@ TEST(ParseStatTest, CommWithSpacesNewlineEmptyAndFullLength) {
 }
 
 TEST(ParseStatTest, ZombieStateAndKernelThreadZeros) {
-  ASSERT_OK_AND_ASSIGN(
-      ProcStat st,
-      ParseStat("2 (kthreadd) Z 0 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 "
-                "7 0 0 18446744073709551615 0 0 0 0 0 0 0 2147483647 0 0 0 0 "
-                "0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"));
+  ASSERT_OK_AND_ASSIGN(ProcStat st,
+                       ParseStat("2 (kthreadd) Z 0 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 "
+                                 "7 0 0 18446744073709551615 0 0 0 0 0 0 0 2147483647 0 0 0 0 "
+                                 "0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"));
   EXPECT_EQ(st.pid, 2);
   EXPECT_EQ(st.state, 'Z');
   EXPECT_EQ(st.ppid, 0);
@@ -88,10 +84,8 @@ TEST(ParseStatTest, ZombieStateAndKernelThreadZeros) {
 }
 
 TEST(ParseStatTest, LargestStartTime) {
-  ASSERT_OK_AND_ASSIGN(
-      ProcStat st,
-      ParseStat("9 (x) R 1 9 9 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 "
-                "18446744073709551615 0\n"));
+  ASSERT_OK_AND_ASSIGN(ProcStat st, ParseStat("9 (x) R 1 9 9 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 "
+                                              "18446744073709551615 0\n"));
   EXPECT_EQ(st.start_time, UINT64_MAX);
 }
 
@@ -99,19 +93,24 @@ TEST(ParseStatTest, NonNumericFields) {
   ExpectInvalid(absl::StrCat("42a (x) ", kTail));
   ExpectInvalid(absl::StrCat("+42 (x) ", kTail));
   ExpectInvalid(absl::StrCat("-42 (x) ", kTail));
-  ExpectInvalid("4242 (x) S one 4242 4242 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 "
-                "123456 0\n");
-  ExpectInvalid("4242 (x) S 1 -4242 4242 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 "
-                "123456 0\n");
+  ExpectInvalid(
+      "4242 (x) S one 4242 4242 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 "
+      "123456 0\n");
+  ExpectInvalid(
+      "4242 (x) S 1 -4242 4242 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 "
+      "123456 0\n");
   // starttime "12x".
-  ExpectInvalid("4242 (x) S 1 4242 4242 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 "
-                "12x 0\n");
+  ExpectInvalid(
+      "4242 (x) S 1 4242 4242 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 "
+      "12x 0\n");
   // A state of more than one character.
-  ExpectInvalid("4242 (x) SS 1 4242 4242 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 "
-                "123456 0\n");
+  ExpectInvalid(
+      "4242 (x) SS 1 4242 4242 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 "
+      "123456 0\n");
   // Two spaces: an empty field.
-  ExpectInvalid("4242 (x) S  1 4242 4242 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 "
-                "123456 0\n");
+  ExpectInvalid(
+      "4242 (x) S  1 4242 4242 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 "
+      "123456 0\n");
   ExpectInvalid("");
   ExpectInvalid("\n");
 }
@@ -119,11 +118,13 @@ TEST(ParseStatTest, NonNumericFields) {
 TEST(ParseStatTest, OutOfRangeFields) {
   ExpectInvalid(absl::StrCat("99999999999999999999 (x) ", kTail));
   ExpectInvalid(absl::StrCat("2147483648 (x) ", kTail));
-  ExpectInvalid("4242 (x) S 99999999999 4242 4242 0 -1 0 0 0 0 0 0 0 0 0 20 "
-                "0 1 0 123456 0\n");
+  ExpectInvalid(
+      "4242 (x) S 99999999999 4242 4242 0 -1 0 0 0 0 0 0 0 0 0 20 "
+      "0 1 0 123456 0\n");
   // starttime one past UINT64_MAX.
-  ExpectInvalid("4242 (x) S 1 4242 4242 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 "
-                "18446744073709551616 0\n");
+  ExpectInvalid(
+      "4242 (x) S 1 4242 4242 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 "
+      "18446744073709551616 0\n");
   ExpectInvalid(absl::StrCat("0 (x) ", kTail));
 }
 
@@ -146,8 +147,9 @@ TEST(ParseStatTest, LineCutAfterComm) {
   // Field 21 present, 22 missing.
   ExpectInvalid("4242 (sleep) S 1 4242 4242 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 ");
   // Cut inside starttime: "1234" of "123456" must not be returned.
-  ExpectInvalid("4242 (sleep) S 1 4242 4242 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 "
-                "1234");
+  ExpectInvalid(
+      "4242 (sleep) S 1 4242 4242 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 "
+      "1234");
 }
 
 constexpr absl::string_view kStatusNested = R"(Name:	sleep
@@ -227,13 +229,10 @@ TEST(ParseStatusTest, ChildNamespaceInnermostIdsAreLast) {
 // One entry per namespace level in each list: lists of different lengths
 // are garbled (an innermost entry could belong to another level).
 TEST(ParseStatusTest, NsListsOfDifferentLengthsAreRefused) {
-  const std::string base =
-      "State:\tS (sleeping)\nTgid:\t9\nPPid:\t1\nUid:\t0\t0\t0\t0\n";
+  const std::string base = "State:\tS (sleeping)\nTgid:\t9\nPPid:\t1\nUid:\t0\t0\t0\t0\n";
   for (absl::string_view bad :
-       {"NSpid:\t9\t1\nNSpgid:\t9\nNSsid:\t9\t1\n",
-        "NSpid:\t9\t1\nNSpgid:\t9\t1\nNSsid:\t9\n",
-        "NSpid:\t9\nNSpgid:\t9\t1\nNSsid:\t9\t1\n",
-        "NSpid:\t9\t1\n"}) {
+       {"NSpid:\t9\t1\nNSpgid:\t9\nNSsid:\t9\t1\n", "NSpid:\t9\t1\nNSpgid:\t9\t1\nNSsid:\t9\n",
+        "NSpid:\t9\nNSpgid:\t9\t1\nNSsid:\t9\t1\n", "NSpid:\t9\t1\n"}) {
     SCOPED_TRACE(bad);
     EXPECT_EQ(ParseStatus(absl::StrCat(base, bad)).status().code(),
               absl::StatusCode::kInvalidArgument);
@@ -241,8 +240,7 @@ TEST(ParseStatusTest, NsListsOfDifferentLengthsAreRefused) {
 }
 
 TEST(ParseStatusTest, MissingRequiredLines) {
-  const std::vector<std::string> lines = {"State:\tS (sleeping)\n",
-                                          "Tgid:\t1\n", "PPid:\t0\n",
+  const std::vector<std::string> lines = {"State:\tS (sleeping)\n", "Tgid:\t1\n", "PPid:\t0\n",
                                           "Uid:\t0\t0\t0\t0\n"};
   for (size_t skip = 0; skip < lines.size(); ++skip) {
     std::string text;
@@ -250,20 +248,16 @@ TEST(ParseStatusTest, MissingRequiredLines) {
       if (i != skip) text += lines[i];
     }
     SCOPED_TRACE(text);
-    EXPECT_EQ(ParseStatus(text).status().code(),
-              absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(ParseStatus(text).status().code(), absl::StatusCode::kInvalidArgument);
   }
-  EXPECT_EQ(ParseStatus("").status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseStatus("").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(ParseStatusTest, GarbledNumbers) {
-  const std::string base =
-      "State:\tS (sleeping)\nTgid:\t1\nPPid:\t0\nUid:\t0\t0\t0\t0\n";
+  const std::string base = "State:\tS (sleeping)\nTgid:\t1\nPPid:\t0\nUid:\t0\t0\t0\t0\n";
   for (absl::string_view bad :
-       {"Tgid:\t1x\n", "PPid:\t-1\n", "Uid:\t99999999999\t0\t0\t0\n",
-        "NSpid:\t4242\tz\n", "NSpid:\t\n", "NSsid:\t99999999999\n",
-        "State:\t\n"}) {
+       {"Tgid:\t1x\n", "PPid:\t-1\n", "Uid:\t99999999999\t0\t0\t0\n", "NSpid:\t4242\tz\n",
+        "NSpid:\t\n", "NSsid:\t99999999999\n", "State:\t\n"}) {
     SCOPED_TRACE(bad);
     EXPECT_EQ(ParseStatus(absl::StrCat(base, bad)).status().code(),
               absl::StatusCode::kInvalidArgument);
@@ -277,13 +271,11 @@ TEST(ParsePidNsLinkTest, Good) {
 
 TEST(ParsePidNsLinkTest, Garbled) {
   for (absl::string_view bad :
-       {"", "pid:[]", "pid:[4026531836", "pid:4026531836]", "net:[4026531836]",
-        "pid:[40265x1836]", "pid:[ 4026531836]", "pid:[+4026531836]",
-        "pid:[-1]", "pid:[4026531836]\n", "pid:[18446744073709551616]",
-        "pid_for_children:[4026531836]"}) {
+       {"", "pid:[]", "pid:[4026531836", "pid:4026531836]", "net:[4026531836]", "pid:[40265x1836]",
+        "pid:[ 4026531836]", "pid:[+4026531836]", "pid:[-1]", "pid:[4026531836]\n",
+        "pid:[18446744073709551616]", "pid_for_children:[4026531836]"}) {
     SCOPED_TRACE(bad);
-    EXPECT_EQ(ParsePidNsLink(bad).status().code(),
-              absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(ParsePidNsLink(bad).status().code(), absl::StatusCode::kInvalidArgument);
   }
 }
 
@@ -307,13 +299,11 @@ TEST(ParseCgroupV2Test, V1OnlyIsNotFound) {
             absl::StatusCode::kNotFound);
   EXPECT_EQ(ParseCgroupV2("").status().code(), absl::StatusCode::kNotFound);
   // "10::" is not the v2 line even though it starts with the digit 1.
-  EXPECT_EQ(ParseCgroupV2("10::/x\n").status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(ParseCgroupV2("10::/x\n").status().code(), absl::StatusCode::kNotFound);
 }
 
 // environ text with embedded NULs.
-std::string Env(std::initializer_list<absl::string_view> entries,
-                bool trailing_nul = true) {
+std::string Env(std::initializer_list<absl::string_view> entries, bool trailing_nul = true) {
   std::string out;
   for (absl::string_view e : entries) {
     out.append(e.data(), e.size());
@@ -391,8 +381,7 @@ TEST(ParseChildrenListTest, EmptyIsNoChildren) {
 }
 
 TEST(ParseChildrenListTest, RefusesWhatIsNotAPid) {
-  for (const char* text :
-       {"12 x", "0", "-3", "+4", "012", "4194305", "99999999999", "1\t2"}) {
+  for (const char* text : {"12 x", "0", "-3", "+4", "012", "4194305", "99999999999", "1\t2"}) {
     EXPECT_FALSE(ParseChildrenList(text).ok()) << text;
   }
   const std::string with_nul("1\0 2", 4);

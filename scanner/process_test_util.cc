@@ -43,8 +43,7 @@ Spawned CaptureThenRelease(pid_t pid, int ready[2], int go[2]) {
   return s;
 }
 
-Spawned SpawnSh(const std::string& script,
-                const std::vector<std::string>& env_extra,
+Spawned SpawnSh(const std::string& script, const std::vector<std::string>& env_extra,
                 const std::string& cgroup_dir) {
   std::vector<std::string> env_strings;
   for (char** e = environ; *e != nullptr; ++e) env_strings.push_back(*e);
@@ -73,8 +72,7 @@ Spawned SpawnSh(const std::string& script,
   return CaptureThenRelease(pid, ready, go);
 }
 
-std::optional<std::pair<std::string, std::string>> MakeTestCgroup(
-    const std::string& name) {
+std::optional<std::pair<std::string, std::string>> MakeTestCgroup(const std::string& name) {
   ProcFs procfs;
   absl::StatusOr<std::string> text = procfs.ReadSelfMountInfo();
   if (!text.ok()) return std::nullopt;

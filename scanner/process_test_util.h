@@ -35,15 +35,13 @@ Spawned CaptureThenRelease(pid_t pid, int ready[2], int go[2]);
 // Starts `sh -c script` in a new session with `env_extra` added to our
 // environment and, unless `cgroup_dir` is empty, inside that cgroup
 // directory; held before exec until its identity has been captured.
-Spawned SpawnSh(const std::string& script,
-                const std::vector<std::string>& env_extra = {},
+Spawned SpawnSh(const std::string& script, const std::vector<std::string>& env_extra = {},
                 const std::string& cgroup_dir = "");
 
 // A fresh directory `name` under <cgroup2 mount>/runreaper-test: (its path on
 // disk, its cgroup path); nullopt when the hierarchy is missing, is not
 // mounted at its root or is not writable.
-std::optional<std::pair<std::string, std::string>> MakeTestCgroup(
-    const std::string& name);
+std::optional<std::pair<std::string, std::string>> MakeTestCgroup(const std::string& name);
 
 // When we are pid 1 of a private PID namespace, where every other process is
 // the test's: SIGKILLs them through the safe path (identity re-checked) and

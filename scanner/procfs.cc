@@ -61,20 +61,17 @@ constexpr size_t kDirBufSize = 64 * 1024;
 
 // Maps errno from an operation on a process's procfs file to the documented
 // codes.
-absl::Status ErrnoStatus(int err, absl::string_view op,
-                         absl::string_view path) {
+absl::Status ErrnoStatus(int err, absl::string_view op, absl::string_view path) {
   switch (err) {
     case ENOENT:  // the /proc/<pid> directory is gone: the process was reaped
     case ESRCH:   // the file was opened but the task was reaped before read
-      return absl::NotFoundError(
-          absl::StrCat(op, " ", path, ": ", std::strerror(err)));
+      return absl::NotFoundError(absl::StrCat(op, " ", path, ": ", std::strerror(err)));
     case EACCES:  // hidepid=, ptrace access mode checks (environ, ns links)
     case EPERM:
-      return absl::PermissionDeniedError(
-          absl::StrCat(op, " ", path, ": ", std::strerror(err)));
+      return absl::PermissionDeniedError(absl::StrCat(op, " ", path, ": ", std::strerror(err)));
     case EFBIG:  // our own code: the file is larger than the read cap
-      return absl::ResourceExhaustedError(absl::StrCat(
-          op, " ", path, ": larger than runreaper reads for this file"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat(op, " ", path, ": larger than runreaper reads for this file"));
     default:
       return absl::ErrnoToStatus(err, absl::StrCat(op, " ", path));
   }
@@ -88,12 +85,11 @@ absl::Status ErrnoStatus(int err, absl::string_view op,
 // the cut line then lacks its ')' or fields and fails to parse, it never
 // yields wrong numbers.
 int ReadStatLine(int fd, char* buf, size_t* len) {
-  return base::ReadFdToBuffer(fd, buf, kStatBufSize, /*stop_at_newline=*/true,
-                              len);
+  return base::ReadFdToBuffer(fd, buf, kStatBufSize, /*stop_at_newline=*/true, len);
 }
 
-absl::StatusOr<ProcStat> ReadStatAt(int dirfd, const char* rel,
-                                    absl::string_view display, int pid) {
+absl::StatusOr<ProcStat> ReadStatAt(int dirfd, const char* rel, absl::string_view display,
+                                    int pid) {
   Fd fd(base::OpenAtCloexec(dirfd, rel, O_RDONLY));
   if (!fd.valid()) return ErrnoStatus(errno, "open", display);
   char buf[kStatBufSize];
@@ -107,19 +103,17 @@ absl::StatusOr<ProcStat> ReadStatAt(int dirfd, const char* rel,
   }
   absl::StatusOr<ProcStat> st = ParseStat(absl::string_view(buf, len));
   if (!st.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(display, ": ", st.status().message()));
+    return absl::InvalidArgumentError(absl::StrCat(display, ": ", st.status().message()));
   }
   if (st->pid != pid) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        display, ": stat names pid ", st->pid, ", expected ", pid));
+    return absl::InvalidArgumentError(
+        absl::StrCat(display, ": stat names pid ", st->pid, ", expected ", pid));
   }
   return st;
 }
 
-absl::StatusOr<ProcStatus> ReadStatusAt(int dirfd, const char* rel,
-                                        absl::string_view display, int pid,
-                                        std::string* buf) {
+absl::StatusOr<ProcStatus> ReadStatusAt(int dirfd, const char* rel, absl::string_view display,
+                                        int pid, std::string* buf) {
   RETURN_IF_ERROR(base::ReadFileAt(dirfd, rel, display, kStatusMax, buf));
   if (buf->empty()) {
     return absl::NotFoundError(
@@ -127,39 +121,31 @@ absl::StatusOr<ProcStatus> ReadStatusAt(int dirfd, const char* rel,
   }
   absl::StatusOr<ProcStatus> st = ParseStatus(*buf);
   if (!st.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(display, ": ", st.status().message()));
+    return absl::InvalidArgumentError(absl::StrCat(display, ": ", st.status().message()));
   }
   return st;
 }
 
-absl::StatusOr<uint64_t> ReadPidNsAt(int dirfd, const char* rel,
-                                     absl::string_view display) {
+absl::StatusOr<uint64_t> ReadPidNsAt(int dirfd, const char* rel, absl::string_view display) {
   char buf[64];
   ssize_t n = ::readlinkat(dirfd, rel, buf, sizeof(buf));
   if (n < 0) return ErrnoStatus(errno, "readlink", display);
   if (static_cast<size_t>(n) == sizeof(buf)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("readlink ", display, ": link text too long"));
+    return absl::InvalidArgumentError(absl::StrCat("readlink ", display, ": link text too long"));
   }
-  absl::StatusOr<uint64_t> inode =
-      ParsePidNsLink(absl::string_view(buf, static_cast<size_t>(n)));
+  absl::StatusOr<uint64_t> inode = ParsePidNsLink(absl::string_view(buf, static_cast<size_t>(n)));
   if (!inode.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(display, ": ", inode.status().message()));
+    return absl::InvalidArgumentError(absl::StrCat(display, ": ", inode.status().message()));
   }
   return inode;
 }
 
-absl::StatusOr<std::string> ReadCgroupAt(int dirfd, const char* rel,
-                                         absl::string_view display) {
+absl::StatusOr<std::string> ReadCgroupAt(int dirfd, const char* rel, absl::string_view display) {
   std::string text;
-  RETURN_IF_ERROR(
-      base::ReadFileAt(dirfd, rel, display, kSmallFileMax, &text));
+  RETURN_IF_ERROR(base::ReadFileAt(dirfd, rel, display, kSmallFileMax, &text));
   absl::StatusOr<std::string> path = ParseCgroupV2(text);
   if (!path.ok()) {
-    return absl::Status(path.status().code(),
-                        absl::StrCat(display, ": ", path.status().message()));
+    return absl::Status(path.status().code(), absl::StrCat(display, ": ", path.status().message()));
   }
   return path;
 }
@@ -199,8 +185,7 @@ bool PidFromName(const char* name, int* pid) {
 
 // Lists the numeric entries of the directory `dirfd`. getdents64 with a large
 // buffer lists /proc in a handful of syscalls.
-absl::Status ListPids(int dirfd, absl::string_view display,
-                      std::vector<int>* pids) {
+absl::Status ListPids(int dirfd, absl::string_view display, std::vector<int>* pids) {
   std::unique_ptr<char[]> buf(new char[kDirBufSize]);
   while (true) {
     ssize_t n = ::getdents64(dirfd, buf.get(), kDirBufSize);
@@ -220,15 +205,13 @@ absl::Status ListPids(int dirfd, absl::string_view display,
 
 }  // namespace
 
-absl::StatusOr<ProcessInfo> FindInPidNamespace(const Snapshot& snapshot,
-                                               uint64_t pidns_inode,
-                                               int ns_pid,
-                                               uint64_t start_time) {
+absl::StatusOr<ProcessInfo> FindInPidNamespace(const Snapshot& snapshot, uint64_t pidns_inode,
+                                               int ns_pid, uint64_t start_time) {
   if (ns_pid <= 0 || pidns_inode == 0 || start_time == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "translate pid ", ns_pid, " of PID namespace ", pidns_inode,
-        " (start time ", start_time, "): pid, namespace and start time must "
-        "be known"));
+    return absl::InvalidArgumentError(absl::StrCat("translate pid ", ns_pid, " of PID namespace ",
+                                                   pidns_inode, " (start time ", start_time,
+                                                   "): pid, namespace and start time must "
+                                                   "be known"));
   }
   bool visible = false;
   const ProcessInfo* same_pid = nullptr;
@@ -240,18 +223,17 @@ absl::StatusOr<ProcessInfo> FindInPidNamespace(const Snapshot& snapshot,
     same_pid = &p;
   }
   if (!visible) {
-    return absl::NotFoundError(absl::StrCat(
-        "PID namespace ", pidns_inode, " is not visible here (no process ",
-        "listed in it)"));
+    return absl::NotFoundError(absl::StrCat("PID namespace ", pidns_inode,
+                                            " is not visible here (no process ", "listed in it)"));
   }
   if (same_pid != nullptr) {
-    return absl::NotFoundError(absl::StrCat(
-        "pid ", ns_pid, " of PID namespace ", pidns_inode, " (pid ",
-        same_pid->pid, " here) started at ", same_pid->start_time,
-        ", not at ", start_time, ": the pid was reused"));
+    return absl::NotFoundError(absl::StrCat("pid ", ns_pid, " of PID namespace ", pidns_inode,
+                                            " (pid ", same_pid->pid, " here) started at ",
+                                            same_pid->start_time, ", not at ", start_time,
+                                            ": the pid was reused"));
   }
-  return absl::NotFoundError(absl::StrCat("no process has pid ", ns_pid,
-                                          " in PID namespace ", pidns_inode));
+  return absl::NotFoundError(
+      absl::StrCat("no process has pid ", ns_pid, " in PID namespace ", pidns_inode));
 }
 
 ProcessInfo ProcessInfoOf(ProcStat stat) {
@@ -276,8 +258,7 @@ struct ProcFs::Cache {
   uint64_t pidns ABSL_GUARDED_BY(mu) = 0;
 };
 
-ProcFs::ProcFs(std::string root)
-    : root_(std::move(root)), cache_(std::make_shared<Cache>()) {}
+ProcFs::ProcFs(std::string root) : root_(std::move(root)), cache_(std::make_shared<Cache>()) {}
 
 absl::StatusOr<int> ProcFs::TranslatePid(uint64_t pidns_inode, int ns_pid,
                                          uint64_t start_time) const {
@@ -298,10 +279,10 @@ absl::StatusOr<int> ProcFs::TranslatePid(uint64_t pidns_inode, int ns_pid,
   // match again pinned, so all of it is one process.
   ASSIGN_OR_RETURN(const Identity again, CaptureIdentity(match.pid));
   if (again.start_time != start_time || again.pidns_inode != pidns_inode) {
-    return absl::NotFoundError(absl::StrCat(
-        "pid ", match.pid, " (pid ", ns_pid, " of PID namespace ",
-        pidns_inode, ") changed while it was read: now namespace ",
-        again.pidns_inode, ", start time ", again.start_time));
+    return absl::NotFoundError(absl::StrCat("pid ", match.pid, " (pid ", ns_pid,
+                                            " of PID namespace ", pidns_inode,
+                                            ") changed while it was read: now namespace ",
+                                            again.pidns_inode, ", start time ", again.start_time));
   }
   return match.pid;
 }
@@ -333,8 +314,7 @@ absl::StatusOr<std::string> ProcFs::ReadEnviron(int pid) const {
   std::string text;
   std::string cmdline;
   for (int attempt = 0;; ++attempt) {
-    RETURN_IF_ERROR(
-        base::ReadFileAt(AT_FDCWD, path.c_str(), path, kEnvironMax, &text));
+    RETURN_IF_ERROR(base::ReadFileAt(AT_FDCWD, path.c_str(), path, kEnvironMax, &text));
     if (!text.empty()) return text;
     // Empty: no variables (env -i), or no memory image to read them from.
     // The kernel reads environ as empty until exec has laid out the new
@@ -348,13 +328,11 @@ absl::StatusOr<std::string> ProcFs::ReadEnviron(int pid) const {
       cmdline_path = absl::StrCat(root_, "/", pid, "/cmdline");
     }
     const absl::Status args =
-        base::ReadFileAt(AT_FDCWD, cmdline_path.c_str(), cmdline_path,
-                         kCmdlineProbeMax, &cmdline);
+        base::ReadFileAt(AT_FDCWD, cmdline_path.c_str(), cmdline_path, kCmdlineProbeMax, &cmdline);
     if (!args.ok() && !absl::IsResourceExhausted(args)) return args;
     if (!args.ok() || !cmdline.empty()) {
       // The image is laid out now; it may not have been at the first read.
-      RETURN_IF_ERROR(
-          base::ReadFileAt(AT_FDCWD, path.c_str(), path, kEnvironMax, &text));
+      RETURN_IF_ERROR(base::ReadFileAt(AT_FDCWD, path.c_str(), path, kEnvironMax, &text));
       return text;
     }
     // An exec finishes laying out its image within microseconds once it
@@ -364,13 +342,13 @@ absl::StatusOr<std::string> ProcFs::ReadEnviron(int pid) const {
     if (attempt == kMidExecRetries) break;
     ::usleep(kMidExecRetryMicros);
   }
-  return absl::UnavailableError(absl::StrCat(
-      path, " and ", cmdline_path, " are empty: pid ", pid,
-      " has no memory image to read (mid-exec, exiting or a kernel thread)"));
+  return absl::UnavailableError(
+      absl::StrCat(path, " and ", cmdline_path, " are empty: pid ", pid,
+                   " has no memory image to read (mid-exec, exiting or a kernel thread)"));
 }
 
-absl::StatusOr<std::optional<std::string>> ProcFs::ReadEnvVar(
-    int pid, absl::string_view name) const {
+absl::StatusOr<std::optional<std::string>> ProcFs::ReadEnvVar(int pid,
+                                                              absl::string_view name) const {
   ASSIGN_OR_RETURN(const std::string text, ReadEnviron(pid));
   std::optional<absl::string_view> value = FindEnvVar(text, name);
   if (!value.has_value()) return std::optional<std::string>();
@@ -385,8 +363,7 @@ absl::StatusOr<std::string> ProcFs::ReadBootId() const {
   }
   const std::string path = absl::StrCat(root_, "/sys/kernel/random/boot_id");
   std::string text;
-  RETURN_IF_ERROR(
-      base::ReadFileAt(AT_FDCWD, path.c_str(), path, kSmallFileMax, &text));
+  RETURN_IF_ERROR(base::ReadFileAt(AT_FDCWD, path.c_str(), path, kSmallFileMax, &text));
   const absl::string_view id = absl::StripAsciiWhitespace(text);
   if (id.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": empty boot id"));
@@ -398,8 +375,7 @@ absl::StatusOr<std::string> ProcFs::ReadBootId() const {
 }
 
 absl::StatusOr<std::string> ProcFs::ReadSelfMountInfo() const {
-  return base::ReadFileToString(absl::StrCat(root_, "/self/mountinfo"),
-                                kMountInfoMax);
+  return base::ReadFileToString(absl::StrCat(root_, "/self/mountinfo"), kMountInfoMax);
 }
 
 absl::StatusOr<uint64_t> ProcFs::SelfPidNs() const {
@@ -431,8 +407,7 @@ absl::StatusOr<std::vector<int>> ProcFs::ReadChildren(int pid) const {
   std::string text;
   for (const int tid : tids) {
     const std::string path = absl::StrCat(task, "/", tid, "/children");
-    absl::Status s =
-        base::ReadFileAt(AT_FDCWD, path.c_str(), path, kChildrenMax, &text);
+    absl::Status s = base::ReadFileAt(AT_FDCWD, path.c_str(), path, kChildrenMax, &text);
     if (!s.ok()) {
       // A thread that exited since the listing has no children to give.
       if (absl::IsNotFound(s) && tid != pid) continue;
@@ -440,8 +415,7 @@ absl::StatusOr<std::vector<int>> ProcFs::ReadChildren(int pid) const {
     }
     absl::StatusOr<std::vector<int>> kids = ParseChildrenList(text);
     if (!kids.ok()) {
-      return absl::Status(kids.status().code(),
-                          absl::StrCat(path, ": ", kids.status().message()));
+      return absl::Status(kids.status().code(), absl::StrCat(path, ": ", kids.status().message()));
     }
     out.insert(out.end(), kids->begin(), kids->end());
   }
@@ -494,15 +468,13 @@ absl::StatusOr<Snapshot> ProcFs::Walk(const WalkOptions& options) const {
       ++snap.unreadable;
       continue;
     }
-    ProcessInfo& info =
-        snap.processes.emplace_back(ProcessInfoOf(*std::move(st)));
+    ProcessInfo& info = snap.processes.emplace_back(ProcessInfoOf(*std::move(st)));
 
     // The optional reads below may fail for a process that exits now or that
     // hides its status; the process stays in the snapshot without them.
     if (options.with_status) {
       PidPath(pid, "status", rel);
-      absl::StatusOr<ProcStatus> status =
-          ReadStatusAt(root.get(), rel, rel, pid, &status_buf);
+      absl::StatusOr<ProcStatus> status = ReadStatusAt(root.get(), rel, rel, pid, &status_buf);
       if (status.ok()) {
         info.uid = status->uid;
         info.nspid = std::move(status->nspid);
@@ -518,13 +490,9 @@ absl::StatusOr<Snapshot> ProcFs::Walk(const WalkOptions& options) const {
   }
   // /proc lists pids in ascending order already; a fixture tree may not.
   if (!std::is_sorted(snap.processes.begin(), snap.processes.end(),
-                      [](const ProcessInfo& a, const ProcessInfo& b) {
-                        return a.pid < b.pid;
-                      })) {
+                      [](const ProcessInfo& a, const ProcessInfo& b) { return a.pid < b.pid; })) {
     std::sort(snap.processes.begin(), snap.processes.end(),
-              [](const ProcessInfo& a, const ProcessInfo& b) {
-                return a.pid < b.pid;
-              });
+              [](const ProcessInfo& a, const ProcessInfo& b) { return a.pid < b.pid; });
   }
   return snap;
 }
@@ -533,8 +501,7 @@ absl::StatusOr<Identity> ProcFs::CaptureIdentity(int pid) const {
   return CaptureIdentity(pid, nullptr);
 }
 
-absl::StatusOr<Identity> ProcFs::CaptureIdentity(int pid,
-                                                 ProcStatus* status_out) const {
+absl::StatusOr<Identity> ProcFs::CaptureIdentity(int pid, ProcStatus* status_out) const {
   if (pid <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("invalid pid ", pid));
   }
@@ -548,29 +515,23 @@ absl::StatusOr<Identity> ProcFs::CaptureIdentity(int pid,
 
   Identity id;
   id.pid = pid;
-  ASSIGN_OR_RETURN(ProcStat stat, ReadStatAt(dirfd.get(), "stat",
-                                             absl::StrCat(dir, "/stat"), pid));
+  ASSIGN_OR_RETURN(ProcStat stat, ReadStatAt(dirfd.get(), "stat", absl::StrCat(dir, "/stat"), pid));
   std::string buf;
   ASSIGN_OR_RETURN(ProcStatus status,
-                   ReadStatusAt(dirfd.get(), "status",
-                                absl::StrCat(dir, "/status"), pid, &buf));
+                   ReadStatusAt(dirfd.get(), "status", absl::StrCat(dir, "/status"), pid, &buf));
   // /proc/<tid> opens for any thread id even though the root listing shows
   // only thread-group leaders; a tid is not a process.
   if (status.tgid != pid) {
-    return absl::NotFoundError(absl::StrCat("pid ", pid,
-                                            " is a thread of process ",
-                                            status.tgid, ", not a process"));
+    return absl::NotFoundError(
+        absl::StrCat("pid ", pid, " is a thread of process ", status.tgid, ", not a process"));
   }
   ASSIGN_OR_RETURN(id.pidns_inode,
-                   ReadPidNsAt(dirfd.get(), "ns/pid",
-                               absl::StrCat(dir, "/ns/pid")));
+                   ReadPidNsAt(dirfd.get(), "ns/pid", absl::StrCat(dir, "/ns/pid")));
   std::string cgroup_text;
-  RETURN_IF_ERROR(base::ReadFileAt(dirfd.get(), "cgroup",
-                                   absl::StrCat(dir, "/cgroup"),
-                             kSmallFileMax, &cgroup_text));
+  RETURN_IF_ERROR(base::ReadFileAt(dirfd.get(), "cgroup", absl::StrCat(dir, "/cgroup"),
+                                   kSmallFileMax, &cgroup_text));
   // No v2 line (a v1-only host): the record holds no cgroup.
-  if (absl::StatusOr<std::string> cgroup = ParseCgroupV2(cgroup_text);
-      cgroup.ok()) {
+  if (absl::StatusOr<std::string> cgroup = ParseCgroupV2(cgroup_text); cgroup.ok()) {
     id.cgroup = *std::move(cgroup);
   }
   ASSIGN_OR_RETURN(id.boot_id, ReadBootId());

@@ -52,8 +52,8 @@ struct WalkOptions {
 
 struct Snapshot {
   std::vector<ProcessInfo> processes;  // ascending pid
-  int vanished = 0;    // listed by readdir, gone before it could be read
-  int unreadable = 0;  // present but a read failed (EACCES, garbled, ...)
+  int vanished = 0;                    // listed by readdir, gone before it could be read
+  int unreadable = 0;                  // present but a read failed (EACCES, garbled, ...)
 };
 
 // Translation of a pid from a child PID namespace (docs/DESIGN.md "Runs
@@ -67,10 +67,8 @@ struct Snapshot {
 // that pid, or the one that has it started at another time (the pid was
 // reused). INVALID_ARGUMENT for pid <= 0, inode 0 or start time 0 (unknown
 // values never match).
-absl::StatusOr<ProcessInfo> FindInPidNamespace(const Snapshot& snapshot,
-                                               uint64_t pidns_inode,
-                                               int ns_pid,
-                                               uint64_t start_time);
+absl::StatusOr<ProcessInfo> FindInPidNamespace(const Snapshot& snapshot, uint64_t pidns_inode,
+                                               int ns_pid, uint64_t start_time);
 
 class ProcFs {
  public:
@@ -92,8 +90,7 @@ class ProcFs {
   // re-read a few times first (up to ~1 ms; no wait for any other). A
   // zombie's environ cannot be opened (ESRCH): NOT_FOUND, as for a process
   // that is gone.
-  absl::StatusOr<std::optional<std::string>> ReadEnvVar(
-      int pid, absl::string_view name) const;
+  absl::StatusOr<std::optional<std::string>> ReadEnvVar(int pid, absl::string_view name) const;
   // The whole of <pid>/environ (NUL-separated; FindEnvVar parses it), for a
   // caller that needs several variables of one process in one read. Same
   // errors and cap as ReadEnvVar.
@@ -157,8 +154,7 @@ class ProcFs {
   // (CaptureIdentity) and must still name that namespace and start time,
   // so a pid reused during the walk is never returned. Errors as
   // FindInPidNamespace, or the walk's.
-  absl::StatusOr<int> TranslatePid(uint64_t pidns_inode, int ns_pid,
-                                   uint64_t start_time) const;
+  absl::StatusOr<int> TranslatePid(uint64_t pidns_inode, int ns_pid, uint64_t start_time) const;
 
  private:
   // What ReadBootId and SelfPidNs keep, shared by copies of this ProcFs

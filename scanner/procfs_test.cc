@@ -39,20 +39,17 @@ using ::testing::HasSubstr;
 // ---------------------------------------------------------------------------
 // Fixture /proc trees.
 
-std::string StatText(int pid, absl::string_view comm, char state = 'S',
-                     uint64_t start = 1000) {
-  return absl::StrCat(pid, " (", comm, ") ", std::string(1, state), " 1 ",
-                      pid, " ", pid,
+std::string StatText(int pid, absl::string_view comm, char state = 'S', uint64_t start = 1000) {
+  return absl::StrCat(pid, " (", comm, ") ", std::string(1, state), " 1 ", pid, " ", pid,
                       " 0 -1 4194560 92 0 0 0 0 0 0 0 20 0 1 0 ", start,
                       " 8192 100 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 "
                       "0 17 1 0 0 0 0 0\n");
 }
 
 std::string StatusText(int tgid, uint32_t uid, absl::string_view nspid) {
-  return absl::StrCat("Name:\tx\nState:\tS (sleeping)\nTgid:\t", tgid,
-                      "\nPid:\t", tgid, "\nPPid:\t1\nUid:\t", uid, "\t", uid,
-                      "\t", uid, "\t", uid, "\nNSpid:\t", nspid,
-                      "\nNSpgid:\t", nspid, "\nNSsid:\t", nspid, "\n");
+  return absl::StrCat("Name:\tx\nState:\tS (sleeping)\nTgid:\t", tgid, "\nPid:\t", tgid,
+                      "\nPPid:\t1\nUid:\t", uid, "\t", uid, "\t", uid, "\t", uid, "\nNSpid:\t",
+                      nspid, "\nNSpgid:\t", nspid, "\nNSsid:\t", nspid, "\n");
 }
 
 void WriteFile(const std::string& path, absl::string_view text) {
@@ -63,8 +60,7 @@ void WriteFile(const std::string& path, absl::string_view text) {
 }
 
 void MkDir(const std::string& path) {
-  ASSERT_EQ(::mkdir(path.c_str(), 0755), 0) << path << ": "
-                                            << std::strerror(errno);
+  ASSERT_EQ(::mkdir(path.c_str(), 0755), 0) << path << ": " << std::strerror(errno);
 }
 
 class FixtureTreeTest : public ::testing::Test {
@@ -81,8 +77,7 @@ class FixtureTreeTest : public ::testing::Test {
     WriteFile(P("1/status"), StatusText(1, 1000, "1"));
     ASSERT_EQ(::symlink("pid:[4026531836]", P("1/ns/pid").c_str()), 0);
     WriteFile(P("1/cgroup"), "1:name=systemd:/x\n0::/runner.slice/job-1\n");
-    WriteFile(P("1/environ"),
-              std::string("A=1\0RUNREAPER_RUN_ID=r1\0NAMEX=2\0", 32));
+    WriteFile(P("1/environ"), std::string("A=1\0RUNREAPER_RUN_ID=r1\0NAMEX=2\0", 32));
     // pid 5: stat only (no status, ns or environ), created before 30 and
     // after it in name order to check sorting.
     MkPid(30);
@@ -133,23 +128,18 @@ class FixtureTreeTest : public ::testing::Test {
     MkDir(P("sys"));
     MkDir(P("sys/kernel"));
     MkDir(P("sys/kernel/random"));
-    WriteFile(P("sys/kernel/random/boot_id"),
-              "4a8c1d2e-0000-4000-8000-0123456789ab\n");
+    WriteFile(P("sys/kernel/random/boot_id"), "4a8c1d2e-0000-4000-8000-0123456789ab\n");
   }
 
   void TearDown() override {
     if (root_.empty()) return;
     ::nftw(
         root_.c_str(),
-        [](const char* path, const struct stat*, int, struct FTW*) {
-          return ::remove(path);
-        },
-        16, FTW_DEPTH | FTW_PHYS);
+        [](const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }, 16,
+        FTW_DEPTH | FTW_PHYS);
   }
 
-  std::string P(absl::string_view rel) const {
-    return absl::StrCat(root_, "/", rel);
-  }
+  std::string P(absl::string_view rel) const { return absl::StrCat(root_, "/", rel); }
   void MkPid(int pid) {
     MkDir(P(absl::StrCat(pid)));
     MkDir(P(absl::StrCat(pid, "/ns")));
@@ -168,8 +158,8 @@ TEST_F(FixtureTreeTest, WalkSkipsAndCountsVanishedAndUnreadable) {
   ProcFs fs(root_);
   ASSERT_OK_AND_ASSIGN(Snapshot snap, fs.Walk());
   EXPECT_THAT(Pids(snap), ElementsAre(1, 5, 7, 9, 30));  // sorted
-  EXPECT_EQ(snap.vanished, 2);    // 77 (no stat), 60 (empty read)
-  EXPECT_EQ(snap.unreadable, 3);  // 88 (EISDIR), 99 (garbled), 100 (liar)
+  EXPECT_EQ(snap.vanished, 2);                           // 77 (no stat), 60 (empty read)
+  EXPECT_EQ(snap.unreadable, 3);                         // 88 (EISDIR), 99 (garbled), 100 (liar)
   const ProcessInfo& p1 = snap.processes[0];
   EXPECT_EQ(p1.comm, "a) Z (b");
   EXPECT_EQ(p1.state, 'S');
@@ -185,8 +175,7 @@ TEST_F(FixtureTreeTest, WalkSkipsAndCountsVanishedAndUnreadable) {
 
 TEST_F(FixtureTreeTest, WalkOptionalReadsLeaveFieldsUnsetOnFailure) {
   ProcFs fs(root_);
-  ASSERT_OK_AND_ASSIGN(Snapshot snap,
-                       fs.Walk({/*with_status=*/true, /*with_pidns=*/true}));
+  ASSERT_OK_AND_ASSIGN(Snapshot snap, fs.Walk({/*with_status=*/true, /*with_pidns=*/true}));
   ASSERT_THAT(Pids(snap), ElementsAre(1, 5, 7, 9, 30));
   const ProcessInfo& p1 = snap.processes[0];
   EXPECT_EQ(p1.uid, std::optional<uint32_t>(1000));
@@ -233,10 +222,8 @@ TEST_F(FixtureTreeTest, ReadStatErrorsAreMapped) {
 
   absl::StatusOr<ProcStat> garbled = fs.ReadStat(99);
   EXPECT_EQ(garbled.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(garbled.status().message()),
-              HasSubstr(P("99/stat")));
-  EXPECT_EQ(fs.ReadStat(100).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(garbled.status().message()), HasSubstr(P("99/stat")));
+  EXPECT_EQ(fs.ReadStat(100).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(FixtureTreeTest, ReadOtherFiles) {
@@ -248,8 +235,7 @@ TEST_F(FixtureTreeTest, ReadOtherFiles) {
 
   ASSERT_OK_AND_ASSIGN(uint64_t ns, fs.ReadPidNs(1));
   EXPECT_EQ(ns, 4026531836u);
-  EXPECT_EQ(fs.ReadPidNs(9).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(fs.ReadPidNs(9).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(fs.ReadPidNs(5).status().code(), absl::StatusCode::kNotFound);
 
   ASSERT_OK_AND_ASSIGN(std::string cg, fs.ReadCgroup(1));
@@ -280,14 +266,11 @@ TEST_F(FixtureTreeTest, BootIdIsReadOnce) {
 
 TEST_F(FixtureTreeTest, ReadEnvVar) {
   ProcFs fs(root_);
-  ASSERT_OK_AND_ASSIGN(std::optional<std::string> run_id,
-                       fs.ReadEnvVar(1, "RUNREAPER_RUN_ID"));
+  ASSERT_OK_AND_ASSIGN(std::optional<std::string> run_id, fs.ReadEnvVar(1, "RUNREAPER_RUN_ID"));
   EXPECT_EQ(run_id, std::optional<std::string>("r1"));
-  ASSERT_OK_AND_ASSIGN(std::optional<std::string> name,
-                       fs.ReadEnvVar(1, "NAME"));
+  ASSERT_OK_AND_ASSIGN(std::optional<std::string> name, fs.ReadEnvVar(1, "NAME"));
   EXPECT_FALSE(name.has_value());  // NAMEX=2 must not match
-  EXPECT_EQ(fs.ReadEnvVar(5, "A").status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(fs.ReadEnvVar(5, "A").status().code(), absl::StatusCode::kNotFound);
 
   // An environment larger than the cap is an error, not "unset".
   std::string big(2 * 1024 * 1024, 'x');
@@ -299,8 +282,7 @@ TEST_F(FixtureTreeTest, ReadEnvVar) {
   // Below the cap, a variable far into the text is found.
   big.erase(4, 1500 * 1024);
   WriteFile(P("5/environ"), big);
-  ASSERT_OK_AND_ASSIGN(std::optional<std::string> late,
-                       fs.ReadEnvVar(5, "RUNREAPER_RUN_ID"));
+  ASSERT_OK_AND_ASSIGN(std::optional<std::string> late, fs.ReadEnvVar(5, "RUNREAPER_RUN_ID"));
   EXPECT_EQ(late, std::optional<std::string>("late"));
 }
 
@@ -345,15 +327,11 @@ TEST_F(FixtureTreeTest, CaptureIdentity) {
   EXPECT_THAT(std::string(thread.status().message()),
               HasSubstr("pid 7 is a thread of process 1, not a process"));
 
-  EXPECT_EQ(fs.CaptureIdentity(77).status().code(),
-            absl::StatusCode::kNotFound);
-  EXPECT_EQ(fs.CaptureIdentity(4242).status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(fs.CaptureIdentity(77).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(fs.CaptureIdentity(4242).status().code(), absl::StatusCode::kNotFound);
   // A garbled ns link is an error, not a zero inode.
-  EXPECT_EQ(fs.CaptureIdentity(9).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(fs.CaptureIdentity(0).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(fs.CaptureIdentity(9).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(fs.CaptureIdentity(0).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 // The status read in the same pinned pass comes back with the identity.
@@ -471,19 +449,17 @@ TEST(RealProcessTest, CaptureIdentityOfSleeper) {
   EXPECT_EQ(id.sid, pid);  // it called setsid()
   EXPECT_EQ(id.start_time, st.start_time);
   EXPECT_GT(id.start_time, 0u);
-  EXPECT_EQ(id.comm, absl::StripTrailingAsciiWhitespace(
-                         ReadText(absl::StrCat("/proc/", pid, "/comm"))));
+  EXPECT_EQ(id.comm,
+            absl::StripTrailingAsciiWhitespace(ReadText(absl::StrCat("/proc/", pid, "/comm"))));
   EXPECT_EQ(id.uid, ::getuid());
   struct stat ns_st;
   ASSERT_EQ(::stat("/proc/self/ns/pid", &ns_st), 0);
   EXPECT_EQ(id.pidns_inode, ns_st.st_ino);
   ASSERT_OK_AND_ASSIGN(uint64_t self_ns, fs.SelfPidNs());
   EXPECT_EQ(id.pidns_inode, self_ns);
-  EXPECT_EQ(id.boot_id, absl::StripAsciiWhitespace(
-                            ReadText("/proc/sys/kernel/random/boot_id")));
+  EXPECT_EQ(id.boot_id, absl::StripAsciiWhitespace(ReadText("/proc/sys/kernel/random/boot_id")));
   EXPECT_EQ(id.boot_id.size(), 36u);
-  absl::StatusOr<std::string> cg =
-      ParseCgroupV2(ReadText("/proc/self/cgroup"));
+  absl::StatusOr<std::string> cg = ParseCgroupV2(ReadText("/proc/self/cgroup"));
   EXPECT_EQ(id.cgroup, cg.ok() ? *cg : "");
 
   ASSERT_OK_AND_ASSIGN(Snapshot snap, fs.Walk({true, true}));
@@ -500,8 +476,7 @@ TEST(RealProcessTest, CaptureIdentityOfSleeper) {
   EXPECT_NE(Find(snap, ::getpid()), nullptr);
 
   child.Kill();  // killed and reaped
-  EXPECT_EQ(fs.CaptureIdentity(pid).status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(fs.CaptureIdentity(pid).status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(fs.ReadStat(pid).status().code(), absl::StatusCode::kNotFound);
 }
 
@@ -526,8 +501,7 @@ TEST(RealProcessTest, ThreadIdIsNotAProcess) {
 
   EXPECT_EQ(id.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(id.status().message()),
-              HasSubstr(absl::StrCat("pid ", thread_id,
-                                     " is a thread of process ", ::getpid(),
+              HasSubstr(absl::StrCat("pid ", thread_id, " is a thread of process ", ::getpid(),
                                      ", not a process")));
   ASSERT_OK(snap);
   EXPECT_EQ(Find(*snap, thread_id), nullptr);
@@ -569,8 +543,8 @@ TEST(RealProcessTest, ZombieIsListedWithStateZ) {
 
 TEST(RealProcessTest, CraftedCommsParseBackExactly) {
   ProcFs fs;
-  const std::vector<std::string> comms = {
-      "a) Z (b", "(sd-pam)", "x y", "a\nb", "123456789012345", ""};
+  const std::vector<std::string> comms = {"a) Z (b", "(sd-pam)",        "x y",
+                                          "a\nb",    "123456789012345", ""};
   std::vector<std::unique_ptr<Sleeper>> children;
   for (const std::string& comm : comms) {
     children.push_back(std::make_unique<Sleeper>(comm.c_str()));
@@ -583,7 +557,8 @@ TEST(RealProcessTest, CraftedCommsParseBackExactly) {
     ASSERT_TRUE(WaitFor([&] {
       absl::StatusOr<ProcStat> st = fs.ReadStat(pid);
       return st.ok() && st->state == 'S';
-    })) << "pid " << pid << " never reached pause()";
+    })) << "pid "
+        << pid << " never reached pause()";
   }
   ASSERT_OK_AND_ASSIGN(Snapshot snap, fs.Walk());
   for (size_t i = 0; i < comms.size(); ++i) {
@@ -601,18 +576,16 @@ TEST(RealProcessTest, CraftedCommsParseBackExactly) {
 }
 
 TEST(RealProcessTest, ReadEnvVarOfExecedChild) {
-  const char* sleep_bin =
-      ::access("/bin/sleep", X_OK) == 0 ? "/bin/sleep" : "/usr/bin/sleep";
+  const char* sleep_bin = ::access("/bin/sleep", X_OK) == 0 ? "/bin/sleep" : "/usr/bin/sleep";
   int p[2];
   ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    char* const argv[] = {const_cast<char*>("sleep"),
-                          const_cast<char*>("1000"), nullptr};
+    char* const argv[] = {const_cast<char*>("sleep"), const_cast<char*>("1000"), nullptr};
     char* const envp[] = {const_cast<char*>("NAMEX=1"),
-                          const_cast<char*>("RUNREAPER_RUN_ID=run-17"),
-                          const_cast<char*>("EMPTY="), nullptr};
+                          const_cast<char*>("RUNREAPER_RUN_ID=run-17"), const_cast<char*>("EMPTY="),
+                          nullptr};
     ::execve(sleep_bin, argv, envp);
     ::_exit(127);
   }
@@ -629,8 +602,7 @@ TEST(RealProcessTest, ReadEnvVarOfExecedChild) {
     return !absl::IsUnavailable(run_id.status());
   }));
   absl::StatusOr<std::optional<std::string>> name = fs.ReadEnvVar(pid, "NAME");
-  absl::StatusOr<std::optional<std::string>> empty =
-      fs.ReadEnvVar(pid, "EMPTY");
+  absl::StatusOr<std::optional<std::string>> empty = fs.ReadEnvVar(pid, "EMPTY");
   ::kill(pid, SIGKILL);
   Reap(pid);
 
@@ -648,8 +620,7 @@ TEST(RealProcessTest, EmptyEnvironmentIsUnset) {
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    char* const argv[] = {const_cast<char*>("sleep"),
-                          const_cast<char*>("1000"), nullptr};
+    char* const argv[] = {const_cast<char*>("sleep"), const_cast<char*>("1000"), nullptr};
     char* const envp[] = {nullptr};
     ::execve("/bin/sleep", argv, envp);
     ::_exit(127);
@@ -751,9 +722,8 @@ TEST(RealProcessTest, SelfPidNsIsCachedPerProcess) {
   g_cached_fs = &fs;
   int p[2];
   ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
-  const pid_t pid =
-      ::clone(SelfNsChildMain, g_ns_child_stack + sizeof(g_ns_child_stack),
-              CLONE_NEWPID | SIGCHLD, &p[1]);
+  const pid_t pid = ::clone(SelfNsChildMain, g_ns_child_stack + sizeof(g_ns_child_stack),
+                            CLONE_NEWPID | SIGCHLD, &p[1]);
   ASSERT_GT(pid, 0) << std::strerror(errno);
   ::close(p[1]);
   uint64_t theirs = 0;
@@ -774,9 +744,8 @@ TEST(RealProcessTest, ChildPidNamespaceShowsInWalk) {
   ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
   // clone() rather than `unshare --fork`: the namespace's init is then our
   // direct child, which this test kills and reaps itself.
-  const pid_t pid =
-      ::clone(NsChildMain, g_ns_child_stack + sizeof(g_ns_child_stack),
-              CLONE_NEWPID | SIGCHLD, &p[1]);
+  const pid_t pid = ::clone(NsChildMain, g_ns_child_stack + sizeof(g_ns_child_stack),
+                            CLONE_NEWPID | SIGCHLD, &p[1]);
   ASSERT_GT(pid, 0) << std::strerror(errno);
   ::close(p[1]);
   const ssize_t ready = ReadByte(p[0]);
@@ -806,9 +775,8 @@ TEST(RealProcessTest, TranslatePidFindsTheInitOfAChildNamespace) {
   ProcFs fs;
   int p[2];
   ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
-  const pid_t pid =
-      ::clone(NsChildMain, g_ns_child_stack + sizeof(g_ns_child_stack),
-              CLONE_NEWPID | SIGCHLD, &p[1]);
+  const pid_t pid = ::clone(NsChildMain, g_ns_child_stack + sizeof(g_ns_child_stack),
+                            CLONE_NEWPID | SIGCHLD, &p[1]);
   ASSERT_GT(pid, 0) << std::strerror(errno);
   ::close(p[1]);
   const ssize_t ready = ReadByte(p[0]);
@@ -835,8 +803,7 @@ TEST(RealProcessTest, TranslatePidFindsTheInitOfAChildNamespace) {
   EXPECT_TRUE(absl::IsNotFound(other_pid.status())) << other_pid.status();
 }
 
-ProcessInfo InNamespace(int host_pid, uint64_t ns, std::vector<int> nspid,
-                        uint64_t start) {
+ProcessInfo InNamespace(int host_pid, uint64_t ns, std::vector<int> nspid, uint64_t start) {
   ProcessInfo p;
   p.pid = host_pid;
   p.start_time = start;
@@ -849,14 +816,11 @@ ProcessInfo InNamespace(int host_pid, uint64_t ns, std::vector<int> nspid,
 // each with its own pid 1, 2, ...): only the named namespace's process is
 // the answer, and only with the recorded start time.
 TEST(FindInPidNamespaceTest, PicksTheNamedNamespaceAndStartTime) {
-  constexpr uint64_t kHostNs = 4026531836, kNsA = 4026532100,
-                     kNsB = 4026532200;
+  constexpr uint64_t kHostNs = 4026531836, kNsA = 4026532100, kNsB = 4026532200;
   Snapshot snap;
   snap.processes = {
-      InNamespace(5, kHostNs, {5}, 100),
-      InNamespace(800, kNsA, {800, 1}, 200),
-      InNamespace(801, kNsA, {801, 2}, 210),
-      InNamespace(900, kNsB, {900, 1}, 300),
+      InNamespace(5, kHostNs, {5}, 100),     InNamespace(800, kNsA, {800, 1}, 200),
+      InNamespace(801, kNsA, {801, 2}, 210), InNamespace(900, kNsB, {900, 1}, 300),
       InNamespace(901, kNsB, {901, 2}, 310),
   };
   ASSERT_OK_AND_ASSIGN(ProcessInfo a2, FindInPidNamespace(snap, kNsA, 2, 210));
@@ -866,17 +830,14 @@ TEST(FindInPidNamespaceTest, PicksTheNamedNamespaceAndStartTime) {
   // Namespace B's pid 2 with namespace A's start time: reused, not found.
   absl::StatusOr<ProcessInfo> reused = FindInPidNamespace(snap, kNsB, 2, 210);
   EXPECT_TRUE(absl::IsNotFound(reused.status())) << reused.status();
-  EXPECT_THAT(std::string(reused.status().message()),
-              ::testing::HasSubstr("reused"));
+  EXPECT_THAT(std::string(reused.status().message()), ::testing::HasSubstr("reused"));
   // No such pid in a visible namespace.
   absl::StatusOr<ProcessInfo> none = FindInPidNamespace(snap, kNsA, 3, 200);
   EXPECT_TRUE(absl::IsNotFound(none.status())) << none.status();
   // A namespace nobody listed lives in.
-  absl::StatusOr<ProcessInfo> hidden =
-      FindInPidNamespace(snap, 4026532999, 1, 200);
+  absl::StatusOr<ProcessInfo> hidden = FindInPidNamespace(snap, 4026532999, 1, 200);
   EXPECT_TRUE(absl::IsNotFound(hidden.status())) << hidden.status();
-  EXPECT_THAT(std::string(hidden.status().message()),
-              ::testing::HasSubstr("not visible"));
+  EXPECT_THAT(std::string(hidden.status().message()), ::testing::HasSubstr("not visible"));
 }
 
 TEST(FindInPidNamespaceTest, UnknownValuesNeverMatch) {
@@ -885,12 +846,9 @@ TEST(FindInPidNamespaceTest, UnknownValuesNeverMatch) {
   // A walk without NSpid (old kernel, unreadable status) matches nothing.
   ProcessInfo no_status = InNamespace(801, 7, {}, 50);
   snap.processes.push_back(no_status);
-  EXPECT_EQ(FindInPidNamespace(snap, 7, 1, 0).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(FindInPidNamespace(snap, 0, 1, 50).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(FindInPidNamespace(snap, 7, 0, 50).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(FindInPidNamespace(snap, 7, 1, 0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(FindInPidNamespace(snap, 0, 1, 50).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(FindInPidNamespace(snap, 7, 0, 50).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::IsNotFound(FindInPidNamespace(snap, 7, 801, 50).status()));
 }
 

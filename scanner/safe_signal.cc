@@ -14,8 +14,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
@@ -36,8 +36,7 @@ constexpr int kMaxAncestry = 4096;
 constexpr size_t kCgroupProcsMax = 32 * 1024 * 1024;
 
 absl::Status Refuse(int pid, absl::string_view why) {
-  return absl::FailedPreconditionError(
-      absl::StrCat("refusing to signal pid ", pid, ": ", why));
+  return absl::FailedPreconditionError(absl::StrCat("refusing to signal pid ", pid, ": ", why));
 }
 
 // The checks that need no procfs.
@@ -48,8 +47,7 @@ absl::Status CheckPidNumber(int pid) {
 }
 
 // The guard, given `stat` (and the status) of `pid` already read.
-absl::Status CheckWithStat(const ProcFs& procfs, int pid,
-                           const ProcStat& stat) {
+absl::Status CheckWithStat(const ProcFs& procfs, int pid, const ProcStat& stat) {
   if (stat.pid != pid) return Refuse(pid, "stat names another pid");
   // Kernel threads, and processes whose group or session lies outside our
   // PID namespace, show 0 here.
@@ -64,8 +62,7 @@ absl::Status CheckWithStat(const ProcFs& procfs, int pid,
   // group is not a process with that pid.
   absl::StatusOr<ProcStatus> status = procfs.ReadStatus(pid);
   if (!status.ok()) {
-    return Refuse(pid, absl::StrCat("cannot read status: ",
-                                     status.status().ToString()));
+    return Refuse(pid, absl::StrCat("cannot read status: ", status.status().ToString()));
   }
   if (status->tgid != pid) {
     return Refuse(pid, absl::StrCat("a thread of process ", status->tgid));
@@ -80,9 +77,8 @@ absl::Status CheckWithStat(const ProcFs& procfs, int pid,
     if (!up.ok()) {
       // An ancestor we cannot read might be anything; refuse rather than
       // guess.
-      return Refuse(pid, absl::StrCat("cannot verify ancestry at pid ",
-                                       ancestor, ": ",
-                                       up.status().ToString()));
+      return Refuse(pid, absl::StrCat("cannot verify ancestry at pid ", ancestor, ": ",
+                                      up.status().ToString()));
     }
     ancestor = up->ppid;
   }
@@ -90,38 +86,32 @@ absl::Status CheckWithStat(const ProcFs& procfs, int pid,
   return absl::OkStatus();
 }
 
-
 // Why the process `text` (a line of cgroup.procs) forbids cgroup.kill, or OK.
 absl::Status CheckCgroupMember(const ProcFs& procfs, absl::string_view text,
-                               uint64_t min_start_time,
-                               std::optional<uint32_t> only_uid) {
+                               uint64_t min_start_time, std::optional<uint32_t> only_uid) {
   int pid = 0;
   if (!absl::SimpleAtoi(text, &pid)) {
     return absl::FailedPreconditionError(
         absl::StrCat("cgroup.procs line \"", text, "\" is not a pid"));
   }
   if (pid == 0) {
-    return absl::FailedPreconditionError(
-        "a process outside our PID namespace is in the cgroup");
+    return absl::FailedPreconditionError("a process outside our PID namespace is in the cgroup");
   }
   absl::Status number = CheckPidNumber(pid);
   if (!number.ok()) return number;
   absl::StatusOr<ProcStat> stat = procfs.ReadStat(pid);
   if (!stat.ok()) {
-    if (absl::IsNotFound(stat.status()) && ::kill(pid, 0) != 0 &&
-        errno == ESRCH) {
+    if (absl::IsNotFound(stat.status()) && ::kill(pid, 0) != 0 && errno == ESRCH) {
       return absl::OkStatus();  // gone since the listing
     }
-    return Refuse(pid, absl::StrCat("cannot read stat: ",
-                                     stat.status().ToString()));
+    return Refuse(pid, absl::StrCat("cannot read stat: ", stat.status().ToString()));
   }
   if (stat->state == 'Z' || stat->state == 'X' || stat->state == 'x') {
     return absl::OkStatus();  // nothing left to kill
   }
   if (stat->start_time < min_start_time) {
-    return Refuse(pid, absl::StrCat("started (", stat->start_time,
-                                     ") before the run's leader (",
-                                     min_start_time, ")"));
+    return Refuse(pid, absl::StrCat("started (", stat->start_time, ") before the run's leader (",
+                                    min_start_time, ")"));
   }
   absl::Status guard = CheckWithStat(procfs, pid, *stat);
   if (!guard.ok()) return guard;
@@ -129,20 +119,17 @@ absl::Status CheckCgroupMember(const ProcFs& procfs, absl::string_view text,
     absl::StatusOr<ProcStatus> status = procfs.ReadStatus(pid);
     if (!status.ok()) {
       if (absl::IsNotFound(status.status())) return absl::OkStatus();  // gone
-      return Refuse(pid, absl::StrCat("cannot read its uid: ",
-                                       status.status().ToString()));
+      return Refuse(pid, absl::StrCat("cannot read its uid: ", status.status().ToString()));
     }
     if (status->uid != *only_uid) {
-      return Refuse(pid, absl::StrCat("its uid ", status->uid,
-                                       " is not the run's uid ", *only_uid));
+      return Refuse(pid,
+                    absl::StrCat("its uid ", status->uid, " is not the run's uid ", *only_uid));
     }
   }
-  absl::StatusOr<std::optional<std::string>> keep =
-      procfs.ReadEnvVar(pid, "RUNREAPER_KEEP");
+  absl::StatusOr<std::optional<std::string>> keep = procfs.ReadEnvVar(pid, "RUNREAPER_KEEP");
   if (!keep.ok()) {
     if (absl::IsNotFound(keep.status())) return absl::OkStatus();  // gone
-    return Refuse(pid, absl::StrCat("cannot check RUNREAPER_KEEP: ",
-                                     keep.status().ToString()));
+    return Refuse(pid, absl::StrCat("cannot check RUNREAPER_KEEP: ", keep.status().ToString()));
   }
   if (keep->has_value() && **keep == "1") {
     return Refuse(pid, "it carries RUNREAPER_KEEP=1");
@@ -152,12 +139,10 @@ absl::Status CheckCgroupMember(const ProcFs& procfs, absl::string_view text,
 
 }  // namespace
 
-absl::Status ListCgroupProcs(const std::string& dir, int depth,
-                             std::vector<std::string>* out) {
+absl::Status ListCgroupProcs(const std::string& dir, int depth, std::vector<std::string>* out) {
   if (depth > 64) return absl::OutOfRangeError(absl::StrCat(dir, ": too deep"));
   ASSIGN_OR_RETURN(const std::string text,
-                   base::ReadFileToString(dir + "/cgroup.procs",
-                                          kCgroupProcsMax));
+                   base::ReadFileToString(dir + "/cgroup.procs", kCgroupProcsMax));
   for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
     out->emplace_back(line);
   }
@@ -178,8 +163,7 @@ absl::Status ListCgroupProcs(const std::string& dir, int depth,
   return absl::OkStatus();
 }
 
-SignalOutcome KillCgroup(const ProcFs& procfs, const std::string& dir,
-                         uint64_t min_start_time,
+SignalOutcome KillCgroup(const ProcFs& procfs, const std::string& dir, uint64_t min_start_time,
                          std::optional<uint32_t> only_uid) {
   SignalOutcome out;
   if (min_start_time == 0) {
@@ -191,8 +175,7 @@ SignalOutcome KillCgroup(const ProcFs& procfs, const std::string& dir,
   std::vector<std::string> pids;
   absl::Status listed = ListCgroupProcs(dir, 0, &pids);
   if (!listed.ok()) {
-    out.result = absl::IsNotFound(listed) ? SignalResult::kGone
-                                          : SignalResult::kError;
+    out.result = absl::IsNotFound(listed) ? SignalResult::kGone : SignalResult::kError;
     out.status = listed;
     return out;
   }
@@ -200,8 +183,8 @@ SignalOutcome KillCgroup(const ProcFs& procfs, const std::string& dir,
     absl::Status ok = CheckCgroupMember(procfs, pid, min_start_time, only_uid);
     if (!ok.ok()) {
       out.result = SignalResult::kRefused;
-      out.status = absl::FailedPreconditionError(absl::StrCat(
-          "refusing cgroup.kill of ", dir, ": ", ok.message()));
+      out.status = absl::FailedPreconditionError(
+          absl::StrCat("refusing cgroup.kill of ", dir, ": ", ok.message()));
       return out;
     }
   }
@@ -255,14 +238,12 @@ absl::Status CheckSignalTarget(const ProcFs& procfs, int pid) {
         return absl::NotFoundError(absl::StrCat("pid ", pid, " is gone"));
       }
     }
-    return Refuse(pid, absl::StrCat("cannot read stat: ",
-                                     stat.status().ToString()));
+    return Refuse(pid, absl::StrCat("cannot read stat: ", stat.status().ToString()));
   }
   return CheckWithStat(procfs, pid, *stat);
 }
 
-SignalOutcome SignalProcess(const ProcFs& procfs, int pid,
-                            uint64_t start_time, int sig,
+SignalOutcome SignalProcess(const ProcFs& procfs, int pid, uint64_t start_time, int sig,
                             std::optional<uint32_t> only_uid) {
   SignalOutcome out;
   auto refused = [&](absl::Status status) {
@@ -298,28 +279,24 @@ SignalOutcome SignalProcess(const ProcFs& procfs, int pid,
         return refused(Refuse(pid, "pidfd_open EINVAL (not a process leader)"));
       default:
         out.result = SignalResult::kError;
-        out.status = absl::ErrnoToStatus(
-            err, absl::StrFormat("pidfd_open(%d)", pid));
+        out.status = absl::ErrnoToStatus(err, absl::StrFormat("pidfd_open(%d)", pid));
         return out;
     }
   }
 
   absl::StatusOr<ProcStat> stat = procfs.ReadStat(pid);
   if (!stat.ok()) {
-    if (absl::IsNotFound(stat.status()) && ::kill(pid, 0) != 0 &&
-        errno == ESRCH) {
+    if (absl::IsNotFound(stat.status()) && ::kill(pid, 0) != 0 && errno == ESRCH) {
       out.result = SignalResult::kGone;
       return out;
     }
     // Alive but unreadable: its identity cannot be checked.
-    return refused(Refuse(pid, absl::StrCat("cannot read stat: ",
-                                             stat.status().ToString())));
+    return refused(Refuse(pid, absl::StrCat("cannot read stat: ", stat.status().ToString())));
   }
   if (stat->start_time != start_time) {
     out.result = SignalResult::kReused;
-    out.status = absl::FailedPreconditionError(absl::StrFormat(
-        "pid %d: start time %d, recorded %d", pid, stat->start_time,
-        start_time));
+    out.status = absl::FailedPreconditionError(
+        absl::StrFormat("pid %d: start time %d, recorded %d", pid, stat->start_time, start_time));
     return out;
   }
   absl::Status guard = CheckWithStat(procfs, pid, *stat);
@@ -331,20 +308,19 @@ SignalOutcome SignalProcess(const ProcFs& procfs, int pid,
     // exited since, the signal below finds ESRCH.
     absl::StatusOr<ProcStatus> status = procfs.ReadStatus(pid);
     if (!status.ok()) {
-      if (absl::IsNotFound(status.status()) && ::kill(pid, 0) != 0 &&
-          errno == ESRCH) {
+      if (absl::IsNotFound(status.status()) && ::kill(pid, 0) != 0 && errno == ESRCH) {
         out.result = SignalResult::kGone;
         out.status = absl::OkStatus();
         return out;
       }
-      return refused(Refuse(pid, absl::StrCat("cannot read its uid: ",
-                                               status.status().ToString())));
+      return refused(
+          Refuse(pid, absl::StrCat("cannot read its uid: ", status.status().ToString())));
     }
     if (status->uid != *only_uid) {
       out.result = SignalResult::kOtherUid;
-      out.status = absl::FailedPreconditionError(absl::StrFormat(
-          "pid %d has uid %u, not the run's uid %u: reported, not signalled",
-          pid, status->uid, *only_uid));
+      out.status = absl::FailedPreconditionError(
+          absl::StrFormat("pid %d has uid %u, not the run's uid %u: reported, not signalled", pid,
+                          status->uid, *only_uid));
       return out;
     }
   }
@@ -362,13 +338,13 @@ SignalOutcome SignalProcess(const ProcFs& procfs, int pid,
       return out;
     case EPERM:  // exists, but we may not signal it
       out.result = SignalResult::kDenied;
-      out.status = absl::ErrnoToStatus(
-          err, absl::StrFormat("pidfd_send_signal(pid %d, %d)", pid, sig));
+      out.status =
+          absl::ErrnoToStatus(err, absl::StrFormat("pidfd_send_signal(pid %d, %d)", pid, sig));
       return out;
     default:
       out.result = SignalResult::kError;
-      out.status = absl::ErrnoToStatus(
-          err, absl::StrFormat("pidfd_send_signal(pid %d, %d)", pid, sig));
+      out.status =
+          absl::ErrnoToStatus(err, absl::StrFormat("pidfd_send_signal(pid %d, %d)", pid, sig));
       return out;
   }
 }

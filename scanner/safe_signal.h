@@ -42,8 +42,7 @@ absl::Status CheckSignalTarget(const ProcFs& procfs, int pid);
 // uid; otherwise kOtherUid and nothing is sent. (A process that changes its
 // uid between that read and the signal, microseconds, is not caught; the
 // signal then still goes only to the process that held that uid.)
-SignalOutcome SignalProcess(const ProcFs& procfs, int pid,
-                            uint64_t start_time, int sig,
+SignalOutcome SignalProcess(const ProcFs& procfs, int pid, uint64_t start_time, int sig,
                             std::optional<uint32_t> only_uid = std::nullopt);
 
 // Writes "1" to <dir>/cgroup.kill (which SIGKILLs every process in that
@@ -53,19 +52,17 @@ SignalOutcome SignalProcess(const ProcFs& procfs, int pid,
 // `min_start_time` (the run's leader; must be nonzero), not refused by
 // CheckSignalTarget's guard, not carrying RUNREAPER_KEEP=1 (an unreadable
 // environment refuses too) and, with `only_uid`, of that real uid. Zombies
-// and processes gone since the listing are skipped. kSent when written; kRefused (status says why) when a process
-// forbids it; kGone when the directory no longer exists; kError otherwise.
-// A process that joins the cgroup after the check is not re-examined.
-SignalOutcome KillCgroup(const ProcFs& procfs, const std::string& dir,
-                         uint64_t min_start_time,
+// and processes gone since the listing are skipped. kSent when written; kRefused (status says why)
+// when a process forbids it; kGone when the directory no longer exists; kError otherwise. A process
+// that joins the cgroup after the check is not re-examined.
+SignalOutcome KillCgroup(const ProcFs& procfs, const std::string& dir, uint64_t min_start_time,
                          std::optional<uint32_t> only_uid = std::nullopt);
 
 // Appends the lines (pids as text; 0 for a process outside our PID
 // namespace) of <dir>/cgroup.procs and of every cgroup below it, `depth`
 // levels down already (at most 64). Errors: the read's (NOT_FOUND when
 // `dir` is gone); a child cgroup removed meanwhile is skipped.
-absl::Status ListCgroupProcs(const std::string& dir, int depth,
-                             std::vector<std::string>* out);
+absl::Status ListCgroupProcs(const std::string& dir, int depth, std::vector<std::string>* out);
 
 }  // namespace runreaper::scanner
 

@@ -5,6 +5,7 @@
 // guard can only hit processes of that namespace.
 #include "scanner/safe_signal.h"
 
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
@@ -13,11 +14,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <fcntl.h>
-
 #include <cerrno>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <string>
 
@@ -83,8 +82,7 @@ std::string RunInPidNamespace(const std::function<std::string()>& body) {
     if (init == 0) {
       std::string result = "OK";
       if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
-          ::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                  nullptr) != 0) {
+          ::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) {
         result = absl::StrCat("mount /proc: ", std::strerror(errno));
       } else {
         std::string failure = body();
@@ -92,8 +90,7 @@ std::string RunInPidNamespace(const std::function<std::string()>& body) {
       }
       size_t off = 0;
       while (off < result.size()) {
-        const ssize_t n =
-            ::write(wr.get(), result.data() + off, result.size() - off);
+        const ssize_t n = ::write(wr.get(), result.data() + off, result.size() - off);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) break;
         off += static_cast<size_t>(n);
@@ -106,19 +103,17 @@ std::string RunInPidNamespace(const std::function<std::string()>& body) {
   }
   wr.Reset();
   std::string out;
-  if (const int err = base::ReadFdToString(rd.get(), 64 * 1024, &out);
-      err != 0) {
+  if (const int err = base::ReadFdToString(rd.get(), 64 * 1024, &out); err != 0) {
     out = absl::StrCat("read: ", strerror(err));
   }
   const int status = WaitStatus(outer);
   if (out == "OK") return "";
-  return absl::StrCat("namespace body: '", out, "' (helper status ", status,
-                      ")");
+  return absl::StrCat("namespace body: '", out, "' (helper status ", status, ")");
 }
 
-#define NS_CHECK(cond, msg)                              \
-  do {                                                   \
-    if (!(cond)) return absl::StrCat(#cond, ": ", msg);  \
+#define NS_CHECK(cond, msg)                             \
+  do {                                                  \
+    if (!(cond)) return absl::StrCat(#cond, ": ", msg); \
   } while (0)
 
 // For a RunInPidNamespace body: forks a sleeper that leads its own session
@@ -140,8 +135,7 @@ TEST(SafeSignalTest, RefusesPidsAtOrBelowOne) {
     const absl::Status check = CheckSignalTarget(procfs, pid);
     EXPECT_TRUE(absl::IsFailedPrecondition(check)) << pid << ": " << check;
     const SignalOutcome out = SignalProcess(procfs, pid, 1, SIGCONT);
-    EXPECT_EQ(out.result, SignalResult::kRefused)
-        << pid << ": " << SignalResultName(out.result);
+    EXPECT_EQ(out.result, SignalResult::kRefused) << pid << ": " << SignalResultName(out.result);
   }
 }
 
@@ -161,12 +155,10 @@ TEST(SafeSignalTest, RefusesParentAndEveryAncestor) {
   while (ancestor > 1) {
     const uint64_t start = StartTime(procfs, ancestor);
     ASSERT_NE(start, 0u) << ancestor;
-    EXPECT_TRUE(absl::IsFailedPrecondition(CheckSignalTarget(procfs, ancestor)))
-        << ancestor;
+    EXPECT_TRUE(absl::IsFailedPrecondition(CheckSignalTarget(procfs, ancestor))) << ancestor;
     const SignalOutcome out = SignalProcess(procfs, ancestor, start, SIGCONT);
     EXPECT_EQ(out.result, SignalResult::kRefused)
-        << ancestor << ": " << SignalResultName(out.result) << " "
-        << out.status;
+        << ancestor << ": " << SignalResultName(out.result) << " " << out.status;
     ASSERT_OK_AND_ASSIGN(ProcStat stat, procfs.ReadStat(ancestor));
     ancestor = stat.ppid;
     ++checked;
@@ -211,8 +203,7 @@ TEST(SafeSignalTest, SendsToChildWithRightStartTimeInPrivateNamespace) {
     NS_CHECK(check.ok(), check.ToString());
     const SignalOutcome out = SignalProcess(procfs, child, start, SIGTERM);
     NS_CHECK(out.result == SignalResult::kSent,
-             absl::StrCat(SignalResultName(out.result), " ",
-                          out.status.ToString()));
+             absl::StrCat(SignalResultName(out.result), " ", out.status.ToString()));
     const int status = WaitStatus(child);
     NS_CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM,
              absl::StrCat("wait status ", status));
@@ -227,11 +218,9 @@ TEST(SafeSignalTest, WrongStartTimeIsReusedAndChildLivesInPrivateNamespace) {
     pid_t child = -1;
     if (std::string f = ForkSessionLeader(procfs, &child); !f.empty()) return f;
     const uint64_t start = StartTime(procfs, child);
-    const SignalOutcome out =
-        SignalProcess(procfs, child, start + 1, SIGKILL);
+    const SignalOutcome out = SignalProcess(procfs, child, start + 1, SIGKILL);
     NS_CHECK(out.result == SignalResult::kReused,
-             absl::StrCat(SignalResultName(out.result), " ",
-                          out.status.ToString()));
+             absl::StrCat(SignalResultName(out.result), " ", out.status.ToString()));
     NS_CHECK(StillRunning(child), "the child was hit");
     KillAndReap(child);
     return "";
@@ -252,8 +241,7 @@ TEST(SafeSignalTest, OnlyUidSkipsAnotherUidAndSendsToItsOwnInPrivateNamespace) {
     SignalOutcome out = SignalProcess(procfs, child, start, SIGKILL, own + 1);
     NS_CHECK(out.result == SignalResult::kOtherUid,
              absl::StrCat(SignalResultName(out.result), " ", out.status.ToString()));
-    NS_CHECK(absl::StrContains(out.status.message(), "not the run's uid"),
-             out.status.ToString());
+    NS_CHECK(absl::StrContains(out.status.message(), "not the run's uid"), out.status.ToString());
     NS_CHECK(StillRunning(child), "a process of another uid was hit");
     out = SignalProcess(procfs, child, start, SIGTERM, own);
     NS_CHECK(out.result == SignalResult::kSent,
@@ -275,8 +263,7 @@ TEST(SafeSignalTest, GonePidIsGoneInPrivateNamespace) {
     WaitStatus(child);  // reaped: nothing holds the pid any more
     const SignalOutcome out = SignalProcess(procfs, child, 12345, SIGKILL);
     NS_CHECK(out.result == SignalResult::kGone,
-             absl::StrCat(SignalResultName(out.result), " ",
-                          out.status.ToString()));
+             absl::StrCat(SignalResultName(out.result), " ", out.status.ToString()));
     const absl::Status check = CheckSignalTarget(procfs, child);
     NS_CHECK(absl::IsNotFound(check), check.ToString());
     return "";
@@ -297,8 +284,7 @@ TEST(SafeSignalTest, RefusesAncestorInAnotherSessionInPrivateNamespace) {
         ::setsid();
         const ProcFs procfs;
         const int parent = ::getppid();
-        const SignalOutcome out =
-            SignalProcess(procfs, parent, StartTime(procfs, parent), SIGKILL);
+        const SignalOutcome out = SignalProcess(procfs, parent, StartTime(procfs, parent), SIGKILL);
         ::_exit(out.result == SignalResult::kRefused ? 0 : 1);
       }
       const int status = WaitStatus(b);
@@ -307,8 +293,7 @@ TEST(SafeSignalTest, RefusesAncestorInAnotherSessionInPrivateNamespace) {
     NS_CHECK(a > 1, "fork");
     const int status = WaitStatus(a);
     NS_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-             absl::StrCat("the grandchild was not refused (wait status ",
-                          status, ")"));
+             absl::StrCat("the grandchild was not refused (wait status ", status, ")"));
     return "";
   });
   EXPECT_EQ(failure, "");

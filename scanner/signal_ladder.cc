@@ -21,9 +21,8 @@ namespace {
 constexpr int kMaxRelists = 8;
 
 // Polls until every target is drained or `grace` passes.
-void WaitDrained(const ProcFs& procfs, const std::vector<Member>& targets,
-                 absl::Duration grace, absl::Duration step,
-                 absl::Time start = absl::InfiniteFuture()) {
+void WaitDrained(const ProcFs& procfs, const std::vector<Member>& targets, absl::Duration grace,
+                 absl::Duration step, absl::Time start = absl::InfiniteFuture()) {
   const absl::Time end = std::min(absl::Now(), start) + grace;
   while (true) {
     bool all = true;
@@ -72,22 +71,14 @@ absl::Status LadderHooks::Signalled(const Member&, int, const SignalOutcome&) {
 
 void LadderHooks::StageDone(int, const std::vector<Member>&) {}
 
-absl::Time LadderHooks::GraceStart(int, const std::vector<Member>&) {
-  return absl::Now();
-}
+absl::Time LadderHooks::GraceStart(int, const std::vector<Member>&) { return absl::Now(); }
 
-std::optional<uint32_t> LadderHooks::SignalOnlyUid(const Member&) {
-  return std::nullopt;
-}
+std::optional<uint32_t> LadderHooks::SignalOnlyUid(const Member&) { return std::nullopt; }
 
-absl::StatusOr<bool> LadderHooks::KillSent(const Member&, bool sent_here) {
-  return sent_here;
-}
+absl::StatusOr<bool> LadderHooks::KillSent(const Member&, bool sent_here) { return sent_here; }
 
-absl::StatusOr<LadderResult> RunLadder(const ProcFs& procfs,
-                                       std::vector<Member> targets,
-                                       const LadderOptions& options,
-                                       LadderHooks& hooks) {
+absl::StatusOr<LadderResult> RunLadder(const ProcFs& procfs, std::vector<Member> targets,
+                                       const LadderOptions& options, LadderHooks& hooks) {
   LadderResult result;
   std::set<ProcessRef> killed_here;
   // Claims `stage` through the hook and, when granted, signals (the start
@@ -95,9 +86,8 @@ absl::StatusOr<LadderResult> RunLadder(const ProcFs& procfs,
   auto escalate = [&](const Member& m, int stage) -> absl::Status {
     ASSIGN_OR_RETURN(bool claimed, hooks.Claim(m, stage));
     if (!claimed) return absl::OkStatus();
-    const SignalOutcome outcome =
-        SignalProcess(procfs, m.process.pid, m.process.start_time,
-                      StageSignal(stage), hooks.SignalOnlyUid(m));
+    const SignalOutcome outcome = SignalProcess(procfs, m.process.pid, m.process.start_time,
+                                                StageSignal(stage), hooks.SignalOnlyUid(m));
     if (stage == kSigkillStage) killed_here.insert(RefOf(m));
     return hooks.Signalled(m, stage, outcome);
   };
@@ -115,9 +105,7 @@ absl::StatusOr<LadderResult> RunLadder(const ProcFs& procfs,
     for (const Member& m : live) RETURN_IF_ERROR(escalate(m, stage));
     hooks.StageDone(stage, live);
     if (stage == kSigkillStage) break;
-    WaitDrained(procfs, live,
-                stage == kSigintStage ? options.sigint_grace
-                                      : options.sigterm_grace,
+    WaitDrained(procfs, live, stage == kSigintStage ? options.sigint_grace : options.sigterm_grace,
                 options.poll_step, hooks.GraceStart(stage, live));
   }
   if (stage != kSigkillStage) return result;
@@ -128,8 +116,7 @@ absl::StatusOr<LadderResult> RunLadder(const ProcFs& procfs,
     ASSIGN_OR_RETURN(live, hooks.List());
     bool fresh = false;
     for (const Member& m : live) {
-      ASSIGN_OR_RETURN(bool killed,
-                       hooks.KillSent(m, killed_here.count(RefOf(m)) > 0));
+      ASSIGN_OR_RETURN(bool killed, hooks.KillSent(m, killed_here.count(RefOf(m)) > 0));
       if (killed) continue;  // it survived SIGKILL
       // Not yet at SIGKILL (forked late), or a SIGKILL not known to be sent:
       // kill it now (or let its owner), and look again.
@@ -169,8 +156,7 @@ SweepObserver SelfObserver(const ProcFs& procfs, const Snapshot& snapshot) {
   return o;
 }
 
-absl::StatusOr<Membership> ListMembers(const ProcFs& procfs,
-                                       const std::vector<RunSpec>& runs,
+absl::StatusOr<Membership> ListMembers(const ProcFs& procfs, const std::vector<RunSpec>& runs,
                                        SweepObserver* observer) {
   ASSIGN_OR_RETURN(Snapshot snap, procfs.Walk(MembershipWalkOptions(runs)));
   SweepObserver o = SelfObserver(procfs, snap);
@@ -186,15 +172,12 @@ std::set<ProcessRef> RefsOf(const Membership& membership) {
   return refs;
 }
 
-absl::StatusOr<Membership> ListStable(const ProcFs& procfs,
-                                      const std::vector<RunSpec>& runs,
+absl::StatusOr<Membership> ListStable(const ProcFs& procfs, const std::vector<RunSpec>& runs,
                                       SweepObserver* observer) {
-  return ListStable(
-      [&]() { return ListMembers(procfs, runs, observer); });
+  return ListStable([&]() { return ListMembers(procfs, runs, observer); });
 }
 
-absl::StatusOr<Membership> ListStable(
-    const std::function<absl::StatusOr<Membership>()>& list) {
+absl::StatusOr<Membership> ListStable(const std::function<absl::StatusOr<Membership>()>& list) {
   ASSIGN_OR_RETURN(Membership prev, list());
   for (int i = 0; i < kMaxRelists; ++i) {
     ASSIGN_OR_RETURN(Membership next, list());

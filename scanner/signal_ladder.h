@@ -63,8 +63,7 @@ class LadderHooks {
   virtual absl::StatusOr<bool> Claim(const Member& target, int stage);
   // After `stage`'s signal to `target` was attempted (the outcome says
   // whether it was sent). An error ends the ladder.
-  virtual absl::Status Signalled(const Member& target, int stage,
-                                 const SignalOutcome& outcome);
+  virtual absl::Status Signalled(const Member& target, int stage, const SignalOutcome& outcome);
   // After every target of `stage` was handled, before its grace.
   virtual void StageDone(int stage, const std::vector<Member>& targets);
   // When `stage`'s grace started for `targets`: the latest time one of them
@@ -92,10 +91,8 @@ struct LadderResult {
 
 // Runs the ladder from `targets` (the first listing). Blocks through the
 // graces. Returns the first error of a hook.
-absl::StatusOr<LadderResult> RunLadder(const ProcFs& procfs,
-                                       std::vector<Member> targets,
-                                       const LadderOptions& options,
-                                       LadderHooks& hooks);
+absl::StatusOr<LadderResult> RunLadder(const ProcFs& procfs, std::vector<Member> targets,
+                                       const LadderOptions& options, LadderHooks& hooks);
 
 // The process a member names: pid and start time (every member of a listing
 // is in the observer's namespace and boot).
@@ -111,19 +108,16 @@ SweepObserver SelfObserver(const ProcFs& procfs, const Snapshot& snapshot);
 
 // One listing: a walk of procfs and the members of `runs` in it. Sets
 // *observer (when not null) to the observer of that walk.
-absl::StatusOr<Membership> ListMembers(const ProcFs& procfs,
-                                       const std::vector<RunSpec>& runs,
+absl::StatusOr<Membership> ListMembers(const ProcFs& procfs, const std::vector<RunSpec>& runs,
                                        SweepObserver* observer);
 
 // Lists until two listings in a row name the same processes (at most 9
 // listings), so a process forked while listing is caught.
-absl::StatusOr<Membership> ListStable(const ProcFs& procfs,
-                                      const std::vector<RunSpec>& runs,
+absl::StatusOr<Membership> ListStable(const ProcFs& procfs, const std::vector<RunSpec>& runs,
                                       SweepObserver* observer);
 // The same over any one-listing function (the lineage tracker's,
 // scanner/lineage_members.h).
-absl::StatusOr<Membership> ListStable(
-    const std::function<absl::StatusOr<Membership>()>& list);
+absl::StatusOr<Membership> ListStable(const std::function<absl::StatusOr<Membership>()>& list);
 // The processes a listing names (pid and start time).
 std::set<ProcessRef> RefsOf(const Membership& membership);
 

@@ -11,8 +11,8 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
-#include <utility>
 #include <map>
+#include <utility>
 #include <vector>
 
 #include "absl/time/clock.h"
@@ -90,8 +90,7 @@ int TermSignal(pid_t pid) {
 // Records everything the ladder tells its hooks; lists the run's members.
 class Recorder : public LadderHooks {
  public:
-  Recorder(const ProcFs* procfs, RunSpec spec)
-      : procfs_(procfs), spec_(std::move(spec)) {}
+  Recorder(const ProcFs* procfs, RunSpec spec) : procfs_(procfs), spec_(std::move(spec)) {}
 
   absl::StatusOr<std::vector<Member>> List() override {
     ASSIGN_OR_RETURN(Membership m, ListMembers(*procfs_, {spec_}, nullptr));
@@ -101,8 +100,7 @@ class Recorder : public LadderHooks {
     claims.push_back({m.process.pid, stage});
     return stage != refuse_stage;
   }
-  absl::Status Signalled(const Member& m, int stage,
-                         const SignalOutcome& outcome) override {
+  absl::Status Signalled(const Member& m, int stage, const SignalOutcome& outcome) override {
     signalled[m.process.pid].push_back(stage);
     results[m.process.pid].push_back(outcome.result);
     return absl::OkStatus();
@@ -149,8 +147,7 @@ TEST_F(SignalLadderTest, StubbornGroupEndsWithSigkillAfterBothGraces) {
   options.sigterm_grace = absl::Milliseconds(300);
   ASSERT_OK_AND_ASSIGN(std::vector<Member> first, hooks.List());
   ASSERT_EQ(first.size(), 2u);
-  ASSERT_OK_AND_ASSIGN(LadderResult result,
-                       RunLadder(procfs_, first, options, hooks));
+  ASSERT_OK_AND_ASSIGN(LadderResult result, RunLadder(procfs_, first, options, hooks));
 
   EXPECT_EQ(result.stage, kSigkillStage);
   EXPECT_TRUE(result.survivors.empty());
@@ -158,10 +155,9 @@ TEST_F(SignalLadderTest, StubbornGroupEndsWithSigkillAfterBothGraces) {
   EXPECT_EQ(hooks.stages, (std::vector<int>{1, 2, 3}));
   for (const pid_t pid : {g.leader, g.children[0]}) {
     EXPECT_EQ(hooks.signalled[pid], (std::vector<int>{1, 2, 3})) << pid;
-    EXPECT_EQ(hooks.results[pid],
-              (std::vector<SignalResult>{SignalResult::kSent,
-                                         SignalResult::kSent,
-                                         SignalResult::kSent}))
+    EXPECT_EQ(
+        hooks.results[pid],
+        (std::vector<SignalResult>{SignalResult::kSent, SignalResult::kSent, SignalResult::kSent}))
         << pid;
   }
   // SIGKILL came only after both graces ran out (ignored signals drain
@@ -181,8 +177,7 @@ TEST_F(SignalLadderTest, ProcessThatExitsOnSigintGetsNoSigterm) {
   options.sigint_grace = absl::Seconds(30);  // ends early: it drains
   ASSERT_OK_AND_ASSIGN(std::vector<Member> first, hooks.List());
   ASSERT_EQ(first.size(), 1u);
-  ASSERT_OK_AND_ASSIGN(LadderResult result,
-                       RunLadder(procfs_, first, options, hooks));
+  ASSERT_OK_AND_ASSIGN(LadderResult result, RunLadder(procfs_, first, options, hooks));
   EXPECT_EQ(result.stage, kSigintStage);
   EXPECT_EQ(hooks.stages, (std::vector<int>{1}));
   EXPECT_EQ(hooks.signalled[g.leader], (std::vector<int>{1}));
@@ -199,13 +194,11 @@ TEST_F(SignalLadderTest, RefusedClaimSkipsThatSignalNotTheLadder) {
   options.sigint_grace = absl::Milliseconds(100);
   options.sigterm_grace = absl::Milliseconds(100);
   ASSERT_OK_AND_ASSIGN(std::vector<Member> first, hooks.List());
-  ASSERT_OK_AND_ASSIGN(LadderResult result,
-                       RunLadder(procfs_, first, options, hooks));
+  ASSERT_OK_AND_ASSIGN(LadderResult result, RunLadder(procfs_, first, options, hooks));
   EXPECT_EQ(result.stage, kSigkillStage);
   EXPECT_EQ(hooks.stages, (std::vector<int>{1, 2, 3}));
   EXPECT_EQ(hooks.claims,
-            (std::vector<std::pair<int, int>>{
-                {g.leader, 1}, {g.leader, 2}, {g.leader, 3}}));
+            (std::vector<std::pair<int, int>>{{g.leader, 1}, {g.leader, 2}, {g.leader, 3}}));
   EXPECT_EQ(hooks.signalled[g.leader], (std::vector<int>{1, 3}));
   EXPECT_EQ(TermSignal(g.leader), SIGKILL);
 }
@@ -229,11 +222,9 @@ TEST_F(SignalLadderTest, RecycledPidIsNeverSignalled) {
   gone.include_leader = false;
   gone.leader.pgid = gone.leader.sid = 0;
   Recorder hooks(&procfs_, gone);
-  ASSERT_OK_AND_ASSIGN(LadderResult result,
-                       RunLadder(procfs_, {stale}, LadderOptions(), hooks));
+  ASSERT_OK_AND_ASSIGN(LadderResult result, RunLadder(procfs_, {stale}, LadderOptions(), hooks));
   EXPECT_EQ(hooks.signalled[g.leader], (std::vector<int>{1}));
-  EXPECT_EQ(hooks.results[g.leader],
-            (std::vector<SignalResult>{SignalResult::kReused}));
+  EXPECT_EQ(hooks.results[g.leader], (std::vector<SignalResult>{SignalResult::kReused}));
   EXPECT_TRUE(result.survivors.empty());
   // Still running, never hit.
   ProcessRef real;
@@ -257,8 +248,7 @@ TEST(SignalLadderNamesTest, StagesAndSignals) {
 }  // namespace runreaper::scanner
 
 int main(int argc, char** argv) {
-  runreaper::ReexecInPrivatePidNamespace(argc, argv,
-                                         runreaper::scanner::kInNsEnv);
+  runreaper::ReexecInPrivatePidNamespace(argc, argv, runreaper::scanner::kInNsEnv);
   testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

@@ -34,8 +34,8 @@ BackgroundWorker::~BackgroundWorker() {
 absl::StatusOr<BackgroundWorker::Slot> BackgroundWorker::Reserve() {
   absl::MutexLock lock(&mu_);
   if (reserved_ >= capacity_) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        capacity_, " background sweeps are already queued; retry later"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat(capacity_, " background sweeps are already queued; retry later"));
   }
   ++reserved_;
   return Slot(this);
@@ -50,18 +50,15 @@ absl::Status BackgroundWorker::Post(std::function<void()> job) {
 
 void BackgroundWorker::WaitIdle() {
   absl::MutexLock lock(&mu_);
-  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return reserved_ == 0 && !running_;
-  };
+  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return reserved_ == 0 && !running_; };
   mu_.Await(absl::Condition(&idle));
 }
 
 void BackgroundWorker::Loop() {
   absl::MutexLock lock(&mu_);
   while (true) {
-    auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return stopping_ || !queue_.empty();
-    };
+    auto ready = [this]()
+                     ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || !queue_.empty(); };
     mu_.Await(absl::Condition(&ready));
     if (queue_.empty()) return;  // stopping, nothing left
     std::function<void()> job = std::move(queue_.front());

@@ -8,8 +8,8 @@
 #include <thread>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "absl/strings/match.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "base/test_util.h"
 #include "gtest/gtest.h"

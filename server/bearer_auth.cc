@@ -27,8 +27,7 @@ absl::Status AuthorizeBearer(const BearerTokens& tokens, Access access,
     if (SameSecret(*authorization, absl::StrCat("Bearer ", tokens.admin))) {
       return absl::OkStatus();
     }
-    if (!tokens.read.empty() &&
-        SameSecret(*authorization, absl::StrCat("Bearer ", tokens.read))) {
+    if (!tokens.read.empty() && SameSecret(*authorization, absl::StrCat("Bearer ", tokens.read))) {
       if (access == Access::kRead) return absl::OkStatus();
       return absl::PermissionDeniedError(
           "the read-only token allows only GetRun, ListRuns, WaitRun, "

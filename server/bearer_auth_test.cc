@@ -32,8 +32,7 @@ TEST(AuthorizeBearerTest, ReadTokenAllowsOnlyReads) {
   EXPECT_TRUE(absl::IsPermissionDenied(s)) << s;
   EXPECT_TRUE(absl::IsPermissionDenied(AuthorizeBearer(kTokens, Access::kOwn, "Bearer r3ad")));
   // Without a read token configured, it is just a wrong token.
-  EXPECT_TRUE(absl::IsUnauthenticated(
-      AuthorizeBearer({"s3cret", ""}, Access::kRead, "Bearer ")));
+  EXPECT_TRUE(absl::IsUnauthenticated(AuthorizeBearer({"s3cret", ""}, Access::kRead, "Bearer ")));
 }
 
 TEST(AuthorizeBearerTest, TcpPeersNeedTheExactBearerToken) {

@@ -14,15 +14,17 @@ std::string Differs(const char* field, const S& sent, const L& live, int pid) {
 
 }  // namespace
 
-absl::StatusOr<scanner::Identity> LiveInOwnNamespace(
-    const scanner::Identity& host, const std::vector<int>& nspid,
-    const std::vector<int>& nspgid, const std::vector<int>& nssid) {
-  if (nspid.empty() || nspgid.size() != nspid.size() ||
-      nssid.size() != nspid.size()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "process ", host.pid, " has no usable NSpid/NSpgid/NSsid lines in its "
-        "status (", nspid.size(), "/", nspgid.size(), "/", nssid.size(),
-        " entries): its ids inside its PID namespace are unknown"));
+absl::StatusOr<scanner::Identity> LiveInOwnNamespace(const scanner::Identity& host,
+                                                     const std::vector<int>& nspid,
+                                                     const std::vector<int>& nspgid,
+                                                     const std::vector<int>& nssid) {
+  if (nspid.empty() || nspgid.size() != nspid.size() || nssid.size() != nspid.size()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("process ", host.pid,
+                     " has no usable NSpid/NSpgid/NSsid lines in its "
+                     "status (",
+                     nspid.size(), "/", nspgid.size(), "/", nssid.size(),
+                     " entries): its ids inside its PID namespace are unknown"));
   }
   scanner::Identity inner = host;
   inner.pid = nspid.back();
@@ -36,8 +38,7 @@ std::string SentIdentityMismatch(const v1::RegisterRunRequest& request,
   const scanner::Identity sent = scanner::IdentityOf(request);
   const int pid = request.pid();
   if (sent.pid != live.pid) {
-    return absl::StrCat("pid: sent ", sent.pid,
-                        ", the process has pid ", live.pid,
+    return absl::StrCat("pid: sent ", sent.pid, ", the process has pid ", live.pid,
                         " in its PID namespace");
   }
   if (sent.start_time != 0 && sent.start_time != live.start_time) {
@@ -56,8 +57,7 @@ std::string SentIdentityMismatch(const v1::RegisterRunRequest& request,
     return Differs("sid", sent.sid, live.sid, pid);
   }
   if (sent.uid.has_value() && sent.uid != live.uid) {
-    return Differs("uid", *sent.uid,
-                   live.uid.has_value() ? absl::StrCat(*live.uid) : "none", pid);
+    return Differs("uid", *sent.uid, live.uid.has_value() ? absl::StrCat(*live.uid) : "none", pid);
   }
   // comm is not compared: it is a name for humans that changes at every
   // exec (runreaperctl exec sends the command's name for a child that has
@@ -65,12 +65,11 @@ std::string SentIdentityMismatch(const v1::RegisterRunRequest& request,
   return "";
 }
 
-absl::StatusOr<bool> CheckLeaderClaim(const Caller& caller,
-                                      const v1::RegisterRunRequest& request,
+absl::StatusOr<bool> CheckLeaderClaim(const Caller& caller, const v1::RegisterRunRequest& request,
                                       const LeaderView& leader) {
   const bool sent = scanner::HasIdentityFields(request);
-  const bool seen = leader.where == LeaderView::Where::kHere ||
-                    leader.where == LeaderView::Where::kTranslated;
+  const bool seen =
+      leader.where == LeaderView::Where::kHere || leader.where == LeaderView::Where::kTranslated;
   if (caller.uid == 0) {
     if (!sent) return false;  // read here, by us
     if (!seen) return true;
@@ -83,67 +82,61 @@ absl::StatusOr<bool> CheckLeaderClaim(const Caller& caller,
     case LeaderView::Where::kTranslated:
       break;
     case LeaderView::Where::kGone:
-      return absl::PermissionDeniedError(absl::StrCat(
-          who, "process ", pid,
-          " is not running in runreaperd's PID namespace; only root may "
-          "register a leader that is gone (a late registration)"));
+      return absl::PermissionDeniedError(
+          absl::StrCat(who, "process ", pid,
+                       " is not running in runreaperd's PID namespace; only root may "
+                       "register a leader that is gone (a late registration)"));
     case LeaderView::Where::kOtherNamespace:
       return absl::PermissionDeniedError(absl::StrCat(
-          who, "process ", pid, " is named in PID namespace ",
-          request.pidns_inode(),
-          ", not runreaperd's, and runreaperd cannot find it there (",
-          leader.error.message(),
+          who, "process ", pid, " is named in PID namespace ", request.pidns_inode(),
+          ", not runreaperd's, and runreaperd cannot find it there (", leader.error.message(),
           "); only root may register a leader runreaperd cannot verify"));
     case LeaderView::Where::kUnreadable:
-      return absl::PermissionDeniedError(absl::StrCat(
-          who, "process ", pid, " cannot be verified (",
-          leader.error.message(), "); only root may register it"));
+      return absl::PermissionDeniedError(absl::StrCat(who, "process ", pid, " cannot be verified (",
+                                                      leader.error.message(),
+                                                      "); only root may register it"));
   }
   // The caller's own process must live where the pid is a number: a
   // process it can see, and as uid U could signal itself. Without this, a
   // container's runner could name a process of the same uid in another
   // container (or on the host), which it can neither see nor signal.
   const bool translated = leader.where == LeaderView::Where::kTranslated;
-  const std::string named =
-      translated ? absl::StrCat("process ", pid, " (pid ", leader.host_pid,
-                                " in runreaperd's PID namespace)")
-                 : absl::StrCat("process ", pid);
+  const std::string named = translated ? absl::StrCat("process ", pid, " (pid ", leader.host_pid,
+                                                      " in runreaperd's PID namespace)")
+                                       : absl::StrCat("process ", pid);
   if (caller.pidns_inode == 0 || caller.pidns_inode != leader.named_pidns) {
     return absl::PermissionDeniedError(absl::StrCat(
-        who, named, " is numbered in PID namespace ", leader.named_pidns,
-        ", but the caller (pid ", caller.pid, ") is in ",
-        caller.pidns_inode == 0
-            ? std::string("a PID namespace runreaperd could not read")
-            : absl::StrCat("PID namespace ", caller.pidns_inode),
+        who, named, " is numbered in PID namespace ", leader.named_pidns, ", but the caller (pid ",
+        caller.pid, ") is in ",
+        caller.pidns_inode == 0 ? std::string("a PID namespace runreaperd could not read")
+                                : absl::StrCat("PID namespace ", caller.pidns_inode),
         "; a non-root caller may register only a process of its own PID "
         "namespace"));
   }
   if (!leader.live.uid.has_value() || *leader.live.uid != caller.uid) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        who, named, " belongs to uid ",
-        leader.live.uid.has_value() ? absl::StrCat(*leader.live.uid) : "unknown",
-        "; a non-root caller may register only a process of its own"));
+    return absl::PermissionDeniedError(
+        absl::StrCat(who, named, " belongs to uid ",
+                     leader.live.uid.has_value() ? absl::StrCat(*leader.live.uid) : "unknown",
+                     "; a non-root caller may register only a process of its own"));
   }
   if (sent) {
     const std::string mismatch = SentIdentityMismatch(request, leader.live);
     if (!mismatch.empty()) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          who, translated ? absl::StrCat(named, ": ") : "", mismatch,
-          "; a non-root caller's identity fields must match its live process"));
+      return absl::PermissionDeniedError(
+          absl::StrCat(who, translated ? absl::StrCat(named, ": ") : "", mismatch,
+                       "; a non-root caller's identity fields must match its live process"));
     }
   }
   return false;
 }
 
-absl::Status CheckRunOwner(uint32_t caller_uid, const v1::Run& run,
-                           const std::string& method) {
+absl::Status CheckRunOwner(uint32_t caller_uid, const v1::Run& run, const std::string& method) {
   if (caller_uid == 0 || run.registered_uid() == caller_uid) {
     return absl::OkStatus();
   }
   return absl::PermissionDeniedError(absl::StrCat(
-      "uid ", caller_uid, ": ", method, " of run \"", EscapeForLog(run.run_id()),
-      "\", which uid ", run.registered_uid(),
-      " registered; a non-root caller may change only its own runs"));
+      "uid ", caller_uid, ": ", method, " of run \"", EscapeForLog(run.run_id()), "\", which uid ",
+      run.registered_uid(), " registered; a non-root caller may change only its own runs"));
 }
 
 std::optional<uint32_t> SignalOnlyUid(const v1::Run& run) {

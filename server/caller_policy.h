@@ -58,7 +58,7 @@ struct LeaderView {
   // and NSsid, the rest as read (start time, PID-namespace inode, boot id,
   // real uid).
   scanner::Identity live;
-  int host_pid = 0;      // kTranslated: the leader's pid in our namespace
+  int host_pid = 0;  // kTranslated: the leader's pid in our namespace
   // The PID namespace in which the request's pid is a number: runreaperd's
   // own for kHere, kGone and kUnreadable, the sent one otherwise; 0 unknown.
   uint64_t named_pidns = 0;
@@ -73,9 +73,10 @@ struct LeaderView {
 // namespace, kept as 0 = unknown); every other field stays. Pure.
 // FAILED_PRECONDITION naming the pid when the lists are empty (a kernel
 // without the NS lines) or differ in length.
-absl::StatusOr<scanner::Identity> LiveInOwnNamespace(
-    const scanner::Identity& host, const std::vector<int>& nspid,
-    const std::vector<int>& nspgid, const std::vector<int>& nssid);
+absl::StatusOr<scanner::Identity> LiveInOwnNamespace(const scanner::Identity& host,
+                                                     const std::vector<int>& nspid,
+                                                     const std::vector<int>& nspgid,
+                                                     const std::vector<int>& nssid);
 
 // The first identity field the request sent with a value (IdentityOf: a 0 or
 // "" is unsent) that differs from `live`, as "start_time_ticks: sent 5,
@@ -100,15 +101,13 @@ std::string SentIdentityMismatch(const v1::RegisterRunRequest& request,
 //   is caller.uid, and whose every sent field matches; PERMISSION_DENIED
 //   otherwise, the message naming the uid, the pid and what failed. Never
 //   unverified.
-absl::StatusOr<bool> CheckLeaderClaim(const Caller& caller,
-                                      const v1::RegisterRunRequest& request,
+absl::StatusOr<bool> CheckLeaderClaim(const Caller& caller, const v1::RegisterRunRequest& request,
                                       const LeaderView& leader);
 
 // OK when `caller_uid` may change `run` (heartbeat, finish, cancel, sweep):
 // root, or the uid that registered it; PERMISSION_DENIED naming both uids
 // otherwise. `method` names the call in the message.
-absl::Status CheckRunOwner(uint32_t caller_uid, const v1::Run& run,
-                           const std::string& method);
+absl::Status CheckRunOwner(uint32_t caller_uid, const v1::Run& run, const std::string& method);
 
 // The only real uid a process may have for `run`'s sweep or cancel to
 // signal it: the registering uid when that is not root; nullopt (any uid)

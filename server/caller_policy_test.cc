@@ -121,14 +121,11 @@ TEST(CheckLeaderClaimTest, CommIsNotCompared) {
 }
 
 TEST(CheckLeaderClaimTest, OnlyRootRegistersALeaderItCannotSee) {
-  for (LeaderView::Where where :
-       {LeaderView::Where::kGone, LeaderView::Where::kOtherNamespace,
-        LeaderView::Where::kUnreadable}) {
-    absl::StatusOr<bool> s =
-        CheckLeaderClaim(Nobody(), AsCaptured(kNobody), Nowhere(where));
+  for (LeaderView::Where where : {LeaderView::Where::kGone, LeaderView::Where::kOtherNamespace,
+                                  LeaderView::Where::kUnreadable}) {
+    absl::StatusOr<bool> s = CheckLeaderClaim(Nobody(), AsCaptured(kNobody), Nowhere(where));
     EXPECT_TRUE(absl::IsPermissionDenied(s.status())) << s.status();
-    EXPECT_TRUE(absl::StartsWith(s.status().message(), "uid 65534: process 42 "))
-        << s.status();
+    EXPECT_TRUE(absl::StartsWith(s.status().message(), "uid 65534: process 42 ")) << s.status();
     absl::StatusOr<bool> root = CheckLeaderClaim(kRoot, AsCaptured(kNobody), Nowhere(where));
     ASSERT_TRUE(root.ok()) << root.status();
     EXPECT_TRUE(*root) << "a late registration is marked identity_unverified";
@@ -165,8 +162,8 @@ scanner::Identity PodJobAsTheHostSeesIt(uint32_t uid) {
 LeaderView Translated(uint32_t uid) {
   LeaderView v;
   v.where = LeaderView::Where::kTranslated;
-  absl::StatusOr<scanner::Identity> inner = LiveInOwnNamespace(
-      PodJobAsTheHostSeesIt(uid), {5123, 7}, {5123, 7}, {5100, 3});
+  absl::StatusOr<scanner::Identity> inner =
+      LiveInOwnNamespace(PodJobAsTheHostSeesIt(uid), {5123, 7}, {5123, 7}, {5100, 3});
   EXPECT_TRUE(inner.ok()) << inner.status();
   v.live = *inner;
   v.host_pid = 5123;
@@ -201,8 +198,7 @@ TEST(LiveInOwnNamespaceTest, TakesTheInnermostIdsAndKeepsTheRest) {
   EXPECT_EQ(inner->boot_id, "b00t");
   EXPECT_EQ(inner->uid, kNobody);
   // A group leader outside the pod's namespace: NSpgid 0 there, unknown.
-  inner = LiveInOwnNamespace(PodJobAsTheHostSeesIt(kNobody), {5123, 7}, {5000, 0},
-                             {5100, 3});
+  inner = LiveInOwnNamespace(PodJobAsTheHostSeesIt(kNobody), {5123, 7}, {5000, 0}, {5100, 3});
   ASSERT_TRUE(inner.ok()) << inner.status();
   EXPECT_EQ(inner->pgid, 0);
 }
@@ -215,8 +211,7 @@ TEST(LiveInOwnNamespaceTest, WithoutTheNsListsTheInnerIdsAreUnknown) {
                         std::vector<int>{5100, 3})}) {
     absl::StatusOr<scanner::Identity> inner = LiveInOwnNamespace(host, pid, pgid, sid);
     EXPECT_TRUE(absl::IsFailedPrecondition(inner.status())) << inner.status();
-    EXPECT_TRUE(absl::StrContains(inner.status().message(), "process 5123 "))
-        << inner.status();
+    EXPECT_TRUE(absl::StrContains(inner.status().message(), "process 5123 ")) << inner.status();
   }
 }
 
@@ -228,8 +223,7 @@ TEST(CheckLeaderClaimTest, NonRootPodRunnerMayRegisterItsOwnTranslatedJob) {
 }
 
 TEST(CheckLeaderClaimTest, RootsTranslatedLeaderIsVerifiedWhenEveryFieldMatches) {
-  absl::StatusOr<bool> unverified =
-      CheckLeaderClaim(kRoot, FromPod(kNobody), Translated(kNobody));
+  absl::StatusOr<bool> unverified = CheckLeaderClaim(kRoot, FromPod(kNobody), Translated(kNobody));
   ASSERT_TRUE(unverified.ok()) << unverified.status();
   EXPECT_FALSE(*unverified);
 }
@@ -262,9 +256,8 @@ TEST(CheckLeaderClaimTest, TranslatedSentFieldsMustMatchInsideThePodNamespace) {
     absl::StatusOr<bool> s = CheckLeaderClaim(Nobody(kPodNs), r, Translated(kNobody));
     EXPECT_TRUE(absl::IsPermissionDenied(s.status())) << c.field << ": " << s.status();
     EXPECT_TRUE(absl::StrContains(
-        s.status().message(),
-        absl::StrCat("uid 65534: process ", r.pid(),
-                     " (pid 5123 in runreaperd's PID namespace): ", c.field)))
+        s.status().message(), absl::StrCat("uid 65534: process ", r.pid(),
+                                           " (pid 5123 in runreaperd's PID namespace): ", c.field)))
         << s.status();
     absl::StatusOr<bool> root = CheckLeaderClaim(kRoot, r, Translated(kNobody));
     ASSERT_TRUE(root.ok()) << root.status();
@@ -288,8 +281,7 @@ TEST(CheckLeaderClaimTest, NonRootPodRunnerMayNotRegisterAnotherUidsProcessOfIts
 // the host, nor a host runner one in a pod; an unknown namespace is refused.
 // Root is not asked.
 TEST(CheckLeaderClaimTest, NonRootMayRegisterOnlyAProcessOfItsOwnPidNamespace) {
-  absl::StatusOr<bool> s =
-      CheckLeaderClaim(Nobody(kOurNs), FromPod(kNobody), Translated(kNobody));
+  absl::StatusOr<bool> s = CheckLeaderClaim(Nobody(kOurNs), FromPod(kNobody), Translated(kNobody));
   EXPECT_TRUE(absl::IsPermissionDenied(s.status())) << s.status();
   EXPECT_TRUE(absl::StrContains(
       s.status().message(),
@@ -304,13 +296,11 @@ TEST(CheckLeaderClaimTest, NonRootMayRegisterOnlyAProcessOfItsOwnPidNamespace) {
                                 "namespace 4026532999"))
       << s.status();
   for (const LeaderView& v : {Here(kNobody), Translated(kNobody)}) {
-    s = CheckLeaderClaim(Nobody(0), v.where == LeaderView::Where::kHere
-                                        ? AsCaptured(kNobody)
-                                        : FromPod(kNobody),
-                         v);
+    s = CheckLeaderClaim(
+        Nobody(0), v.where == LeaderView::Where::kHere ? AsCaptured(kNobody) : FromPod(kNobody), v);
     EXPECT_TRUE(absl::IsPermissionDenied(s.status())) << s.status();
-    EXPECT_TRUE(absl::StrContains(s.status().message(),
-                                  "a PID namespace runreaperd could not read"))
+    EXPECT_TRUE(
+        absl::StrContains(s.status().message(), "a PID namespace runreaperd could not read"))
         << s.status();
   }
   absl::StatusOr<bool> root = CheckLeaderClaim(kRoot, FromPod(kNobody), Translated(kNobody));
@@ -347,7 +337,8 @@ TEST(CheckRunOwnerTest, RootOrTheRegisteringUid) {
   EXPECT_TRUE(CheckRunOwner(0, roots, "CancelRun").ok());
   const absl::Status s = CheckRunOwner(kNobody, roots, "CancelRun");
   EXPECT_TRUE(absl::IsPermissionDenied(s)) << s;
-  EXPECT_TRUE(absl::StrContains(s.message(), "uid 65534: CancelRun of run \"roots\", which uid 0 registered"))
+  EXPECT_TRUE(absl::StrContains(s.message(),
+                                "uid 65534: CancelRun of run \"roots\", which uid 0 registered"))
       << s;
   EXPECT_FALSE(CheckRunOwner(1000, mine, "Sweep").ok());
 }

@@ -19,8 +19,8 @@ class CgroupClaimTest : public ::testing::Test {
     char tmpl[] = "/tmp/rr-cg.XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     root_ = tmpl;
-    for (const char* d : {"/svc", "/svc/runner", "/svc/runner/job", "/runreaper",
-                          "/runreaper/r1", "/daemon"}) {
+    for (const char* d :
+         {"/svc", "/svc/runner", "/svc/runner/job", "/runreaper", "/runreaper/r1", "/daemon"}) {
       ASSERT_EQ(mkdir((root_ + d).c_str(), 0755), 0) << d;
     }
   }
@@ -57,8 +57,8 @@ TEST_F(CgroupClaimTest, AcceptsAnExistingCgroupHoldingTheLeader) {
 }
 
 TEST_F(CgroupClaimTest, RefusesMalformedPathsAndTheRoot) {
-  for (const char* bad : {"../../etc", "/svc/../daemon", "/svc/./runner", "svc",
-                          "/svc//runner", "/svc/", "/svc/.."}) {
+  for (const char* bad : {"../../etc", "/svc/../daemon", "/svc/./runner", "svc", "/svc//runner",
+                          "/svc/", "/svc/.."}) {
     ExpectRefused(Claim(bad), absl::StatusCode::kInvalidArgument, "normalised");
   }
   ExpectRefused(Claim("/"), absl::StatusCode::kInvalidArgument, "root");
@@ -72,8 +72,7 @@ TEST_F(CgroupClaimTest, RefusesWhatDoesNotExistOrIsNotOurs) {
   CgroupClaim c = Claim("/svc/runner/job");
   c.own_cgroup = "/svc/runner/job/daemon";
   ExpectRefused(c, absl::StatusCode::kFailedPrecondition, "holds runreaperd");
-  ExpectRefused(Claim("/runreaper"), absl::StatusCode::kFailedPrecondition,
-                "another running run");
+  ExpectRefused(Claim("/runreaper"), absl::StatusCode::kFailedPrecondition, "another running run");
   ExpectRefused(Claim("/runreaper/r1"), absl::StatusCode::kFailedPrecondition,
                 "another running run");
   c = Claim("/svc/runner/job");

@@ -86,8 +86,8 @@ absl::StatusOr<int> ResolveGroup(const std::string& name) {
 std::string DescribeTransitions(const PassResult& pass) {
   std::vector<std::string> parts;
   for (const v1::Transition& t : pass.transitions) {
-    std::string part = absl::StrCat(t.run_id(), " ", ShortStateName(t.from_state()),
-                                    "->", ShortStateName(t.to_state()));
+    std::string part = absl::StrCat(t.run_id(), " ", ShortStateName(t.from_state()), "->",
+                                    ShortStateName(t.to_state()));
     if (t.stale_reason() != v1::STALE_REASON_UNSPECIFIED) {
       absl::StrAppend(&part, "(", ShortReasonName(t.stale_reason()), ")");
     }
@@ -100,9 +100,8 @@ std::string DescribeTransitions(const PassResult& pass) {
 class Daemon {
  public:
   explicit Daemon(const DaemonOptions& options) : options_(options) {
-    pass_deadline_ = options_.pass_deadline > absl::ZeroDuration()
-                         ? options_.pass_deadline
-                         : 5 * options_.scan_interval;
+    pass_deadline_ = options_.pass_deadline > absl::ZeroDuration() ? options_.pass_deadline
+                                                                   : 5 * options_.scan_interval;
   }
 
   int Run();
@@ -116,7 +115,7 @@ class Daemon {
 
   DaemonOptions options_;
   absl::Duration pass_deadline_;
-  Metrics metrics_;  // before everything that reports to it
+  Metrics metrics_;              // before everything that reports to it
   DescriptorAlarm descriptors_;  // likewise
   Fd lock_fd_;
   std::unique_ptr<store::RunStore> store_;
@@ -128,7 +127,7 @@ class Daemon {
   std::unique_ptr<scanner::LineageTracker> lineage_;  // null = lineage off
   std::unique_ptr<scanner::ProcEventStream> proc_events_;
   std::unique_ptr<LineagePersister> lineage_store_;  // null = lineage off
-  std::string lineage_off_;  // why lineage is off ("" = on)
+  std::string lineage_off_;                          // why lineage is off ("" = on)
   // Flushes lineage_store_ every --lineage_persist_interval until stopped.
   std::thread lineage_flush_;
   absl::Notification lineage_stop_;
@@ -162,19 +161,15 @@ absl::Status Daemon::StartLineage() {
   const int rcvbuf = (*connector)->rcvbuf_bytes();
   lineage_ = std::make_unique<scanner::LineageTracker>(&procfs_);
   proc_events_ = std::make_unique<scanner::ProcEventStream>(
-      *std::move(connector),
-      [this](const scanner::ProcConnector::Batch& b) {
+      *std::move(connector), [this](const scanner::ProcConnector::Batch& b) {
         lineage_->Apply(b);
-        metrics_.ProcEvents(static_cast<int64_t>(b.events.size()),
-                            b.lost ? 1 : 0);
-        metrics_.SetRunsWithLineageGap(
-            static_cast<int64_t>(lineage_->stats().runs_with_gap));
+        metrics_.ProcEvents(static_cast<int64_t>(b.events.size()), b.lost ? 1 : 0);
+        metrics_.SetRunsWithLineageGap(static_cast<int64_t>(lineage_->stats().runs_with_gap));
       });
   proc_events_->Start();
   sweeper_->SetLineage(lineage_.get());
   ASSIGN_OR_RETURN(std::vector<v1::Run> running, store_->ListRunning());
-  ASSIGN_OR_RETURN(std::vector<v1::Run> unswept,
-                   store_->ListTerminalUnsweptWithoutLabels());
+  ASSIGN_OR_RETURN(std::vector<v1::Run> unswept, store_->ListTerminalUnsweptWithoutLabels());
   std::vector<v1::Run> all = running;
   all.insert(all.end(), unswept.begin(), unswept.end());
   sweeper_->TrackRuns(all);
@@ -188,15 +183,12 @@ absl::Status Daemon::StartLineage() {
   lineage_store_ = std::make_unique<LineagePersister>(store_.get(), lineage_.get());
   ASSIGN_OR_RETURN(const int adopted, lineage_store_->Restore());
   metrics_.SetLineageEnabled(true);
-  metrics_.SetRunsWithLineageGap(
-      static_cast<int64_t>(lineage_->stats().runs_with_gap));
-  LogInfo("lineage: on (proc connector, receive buffer ", rcvbuf, " bytes, ",
-          all.size(), " run(s) followed, ", adopted,
-          " stored descendant(s) re-attached, stored every ",
+  metrics_.SetRunsWithLineageGap(static_cast<int64_t>(lineage_->stats().runs_with_gap));
+  LogInfo("lineage: on (proc connector, receive buffer ", rcvbuf, " bytes, ", all.size(),
+          " run(s) followed, ", adopted, " stored descendant(s) re-attached, stored every ",
           absl::FormatDuration(options_.lineage_persist_interval), ")");
   lineage_flush_ = std::thread([this] {
-    while (!lineage_stop_.WaitForNotificationWithTimeout(
-        options_.lineage_persist_interval)) {
+    while (!lineage_stop_.WaitForNotificationWithTimeout(options_.lineage_persist_interval)) {
       if (absl::Status s = lineage_store_->Flush(); !s.ok()) {
         LogWarning("lineage: cannot store descendants: ", s.ToString());
       }
@@ -258,16 +250,15 @@ absl::Status Daemon::Start() {
     }
     ASSIGN_OR_RETURN(tokens.read, ReadTokenFile(options_.read_token_file));
     if (tokens.read == tokens.admin) {
-      return absl::InvalidArgumentError(
-          "--read_token_file holds the same token as --token_file");
+      return absl::InvalidArgumentError("--read_token_file holds the same token as --token_file");
     }
   }
   // Loopback included: any local user can connect to a loopback port, and
   // the unix socket's mode and peer credentials would be bypassed.
   if (!options_.listen.empty() && tokens.admin.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--listen=", options_.listen,
-        " requires --token_file (every TCP address, loopback included)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--listen=", options_.listen,
+                     " requires --token_file (every TCP address, loopback included)"));
   }
   int socket_gid = -1;
   if (!options_.socket_group.empty()) {
@@ -278,12 +269,12 @@ absl::Status Daemon::Start() {
 
   RETURN_IF_ERROR(MakeDirs(DirName(options_.db), 0700));
   RETURN_IF_ERROR(CreateDatabaseFile(options_.db));
-  ASSIGN_OR_RETURN(store_, store::RunStore::Open(options_.db, metrics_.Observe(store::StoreOptions())));
+  ASSIGN_OR_RETURN(store_,
+                   store::RunStore::Open(options_.db, metrics_.Observe(store::StoreOptions())));
   ASSIGN_OR_RETURN(watcher_, scanner::ExitWatcher::Create(&procfs_));
   ReconcilerOptions ropts;
   ropts.stale_after = options_.stale_after;
-  reconciler_ = std::make_unique<Reconciler>(store_.get(), &procfs_,
-                                             watcher_.get(), ropts);
+  reconciler_ = std::make_unique<Reconciler>(store_.get(), &procfs_, watcher_.get(), ropts);
   SweeperOptions sweeper_options;
   sweeper_options.metrics = &metrics_;
   sweeper_ = std::make_unique<Sweeper>(store_.get(), &procfs_, sweeper_options);
@@ -309,11 +300,10 @@ absl::Status Daemon::Start() {
   metrics_.SetDatabaseBytes(store_->DatabaseBytes());
   metrics_.SetWatcher(watcher_->armed(), watcher_->fallbacks());
   const size_t still_running = running.size() - first.transitions.size();
-  LogInfo(absl::StrCat(
-      "exit detection: ", watcher_->armed(), " running runs watched by ",
-      watcher_->pidfds(), " pidfds (budget ", watcher_->budget(),
-      "), ", still_running - std::min<size_t>(still_running, watcher_->armed()),
-      " probed each pass"));
+  LogInfo(absl::StrCat("exit detection: ", watcher_->armed(), " running runs watched by ",
+                       watcher_->pidfds(), " pidfds (budget ", watcher_->budget(), "), ",
+                       still_running - std::min<size_t>(still_running, watcher_->armed()),
+                       " probed each pass"));
 
   ServiceOptions sopts;
   sopts.tokens = std::move(tokens);
@@ -322,9 +312,8 @@ absl::Status Daemon::Start() {
   sopts.watch_queue_limit = options_.watch_queue_limit;
   sopts.daemon_status = [this] { return Status(); };
   sopts.handler_threads = options_.handler_threads;
-  service_ = std::make_unique<ReconcilerService>(
-      store_.get(), &procfs_, reconciler_.get(), hub_.get(), sweeper_.get(),
-      sopts);
+  service_ = std::make_unique<ReconcilerService>(store_.get(), &procfs_, reconciler_.get(),
+                                                 hub_.get(), sweeper_.get(), sopts);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -334,15 +323,13 @@ absl::Status Daemon::Start() {
   ASSIGN_OR_RETURN(Fd unix_listen, ListenUnix(options_.socket, socket_gid));
   int tcp_port = 0;
   if (!options_.listen.empty()) {
-    builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(),
-                             &tcp_port);
+    builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(), &tcp_port);
   }
   builder.RegisterService(service_.get());
   // A request that does not parse answers INVALID_ARGUMENT: its interceptor
   // comes first, so the RPC metrics count the rewritten code.
   InstallProtobufLogHandler();
-  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
-      interceptors;
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(std::make_unique<RequestErrorInterceptorFactory>(
       [this](absl::string_view method) { descriptors_.Report(method); }));
   for (auto& metrics_interceptor : metrics_.GrpcInterceptors()) {
@@ -351,25 +338,23 @@ absl::Status Daemon::Start() {
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   server_ = builder.BuildAndStart();
   if (server_ == nullptr) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot listen on unix:", options_.socket,
-        options_.listen.empty() ? "" : absl::StrCat(" and ", options_.listen)));
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on unix:", options_.socket,
+                     options_.listen.empty() ? "" : absl::StrCat(" and ", options_.listen)));
   }
   if (!options_.listen.empty() && tcp_port == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options_.listen));
   }
-  acceptor_ = std::make_unique<UnixAcceptor>(
-      std::move(unix_listen), &peer_creds_, server_.get(),
-      [this] { descriptors_.Report("accept on the unix socket"); });
+  acceptor_ =
+      std::make_unique<UnixAcceptor>(std::move(unix_listen), &peer_creds_, server_.get(),
+                                     [this] { descriptors_.Report("accept on the unix socket"); });
   // "" (the whole server) and the service by name; SetServingStatus(bool)
   // later flips both.
-  server_->GetHealthCheckService()->SetServingStatus(
-      v1::Reconciler::service_full_name(), true);
+  server_->GetHealthCheckService()->SetServingStatus(v1::Reconciler::service_full_name(), true);
   server_->GetHealthCheckService()->SetServingStatus(true);
 
   if (!options_.metrics.empty()) {
-    ASSIGN_OR_RETURN(metrics_server_,
-                     MetricsServer::Start(options_.metrics, &metrics_));
+    ASSIGN_OR_RETURN(metrics_server_, MetricsServer::Start(options_.metrics, &metrics_));
   }
 
   LoopDeps deps;
@@ -399,15 +384,13 @@ absl::Status Daemon::Start() {
   });
   LogInfo(absl::StrCat(
       "serving on unix:", options_.socket,
-      options_.listen.empty()
-          ? ""
-          : absl::StrCat(" and ", options_.listen, " (port ", tcp_port, ")"),
-      metrics_server_ == nullptr
-          ? ""
-          : absl::StrCat(", metrics on ", options_.metrics, " (port ",
-                         metrics_server_->port(), ")"),
-      ", database ", options_.db, ", ", running.size(), " running, ",
-      first.transitions.size(), " reconciled at start",
+      options_.listen.empty() ? ""
+                              : absl::StrCat(" and ", options_.listen, " (port ", tcp_port, ")"),
+      metrics_server_ == nullptr ? ""
+                                 : absl::StrCat(", metrics on ", options_.metrics, " (port ",
+                                                metrics_server_->port(), ")"),
+      ", database ", options_.db, ", ", running.size(), " running, ", first.transitions.size(),
+      " reconciled at start",
       first.transitions.empty() ? "" : absl::StrCat(" (", DescribeTransitions(first), ")")));
   return absl::OkStatus();
 }
@@ -484,8 +467,7 @@ int RunOnce(const DaemonOptions& options, bool sweep) {
     LogError("--once: ", s.message());
     return 1;
   }
-  absl::StatusOr<std::unique_ptr<store::RunStore>> store =
-      store::RunStore::Open(options.db);
+  absl::StatusOr<std::unique_ptr<store::RunStore>> store = store::RunStore::Open(options.db);
   if (!store.ok()) {
     LogError("--once: ", store.status().message());
     return 1;
@@ -499,9 +481,8 @@ int RunOnce(const DaemonOptions& options, bool sweep) {
     LogError("--once: reconcile pass: ", pass.status().message());
     return 1;
   }
-  std::string line = absl::StrCat("runreaperd --once: examined ", pass->examined,
-                                  " running, ", pass->transitions.size(),
-                                  " transitions");
+  std::string line = absl::StrCat("runreaperd --once: examined ", pass->examined, " running, ",
+                                  pass->transitions.size(), " transitions");
   if (!pass->transitions.empty()) {
     absl::StrAppend(&line, " (", DescribeTransitions(*pass), ")");
   }
@@ -510,9 +491,8 @@ int RunOnce(const DaemonOptions& options, bool sweep) {
     Sweeper sweeper(store->get(), &procfs);
     absl::StatusOr<v1::SweepResponse> swept = sweeper.Sweep(v1::SweepRequest());
     if (swept.ok()) {
-      absl::StrAppend(&line, "; swept ", swept->targets_size(), " orphans, ",
-                      swept->signals_size(), " signals, ", swept->survivors_size(),
-                      " survivors");
+      absl::StrAppend(&line, "; swept ", swept->targets_size(), " orphans, ", swept->signals_size(),
+                      " signals, ", swept->survivors_size(), " survivors");
       // For cron: success only when nothing survived the ladder.
       if (swept->survivors_size() > 0) rc = 1;
     } else {
@@ -524,15 +504,12 @@ int RunOnce(const DaemonOptions& options, bool sweep) {
     // As the daemon's prune loop: old unswept runs with nothing left to
     // sweep are marked swept first (one listing, nothing signalled).
     Sweeper checker(store->get(), &procfs);
-    absl::StatusOr<int> marked =
-        checker.MarkEmptyRunsSwept(absl::Now() - options.retain);
+    absl::StatusOr<int> marked = checker.MarkEmptyRunsSwept(absl::Now() - options.retain);
     if (!marked.ok()) {
-      absl::StrAppend(&line, "; old unswept runs not checked: ",
-                      marked.status().message());
+      absl::StrAppend(&line, "; old unswept runs not checked: ", marked.status().message());
       rc = 1;
     } else if (*marked > 0) {
-      absl::StrAppend(&line, "; ", *marked,
-                      " old run(s) with nothing to sweep marked swept");
+      absl::StrAppend(&line, "; ", *marked, " old run(s) with nothing to sweep marked swept");
     }
     store::PruneOptions prune;
     prune.retain = options.retain;

@@ -25,7 +25,7 @@ namespace runreaper::server {
 struct DaemonOptions {
   std::string db = "./var/runreaper.db";
   std::string socket = "./var/runreaper.sock";
-  std::string listen;      // "" = no TCP listener
+  std::string listen;           // "" = no TCP listener
   std::string token_file;       // admin bearer token for TCP calls
   std::string read_token_file;  // read-only bearer token for TCP calls
   std::string socket_group;     // group of the unix socket ("" = ours)

@@ -143,8 +143,8 @@ void DaemonLoops::PassLoop() {
 }
 
 void DaemonLoops::MonitorLoop() {
-  const absl::Duration tick = std::max(
-      absl::Milliseconds(10), std::min(options_.pass_deadline / 4, absl::Seconds(1)));
+  const absl::Duration tick =
+      std::max(absl::Milliseconds(10), std::min(options_.pass_deadline / 4, absl::Seconds(1)));
   absl::Time last_count = absl::Now();
   while (!WaitStop(tick)) {
     // Descriptors: a report since the last tick means out (NOT_SERVING for
@@ -205,14 +205,11 @@ absl::StatusOr<store::PruneResult> DaemonLoops::RunOnePrune() {
   // bounds the file on a daemon that never sweeps. A run with a member
   // stays, whatever its age.
   if (deps_.sweeper != nullptr && options_.retain > absl::ZeroDuration()) {
-    absl::StatusOr<int> marked =
-        deps_.sweeper->MarkEmptyRunsSwept(absl::Now() - options_.retain);
+    absl::StatusOr<int> marked = deps_.sweeper->MarkEmptyRunsSwept(absl::Now() - options_.retain);
     if (!marked.ok()) {
-      LogError("prune: cannot check old unswept runs for members: ",
-               marked.status().ToString());
+      LogError("prune: cannot check old unswept runs for members: ", marked.status().ToString());
     } else if (*marked > 0) {
-      LogInfo("prune: ", *marked,
-              " old unswept run(s) without members marked swept");
+      LogInfo("prune: ", *marked, " old unswept run(s) without members marked swept");
       deps_.hub->Notify();  // their summary event
     }
   }

@@ -116,8 +116,7 @@ TEST_F(DaemonLoopsTest, StalledPassFlipsHealthUntilAPassCompletes) {
   ASSERT_OK(Register("alive", child.pid()));
 
   sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open_v2((dir_ + "/runs.db").c_str(), &db, SQLITE_OPEN_READWRITE,
-                            nullptr),
+  ASSERT_EQ(sqlite3_open_v2((dir_ + "/runs.db").c_str(), &db, SQLITE_OPEN_READWRITE, nullptr),
             SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
 

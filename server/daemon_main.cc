@@ -105,7 +105,8 @@ int main(int argc, char** argv) {
   absl::StatusOr<runreaper::LogFormat> log_format =
       runreaper::ParseLogFormat(absl::GetFlag(FLAGS_log_format));
   if (!log_format.ok()) {
-    fprintf(stderr, "runreaperd: --log_format: %s\n", std::string(log_format.status().message()).c_str());
+    fprintf(stderr, "runreaperd: --log_format: %s\n",
+            std::string(log_format.status().message()).c_str());
     return 2;
   }
   runreaper::SetLogFormat(*log_format);
@@ -140,8 +141,9 @@ int main(int argc, char** argv) {
     return runreaper::server::RunOnce(options, absl::GetFlag(FLAGS_sweep));
   }
   if (absl::GetFlag(FLAGS_sweep)) {
-    fprintf(stderr, "runreaperd: --sweep only applies with --once "
-                    "(use --sweep_interval for automatic sweeps)\n");
+    fprintf(stderr,
+            "runreaperd: --sweep only applies with --once "
+            "(use --sweep_interval for automatic sweeps)\n");
     return 2;
   }
   return runreaper::server::RunDaemon(options);

@@ -80,9 +80,7 @@ void EventHub::Loop(absl::Duration poll_interval) {
   while (true) {
     {
       absl::MutexLock lock(&mu_);
-      auto wake = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-        return notified_ || stopping_;
-      };
+      auto wake = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return notified_ || stopping_; };
       mu_.AwaitWithDeadline(absl::Condition(&wake), next_poll);
       if (stopping_) return;
       notified_ = false;

@@ -74,8 +74,7 @@ class EventHub {
   store::RunStore* store_;
   absl::Mutex pump_mu_;  // one pump at a time, in id order
   mutable absl::Mutex mu_;
-  std::map<int64_t, std::shared_ptr<EventSubscriber>> subscribers_
-      ABSL_GUARDED_BY(mu_);
+  std::map<int64_t, std::shared_ptr<EventSubscriber>> subscribers_ ABSL_GUARDED_BY(mu_);
   int64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   int64_t last_published_ ABSL_GUARDED_BY(mu_) = 0;
   bool notified_ ABSL_GUARDED_BY(mu_) = false;

@@ -7,8 +7,7 @@
 
 namespace runreaper::server {
 
-HandlerPool::HandlerPool(int threads, size_t capacity)
-    : capacity_(std::max<size_t>(capacity, 1)) {
+HandlerPool::HandlerPool(int threads, size_t capacity) : capacity_(std::max<size_t>(capacity, 1)) {
   const int n = std::max(threads, 1);
   threads_.reserve(n);
   for (int i = 0; i < n; ++i) threads_.emplace_back([this] { Loop(); });
@@ -25,9 +24,9 @@ HandlerPool::~HandlerPool() {
 absl::Status HandlerPool::Submit(std::function<void()> job) {
   absl::MutexLock lock(&mu_);
   if (jobs_.size() >= capacity_) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "runreaperd is busy: ", capacity_,
-        " calls are already waiting for a handler thread; retry"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("runreaperd is busy: ", capacity_,
+                     " calls are already waiting for a handler thread; retry"));
   }
   jobs_.push_back(std::move(job));
   return absl::OkStatus();
@@ -38,9 +37,7 @@ void HandlerPool::Loop() {
     std::function<void()> job;
     {
       absl::MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-        return !jobs_.empty() || stopping_;
-      };
+      auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !jobs_.empty() || stopping_; };
       mu_.Await(absl::Condition(&ready));
       if (jobs_.empty()) return;  // stopping, nothing left
       job = std::move(jobs_.front());

@@ -24,16 +24,14 @@ namespace runreaper::server {
 //   namespace (LiveInOwnNamespace). Anything else is kOtherNamespace with
 //   `error` saying why (no start time or boot id sent, another boot, not
 //   visible, no such process there, it changed while read).
-LeaderView ViewLeader(const scanner::ProcFs& procfs,
-                      const v1::RegisterRunRequest& request);
+LeaderView ViewLeader(const scanner::ProcFs& procfs, const v1::RegisterRunRequest& request);
 
 // For a leader sent from another PID namespace: when `leader` is
 // kTranslated, sets run->host_pid (and host_pidns_inode, ours) so the run
 // is watched, tracked and swept through it, and logs the translation;
 // otherwise logs why it was not translated (no orphan of the run is
 // verifiable). Does nothing for a leader of our own namespace.
-void RecordTranslation(const scanner::ProcFs& procfs, const LeaderView& leader,
-                       v1::Run* run);
+void RecordTranslation(const scanner::ProcFs& procfs, const LeaderView& leader, v1::Run* run);
 
 }  // namespace runreaper::server
 

@@ -10,13 +10,11 @@
 
 namespace runreaper::server {
 
-LineagePersister::LineagePersister(store::RunStore* store,
-                                   scanner::LineageTracker* tracker)
+LineagePersister::LineagePersister(store::RunStore* store, scanner::LineageTracker* tracker)
     : store_(store), tracker_(tracker) {}
 
 absl::StatusOr<int> LineagePersister::Restore() {
-  ASSIGN_OR_RETURN(std::vector<store::StoredDescendant> rows,
-                   store_->ListDescendants());
+  ASSIGN_OR_RETURN(std::vector<store::StoredDescendant> rows, store_->ListDescendants());
   absl::MutexLock lock(&mu_);
   std::map<std::string, std::vector<scanner::LineageRun>> by_run;
   for (const store::StoredDescendant& r : rows) {
@@ -31,8 +29,7 @@ absl::StatusOr<int> LineagePersister::Restore() {
   // by ppid.
   if (adopted > 0) {
     if (absl::Status s = tracker_->Resync(); !s.ok()) {
-      LogWarning("lineage: re-walk after restoring stored descendants: ",
-                 s.ToString());
+      LogWarning("lineage: re-walk after restoring stored descendants: ", s.ToString());
     }
   }
   return adopted;

@@ -39,8 +39,7 @@ class LineagePersistTest : public ::testing::Test {
   }
   void OpenStore() {
     store_.reset();
-    absl::StatusOr<std::unique_ptr<store::RunStore>> s =
-        store::RunStore::Open(dir_ + "/runs.db");
+    absl::StatusOr<std::unique_ptr<store::RunStore>> s = store::RunStore::Open(dir_ + "/runs.db");
     ASSERT_TRUE(s.ok()) << s.status();
     store_ = *std::move(s);
   }
@@ -57,8 +56,7 @@ class LineagePersistTest : public ::testing::Test {
     ASSERT_EQ(std::system(absl::StrCat("rm -rf ", root_, "/", pid).c_str()), 0);
   }
   std::vector<int> StoredPids() {
-    absl::StatusOr<std::vector<store::StoredDescendant>> rows =
-        store_->ListDescendants();
+    absl::StatusOr<std::vector<store::StoredDescendant>> rows = store_->ListDescendants();
     EXPECT_TRUE(rows.ok()) << rows.status();
     std::vector<int> pids;
     if (rows.ok()) {

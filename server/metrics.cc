@@ -37,8 +37,7 @@ namespace {
 constexpr const char* kStages[] = {"SIGINT", "SIGTERM", "SIGKILL", "cgroup.kill"};
 constexpr const char* kResults[] = {"SENT",    "GONE",  "REUSED",   "DENIED",
                                     "REFUSED", "ERROR", "OTHER_UID"};
-constexpr const char* kRefusals[] = {"unauthenticated", "permission_denied",
-                                     "peer_credentials"};
+constexpr const char* kRefusals[] = {"unauthenticated", "permission_denied", "peer_credentials"};
 
 template <size_t N>
 std::string OneOf(absl::string_view value, const char* const (&set)[N]) {
@@ -55,24 +54,42 @@ std::string LowerName(absl::string_view enum_name, absl::string_view prefix) {
 
 std::string CodeName(int code) {
   switch (static_cast<grpc::StatusCode>(code)) {
-    case grpc::OK: return "OK";
-    case grpc::CANCELLED: return "CANCELLED";
-    case grpc::UNKNOWN: return "UNKNOWN";
-    case grpc::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
-    case grpc::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
-    case grpc::NOT_FOUND: return "NOT_FOUND";
-    case grpc::ALREADY_EXISTS: return "ALREADY_EXISTS";
-    case grpc::PERMISSION_DENIED: return "PERMISSION_DENIED";
-    case grpc::UNAUTHENTICATED: return "UNAUTHENTICATED";
-    case grpc::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
-    case grpc::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
-    case grpc::ABORTED: return "ABORTED";
-    case grpc::OUT_OF_RANGE: return "OUT_OF_RANGE";
-    case grpc::UNIMPLEMENTED: return "UNIMPLEMENTED";
-    case grpc::INTERNAL: return "INTERNAL";
-    case grpc::UNAVAILABLE: return "UNAVAILABLE";
-    case grpc::DATA_LOSS: return "DATA_LOSS";
-    default: return "other";
+    case grpc::OK:
+      return "OK";
+    case grpc::CANCELLED:
+      return "CANCELLED";
+    case grpc::UNKNOWN:
+      return "UNKNOWN";
+    case grpc::INVALID_ARGUMENT:
+      return "INVALID_ARGUMENT";
+    case grpc::DEADLINE_EXCEEDED:
+      return "DEADLINE_EXCEEDED";
+    case grpc::NOT_FOUND:
+      return "NOT_FOUND";
+    case grpc::ALREADY_EXISTS:
+      return "ALREADY_EXISTS";
+    case grpc::PERMISSION_DENIED:
+      return "PERMISSION_DENIED";
+    case grpc::UNAUTHENTICATED:
+      return "UNAUTHENTICATED";
+    case grpc::RESOURCE_EXHAUSTED:
+      return "RESOURCE_EXHAUSTED";
+    case grpc::FAILED_PRECONDITION:
+      return "FAILED_PRECONDITION";
+    case grpc::ABORTED:
+      return "ABORTED";
+    case grpc::OUT_OF_RANGE:
+      return "OUT_OF_RANGE";
+    case grpc::UNIMPLEMENTED:
+      return "UNIMPLEMENTED";
+    case grpc::INTERNAL:
+      return "INTERNAL";
+    case grpc::UNAVAILABLE:
+      return "UNAVAILABLE";
+    case grpc::DATA_LOSS:
+      return "DATA_LOSS";
+    default:
+      return "other";
   }
 }
 
@@ -91,8 +108,7 @@ std::string MethodLabel(absl::string_view path) {
   }
   if (service != v1::Reconciler::service_full_name()) return "other";
   const google::protobuf::ServiceDescriptor* sd =
-      google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(
-          std::string(service));
+      google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(std::string(service));
   if (sd == nullptr || sd->FindMethodByName(std::string(method)) == nullptr) return "other";
   return std::string(path);
 }
@@ -102,8 +118,8 @@ const std::vector<double> kPassBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.0
 const std::vector<double> kExitBuckets = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                                           0.05,   0.1,   0.25,   0.5,   1,    2.5};
 const std::vector<double> kSweepBuckets = {0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
-const std::vector<double> kStoreBuckets = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
-                                           0.01,   0.025,   0.05,   0.1,   0.25,   1,  5};
+const std::vector<double> kStoreBuckets = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+                                           0.025,  0.05,    0.1,    0.25,  1,      5};
 
 class RpcInterceptor : public grpc::experimental::Interceptor {
  public:
@@ -122,8 +138,7 @@ class RpcInterceptor : public grpc::experimental::Interceptor {
   const char* method_;
 };
 
-class RpcInterceptorFactory
-    : public grpc::experimental::ServerInterceptorFactoryInterface {
+class RpcInterceptorFactory : public grpc::experimental::ServerInterceptorFactoryInterface {
  public:
   explicit RpcInterceptorFactory(Metrics* metrics) : metrics_(metrics) {}
   grpc::experimental::Interceptor* CreateServerInterceptor(
@@ -285,8 +300,8 @@ struct Metrics::Families {
     for (int i = v1::StaleReason_MIN; i <= v1::StaleReason_MAX; ++i) {
       if (!v1::StaleReason_IsValid(i) || i == v1::STALE_REASON_UNSPECIFIED) continue;
       const auto reason = static_cast<v1::StaleReason>(i);
-      transitions_by_reason[reason] = &transitions.Add(
-          {{"reason", LowerName(v1::StaleReason_Name(reason), "STALE_REASON_")}});
+      transitions_by_reason[reason] =
+          &transitions.Add({{"reason", LowerName(v1::StaleReason_Name(reason), "STALE_REASON_")}});
     }
     transitions_other = &transitions.Add({{"reason", "other"}});
     watched = &running.Add({{"detection", "pidfd"}});
@@ -345,8 +360,7 @@ struct Metrics::Families {
   // RPC counters by (method path, code), looked up without the family's
   // mutex on the hot path once a pair has been seen.
   absl::Mutex rpc_mu;
-  absl::flat_hash_map<std::pair<std::string, int>, Counter*> rpc_counters
-      ABSL_GUARDED_BY(rpc_mu);
+  absl::flat_hash_map<std::pair<std::string, int>, Counter*> rpc_counters ABSL_GUARDED_BY(rpc_mu);
 };
 
 Metrics::Metrics(bool enabled) : enabled_(enabled) {
@@ -374,8 +388,7 @@ void Metrics::CountEvents(const std::vector<v1::Event>& events) {
       case v1::EVENT_TYPE_STATE_CHANGED:
         if (e.to_state() == v1::RUN_STATE_STALE) {
           auto it = f_->transitions_by_reason.find(e.stale_reason());
-          (it == f_->transitions_by_reason.end() ? f_->transitions_other : it->second)
-              ->Increment();
+          (it == f_->transitions_by_reason.end() ? f_->transitions_other : it->second)->Increment();
         }
         break;
       case v1::EVENT_TYPE_SIGNAL:
@@ -424,13 +437,12 @@ void Metrics::SetRunCounts(const absl::StatusOr<store::RunCounts>& counts) {
   }
   auto running = counts->by_state.find(v1::RUN_STATE_RUNNING);
   f_->running_total = running == counts->by_state.end() ? 0 : running->second;
-  f_->probed->Set(
-      static_cast<double>(std::max<int64_t>(0, f_->running_total - f_->watched_total)));
+  f_->probed->Set(static_cast<double>(std::max<int64_t>(0, f_->running_total - f_->watched_total)));
   f_->awaiting_sweep.Set(static_cast<double>(counts->awaiting_sweep));
 }
 
-void Metrics::ExitsReconciled(absl::Duration since_notified, size_t exits,
-                              size_t committed, bool ok) {
+void Metrics::ExitsReconciled(absl::Duration since_notified, size_t exits, size_t committed,
+                              bool ok) {
   if (!enabled_) return;
   f_->watcher_exits.Increment(static_cast<double>(exits));
   const double seconds = absl::ToDoubleSeconds(since_notified);
@@ -438,8 +450,8 @@ void Metrics::ExitsReconciled(absl::Duration since_notified, size_t exits,
   if (!ok) f_->errors.Increment();
 }
 
-absl::StatusOr<v1::SweepResponse> Metrics::SweepDone(
-    absl::Time started, bool dry_run, absl::StatusOr<v1::SweepResponse> result) {
+absl::StatusOr<v1::SweepResponse> Metrics::SweepDone(absl::Time started, bool dry_run,
+                                                     absl::StatusOr<v1::SweepResponse> result) {
   if (!enabled_ || dry_run) return result;
   f_->sweep_seconds.Observe(absl::ToDoubleSeconds(absl::Now() - started));
   if (!result.ok()) {
@@ -546,8 +558,8 @@ constexpr const char* kRequestTimeoutMs = "2000";
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
-    const std::string& address, Metrics* metrics) {
+absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& address,
+                                                                    Metrics* metrics) {
   const size_t colon = address.rfind(':');
   if (colon == std::string::npos) {
     return absl::InvalidArgumentError(absl::StrCat("--metrics ", address, ": want host:port"));
@@ -562,10 +574,8 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
   for (const char c : host) {
     // civetweb's listening_ports syntax uses ',' and 's'/'r' suffixes: only
     // a plain address passes.
-    if (!absl::ascii_isalnum(c) && c != '.' && c != ':' && c != '[' && c != ']' &&
-        c != '-') {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--metrics ", address, ": bad host"));
+    if (!absl::ascii_isalnum(c) && c != '.' && c != ':' && c != '[' && c != ']' && c != '-') {
+      return absl::InvalidArgumentError(absl::StrCat("--metrics ", address, ": bad host"));
     }
   }
   if (metrics == nullptr || !metrics->enabled()) {
@@ -575,8 +585,8 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
   std::unique_ptr<prometheus::Exposer> exposer;
   try {
     exposer = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
-        "listening_ports", listen, "num_threads", kWorkers, "request_timeout_ms",
-        kRequestTimeoutMs, "enable_keep_alive", "yes", "keep_alive_timeout_ms", "5000"});
+        "listening_ports", listen, "num_threads", kWorkers, "request_timeout_ms", kRequestTimeoutMs,
+        "enable_keep_alive", "yes", "keep_alive_timeout_ms", "5000"});
   } catch (const std::exception& e) {
     // civetweb reports a failed bind by throwing; nothing else here throws.
     return absl::UnavailableError(

@@ -76,14 +76,12 @@ class Metrics {
   // The exit watcher saw `exits` leaders exit; reconciling them committed
   // `committed` STALE records `since_notified` after the pidfds turned
   // readable (ok = false: the reconcile failed).
-  void ExitsReconciled(absl::Duration since_notified, size_t exits,
-                       size_t committed, bool ok);
+  void ExitsReconciled(absl::Duration since_notified, size_t exits, size_t committed, bool ok);
   // A sweep that started at `started` finished with `result` (dry runs are
   // not sweeps and are not counted). Returns `result` unchanged, so a
   // sweep's return statement can pass through it.
-  absl::StatusOr<v1::SweepResponse> SweepDone(
-      absl::Time started, bool dry_run,
-      absl::StatusOr<v1::SweepResponse> result);
+  absl::StatusOr<v1::SweepResponse> SweepDone(absl::Time started, bool dry_run,
+                                              absl::StatusOr<v1::SweepResponse> result);
   // A retention prune finished (runreaperd --retain): counts the runs it
   // deleted; a failed one counts as an error.
   void PruneDone(const absl::StatusOr<store::PruneResult>& result);
@@ -139,8 +137,8 @@ class MetricsServer {
  public:
   // Binds and starts serving. INVALID_ARGUMENT for a malformed address,
   // UNAVAILABLE naming the address when it cannot be bound.
-  static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(
-      const std::string& address, Metrics* metrics);
+  static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(const std::string& address,
+                                                              Metrics* metrics);
   ~MetricsServer();  // stops serving and closes the socket
 
   int port() const { return port_; }

@@ -110,8 +110,8 @@ struct Stack {
     hub = std::make_unique<EventHub>(store.get());
     if (absl::Status s = hub->Start(absl::Milliseconds(100)); !s.ok()) Die(s.ToString());
     if (metrics.enabled()) hub->Subscribe(std::make_shared<CountingSubscriber>(&metrics));
-    service = std::make_unique<ReconcilerService>(store.get(), &procfs, reconciler.get(),
-                                                  hub.get(), sweeper.get());
+    service = std::make_unique<ReconcilerService>(store.get(), &procfs, reconciler.get(), hub.get(),
+                                                  sweeper.get());
     socket = absl::StrCat(dir, "/", name, ".sock");
     grpc::ServerBuilder builder;
     builder.AddListeningPort("unix:" + socket, grpc::InsecureServerCredentials());
@@ -177,7 +177,9 @@ int Main() {
   const std::string dir = tmpl;
 
   google::protobuf::Struct out;
-  auto set = [&](const std::string& k, double v) { (*out.mutable_fields())[k].set_number_value(v); };
+  auto set = [&](const std::string& k, double v) {
+    (*out.mutable_fields())[k].set_number_value(v);
+  };
   {
     // The pass: one store and one reconciler; "on" feeds an enabled facade
     // (store hook included), "off" a disabled one. (Two handles on one file,

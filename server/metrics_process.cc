@@ -38,8 +38,8 @@ absl::StatusOr<int64_t> CountEntries(const std::string& dir) {
   return n;
 }
 
-prometheus::MetricFamily Family(const char* name, const char* help,
-                                prometheus::MetricType type, double value) {
+prometheus::MetricFamily Family(const char* name, const char* help, prometheus::MetricType type,
+                                double value) {
   prometheus::MetricFamily f;
   f.name = name;
   f.help = help;
@@ -63,17 +63,17 @@ absl::StatusOr<SelfStat> ParseSelfStat(absl::string_view text) {
   }
   // Fields from 3 (state) on, space separated.
   std::vector<absl::string_view> f =
-      absl::StrSplit(absl::StripAsciiWhitespace(text.substr(close + 1)), ' ',
-                     absl::SkipEmpty());
+      absl::StrSplit(absl::StripAsciiWhitespace(text.substr(close + 1)), ' ', absl::SkipEmpty());
   // field N is f[N - 3]
   if (f.size() < 22) {
     return absl::InvalidArgumentError(absl::StrCat("stat: ", f.size() + 2, " fields, want 24"));
   }
   SelfStat s;
   if (!absl::SimpleAtoi(f[11], &s.utime_ticks) || !absl::SimpleAtoi(f[12], &s.stime_ticks) ||
-      !absl::SimpleAtoi(f[19], &s.start_time_ticks) ||
-      !absl::SimpleAtoi(f[20], &s.vsize_bytes) || !absl::SimpleAtoi(f[21], &s.rss_pages)) {
-    return absl::InvalidArgumentError("stat: a utime/stime/starttime/vsize/rss field is not a number");
+      !absl::SimpleAtoi(f[19], &s.start_time_ticks) || !absl::SimpleAtoi(f[20], &s.vsize_bytes) ||
+      !absl::SimpleAtoi(f[21], &s.rss_pages)) {
+    return absl::InvalidArgumentError(
+        "stat: a utime/stime/starttime/vsize/rss field is not a number");
   }
   return s;
 }
@@ -81,8 +81,7 @@ absl::StatusOr<SelfStat> ParseSelfStat(absl::string_view text) {
 absl::StatusOr<int64_t> ParseMaxOpenFiles(absl::string_view text) {
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     if (!absl::ConsumePrefix(&line, "Max open files")) continue;
-    std::vector<absl::string_view> cols =
-        absl::StrSplit(line, ' ', absl::SkipEmpty());
+    std::vector<absl::string_view> cols = absl::StrSplit(line, ' ', absl::SkipEmpty());
     if (cols.empty()) break;
     if (cols[0] == "unlimited") return -1;
     int64_t soft;
@@ -129,18 +128,17 @@ std::vector<prometheus::MetricFamily> ProcessCollector::Collect() const {
   return {
       Family("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.",
              MetricType::Counter, s->cpu_seconds),
-      Family("process_resident_memory_bytes", "Resident memory size in bytes.",
-             MetricType::Gauge, s->resident_bytes),
-      Family("process_virtual_memory_bytes", "Virtual memory size in bytes.",
-             MetricType::Gauge, s->virtual_bytes),
+      Family("process_resident_memory_bytes", "Resident memory size in bytes.", MetricType::Gauge,
+             s->resident_bytes),
+      Family("process_virtual_memory_bytes", "Virtual memory size in bytes.", MetricType::Gauge,
+             s->virtual_bytes),
       Family("process_open_fds", "Number of open file descriptors.", MetricType::Gauge,
              s->open_fds),
       Family("process_max_fds",
              "Maximum number of open file descriptors (soft limit; -1 = unlimited).",
              MetricType::Gauge, s->max_fds),
-      Family("process_start_time_seconds",
-             "Start time of the process since unix epoch in seconds.", MetricType::Gauge,
-             s->start_time_seconds),
+      Family("process_start_time_seconds", "Start time of the process since unix epoch in seconds.",
+             MetricType::Gauge, s->start_time_seconds),
   };
 }
 

@@ -131,10 +131,12 @@ TEST(MetricsTest, LabelValuesStayInTheirSets) {
   const std::string body = metrics.Render();
   EXPECT_TRUE(Has(body, "runreaper_signals_total{result=\"other\",stage=\"other\"} 1")) << body;
   EXPECT_TRUE(Has(body, "runreaper_signals_total{result=\"GONE\",stage=\"SIGKILL\"} 1")) << body;
-  EXPECT_TRUE(Has(body, "runreaper_rpcs_total{code=\"NOT_FOUND\",method=\"runreaper.v1.Reconciler/GetRun\"} 1"))
+  EXPECT_TRUE(Has(
+      body, "runreaper_rpcs_total{code=\"NOT_FOUND\",method=\"runreaper.v1.Reconciler/GetRun\"} 1"))
       << body;
   EXPECT_TRUE(Has(body, "runreaper_rpcs_total{code=\"UNIMPLEMENTED\",method=\"other\"} 2")) << body;
-  EXPECT_TRUE(Has(body, "runreaper_rpcs_total{code=\"OK\",method=\"grpc.health.v1.Health/Check\"} 1"))
+  EXPECT_TRUE(
+      Has(body, "runreaper_rpcs_total{code=\"OK\",method=\"grpc.health.v1.Health/Check\"} 1"))
       << body;
   EXPECT_TRUE(Has(body, "runreaper_refused_callers_total{reason=\"other\"} 1")) << body;
   EXPECT_FALSE(absl::StrContains(body, "evil")) << body;
@@ -199,8 +201,7 @@ TEST(MetricsTest, BadAddressIsInvalidArgument) {
 TEST(MetricsTest, PortInUseIsUnavailable) {
   Metrics metrics;
   ASSERT_OK_AND_ASSIGN(auto first, MetricsServer::Start("127.0.0.1:0", &metrics));
-  const auto second =
-      MetricsServer::Start("127.0.0.1:" + std::to_string(first->port()), &metrics);
+  const auto second = MetricsServer::Start("127.0.0.1:" + std::to_string(first->port()), &metrics);
   EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable) << second.status();
 }
 

@@ -14,8 +14,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "base/log.h"
 #include "base/syscalls.h"
 #include "grpcpp/server.h"
@@ -32,8 +32,7 @@ uint64_t PeerPidNamespace(int conn, pid_t pid) {
   if (pid <= 0) return 0;  // not visible in our PID namespace
   int pidfd = -1;
   socklen_t len = sizeof(pidfd);
-  const bool pinned =
-      ::getsockopt(conn, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) == 0;
+  const bool pinned = ::getsockopt(conn, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) == 0;
   // ENOPROTOOPT: a kernel before 6.5, read by pid alone. Anything else
   // (EINVAL: the peer has exited already) leaves it unknown.
   if (!pinned && errno != ENOPROTOOPT) return 0;
@@ -117,12 +116,11 @@ void UnixAcceptor::Loop() {
     }
     if (fds[1].revents != 0) return;
     if (fds[0].revents == 0) continue;
-    const int conn = ::accept4(listen_fd_.get(), nullptr, nullptr,
-                               SOCK_CLOEXEC | SOCK_NONBLOCK);
+    const int conn = ::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (conn < 0) {
       const int err = errno;
       switch (err) {
-        case EAGAIN:        // another wake-up took it
+        case EAGAIN:  // another wake-up took it
         case EINTR:
         case ECONNABORTED:  // the client gave up first
           break;

@@ -28,8 +28,8 @@ TEST(PeerCredsTest, LooksUpFdPeersOnly) {
   ASSERT_TRUE(c.has_value());
   EXPECT_EQ(c->uid, 65534u);
   EXPECT_EQ(c->pid, 100);
-  for (const char* other : {"fd:13", "fd:", "fd:12x", "fd:-1", "unix:/run/s.sock",
-                            "ipv4:127.0.0.1:12", "12"}) {
+  for (const char* other :
+       {"fd:13", "fd:", "fd:12x", "fd:-1", "unix:/run/s.sock", "ipv4:127.0.0.1:12", "12"}) {
     EXPECT_FALSE(creds.Lookup(other).has_value()) << other;
   }
   // A reused descriptor number carries the new connection's credentials.

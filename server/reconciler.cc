@@ -16,13 +16,13 @@
 #include "absl/time/time.h"
 #include "base/log.h"
 #include "base/status_macros.h"
+#include "proto/describe.h"
 #include "runreaper/v1/runreaper.pb.h"
 #include "scanner/exit_watcher.h"
 #include "scanner/identity.h"
 #include "scanner/identity_proto.h"
 #include "scanner/liveness.h"
 #include "scanner/procfs.h"
-#include "proto/describe.h"
 #include "store/run_store.h"
 
 namespace runreaper::server {
@@ -37,12 +37,10 @@ store::RunningRecord ToRecord(const v1::Run& run) {
   r.leader = id;
   r.host = id.host;
   r.liveness = run.liveness();
-  r.last_seen_alive = run.has_last_seen_alive_at()
-                          ? TimeOf(run.last_seen_alive_at())
-                          : TimeOf(run.registered_at());
+  r.last_seen_alive =
+      run.has_last_seen_alive_at() ? TimeOf(run.last_seen_alive_at()) : TimeOf(run.registered_at());
   return r;
 }
-
 
 // What the observer knows about itself. A failed read leaves the field
 // unknown, which Decide() treats conservatively (never REBOOTED on a missing
@@ -64,8 +62,7 @@ scanner::LivenessObserver ReadObserver(const scanner::ProcFs& procfs) {
   return observer;
 }
 
-bool BootMatches(const store::RunningRecord& run,
-                 const scanner::LivenessObserver& observer) {
+bool BootMatches(const store::RunningRecord& run, const scanner::LivenessObserver& observer) {
   return run.leader.boot_id.empty() || observer.boot_id.empty() ||
          run.leader.boot_id == observer.boot_id;
 }
@@ -74,10 +71,7 @@ bool BootMatches(const store::RunningRecord& run,
 
 Reconciler::Reconciler(store::RunStore* store, const scanner::ProcFs* procfs,
                        scanner::ExitWatcher* watcher, ReconcilerOptions options)
-    : store_(store),
-      procfs_(procfs),
-      watcher_(watcher),
-      options_(std::move(options)) {
+    : store_(store), procfs_(procfs), watcher_(watcher), options_(std::move(options)) {
   if (!options_.clock) options_.clock = [] { return absl::Now(); };
 }
 
@@ -115,8 +109,7 @@ absl::StatusOr<PassResult> Reconciler::RunPass(bool dry_run) {
   // one PRAGMA and no rows.
   RETURN_IF_ERROR(RefreshLocked().status());
   ASSIGN_OR_RETURN(PassResult result,
-                   ReconcileLocked(cache_, cache_armed_, dry_run,
-                                   store::kSeenByPass));
+                   ReconcileLocked(cache_, cache_armed_, dry_run, store::kSeenByPass));
   if (!dry_run) {
     // Every armed record was verified by this pass; the probed ones are
     // kept only while RUNNING and unarmed.
@@ -133,8 +126,7 @@ absl::StatusOr<PassResult> Reconciler::RunPass(bool dry_run) {
   return result;
 }
 
-absl::StatusOr<PassResult> Reconciler::ReconcileRuns(
-    const std::vector<std::string>& run_ids) {
+absl::StatusOr<PassResult> Reconciler::ReconcileRuns(const std::vector<std::string>& run_ids) {
   absl::MutexLock lock(&pass_mu_);
   std::vector<store::RunningRecord> runs;
   runs.reserve(run_ids.size());
@@ -150,8 +142,7 @@ absl::StatusOr<PassResult> Reconciler::ReconcileRuns(
     runs.push_back(ToRecord(*run));
   }
   // These runs' pidfds fired (or never armed): every one is probed.
-  return ReconcileLocked(runs, /*armed=*/{}, /*dry_run=*/false,
-                         store::kSeenByWatcher);
+  return ReconcileLocked(runs, /*armed=*/{}, /*dry_run=*/false, store::kSeenByWatcher);
 }
 
 void Reconciler::OverlayLastSeen(v1::Run* run) const {
@@ -164,14 +155,12 @@ void Reconciler::OverlayLastSeen(v1::Run* run) const {
       // Armed before the last pass: that pass verified it. Armed after it:
       // registered after it too, so the stored time is the later one.
       seen = armed_verified_at_;
-    } else if (auto it = probed_seen_.find(run->run_id());
-               it != probed_seen_.end()) {
+    } else if (auto it = probed_seen_.find(run->run_id()); it != probed_seen_.end()) {
       seen = it->second;
     }
   }
   const absl::Time stored =
-      run->has_last_seen_alive_at() ? TimeOf(run->last_seen_alive_at())
-                                    : absl::InfinitePast();
+      run->has_last_seen_alive_at() ? TimeOf(run->last_seen_alive_at()) : absl::InfinitePast();
   if (seen <= stored) return;
   const int64_t us = absl::ToUnixMicros(seen);
   int64_t secs = us / 1000000;
@@ -185,16 +174,15 @@ void Reconciler::OverlayLastSeen(v1::Run* run) const {
 }
 
 absl::StatusOr<PassResult> Reconciler::ReconcileLocked(
-    const std::vector<store::RunningRecord>& runs,
-    const std::vector<bool>& armed, bool dry_run, absl::string_view seen_by) {
+    const std::vector<store::RunningRecord>& runs, const std::vector<bool>& armed, bool dry_run,
+    absl::string_view seen_by) {
   const absl::Time now = options_.clock();
   const absl::Duration persist_every = PersistEvery();
   // Whether a record verified alive now needs last_seen_alive_at written:
   // when its stored liveness is not ALIVE, or the stored time is
   // persist_every old. Otherwise the time lives in memory only.
   auto alive_due = [&](const store::RunningRecord& run) {
-    return run.liveness != v1::LIVENESS_ALIVE ||
-           now - run.last_seen_alive >= persist_every;
+    return run.liveness != v1::LIVENESS_ALIVE || now - run.last_seen_alive >= persist_every;
   };
 
   PassResult result;
@@ -238,8 +226,7 @@ absl::StatusOr<PassResult> Reconciler::ReconcileLocked(
   // The full walk (with status and ns/pid, the expensive kind) is needed only
   // to verify a foreign namespace; taken at most once per pass, lazily.
   bool walked = false;
-  absl::StatusOr<scanner::Snapshot> snapshot =
-      absl::UnavailableError("not walked");
+  absl::StatusOr<scanner::Snapshot> snapshot = absl::UnavailableError("not walked");
   scanner::WalkOptions walk_options;
   walk_options.with_status = true;
   walk_options.with_pidns = true;
@@ -255,8 +242,7 @@ absl::StatusOr<PassResult> Reconciler::ReconcileLocked(
     // time: a recycled host pid reads as PID_REUSED). Untranslated, it is
     // translated through the walk below, as before.
     const scanner::ProcessRef leader =
-        scanner::LeaderIn(run.leader, run.host, observer.pidns_inode)
-            .value_or(run.leader);
+        scanner::LeaderIn(run.leader, run.host, observer.pidns_inode).value_or(run.leader);
     // Records naming the same process in one pass share one probe: the same
     // (pid, pid namespace, start time), none of them from another boot (the
     // boot id is left out of the key: "" and this boot's id name the same
@@ -269,22 +255,20 @@ absl::StatusOr<PassResult> Reconciler::ReconcileLocked(
       verdict = memo->second;
     } else {
       const scanner::Snapshot* snap = nullptr;
-      if (leader.pidns_inode != 0 &&
-          leader.pidns_inode != observer.pidns_inode && boot_matches) {
+      if (leader.pidns_inode != 0 && leader.pidns_inode != observer.pidns_inode && boot_matches) {
         if (!walked) {
           walked = true;
           snapshot = procfs_->Walk(walk_options);
           if (!snapshot.ok()) {
             // Without the walk a foreign namespace cannot be verified: those
             // records stay UNKNOWN (stale only past the threshold).
-            LogWarning("reconciler: walk of ", procfs_->root(), " failed: ",
-                       snapshot.status().ToString());
+            LogWarning("reconciler: walk of ", procfs_->root(),
+                       " failed: ", snapshot.status().ToString());
           }
         }
         if (snapshot.ok()) snap = &*snapshot;
       }
-      verdict = scanner::Decide(
-          scanner::GatherEvidence(*procfs_, observer, leader, snap));
+      verdict = scanner::Decide(scanner::GatherEvidence(*procfs_, observer, leader, snap));
       if (boot_matches) verdicts.emplace(key, verdict);
     }
 
@@ -377,9 +361,8 @@ absl::Status Reconciler::Watch(const v1::Run& run) {
       // Gone already (or the pid was recycled): reconcile it now.
       absl::StatusOr<PassResult> result = ReconcileRuns({run.run_id()});
       if (!result.ok()) {
-        return absl::Status(result.status().code(),
-                            absl::StrCat("reconcile run ", run.run_id(), ": ",
-                                         result.status().message()));
+        return absl::Status(result.status().code(), absl::StrCat("reconcile run ", run.run_id(),
+                                                                 ": ", result.status().message()));
       }
       return absl::OkStatus();
     }

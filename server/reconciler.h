@@ -42,8 +42,8 @@ class Reconciler {
  public:
   // `watcher` may be null (no fast path: every record is probed each pass).
   // None of the pointers is owned.
-  Reconciler(store::RunStore* store, const scanner::ProcFs* procfs,
-             scanner::ExitWatcher* watcher, ReconcilerOptions options = {});
+  Reconciler(store::RunStore* store, const scanner::ProcFs* procfs, scanner::ExitWatcher* watcher,
+             ReconcilerOptions options = {});
 
   // One pass over every RUNNING record: evidence -> decisions -> one store
   // transaction. With dry_run the same transitions are computed and returned
@@ -74,9 +74,9 @@ class Reconciler {
   // `armed[i]` says runs[i]'s pidfd is armed and has not fired (alive
   // without a probe); empty = none armed. `seen_by` names the path in the
   // events (store::kSeenByPass, ...).
-  absl::StatusOr<PassResult> ReconcileLocked(
-      const std::vector<store::RunningRecord>& runs,
-      const std::vector<bool>& armed, bool dry_run, absl::string_view seen_by)
+  absl::StatusOr<PassResult> ReconcileLocked(const std::vector<store::RunningRecord>& runs,
+                                             const std::vector<bool>& armed, bool dry_run,
+                                             absl::string_view seen_by)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(pass_mu_);
 
   // Reloads cache_ when the store or the armed set changed since the last
@@ -106,10 +106,8 @@ class Reconciler {
   // threads): the last pass, which verified every armed record, and for
   // probed records the time each was last verified alive.
   mutable absl::Mutex seen_mu_;
-  absl::Time armed_verified_at_ ABSL_GUARDED_BY(seen_mu_) =
-      absl::InfinitePast();
-  absl::flat_hash_map<std::string, absl::Time> probed_seen_
-      ABSL_GUARDED_BY(seen_mu_);
+  absl::Time armed_verified_at_ ABSL_GUARDED_BY(seen_mu_) = absl::InfinitePast();
+  absl::flat_hash_map<std::string, absl::Time> probed_seen_ ABSL_GUARDED_BY(seen_mu_);
 };
 
 }  // namespace runreaper::server

@@ -25,8 +25,8 @@
 #include "gtest/gtest.h"
 #include "runreaper/v1/runreaper.pb.h"
 #include "scanner/exit_watcher.h"
-#include "scanner/procfs.h"
 #include "scanner/identity_proto.h"
+#include "scanner/procfs.h"
 #include "store/run_store.h"
 
 namespace runreaper::server {
@@ -63,8 +63,7 @@ class ReconcilerTest : public ::testing::Test {
     ReconcilerOptions options;
     options.stale_after = kStaleAfter;
     options.clock = [this] { return now_; };
-    return std::make_unique<Reconciler>(store_.get(), &procfs_, watcher,
-                                        options);
+    return std::make_unique<Reconciler>(store_.get(), &procfs_, watcher, options);
   }
 
   // A record with the identity the kernel reports for `pid` now.
@@ -91,8 +90,7 @@ class ReconcilerTest : public ::testing::Test {
   }
 
   // Awaits the watcher's report of `run_id` (Wait returns early on an exit).
-  std::vector<std::string> AwaitExit(scanner::ExitWatcher* watcher,
-                                     const std::string& run_id) {
+  std::vector<std::string> AwaitExit(scanner::ExitWatcher* watcher, const std::string& run_id) {
     std::vector<std::string> keys;
     EXPECT_TRUE(WaitFor(
         [&] {
@@ -215,8 +213,7 @@ TEST_F(ReconcilerTest, RecordsSharingAProcessShareOneProbeButKeepTheirVerdicts) 
   EXPECT_EQ(pass.examined, 8);
   std::set<std::string> stale;
   for (const v1::Transition& t : pass.transitions) stale.insert(t.run_id());
-  EXPECT_EQ(stale, (std::set<std::string>{"live-reused", "live-rebooted",
-                                          "zombie-1", "zombie-2"}));
+  EXPECT_EQ(stale, (std::set<std::string>{"live-reused", "live-rebooted", "zombie-1", "zombie-2"}));
   for (const char* id : {"live-1", "live-2", "live-3"}) {
     const v1::Run run = Get(id);
     EXPECT_EQ(run.state(), v1::RUN_STATE_RUNNING) << id;
@@ -322,8 +319,7 @@ TEST_F(ReconcilerTest, DryRunReturnsTransitionsAndWritesNothing) {
   // The real pass then makes exactly the change the dry run announced.
   ASSERT_OK_AND_ASSIGN(PassResult real, reconciler_->RunPass());
   ASSERT_EQ(real.transitions.size(), 1u);
-  EXPECT_EQ(real.transitions[0].SerializeAsString(),
-            dry.transitions[0].SerializeAsString());
+  EXPECT_EQ(real.transitions[0].SerializeAsString(), dry.transitions[0].SerializeAsString());
   EXPECT_EQ(Get("gone").state(), v1::RUN_STATE_STALE);
 }
 
@@ -352,8 +348,7 @@ TEST_F(ReconcilerTest, OnePassIsOneTransactionWithContiguousEvents) {
   ASSERT_OK(store_->Register(RunFor("alive", alive.pid())));
   for (int i = 0; i < 3; ++i) {
     gone.push_back(std::make_unique<Child>());
-    ASSERT_OK(store_->Register(
-        RunFor("gone" + std::to_string(i), gone.back()->pid())));
+    ASSERT_OK(store_->Register(RunFor("gone" + std::to_string(i), gone.back()->pid())));
   }
   for (auto& c : gone) {
     c->Kill();
@@ -364,8 +359,7 @@ TEST_F(ReconcilerTest, OnePassIsOneTransactionWithContiguousEvents) {
   ASSERT_OK_AND_ASSIGN(PassResult pass, reconciler_->RunPass());
   EXPECT_EQ(pass.examined, 4);
   ASSERT_EQ(pass.transitions.size(), 3u);
-  ASSERT_OK_AND_ASSIGN(std::vector<v1::Event> events,
-                       store_->ListEvents(before, "", 100));
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Event> events, store_->ListEvents(before, "", 100));
   // One STATE_CHANGED event per transition and nothing else, with
   // consecutive ids: written together by the pass's one transaction.
   ASSERT_EQ(events.size(), 3u);
@@ -386,8 +380,7 @@ TEST_F(ReconcilerTest, WatchedChildKilledIsReconciledStaleExited) {
                        scanner::ExitWatcher::Create(&procfs_));
   reconciler_ = MakeReconciler(watcher.get());
   Child child;
-  ASSERT_OK_AND_ASSIGN(v1::Run run,
-                       store_->Register(RunFor("watched", child.pid())));
+  ASSERT_OK_AND_ASSIGN(v1::Run run, store_->Register(RunFor("watched", child.pid())));
   ASSERT_OK(reconciler_->Watch(run));
   ASSERT_EQ(watcher->armed(), 1);
 
@@ -443,8 +436,7 @@ TEST_F(ReconcilerTest, WatchedChildTurnedZombieIsReconciledStaleZombie) {
                        scanner::ExitWatcher::Create(&procfs_));
   reconciler_ = MakeReconciler(watcher.get());
   Child child("a) Z (b");
-  ASSERT_OK_AND_ASSIGN(v1::Run run,
-                       store_->Register(RunFor("watched", child.pid())));
+  ASSERT_OK_AND_ASSIGN(v1::Run run, store_->Register(RunFor("watched", child.pid())));
   ASSERT_OK(reconciler_->Watch(run));
   ASSERT_EQ(watcher->armed(), 1);
 
@@ -465,8 +457,7 @@ TEST_F(ReconcilerTest, ArmedExitIsProbedByTheNextPassNotTakenAsAlive) {
                        scanner::ExitWatcher::Create(&procfs_));
   reconciler_ = MakeReconciler(watcher.get());
   Child child;
-  ASSERT_OK_AND_ASSIGN(v1::Run run,
-                       store_->Register(RunFor("watched", child.pid())));
+  ASSERT_OK_AND_ASSIGN(v1::Run run, store_->Register(RunFor("watched", child.pid())));
   ASSERT_OK(reconciler_->Watch(run));
   ASSERT_EQ(watcher->armed(), 1);
 
@@ -485,8 +476,7 @@ TEST_F(ReconcilerTest, WatchOfAnExitedRunReconcilesItAtOnce) {
                        scanner::ExitWatcher::Create(&procfs_));
   reconciler_ = MakeReconciler(watcher.get());
   Child child;
-  ASSERT_OK_AND_ASSIGN(v1::Run run,
-                       store_->Register(RunFor("early", child.pid())));
+  ASSERT_OK_AND_ASSIGN(v1::Run run, store_->Register(RunFor("early", child.pid())));
   child.Kill();
   child.Reap();  // exits between registration and arming
 
@@ -505,8 +495,7 @@ TEST_F(ReconcilerTest, QuietArmedPassWritesNothingUntilAQuarterOfStaleAfter) {
                        scanner::ExitWatcher::Create(&procfs_));
   reconciler_ = MakeReconciler(watcher.get());
   Child child;
-  ASSERT_OK_AND_ASSIGN(v1::Run run,
-                       store_->Register(RunFor("armed", child.pid())));
+  ASSERT_OK_AND_ASSIGN(v1::Run run, store_->Register(RunFor("armed", child.pid())));
   ASSERT_OK(reconciler_->Watch(run));
   ASSERT_EQ(watcher->armed(), 1);
   // The first pass writes ALIVE (registration left liveness unset).

@@ -7,12 +7,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "base/log.h"
-#include "server/descriptors.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/descriptor.pb.h"
 #include "google/protobuf/stubs/logging.h"
 #include "grpcpp/support/interceptor.h"
 #include "grpcpp/support/status.h"
+#include "server/descriptors.h"
 
 namespace runreaper::server {
 namespace {
@@ -28,8 +28,7 @@ constexpr char kUtf8Parsing[] = "' contains invalid UTF-8 data when parsing";
 // interceptor of the call being parsed here takes it.
 thread_local std::string t_utf8_field;
 
-void ProtobufLog(pb::LogLevel level, const char* filename, int line,
-                 const std::string& message) {
+void ProtobufLog(pb::LogLevel level, const char* filename, int line, const std::string& message) {
   if (absl::StartsWith(message, kUtf8Prefix)) {
     const size_t end = message.find(kUtf8Parsing);
     if (end != std::string::npos) {
@@ -61,11 +60,9 @@ const pb::Descriptor* RequestType(absl::string_view method) {
   const size_t slash = method.find('/');
   if (slash == absl::string_view::npos) return nullptr;
   const pb::ServiceDescriptor* service =
-      pb::DescriptorPool::generated_pool()->FindServiceByName(
-          std::string(method.substr(0, slash)));
+      pb::DescriptorPool::generated_pool()->FindServiceByName(std::string(method.substr(0, slash)));
   if (service == nullptr) return nullptr;
-  const pb::MethodDescriptor* m =
-      service->FindMethodByName(std::string(method.substr(slash + 1)));
+  const pb::MethodDescriptor* m = service->FindMethodByName(std::string(method.substr(slash + 1)));
   return m == nullptr ? nullptr : m->input_type();
 }
 

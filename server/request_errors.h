@@ -45,8 +45,7 @@ void InstallProtobufLogHandler();
 // for a string field with invalid UTF-8 ("" when none): names the field
 // relative to the request type when it belongs to it (a map's key or value
 // as "labels (key)"), else says what is known. Pure (descriptor lookups).
-std::string DescribeParseFailure(absl::string_view method,
-                                 absl::string_view utf8_field);
+std::string DescribeParseFailure(absl::string_view method, absl::string_view utf8_field);
 
 class RequestErrorInterceptorFactory
     : public grpc::experimental::ServerInterceptorFactoryInterface {

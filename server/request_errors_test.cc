@@ -10,9 +10,9 @@ namespace {
 const runreaper::v1::RegisterRunRequest kLinked;
 
 TEST(DescribeParseFailureTest, NamesAStringFieldOfTheRequest) {
-  EXPECT_EQ(DescribeParseFailure("/runreaper.v1.Reconciler/GetRun",
-                                 "runreaper.v1.GetRunRequest.run_id"),
-            "run_id: not valid UTF-8 (a string field must hold UTF-8)");
+  EXPECT_EQ(
+      DescribeParseFailure("/runreaper.v1.Reconciler/GetRun", "runreaper.v1.GetRunRequest.run_id"),
+      "run_id: not valid UTF-8 (a string field must hold UTF-8)");
 }
 
 TEST(DescribeParseFailureTest, NamesAMapKeyOrValue) {

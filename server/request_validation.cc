@@ -7,27 +7,25 @@
 namespace runreaper::server {
 namespace {
 
-
 bool IsNameChar(char c) { return c >= 0x21 && c <= 0x7e; }
 
-absl::Status ValidateName(absl::string_view name, absl::string_view field,
-                          size_t max_bytes) {
+absl::Status ValidateName(absl::string_view name, absl::string_view field, size_t max_bytes) {
   if (name.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(field, ": must not be empty"));
   }
   if (name.size() > max_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ": ", name.size(), " bytes, at most ", max_bytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": ", name.size(), " bytes, at most ", max_bytes));
   }
   for (size_t i = 0; i < name.size(); ++i) {
     if (!IsNameChar(name[i])) {
       // The byte by value, never the string: it may hold a newline or an
       // escape sequence.
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ": byte ", i, " is 0x",
-          absl::Hex(static_cast<unsigned char>(name[i]), absl::kZeroPad2),
-          "; allowed are printable ASCII 0x21..0x7e (no space, no control "
-          "characters)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": byte ", i, " is 0x",
+                       absl::Hex(static_cast<unsigned char>(name[i]), absl::kZeroPad2),
+                       "; allowed are printable ASCII 0x21..0x7e (no space, no control "
+                       "characters)"));
     }
   }
   return absl::OkStatus();
@@ -40,8 +38,8 @@ absl::Status ValidateRunId(absl::string_view run_id) {
     return absl::InvalidArgumentError("run_id: must not be empty");
   }
   if (run_id.size() > kMaxRunIdBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "run_id: ", run_id.size(), " bytes, at most ", kMaxRunIdBytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("run_id: ", run_id.size(), " bytes, at most ", kMaxRunIdBytes));
   }
   return absl::OkStatus();
 }
@@ -57,29 +55,26 @@ absl::Status ValidateOptionalRunId(absl::string_view run_id) {
 absl::Status ValidatePageSize(int page_size) {
   if (page_size < 0 || page_size > store::RunStore::kMaxPageSize) {
     return absl::InvalidArgumentError(
-        absl::StrCat("page_size: ", page_size, " is outside 0..",
-                     store::RunStore::kMaxPageSize));
+        absl::StrCat("page_size: ", page_size, " is outside 0..", store::RunStore::kMaxPageSize));
   }
   return absl::OkStatus();
 }
 
-absl::Status ValidateLabels(
-    const google::protobuf::Map<std::string, std::string>& labels,
-    absl::string_view field) {
+absl::Status ValidateLabels(const google::protobuf::Map<std::string, std::string>& labels,
+                            absl::string_view field) {
   if (labels.size() > static_cast<size_t>(kMaxLabels)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ": ", labels.size(), " labels, at most ", kMaxLabels));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": ", labels.size(), " labels, at most ", kMaxLabels));
   }
   for (const auto& [key, value] : labels) {
     if (key.empty() || key.size() > kMaxLabelKeyBytes) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ": key \"", key.substr(0, 80), "\" must be 1..",
-                       kMaxLabelKeyBytes, " bytes"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": key \"", key.substr(0, 80), "\" must be 1..", kMaxLabelKeyBytes, " bytes"));
     }
     if (value.size() > kMaxLabelValueBytes) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ": value of \"", key, "\" is ", value.size(),
-                       " bytes, at most ", kMaxLabelValueBytes));
+      return absl::InvalidArgumentError(absl::StrCat(field, ": value of \"", key, "\" is ",
+                                                     value.size(), " bytes, at most ",
+                                                     kMaxLabelValueBytes));
     }
   }
   return absl::OkStatus();
@@ -88,16 +83,13 @@ absl::Status ValidateLabels(
 absl::Status ValidateRegisterRequest(const v1::RegisterRunRequest& r) {
   RETURN_IF_ERROR(ValidateNewRunId(r.run_id()));
   if (r.pid() <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("pid: ", r.pid(), " must be > 0"));
+    return absl::InvalidArgumentError(absl::StrCat("pid: ", r.pid(), " must be > 0"));
   }
   if (r.has_pgid() && r.pgid() <= 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("pgid: ", r.pgid(), " must be > 1"));
+    return absl::InvalidArgumentError(absl::StrCat("pgid: ", r.pgid(), " must be > 1"));
   }
   if (r.has_sid() && r.sid() <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("sid: ", r.sid(), " must be > 0"));
+    return absl::InvalidArgumentError(absl::StrCat("sid: ", r.sid(), " must be > 0"));
   }
   if (r.has_comm() && r.comm().size() > 64) {
     return absl::InvalidArgumentError("comm: longer than 64 bytes");
@@ -126,16 +118,16 @@ absl::Status ValidateCancelRequest(const v1::CancelRunRequest& r) {
 
 absl::Status ValidateListRunsRequest(const v1::ListRunsRequest& r) {
   if (!v1::RunState_IsValid(r.state())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "state: unknown value ", static_cast<int>(r.state())));
+    return absl::InvalidArgumentError(
+        absl::StrCat("state: unknown value ", static_cast<int>(r.state())));
   }
   RETURN_IF_ERROR(ValidatePageSize(r.page_size()));
   RETURN_IF_ERROR(ValidateLabels(r.label_selector(), "label_selector"));
   if (r.page_token().size() > kMaxPageTokenBytes) {
     // Refused here: the store's message would quote it, and a status message
     // that large does not fit in the trailers the client accepts.
-    return absl::InvalidArgumentError(absl::StrCat(
-        "page_token: ", r.page_token().size(), " bytes, not a token from ListRuns"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("page_token: ", r.page_token().size(), " bytes, not a token from ListRuns"));
   }
   return absl::OkStatus();
 }

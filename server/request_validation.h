@@ -47,9 +47,8 @@ absl::Status ValidatePageSize(int page_size);
 // At most kMaxLabels labels, keys 1..kMaxLabelKeyBytes, values up to
 // kMaxLabelValueBytes (a registration's keys are also checked as new run
 // ids are); `field` names the map in the message.
-absl::Status ValidateLabels(
-    const google::protobuf::Map<std::string, std::string>& labels,
-    absl::string_view field);
+absl::Status ValidateLabels(const google::protobuf::Map<std::string, std::string>& labels,
+                            absl::string_view field);
 
 absl::Status ValidateRegisterRequest(const v1::RegisterRunRequest& request);
 absl::Status ValidateCancelRequest(const v1::CancelRunRequest& request);

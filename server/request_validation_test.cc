@@ -166,9 +166,9 @@ TEST(ValidateRunIdTest, PrintableAsciiOnly) {
   EXPECT_OK(ValidateNewRunId("ci/job-42:attempt_1.retry~x"));
   EXPECT_OK(ValidateNewRunId("!~"));
   for (const std::string& bad :
-       {std::string("a b"), std::string("a\nINFO runreaperd: forged"),
-        std::string("a\0b", 3), std::string("a\x1b[2Jb"), std::string("a\tb"),
-        std::string("a\x7f"), std::string("caf\xc3\xa9")}) {
+       {std::string("a b"), std::string("a\nINFO runreaperd: forged"), std::string("a\0b", 3),
+        std::string("a\x1b[2Jb"), std::string("a\tb"), std::string("a\x7f"),
+        std::string("caf\xc3\xa9")}) {
     // A lookup may name a record an older version accepted.
     EXPECT_OK(ValidateRunId(bad));
     const absl::Status s = ValidateNewRunId(bad);

@@ -45,16 +45,15 @@ bool SeenAliveAtRegistration(const scanner::ProcFs& procfs, const v1::Run& run) 
     if (!boot_id.ok() || *boot_id != run.boot_id()) return false;
   }
   absl::StatusOr<scanner::ProcStat> stat = procfs.ReadStat(here->pid);
-  return stat.ok() && stat->start_time == run.start_time_ticks() &&
-         stat->state != 'Z' && stat->state != 'X';
+  return stat.ok() && stat->start_time == run.start_time_ticks() && stat->state != 'Z' &&
+         stat->state != 'X';
 }
 
 }  // namespace
 
-ReconcilerService::ReconcilerService(store::RunStore* store,
-                                     const scanner::ProcFs* procfs,
-                                     Reconciler* reconciler, EventHub* hub,
-                                     Sweeper* sweeper, ServiceOptions options)
+ReconcilerService::ReconcilerService(store::RunStore* store, const scanner::ProcFs* procfs,
+                                     Reconciler* reconciler, EventHub* hub, Sweeper* sweeper,
+                                     ServiceOptions options)
     : store_(store),
       procfs_(procfs),
       reconciler_(reconciler),
@@ -64,8 +63,8 @@ ReconcilerService::ReconcilerService(store::RunStore* store,
       timers_(std::make_unique<Timers>()),
       worker_(options_.sweep_queue_limit) {
   if (options_.handler_threads > 0) {
-    handlers_ = std::make_unique<HandlerPool>(options_.handler_threads,
-                                              options_.handler_queue_limit);
+    handlers_ =
+        std::make_unique<HandlerPool>(options_.handler_threads, options_.handler_queue_limit);
   }
 }
 
@@ -73,8 +72,8 @@ ReconcilerService::~ReconcilerService() { WaitForBackgroundWork(); }
 
 void ReconcilerService::WaitForBackgroundWork() { worker_.WaitIdle(); }
 
-absl::Status ReconcilerService::Begin(grpc::CallbackServerContext* ctx,
-                                      absl::string_view method, Access access) {
+absl::Status ReconcilerService::Begin(grpc::CallbackServerContext* ctx, absl::string_view method,
+                                      Access access) {
   {
     absl::MutexLock lock(&bg_mu_);
     ++inflight_;
@@ -90,10 +89,11 @@ void ReconcilerService::Leave() {
   --inflight_;
 }
 
-grpc::ServerUnaryReactor* ReconcilerService::Serve(
-    grpc::CallbackServerContext* ctx, absl::string_view method, Access access,
-    google::protobuf::Message* response, std::function<absl::Status()> body,
-    Blocks blocks) {
+grpc::ServerUnaryReactor* ReconcilerService::Serve(grpc::CallbackServerContext* ctx,
+                                                   absl::string_view method, Access access,
+                                                   google::protobuf::Message* response,
+                                                   std::function<absl::Status()> body,
+                                                   Blocks blocks) {
   absl::Status status = Begin(ctx, method, access);
   if (!status.ok() || blocks == Blocks::kNo || handlers_ == nullptr) {
     if (status.ok()) status = body();
@@ -103,8 +103,7 @@ grpc::ServerUnaryReactor* ReconcilerService::Serve(
   // from the pool thread; gRPC keeps ctx, the request and the response
   // alive until then, and Server::Shutdown waits for it.
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  const absl::Status queued = handlers_->Submit([this, reactor, response,
-                                                 body = std::move(body)] {
+  const absl::Status queued = handlers_->Submit([this, reactor, response, body = std::move(body)] {
     const absl::Status s = body();
     if (s.ok()) MakeValidUtf8(response);
     reactor->Finish(ToGrpcStatus(s));
@@ -117,9 +116,9 @@ grpc::ServerUnaryReactor* ReconcilerService::Serve(
   return reactor;
 }
 
-grpc::ServerUnaryReactor* ReconcilerService::Done(
-    grpc::CallbackServerContext* ctx, google::protobuf::Message* response,
-    const absl::Status& status) {
+grpc::ServerUnaryReactor* ReconcilerService::Done(grpc::CallbackServerContext* ctx,
+                                                  google::protobuf::Message* response,
+                                                  const absl::Status& status) {
   if (status.ok()) MakeValidUtf8(response);
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));
@@ -130,12 +129,12 @@ grpc::ServerUnaryReactor* ReconcilerService::Done(
 bool ReconcilerService::Drain(absl::Duration grace) {
   absl::MutexLock lock(&bg_mu_);
   draining_ = true;
-  return bg_mu_.AwaitWithTimeout(
-      absl::Condition(+[](int* n) { return *n == 0; }, &inflight_), grace);
+  return bg_mu_.AwaitWithTimeout(absl::Condition(
+                                     +[](int* n) { return *n == 0; }, &inflight_),
+                                 grace);
 }
 
-std::optional<PeerCred> ReconcilerService::UnixCred(
-    grpc::CallbackServerContext* ctx) const {
+std::optional<PeerCred> ReconcilerService::UnixCred(grpc::CallbackServerContext* ctx) const {
   if (options_.peer_creds == nullptr) return std::nullopt;
   return options_.peer_creds->Lookup(ctx->peer());
 }
@@ -145,21 +144,18 @@ uint32_t ReconcilerService::CallerUid(grpc::CallbackServerContext* ctx) const {
   return cred.has_value() ? cred->uid : 0;
 }
 
-absl::Status ReconcilerService::Refused(grpc::CallbackServerContext* ctx,
-                                        absl::string_view method, absl::Status s,
-                                        absl::string_view reason) const {
+absl::Status ReconcilerService::Refused(grpc::CallbackServerContext* ctx, absl::string_view method,
+                                        absl::Status s, absl::string_view reason) const {
   const std::optional<PeerCred> cred = UnixCred(ctx);
   LogWarning("refused ", method, " from ",
-             cred.has_value() ? absl::StrCat("uid ", cred->uid, " pid ", cred->pid)
-                              : ctx->peer(),
+             cred.has_value() ? absl::StrCat("uid ", cred->uid, " pid ", cred->pid) : ctx->peer(),
              ": ", s.ToString());
   if (options_.on_refused) options_.on_refused(reason);
   return s;
 }
 
 absl::Status ReconcilerService::Authorize(grpc::CallbackServerContext* ctx,
-                                          absl::string_view method,
-                                          Access access) const {
+                                          absl::string_view method, Access access) const {
   const std::string peer = ctx->peer();
   if (IsLocalPeer(peer)) {
     if (options_.peer_creds == nullptr || !absl::StartsWith(peer, "fd:")) {
@@ -174,9 +170,8 @@ absl::Status ReconcilerService::Authorize(grpc::CallbackServerContext* ctx,
     // kOwn calls are checked against the run or process in their handler.
     if (cred->uid != 0 && access == Access::kWrite) {
       return Refused(ctx, method,
-                     absl::PermissionDeniedError(absl::StrCat(
-                         "uid ", cred->uid, ": ", method,
-                         " needs root (docs/SECURITY.md)")),
+                     absl::PermissionDeniedError(absl::StrCat("uid ", cred->uid, ": ", method,
+                                                              " needs root (docs/SECURITY.md)")),
                      "permission_denied");
     }
     return absl::OkStatus();
@@ -210,14 +205,13 @@ absl::Status ReconcilerService::CheckEventIdInRange(int64_t after_event_id) {
   if (after_event_id == 0) return absl::OkStatus();
   ASSIGN_OR_RETURN(const int64_t last, store_->LastEventId());
   if (after_event_id > last) {
-    return absl::OutOfRangeError(absl::StrCat(
-        "after_event_id: ", after_event_id, " is past the last event id ", last));
+    return absl::OutOfRangeError(
+        absl::StrCat("after_event_id: ", after_event_id, " is past the last event id ", last));
   }
   return absl::OkStatus();
 }
 
-absl::Status ReconcilerService::CheckClaimedCgroup(const v1::RegisterRunRequest& r,
-                                                  int host_pid) {
+absl::Status ReconcilerService::CheckClaimedCgroup(const v1::RegisterRunRequest& r, int host_pid) {
   CgroupClaim claim;
   claim.cgroup = r.cgroup();
   if (absl::StatusOr<std::string> mi = procfs_->ReadSelfMountInfo(); mi.ok()) {
@@ -241,11 +235,11 @@ absl::Status ReconcilerService::CheckClaimedCgroup(const v1::RegisterRunRequest&
       claim.leader_cgroup = live->cgroup;
     } else if (!live.ok() && !absl::IsNotFound(live.status())) {
       // Out of descriptors is the daemon's resource: RESOURCE_EXHAUSTED.
-      return absl::Status(
-          absl::IsResourceExhausted(live.status()) ? absl::StatusCode::kResourceExhausted
-                                                   : absl::StatusCode::kFailedPrecondition,
-          absl::StrCat("cgroup: cannot read the cgroup of process ", pid, ": ",
-                       live.status().message()));
+      return absl::Status(absl::IsResourceExhausted(live.status())
+                              ? absl::StatusCode::kResourceExhausted
+                              : absl::StatusCode::kFailedPrecondition,
+                          absl::StrCat("cgroup: cannot read the cgroup of process ", pid, ": ",
+                                       live.status().message()));
     }
   }
   // Every run whose cgroup a sweep may still kill: RUNNING, or finished and
@@ -260,8 +254,8 @@ absl::Status ReconcilerService::CheckClaimedCgroup(const v1::RegisterRunRequest&
   return CheckCgroupClaim(claim);
 }
 
-absl::StatusOr<v1::Run> ReconcilerService::DoRegister(
-    grpc::CallbackServerContext* ctx, const v1::RegisterRunRequest& r) {
+absl::StatusOr<v1::Run> ReconcilerService::DoRegister(grpc::CallbackServerContext* ctx,
+                                                      const v1::RegisterRunRequest& r) {
   RETURN_IF_ERROR(ValidateRegisterRequest(r));
   Caller caller;
   if (const std::optional<PeerCred> cred = UnixCred(ctx); cred.has_value()) {
@@ -276,36 +270,32 @@ absl::StatusOr<v1::Run> ReconcilerService::DoRegister(
   if (scanner::HasIdentityFields(r)) {
     // The caller may live in another namespace: store exactly what it sent
     // (a sent cgroup is the run's own).
-    scanner::SetIdentity(scanner::IdentityOf(r), &run,
-                         scanner::CgroupField::kCopy);
+    scanner::SetIdentity(scanner::IdentityOf(r), &run, scanner::CgroupField::kCopy);
     RecordTranslation(*procfs_, leader, &run);
   } else {
-    absl::StatusOr<scanner::Identity> id =
-        leader.where == LeaderView::Where::kHere
-            ? absl::StatusOr<scanner::Identity>(leader.live)
-            : absl::StatusOr<scanner::Identity>(leader.error);
+    absl::StatusOr<scanner::Identity> id = leader.where == LeaderView::Where::kHere
+                                               ? absl::StatusOr<scanner::Identity>(leader.live)
+                                               : absl::StatusOr<scanner::Identity>(leader.error);
     if (!id.ok()) {
       // A thread id opens under /proc but is not a process.
       if (absl::StatusOr<scanner::ProcStatus> st = procfs_->ReadStatus(r.pid());
           st.ok() && st->tgid != r.pid()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("pid: ", r.pid(), " is a thread of process ", st->tgid,
-                         ", not a process"));
+        return absl::InvalidArgumentError(absl::StrCat("pid: ", r.pid(), " is a thread of process ",
+                                                       st->tgid, ", not a process"));
       }
       if (absl::IsNotFound(id.status())) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "pid: process ", r.pid(),
-            " not found in runreaperd's PID namespace (send the identity "
-            "fields when registering from another namespace)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("pid: process ", r.pid(),
+                         " not found in runreaperd's PID namespace (send the identity "
+                         "fields when registering from another namespace)"));
       }
       // Out of descriptors (EMFILE/ENFILE) is the daemon's resource, not
       // the caller's precondition: RESOURCE_EXHAUSTED, worth a retry.
-      return absl::Status(
-          absl::IsResourceExhausted(id.status())
-              ? absl::StatusCode::kResourceExhausted
-              : absl::StatusCode::kFailedPrecondition,
-          absl::StrCat("pid: cannot read the identity of process ", r.pid(),
-                       ": ", id.status().message()));
+      return absl::Status(absl::IsResourceExhausted(id.status())
+                              ? absl::StatusCode::kResourceExhausted
+                              : absl::StatusCode::kFailedPrecondition,
+                          absl::StrCat("pid: cannot read the identity of process ", r.pid(), ": ",
+                                       id.status().message()));
     }
     scanner::SetIdentity(*id, &run);
     // /proc text may be any bytes; a proto3 string must be UTF-8.
@@ -347,161 +337,177 @@ absl::StatusOr<v1::Run> ReconcilerService::DoRegister(
   return stored;
 }
 
-grpc::ServerUnaryReactor* ReconcilerService::RegisterRun(
-    grpc::CallbackServerContext* ctx, const v1::RegisterRunRequest* request,
-    v1::Run* response) {
-  return Serve(ctx, "RegisterRun", Access::kOwn, response, [this, ctx, request, response]() -> absl::Status {
-    absl::StatusOr<v1::Run> run = DoRegister(ctx, *request);
-    if (!run.ok()) {
-      if (!absl::IsInvalidArgument(run.status()) &&
-          !absl::IsAlreadyExists(run.status()) &&
-          !absl::IsPermissionDenied(run.status())) {  // logged as refused
-        LogError(LogFields().Run(request->run_id()), "RegisterRun: ", run.status().ToString());
-      }
-      return run.status();
-    }
-    *response = *std::move(run);
-    return absl::OkStatus();
-  }, Blocks::kYes);
+grpc::ServerUnaryReactor* ReconcilerService::RegisterRun(grpc::CallbackServerContext* ctx,
+                                                         const v1::RegisterRunRequest* request,
+                                                         v1::Run* response) {
+  return Serve(
+      ctx, "RegisterRun", Access::kOwn, response,
+      [this, ctx, request, response]() -> absl::Status {
+        absl::StatusOr<v1::Run> run = DoRegister(ctx, *request);
+        if (!run.ok()) {
+          if (!absl::IsInvalidArgument(run.status()) && !absl::IsAlreadyExists(run.status()) &&
+              !absl::IsPermissionDenied(run.status())) {  // logged as refused
+            LogError(LogFields().Run(request->run_id()), "RegisterRun: ", run.status().ToString());
+          }
+          return run.status();
+        }
+        *response = *std::move(run);
+        return absl::OkStatus();
+      },
+      Blocks::kYes);
 }
 
-grpc::ServerUnaryReactor* ReconcilerService::Heartbeat(
-    grpc::CallbackServerContext* ctx, const v1::HeartbeatRequest* request,
-    v1::Run* response) {
-  return Serve(ctx, "Heartbeat", Access::kOwn, response, [this, ctx, request, response]() -> absl::Status {
-    RETURN_IF_ERROR(ValidateRunId(request->run_id()));
-    RETURN_IF_ERROR(CheckOwner(ctx, "Heartbeat", request->run_id()));
-    ASSIGN_OR_RETURN(*response, store_->Heartbeat(request->run_id()));
-    return absl::OkStatus();
-  }, Blocks::kYes);
+grpc::ServerUnaryReactor* ReconcilerService::Heartbeat(grpc::CallbackServerContext* ctx,
+                                                       const v1::HeartbeatRequest* request,
+                                                       v1::Run* response) {
+  return Serve(
+      ctx, "Heartbeat", Access::kOwn, response,
+      [this, ctx, request, response]() -> absl::Status {
+        RETURN_IF_ERROR(ValidateRunId(request->run_id()));
+        RETURN_IF_ERROR(CheckOwner(ctx, "Heartbeat", request->run_id()));
+        ASSIGN_OR_RETURN(*response, store_->Heartbeat(request->run_id()));
+        return absl::OkStatus();
+      },
+      Blocks::kYes);
 }
 
-grpc::ServerUnaryReactor* ReconcilerService::FinishRun(
-    grpc::CallbackServerContext* ctx, const v1::FinishRunRequest* request,
-    v1::Run* response) {
-  return Serve(ctx, "FinishRun", Access::kOwn, response, [this, ctx, request, response]() -> absl::Status {
-    RETURN_IF_ERROR(ValidateRunId(request->run_id()));
-    RETURN_IF_ERROR(CheckOwner(ctx, "FinishRun", request->run_id()));
-    absl::StatusOr<v1::Run> run =
-        store_->Finish(request->run_id(), request->exit_code());
-    hub_->Notify();
-    RETURN_IF_ERROR(run.status());
-    if (reconciler_ != nullptr) reconciler_->Release(request->run_id());
-    *response = *std::move(run);
-    return absl::OkStatus();
-  }, Blocks::kYes);
+grpc::ServerUnaryReactor* ReconcilerService::FinishRun(grpc::CallbackServerContext* ctx,
+                                                       const v1::FinishRunRequest* request,
+                                                       v1::Run* response) {
+  return Serve(
+      ctx, "FinishRun", Access::kOwn, response,
+      [this, ctx, request, response]() -> absl::Status {
+        RETURN_IF_ERROR(ValidateRunId(request->run_id()));
+        RETURN_IF_ERROR(CheckOwner(ctx, "FinishRun", request->run_id()));
+        absl::StatusOr<v1::Run> run = store_->Finish(request->run_id(), request->exit_code());
+        hub_->Notify();
+        RETURN_IF_ERROR(run.status());
+        if (reconciler_ != nullptr) reconciler_->Release(request->run_id());
+        *response = *std::move(run);
+        return absl::OkStatus();
+      },
+      Blocks::kYes);
 }
 
-grpc::ServerUnaryReactor* ReconcilerService::CancelRun(
-    grpc::CallbackServerContext* ctx, const v1::CancelRunRequest* request,
-    v1::Run* response) {
-  return Serve(ctx, "CancelRun", Access::kOwn, response, [this, ctx, request, response]() -> absl::Status {
-    RETURN_IF_ERROR(ValidateCancelRequest(*request));
-    RETURN_IF_ERROR(CheckOwner(ctx, "CancelRun", request->run_id()));
-    // The sweep's place in the queue first: a full queue refuses the call
-    // before the run is cancelled, so a retry finds it unchanged.
-    ASSIGN_OR_RETURN(BackgroundWorker::Slot slot, worker_.Reserve());
-    absl::StatusOr<v1::Run> run = store_->Cancel(request->run_id(), request->reason());
-    hub_->Notify();
-    RETURN_IF_ERROR(run.status());
-    if (reconciler_ != nullptr) reconciler_->Release(request->run_id());
-    *response = *std::move(run);
-    // The ladder takes seconds (grace periods): it runs in the background and
-    // its signals appear as events; CancelRun answers with the CANCELLED run.
-    std::move(slot).Post([this, run_id = request->run_id()] {
-      absl::StatusOr<v1::SweepResponse> swept = sweeper_->SweepRun(run_id);
-      hub_->Notify();
-      if (!swept.ok()) {
-        LogError(LogFields().Run(run_id), "sweep after cancel: ", swept.status().ToString());
-      }
-    });
-    return absl::OkStatus();
-  }, Blocks::kYes);
+grpc::ServerUnaryReactor* ReconcilerService::CancelRun(grpc::CallbackServerContext* ctx,
+                                                       const v1::CancelRunRequest* request,
+                                                       v1::Run* response) {
+  return Serve(
+      ctx, "CancelRun", Access::kOwn, response,
+      [this, ctx, request, response]() -> absl::Status {
+        RETURN_IF_ERROR(ValidateCancelRequest(*request));
+        RETURN_IF_ERROR(CheckOwner(ctx, "CancelRun", request->run_id()));
+        // The sweep's place in the queue first: a full queue refuses the call
+        // before the run is cancelled, so a retry finds it unchanged.
+        ASSIGN_OR_RETURN(BackgroundWorker::Slot slot, worker_.Reserve());
+        absl::StatusOr<v1::Run> run = store_->Cancel(request->run_id(), request->reason());
+        hub_->Notify();
+        RETURN_IF_ERROR(run.status());
+        if (reconciler_ != nullptr) reconciler_->Release(request->run_id());
+        *response = *std::move(run);
+        // The ladder takes seconds (grace periods): it runs in the background and
+        // its signals appear as events; CancelRun answers with the CANCELLED run.
+        std::move(slot).Post([this, run_id = request->run_id()] {
+          absl::StatusOr<v1::SweepResponse> swept = sweeper_->SweepRun(run_id);
+          hub_->Notify();
+          if (!swept.ok()) {
+            LogError(LogFields().Run(run_id), "sweep after cancel: ", swept.status().ToString());
+          }
+        });
+        return absl::OkStatus();
+      },
+      Blocks::kYes);
 }
 
-grpc::ServerUnaryReactor* ReconcilerService::GetRun(
-    grpc::CallbackServerContext* ctx, const v1::GetRunRequest* request,
-    v1::Run* response) {
-  return Serve(ctx, "GetRun", Access::kRead, response, [this, ctx, request, response]() -> absl::Status {
-    RETURN_IF_ERROR(ValidateRunId(request->run_id()));
-    ASSIGN_OR_RETURN(*response, store_->Get(request->run_id()));
-    if (reconciler_ != nullptr) reconciler_->OverlayLastSeen(response);
-    if (sweeper_ != nullptr) sweeper_->AnnotateRun(response);
-    return absl::OkStatus();
-  });
+grpc::ServerUnaryReactor* ReconcilerService::GetRun(grpc::CallbackServerContext* ctx,
+                                                    const v1::GetRunRequest* request,
+                                                    v1::Run* response) {
+  return Serve(ctx, "GetRun", Access::kRead, response,
+               [this, ctx, request, response]() -> absl::Status {
+                 RETURN_IF_ERROR(ValidateRunId(request->run_id()));
+                 ASSIGN_OR_RETURN(*response, store_->Get(request->run_id()));
+                 if (reconciler_ != nullptr) reconciler_->OverlayLastSeen(response);
+                 if (sweeper_ != nullptr) sweeper_->AnnotateRun(response);
+                 return absl::OkStatus();
+               });
 }
 
-grpc::ServerUnaryReactor* ReconcilerService::ListRuns(
-    grpc::CallbackServerContext* ctx, const v1::ListRunsRequest* request,
-    v1::ListRunsResponse* response) {
-  return Serve(ctx, "ListRuns", Access::kRead, response, [this, ctx, request, response]() -> absl::Status {
-    RETURN_IF_ERROR(ValidateListRunsRequest(*request));
-    store::ListRunsQuery query;
-    query.state = request->state();
-    query.labels.insert(request->label_selector().begin(),
-                        request->label_selector().end());
-    query.page_size =
-        request->page_size() == 0 ? kDefaultPageSize : request->page_size();
-    query.page_token = request->page_token();
-    ASSIGN_OR_RETURN(store::ListRunsPage page, store_->List(query));
-    for (v1::Run& run : page.runs) {
-      if (reconciler_ != nullptr) reconciler_->OverlayLastSeen(&run);
-      *response->add_runs() = std::move(run);
-    }
-    response->set_next_page_token(page.next_page_token);
-    return absl::OkStatus();
-  });
+grpc::ServerUnaryReactor* ReconcilerService::ListRuns(grpc::CallbackServerContext* ctx,
+                                                      const v1::ListRunsRequest* request,
+                                                      v1::ListRunsResponse* response) {
+  return Serve(
+      ctx, "ListRuns", Access::kRead, response, [this, ctx, request, response]() -> absl::Status {
+        RETURN_IF_ERROR(ValidateListRunsRequest(*request));
+        store::ListRunsQuery query;
+        query.state = request->state();
+        query.labels.insert(request->label_selector().begin(), request->label_selector().end());
+        query.page_size = request->page_size() == 0 ? kDefaultPageSize : request->page_size();
+        query.page_token = request->page_token();
+        ASSIGN_OR_RETURN(store::ListRunsPage page, store_->List(query));
+        for (v1::Run& run : page.runs) {
+          if (reconciler_ != nullptr) reconciler_->OverlayLastSeen(&run);
+          *response->add_runs() = std::move(run);
+        }
+        response->set_next_page_token(page.next_page_token);
+        return absl::OkStatus();
+      });
 }
 
-grpc::ServerUnaryReactor* ReconcilerService::WaitRun(
-    grpc::CallbackServerContext* ctx, const v1::WaitRunRequest* request,
-    v1::WaitRunResponse* response) {
+grpc::ServerUnaryReactor* ReconcilerService::WaitRun(grpc::CallbackServerContext* ctx,
+                                                     const v1::WaitRunRequest* request,
+                                                     v1::WaitRunResponse* response) {
   const absl::Status bad = Begin(ctx, "WaitRun", Access::kRead);
   absl::StatusOr<absl::Duration> timeout =
       bad.ok() ? WaitTimeout(*request) : absl::StatusOr<absl::Duration>(bad);
   if (!timeout.ok()) {
     return Done(ctx, response, timeout.status());
   }
-  grpc::ServerUnaryReactor* reactor = StartWaitRun(
-      store_, hub_, timers_.get(), request->run_id(), *timeout, response);
+  grpc::ServerUnaryReactor* reactor =
+      StartWaitRun(store_, hub_, timers_.get(), request->run_id(), *timeout, response);
   Leave();  // ended by its reactor, the hub or the timer
   return reactor;
 }
 
-grpc::ServerUnaryReactor* ReconcilerService::Reconcile(
-    grpc::CallbackServerContext* ctx, const v1::ReconcileRequest* request,
-    v1::ReconcileResponse* response) {
-  return Serve(ctx, "Reconcile", Access::kWrite, response, [this, ctx, request, response]() -> absl::Status {
-    if (reconciler_ == nullptr) {
-      return absl::UnimplementedError("no reconciler in this server");
-    }
-    absl::StatusOr<PassResult> pass = reconciler_->RunPass(request->dry_run());
-    hub_->Notify();
-    if (!pass.ok()) {
-      LogError("Reconcile: ", pass.status().ToString());
-      return pass.status();
-    }
-    for (v1::Transition& t : pass->transitions) {
-      *response->add_transitions() = std::move(t);
-    }
-    response->set_examined(pass->examined);
-    return absl::OkStatus();
-  }, Blocks::kYes);
+grpc::ServerUnaryReactor* ReconcilerService::Reconcile(grpc::CallbackServerContext* ctx,
+                                                       const v1::ReconcileRequest* request,
+                                                       v1::ReconcileResponse* response) {
+  return Serve(
+      ctx, "Reconcile", Access::kWrite, response,
+      [this, ctx, request, response]() -> absl::Status {
+        if (reconciler_ == nullptr) {
+          return absl::UnimplementedError("no reconciler in this server");
+        }
+        absl::StatusOr<PassResult> pass = reconciler_->RunPass(request->dry_run());
+        hub_->Notify();
+        if (!pass.ok()) {
+          LogError("Reconcile: ", pass.status().ToString());
+          return pass.status();
+        }
+        for (v1::Transition& t : pass->transitions) {
+          *response->add_transitions() = std::move(t);
+        }
+        response->set_examined(pass->examined);
+        return absl::OkStatus();
+      },
+      Blocks::kYes);
 }
 
-grpc::ServerUnaryReactor* ReconcilerService::ListOrphans(
-    grpc::CallbackServerContext* ctx, const v1::ListOrphansRequest* request,
-    v1::ListOrphansResponse* response) {
-  return Serve(ctx, "ListOrphans", Access::kRead, response, [this, ctx, request, response]() -> absl::Status {
-    RETURN_IF_ERROR(ValidateOptionalRunId(request->run_id()));
-    ASSIGN_OR_RETURN(*response, sweeper_->ListOrphans(request->run_id(), request->walk()));
-    return absl::OkStatus();
-  }, Blocks::kYes);
+grpc::ServerUnaryReactor* ReconcilerService::ListOrphans(grpc::CallbackServerContext* ctx,
+                                                         const v1::ListOrphansRequest* request,
+                                                         v1::ListOrphansResponse* response) {
+  return Serve(
+      ctx, "ListOrphans", Access::kRead, response,
+      [this, ctx, request, response]() -> absl::Status {
+        RETURN_IF_ERROR(ValidateOptionalRunId(request->run_id()));
+        ASSIGN_OR_RETURN(*response, sweeper_->ListOrphans(request->run_id(), request->walk()));
+        return absl::OkStatus();
+      },
+      Blocks::kYes);
 }
 
-grpc::ServerUnaryReactor* ReconcilerService::Sweep(
-    grpc::CallbackServerContext* ctx, const v1::SweepRequest* request,
-    v1::SweepResponse* response) {
+grpc::ServerUnaryReactor* ReconcilerService::Sweep(grpc::CallbackServerContext* ctx,
+                                                   const v1::SweepRequest* request,
+                                                   v1::SweepResponse* response) {
   absl::Status bad = Begin(ctx, "Sweep", Access::kOwn);
   if (bad.ok()) bad = ValidateOptionalRunId(request->run_id());
   // A dry run signals nothing (a read, like ListOrphans); a sweep by a
@@ -510,11 +516,12 @@ grpc::ServerUnaryReactor* ReconcilerService::Sweep(
     if (!request->run_id().empty()) {
       bad = CheckOwner(ctx, "Sweep", request->run_id());
     } else if (const uint32_t uid = CallerUid(ctx); uid != 0) {
-      bad = Refused(ctx, "Sweep",
-                    absl::PermissionDeniedError(absl::StrCat(
-                        "uid ", uid, ": Sweep of every run needs root; a non-root "
-                        "caller sweeps one run of its own (name it)")),
-                    "permission_denied");
+      bad = Refused(
+          ctx, "Sweep",
+          absl::PermissionDeniedError(absl::StrCat("uid ", uid,
+                                                   ": Sweep of every run needs root; a non-root "
+                                                   "caller sweeps one run of its own (name it)")),
+          "permission_denied");
     }
   }
   absl::StatusOr<BackgroundWorker::Slot> slot =
@@ -549,33 +556,31 @@ grpc::ServerWriteReactor<v1::Event>* ReconcilerService::WatchEvents(
   return reactor;
 }
 
-grpc::ServerUnaryReactor* ReconcilerService::ListEvents(
-    grpc::CallbackServerContext* ctx, const v1::ListEventsRequest* request,
-    v1::ListEventsResponse* response) {
-  return Serve(ctx, "ListEvents", Access::kRead, response, [this, ctx, request, response]() -> absl::Status {
-    RETURN_IF_ERROR(ValidateListEventsRequest(*request));
-    RETURN_IF_ERROR(CheckEventIdInRange(request->after_event_id()));
-    const int limit =
-        request->page_size() == 0 ? kDefaultPageSize : request->page_size();
-    ASSIGN_OR_RETURN(std::vector<v1::Event> events,
-                     store_->ListEvents(request->after_event_id(),
-                                        request->run_id(), limit));
-    if (static_cast<int>(events.size()) == limit) {
-      response->set_next_after_event_id(events.back().event_id());
-    }
-    for (v1::Event& e : events) *response->add_events() = std::move(e);
-    return absl::OkStatus();
-  });
+grpc::ServerUnaryReactor* ReconcilerService::ListEvents(grpc::CallbackServerContext* ctx,
+                                                        const v1::ListEventsRequest* request,
+                                                        v1::ListEventsResponse* response) {
+  return Serve(
+      ctx, "ListEvents", Access::kRead, response, [this, ctx, request, response]() -> absl::Status {
+        RETURN_IF_ERROR(ValidateListEventsRequest(*request));
+        RETURN_IF_ERROR(CheckEventIdInRange(request->after_event_id()));
+        const int limit = request->page_size() == 0 ? kDefaultPageSize : request->page_size();
+        ASSIGN_OR_RETURN(std::vector<v1::Event> events,
+                         store_->ListEvents(request->after_event_id(), request->run_id(), limit));
+        if (static_cast<int>(events.size()) == limit) {
+          response->set_next_after_event_id(events.back().event_id());
+        }
+        for (v1::Event& e : events) *response->add_events() = std::move(e);
+        return absl::OkStatus();
+      });
 }
 
-grpc::ServerUnaryReactor* ReconcilerService::GetDaemonStatus(
-    grpc::CallbackServerContext* ctx, const v1::GetDaemonStatusRequest*,
-    v1::DaemonStatus* response) {
-  return Serve(ctx, "GetDaemonStatus", Access::kRead, response,
-               [this, response]() -> absl::Status {
-                 if (options_.daemon_status) *response = options_.daemon_status();
-                 return absl::OkStatus();
-               });
+grpc::ServerUnaryReactor* ReconcilerService::GetDaemonStatus(grpc::CallbackServerContext* ctx,
+                                                             const v1::GetDaemonStatusRequest*,
+                                                             v1::DaemonStatus* response) {
+  return Serve(ctx, "GetDaemonStatus", Access::kRead, response, [this, response]() -> absl::Status {
+    if (options_.daemon_status) *response = options_.daemon_status();
+    return absl::OkStatus();
+  });
 }
 
 }  // namespace runreaper::server

@@ -17,22 +17,22 @@
 #include <memory>
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/functional/function_ref.h"
 #include "absl/time/time.h"
 #include "google/protobuf/message.h"
 #include "grpcpp/grpcpp.h"
 #include "runreaper/v1/runreaper.grpc.pb.h"
 #include "runreaper/v1/runreaper.pb.h"
 #include "scanner/procfs.h"
+#include "server/background_worker.h"
 #include "server/bearer_auth.h"
 #include "server/caller_policy.h"
-#include "server/peer_creds.h"
 #include "server/event_hub.h"
-#include "server/background_worker.h"
 #include "server/handler_pool.h"
+#include "server/peer_creds.h"
 #include "server/reconciler.h"
 #include "server/request_validation.h"
 #include "server/streams.h"
@@ -89,9 +89,8 @@ class ReconcilerService final : public v1::Reconciler::CallbackService {
   // None of the pointers is owned; `reconciler` may be null (no exit watching
   // on registration; Reconcile is UNIMPLEMENTED). `hub` must be started.
   // `sweeper` answers ListOrphans and Sweep and sweeps a cancelled run.
-  ReconcilerService(store::RunStore* store, const scanner::ProcFs* procfs,
-                    Reconciler* reconciler, EventHub* hub, Sweeper* sweeper,
-                    ServiceOptions options = {});
+  ReconcilerService(store::RunStore* store, const scanner::ProcFs* procfs, Reconciler* reconciler,
+                    EventHub* hub, Sweeper* sweeper, ServiceOptions options = {});
   // Waits for the background sweeps already accepted.
   ~ReconcilerService() override;
 
@@ -118,8 +117,7 @@ class ReconcilerService final : public v1::Reconciler::CallbackService {
                                       const v1::CancelRunRequest* request,
                                       v1::Run* response) override;
   grpc::ServerUnaryReactor* GetRun(grpc::CallbackServerContext* ctx,
-                                   const v1::GetRunRequest* request,
-                                   v1::Run* response) override;
+                                   const v1::GetRunRequest* request, v1::Run* response) override;
   grpc::ServerUnaryReactor* ListRuns(grpc::CallbackServerContext* ctx,
                                      const v1::ListRunsRequest* request,
                                      v1::ListRunsResponse* response) override;
@@ -129,22 +127,19 @@ class ReconcilerService final : public v1::Reconciler::CallbackService {
   grpc::ServerUnaryReactor* Reconcile(grpc::CallbackServerContext* ctx,
                                       const v1::ReconcileRequest* request,
                                       v1::ReconcileResponse* response) override;
-  grpc::ServerUnaryReactor* ListOrphans(
-      grpc::CallbackServerContext* ctx, const v1::ListOrphansRequest* request,
-      v1::ListOrphansResponse* response) override;
-  grpc::ServerUnaryReactor* Sweep(grpc::CallbackServerContext* ctx,
-                                  const v1::SweepRequest* request,
+  grpc::ServerUnaryReactor* ListOrphans(grpc::CallbackServerContext* ctx,
+                                        const v1::ListOrphansRequest* request,
+                                        v1::ListOrphansResponse* response) override;
+  grpc::ServerUnaryReactor* Sweep(grpc::CallbackServerContext* ctx, const v1::SweepRequest* request,
                                   v1::SweepResponse* response) override;
-  grpc::ServerWriteReactor<v1::Event>* WatchEvents(
-      grpc::CallbackServerContext* ctx,
-      const v1::WatchEventsRequest* request) override;
-  grpc::ServerUnaryReactor* ListEvents(
-      grpc::CallbackServerContext* ctx, const v1::ListEventsRequest* request,
-      v1::ListEventsResponse* response) override;
-  grpc::ServerUnaryReactor* GetDaemonStatus(
-      grpc::CallbackServerContext* ctx,
-      const v1::GetDaemonStatusRequest* request,
-      v1::DaemonStatus* response) override;
+  grpc::ServerWriteReactor<v1::Event>* WatchEvents(grpc::CallbackServerContext* ctx,
+                                                   const v1::WatchEventsRequest* request) override;
+  grpc::ServerUnaryReactor* ListEvents(grpc::CallbackServerContext* ctx,
+                                       const v1::ListEventsRequest* request,
+                                       v1::ListEventsResponse* response) override;
+  grpc::ServerUnaryReactor* GetDaemonStatus(grpc::CallbackServerContext* ctx,
+                                            const v1::GetDaemonStatusRequest* request,
+                                            v1::DaemonStatus* response) override;
 
  private:
   // Whether the caller may make a call that needs `access`; a refusal is
@@ -154,24 +149,20 @@ class ReconcilerService final : public v1::Reconciler::CallbackService {
   // Every handler starts with Begin (counts the call in flight, refuses while
   // draining, authorizes the caller) and ends with Leave (once its reactor
   // is set up, or once it has answered).
-  absl::Status Begin(grpc::CallbackServerContext* ctx, absl::string_view method,
-                     Access access);
+  absl::Status Begin(grpc::CallbackServerContext* ctx, absl::string_view method, Access access);
   void Leave();
   // A unary call: Begin, then `body` (validates and fills `response`), then
   // Done with body's status. `body` runs in the handler when it is quick
   // (Blocks::kNo), else on the handler pool, answering from there; it may
   // only capture what outlives the handler (this, ctx, request, response).
   enum class Blocks { kNo, kYes };
-  grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* ctx,
-                                  absl::string_view method, Access access,
-                                  google::protobuf::Message* response,
-                                  std::function<absl::Status()> body,
-                                  Blocks blocks = Blocks::kNo);
+  grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* ctx, absl::string_view method,
+                                  Access access, google::protobuf::Message* response,
+                                  std::function<absl::Status()> body, Blocks blocks = Blocks::kNo);
   // Answers a unary call after Begin: on OK the response's text is made valid
   // UTF-8 (see MakeValidUtf8); then Finish and Leave.
   grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx,
-                                 google::protobuf::Message* response,
-                                 const absl::Status& status);
+                                 google::protobuf::Message* response, const absl::Status& status);
   absl::StatusOr<v1::Run> DoRegister(grpc::CallbackServerContext* ctx,
                                      const v1::RegisterRunRequest& request);
   // The unix peer's credentials; nullopt for TCP or without peer_creds.
@@ -182,8 +173,8 @@ class ReconcilerService final : public v1::Reconciler::CallbackService {
   uint32_t CallerUid(grpc::CallbackServerContext* ctx) const;
   // Logs the refusal of `method` once with the caller and counts it under
   // `reason` (docs/SECURITY.md); returns `s`.
-  absl::Status Refused(grpc::CallbackServerContext* ctx, absl::string_view method,
-                       absl::Status s, absl::string_view reason) const;
+  absl::Status Refused(grpc::CallbackServerContext* ctx, absl::string_view method, absl::Status s,
+                       absl::string_view reason) const;
   // OK when the caller may change run `run_id` (CheckRunOwner; the store's
   // NOT_FOUND passes through); a refusal is logged and counted.
   absl::Status CheckOwner(grpc::CallbackServerContext* ctx, absl::string_view method,
@@ -191,8 +182,7 @@ class ReconcilerService final : public v1::Reconciler::CallbackService {
   // The request's cgroup may become the run's own (server/cgroup_claim.h).
   // `host_pid`: the leader's translation when it was sent from another PID
   // namespace (0 = none).
-  absl::Status CheckClaimedCgroup(const v1::RegisterRunRequest& request,
-                                  int host_pid);
+  absl::Status CheckClaimedCgroup(const v1::RegisterRunRequest& request, int host_pid);
   // OUT_OF_RANGE naming the last event id when `after_event_id` is past it
   // (such a WatchEvents would wait for ids that may never come; ids are
   // never reused, so the client's id is from another database).

@@ -56,8 +56,7 @@ TEST(FillWaitResponseTest, PidReuseAndRebootAreVerifiedExits) {
   v1::Run run;
   run.set_state(v1::RUN_STATE_STALE);
   v1::WaitRunResponse w;
-  for (v1::StaleReason reason :
-       {v1::STALE_REASON_PID_REUSED, v1::STALE_REASON_REBOOTED}) {
+  for (v1::StaleReason reason : {v1::STALE_REASON_PID_REUSED, v1::STALE_REASON_REBOOTED}) {
     run.set_stale_reason(reason);
     FillWaitResponse(run, &w);
     EXPECT_TRUE(w.terminal()) << v1::StaleReason_Name(reason);

@@ -11,8 +11,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "base/status_macros.h"
 #include "base/log.h"
+#include "base/status_macros.h"
 
 namespace runreaper::server {
 
@@ -40,9 +40,9 @@ absl::Status MakeDirs(const std::string& dir, mode_t mode) {
 absl::StatusOr<Fd> PrepareSocketPath(const std::string& path) {
   sockaddr_un addr;
   if (path.empty() || path.size() >= sizeof(addr.sun_path)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--socket=", path, ": a unix socket path must be 1..",
-        sizeof(addr.sun_path) - 1, " bytes"));
+    return absl::InvalidArgumentError(absl::StrCat("--socket=", path,
+                                                   ": a unix socket path must be 1..",
+                                                   sizeof(addr.sun_path) - 1, " bytes"));
   }
   RETURN_IF_ERROR(MakeDirs(DirName(path), 0750));
   const std::string lock_path = path + ".lock";
@@ -53,9 +53,9 @@ absl::StatusOr<Fd> PrepareSocketPath(const std::string& path) {
   while (::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
     if (errno == EINTR) continue;
     if (errno == EWOULDBLOCK) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "another runreaperd is serving on socket ", path, " (", lock_path,
-          " is locked); not touching it"));
+      return absl::FailedPreconditionError(absl::StrCat("another runreaperd is serving on socket ",
+                                                        path, " (", lock_path,
+                                                        " is locked); not touching it"));
     }
     return absl::ErrnoToStatus(errno, absl::StrCat("flock ", lock_path));
   }
@@ -65,8 +65,8 @@ absl::StatusOr<Fd> PrepareSocketPath(const std::string& path) {
     return absl::ErrnoToStatus(errno, absl::StrCat("stat ", path));
   }
   if (!S_ISSOCK(st.st_mode)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        path, " exists and is not a socket; not touching it"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " exists and is not a socket; not touching it"));
   }
   Fd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!probe.valid()) return absl::ErrnoToStatus(errno, "socket(AF_UNIX)");
@@ -78,8 +78,8 @@ absl::StatusOr<Fd> PrepareSocketPath(const std::string& path) {
     rc = ::connect(probe.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
   } while (rc != 0 && errno == EINTR);
   if (rc == 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "another process answers on socket ", path, "; not touching it"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("another process answers on socket ", path, "; not touching it"));
   }
   switch (errno) {
     case ECONNREFUSED:  // nobody listens: left by a daemon that died

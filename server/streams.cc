@@ -6,8 +6,8 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "proto/describe.h"
 #include "base/log.h"
+#include "proto/describe.h"
 #include "server/watch_flow.h"
 #include "store/run_state.h"
 
@@ -15,8 +15,7 @@ namespace runreaper::server {
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      std::string(status.message()));
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
 void FillWaitResponse(const v1::Run& run, v1::WaitRunResponse* response) {
@@ -30,8 +29,7 @@ void FillWaitResponse(const v1::Run& run, v1::WaitRunResponse* response) {
   response->set_exited_without_result(
       run.state() == v1::RUN_STATE_STALE &&
       (reason == v1::STALE_REASON_EXITED || reason == v1::STALE_REASON_ZOMBIE ||
-       reason == v1::STALE_REASON_PID_REUSED ||
-       reason == v1::STALE_REASON_REBOOTED) &&
+       reason == v1::STALE_REASON_PID_REUSED || reason == v1::STALE_REASON_REBOOTED) &&
       !run.has_exit_code());
 }
 
@@ -51,10 +49,7 @@ class WaitState : public EventSubscriber {
  public:
   WaitState(grpc::ServerUnaryReactor* reactor, v1::WaitRunResponse* response,
             store::RunStore* store, std::string run_id)
-      : reactor_(reactor),
-        response_(response),
-        store_(store),
-        run_id_(std::move(run_id)) {}
+      : reactor_(reactor), response_(response), store_(store), run_id_(std::move(run_id)) {}
 
   void OnEvents(const std::vector<v1::Event>& events) override {
     for (const v1::Event& e : events) {
@@ -110,8 +105,8 @@ class WaitReactor : public grpc::ServerUnaryReactor {
   WaitReactor(EventHub* hub, Timers* timers) : hub_(hub), timers_(timers) {}
 
   void OnCancel() override {
-    state_->Finish(grpc::Status(grpc::StatusCode::CANCELLED,
-                                "WaitRun cancelled or past its deadline"));
+    state_->Finish(
+        grpc::Status(grpc::StatusCode::CANCELLED, "WaitRun cancelled or past its deadline"));
   }
   void OnDone() override {
     hub_->Unsubscribe(sub_id_);
@@ -151,8 +146,8 @@ class WatchLink : public EventSubscriber {
 // read in the writer's context, outside the lock.
 class WatchReactor : public grpc::ServerWriteReactor<v1::Event> {
  public:
-  WatchReactor(store::RunStore* store, EventHub* hub, int64_t after_event_id,
-               size_t queue_limit, absl::Duration stall)
+  WatchReactor(store::RunStore* store, EventHub* hub, int64_t after_event_id, size_t queue_limit,
+               absl::Duration stall)
       : store_(store), hub_(hub), flow_(after_event_id, queue_limit, stall) {}
 
   void Start() {
@@ -265,9 +260,8 @@ class FailedWatchReactor : public grpc::ServerWriteReactor<v1::Event> {
 
 }  // namespace
 
-grpc::ServerUnaryReactor* StartWaitRun(store::RunStore* store, EventHub* hub,
-                                       Timers* timers, const std::string& run_id,
-                                       absl::Duration timeout,
+grpc::ServerUnaryReactor* StartWaitRun(store::RunStore* store, EventHub* hub, Timers* timers,
+                                       const std::string& run_id, absl::Duration timeout,
                                        v1::WaitRunResponse* response) {
   auto* reactor = new WaitReactor(hub, timers);
   reactor->state_ = std::make_shared<WaitState>(reactor, response, store, run_id);
@@ -293,10 +287,8 @@ grpc::ServerUnaryReactor* StartWaitRun(store::RunStore* store, EventHub* hub,
   return reactor;
 }
 
-grpc::ServerWriteReactor<v1::Event>* StartWatchEvents(store::RunStore* store,
-                                                      EventHub* hub,
-                                                      int64_t after_event_id,
-                                                      size_t queue_limit,
+grpc::ServerWriteReactor<v1::Event>* StartWatchEvents(store::RunStore* store, EventHub* hub,
+                                                      int64_t after_event_id, size_t queue_limit,
                                                       absl::Duration stall) {
   auto* reactor = new WatchReactor(store, hub, after_event_id, queue_limit, stall);
   reactor->Start();

@@ -40,17 +40,14 @@ bool EndsWait(const v1::Event& event, absl::string_view run_id);
 // once when it is terminal or missing; otherwise when an event ends it, when
 // `timeout` passes (timed_out, unless InfiniteDuration), on cancellation or
 // on the hub's shutdown (UNAVAILABLE). `response` is the call's.
-grpc::ServerUnaryReactor* StartWaitRun(store::RunStore* store, EventHub* hub,
-                                       Timers* timers, const std::string& run_id,
-                                       absl::Duration timeout,
+grpc::ServerUnaryReactor* StartWaitRun(store::RunStore* store, EventHub* hub, Timers* timers,
+                                       const std::string& run_id, absl::Duration timeout,
                                        v1::WaitRunResponse* response);
 
 // WatchEvents after `after_event_id` (validated): backlog then live events;
 // see server/watch_flow.h for `queue_limit` and `stall`.
-grpc::ServerWriteReactor<v1::Event>* StartWatchEvents(store::RunStore* store,
-                                                      EventHub* hub,
-                                                      int64_t after_event_id,
-                                                      size_t queue_limit,
+grpc::ServerWriteReactor<v1::Event>* StartWatchEvents(store::RunStore* store, EventHub* hub,
+                                                      int64_t after_event_id, size_t queue_limit,
                                                       absl::Duration stall);
 
 // A WatchEvents reactor that only finishes with `status` (refused calls).

@@ -39,8 +39,7 @@ v1::MatchSource ToProto(scanner::MatchSource source) {
   return v1::MATCH_SOURCE_UNSPECIFIED;
 }
 
-v1::Orphan ToOrphan(const std::vector<scanner::RunSpec>& specs,
-                    const scanner::Member& m) {
+v1::Orphan ToOrphan(const std::vector<scanner::RunSpec>& specs, const scanner::Member& m) {
   v1::Orphan o;
   o.set_run_id(specs[m.run_index].run_id);
   o.set_pid(m.process.pid);
@@ -56,21 +55,18 @@ v1::Orphan ToOrphan(const std::vector<scanner::RunSpec>& specs,
   return o;
 }
 
-absl::Status AddDescendants(store::RunStore& store,
-                            scanner::LineageTracker* lineage,
+absl::Status AddDescendants(store::RunStore& store, scanner::LineageTracker* lineage,
                             std::vector<scanner::RunSpec>* specs) {
   if (lineage != nullptr) {
     for (scanner::RunSpec& spec : *specs) {
       scanner::RunLineage l = lineage->Members(spec.run_id);
       for (scanner::Descendant& d : l.members) {
-        spec.descendants[{d.process.pid, d.process.start_time}] =
-            std::move(d.ancestors);
+        spec.descendants[{d.process.pid, d.process.start_time}] = std::move(d.ancestors);
       }
     }
     return absl::OkStatus();
   }
-  ASSIGN_OR_RETURN(std::vector<store::StoredDescendant> stored,
-                   store.ListDescendants());
+  ASSIGN_OR_RETURN(std::vector<store::StoredDescendant> stored, store.ListDescendants());
   if (stored.empty()) return absl::OkStatus();
   std::map<absl::string_view, scanner::RunSpec*> by_id;
   for (scanner::RunSpec& spec : *specs) by_id[spec.run_id] = &spec;

@@ -26,8 +26,7 @@ v1::MatchSource ToProto(scanner::MatchSource source);
 // A member of specs[m.run_index] as the API reports it. The comm came from
 // /proc and may hold any bytes: it is made valid UTF-8 (ToValidUtf8), or
 // every client would fail to parse the answer.
-v1::Orphan ToOrphan(const std::vector<scanner::RunSpec>& specs,
-                    const scanner::Member& m);
+v1::Orphan ToOrphan(const std::vector<scanner::RunSpec>& specs, const scanner::Member& m);
 
 // Adds each run's descendants to its spec, in place (a listing of 10,000
 // runs does not copy its specs): from `lineage` when there is a tracker;
@@ -36,8 +35,7 @@ v1::Orphan ToOrphan(const std::vector<scanner::RunSpec>& specs,
 // leftover escaped every other rule is not taken for empty, swept clean and
 // forgotten while that process lives. A stored (pid, start time) names only
 // that process; a row whose process is gone matches nothing.
-absl::Status AddDescendants(store::RunStore& store,
-                            scanner::LineageTracker* lineage,
+absl::Status AddDescendants(store::RunStore& store, scanner::LineageTracker* lineage,
                             std::vector<scanner::RunSpec>* specs);
 
 }  // namespace runreaper::server

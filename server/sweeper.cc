@@ -18,14 +18,14 @@
 #include "absl/time/time.h"
 #include "base/log.h"
 #include "base/status_macros.h"
+#include "base/text.h"
+#include "proto/describe.h"
 #include "scanner/identity.h"
 #include "scanner/identity_proto.h"
 #include "scanner/lineage_members.h"
 #include "scanner/membership.h"
 #include "scanner/safe_signal.h"
 #include "scanner/signal_ladder.h"
-#include "base/text.h"
-#include "proto/describe.h"
 #include "server/caller_policy.h"
 #include "server/sweep_specs.h"
 #include "store/run_state.h"
@@ -59,8 +59,7 @@ struct Sweeper::Impl {
   absl::Status AddLineage(std::vector<RunSpec>* specs) const {
     return AddDescendants(*store, lineage, specs);
   }
-  absl::StatusOr<std::vector<RunSpec>> WithLineage(
-      const std::vector<RunSpec>& specs) const {
+  absl::StatusOr<std::vector<RunSpec>> WithLineage(const std::vector<RunSpec>& specs) const {
     std::vector<RunSpec> out = specs;
     RETURN_IF_ERROR(AddLineage(&out));
     return out;
@@ -85,8 +84,7 @@ struct Sweeper::Impl {
         scanner::ListTrackedMembers(*procfs, *lineage, specs, observer, extra);
     if (!m.ok()) {
       if (!absl::IsFailedPrecondition(m.status())) {
-        LogWarning("sweeper: lineage listing failed, walking /proc: ",
-                   m.status().ToString());
+        LogWarning("sweeper: lineage listing failed, walking /proc: ", m.status().ToString());
       }
       return std::nullopt;
     }
@@ -105,11 +103,8 @@ struct Sweeper::Impl {
   // and time set by the store), so a SweepResponse reports exactly what the
   // log holds. When that fails the claim stays
   // unsent, and a later sweep sends the same stage again after the lease.
-  void AppendSignal(int pid, uint64_t start_time, int stage,
-                    v1::Event& event) const {
-    Stored(store->RecordSweepSignal(event.run_id(), pid, start_time, stage,
-                                    event),
-           event);
+  void AppendSignal(int pid, uint64_t start_time, int stage, v1::Event& event) const {
+    Stored(store->RecordSweepSignal(event.run_id(), pid, start_time, stage, event), event);
   }
 
   void Stored(const absl::StatusOr<int64_t>& id, v1::Event& event) const {
@@ -118,8 +113,7 @@ struct Sweeper::Impl {
                v1::EventType_Name(event.type()), " event: ", id.status().ToString());
       return;
     }
-    absl::StatusOr<std::vector<v1::Event>> stored =
-        store->ListEvents(*id - 1, event.run_id(), 1);
+    absl::StatusOr<std::vector<v1::Event>> stored = store->ListEvents(*id - 1, event.run_id(), 1);
     if (stored.ok() && !stored->empty() && stored->front().event_id() == *id) {
       event = std::move(stored->front());
     } else {
@@ -134,8 +128,7 @@ struct Sweeper::Impl {
   class StoreClaims : public scanner::LadderHooks {
    public:
     StoreClaims(const Impl* impl, const std::vector<RunSpec>* specs,
-                const std::map<std::string, uint32_t>* only_uid,
-                scanner::SweepObserver* observer,
+                const std::map<std::string, uint32_t>* only_uid, scanner::SweepObserver* observer,
                 std::map<Key, Member>* listed, v1::SweepResponse* response)
         : impl_(impl),
           specs_(specs),
@@ -177,10 +170,8 @@ struct Sweeper::Impl {
         members = *std::move(tracked);
       } else {
         from_tracker_ = false;  // a gap appeared: walk from now on
-        ASSIGN_OR_RETURN(const std::vector<RunSpec> specs,
-                         impl_->WithLineage(*specs_));
-        ASSIGN_OR_RETURN(members,
-                         scanner::ListStable(*impl_->procfs, specs, observer_));
+        ASSIGN_OR_RETURN(const std::vector<RunSpec> specs, impl_->WithLineage(*specs_));
+        ASSIGN_OR_RETURN(members, scanner::ListStable(*impl_->procfs, specs, observer_));
       }
       std::vector<Member> live = scanner::Targets(members);
       for (const Member& m : live) listed_->emplace(RefOf(m), m);
@@ -197,8 +188,7 @@ struct Sweeper::Impl {
     absl::StatusOr<bool> Claim(const Member& m, int stage) override {
       const std::string& run_id = (*specs_)[m.run_index].run_id;
       ASSIGN_OR_RETURN(store::SweepProgress recorded,
-                       impl_->store->GetSweepProgress(run_id, m.process.pid,
-                                                      m.process.start_time));
+                       impl_->store->GetSweepProgress(run_id, m.process.pid, m.process.start_time));
       // Past this stage already: its grace is over for this target.
       if (recorded.stage > stage) return false;
       if (recorded.stage == stage && recorded.sent_at.has_value()) {
@@ -209,9 +199,8 @@ struct Sweeper::Impl {
       }
       claimed_ = recorded;
       ASSIGN_OR_RETURN(bool claimed,
-                       impl_->store->ClaimSweepStage(run_id, m.process.pid,
-                                                     m.process.start_time, stage,
-                                                     impl_->options.claim_lease));
+                       impl_->store->ClaimSweepStage(run_id, m.process.pid, m.process.start_time,
+                                                     stage, impl_->options.claim_lease));
       // Signalled now, here or by the live sweep holding the claim.
       LaterGraceStart(stage, absl::Now());
       return claimed;
@@ -234,11 +223,9 @@ struct Sweeper::Impl {
       ev.set_result(scanner::SignalResultName(outcome.result));
       std::string detail =
           absl::StrCat("source=", scanner::MatchSourceName(m.source),
-                       " comm=", ToValidUtf8(m.process.comm),
-                       " start_time=", m.process.start_time);
+                       " comm=", ToValidUtf8(m.process.comm), " start_time=", m.process.start_time);
       if (claimed_.stage == stage) {
-        absl::StrAppend(&detail, " resumed=claim of ",
-                        absl::FormatTime(claimed_.claimed_at),
+        absl::StrAppend(&detail, " resumed=claim of ", absl::FormatTime(claimed_.claimed_at),
                         " never recorded sent");
       }
       if (!outcome.status.ok()) {
@@ -267,9 +254,8 @@ struct Sweeper::Impl {
     // taken over) is not yet a survivor.
     absl::StatusOr<bool> KillSent(const Member& m, bool) override {
       ASSIGN_OR_RETURN(store::SweepProgress p,
-                       impl_->store->GetSweepProgress(
-                           (*specs_)[m.run_index].run_id, m.process.pid,
-                           m.process.start_time));
+                       impl_->store->GetSweepProgress((*specs_)[m.run_index].run_id, m.process.pid,
+                                                      m.process.start_time));
       return p.stage == scanner::kSigkillStage && p.sent_at.has_value();
     }
 
@@ -304,8 +290,7 @@ struct Sweeper::Impl {
   // the store under pid 0 so overlapping sweeps write it once (a claim never
   // recorded sent is taken over after the lease, as in StoreClaims::Claim).
   void CgroupKill(const RunSpec& spec, std::optional<uint32_t> only_uid,
-                  const scanner::SweepObserver& observer,
-                  v1::SweepResponse* response) const {
+                  const scanner::SweepObserver& observer, v1::SweepResponse* response) const {
     if (!scanner::CheckDedicatedCgroup(spec, observer).ok()) return;
     if (spec.leader.pidns_inode == 0 || spec.leader.pidns_inode != observer.pidns_inode) {
       return;
@@ -316,13 +301,12 @@ struct Sweeper::Impl {
       absl::StatusOr<std::string> cg = procfs->ReadCgroup(a);
       if (!cg.ok() || scanner::CgroupIsWithin(*cg, spec.leader.cgroup)) {
         result = "REFUSED";
-        detail = absl::StrCat("ancestor ", a, " is in (or may be in) ",
-                              spec.leader.cgroup);
+        detail = absl::StrCat("ancestor ", a, " is in (or may be in) ", spec.leader.cgroup);
         break;
       }
     }
-    absl::StatusOr<bool> claimed = store->ClaimSweepStage(
-        spec.run_id, 0, spec.leader.start_time, 3, options.claim_lease);
+    absl::StatusOr<bool> claimed =
+        store->ClaimSweepStage(spec.run_id, 0, spec.leader.start_time, 3, options.claim_lease);
     if (!claimed.ok() || !*claimed) return;
     if (result.empty()) {
       absl::StatusOr<std::string> mountinfo = procfs->ReadSelfMountInfo();
@@ -339,8 +323,8 @@ struct Sweeper::Impl {
         const scanner::SignalOutcome outcome =
             scanner::KillCgroup(*procfs, *dir, spec.leader.start_time, only_uid);
         result = scanner::SignalResultName(outcome.result);
-        detail = outcome.status.ok() ? absl::StrCat(*dir, "/cgroup.kill")
-                                     : outcome.status.ToString();
+        detail =
+            outcome.status.ok() ? absl::StrCat(*dir, "/cgroup.kill") : outcome.status.ToString();
       }
     }
     v1::Event ev;
@@ -380,9 +364,10 @@ struct Sweeper::Impl {
       summary.set_type(v1::EVENT_TYPE_SWEEP_FINISHED);
       if (clean.size() == 1) summary.set_run_id(clean.front());
       summary.set_detail(absl::StrCat(
-          "nothing to sweep: ", clean.size(), " run(s) without members marked "
-          "swept (", clean.front(),
-          clean.size() > 1 ? absl::StrCat(" .. ", clean.back()) : "", ")"));
+          "nothing to sweep: ", clean.size(),
+          " run(s) without members marked "
+          "swept (",
+          clean.front(), clean.size() > 1 ? absl::StrCat(" .. ", clean.back()) : "", ")"));
       absl::StatusOr<int> marked = store->MarkSwept(clean, {summary});
       if (!marked.ok()) {
         LogError("sweeper: cannot mark ", clean.size(),
@@ -400,8 +385,7 @@ struct Sweeper::Impl {
     return !specs->empty();
   }
 
-  absl::StatusOr<v1::SweepResponse> SweepRuns(const std::vector<v1::Run>& runs,
-                                              bool dry_run) {
+  absl::StatusOr<v1::SweepResponse> SweepRuns(const std::vector<v1::Run>& runs, bool dry_run) {
     v1::SweepResponse response;
     if (runs.empty()) return response;
     std::vector<RunSpec> specs;
@@ -416,9 +400,8 @@ struct Sweeper::Impl {
     // A dry run signals nothing, so nothing forked between two listings can
     // escape it: one listing answers it (as ListOrphans).
     RETURN_IF_ERROR(AddLineage(&specs));
-    ASSIGN_OR_RETURN(Membership members,
-                     dry_run ? scanner::ListMembers(*procfs, specs, &observer)
-                             : scanner::ListStable(*procfs, specs, &observer));
+    ASSIGN_OR_RETURN(Membership members, dry_run ? scanner::ListMembers(*procfs, specs, &observer)
+                                                 : scanner::ListStable(*procfs, specs, &observer));
     std::vector<Member> targets = scanner::Targets(members);
     if (dry_run) {
       for (const Member& m : targets) {
@@ -451,14 +434,12 @@ struct Sweeper::Impl {
       ev.set_type(v1::EVENT_TYPE_KEPT);
       ev.set_run_id(specs[m.run_index].run_id);
       ev.set_pid(m.process.pid);
-      ev.set_detail(absl::StrCat(
-          specs[m.run_index].keep ? "run keep policy" : "RUNREAPER_KEEP=1",
-          " comm=", m.process.comm));
+      ev.set_detail(absl::StrCat(specs[m.run_index].keep ? "run keep policy" : "RUNREAPER_KEEP=1",
+                                 " comm=", m.process.comm));
     }
     // One transaction for every run's SWEEP_STARTED and KEPT events.
     if (absl::Status s = store->AppendEvents(opening).status(); !s.ok()) {
-      LogError("sweeper: cannot append the sweep's opening events: ",
-               s.ToString());
+      LogError("sweeper: cannot append the sweep's opening events: ", s.ToString());
     }
 
     // Every target ever listed, for the response.
@@ -479,10 +460,8 @@ struct Sweeper::Impl {
       std::set<int> pids;
       for (const Member& m : members.members) pids.insert(m.process.pid);
       scanner::SweepObserver tracker_observer;
-      std::optional<Membership> tracked =
-          TrackerListing(specs, &tracker_observer, pids);
-      if (tracked.has_value() &&
-          scanner::RefsOf(*tracked) == scanner::RefsOf(members)) {
+      std::optional<Membership> tracked = TrackerListing(specs, &tracker_observer, pids);
+      if (tracked.has_value() && scanner::RefsOf(*tracked) == scanner::RefsOf(members)) {
         claims.RelistFromTracker(std::move(pids));
       }
     }
@@ -507,8 +486,7 @@ struct Sweeper::Impl {
       v1::Event& ev = closing.emplace_back();
       ev.set_type(v1::EVENT_TYPE_SWEEP_FINISHED);
       ev.set_run_id(specs[i].run_id);
-      ev.set_detail(absl::StrCat(signals, " signal(s), ", survivors_of[i],
-                                 " survivor(s)"));
+      ev.set_detail(absl::StrCat(signals, " signal(s), ", survivors_of[i], " survivor(s)"));
       if (survivors_of[i] == 0) {
         done.push_back(specs[i].run_id);
         // Swept clean: its descendants need not be followed any more.
@@ -522,14 +500,12 @@ struct Sweeper::Impl {
   }
 };
 
-Sweeper::Sweeper(store::RunStore* store, const scanner::ProcFs* procfs,
-                 SweeperOptions options)
+Sweeper::Sweeper(store::RunStore* store, const scanner::ProcFs* procfs, SweeperOptions options)
     : impl_(std::make_unique<Impl>(store, procfs, options)) {}
 
 Sweeper::~Sweeper() = default;
 
-absl::StatusOr<v1::ListOrphansResponse> Sweeper::ListOrphans(
-    const std::string& run_id, bool walk) {
+absl::StatusOr<v1::ListOrphansResponse> Sweeper::ListOrphans(const std::string& run_id, bool walk) {
   std::vector<v1::Run> runs;
   if (!run_id.empty()) {
     ASSIGN_OR_RETURN(v1::Run run, impl_->store->Get(run_id));
@@ -551,8 +527,7 @@ absl::StatusOr<v1::ListOrphansResponse> Sweeper::ListOrphans(
     response.set_from_lineage(true);
   } else {
     RETURN_IF_ERROR(impl_->AddLineage(&specs));
-    ASSIGN_OR_RETURN(members,
-                     scanner::ListMembers(*impl_->procfs, specs, nullptr));
+    ASSIGN_OR_RETURN(members, scanner::ListMembers(*impl_->procfs, specs, nullptr));
   }
   for (const Member& m : members.members) {
     v1::Orphan* o = response.add_orphans();
@@ -566,8 +541,7 @@ absl::StatusOr<v1::ListOrphansResponse> Sweeper::ListOrphans(
 
 absl::StatusOr<int> Sweeper::MarkEmptyRunsSwept(absl::Time ended_before) {
   absl::MutexLock lock(&impl_->mu);  // not while a sweep is marking runs
-  ASSIGN_OR_RETURN(std::vector<v1::Run> unswept,
-                   impl_->store->ListTerminalUnsweptWithoutLabels());
+  ASSIGN_OR_RETURN(std::vector<v1::Run> unswept, impl_->store->ListTerminalUnsweptWithoutLabels());
   std::vector<RunSpec> specs;
   for (const v1::Run& r : unswept) {
     if (r.has_ended_at() && TimeOf(r.ended_at()) < ended_before) {
@@ -578,16 +552,13 @@ absl::StatusOr<int> Sweeper::MarkEmptyRunsSwept(absl::Time ended_before) {
   RETURN_IF_ERROR(impl_->AddLineage(&specs));
   // One listing, as a dry run: nothing is signalled, so nothing forked
   // meanwhile can escape a ladder.
-  ASSIGN_OR_RETURN(Membership members,
-                   scanner::ListMembers(*impl_->procfs, specs, nullptr));
+  ASSIGN_OR_RETURN(Membership members, scanner::ListMembers(*impl_->procfs, specs, nullptr));
   int marked = 0;
   impl_->MarkClean(&specs, &members, &marked);
   return marked;
 }
 
-void Sweeper::SetLineage(scanner::LineageTracker* lineage) {
-  impl_->lineage = lineage;
-}
+void Sweeper::SetLineage(scanner::LineageTracker* lineage) { impl_->lineage = lineage; }
 
 void Sweeper::TrackRuns(const std::vector<v1::Run>& runs) {
   if (impl_->lineage == nullptr || runs.empty()) return;
@@ -611,27 +582,25 @@ void Sweeper::TrackRuns(const std::vector<v1::Run>& runs) {
 }
 
 void Sweeper::AnnotateRun(v1::Run* run) const {
-  run->set_lineage_gap(impl_->lineage != nullptr &&
-                       impl_->lineage->HasGap(run->run_id()));
+  run->set_lineage_gap(impl_->lineage != nullptr && impl_->lineage->HasGap(run->run_id()));
 }
 
-absl::StatusOr<v1::SweepResponse> Sweeper::Sweep(
-    const v1::SweepRequest& request) {
+absl::StatusOr<v1::SweepResponse> Sweeper::Sweep(const v1::SweepRequest& request) {
   absl::MutexLock lock(&impl_->mu);
   const absl::Time started = absl::Now();
   std::vector<v1::Run> runs;
   if (!request.run_id().empty()) {
     ASSIGN_OR_RETURN(v1::Run run, impl_->store->Get(request.run_id()));
     if (!IsTerminal(run.state())) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("sweep run \"", request.run_id(),
-                       "\": run is RUNNING; only terminal runs are swept"));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "sweep run \"", request.run_id(), "\": run is RUNNING; only terminal runs are swept"));
     }
     runs.push_back(std::move(run));
   } else {
     ASSIGN_OR_RETURN(runs, impl_->store->ListTerminalUnsweptWithoutLabels());
   }
-  return impl_->options.metrics->SweepDone(started, request.dry_run(), impl_->SweepRuns(runs, request.dry_run()));
+  return impl_->options.metrics->SweepDone(started, request.dry_run(),
+                                           impl_->SweepRuns(runs, request.dry_run()));
 }
 
 absl::StatusOr<v1::SweepResponse> Sweeper::SweepRun(const std::string& run_id) {
@@ -639,11 +608,12 @@ absl::StatusOr<v1::SweepResponse> Sweeper::SweepRun(const std::string& run_id) {
   const absl::Time started = absl::Now();
   ASSIGN_OR_RETURN(v1::Run run, impl_->store->Get(run_id));
   if (run.state() != v1::RUN_STATE_CANCELLED) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "sweep cancelled run \"", run_id, "\": run is ",
-        v1::RunState_Name(run.state()), ", not CANCELLED"));
+    return absl::FailedPreconditionError(absl::StrCat("sweep cancelled run \"", run_id,
+                                                      "\": run is ", v1::RunState_Name(run.state()),
+                                                      ", not CANCELLED"));
   }
-  return impl_->options.metrics->SweepDone(started, false, impl_->SweepRuns({run}, /*dry_run=*/false));
+  return impl_->options.metrics->SweepDone(started, false,
+                                           impl_->SweepRuns({run}, /*dry_run=*/false));
 }
 
 absl::StatusOr<v1::SweepResponse> Sweeper::ResumeSweeps() {

@@ -37,8 +37,7 @@ struct SweeperOptions {
 class Sweeper {
  public:
   // Neither pointer is owned.
-  Sweeper(store::RunStore* store, const scanner::ProcFs* procfs,
-          SweeperOptions options = {});
+  Sweeper(store::RunStore* store, const scanner::ProcFs* procfs, SweeperOptions options = {});
   ~Sweeper();
 
   // Live members of terminal runs (one run when run_id is set; NOT_FOUND for
@@ -47,8 +46,7 @@ class Sweeper {
   // the answer comes from the tracker's members (from_lineage set; see
   // scanner/lineage_members.h for what that path cannot see); `walk` forces
   // the /proc walk (to compare the two paths, and for benchmarks).
-  absl::StatusOr<v1::ListOrphansResponse> ListOrphans(const std::string& run_id,
-                                                      bool walk = false);
+  absl::StatusOr<v1::ListOrphansResponse> ListOrphans(const std::string& run_id, bool walk = false);
 
   // Sweeps one terminal run (run_id set) or all terminal runs with orphans.
   // dry_run lists the targets and sends nothing. All groups escalate

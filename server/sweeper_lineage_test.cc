@@ -16,9 +16,9 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <utility>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -101,10 +101,10 @@ class SweeperLineageTest : public ::testing::Test {
   // (descent, kept); setsid with the run's cookie (cookie). Registered,
   // tracked, then finished. Returns the leader's pid.
   int StartTrackedJob(const std::string& run_id) {
-    const std::string script = absl::StrCat(
-        "sleep 120 & setsid sleep 121 & RUNREAPER_KEEP=1 setsid sleep 122 & ",
-        "RUNREAPER_RUN_ID=", run_id, " setsid sleep 123 & ",
-        "while [ ! -e ", dir_, "/go ]; do sleep 0.05; done");
+    const std::string script =
+        absl::StrCat("sleep 120 & setsid sleep 121 & RUNREAPER_KEEP=1 setsid sleep 122 & ",
+                     "RUNREAPER_RUN_ID=", run_id, " setsid sleep 123 & ", "while [ ! -e ", dir_,
+                     "/go ]; do sleep 0.05; done");
     const pid_t leader = scanner::SpawnSh(script).pid;
     EXPECT_TRUE(WaitFor([&] { return ChildrenOf(leader) == 4; }));
     absl::StatusOr<scanner::Identity> id = procfs_.CaptureIdentity(leader);
@@ -115,8 +115,7 @@ class SweeperLineageTest : public ::testing::Test {
     absl::StatusOr<v1::Run> stored = store_->Register(run);
     EXPECT_TRUE(stored.ok()) << stored.status();
     if (stored.ok()) sweeper_->TrackRuns({*stored});
-    const int fd = ::open((dir_ + "/go").c_str(),
-                          O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    const int fd = ::open((dir_ + "/go").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
     EXPECT_GE(fd, 0);
     if (fd >= 0) ::close(fd);
     int status = 0;
@@ -140,8 +139,7 @@ TEST_F(SweeperLineageTest, TrackerPathAndWalkPathListTheSameMembers) {
   const pid_t bystander = scanner::SpawnSh("exec sleep 124").pid;
   ASSERT_TRUE(WaitFor([&] { return ExecedSleep(bystander); }));
 
-  ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse tracked,
-                       sweeper_->ListOrphans("ci-1"));
+  ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse tracked, sweeper_->ListOrphans("ci-1"));
   ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse walked,
                        sweeper_->ListOrphans("ci-1", /*walk=*/true));
   EXPECT_TRUE(tracked.from_lineage());
@@ -185,11 +183,9 @@ TEST_F(SweeperLineageTest, TrackerPathAndWalkPathListTheSameMembers) {
 TEST_F(SweeperLineageTest, AnOutsiderWithTheCookieIsListedByTheWalkOnly) {
   SKIP_UNLESS_PRIVATE_PID_NS();
   StartTrackedJob("ci-2");
-  const pid_t outsider =
-      scanner::SpawnSh("exec sleep 125", {"RUNREAPER_RUN_ID=ci-2"}).pid;
+  const pid_t outsider = scanner::SpawnSh("exec sleep 125", {"RUNREAPER_RUN_ID=ci-2"}).pid;
   ASSERT_TRUE(WaitFor([&] { return ExecedSleep(outsider); }));
-  ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse tracked,
-                       sweeper_->ListOrphans("ci-2"));
+  ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse tracked, sweeper_->ListOrphans("ci-2"));
   ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse walked,
                        sweeper_->ListOrphans("ci-2", /*walk=*/true));
   Listed t = ByPid(tracked);
@@ -215,10 +211,10 @@ TEST_F(SweeperLineageTest, TheTrackerPathReadsTheRunsCgroup) {
   auto cg = scanner::MakeTestCgroup(absl::StrCat("swlin-", dir_.substr(dir_.rfind('/') + 1)));
   if (!cg.has_value()) GTEST_SKIP() << "cgroup v2 hierarchy not writable here";
   cgroup_dir_ = cg->first;
-  const pid_t leader = scanner::SpawnSh(
-      absl::StrCat("sleep 126 & while [ ! -e ", dir_,
-                   "/go ]; do sleep 0.05; done"),
-      {}, cg->first).pid;
+  const pid_t leader = scanner::SpawnSh(absl::StrCat("sleep 126 & while [ ! -e ", dir_,
+                                                     "/go ]; do sleep 0.05; done"),
+                                        {}, cg->first)
+                           .pid;
   ASSERT_TRUE(WaitFor([&] { return ChildrenOf(leader) == 1; }));
   ASSERT_OK_AND_ASSIGN(scanner::Identity id, procfs_.CaptureIdentity(leader));
   ASSERT_EQ(id.cgroup, cg->second);
@@ -231,15 +227,13 @@ TEST_F(SweeperLineageTest, TheTrackerPathReadsTheRunsCgroup) {
   // Not a descendant, its own session: only the cgroup ties it to the run.
   const pid_t outsider = scanner::SpawnSh("exec sleep 127", {}, cg->first).pid;
   ASSERT_TRUE(WaitFor([&] { return ExecedSleep(outsider); }));
-  const int fd = ::open((dir_ + "/go").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC,
-                        0600);
+  const int fd = ::open((dir_ + "/go").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
   ASSERT_GE(fd, 0);
   ::close(fd);
   waitpid(leader, nullptr, 0);
   ASSERT_OK(store_->Finish("cg-1", 0));
 
-  ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse tracked,
-                       sweeper_->ListOrphans("cg-1"));
+  ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse tracked, sweeper_->ListOrphans("cg-1"));
   ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse walked,
                        sweeper_->ListOrphans("cg-1", /*walk=*/true));
   EXPECT_TRUE(tracked.from_lineage());
@@ -254,8 +248,7 @@ TEST_F(SweeperLineageTest, ARunWithAGapIsListedByTheWalk) {
   SKIP_UNLESS_PRIVATE_PID_NS();
   StartTrackedJob("ci-3");
   tracker_->MarkGap("ci-3", "test");
-  ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse listed,
-                       sweeper_->ListOrphans("ci-3"));
+  ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse listed, sweeper_->ListOrphans("ci-3"));
   EXPECT_FALSE(listed.from_lineage());
   EXPECT_EQ(listed.orphans_size(), 4);
   for (const v1::Orphan& o : listed.orphans()) EXPECT_TRUE(o.lineage_gap());
@@ -306,8 +299,7 @@ TEST_F(SweeperLineageTest, WithoutATrackerStoredDescendantsCount) {
 }  // namespace runreaper::server
 
 int main(int argc, char** argv) {
-  runreaper::ReexecInPrivatePidNamespace(argc, argv,
-                                         runreaper::server::kInNsEnv);
+  runreaper::ReexecInPrivatePidNamespace(argc, argv, runreaper::server::kInNsEnv);
   testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

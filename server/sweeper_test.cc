@@ -5,9 +5,9 @@
 #include "server/sweeper.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <signal.h>
-#include <grp.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -32,11 +32,11 @@
 #include "base/file_util.h"
 #include "base/test_util.h"
 #include "gtest/gtest.h"
+#include "scanner/identity_proto.h"
 #include "scanner/membership.h"
 #include "scanner/process_test_util.h"
 #include "scanner/procfs.h"
 #include "scanner/safe_signal.h"
-#include "scanner/identity_proto.h"
 #include "store/run_store.h"
 
 extern char** environ;
@@ -45,8 +45,7 @@ namespace runreaper::server {
 namespace {
 
 constexpr char kInNsEnv[] = "RR_SWEEPER_TEST_IN_PIDNS";
-constexpr char kStubborn[] =
-    "trap '' INT TERM; while :; do sleep 1; done & echo ready";
+constexpr char kStubborn[] = "trap '' INT TERM; while :; do sleep 1; done & echo ready";
 
 SweeperOptions Fast() {
   SweeperOptions o;
@@ -69,8 +68,7 @@ int WaitExit(pid_t pid) {
   return r == pid ? status : -1;
 }
 
-v1::Run RunOf(const std::string& run_id, const scanner::Identity& id,
-              bool keep = false) {
+v1::Run RunOf(const std::string& run_id, const scanner::Identity& id, bool keep = false) {
   v1::Run r;
   r.set_run_id(run_id);
   scanner::SetIdentity(id, &r);
@@ -99,8 +97,7 @@ std::vector<int> LiveInGroup(int pgid) {
 std::vector<int> LiveWithCookie(const std::string& run_id) {
   scanner::ProcFs procfs;
   return LiveWhere([&](const scanner::ProcessInfo& p) {
-    absl::StatusOr<std::optional<std::string>> v =
-        procfs.ReadEnvVar(p.pid, scanner::kRunIdEnv);
+    absl::StatusOr<std::optional<std::string>> v = procfs.ReadEnvVar(p.pid, scanner::kRunIdEnv);
     return v.ok() && v->has_value() && **v == run_id;
   });
 }
@@ -147,8 +144,7 @@ class SweeperTest : public ::testing::Test {
     return r.ok() ? *r : run;
   }
 
-  std::vector<v1::Event> Events(const std::string& run_id,
-                                v1::EventType type) {
+  std::vector<v1::Event> Events(const std::string& run_id, v1::EventType type) {
     std::vector<v1::Event> out;
     absl::StatusOr<std::vector<v1::Event>> all =
         store_->ListEvents(0, run_id, store::RunStore::kMaxPageSize);
@@ -199,8 +195,7 @@ TEST_F(SweeperTest, MotivatingCaseLeavesNoSurvivor) {
   ASSERT_TRUE(WaitFor([&] { return !LiveInGroup(s.pid).empty(); }));
 
   Sweeper sweeper(store_.get(), &procfs_, Fast());
-  ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse orphans,
-                       sweeper.ListOrphans(""));
+  ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse orphans, sweeper.ListOrphans(""));
   ASSERT_GE(orphans.orphans_size(), 1);
   for (const v1::Orphan& o : orphans.orphans()) {
     EXPECT_EQ(o.run_id(), "ci-1");
@@ -227,8 +222,7 @@ TEST_F(SweeperTest, MotivatingCaseLeavesNoSurvivor) {
   EXPECT_EQ(Events("ci-1", v1::EVENT_TYPE_SWEEP_STARTED).size(), 1u);
   EXPECT_EQ(Events("ci-1", v1::EVENT_TYPE_SWEEP_FINISHED).size(), 1u);
   // Swept clean: no longer listed for orphan detection.
-  ASSERT_OK_AND_ASSIGN(std::vector<v1::Run> unswept,
-                       store_->ListTerminalUnswept());
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Run> unswept, store_->ListTerminalUnswept());
   EXPECT_TRUE(unswept.empty());
 }
 
@@ -261,7 +255,7 @@ Spawned ForkGroup(int members) {
 // async-signal-safe calls only.
 struct Counter {
   Spawned leader;
-  int member = 0;               // set by FinishCounterRun
+  int member = 0;  // set by FinishCounterRun
   uint64_t member_start = 0;
   Fd report;  // read end; EOF once the member is gone
 };
@@ -276,8 +270,7 @@ void ReportSignal(int sig) {
 
 Counter ForkCounter() {
   int ready[2], go[2], report[2];
-  if (pipe2(ready, O_CLOEXEC) != 0 || pipe2(go, O_CLOEXEC) != 0 ||
-      pipe2(report, O_CLOEXEC) != 0) {
+  if (pipe2(ready, O_CLOEXEC) != 0 || pipe2(go, O_CLOEXEC) != 0 || pipe2(report, O_CLOEXEC) != 0) {
     abort();
   }
   const pid_t pid = fork();
@@ -374,13 +367,11 @@ TEST_F(SweeperTest, RunsWithNothingToSweepAreMarkedSweptWithOneSummaryEvent) {
   ASSERT_OK_AND_ASSIGN(v1::SweepResponse resp, sweeper.Sweep({}));
   EXPECT_EQ(resp.survivors_size(), 0);
   EXPECT_TRUE(LiveInGroup(s.pid).empty());
-  ASSERT_OK_AND_ASSIGN(std::vector<v1::Event> events,
-                       store_->ListEvents(before, "", 1000));
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Event> events, store_->ListEvents(before, "", 1000));
   int summaries = 0;
   for (const v1::Event& e : events) {
     EXPECT_EQ(e.run_id().rfind("clean-", 0), std::string::npos)
-        << "a run with nothing to sweep got its own event: "
-        << e.ShortDebugString();
+        << "a run with nothing to sweep got its own event: " << e.ShortDebugString();
     if (e.type() == v1::EVENT_TYPE_SWEEP_FINISHED && e.run_id().empty()) {
       ++summaries;
       EXPECT_NE(e.detail().find("3 run(s)"), std::string::npos) << e.detail();
@@ -389,8 +380,7 @@ TEST_F(SweeperTest, RunsWithNothingToSweepAreMarkedSweptWithOneSummaryEvent) {
   EXPECT_EQ(summaries, 1);
   EXPECT_EQ(Events("leaky", v1::EVENT_TYPE_SWEEP_STARTED).size(), 1u);
   EXPECT_EQ(Events("leaky", v1::EVENT_TYPE_SWEEP_FINISHED).size(), 1u);
-  ASSERT_OK_AND_ASSIGN(std::vector<v1::Run> unswept,
-                       store_->ListTerminalUnswept());
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Run> unswept, store_->ListTerminalUnswept());
   EXPECT_TRUE(unswept.empty());
 }
 
@@ -399,16 +389,14 @@ TEST_F(SweeperTest, EscapedDescendantWithCookieIsSwept) {
   const std::string script =
       "(setsid sh -c \"trap '' INT TERM; while :; do sleep 1; done\" &); "
       "echo ready";
-  Spawned s = StartFinished("cookie-run", script,
-                            {"RUNREAPER_RUN_ID=cookie-run"});
+  Spawned s = StartFinished("cookie-run", script, {"RUNREAPER_RUN_ID=cookie-run"});
   Sweeper sweeper(store_.get(), &procfs_, Fast());
   // The escapee leads its own session: only the cookie ties it to the run.
   ASSERT_TRUE(WaitFor([&] {
     absl::StatusOr<v1::ListOrphansResponse> o = sweeper.ListOrphans("");
     if (!o.ok()) return false;
     for (const v1::Orphan& x : o->orphans()) {
-      if (x.source() == v1::MATCH_SOURCE_COOKIE && x.pid() != 0 &&
-          x.comm() == "sh") {
+      if (x.source() == v1::MATCH_SOURCE_COOKIE && x.pid() != 0 && x.comm() == "sh") {
         return true;
       }
     }
@@ -427,8 +415,7 @@ TEST_F(SweeperTest, EscapedDescendantWithCookieIsSwept) {
 TEST_F(SweeperTest, EscapedDescendantInDedicatedCgroupIsSwept) {
   SKIP_UNLESS_PRIVATE_PID_NS();
   // Unique per test run (the temp dir name), so parallel runs never share.
-  const std::string name =
-      absl::StrCat("sweep-", dir_.substr(dir_.rfind('/') + 1));
+  const std::string name = absl::StrCat("sweep-", dir_.substr(dir_.rfind('/') + 1));
   auto cg = scanner::MakeTestCgroup(name);
   if (!cg.has_value()) GTEST_SKIP() << "cgroup v2 hierarchy not writable here";
   const std::string script =
@@ -465,8 +452,7 @@ TEST_F(SweeperTest, EscapedDescendantInDedicatedCgroupIsSwept) {
 // process the sweep may not signal (here a RUNREAPER_KEEP=1 member).
 TEST_F(SweeperTest, CgroupKillSparesAKeptMember) {
   SKIP_UNLESS_PRIVATE_PID_NS();
-  const std::string name =
-      absl::StrCat("keep-", dir_.substr(dir_.rfind('/') + 1));
+  const std::string name = absl::StrCat("keep-", dir_.substr(dir_.rfind('/') + 1));
   auto cg = scanner::MakeTestCgroup(name);
   if (!cg.has_value()) GTEST_SKIP() << "cgroup v2 hierarchy not writable here";
   const std::string script =
@@ -558,8 +544,7 @@ TEST_F(SweeperTest, LeaderThatDidNotLeadItsGroupIsNotSweptByPgid) {
     for (const auto& p : snap->processes) {
       if (p.ppid == runner.pid && p.comm == "sleep") {
         ++count;
-        if (leader == 0 || p.start_time < best ||
-            (p.start_time == best && p.pid < leader)) {
+        if (leader == 0 || p.start_time < best || (p.start_time == best && p.pid < leader)) {
           leader = p.pid;
           best = p.start_time;
         }
@@ -651,8 +636,7 @@ TEST_F(SweeperTest, OlderProcessInTheGroupIsNeverSignalled) {
 
 TEST_F(SweeperTest, KeptMemberSurvivesAndIsReported) {
   SKIP_UNLESS_PRIVATE_PID_NS();
-  Spawned s = StartFinished("keep-run",
-                            "RUNREAPER_KEEP=1 sleep 30 & sleep 30 & echo ready");
+  Spawned s = StartFinished("keep-run", "RUNREAPER_KEEP=1 sleep 30 & sleep 30 & echo ready");
   ASSERT_TRUE(WaitFor([&] { return LiveInGroup(s.pid).size() == 2; }));
   Sweeper sweeper(store_.get(), &procfs_, Fast());
   // Two live members can still include the kept one before its exec.
@@ -677,13 +661,11 @@ TEST_F(SweeperTest, MemberOfAKeepRunIsNotSignalledThroughAnotherRun) {
   Register(RunOf("keep-a", a.id, /*keep=*/true));
   WaitExit(a.pid);
   ASSERT_OK(store_->Finish("keep-a", 0));
-  Spawned b = StartFinished("plain-b",
-                            "RUNREAPER_RUN_ID=keep-a sleep 30 & echo ready");
+  Spawned b = StartFinished("plain-b", "RUNREAPER_RUN_ID=keep-a sleep 30 & echo ready");
   // Until sh has exec'd sleep, the forked child lacks the cookie and is
   // plain-b's member: wait for the exec.
   ASSERT_TRUE(WaitFor([&] {
-    return LiveInGroup(b.pid).size() == 1u &&
-           LiveWithCookie("keep-a") == LiveInGroup(b.pid);
+    return LiveInGroup(b.pid).size() == 1u && LiveWithCookie("keep-a") == LiveInGroup(b.pid);
   }));
   const int sleeper = LiveInGroup(b.pid)[0];
   Sweeper sweeper(store_.get(), &procfs_, Fast());
@@ -719,8 +701,7 @@ TEST_F(SweeperTest, DeniedMemberIsASurvivorAndTheSweepFinishes) {
         setresuid(65534, 65534, 65534) != 0) {
       _exit(10);
     }
-    absl::StatusOr<std::unique_ptr<store::RunStore>> st =
-        store::RunStore::Open(db_path_);
+    absl::StatusOr<std::unique_ptr<store::RunStore>> st = store::RunStore::Open(db_path_);
     if (!st.ok()) _exit(11);
     scanner::ProcFs procfs;
     Sweeper sweeper(st->get(), &procfs, Fast());
@@ -754,8 +735,7 @@ TEST_F(SweeperTest, DeniedMemberIsASurvivorAndTheSweepFinishes) {
   EXPECT_EQ(result_by_stage["SIGTERM"], "DENIED");
   EXPECT_EQ(result_by_stage["SIGKILL"], "DENIED");
   EXPECT_EQ(Events("denied", v1::EVENT_TYPE_SWEEP_FINISHED).size(), 1u);
-  ASSERT_OK_AND_ASSIGN(std::vector<v1::Run> unswept,
-                       store_->ListTerminalUnswept());
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Run> unswept, store_->ListTerminalUnswept());
   ASSERT_EQ(unswept.size(), 1u);
   EXPECT_EQ(unswept[0].run_id(), "denied");
 }
@@ -792,8 +772,7 @@ TEST_F(SweeperTest, ZombieMemberDoesNotBlockTheDrain) {
   ASSERT_TRUE(WaitFor([&] {
     absl::StatusOr<scanner::ProcStat> zs = procfs_.ReadStat(z);
     absl::StatusOr<scanner::ProcStat> ls = procfs_.ReadStat(l);
-    return zs.ok() && zs->state == 'Z' && zs->ppid == h && ls.ok() &&
-           ls->state == 'Z';
+    return zs.ok() && zs->state == 'Z' && zs->ppid == h && ls.ok() && ls->state == 'Z';
   }));
   // L is a zombie child of H: its stat still has everything the record needs.
   ASSERT_OK_AND_ASSIGN(scanner::ProcStat ls, procfs_.ReadStat(l));
@@ -825,8 +804,7 @@ TEST_F(SweeperTest, ZombieMemberDoesNotBlockTheDrain) {
   for (const v1::Event& e : Events("zombies", v1::EVENT_TYPE_SIGNAL)) {
     EXPECT_EQ(e.pid(), w);
   }
-  ASSERT_OK_AND_ASSIGN(std::vector<v1::Run> unswept,
-                       store_->ListTerminalUnswept());
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Run> unswept, store_->ListTerminalUnswept());
   EXPECT_TRUE(unswept.empty());
 }
 
@@ -868,9 +846,10 @@ TEST_F(SweeperTest, FiftyStubbornGroupsInOneLadder) {
   ASSERT_OK_AND_ASSIGN(v1::SweepResponse resp, sweeper.Sweep({}));
   const absl::Duration took = absl::Now() - start;
   const absl::Duration ladder = Fast().sigint_grace + Fast().sigterm_grace;
-  fprintf(stderr, "swept %d stubborn groups (%d targets, %d signals) in %s; "
-          "one ladder is %s\n", kGroups, resp.targets_size(),
-          resp.signals_size(), absl::FormatDuration(took).c_str(),
+  fprintf(stderr,
+          "swept %d stubborn groups (%d targets, %d signals) in %s; "
+          "one ladder is %s\n",
+          kGroups, resp.targets_size(), resp.signals_size(), absl::FormatDuration(took).c_str(),
           absl::FormatDuration(ladder).c_str());
   EXPECT_EQ(resp.survivors_size(), 0);
   for (const Spawned& g : groups) EXPECT_TRUE(LiveInGroup(g.pid).empty());
@@ -911,8 +890,7 @@ TEST_F(SweeperTest, DryRunSendsNothing) {
     }
   }
   EXPECT_FALSE(LiveInGroup(s.pid).empty());
-  ASSERT_OK_AND_ASSIGN(std::vector<v1::Run> unswept,
-                       store_->ListTerminalUnswept());
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Run> unswept, store_->ListTerminalUnswept());
   EXPECT_EQ(unswept.size(), 1u);
 }
 
@@ -923,11 +901,12 @@ TEST_F(SweeperTest, DryRunSendsNothing) {
 // every later ListEvents/WatchEvents over that stored event.
 TEST_F(SweeperTest, ACommThatIsNotUtf8StillParsesEverywhere) {
   SKIP_UNLESS_PRIVATE_PID_NS();
-  Spawned s = StartFinished(
-      "badcomm",
-      "(printf '\\377\\376bad' > /proc/self/comm; trap '' INT; "
-      "while :; do sleep 1; done) & echo ready");
-  const std::string bad = "\xff\xfe" "bad";
+  Spawned s = StartFinished("badcomm",
+                            "(printf '\\377\\376bad' > /proc/self/comm; trap '' INT; "
+                            "while :; do sleep 1; done) & echo ready");
+  const std::string bad =
+      "\xff\xfe"
+      "bad";
   int member = 0;
   ASSERT_TRUE(WaitFor([&] {
     for (int pid : LiveInGroup(s.pid)) {
@@ -976,8 +955,7 @@ TEST_F(SweeperTest, ConcurrentSweepsSignalEachStageOnce) {
   for (const Spawned& g : groups) {
     ASSERT_TRUE(WaitFor([&] { return !LiveInGroup(g.pid).empty(); }));
   }
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<store::RunStore> second,
-                       store::RunStore::Open(db_path_));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<store::RunStore> second, store::RunStore::Open(db_path_));
   Sweeper a(store_.get(), &procfs_, Fast());
   Sweeper b(second.get(), &procfs_, Fast());
   absl::StatusOr<v1::SweepResponse> ra, rb;
@@ -1018,8 +996,7 @@ TEST_F(SweeperTest, SweepRunTakesTheCancelledLeaderToo) {
   // The shell leader led its group, so it matches by pgid; its identity
   // match is reported only when nothing else matched (see the membership
   // test), but the orphan list must name it either way.
-  ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse orphans,
-                       sweeper.ListOrphans("cancel-me"));
+  ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse orphans, sweeper.ListOrphans("cancel-me"));
   bool leader_listed = false;
   for (const v1::Orphan& o : orphans.orphans()) {
     if (o.pid() == s.pid) leader_listed = true;
@@ -1036,8 +1013,7 @@ TEST_F(SweeperTest, SweepRunTakesTheCancelledLeaderToo) {
   }
   EXPECT_TRUE(leader_signalled);
   EXPECT_TRUE(LiveInGroup(s.pid).empty());
-  EXPECT_EQ(sweeper.ListOrphans("nope").status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(sweeper.ListOrphans("nope").status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST_F(SweeperTest, CancelledLeaderThatLedNoGroupIsMatchedAsLeaderOnly) {
@@ -1055,8 +1031,7 @@ TEST_F(SweeperTest, CancelledLeaderThatLedNoGroupIsMatchedAsLeaderOnly) {
     for (const auto& p : snap->processes) {
       if (p.ppid != runner.pid || p.comm != "sleep") continue;
       ++count;
-      if (leader == 0 || p.start_time < best ||
-          (p.start_time == best && p.pid < leader)) {
+      if (leader == 0 || p.start_time < best || (p.start_time == best && p.pid < leader)) {
         leader = p.pid;
         best = p.start_time;
       }
@@ -1068,13 +1043,11 @@ TEST_F(SweeperTest, CancelledLeaderThatLedNoGroupIsMatchedAsLeaderOnly) {
   Register(RunOf("cancel-led-nothing", id));
   ASSERT_OK(store_->Cancel("cancel-led-nothing", "test"));
   Sweeper sweeper(store_.get(), &procfs_, Fast());
-  ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse o,
-                       sweeper.ListOrphans("cancel-led-nothing"));
+  ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse o, sweeper.ListOrphans("cancel-led-nothing"));
   ASSERT_EQ(o.orphans_size(), 1);
   EXPECT_EQ(o.orphans(0).pid(), leader);
   EXPECT_EQ(o.orphans(0).source(), v1::MATCH_SOURCE_LEADER);
-  ASSERT_OK_AND_ASSIGN(v1::SweepResponse resp,
-                       sweeper.SweepRun("cancel-led-nothing"));
+  ASSERT_OK_AND_ASSIGN(v1::SweepResponse resp, sweeper.SweepRun("cancel-led-nothing"));
   EXPECT_EQ(resp.survivors_size(), 0);
   ASSERT_EQ(resp.targets_size(), 1);
   EXPECT_EQ(resp.targets(0).source(), v1::MATCH_SOURCE_LEADER);
@@ -1092,8 +1065,7 @@ TEST_F(SweeperTest, CancelledLeaderThatLedNoGroupIsMatchedAsLeaderOnly) {
 // and records the member (its only member) in `c`.
 void FinishCounterRun(SweeperTest* t, const std::string& run_id, Counter& c);
 
-std::vector<std::string> StagesOf(const std::vector<v1::Event>& events,
-                                  int pid) {
+std::vector<std::string> StagesOf(const std::vector<v1::Event>& events, int pid) {
   std::vector<std::string> out;
   for (const v1::Event& e : events) {
     if (e.pid() == pid) out.push_back(absl::StrCat(e.stage(), "/", e.result()));
@@ -1105,17 +1077,14 @@ std::vector<std::string> StagesOf(const std::vector<v1::Event>& events,
 // stage's signal, `age` ago. A fake at the edge that cannot be staged: the
 // claim's age (a real one would mean waiting out the lease), so the claiming
 // handle's clock is set back; the claim itself is the store's real one.
-void ClaimAsACrashedSweeper(const std::string& db_path,
-                            const std::string& run_id, const Counter& c,
+void ClaimAsACrashedSweeper(const std::string& db_path, const std::string& run_id, const Counter& c,
                             int stage, absl::Duration age) {
   store::StoreOptions o;
   o.clock = [age] { return absl::Now() - age; };
-  absl::StatusOr<std::unique_ptr<store::RunStore>> crashed =
-      store::RunStore::Open(db_path, o);
+  absl::StatusOr<std::unique_ptr<store::RunStore>> crashed = store::RunStore::Open(db_path, o);
   ASSERT_TRUE(crashed.ok()) << crashed.status();
   ASSERT_OK_AND_ASSIGN(bool claimed,
-                       (*crashed)->ClaimSweepStage(run_id, c.member,
-                                                   c.member_start, stage));
+                       (*crashed)->ClaimSweepStage(run_id, c.member, c.member_start, stage));
   ASSERT_TRUE(claimed);
 }
 
@@ -1134,8 +1103,7 @@ TEST_F(SweeperTest, StaleSigkillClaimThatWasNeverSentIsSentAgain) {
   EXPECT_EQ(StagesOf(Events("crashed-kill", v1::EVENT_TYPE_SIGNAL), c.member),
             std::vector<std::string>{"SIGKILL/SENT"});
   EXPECT_EQ(ReceivedSignals(c), "");
-  ASSERT_OK_AND_ASSIGN(std::vector<v1::Run> unswept,
-                       store_->ListTerminalUnswept());
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Run> unswept, store_->ListTerminalUnswept());
   EXPECT_TRUE(unswept.empty());
 }
 
@@ -1151,8 +1119,7 @@ TEST_F(SweeperTest, StaleSigintClaimThatWasNeverSentIsSentAgain) {
   EXPECT_EQ(resp.survivors_size(), 0);
   EXPECT_TRUE(LiveInGroup(c.leader.pid).empty());
   EXPECT_EQ(StagesOf(Events("crashed-int", v1::EVENT_TYPE_SIGNAL), c.member),
-            (std::vector<std::string>{"SIGINT/SENT", "SIGTERM/SENT",
-                                      "SIGKILL/SENT"}));
+            (std::vector<std::string>{"SIGINT/SENT", "SIGTERM/SENT", "SIGKILL/SENT"}));
   EXPECT_EQ(ReceivedSignals(c), "IT");
 }
 
@@ -1166,11 +1133,9 @@ TEST_F(SweeperTest, FreshClaimOfALiveSweepIsNotSentAgain) {
   ASSERT_GT(c.member, 1);
   // The test is the live claimer, through its own handle: SIGINT claimed
   // just now, not sent yet.
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<store::RunStore> live,
-                       store::RunStore::Open(db_path_));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<store::RunStore> live, store::RunStore::Open(db_path_));
   ASSERT_OK_AND_ASSIGN(bool claimed,
-                       live->ClaimSweepStage("live-claim", c.member,
-                                             c.member_start, 1));
+                       live->ClaimSweepStage("live-claim", c.member, c.member_start, 1));
   ASSERT_TRUE(claimed);
 
   Sweeper sweeper(store_.get(), &procfs_, Fast());  // lease: 30 s
@@ -1181,8 +1146,7 @@ TEST_F(SweeperTest, FreshClaimOfALiveSweepIsNotSentAgain) {
             (std::vector<std::string>{"SIGTERM/SENT", "SIGKILL/SENT"}));
   EXPECT_EQ(ReceivedSignals(c), "T");  // SIGINT is the live claimer's
   ASSERT_OK_AND_ASSIGN(store::SweepProgress p,
-                       store_->GetSweepProgress("live-claim", c.member,
-                                                c.member_start));
+                       store_->GetSweepProgress("live-claim", c.member, c.member_start));
   EXPECT_EQ(p.stage, 3);
   EXPECT_TRUE(p.sent_at.has_value());
 }
@@ -1193,8 +1157,7 @@ constexpr char kCrashDbEnv[] = "RR_SWEEPER_TEST_CRASH_DB";
 // with its own store handle) sweeps everything with long graces; the test
 // SIGKILLs it mid-ladder.
 int RunSweepUntilKilled(const char* db_path) {
-  absl::StatusOr<std::unique_ptr<store::RunStore>> store =
-      store::RunStore::Open(db_path);
+  absl::StatusOr<std::unique_ptr<store::RunStore>> store = store::RunStore::Open(db_path);
   if (!store.ok()) {
     fprintf(stderr, "crash child: %s\n", store.status().ToString().c_str());
     return 2;
@@ -1237,9 +1200,8 @@ TEST_F(SweeperTest, SweepKilledMidLadderIsResumedUpTheLadder) {
   const pid_t crashing = StartCrashingSweeper(db_path_);
   ASSERT_GT(crashing, 1);
   // Its SIGINT is in the audit log: it is now in its 10 s SIGINT grace.
-  const bool signalled = WaitFor([&] {
-    return !Events("crashed-sweep", v1::EVENT_TYPE_SIGNAL).empty();
-  });
+  const bool signalled =
+      WaitFor([&] { return !Events("crashed-sweep", v1::EVENT_TYPE_SIGNAL).empty(); });
   ASSERT_EQ(kill(crashing, SIGKILL), 0);
   const int status = WaitExit(crashing);
   ASSERT_TRUE(signalled);
@@ -1251,13 +1213,11 @@ TEST_F(SweeperTest, SweepKilledMidLadderIsResumedUpTheLadder) {
   EXPECT_TRUE(LiveInGroup(c.leader.pid).empty());
   // SIGINT exactly once (the crashed sweep's), then up the ladder.
   EXPECT_EQ(StagesOf(Events("crashed-sweep", v1::EVENT_TYPE_SIGNAL), c.member),
-            (std::vector<std::string>{"SIGINT/SENT", "SIGTERM/SENT",
-                                      "SIGKILL/SENT"}));
+            (std::vector<std::string>{"SIGINT/SENT", "SIGTERM/SENT", "SIGKILL/SENT"}));
   EXPECT_EQ(ReceivedSignals(c), "IT");
   EXPECT_EQ(Events("crashed-sweep", v1::EVENT_TYPE_SWEEP_STARTED).size(), 2u);
   EXPECT_EQ(Events("crashed-sweep", v1::EVENT_TYPE_SWEEP_FINISHED).size(), 1u);
-  ASSERT_OK_AND_ASSIGN(std::vector<v1::Run> unswept,
-                       store_->ListTerminalUnswept());
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::Run> unswept, store_->ListTerminalUnswept());
   EXPECT_TRUE(unswept.empty());
 }
 

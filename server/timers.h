@@ -41,8 +41,7 @@ class Timers {
   absl::CondVar cv_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
-  std::map<std::pair<absl::Time, int64_t>, std::function<void()>> timers_
-      ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<absl::Time, int64_t>, std::function<void()>> timers_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, absl::Time> ids_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };

@@ -6,8 +6,8 @@
 
 namespace runreaper::server {
 
-WatchFlow::WatchFlow(int64_t after_event_id, size_t queue_limit,
-                     absl::Duration stall, int page_size)
+WatchFlow::WatchFlow(int64_t after_event_id, size_t queue_limit, absl::Duration stall,
+                     int page_size)
     : queue_limit_(queue_limit),
       stall_(stall),
       page_size_(page_size),
@@ -106,8 +106,8 @@ WatchStep WatchFlow::Finish(absl::Status status) {
 }
 
 WatchStep WatchFlow::OnShutdown() {
-  return Finish(absl::UnavailableError(absl::StrCat(
-      "runreaperd is shutting down; resume with after_event_id=", written_)));
+  return Finish(absl::UnavailableError(
+      absl::StrCat("runreaperd is shutting down; resume with after_event_id=", written_)));
 }
 
 WatchStep WatchFlow::WriteNext(absl::Time now) {
@@ -130,9 +130,8 @@ WatchStep WatchFlow::CutOff(int64_t newest, absl::Time now) {
   const std::string pending = absl::FormatDuration(now - write_started_);
   WatchStep step = Finish(absl::ResourceExhaustedError(
       absl::StrCat("slow consumer; resume with after_event_id=", written_)));
-  step.log = absl::StrCat("WatchEvents: slow consumer cut off (last write pending for ",
-                          pending, ", event ", newest,
-                          " published); resume with after_event_id=", written_);
+  step.log = absl::StrCat("WatchEvents: slow consumer cut off (last write pending for ", pending,
+                          ", event ", newest, " published); resume with after_event_id=", written_);
   return step;
 }
 

@@ -51,8 +51,7 @@ class FakeLog {
 
 // A client that reads everything: carries out `step` and every step after it
 // in the writer's context until the writer goes idle. Returns the ids written.
-std::vector<int64_t> Pump(WatchFlow& flow, const FakeLog& log, WatchStep step,
-                          absl::Time now) {
+std::vector<int64_t> Pump(WatchFlow& flow, const FakeLog& log, WatchStep step, absl::Time now) {
   std::vector<int64_t> written;
   while (true) {
     switch (step.kind) {
@@ -131,8 +130,7 @@ TEST(WatchFlowTest, OverflowOfAReadingClientFallsBackToTheStore) {
   // A burst past the limit while the client is still within `stall`: the
   // queue is dropped (memory stays bounded), nothing is cut off.
   log.Append(5);
-  EXPECT_EQ(flow.OnLive(Evs(2, 5), kT0 + absl::Milliseconds(500)).kind,
-            WatchStep::kIdle);
+  EXPECT_EQ(flow.OnLive(Evs(2, 5), kT0 + absl::Milliseconds(500)).kind, WatchStep::kIdle);
   EXPECT_FALSE(flow.finished());
   EXPECT_TRUE(flow.reading_store());
   EXPECT_EQ(flow.queued(), 0u);
@@ -193,8 +191,7 @@ TEST(WatchFlowTest, StalledClientIsCutOffWhileTheBacklogIsRead) {
   ASSERT_EQ(step.kind, WatchStep::kWrite);  // 1, never accepted
   // Live events past the limit are dropped while reading the backlog; the
   // client is cut off only once its write has been pending past `stall`.
-  EXPECT_EQ(flow.OnLive(Evs(3, 5), kT0 + absl::Milliseconds(10)).kind,
-            WatchStep::kIdle);
+  EXPECT_EQ(flow.OnLive(Evs(3, 5), kT0 + absl::Milliseconds(10)).kind, WatchStep::kIdle);
   step = flow.OnLive(Evs(6, 6), kT0 + absl::Seconds(2));
   ASSERT_EQ(step.kind, WatchStep::kFinish);
   EXPECT_TRUE(absl::IsResourceExhausted(step.status)) << step.status;

@@ -32,16 +32,14 @@ uint64_t Fingerprint(::runreaper::v1::RunState state,
 }
 
 std::string Encode(int64_t seq, uint64_t fingerprint) {
-  return absl::WebSafeBase64Escape(
-      absl::StrFormat("r1:%d:%016x", seq, fingerprint));
+  return absl::WebSafeBase64Escape(absl::StrFormat("r1:%d:%016x", seq, fingerprint));
 }
 
 absl::StatusOr<int64_t> Decode(absl::string_view token, uint64_t fingerprint) {
   if (token.size() > kMaxTokenBytes) {
     // Not echoed: it is longer than any token Encode makes.
-    return absl::InvalidArgumentError(
-        absl::StrCat("invalid page_token (", token.size(),
-                     " bytes): longer than any token this server issues"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "invalid page_token (", token.size(), " bytes): longer than any token this server issues"));
   }
   // The client's bytes are echoed escaped (they may hold control
   // characters), and only the first kEchoBytes of them: escaped, each byte
@@ -52,8 +50,7 @@ absl::StatusOr<int64_t> Decode(absl::string_view token, uint64_t fingerprint) {
     return absl::InvalidArgumentError(absl::StrCat(
         "invalid page_token \"", absl::CHexEscape(token.substr(0, kEchoBytes)),
         token.size() > kEchoBytes ? "\"... (" : "\"",
-        token.size() > kEchoBytes ? absl::StrCat(token.size(), " bytes)") : "",
-        ": ", why));
+        token.size() > kEchoBytes ? absl::StrCat(token.size(), " bytes)") : "", ": ", why));
   };
   std::string raw;
   if (!absl::WebSafeBase64Unescape(token, &raw)) return bad("not base64");
@@ -62,10 +59,8 @@ absl::StatusOr<int64_t> Decode(absl::string_view token, uint64_t fingerprint) {
   uint64_t fp = 0;
   // Parsed leniently, then held to the one spelling Encode produces (so a
   // sign, leading zeros, upper-case hex or base64 padding are refused).
-  if (parts.size() != 3 || parts[0] != "r1" ||
-      !absl::SimpleAtoi(parts[1], &seq) || seq <= 0 ||
-      parts[2].size() != 16 || !absl::SimpleHexAtoi(parts[2], &fp) ||
-      Encode(seq, fp) != token) {
+  if (parts.size() != 3 || parts[0] != "r1" || !absl::SimpleAtoi(parts[1], &seq) || seq <= 0 ||
+      parts[2].size() != 16 || !absl::SimpleHexAtoi(parts[2], &fp) || Encode(seq, fp) != token) {
     return bad("not a token issued by this server");
   }
   if (fp != fingerprint) {

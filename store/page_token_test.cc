@@ -49,8 +49,7 @@ TEST(PageTokenTest, RefusesATokenIssuedForAnotherFilter) {
   const uint64_t other = Fingerprint(v1::RUN_STATE_STALE, {});
   absl::StatusOr<int64_t> s = Decode(Encode(5, fp), other);
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(s.status().message().find("different state/label filter"),
-            absl::string_view::npos)
+  EXPECT_NE(s.status().message().find("different state/label filter"), absl::string_view::npos)
       << s.status();
 }
 
@@ -94,8 +93,7 @@ TEST(PageTokenTest, RefusesOtherSpellingsOfAValidToken) {
   }
   // "r1:50:..." is 22 bytes, so its base64 has a padded spelling too.
   ASSERT_TRUE(Decode(Encode(50, fp), fp).ok());
-  EXPECT_EQ(Decode(Encode(50, fp) + "==", fp).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Decode(Encode(50, fp) + "==", fp).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(PageTokenTest, AnOverlongTokenIsRefusedAndNotEchoed) {
@@ -103,8 +101,7 @@ TEST(PageTokenTest, AnOverlongTokenIsRefusedAndNotEchoed) {
   absl::StatusOr<int64_t> s = Decode(huge, 0);
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_LT(s.status().message().size(), 200u) << s.status();
-  EXPECT_NE(s.status().message().find("100000 bytes"), absl::string_view::npos)
-      << s.status();
+  EXPECT_NE(s.status().message().find("100000 bytes"), absl::string_view::npos) << s.status();
 }
 
 TEST(PageTokenTest, TheErrorMessageEscapesTheClientsBytes) {
@@ -113,8 +110,7 @@ TEST(PageTokenTest, TheErrorMessageEscapesTheClientsBytes) {
   ASSERT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
   for (char c : s.status().message()) {
     EXPECT_TRUE(c >= 0x20 && c < 0x7f)
-        << "raw byte " << static_cast<int>(c) << " in: "
-        << absl::CHexEscape(s.status().message());
+        << "raw byte " << static_cast<int>(c) << " in: " << absl::CHexEscape(s.status().message());
   }
 }
 
@@ -125,8 +121,7 @@ TEST(PageTokenTest, TheEchoOfAnUnprintableTokenStaysShort) {
   absl::StatusOr<int64_t> s = Decode(token, 0);
   ASSERT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_LE(s.status().message().size(), 256u) << s.status();
-  EXPECT_NE(s.status().message().find("(64 bytes)"), absl::string_view::npos)
-      << s.status();
+  EXPECT_NE(s.status().message().find("(64 bytes)"), absl::string_view::npos) << s.status();
 }
 
 }  // namespace

@@ -38,16 +38,13 @@ std::string IdentityDifference(const v1::Run& a, const v1::Run& b) {
   }
   if (a.sid() != b.sid()) return absl::StrCat("sid ", a.sid(), " vs ", b.sid());
   if (a.pidns_inode() != b.pidns_inode()) {
-    return absl::StrCat("pidns_inode ", a.pidns_inode(), " vs ",
-                        b.pidns_inode());
+    return absl::StrCat("pidns_inode ", a.pidns_inode(), " vs ", b.pidns_inode());
   }
   if (a.start_time_ticks() != b.start_time_ticks()) {
-    return absl::StrCat("start_time_ticks ", a.start_time_ticks(), " vs ",
-                        b.start_time_ticks());
+    return absl::StrCat("start_time_ticks ", a.start_time_ticks(), " vs ", b.start_time_ticks());
   }
   if (a.boot_id() != b.boot_id()) {
-    return absl::StrCat("boot_id \"", a.boot_id(), "\" vs \"", b.boot_id(),
-                        "\"");
+    return absl::StrCat("boot_id \"", a.boot_id(), "\" vs \"", b.boot_id(), "\"");
   }
   if (a.has_uid() != b.has_uid() || a.uid() != b.uid()) {
     auto uid = [](const v1::Run& r) {
@@ -68,10 +65,8 @@ std::string IdentityDifference(const v1::Run& a, const v1::Run& b) {
   scanner::Identity ia = scanner::IdentityOf(a), ib = scanner::IdentityOf(b);
   ia.host = ib.host = scanner::ProcessRef();
   if (ia != ib) return "identity";
-  if (std::map<std::string, std::string>(a.labels().begin(),
-                                         a.labels().end()) !=
-      std::map<std::string, std::string>(b.labels().begin(),
-                                         b.labels().end())) {
+  if (std::map<std::string, std::string>(a.labels().begin(), a.labels().end()) !=
+      std::map<std::string, std::string>(b.labels().begin(), b.labels().end())) {
     return "labels";
   }
   if (a.keep() != b.keep()) return "keep";
@@ -80,16 +75,15 @@ std::string IdentityDifference(const v1::Run& a, const v1::Run& b) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<RunStore>> RunStore::Open(
-    const std::string& path, StoreOptions options) {
-  ASSIGN_OR_RETURN(
-      std::unique_ptr<Database> db,
-      schema::OpenWriter(path, options.busy_timeout,
-                         options.synchronous == StoreOptions::Sync::kFull));
+absl::StatusOr<std::unique_ptr<RunStore>> RunStore::Open(const std::string& path,
+                                                         StoreOptions options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Database> db,
+                   schema::OpenWriter(path, options.busy_timeout,
+                                      options.synchronous == StoreOptions::Sync::kFull));
   ASSIGN_OR_RETURN(std::unique_ptr<Database> reader,
                    schema::OpenReader(path, options.busy_timeout));
-  return std::unique_ptr<RunStore>(new RunStore(std::make_unique<Impl>(
-      std::move(db), std::move(reader), std::move(options))));
+  return std::unique_ptr<RunStore>(
+      new RunStore(std::make_unique<Impl>(std::move(db), std::move(reader), std::move(options))));
 }
 
 RunStore::RunStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -108,13 +102,12 @@ RunStore::WriteStats RunStore::GetWriteStats() const {
 
 absl::StatusOr<v1::Run> RunStore::Register(const v1::Run& run) {
   if (run.run_id().empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("register in ", path(), ": run_id is empty"));
+    return absl::InvalidArgumentError(absl::StrCat("register in ", path(), ": run_id is empty"));
   }
   if (run.liveness() != v1::LIVENESS_UNSPECIFIED && run.liveness() != v1::LIVENESS_ALIVE) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "register in ", path(), ": run \"", run.run_id(), "\" with liveness ",
-        v1::Liveness_Name(run.liveness()), " (only UNSPECIFIED or ALIVE)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("register in ", path(), ": run \"", run.run_id(), "\" with liveness ",
+                     v1::Liveness_Name(run.liveness()), " (only UNSPECIFIED or ALIVE)"));
   }
   Impl& m = *impl_;
   v1::Run result;
@@ -123,9 +116,9 @@ absl::StatusOr<v1::Run> RunStore::Register(const v1::Run& run) {
     if (existing.has_value()) {
       const std::string diff = IdentityDifference(existing->run, run);
       if (!diff.empty()) {
-        return absl::AlreadyExistsError(absl::StrCat(
-            "run \"", run.run_id(), "\" already registered in ", m.path(),
-            " with a different identity (", diff, ")"));
+        return absl::AlreadyExistsError(absl::StrCat("run \"", run.run_id(),
+                                                     "\" already registered in ", m.path(),
+                                                     " with a different identity (", diff, ")"));
       }
       result = existing->run;
       return absl::OkStatus();
@@ -134,14 +127,13 @@ absl::StatusOr<v1::Run> RunStore::Register(const v1::Run& run) {
     {
       ASSIGN_OR_RETURN(
           ScopedStatement s,
-          m.db->Prepare(
-              "INSERT INTO runs (run_id, pid, pgid, sid, pidns_inode, "
-              "start_time_ticks, boot_id, uid, comm, cgroup, keep, state, "
-              "liveness, stale_reason, exit_code, registered_at_us, "
-              "last_seen_alive_at_us, ended_at_us, sweep_done, registered_uid, "
-              "identity_unverified, host_pid, host_pidns_inode) VALUES (?1, ?2, "
-              "?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?14, 0, NULL, ?13, "
-              "?13, NULL, 0, ?15, ?16, ?17, ?18)"));
+          m.db->Prepare("INSERT INTO runs (run_id, pid, pgid, sid, pidns_inode, "
+                        "start_time_ticks, boot_id, uid, comm, cgroup, keep, state, "
+                        "liveness, stale_reason, exit_code, registered_at_us, "
+                        "last_seen_alive_at_us, ended_at_us, sweep_done, registered_uid, "
+                        "identity_unverified, host_pid, host_pidns_inode) VALUES (?1, ?2, "
+                        "?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?14, 0, NULL, ?13, "
+                        "?13, NULL, 0, ?15, ?16, ?17, ?18)"));
       s->BindText(1, run.run_id())
           .BindInt(2, run.pid())
           .BindInt(3, run.pgid())
@@ -149,9 +141,7 @@ absl::StatusOr<v1::Run> RunStore::Register(const v1::Run& run) {
           .BindInt(5, static_cast<int64_t>(run.pidns_inode()))
           .BindInt(6, static_cast<int64_t>(run.start_time_ticks()))
           .BindText(7, run.boot_id())
-          .BindOptionalInt(8, run.has_uid()
-                                  ? std::optional<int64_t>(run.uid())
-                                  : std::nullopt)
+          .BindOptionalInt(8, run.has_uid() ? std::optional<int64_t>(run.uid()) : std::nullopt)
           .BindText(9, run.comm())
           .BindText(10, run.cgroup())
           .BindInt(11, run.keep() ? 1 : 0)
@@ -161,16 +151,13 @@ absl::StatusOr<v1::Run> RunStore::Register(const v1::Run& run) {
           .BindInt(15, run.registered_uid())
           .BindInt(16, run.identity_unverified() ? 1 : 0)
           .BindInt(17, run.host_pid() > 0 ? run.host_pid() : 0)
-          .BindInt(18, run.host_pid() > 0
-                           ? static_cast<int64_t>(run.host_pidns_inode())
-                           : 0);
+          .BindInt(18, run.host_pid() > 0 ? static_cast<int64_t>(run.host_pidns_inode()) : 0);
       RETURN_IF_ERROR(s->Run());
     }
     const int64_t seq = m.db->LastInsertRowid();
     if (!run.labels().empty()) {
-      ASSIGN_OR_RETURN(ScopedStatement s,
-                       m.db->Prepare("INSERT INTO run_labels (seq, key, value) "
-                                     "VALUES (?1, ?2, ?3)"));
+      ASSIGN_OR_RETURN(ScopedStatement s, m.db->Prepare("INSERT INTO run_labels (seq, key, value) "
+                                                        "VALUES (?1, ?2, ?3)"));
       for (const auto& [key, value] : run.labels()) {
         s->Reset();
         s->BindInt(1, seq).BindText(2, key).BindText(3, value);
@@ -204,8 +191,7 @@ absl::StatusOr<v1::Run> RunStore::Heartbeat(absl::string_view run_id) {
   return result;
 }
 
-absl::StatusOr<v1::Run> RunStore::Finish(absl::string_view run_id,
-                                         int exit_code) {
+absl::StatusOr<v1::Run> RunStore::Finish(absl::string_view run_id, int exit_code) {
   Impl& m = *impl_;
   v1::Run result;
   RETURN_IF_ERROR(m.Write([&]() -> absl::Status {
@@ -214,16 +200,14 @@ absl::StatusOr<v1::Run> RunStore::Finish(absl::string_view run_id,
     switch (run.state()) {
       case v1::RUN_STATE_RUNNING: {
         r.run.set_exit_code(exit_code);
-        RETURN_IF_ERROR(m.Terminate(r, v1::RUN_STATE_FINISHED, m.NowMicros(),
-                                    "result published"));
+        RETURN_IF_ERROR(m.Terminate(r, v1::RUN_STATE_FINISHED, m.NowMicros(), "result published"));
         break;
       }
       case v1::RUN_STATE_FINISHED:
         if (run.has_exit_code() && run.exit_code() == exit_code) break;
-        return absl::FailedPreconditionError(absl::StrCat(
-            "finish run \"", run.run_id(), "\" in ", m.path(),
-            " with exit code ", exit_code, ": already FINISHED with exit code ",
-            run.exit_code()));
+        return absl::FailedPreconditionError(
+            absl::StrCat("finish run \"", run.run_id(), "\" in ", m.path(), " with exit code ",
+                         exit_code, ": already FINISHED with exit code ", run.exit_code()));
       case v1::RUN_STATE_STALE: {
         // The leader's exit was verified before the runner published its
         // result: keep STALE and attach the result (once).
@@ -232,10 +216,9 @@ absl::StatusOr<v1::Run> RunStore::Finish(absl::string_view run_id,
         if (!exited) return m.Terminal(r, "finish");
         if (run.has_exit_code()) {
           if (run.exit_code() == exit_code) break;
-          return absl::FailedPreconditionError(absl::StrCat(
-              "finish run \"", run.run_id(), "\" in ", m.path(),
-              " with exit code ", exit_code,
-              ": STALE run already has exit code ", run.exit_code()));
+          return absl::FailedPreconditionError(
+              absl::StrCat("finish run \"", run.run_id(), "\" in ", m.path(), " with exit code ",
+                           exit_code, ": STALE run already has exit code ", run.exit_code()));
         }
         const int64_t now = m.NowMicros();
         r.run.set_exit_code(exit_code);
@@ -260,15 +243,13 @@ absl::StatusOr<v1::Run> RunStore::Finish(absl::string_view run_id,
   return result;
 }
 
-absl::StatusOr<v1::Run> RunStore::Cancel(absl::string_view run_id,
-                                         absl::string_view reason) {
+absl::StatusOr<v1::Run> RunStore::Cancel(absl::string_view run_id, absl::string_view reason) {
   Impl& m = *impl_;
   v1::Run result;
   RETURN_IF_ERROR(m.Write([&]() -> absl::Status {
     ASSIGN_OR_RETURN(StoredRun r, m.FindOrNotFound(run_id));
     if (r.run.state() == v1::RUN_STATE_RUNNING) {
-      RETURN_IF_ERROR(
-          m.Terminate(r, v1::RUN_STATE_CANCELLED, m.NowMicros(), reason));
+      RETURN_IF_ERROR(m.Terminate(r, v1::RUN_STATE_CANCELLED, m.NowMicros(), reason));
     } else if (r.run.state() != v1::RUN_STATE_CANCELLED) {
       return m.Terminal(r, "cancel");
     }
@@ -278,15 +259,13 @@ absl::StatusOr<v1::Run> RunStore::Cancel(absl::string_view run_id,
   return result;
 }
 
-absl::StatusOr<v1::Run> RunStore::MarkStale(absl::string_view run_id,
-                                            v1::StaleReason reason,
+absl::StatusOr<v1::Run> RunStore::MarkStale(absl::string_view run_id, v1::StaleReason reason,
                                             v1::Liveness liveness) {
-  if (reason == v1::STALE_REASON_UNSPECIFIED ||
-      !v1::StaleReason_IsValid(reason) || !v1::Liveness_IsValid(liveness)) {
+  if (reason == v1::STALE_REASON_UNSPECIFIED || !v1::StaleReason_IsValid(reason) ||
+      !v1::Liveness_IsValid(liveness)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("mark run \"", run_id, "\" stale in ", path(),
-                     ": invalid stale reason ", static_cast<int>(reason),
-                     " or liveness ", static_cast<int>(liveness)));
+        absl::StrCat("mark run \"", run_id, "\" stale in ", path(), ": invalid stale reason ",
+                     static_cast<int>(reason), " or liveness ", static_cast<int>(liveness)));
   }
   Impl& m = *impl_;
   v1::Run result;
@@ -295,8 +274,7 @@ absl::StatusOr<v1::Run> RunStore::MarkStale(absl::string_view run_id,
     if (IsTerminal(r.run.state())) return m.Terminal(r, "mark stale");
     r.run.set_stale_reason(reason);
     r.run.set_liveness(liveness);
-    RETURN_IF_ERROR(
-        m.Terminate(r, v1::RUN_STATE_STALE, m.NowMicros(), ""));
+    RETURN_IF_ERROR(m.Terminate(r, v1::RUN_STATE_STALE, m.NowMicros(), ""));
     result = std::move(r.run);
     return absl::OkStatus();
   }));
@@ -317,57 +295,49 @@ absl::StatusOr<v1::Run> RunStore::Get(absl::string_view run_id) {
 
 absl::StatusOr<ListRunsPage> RunStore::List(const ListRunsQuery& query) {
   if (!v1::RunState_IsValid(query.state)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "list runs in ", path(), ": invalid state ",
-        static_cast<int>(query.state)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("list runs in ", path(), ": invalid state ", static_cast<int>(query.state)));
   }
   if (query.page_size < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "list runs in ", path(), ": negative page_size ", query.page_size));
+    return absl::InvalidArgumentError(
+        absl::StrCat("list runs in ", path(), ": negative page_size ", query.page_size));
   }
   if (query.labels.size() > static_cast<size_t>(kMaxLabelsInQuery)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("list runs in ", path(), ": more than ",
-                     kMaxLabelsInQuery, " labels in the selector"));
+    return absl::InvalidArgumentError(absl::StrCat("list runs in ", path(), ": more than ",
+                                                   kMaxLabelsInQuery, " labels in the selector"));
   }
   const int page_size =
-      query.page_size == 0 ? kDefaultPageSize
-                           : std::min(query.page_size, kMaxPageSize);
-  const uint64_t fingerprint =
-      page_token::Fingerprint(query.state, query.labels);
+      query.page_size == 0 ? kDefaultPageSize : std::min(query.page_size, kMaxPageSize);
+  const uint64_t fingerprint = page_token::Fingerprint(query.state, query.labels);
   int64_t after_seq = 0;
   if (!query.page_token.empty()) {
-    ASSIGN_OR_RETURN(after_seq,
-                     page_token::Decode(query.page_token, fingerprint));
+    ASSIGN_OR_RETURN(after_seq, page_token::Decode(query.page_token, fingerprint));
   }
 
   // ?1 after seq, ?2 limit, ?3 state, then ?4/?5, ?6/?7 ... key/value pairs.
   // Each label is one indexed probe of run_labels(key, value, seq).
-  std::string sql =
-      absl::StrCat("SELECT ", kRunColumns, " FROM runs WHERE seq > ?1");
+  std::string sql = absl::StrCat("SELECT ", kRunColumns, " FROM runs WHERE seq > ?1");
   if (query.state != v1::RUN_STATE_UNSPECIFIED) sql += " AND state = ?3";
   for (size_t i = 0; i < query.labels.size(); ++i) {
-    absl::StrAppend(&sql,
-                    " AND seq IN (SELECT seq FROM run_labels WHERE key = ?",
-                    4 + 2 * i, " AND value = ?", 5 + 2 * i, ")");
+    absl::StrAppend(&sql, " AND seq IN (SELECT seq FROM run_labels WHERE key = ?", 4 + 2 * i,
+                    " AND value = ?", 5 + 2 * i, ")");
   }
   sql += " ORDER BY seq LIMIT ?2";
 
   Impl& m = *impl_;
   std::vector<StoredRun> runs;
   RETURN_IF_ERROR(m.Read(true, [&](Database& d) -> absl::Status {
-    ASSIGN_OR_RETURN(
-        runs, Impl::QueryRuns(d, sql, [&](Statement& s) {
-          s.BindInt(1, after_seq).BindInt(2, page_size + 1);
-          if (query.state != v1::RUN_STATE_UNSPECIFIED) {
-            s.BindInt(3, query.state);
-          }
-          int i = 4;
-          for (const auto& [k, v] : query.labels) {
-            s.BindText(i, k).BindText(i + 1, v);
-            i += 2;
-          }
-        }));
+    ASSIGN_OR_RETURN(runs, Impl::QueryRuns(d, sql, [&](Statement& s) {
+                       s.BindInt(1, after_seq).BindInt(2, page_size + 1);
+                       if (query.state != v1::RUN_STATE_UNSPECIFIED) {
+                         s.BindInt(3, query.state);
+                       }
+                       int i = 4;
+                       for (const auto& [k, v] : query.labels) {
+                         s.BindText(i, k).BindText(i + 1, v);
+                         i += 2;
+                       }
+                     }));
     return absl::OkStatus();
   }));
   ListRunsPage page;
@@ -387,9 +357,7 @@ absl::StatusOr<std::vector<v1::Run>> RunStore::ListRunning() {
     ASSIGN_OR_RETURN(
         runs,
         Impl::QueryRuns(
-            d,
-            absl::StrCat("SELECT ", kRunColumns,
-                         " FROM runs WHERE state = ?1 ORDER BY seq"),
+            d, absl::StrCat("SELECT ", kRunColumns, " FROM runs WHERE state = ?1 ORDER BY seq"),
             [](Statement& s) { s.BindInt(1, v1::RUN_STATE_RUNNING); }));
     return absl::OkStatus();
   }));

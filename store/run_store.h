@@ -137,8 +137,8 @@ struct StoredDescendant {
   int parent_pid = 0;  // nearest tracked ancestor when written; 0 = none
 
   bool operator==(const StoredDescendant& o) const {
-    return run_id == o.run_id && pid == o.pid &&
-           start_time_ticks == o.start_time_ticks && parent_pid == o.parent_pid;
+    return run_id == o.run_id && pid == o.pid && start_time_ticks == o.start_time_ticks &&
+           parent_pid == o.parent_pid;
   }
 };
 
@@ -166,12 +166,12 @@ struct PruneOptions {
 
 // What one Prune did.
 struct PruneResult {
-  absl::Time cutoff;           // runs that ended before this were eligible
-  int64_t runs = 0;            // runs deleted
-  int64_t events = 0;          // events deleted (of those runs, and run-less
-                               // summary events older than the cutoff)
-  int64_t transactions = 0;    // delete transactions committed
-  int64_t pages_vacuumed = 0;  // free pages given back to the file system
+  absl::Time cutoff;             // runs that ended before this were eligible
+  int64_t runs = 0;              // runs deleted
+  int64_t events = 0;            // events deleted (of those runs, and run-less
+                                 // summary events older than the cutoff)
+  int64_t transactions = 0;      // delete transactions committed
+  int64_t pages_vacuumed = 0;    // free pages given back to the file system
   int64_t summary_event_id = 0;  // the PRUNED event; 0 = no run deleted
   // The longest a run-deleting batch's statements took inside their
   // transaction (the write lock held for them; the COMMIT comes on top).
@@ -179,9 +179,9 @@ struct PruneResult {
 };
 
 struct SweepProgress {
-  int stage = 0;                       // 0 none, 1..3 as in ClaimSweepStage
-  absl::Time claimed_at;               // when `stage` was (last) claimed
-  std::optional<absl::Time> sent_at;   // when its signal was recorded sent
+  int stage = 0;                      // 0 none, 1..3 as in ClaimSweepStage
+  absl::Time claimed_at;              // when `stage` was (last) claimed
+  std::optional<absl::Time> sent_at;  // when its signal was recorded sent
 };
 
 class RunStore {
@@ -192,8 +192,8 @@ class RunStore {
   // Opens or creates the database at `path` (its directory must exist).
   // Refuses a schema newer than kSchemaVersion, a file that is not a SQLite
   // database, a directory, or an unwritable location, with a clear status.
-  static absl::StatusOr<std::unique_ptr<RunStore>> Open(
-      const std::string& path, StoreOptions options = {});
+  static absl::StatusOr<std::unique_ptr<RunStore>> Open(const std::string& path,
+                                                        StoreOptions options = {});
   ~RunStore();
 
   const std::string& path() const;
@@ -219,13 +219,11 @@ class RunStore {
 
   // RUNNING -> CANCELLED. Cancelling a CANCELLED run returns it; other
   // terminal states are FAILED_PRECONDITION.
-  absl::StatusOr<v1::Run> Cancel(absl::string_view run_id,
-                                 absl::string_view reason);
+  absl::StatusOr<v1::Run> Cancel(absl::string_view run_id, absl::string_view reason);
 
   // RUNNING -> STALE with the reason and liveness. FAILED_PRECONDITION when
   // terminal.
-  absl::StatusOr<v1::Run> MarkStale(absl::string_view run_id,
-                                    v1::StaleReason reason,
+  absl::StatusOr<v1::Run> MarkStale(absl::string_view run_id, v1::StaleReason reason,
                                     v1::Liveness liveness);
 
   absl::StatusOr<v1::Run> Get(absl::string_view run_id);
@@ -286,9 +284,8 @@ class RunStore {
   // "exit watcher") is the detail of each STATE_CHANGED event. Updates for
   // runs that are no longer RUNNING are skipped (applied = false), never an
   // error.
-  absl::StatusOr<std::vector<AppliedUpdate>> ApplyBatch(
-      const std::vector<RunUpdate>& updates,
-      absl::string_view seen_by = kSeenByPass);
+  absl::StatusOr<std::vector<AppliedUpdate>> ApplyBatch(const std::vector<RunUpdate>& updates,
+                                                        absl::string_view seen_by = kSeenByPass);
 
   // ApplyBatch for the reconciler's pass, with the same rules and one
   // transaction, but each kAlive/kObserve is a single UPDATE by key (seq
@@ -296,9 +293,8 @@ class RunStore {
   // run back: `applied` is set for every update, while AppliedUpdate.run is
   // filled only for applied kStale updates (their state change and event
   // are written exactly as ApplyBatch writes them).
-  absl::StatusOr<std::vector<AppliedUpdate>> ApplyPass(
-      const std::vector<RunUpdate>& updates,
-      absl::string_view seen_by = kSeenByPass);
+  absl::StatusOr<std::vector<AppliedUpdate>> ApplyPass(const std::vector<RunUpdate>& updates,
+                                                       absl::string_view seen_by = kSeenByPass);
 
   // Appends an audit event (SIGNAL, SWEEP_*, KEPT) and returns its id; the
   // store sets event_id and time.
@@ -307,12 +303,10 @@ class RunStore {
   // Events with event_id > after_event_id, oldest first, at most `limit`
   // (capped at kMaxPageSize); `run_id` empty = all runs.
   absl::StatusOr<std::vector<v1::Event>> ListEvents(int64_t after_event_id,
-                                                    absl::string_view run_id,
-                                                    int limit);
+                                                    absl::string_view run_id, int limit);
 
   // AppendEvent for several events in one transaction; their ids, in order.
-  absl::StatusOr<std::vector<int64_t>> AppendEvents(
-      const std::vector<v1::Event>& events);
+  absl::StatusOr<std::vector<int64_t>> AppendEvents(const std::vector<v1::Event>& events);
 
   // Highest event id so far (0 when the log is empty).
   absl::StatusOr<int64_t> LastEventId();
@@ -330,22 +324,20 @@ class RunStore {
   // `stale_after` ago: a takeover of a claim whose owner crashed between
   // claim and signal. False when at or past `stage` otherwise. Never lowers
   // the stage. The default (infinite) never takes over.
-  absl::StatusOr<bool> ClaimSweepStage(
-      absl::string_view run_id, int pid, uint64_t start_time_ticks, int stage,
-      absl::Duration stale_after = absl::InfiniteDuration());
+  absl::StatusOr<bool> ClaimSweepStage(absl::string_view run_id, int pid, uint64_t start_time_ticks,
+                                       int stage,
+                                       absl::Duration stale_after = absl::InfiniteDuration());
   // Marks the claimed `stage` sent (when the recorded stage is still
   // `stage`) and appends `event`, a SIGNAL event of run_id, in one
   // transaction; returns the event id. A claim is thus marked sent exactly
   // when its signal's event is in the log.
   absl::StatusOr<int64_t> RecordSweepSignal(absl::string_view run_id, int pid,
-                                            uint64_t start_time_ticks,
-                                            int stage, const v1::Event& event);
+                                            uint64_t start_time_ticks, int stage,
+                                            const v1::Event& event);
   // Recorded stage for the process, 0 when none.
-  absl::StatusOr<int> GetSweepStage(absl::string_view run_id, int pid,
-                                    uint64_t start_time_ticks);
+  absl::StatusOr<int> GetSweepStage(absl::string_view run_id, int pid, uint64_t start_time_ticks);
   // The whole record (stage 0 and no times when none).
-  absl::StatusOr<SweepProgress> GetSweepProgress(absl::string_view run_id,
-                                                 int pid,
+  absl::StatusOr<SweepProgress> GetSweepProgress(absl::string_view run_id, int pid,
                                                  uint64_t start_time_ticks);
 
   // Durable lineage (store/run_store_lineage.cc; docs/ORPHANS.md "Durable

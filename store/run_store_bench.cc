@@ -58,8 +58,7 @@ runreaper::v1::Run MakeRun(int i) {
   return r;
 }
 
-void MeasureSync(const std::string& dir, rs::StoreOptions::Sync sync,
-                 const char* name, int n) {
+void MeasureSync(const std::string& dir, rs::StoreOptions::Sync sync, const char* name, int n) {
   rs::StoreOptions opts;
   opts.synchronous = sync;
   auto store = rs::RunStore::Open(FreshPath(dir, "bench_sync.db"), opts);
@@ -76,11 +75,11 @@ void MeasureSync(const std::string& dir, rs::StoreOptions::Sync sync,
     if (!r.ok()) Die(r.status());
   }
   absl::Duration fin = absl::Now() - t0;
-  printf("synchronous=%-6s %d Register: %7.1f ms (%.3f ms each); "
-         "%d Finish: %7.1f ms (%.3f ms each)\n",
-         name, n, absl::ToDoubleMilliseconds(reg),
-         absl::ToDoubleMilliseconds(reg) / n, n,
-         absl::ToDoubleMilliseconds(fin), absl::ToDoubleMilliseconds(fin) / n);
+  printf(
+      "synchronous=%-6s %d Register: %7.1f ms (%.3f ms each); "
+      "%d Finish: %7.1f ms (%.3f ms each)\n",
+      name, n, absl::ToDoubleMilliseconds(reg), absl::ToDoubleMilliseconds(reg) / n, n,
+      absl::ToDoubleMilliseconds(fin), absl::ToDoubleMilliseconds(fin) / n);
 }
 
 // Times `n` calls of `fn` (which dies on error); prints ms per call.
@@ -91,8 +90,8 @@ void TimeCalls(const char* name, int n, Fn fn) {
   for (int i = 0; i < n; ++i) fn(i);
   const double wall = absl::ToDoubleMilliseconds(absl::Now() - t0);
   const double cpu = CpuMs() - cpu0;
-  printf("%-34s %5d calls: %8.1f ms wall (%.4f ms each), %8.1f ms CPU\n",
-         name, n, wall, wall / n, cpu);
+  printf("%-34s %5d calls: %8.1f ms wall (%.4f ms each), %8.1f ms CPU\n", name, n, wall, wall / n,
+         cpu);
 }
 
 template <typename T>
@@ -114,23 +113,19 @@ void MeasureReads(const std::string& dir, int n) {
     q.labels["queue"] = "a";
     Check(s.List(q));
   });
-  TimeCalls("ListEvents (100)", n / 10, [&](int i) {
-    Check(s.ListEvents(i * 10, "", 100));
-  });
+  TimeCalls("ListEvents (100)", n / 10, [&](int i) { Check(s.ListEvents(i * 10, "", 100)); });
   TimeCalls("LastEventId", n, [&](int) { Check(s.LastEventId()); });
   TimeCalls("ListRunningForReconcile (1000)", 100,
             [&](int) { Check(s.ListRunningForReconcile()); });
-  TimeCalls("ListTerminalUnswept (1000)", 20,
-            [&](int) { Check(s.ListTerminalUnswept()); });
+  TimeCalls("ListTerminalUnswept (1000)", 20, [&](int) { Check(s.ListTerminalUnswept()); });
   // A read right after a write: the reader's page cache sees the change.
   TimeCalls("Heartbeat + Get", n / 2, [&](int i) {
     const std::string id = absl::StrCat("run-", 2 * i + 1);
     Check(s.Heartbeat(id));
     Check(s.Get(id));
   });
-  TimeCalls("Heartbeat alone", n / 2, [&](int i) {
-    Check(s.Heartbeat(absl::StrCat("run-", 2 * i + 1)));
-  });
+  TimeCalls("Heartbeat alone", n / 2,
+            [&](int i) { Check(s.Heartbeat(absl::StrCat("run-", 2 * i + 1))); });
 }
 
 void MeasureBatch(const std::string& dir, int n) {
@@ -158,15 +153,14 @@ void MeasureBatch(const std::string& dir, int n) {
   }
   auto store = rs::RunStore::Open(path);  // default: FULL
   if (!store.ok()) Die(store.status());
-  for (auto kind : {rs::RunUpdate::Kind::kAlive, rs::RunUpdate::Kind::kObserve,
-                    rs::RunUpdate::Kind::kStale}) {
+  for (auto kind :
+       {rs::RunUpdate::Kind::kAlive, rs::RunUpdate::Kind::kObserve, rs::RunUpdate::Kind::kStale}) {
     std::vector<rs::RunUpdate> updates(n);
     for (int i = 0; i < n; ++i) {
       updates[i].run_id = absl::StrCat("run-", i);
       updates[i].kind = kind;
-      updates[i].liveness = kind == rs::RunUpdate::Kind::kStale
-                                ? runreaper::v1::LIVENESS_DEAD
-                                : runreaper::v1::LIVENESS_UNKNOWN;
+      updates[i].liveness = kind == rs::RunUpdate::Kind::kStale ? runreaper::v1::LIVENESS_DEAD
+                                                                : runreaper::v1::LIVENESS_UNKNOWN;
       updates[i].stale_reason = runreaper::v1::STALE_REASON_EXITED;
     }
     const absl::Time t0 = absl::Now();
@@ -177,12 +171,13 @@ void MeasureBatch(const std::string& dir, int n) {
     if (!applied.ok()) Die(applied.status());
     int count = 0;
     for (const auto& a : *applied) count += a.applied;
-    printf("ApplyBatch %s: %d updates (%d applied) in %.1f ms wall, "
-           "%.1f ms CPU\n",
-           kind == rs::RunUpdate::Kind::kAlive     ? "kAlive  "
-           : kind == rs::RunUpdate::Kind::kObserve ? "kObserve"
-                                                   : "kStale  ",
-           n, count, absl::ToDoubleMilliseconds(d), cpu);
+    printf(
+        "ApplyBatch %s: %d updates (%d applied) in %.1f ms wall, "
+        "%.1f ms CPU\n",
+        kind == rs::RunUpdate::Kind::kAlive     ? "kAlive  "
+        : kind == rs::RunUpdate::Kind::kObserve ? "kObserve"
+                                                : "kStale  ",
+        n, count, absl::ToDoubleMilliseconds(d), cpu);
   }
 }
 

@@ -24,9 +24,8 @@ absl::Status CheckAppendable(const v1::Event& event, const std::string& path) {
       // REGISTERED / STATE_CHANGED / RESULT are written by the store in the
       // transaction of the change they record, never appended on their own.
       return absl::InvalidArgumentError(absl::StrCat(
-          "append event to ", path, " for run \"", event.run_id(),
-          "\": type ", v1::EventType_Name(event.type()),
-          " is written only by the store's own state changes"));
+          "append event to ", path, " for run \"", event.run_id(), "\": type ",
+          v1::EventType_Name(event.type()), " is written only by the store's own state changes"));
   }
 }
 
@@ -35,8 +34,7 @@ absl::StatusOr<int64_t> RunStore::AppendEvent(const v1::Event& event) {
   return ids.front();
 }
 
-absl::StatusOr<std::vector<int64_t>> RunStore::AppendEvents(
-    const std::vector<v1::Event>& events) {
+absl::StatusOr<std::vector<int64_t>> RunStore::AppendEvents(const std::vector<v1::Event>& events) {
   for (const v1::Event& e : events) RETURN_IF_ERROR(CheckAppendable(e, path()));
   std::vector<int64_t> ids;
   if (events.empty()) return ids;
@@ -53,25 +51,22 @@ absl::StatusOr<std::vector<int64_t>> RunStore::AppendEvents(
   return ids;
 }
 
-absl::StatusOr<std::vector<v1::Event>> RunStore::ListEvents(
-    int64_t after_event_id, absl::string_view run_id, int limit) {
+absl::StatusOr<std::vector<v1::Event>> RunStore::ListEvents(int64_t after_event_id,
+                                                            absl::string_view run_id, int limit) {
   const int n = limit <= 0 ? kDefaultPageSize : std::min(limit, kMaxPageSize);
   Impl& m = *impl_;
   static const std::string* const kSql[2] = {
-      new std::string(
-          "SELECT event_id, time_us, type, run_id, from_state, to_state, "
-          "stale_reason, exit_code, pid, signal, stage, result, detail "
-          "FROM events WHERE event_id > ?1 ORDER BY event_id LIMIT ?2"),
-      new std::string(
-          "SELECT event_id, time_us, type, run_id, from_state, to_state, "
-          "stale_reason, exit_code, pid, signal, stage, result, detail "
-          "FROM events WHERE event_id > ?1 AND run_id = ?3 "
-          "ORDER BY event_id LIMIT ?2"),
+      new std::string("SELECT event_id, time_us, type, run_id, from_state, to_state, "
+                      "stale_reason, exit_code, pid, signal, stage, result, detail "
+                      "FROM events WHERE event_id > ?1 ORDER BY event_id LIMIT ?2"),
+      new std::string("SELECT event_id, time_us, type, run_id, from_state, to_state, "
+                      "stale_reason, exit_code, pid, signal, stage, result, detail "
+                      "FROM events WHERE event_id > ?1 AND run_id = ?3 "
+                      "ORDER BY event_id LIMIT ?2"),
   };
   std::vector<v1::Event> out;
   RETURN_IF_ERROR(m.Read(false, [&](Database& d) -> absl::Status {
-    ASSIGN_OR_RETURN(ScopedStatement s,
-                     d.Prepare(*kSql[run_id.empty() ? 0 : 1]));
+    ASSIGN_OR_RETURN(ScopedStatement s, d.Prepare(*kSql[run_id.empty() ? 0 : 1]));
     s->BindInt(1, after_event_id).BindInt(2, n);
     if (!run_id.empty()) s->BindText(3, run_id);
     while (true) {
@@ -88,8 +83,7 @@ absl::StatusOr<int64_t> RunStore::LastEventId() {
   Impl& m = *impl_;
   int64_t last = 0;
   RETURN_IF_ERROR(m.Read(false, [&](Database& d) -> absl::Status {
-    ASSIGN_OR_RETURN(
-        last, d.QueryInt("SELECT COALESCE(MAX(event_id), 0) FROM events"));
+    ASSIGN_OR_RETURN(last, d.QueryInt("SELECT COALESCE(MAX(event_id), 0) FROM events"));
     return absl::OkStatus();
   }));
   return last;

@@ -20,8 +20,8 @@ constexpr char kUpdateRun[] =
 
 }  // namespace
 
-RunStore::Impl::Impl(std::unique_ptr<Database> writer,
-                     std::unique_ptr<Database> read_conn, StoreOptions opts)
+RunStore::Impl::Impl(std::unique_ptr<Database> writer, std::unique_ptr<Database> read_conn,
+                     StoreOptions opts)
     : options(std::move(opts)),
       db_path(writer->path()),
       db(std::move(writer)),
@@ -43,8 +43,7 @@ absl::Status RunStore::Impl::Write(const std::function<absl::Status()>& fn) {
   return Enqueue(&op, /*background_priority=*/false);
 }
 
-absl::Status RunStore::Impl::WriteBackground(
-    const std::function<absl::Status()>& fn) {
+absl::Status RunStore::Impl::WriteBackground(const std::function<absl::Status()>& fn) {
   WriteOp op;
   op.fn = &fn;
   return Enqueue(&op, /*background_priority=*/true);
@@ -119,16 +118,16 @@ void RunStore::Impl::RunBatch(const std::vector<WriteOp*>& batch) {
         // SQLite rolled the whole transaction back (SQLITE_FULL, IOERR, ...):
         // the ops before this one lost their writes too.
         if (op.status.ok()) {
-          op.status = absl::InternalError(absl::StrCat(
-              "write to ", path(), ": the transaction ended unexpectedly"));
+          op.status = absl::InternalError(
+              absl::StrCat("write to ", path(), ": the transaction ended unexpectedly"));
         }
         for (size_t j = first; j < i; ++j) {
           if (batch[j]->status.ok()) {
-            batch[j]->status = absl::Status(
-                op.status.code(),
-                absl::StrCat("write to ", path(), " rolled back with the "
-                             "transaction it shared: ",
-                             op.status.message()));
+            batch[j]->status =
+                absl::Status(op.status.code(), absl::StrCat("write to ", path(),
+                                                            " rolled back with the "
+                                                            "transaction it shared: ",
+                                                            op.status.message()));
           }
         }
         ++i;
@@ -161,8 +160,7 @@ void RunStore::Impl::RunBatch(const std::vector<WriteOp*>& batch) {
   }
 }
 
-absl::Status RunStore::Impl::Read(
-    bool snapshot, const std::function<absl::Status(Database&)>& fn) {
+absl::Status RunStore::Impl::Read(bool snapshot, const std::function<absl::Status(Database&)>& fn) {
   absl::MutexLock lock(&read_mu);
   Database& d = *reader;
   if (!snapshot) return fn(d);
@@ -187,11 +185,9 @@ absl::Status RunStore::Impl::Read(
   return status;
 }
 
-absl::Status RunStore::Impl::ReadLabels(Database& d, int64_t seq,
-                                        v1::Run* run) {
-  ASSIGN_OR_RETURN(ScopedStatement s,
-                   d.Prepare("SELECT key, value FROM run_labels "
-                             "WHERE seq = ?1"));
+absl::Status RunStore::Impl::ReadLabels(Database& d, int64_t seq, v1::Run* run) {
+  ASSIGN_OR_RETURN(ScopedStatement s, d.Prepare("SELECT key, value FROM run_labels "
+                                                "WHERE seq = ?1"));
   s->BindInt(1, seq);
   while (true) {
     ASSIGN_OR_RETURN(bool row, s->Step());
@@ -201,14 +197,14 @@ absl::Status RunStore::Impl::ReadLabels(Database& d, int64_t seq,
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::optional<StoredRun>> RunStore::Impl::Find(
-    Database& d, absl::string_view run_id) {
+absl::StatusOr<std::optional<StoredRun>> RunStore::Impl::Find(Database& d,
+                                                              absl::string_view run_id) {
   // One statement for the run and its labels: one row per label (or one
   // row with NULL key/value when it has none). kRunColumns come first.
-  static const std::string* const kSql = new std::string(absl::StrCat(
-      "SELECT ", kRunColumns,
-      ", l.key, l.value FROM runs LEFT JOIN run_labels AS l USING (seq) "
-      "WHERE run_id = ?1"));
+  static const std::string* const kSql = new std::string(
+      absl::StrCat("SELECT ", kRunColumns,
+                   ", l.key, l.value FROM runs LEFT JOIN run_labels AS l USING (seq) "
+                   "WHERE run_id = ?1"));
   std::optional<StoredRun> found;
   ASSIGN_OR_RETURN(ScopedStatement s, d.Prepare(*kSql));
   s->BindText(1, run_id);
@@ -224,19 +220,18 @@ absl::StatusOr<std::optional<StoredRun>> RunStore::Impl::Find(
   return found;
 }
 
-absl::StatusOr<StoredRun> RunStore::Impl::FindOrNotFound(
-    Database& d, absl::string_view run_id) const {
+absl::StatusOr<StoredRun> RunStore::Impl::FindOrNotFound(Database& d,
+                                                         absl::string_view run_id) const {
   ASSIGN_OR_RETURN(std::optional<StoredRun> found, Find(d, run_id));
   if (!found.has_value()) {
-    return absl::NotFoundError(
-        absl::StrCat("run \"", run_id, "\" not found in ", path()));
+    return absl::NotFoundError(absl::StrCat("run \"", run_id, "\" not found in ", path()));
   }
   return *std::move(found);
 }
 
 absl::StatusOr<std::vector<StoredRun>> RunStore::Impl::QueryRuns(
-    Database& d, const std::string& sql,
-    const std::function<void(Statement&)>& bind, bool with_labels) {
+    Database& d, const std::string& sql, const std::function<void(Statement&)>& bind,
+    bool with_labels) {
   std::vector<StoredRun> out;
   {
     ASSIGN_OR_RETURN(ScopedStatement s, d.Prepare(sql));
@@ -253,8 +248,7 @@ absl::StatusOr<std::vector<StoredRun>> RunStore::Impl::QueryRuns(
   return out;
 }
 
-absl::StatusOr<int64_t> RunStore::Impl::InsertEvent(const v1::Event& e,
-                                                     int64_t now_us) {
+absl::StatusOr<int64_t> RunStore::Impl::InsertEvent(const v1::Event& e, int64_t now_us) {
   ASSIGN_OR_RETURN(ScopedStatement s, db->Prepare(kInsertEvent));
   s->BindInt(1, now_us)
       .BindInt(2, e.type())
@@ -262,9 +256,7 @@ absl::StatusOr<int64_t> RunStore::Impl::InsertEvent(const v1::Event& e,
       .BindInt(4, e.from_state())
       .BindInt(5, e.to_state())
       .BindInt(6, e.stale_reason())
-      .BindOptionalInt(7, e.has_exit_code()
-                              ? std::optional<int64_t>(e.exit_code())
-                              : std::nullopt)
+      .BindOptionalInt(7, e.has_exit_code() ? std::optional<int64_t>(e.exit_code()) : std::nullopt)
       .BindInt(8, e.pid())
       .BindInt(9, e.signal())
       .BindText(10, e.stage())
@@ -281,29 +273,25 @@ absl::Status RunStore::Impl::WriteRun(const StoredRun& r) {
       .BindInt(2, run.state())
       .BindInt(3, run.liveness())
       .BindInt(4, run.stale_reason())
-      .BindOptionalInt(5, run.has_exit_code()
-                              ? std::optional<int64_t>(run.exit_code())
-                              : std::nullopt)
+      .BindOptionalInt(5,
+                       run.has_exit_code() ? std::optional<int64_t>(run.exit_code()) : std::nullopt)
       .BindInt(6, TimestampMicros(run.last_seen_alive_at()))
       .BindOptionalInt(7, run.has_ended_at()
-                              ? std::optional<int64_t>(
-                                    TimestampMicros(run.ended_at()))
+                              ? std::optional<int64_t>(TimestampMicros(run.ended_at()))
                               : std::nullopt);
   return s->Run();
 }
 
 absl::Status RunStore::Impl::WriteLiveness(const StoredRun& r) {
-  ASSIGN_OR_RETURN(ScopedStatement s,
-                   db->Prepare("UPDATE runs SET liveness = ?2, "
-                               "last_seen_alive_at_us = ?3 WHERE seq = ?1"));
+  ASSIGN_OR_RETURN(ScopedStatement s, db->Prepare("UPDATE runs SET liveness = ?2, "
+                                                  "last_seen_alive_at_us = ?3 WHERE seq = ?1"));
   s->BindInt(1, r.seq)
       .BindInt(2, r.run.liveness())
       .BindInt(3, TimestampMicros(r.run.last_seen_alive_at()));
   return s->Run();
 }
 
-absl::Status RunStore::Impl::Terminate(StoredRun& r, v1::RunState to,
-                                       int64_t now_us,
+absl::Status RunStore::Impl::Terminate(StoredRun& r, v1::RunState to, int64_t now_us,
                                        absl::string_view detail) {
   const v1::RunState from = r.run.state();
   r.run.set_state(to);
@@ -320,16 +308,14 @@ absl::Status RunStore::Impl::Terminate(StoredRun& r, v1::RunState to,
   return InsertEvent(e, now_us).status();
 }
 
-absl::Status RunStore::Impl::Terminal(const StoredRun& r,
-                                      absl::string_view op) {
-  return absl::FailedPreconditionError(absl::StrCat(
-      op, " run \"", r.run.run_id(), "\" in ", path(), ": run is ",
-      v1::RunState_Name(r.run.state()),
-      r.run.state() == v1::RUN_STATE_STALE
-          ? absl::StrCat(" (", v1::StaleReason_Name(r.run.stale_reason()),
-                         ")")
-          : std::string(),
-      ", a terminal state"));
+absl::Status RunStore::Impl::Terminal(const StoredRun& r, absl::string_view op) {
+  return absl::FailedPreconditionError(
+      absl::StrCat(op, " run \"", r.run.run_id(), "\" in ", path(), ": run is ",
+                   v1::RunState_Name(r.run.state()),
+                   r.run.state() == v1::RUN_STATE_STALE
+                       ? absl::StrCat(" (", v1::StaleReason_Name(r.run.stale_reason()), ")")
+                       : std::string(),
+                   ", a terminal state"));
 }
 
 }  // namespace runreaper::store

@@ -53,14 +53,11 @@ inline constexpr int kDefaultPageSize = 100;
 
 struct RunStore::Impl {
   // Starts the writer thread.
-  Impl(std::unique_ptr<Database> writer, std::unique_ptr<Database> read_conn,
-       StoreOptions opts);
+  Impl(std::unique_ptr<Database> writer, std::unique_ptr<Database> read_conn, StoreOptions opts);
   // Runs what is queued, then stops the writer thread.
   ~Impl();
 
-  absl::Time Now() const {
-    return options.clock ? options.clock() : absl::Now();
-  }
+  absl::Time Now() const { return options.clock ? options.clock() : absl::Now(); }
   int64_t NowMicros() const { return absl::ToUnixMicros(Now()); }
   const std::string& path() const { return db_path; }
 
@@ -75,8 +72,7 @@ struct RunStore::Impl {
   // caller is answered only after the COMMIT that made its write durable.
   // `fn` runs on the writer thread with `mu` held; it must not call Write.
   // Never called with `mu` held.
-  absl::Status Write(const std::function<absl::Status()>& fn)
-      ABSL_LOCKS_EXCLUDED(mu, queue_mu);
+  absl::Status Write(const std::function<absl::Status()>& fn) ABSL_LOCKS_EXCLUDED(mu, queue_mu);
 
   // Write at background priority (retention's batches): `fn` runs alone in
   // its own transaction, when no other write is queued or right after a
@@ -91,8 +87,7 @@ struct RunStore::Impl {
   // COMMIT, so that several SELECTs see one state of the database (a run
   // list and its labels); a single SELECT is its own read transaction.
   // Never called with `mu` held.
-  absl::Status Read(bool snapshot,
-                    const std::function<absl::Status(Database&)>& fn)
+  absl::Status Read(bool snapshot, const std::function<absl::Status(Database&)>& fn)
       ABSL_LOCKS_EXCLUDED(read_mu, mu);
 
   // The helpers below take the connection to read with: `*db` inside a
@@ -101,8 +96,7 @@ struct RunStore::Impl {
   static absl::Status ReadLabels(Database& d, int64_t seq, v1::Run* run);
 
   // The run with this id, or nullopt.
-  static absl::StatusOr<std::optional<StoredRun>> Find(
-      Database& d, absl::string_view run_id);
+  static absl::StatusOr<std::optional<StoredRun>> Find(Database& d, absl::string_view run_id);
 
   // Find() on the writer connection, inside a write transaction.
   absl::StatusOr<std::optional<StoredRun>> Find(absl::string_view run_id)
@@ -111,8 +105,7 @@ struct RunStore::Impl {
   }
 
   // The run with this id, or NOT_FOUND naming it and the database.
-  absl::StatusOr<StoredRun> FindOrNotFound(Database& d,
-                                           absl::string_view run_id) const;
+  absl::StatusOr<StoredRun> FindOrNotFound(Database& d, absl::string_view run_id) const;
   absl::StatusOr<StoredRun> FindOrNotFound(absl::string_view run_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     return FindOrNotFound(*db, run_id);
@@ -121,8 +114,8 @@ struct RunStore::Impl {
   // Runs of a "SELECT kRunColumns ..." query, labels included (several
   // statements: call it inside one transaction).
   static absl::StatusOr<std::vector<StoredRun>> QueryRuns(
-      Database& d, const std::string& sql,
-      const std::function<void(Statement&)>& bind, bool with_labels = true);
+      Database& d, const std::string& sql, const std::function<void(Statement&)>& bind,
+      bool with_labels = true);
 
   // The runs (labels included unless `with_labels` is false) of "SELECT
   // kRunColumns FROM runs WHERE <where> ORDER BY seq", read in one
@@ -146,12 +139,10 @@ struct RunStore::Impl {
   // Writes liveness and last_seen_alive_at only. Not touching `state` keeps
   // SQLite from rewriting the state indexes (it maintains every index on a
   // column named in SET, changed or not).
-  absl::Status WriteLiveness(const StoredRun& r)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  absl::Status WriteLiveness(const StoredRun& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   // Moves a RUNNING run to a terminal state and writes its event.
-  absl::Status Terminate(StoredRun& r, v1::RunState to, int64_t now_us,
-                         absl::string_view detail)
+  absl::Status Terminate(StoredRun& r, v1::RunState to, int64_t now_us, absl::string_view detail)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   // FAILED_PRECONDITION for operation `op` on the terminal run `r`.
@@ -159,16 +150,17 @@ struct RunStore::Impl {
 
   // Applies one kStale update inside the pass's transaction (defined in
   // run_store_pass.cc).
-  absl::Status ApplyStale(const RunUpdate& u, int64_t now_us,
-                          absl::string_view seen_by, AppliedUpdate* a)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  absl::Status ApplyStale(const RunUpdate& u, int64_t now_us, absl::string_view seen_by,
+                          AppliedUpdate* a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   // The skeleton ApplyBatch and ApplyPass share (defined, and only
   // instantiated, in run_store_pass.cc).
   template <typename LivenessStep>
-  absl::StatusOr<std::vector<AppliedUpdate>> ApplyUpdates(
-      const std::vector<RunUpdate>& updates, absl::string_view op,
-      absl::string_view seen_by, LivenessStep liveness_step) ABSL_LOCKS_EXCLUDED(mu);
+  absl::StatusOr<std::vector<AppliedUpdate>> ApplyUpdates(const std::vector<RunUpdate>& updates,
+                                                          absl::string_view op,
+                                                          absl::string_view seen_by,
+                                                          LivenessStep liveness_step)
+      ABSL_LOCKS_EXCLUDED(mu);
 
   // One queued write (Write): the function, its outcome, and whether the
   // writer thread is done with it.
@@ -179,13 +171,11 @@ struct RunStore::Impl {
   };
   void WriterLoop() ABSL_LOCKS_EXCLUDED(mu, queue_mu);
   // Queues `op` (on `background` or `queue`) and waits until it is done.
-  absl::Status Enqueue(WriteOp* op, bool background_priority)
-      ABSL_LOCKS_EXCLUDED(queue_mu);
+  absl::Status Enqueue(WriteOp* op, bool background_priority) ABSL_LOCKS_EXCLUDED(queue_mu);
   // Runs `batch` in as few transactions as possible (one, unless a fn's
   // error made SQLite roll the whole transaction back) and sets each op's
   // status.
-  void RunBatch(const std::vector<WriteOp*>& batch)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void RunBatch(const std::vector<WriteOp*>& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   const StoreOptions options;
   const std::string db_path;

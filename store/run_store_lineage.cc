@@ -11,18 +11,16 @@
 
 namespace runreaper::store {
 
-absl::Status RunStore::WriteDescendants(
-    const std::vector<StoredDescendant>& put,
-    const std::vector<StoredDescendant>& drop) {
+absl::Status RunStore::WriteDescendants(const std::vector<StoredDescendant>& put,
+                                        const std::vector<StoredDescendant>& drop) {
   if (put.empty() && drop.empty()) return absl::OkStatus();
   Impl& m = *impl_;
   return m.Write([&]() -> absl::Status {
     const int64_t now = m.NowMicros();
     if (!drop.empty()) {
-      ASSIGN_OR_RETURN(ScopedStatement d,
-                       m.db->Prepare("DELETE FROM run_descendants WHERE "
-                                     "run_id = ?1 AND pid = ?2 AND "
-                                     "start_time_ticks = ?3"));
+      ASSIGN_OR_RETURN(ScopedStatement d, m.db->Prepare("DELETE FROM run_descendants WHERE "
+                                                        "run_id = ?1 AND pid = ?2 AND "
+                                                        "start_time_ticks = ?3"));
       for (const StoredDescendant& r : drop) {
         d->Reset();
         d->BindText(1, r.run_id)
@@ -35,12 +33,11 @@ absl::Status RunStore::WriteDescendants(
       // Only for a run that exists and is not swept: a row never outlives
       // its run's sweep, and a run deleted meanwhile is no foreign key
       // error.
-      ASSIGN_OR_RETURN(
-          ScopedStatement s,
-          m.db->Prepare("INSERT OR REPLACE INTO run_descendants (run_id, pid, "
-                        "start_time_ticks, parent_pid, recorded_at_us) "
-                        "SELECT ?1, ?2, ?3, ?4, ?5 WHERE EXISTS (SELECT 1 FROM "
-                        "runs WHERE run_id = ?1 AND sweep_done = 0)"));
+      ASSIGN_OR_RETURN(ScopedStatement s,
+                       m.db->Prepare("INSERT OR REPLACE INTO run_descendants (run_id, pid, "
+                                     "start_time_ticks, parent_pid, recorded_at_us) "
+                                     "SELECT ?1, ?2, ?3, ?4, ?5 WHERE EXISTS (SELECT 1 FROM "
+                                     "runs WHERE run_id = ?1 AND sweep_done = 0)"));
       for (const StoredDescendant& r : put) {
         s->Reset();
         s->BindText(1, r.run_id)
@@ -60,12 +57,11 @@ absl::StatusOr<std::vector<StoredDescendant>> RunStore::ListDescendants() {
   std::vector<StoredDescendant> out;
   RETURN_IF_ERROR(m.Read(false, [&](Database& d) -> absl::Status {
     out.clear();
-    ASSIGN_OR_RETURN(
-        ScopedStatement q,
-        d.Prepare("SELECT l.run_id, l.pid, l.start_time_ticks, l.parent_pid "
-                  "FROM run_descendants l JOIN runs r ON r.run_id = l.run_id "
-                  "WHERE r.sweep_done = 0 ORDER BY r.seq, l.pid, "
-                  "l.start_time_ticks"));
+    ASSIGN_OR_RETURN(ScopedStatement q,
+                     d.Prepare("SELECT l.run_id, l.pid, l.start_time_ticks, l.parent_pid "
+                               "FROM run_descendants l JOIN runs r ON r.run_id = l.run_id "
+                               "WHERE r.sweep_done = 0 ORDER BY r.seq, l.pid, "
+                               "l.start_time_ticks"));
     while (true) {
       ASSIGN_OR_RETURN(bool row, q->Step());
       if (!row) break;
@@ -81,11 +77,9 @@ absl::StatusOr<std::vector<StoredDescendant>> RunStore::ListDescendants() {
   return out;
 }
 
-absl::Status RunStore::Impl::DeleteDescendantsOf(
-    const std::vector<std::string>& run_ids) {
+absl::Status RunStore::Impl::DeleteDescendantsOf(const std::vector<std::string>& run_ids) {
   if (run_ids.empty()) return absl::OkStatus();
-  ASSIGN_OR_RETURN(ScopedStatement d,
-                   db->Prepare("DELETE FROM run_descendants WHERE run_id = ?1"));
+  ASSIGN_OR_RETURN(ScopedStatement d, db->Prepare("DELETE FROM run_descendants WHERE run_id = ?1"));
   for (const std::string& id : run_ids) {
     d->Reset();
     d->BindText(1, id);

@@ -38,24 +38,22 @@ TEST_F(RunStoreLineageTest, RowsSurviveReopenUntilTheRunIsSwept) {
     auto store = Open();
     ASSERT_OK(store->Register(MakeRun("a", 100)));
     ASSERT_OK(store->Register(MakeRun("b", 200)));
-    ASSERT_OK(store->WriteDescendants(
-        {{"a", 101, 5001, 100}, {"a", 102, 5002, 101}, {"b", 201, 6001, 200},
-         {"nope", 301, 7001, 300}},  // unknown run: skipped
-        {}));
+    ASSERT_OK(store->WriteDescendants({{"a", 101, 5001, 100},
+                                       {"a", 102, 5002, 101},
+                                       {"b", 201, 6001, 200},
+                                       {"nope", 301, 7001, 300}},  // unknown run: skipped
+                                      {}));
   }
   auto store = Open();  // a restart
-  ASSERT_OK_AND_ASSIGN(std::vector<StoredDescendant> rows,
-                       store->ListDescendants());
+  ASSERT_OK_AND_ASSIGN(std::vector<StoredDescendant> rows, store->ListDescendants());
   const std::vector<StoredDescendant> want = {
       {"a", 101, 5001, 100}, {"a", 102, 5002, 101}, {"b", 201, 6001, 200}};
   EXPECT_EQ(rows, want);
 
   // Drop one, replace one (same key, new parent).
-  ASSERT_OK(store->WriteDescendants({{"a", 102, 5002, 100}},
-                                    {{"a", 101, 5001, 0}}));
+  ASSERT_OK(store->WriteDescendants({{"a", 102, 5002, 100}}, {{"a", 101, 5001, 0}}));
   ASSERT_OK_AND_ASSIGN(rows, store->ListDescendants());
-  EXPECT_EQ(rows, (std::vector<StoredDescendant>{{"a", 102, 5002, 100},
-                                                 {"b", 201, 6001, 200}}));
+  EXPECT_EQ(rows, (std::vector<StoredDescendant>{{"a", 102, 5002, 100}, {"b", 201, 6001, 200}}));
 
   // Swept clean: its rows go in MarkSwept's transaction, and a late write
   // for it is skipped.
@@ -65,8 +63,9 @@ TEST_F(RunStoreLineageTest, RowsSurviveReopenUntilTheRunIsSwept) {
   ASSERT_OK(store->WriteDescendants({{"a", 103, 5003, 100}}, {}));
   ASSERT_OK_AND_ASSIGN(rows, store->ListDescendants());
   EXPECT_EQ(rows, (std::vector<StoredDescendant>{{"b", 201, 6001, 200}}));
-  EXPECT_EQ(RawQueryInt(path_, "SELECT count(*) FROM run_descendants WHERE "
-                               "run_id = 'a'"),
+  EXPECT_EQ(RawQueryInt(path_,
+                        "SELECT count(*) FROM run_descendants WHERE "
+                        "run_id = 'a'"),
             0);
 }
 
@@ -100,20 +99,20 @@ TEST_F(RunStoreLineageTest, MigratesASchemaTwoFile) {
           "ALTER TABLE runs DROP COLUMN host_pid; "
           "ALTER TABLE runs DROP COLUMN host_pidns_inode; "
           "PRAGMA user_version = 2;");
-  ASSERT_EQ(RawQueryInt(path_, "SELECT count(*) FROM sqlite_master WHERE "
-                               "name = 'run_descendants'"),
+  ASSERT_EQ(RawQueryInt(path_,
+                        "SELECT count(*) FROM sqlite_master WHERE "
+                        "name = 'run_descendants'"),
             0);
   auto store = Open();
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(RawQueryInt(path_, "PRAGMA user_version"),
-            RunStore::kSchemaVersion);
-  EXPECT_EQ(RawQueryInt(path_, "SELECT count(*) FROM sqlite_master WHERE "
-                               "name = 'run_descendants'"),
+  EXPECT_EQ(RawQueryInt(path_, "PRAGMA user_version"), RunStore::kSchemaVersion);
+  EXPECT_EQ(RawQueryInt(path_,
+                        "SELECT count(*) FROM sqlite_master WHERE "
+                        "name = 'run_descendants'"),
             1);
   ASSERT_OK(store->Get("a").status());
   ASSERT_OK(store->WriteDescendants({{"a", 101, 5001, 100}}, {}));
-  ASSERT_OK_AND_ASSIGN(std::vector<StoredDescendant> rows,
-                       store->ListDescendants());
+  ASSERT_OK_AND_ASSIGN(std::vector<StoredDescendant> rows, store->ListDescendants());
   EXPECT_EQ(rows.size(), 1u);
 }
 

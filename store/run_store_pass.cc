@@ -17,16 +17,16 @@ namespace {
 
 // A kStale update needs a real reason, and every liveness must be a known
 // value; one bad update refuses the whole batch before anything is written.
-absl::Status ValidateUpdates(const std::vector<RunUpdate>& updates,
-                             absl::string_view op, const std::string& path) {
+absl::Status ValidateUpdates(const std::vector<RunUpdate>& updates, absl::string_view op,
+                             const std::string& path) {
   for (const RunUpdate& u : updates) {
-    const bool bad_stale = u.kind == RunUpdate::Kind::kStale &&
-                           (u.stale_reason == v1::STALE_REASON_UNSPECIFIED ||
-                            !v1::StaleReason_IsValid(u.stale_reason));
+    const bool bad_stale =
+        u.kind == RunUpdate::Kind::kStale && (u.stale_reason == v1::STALE_REASON_UNSPECIFIED ||
+                                              !v1::StaleReason_IsValid(u.stale_reason));
     if (bad_stale || !v1::Liveness_IsValid(u.liveness)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          op, " in ", path, ": update for run \"", u.run_id,
-          "\" has an invalid stale reason or liveness"));
+      return absl::InvalidArgumentError(absl::StrCat(op, " in ", path, ": update for run \"",
+                                                     u.run_id,
+                                                     "\" has an invalid stale reason or liveness"));
     }
   }
   return absl::OkStatus();
@@ -56,8 +56,8 @@ absl::Status RunStore::Impl::ApplyStale(const RunUpdate& u, int64_t now_us,
 // kStale through Impl::ApplyStale, and `liveness_step` for kAlive/kObserve.
 template <typename LivenessStep>
 absl::StatusOr<std::vector<AppliedUpdate>> RunStore::Impl::ApplyUpdates(
-    const std::vector<RunUpdate>& updates, absl::string_view op,
-    absl::string_view seen_by, LivenessStep liveness_step) {
+    const std::vector<RunUpdate>& updates, absl::string_view op, absl::string_view seen_by,
+    LivenessStep liveness_step) {
   Impl& m = *this;
   RETURN_IF_ERROR(ValidateUpdates(updates, op, m.path()));
   std::vector<AppliedUpdate> out;
@@ -84,11 +84,10 @@ absl::StatusOr<std::vector<RunningRecord>> RunStore::ListRunningForReconcile() {
   Impl& m = *impl_;
   std::vector<RunningRecord> out;
   RETURN_IF_ERROR(m.Read(false, [&](Database& d) -> absl::Status {
-    ASSIGN_OR_RETURN(
-        ScopedStatement s,
-        d.Prepare("SELECT seq, run_id, pid, pidns_inode, start_time_ticks, "
-                  "boot_id, liveness, last_seen_alive_at_us, host_pid, "
-                  "host_pidns_inode FROM runs WHERE state = ?1 ORDER BY seq"));
+    ASSIGN_OR_RETURN(ScopedStatement s,
+                     d.Prepare("SELECT seq, run_id, pid, pidns_inode, start_time_ticks, "
+                               "boot_id, liveness, last_seen_alive_at_us, host_pid, "
+                               "host_pidns_inode FROM runs WHERE state = ?1 ORDER BY seq"));
     s->BindInt(1, v1::RUN_STATE_RUNNING);
     while (true) {
       ASSIGN_OR_RETURN(bool row, s->Step());
@@ -121,8 +120,8 @@ absl::StatusOr<int64_t> RunStore::DataVersion() {
     ASSIGN_OR_RETURN(ScopedStatement s, d.Prepare("PRAGMA data_version"));
     ASSIGN_OR_RETURN(bool row, s->Step());
     if (!row) {
-      return absl::InternalError(absl::StrCat(
-          "PRAGMA data_version on ", m.path(), " returned no row"));
+      return absl::InternalError(
+          absl::StrCat("PRAGMA data_version on ", m.path(), " returned no row"));
     }
     version = s->ColumnInt(0);
     return absl::OkStatus();
@@ -135,26 +134,25 @@ absl::StatusOr<std::vector<AppliedUpdate>> RunStore::ApplyBatch(
   Impl& m = *impl_;
   // Each update re-reads its run inside the transaction (under the write
   // lock), so a run that became terminal since the pass looked is skipped.
-  return m.ApplyUpdates(
-      updates, "apply batch", seen_by,
-      [&m](const RunUpdate& u, int64_t now, AppliedUpdate* a)
-          ABSL_EXCLUSIVE_LOCKS_REQUIRED(m.mu) -> absl::Status {
-        ASSIGN_OR_RETURN(std::optional<StoredRun> found, m.Find(u.run_id));
-        if (!found.has_value()) return absl::OkStatus();
-        StoredRun& r = *found;
-        if (r.run.state() == v1::RUN_STATE_RUNNING) {
-          if (u.kind == RunUpdate::Kind::kAlive) {
-            r.run.set_liveness(v1::LIVENESS_ALIVE);
-            SetTimestamp(now, r.run.mutable_last_seen_alive_at());
-          } else {
-            r.run.set_liveness(u.liveness);
-          }
-          RETURN_IF_ERROR(m.WriteLiveness(r));
-          a->applied = true;
-        }
-        a->run = std::move(r.run);
-        return absl::OkStatus();
-      });
+  return m.ApplyUpdates(updates, "apply batch", seen_by,
+                        [&m](const RunUpdate& u, int64_t now, AppliedUpdate* a)
+                            ABSL_EXCLUSIVE_LOCKS_REQUIRED(m.mu) -> absl::Status {
+                              ASSIGN_OR_RETURN(std::optional<StoredRun> found, m.Find(u.run_id));
+                              if (!found.has_value()) return absl::OkStatus();
+                              StoredRun& r = *found;
+                              if (r.run.state() == v1::RUN_STATE_RUNNING) {
+                                if (u.kind == RunUpdate::Kind::kAlive) {
+                                  r.run.set_liveness(v1::LIVENESS_ALIVE);
+                                  SetTimestamp(now, r.run.mutable_last_seen_alive_at());
+                                } else {
+                                  r.run.set_liveness(u.liveness);
+                                }
+                                RETURN_IF_ERROR(m.WriteLiveness(r));
+                                a->applied = true;
+                              }
+                              a->run = std::move(r.run);
+                              return absl::OkStatus();
+                            });
 }
 
 absl::StatusOr<std::vector<AppliedUpdate>> RunStore::ApplyPass(
@@ -164,41 +162,40 @@ absl::StatusOr<std::vector<AppliedUpdate>> RunStore::ApplyPass(
   // RUNNING (state = 1) under the write lock; neither names `state` in SET,
   // so no index is rewritten. With a seq the row is found by its integer key
   // and must still carry this run_id. The run is not read back.
-  return m.ApplyUpdates(
-      updates, "apply pass", seen_by,
-      [&m](const RunUpdate& u, int64_t now, AppliedUpdate* a)
-          ABSL_EXCLUSIVE_LOCKS_REQUIRED(m.mu) -> absl::Status {
-        const bool alive = u.kind == RunUpdate::Kind::kAlive;
-        const bool seen = u.last_seen != absl::InfinitePast();
-        const bool write_seen = alive || seen;
-        // MAX(): a time kept in memory never moves the stored one back.
-        static const std::string* const kSql[4] = {
-            new std::string("UPDATE runs SET liveness = ?2 "
-                            "WHERE run_id = ?4 AND state = 1"),
-            new std::string("UPDATE runs SET liveness = ?2, "
-                            "last_seen_alive_at_us = "
-                            "MAX(last_seen_alive_at_us, ?3) "
-                            "WHERE run_id = ?4 AND state = 1"),
-            new std::string("UPDATE runs SET liveness = ?2 "
-                            "WHERE seq = ?1 AND run_id = ?4 AND state = 1"),
-            new std::string("UPDATE runs SET liveness = ?2, "
-                            "last_seen_alive_at_us = "
-                            "MAX(last_seen_alive_at_us, ?3) "
-                            "WHERE seq = ?1 AND run_id = ?4 AND state = 1"),
-        };
-        const std::string& sql =
-            *kSql[(u.seq > 0 ? 2 : 0) + (write_seen ? 1 : 0)];
-        ASSIGN_OR_RETURN(ScopedStatement s, m.db->Prepare(sql));
-        if (u.seq > 0) s->BindInt(1, u.seq);
-        s->BindInt(2, alive ? v1::LIVENESS_ALIVE : u.liveness);
-        if (write_seen) {
-          s->BindInt(3, seen ? absl::ToUnixMicros(u.last_seen) : now);
-        }
-        s->BindText(4, u.run_id);
-        RETURN_IF_ERROR(s->Run());
-        a->applied = sqlite3_changes(m.db->get()) == 1;
-        return absl::OkStatus();
-      });
+  return m.ApplyUpdates(updates, "apply pass", seen_by,
+                        [&m](const RunUpdate& u, int64_t now, AppliedUpdate* a)
+                            ABSL_EXCLUSIVE_LOCKS_REQUIRED(m.mu) -> absl::Status {
+                              const bool alive = u.kind == RunUpdate::Kind::kAlive;
+                              const bool seen = u.last_seen != absl::InfinitePast();
+                              const bool write_seen = alive || seen;
+                              // MAX(): a time kept in memory never moves the stored one back.
+                              static const std::string* const kSql[4] = {
+                                  new std::string("UPDATE runs SET liveness = ?2 "
+                                                  "WHERE run_id = ?4 AND state = 1"),
+                                  new std::string("UPDATE runs SET liveness = ?2, "
+                                                  "last_seen_alive_at_us = "
+                                                  "MAX(last_seen_alive_at_us, ?3) "
+                                                  "WHERE run_id = ?4 AND state = 1"),
+                                  new std::string("UPDATE runs SET liveness = ?2 "
+                                                  "WHERE seq = ?1 AND run_id = ?4 AND state = 1"),
+                                  new std::string("UPDATE runs SET liveness = ?2, "
+                                                  "last_seen_alive_at_us = "
+                                                  "MAX(last_seen_alive_at_us, ?3) "
+                                                  "WHERE seq = ?1 AND run_id = ?4 AND state = 1"),
+                              };
+                              const std::string& sql =
+                                  *kSql[(u.seq > 0 ? 2 : 0) + (write_seen ? 1 : 0)];
+                              ASSIGN_OR_RETURN(ScopedStatement s, m.db->Prepare(sql));
+                              if (u.seq > 0) s->BindInt(1, u.seq);
+                              s->BindInt(2, alive ? v1::LIVENESS_ALIVE : u.liveness);
+                              if (write_seen) {
+                                s->BindInt(3, seen ? absl::ToUnixMicros(u.last_seen) : now);
+                              }
+                              s->BindText(4, u.run_id);
+                              RETURN_IF_ERROR(s->Run());
+                              a->applied = sqlite3_changes(m.db->get()) == 1;
+                              return absl::OkStatus();
+                            });
 }
 
 }  // namespace runreaper::store

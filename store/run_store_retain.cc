@@ -40,8 +40,7 @@ const std::vector<std::string>& PerRunDeletes() {
   static const std::vector<std::string>* const kSql = [] {
     auto* sql = new std::vector<std::string>();
     for (const PerRunTable& t : kPerRunTables) {
-      sql->push_back(absl::StrCat("DELETE FROM ", t.table, " WHERE ",
-                                  t.run_id_column, " = ?1"));
+      sql->push_back(absl::StrCat("DELETE FROM ", t.table, " WHERE ", t.run_id_column, " = ?1"));
     }
     return sql;
   }();
@@ -62,9 +61,7 @@ constexpr char kSelectRunless[] =
     "SELECT event_id, time_us FROM events WHERE run_id = '' "
     "ORDER BY event_id LIMIT ?1";
 
-bool Stopped(const PruneOptions& options) {
-  return options.stop && options.stop();
-}
+bool Stopped(const PruneOptions& options) { return options.stop && options.stop(); }
 
 }  // namespace
 
@@ -108,8 +105,7 @@ absl::StatusOr<PruneResult> RunStore::Prune(const PruneOptions& options) {
             RETURN_IF_ERROR(d->Run());
             if (t == 0) events += m.db->Changes();  // kPerRunTables[0]: events
           }
-          ASSIGN_OR_RETURN(ScopedStatement d,
-                           m.db->Prepare("DELETE FROM runs WHERE seq = ?1"));
+          ASSIGN_OR_RETURN(ScopedStatement d, m.db->Prepare("DELETE FROM runs WHERE seq = ?1"));
           d->BindInt(1, seq);
           RETURN_IF_ERROR(d->Run());
           runs += m.db->Changes();
@@ -162,13 +158,11 @@ absl::StatusOr<PruneResult> RunStore::Prune(const PruneOptions& options) {
       v1::Event summary;
       summary.set_type(v1::EVENT_TYPE_PRUNED);
       summary.set_detail(absl::StrCat(
-          "pruned ", result.runs, " run(s) and ", result.events,
-          " event(s) that ended before ",
-          absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", result.cutoff, absl::UTCTimeZone()),
-          " (retain ", absl::FormatDuration(options.retain), ")"));
+          "pruned ", result.runs, " run(s) and ", result.events, " event(s) that ended before ",
+          absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", result.cutoff, absl::UTCTimeZone()), " (retain ",
+          absl::FormatDuration(options.retain), ")"));
       RETURN_IF_ERROR(m.WriteBackground([&]() -> absl::Status {
-        ASSIGN_OR_RETURN(result.summary_event_id,
-                         m.InsertEvent(summary, m.NowMicros()));
+        ASSIGN_OR_RETURN(result.summary_event_id, m.InsertEvent(summary, m.NowMicros()));
         return absl::OkStatus();
       }));
     }
@@ -186,8 +180,7 @@ absl::StatusOr<PruneResult> RunStore::Prune(const PruneOptions& options) {
   while (free_pages > 0 && !Stopped(options)) {
     int64_t freed = 0;
     RETURN_IF_ERROR(m.WriteBackground([&]() -> absl::Status {
-      ASSIGN_OR_RETURN(const int64_t before,
-                       m.db->QueryInt("PRAGMA freelist_count"));
+      ASSIGN_OR_RETURN(const int64_t before, m.db->QueryInt("PRAGMA freelist_count"));
       RETURN_IF_ERROR(m.db->Exec(vacuum));
       ASSIGN_OR_RETURN(free_pages, m.db->QueryInt("PRAGMA freelist_count"));
       freed = before - free_pages;

@@ -53,30 +53,37 @@ RunProto MakeRun(const std::string& id) {
 // are what the API writes (tests of the API path use the store's clock).
 void InsertOldSweptRuns(const std::string& path, int n, absl::Time ended_at) {
   const int64_t t = absl::ToUnixMicros(ended_at);
-  RawExec(path, absl::StrCat(
-      "BEGIN;"
-      "WITH RECURSIVE k(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM k WHERE i < ", n, ") "
-      "INSERT INTO runs (run_id, pid, pgid, sid, pidns_inode, start_time_ticks, boot_id, "
-      "uid, comm, cgroup, keep, state, liveness, stale_reason, exit_code, "
-      "registered_at_us, last_seen_alive_at_us, ended_at_us, sweep_done) "
-      "SELECT 'old-' || i, 1000 + i % 30000, 1000 + i % 30000, 999, 4026531836, 12345, "
-      "'boot', 1000, 'job', '', 0, 2, 2, 0, 0, ", t - 60000000, ", ", t - 1000000, ", ", t,
-      ", 1 FROM k;"
-      "INSERT INTO run_labels (seq, key, value) SELECT seq, 'queue', 'gpu' FROM runs "
-      "WHERE run_id GLOB 'old-*';"
-      "INSERT INTO run_labels (seq, key, value) SELECT seq, 'team', 'infra' FROM runs "
-      "WHERE run_id GLOB 'old-*';"
-      "INSERT INTO events (time_us, type, run_id, from_state, to_state, stale_reason, "
-      "exit_code, pid, signal, stage, result, detail) SELECT ", t - 60000000,
-      ", 1, run_id, 0, 1, 0, NULL, 0, 0, '', '', '' FROM runs WHERE run_id GLOB 'old-*';"
-      "INSERT INTO events (time_us, type, run_id, from_state, to_state, stale_reason, "
-      "exit_code, pid, signal, stage, result, detail) SELECT ", t,
-      ", 2, run_id, 1, 2, 0, 0, 0, 0, '', '', '' FROM runs WHERE run_id GLOB 'old-*';"
-      "INSERT INTO events (time_us, type, run_id, from_state, to_state, stale_reason, "
-      "exit_code, pid, signal, stage, result, detail) SELECT ", t,
-      ", 5, run_id, 0, 0, 0, NULL, 0, 0, '', '', 'no members' FROM runs "
-      "WHERE run_id GLOB 'old-*';"
-      "COMMIT;"));
+  RawExec(path,
+          absl::StrCat(
+              "BEGIN;"
+              "WITH RECURSIVE k(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM k WHERE i < ",
+              n,
+              ") "
+              "INSERT INTO runs (run_id, pid, pgid, sid, pidns_inode, start_time_ticks, boot_id, "
+              "uid, comm, cgroup, keep, state, liveness, stale_reason, exit_code, "
+              "registered_at_us, last_seen_alive_at_us, ended_at_us, sweep_done) "
+              "SELECT 'old-' || i, 1000 + i % 30000, 1000 + i % 30000, 999, 4026531836, 12345, "
+              "'boot', 1000, 'job', '', 0, 2, 2, 0, 0, ",
+              t - 60000000, ", ", t - 1000000, ", ", t,
+              ", 1 FROM k;"
+              "INSERT INTO run_labels (seq, key, value) SELECT seq, 'queue', 'gpu' FROM runs "
+              "WHERE run_id GLOB 'old-*';"
+              "INSERT INTO run_labels (seq, key, value) SELECT seq, 'team', 'infra' FROM runs "
+              "WHERE run_id GLOB 'old-*';"
+              "INSERT INTO events (time_us, type, run_id, from_state, to_state, stale_reason, "
+              "exit_code, pid, signal, stage, result, detail) SELECT ",
+              t - 60000000,
+              ", 1, run_id, 0, 1, 0, NULL, 0, 0, '', '', '' FROM runs WHERE run_id GLOB 'old-*';"
+              "INSERT INTO events (time_us, type, run_id, from_state, to_state, stale_reason, "
+              "exit_code, pid, signal, stage, result, detail) SELECT ",
+              t,
+              ", 2, run_id, 1, 2, 0, 0, 0, 0, '', '', '' FROM runs WHERE run_id GLOB 'old-*';"
+              "INSERT INTO events (time_us, type, run_id, from_state, to_state, stale_reason, "
+              "exit_code, pid, signal, stage, result, detail) SELECT ",
+              t,
+              ", 5, run_id, 0, 0, 0, NULL, 0, 0, '', '', 'no members' FROM runs "
+              "WHERE run_id GLOB 'old-*';"
+              "COMMIT;"));
 }
 
 class RetainTest : public ::testing::Test {

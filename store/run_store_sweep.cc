@@ -15,14 +15,13 @@
 
 namespace runreaper::store {
 
-absl::StatusOr<std::vector<v1::Run>> RunStore::Impl::ReadRunsWhere(
-    const std::string& where, bool with_labels) {
+absl::StatusOr<std::vector<v1::Run>> RunStore::Impl::ReadRunsWhere(const std::string& where,
+                                                                   bool with_labels) {
   std::vector<StoredRun> runs;
   RETURN_IF_ERROR(Read(true, [&](Database& d) -> absl::Status {
     ASSIGN_OR_RETURN(runs, QueryRuns(d,
-                                     absl::StrCat("SELECT ", kRunColumns,
-                                                  " FROM runs WHERE ", where,
-                                                  " ORDER BY seq"),
+                                     absl::StrCat("SELECT ", kRunColumns, " FROM runs WHERE ",
+                                                  where, " ORDER BY seq"),
                                      nullptr, with_labels));
     return absl::OkStatus();
   }));
@@ -42,19 +41,17 @@ absl::StatusOr<std::vector<v1::Run>> RunStore::ListTerminalUnsweptWithoutLabels(
                               /*with_labels=*/false);
 }
 
-absl::StatusOr<std::vector<RunStore::ClaimedCgroup>>
-RunStore::ListClaimedCgroups() {
+absl::StatusOr<std::vector<RunStore::ClaimedCgroup>> RunStore::ListClaimedCgroups() {
   Impl& m = *impl_;
   std::vector<ClaimedCgroup> out;
   RETURN_IF_ERROR(m.Read(false, [&](Database& d) -> absl::Status {
     out.clear();
     // Each half through its index: runs_by_state (state = 1) and the
     // partial index runs_terminal_unswept (its exact predicate).
-    ASSIGN_OR_RETURN(
-        ScopedStatement q,
-        d.Prepare("SELECT run_id, cgroup FROM runs WHERE state = 1 AND "
-                  "cgroup != '' UNION ALL SELECT run_id, cgroup FROM runs "
-                  "WHERE state != 1 AND sweep_done = 0 AND cgroup != ''"));
+    ASSIGN_OR_RETURN(ScopedStatement q,
+                     d.Prepare("SELECT run_id, cgroup FROM runs WHERE state = 1 AND "
+                               "cgroup != '' UNION ALL SELECT run_id, cgroup FROM runs "
+                               "WHERE state != 1 AND sweep_done = 0 AND cgroup != ''"));
     while (true) {
       ASSIGN_OR_RETURN(bool row, q->Step());
       if (!row) break;
@@ -67,8 +64,7 @@ RunStore::ListClaimedCgroups() {
 
 absl::StatusOr<std::vector<v1::Run>> RunStore::ListSweepsToResume() {
   return impl_->ReadRunsWhere(absl::StrCat(
-      "state != 1 AND sweep_done = 0 AND (state = ",
-      static_cast<int>(v1::RUN_STATE_CANCELLED),
+      "state != 1 AND sweep_done = 0 AND (state = ", static_cast<int>(v1::RUN_STATE_CANCELLED),
       " OR EXISTS (SELECT 1 FROM sweep_progress p"
       " WHERE p.run_id = runs.run_id AND p.stage > 0))"));
 }
@@ -83,8 +79,7 @@ absl::StatusOr<RunCounts> RunStore::CountRuns() {
     // pass: while nothing was committed since the last count (data_version
     // unchanged) the same answer is returned without them (an idle pass
     // stays free).
-    ASSIGN_OR_RETURN(const int64_t version,
-                     d.QueryInt("PRAGMA data_version"));
+    ASSIGN_OR_RETURN(const int64_t version, d.QueryInt("PRAGMA data_version"));
     if (version == m.counts_version) {
       counts = m.counts_cache;
       return absl::OkStatus();
@@ -113,21 +108,19 @@ absl::Status RunStore::SetSweepDone(absl::string_view run_id, bool done) {
   return m.Write([&]() -> absl::Status {
     ASSIGN_OR_RETURN(StoredRun r, m.FindOrNotFound(run_id));
     if (!IsTerminal(r.run.state())) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "set sweep_done on run \"", run_id, "\" in ", m.path(),
-          ": run is RUNNING, only a terminal run is swept"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("set sweep_done on run \"", run_id, "\" in ", m.path(),
+                       ": run is RUNNING, only a terminal run is swept"));
     }
-    ASSIGN_OR_RETURN(
-        ScopedStatement s,
-        m.db->Prepare("UPDATE runs SET sweep_done = ?2 WHERE seq = ?1"));
+    ASSIGN_OR_RETURN(ScopedStatement s,
+                     m.db->Prepare("UPDATE runs SET sweep_done = ?2 WHERE seq = ?1"));
     s->BindInt(1, r.seq).BindInt(2, done ? 1 : 0);
     return s->Run();
   });
 }
 
-absl::StatusOr<int> RunStore::MarkSwept(
-    const std::vector<std::string>& run_ids,
-    const std::vector<v1::Event>& events) {
+absl::StatusOr<int> RunStore::MarkSwept(const std::vector<std::string>& run_ids,
+                                        const std::vector<v1::Event>& events) {
   for (const v1::Event& e : events) RETURN_IF_ERROR(CheckAppendable(e, path()));
   if (run_ids.empty() && events.empty()) return 0;
   Impl& m = *impl_;
@@ -135,9 +128,8 @@ absl::StatusOr<int> RunStore::MarkSwept(
   RETURN_IF_ERROR(m.Write([&]() -> absl::Status {
     marked = 0;
     {
-      ASSIGN_OR_RETURN(ScopedStatement s,
-                       m.db->Prepare("UPDATE runs SET sweep_done = 1 "
-                                     "WHERE run_id = ?1 AND state != 1"));
+      ASSIGN_OR_RETURN(ScopedStatement s, m.db->Prepare("UPDATE runs SET sweep_done = 1 "
+                                                        "WHERE run_id = ?1 AND state != 1"));
       for (const std::string& id : run_ids) {
         s->Reset();
         s->BindText(1, id);
@@ -156,15 +148,13 @@ absl::StatusOr<int> RunStore::MarkSwept(
   return marked;
 }
 
-absl::StatusOr<bool> RunStore::ClaimSweepStage(absl::string_view run_id,
-                                               int pid,
-                                               uint64_t start_time_ticks,
-                                               int stage,
+absl::StatusOr<bool> RunStore::ClaimSweepStage(absl::string_view run_id, int pid,
+                                               uint64_t start_time_ticks, int stage,
                                                absl::Duration stale_after) {
   if (stage < 1 || stage > 3) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("claim sweep stage for run \"", run_id, "\" pid ", pid,
-                     " in ", path(), ": stage ", stage, " not in 1..3"));
+    return absl::InvalidArgumentError(absl::StrCat("claim sweep stage for run \"", run_id,
+                                                   "\" pid ", pid, " in ", path(), ": stage ",
+                                                   stage, " not in 1..3"));
   }
   Impl& m = *impl_;
   bool claimed = false;
@@ -180,17 +170,16 @@ absl::StatusOr<bool> RunStore::ClaimSweepStage(absl::string_view run_id,
     // take over one stale claim exactly one wins.
     ASSIGN_OR_RETURN(
         ScopedStatement s,
-        m.db->Prepare(
-            "INSERT INTO sweep_progress (run_id, pid, start_time_ticks, "
-            "stage, updated_at_us, sent_at_us) VALUES (?1, ?2, ?3, ?4, ?5, "
-            "NULL) "
-            "ON CONFLICT (run_id, pid, start_time_ticks) DO UPDATE SET "
-            "stage = excluded.stage, updated_at_us = excluded.updated_at_us, "
-            "sent_at_us = NULL "
-            "WHERE excluded.stage > sweep_progress.stage OR "
-            "(excluded.stage = sweep_progress.stage AND "
-            "sweep_progress.sent_at_us IS NULL AND "
-            "sweep_progress.updated_at_us <= ?6)"));
+        m.db->Prepare("INSERT INTO sweep_progress (run_id, pid, start_time_ticks, "
+                      "stage, updated_at_us, sent_at_us) VALUES (?1, ?2, ?3, ?4, ?5, "
+                      "NULL) "
+                      "ON CONFLICT (run_id, pid, start_time_ticks) DO UPDATE SET "
+                      "stage = excluded.stage, updated_at_us = excluded.updated_at_us, "
+                      "sent_at_us = NULL "
+                      "WHERE excluded.stage > sweep_progress.stage OR "
+                      "(excluded.stage = sweep_progress.stage AND "
+                      "sweep_progress.sent_at_us IS NULL AND "
+                      "sweep_progress.updated_at_us <= ?6)"));
     const int64_t now = m.NowMicros();
     s->BindText(1, run_id)
         .BindInt(2, pid)
@@ -199,8 +188,7 @@ absl::StatusOr<bool> RunStore::ClaimSweepStage(absl::string_view run_id,
         .BindInt(5, now);
     // ?6 stays NULL (never stale) for an infinite stale_after.
     if (stale_after != absl::InfiniteDuration()) {
-      s->BindInt(6, now - absl::ToInt64Microseconds(
-                              std::max(stale_after, absl::ZeroDuration())));
+      s->BindInt(6, now - absl::ToInt64Microseconds(std::max(stale_after, absl::ZeroDuration())));
     }
     RETURN_IF_ERROR(s->Run());
     claimed = m.db->Changes() == 1;
@@ -209,30 +197,27 @@ absl::StatusOr<bool> RunStore::ClaimSweepStage(absl::string_view run_id,
   return claimed;
 }
 
-absl::StatusOr<int64_t> RunStore::RecordSweepSignal(absl::string_view run_id,
-                                                    int pid,
-                                                    uint64_t start_time_ticks,
-                                                    int stage,
+absl::StatusOr<int64_t> RunStore::RecordSweepSignal(absl::string_view run_id, int pid,
+                                                    uint64_t start_time_ticks, int stage,
                                                     const v1::Event& event) {
   if (stage < 1 || stage > 3) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("record sweep signal for run \"", run_id, "\" pid ", pid,
-                     " in ", path(), ": stage ", stage, " not in 1..3"));
+    return absl::InvalidArgumentError(absl::StrCat("record sweep signal for run \"", run_id,
+                                                   "\" pid ", pid, " in ", path(), ": stage ",
+                                                   stage, " not in 1..3"));
   }
   if (event.type() != v1::EVENT_TYPE_SIGNAL || event.run_id() != run_id) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "record sweep signal for run \"", run_id, "\" pid ", pid, " in ",
-        path(), ": the event must be a SIGNAL event of that run"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("record sweep signal for run \"", run_id, "\" pid ", pid, " in ", path(),
+                     ": the event must be a SIGNAL event of that run"));
   }
   Impl& m = *impl_;
   int64_t id = 0;
   RETURN_IF_ERROR(m.Write([&]() -> absl::Status {
     const int64_t now = m.NowMicros();
-    ASSIGN_OR_RETURN(
-        ScopedStatement s,
-        m.db->Prepare("UPDATE sweep_progress SET sent_at_us = ?5 WHERE "
-                      "run_id = ?1 AND pid = ?2 AND start_time_ticks = ?3 AND "
-                      "stage = ?4 AND sent_at_us IS NULL"));
+    ASSIGN_OR_RETURN(ScopedStatement s,
+                     m.db->Prepare("UPDATE sweep_progress SET sent_at_us = ?5 WHERE "
+                                   "run_id = ?1 AND pid = ?2 AND start_time_ticks = ?3 AND "
+                                   "stage = ?4 AND sent_at_us IS NULL"));
     s->BindText(1, run_id)
         .BindInt(2, pid)
         .BindInt(3, static_cast<int64_t>(start_time_ticks))
@@ -247,23 +232,20 @@ absl::StatusOr<int64_t> RunStore::RecordSweepSignal(absl::string_view run_id,
 
 absl::StatusOr<int> RunStore::GetSweepStage(absl::string_view run_id, int pid,
                                             uint64_t start_time_ticks) {
-  ASSIGN_OR_RETURN(SweepProgress p,
-                   GetSweepProgress(run_id, pid, start_time_ticks));
+  ASSIGN_OR_RETURN(SweepProgress p, GetSweepProgress(run_id, pid, start_time_ticks));
   return p.stage;
 }
 
-absl::StatusOr<SweepProgress> RunStore::GetSweepProgress(
-    absl::string_view run_id, int pid, uint64_t start_time_ticks) {
+absl::StatusOr<SweepProgress> RunStore::GetSweepProgress(absl::string_view run_id, int pid,
+                                                         uint64_t start_time_ticks) {
   Impl& m = *impl_;
   SweepProgress p;
   RETURN_IF_ERROR(m.Read(false, [&](Database& d) -> absl::Status {
-    ASSIGN_OR_RETURN(
-        ScopedStatement s,
-        d.Prepare("SELECT stage, updated_at_us, sent_at_us FROM "
-                  "sweep_progress WHERE run_id = ?1 AND pid = ?2 AND "
-                  "start_time_ticks = ?3"));
-    s->BindText(1, run_id).BindInt(2, pid).BindInt(
-        3, static_cast<int64_t>(start_time_ticks));
+    ASSIGN_OR_RETURN(ScopedStatement s,
+                     d.Prepare("SELECT stage, updated_at_us, sent_at_us FROM "
+                               "sweep_progress WHERE run_id = ?1 AND pid = ?2 AND "
+                               "start_time_ticks = ?3"));
+    s->BindText(1, run_id).BindInt(2, pid).BindInt(3, static_cast<int64_t>(start_time_ticks));
     ASSIGN_OR_RETURN(bool row, s->Step());
     if (!row) return absl::OkStatus();
     p.stage = static_cast<int>(s->ColumnInt(0));

@@ -12,14 +12,14 @@
 
 #include <algorithm>
 #include <atomic>
-#include <functional>
-#include <memory>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
 #include <set>
 #include <sstream>
-#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -53,8 +53,9 @@ using RunProto = ::runreaper::v1::Run;
   if (google::protobuf::util::MessageDifferencer::Equals(a, b)) {
     return ::testing::AssertionSuccess();
   }
-  return ::testing::AssertionFailure()
-         << "runs differ:\n" << a.DebugString() << "vs\n" << b.DebugString();
+  return ::testing::AssertionFailure() << "runs differ:\n"
+                                       << a.DebugString() << "vs\n"
+                                       << b.DebugString();
 }
 
 bool Contains(absl::string_view haystack, absl::string_view needle) {
@@ -168,8 +169,7 @@ TEST_F(RunStoreTest, CreatesSchemaAtCurrentVersionInWal) {
     ASSERT_NE(store, nullptr);
     EXPECT_EQ(store->path(), path_);
   }
-  EXPECT_EQ(RawQueryInt(path_, "PRAGMA user_version"),
-            RunStore::kSchemaVersion);
+  EXPECT_EQ(RawQueryInt(path_, "PRAGMA user_version"), RunStore::kSchemaVersion);
   EXPECT_EQ(RawQueryText(path_, "PRAGMA journal_mode"), "wal");
   for (const char* table : {"runs", "run_labels", "events", "sweep_progress"}) {
     EXPECT_EQ(RawQueryInt(path_, absl::StrCat("SELECT count(*) FROM "
@@ -179,8 +179,8 @@ TEST_F(RunStoreTest, CreatesSchemaAtCurrentVersionInWal) {
               1)
         << table;
   }
-  for (const char* index : {"runs_by_state", "run_labels_by_key_value",
-                            "events_by_run", "runs_terminal_unswept"}) {
+  for (const char* index :
+       {"runs_by_state", "run_labels_by_key_value", "events_by_run", "runs_terminal_unswept"}) {
     EXPECT_EQ(RawQueryInt(path_, absl::StrCat("SELECT count(*) FROM "
                                               "sqlite_master WHERE type = "
                                               "'index' AND name = '",
@@ -195,8 +195,7 @@ TEST_F(RunStoreTest, MigratesAnEmptyFile) {
   ASSERT_EQ(RawQueryInt(path_, "PRAGMA user_version"), 0);
   auto store = OpenOrDie();
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(RawQueryInt(path_, "PRAGMA user_version"),
-            RunStore::kSchemaVersion);
+  EXPECT_EQ(RawQueryInt(path_, "PRAGMA user_version"), RunStore::kSchemaVersion);
   ASSERT_OK(store->Register(MakeRun("r1")));
   EXPECT_OK(store->Get("r1"));
 }
@@ -222,9 +221,7 @@ TEST_F(RunStoreTest, RefusesNewerSchemaAndLeavesItAlone) {
   EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(Contains(s.status().message(), path_)) << s.status();
   EXPECT_TRUE(Contains(s.status().message(), "99")) << s.status();
-  EXPECT_TRUE(Contains(s.status().message(),
-                       absl::StrCat(RunStore::kSchemaVersion)))
-      << s.status();
+  EXPECT_TRUE(Contains(s.status().message(), absl::StrCat(RunStore::kSchemaVersion))) << s.status();
   EXPECT_EQ(RawQueryInt(path_, "PRAGMA user_version"), 99);
 }
 
@@ -238,8 +235,7 @@ TEST_F(RunStoreTest, GarbageFileIsDataLossAndUntouched) {
     ASSERT_FALSE(s.ok()) << size;
     EXPECT_EQ(s.status().code(), absl::StatusCode::kDataLoss) << s.status();
     EXPECT_TRUE(Contains(s.status().message(), path_)) << s.status();
-    EXPECT_TRUE(Contains(s.status().message(), "not a usable SQLite"))
-        << s.status();
+    EXPECT_TRUE(Contains(s.status().message(), "not a usable SQLite")) << s.status();
     EXPECT_EQ(ReadFileBytes(path_), garbage) << "file was modified";
   }
 }
@@ -267,8 +263,7 @@ TEST_F(RunStoreTest, DirectoryPathIsRefused) {
 }
 
 TEST_F(RunStoreTest, EmptyPathIsInvalid) {
-  EXPECT_EQ(RunStore::Open("").status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(RunStore::Open("").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(RunStoreTest, MissingParentDirectoryIsUnavailable) {
@@ -308,18 +303,16 @@ TEST_F(RunStoreTest, UnwritableDirectoryIsAClearError) {
     if (mount(ro.c_str(), ro.c_str(), nullptr, MS_BIND, nullptr) != 0) {
       _exit(12);
     }
-    if (mount(nullptr, ro.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY,
-              nullptr) != 0) {
+    if (mount(nullptr, ro.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr) != 0) {
       _exit(13);
     }
-    const int probe =
-        open((ro + "/probe").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+    const int probe = open((ro + "/probe").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
     if (probe >= 0 || errno != EROFS) _exit(14);
     std::string report;
     for (const std::string& p : {fresh, existing}) {
       absl::StatusOr<std::unique_ptr<RunStore>> s = RunStore::Open(p);
-      absl::StrAppend(&report, static_cast<int>(s.status().code()), "\x1f",
-                      s.status().message(), "\x1e");
+      absl::StrAppend(&report, static_cast<int>(s.status().code()), "\x1f", s.status().message(),
+                      "\x1e");
     }
     _exit(WriteAll(wr.get(), report) ? 0 : 15);
   }
@@ -328,8 +321,7 @@ TEST_F(RunStoreTest, UnwritableDirectoryIsAClearError) {
   const int status = WaitChild(child);
   ASSERT_TRUE(WIFEXITED(status));
   ASSERT_EQ(WEXITSTATUS(status), 0) << "child setup step failed";
-  std::vector<std::string> results =
-      absl::StrSplit(report, '\x1e', absl::SkipEmpty());
+  std::vector<std::string> results = absl::StrSplit(report, '\x1e', absl::SkipEmpty());
   ASSERT_EQ(results.size(), 2u) << report;
   const std::string paths[] = {fresh, existing};
   for (int i = 0; i < 2; ++i) {
@@ -445,8 +437,7 @@ TEST_F(RunStoreTest, RegisterWithADifferentIdentityIsAlreadyExists) {
     changes[i](other);
     absl::StatusOr<RunProto> s = store->Register(other);
     ASSERT_FALSE(s.ok()) << "change " << i;
-    EXPECT_EQ(s.status().code(), absl::StatusCode::kAlreadyExists)
-        << s.status();
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kAlreadyExists) << s.status();
     EXPECT_TRUE(Contains(s.status().message(), "\"r1\"")) << s.status();
   }
   EXPECT_EQ(Events(*store).size(), 1u);
@@ -456,8 +447,7 @@ TEST_F(RunStoreTest, RegisterWithADifferentIdentityIsAlreadyExists) {
 
 TEST_F(RunStoreTest, RegisterRejectsEmptyRunId) {
   auto store = OpenOrDie();
-  EXPECT_EQ(store->Register(MakeRun("")).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->Register(MakeRun("")).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(RunStoreTest, UnknownRunIsNotFoundEverywhere) {
@@ -470,10 +460,7 @@ TEST_F(RunStoreTest, UnknownRunIsNotFoundEverywhere) {
   EXPECT_EQ(store->Heartbeat("nope").status().code(), nf);
   EXPECT_EQ(store->Finish("nope", 0).status().code(), nf);
   EXPECT_EQ(store->Cancel("nope", "x").status().code(), nf);
-  EXPECT_EQ(store->MarkStale("nope", v1::STALE_REASON_EXITED,
-                             v1::LIVENESS_DEAD)
-                .status()
-                .code(),
+  EXPECT_EQ(store->MarkStale("nope", v1::STALE_REASON_EXITED, v1::LIVENESS_DEAD).status().code(),
             nf);
   EXPECT_EQ(store->SetSweepDone("nope", true).code(), nf);
   EXPECT_EQ(store->ClaimSweepStage("nope", 10, 1, 1).status().code(), nf);
@@ -488,8 +475,7 @@ TEST_F(RunStoreTest, HeartbeatRefreshesLastSeen) {
   now_ += absl::Seconds(30);
   ASSERT_OK_AND_ASSIGN(RunProto r, store->Heartbeat("r1"));
   EXPECT_EQ(r.last_seen_alive_at().seconds(), absl::ToUnixSeconds(now_));
-  EXPECT_EQ(r.registered_at().seconds(),
-            absl::ToUnixSeconds(now_ - absl::Seconds(30)));
+  EXPECT_EQ(r.registered_at().seconds(), absl::ToUnixSeconds(now_ - absl::Seconds(30)));
   EXPECT_EQ(r.state(), v1::RUN_STATE_RUNNING);
   EXPECT_EQ(Events(*store).size(), 1u) << "a heartbeat is not a state change";
 }
@@ -543,16 +529,15 @@ TEST_F(RunStoreTest, ResultAfterVerifiedExitIsAttachedToTheStaleRun) {
     EXPECT_EQ(events.back().exit_code(), 42);
     // Same result again: returned; a different one: refused.
     ASSERT_OK(store->Finish(id, 42));
-    EXPECT_EQ(store->Finish(id, 1).status().code(),
-              absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(store->Finish(id, 1).status().code(), absl::StatusCode::kFailedPrecondition);
     EXPECT_EQ(Events(*store).size(), before + 1);
   }
 }
 
 TEST_F(RunStoreTest, ResultForAStaleRunWithoutVerifiedExitIsRefused) {
   auto store = OpenOrDie();
-  for (auto reason : {v1::STALE_REASON_PID_REUSED, v1::STALE_REASON_REBOOTED,
-                      v1::STALE_REASON_TIMEOUT}) {
+  for (auto reason :
+       {v1::STALE_REASON_PID_REUSED, v1::STALE_REASON_REBOOTED, v1::STALE_REASON_TIMEOUT}) {
     const std::string id = absl::StrCat("r", static_cast<int>(reason));
     ASSERT_OK(store->Register(MakeRun(id)));
     ASSERT_OK(store->MarkStale(id, reason, v1::LIVENESS_UNKNOWN));
@@ -587,8 +572,8 @@ TEST_F(RunStoreTest, CancelWritesTheReason) {
 TEST_F(RunStoreTest, MarkStaleRecordsReasonAndLiveness) {
   auto store = OpenOrDie();
   ASSERT_OK(store->Register(MakeRun("r1")));
-  ASSERT_OK_AND_ASSIGN(RunProto r, store->MarkStale("r1", v1::STALE_REASON_PID_REUSED,
-                                               v1::LIVENESS_PID_REUSED));
+  ASSERT_OK_AND_ASSIGN(
+      RunProto r, store->MarkStale("r1", v1::STALE_REASON_PID_REUSED, v1::LIVENESS_PID_REUSED));
   EXPECT_EQ(r.state(), v1::RUN_STATE_STALE);
   EXPECT_EQ(r.stale_reason(), v1::STALE_REASON_PID_REUSED);
   EXPECT_EQ(r.liveness(), v1::LIVENESS_PID_REUSED);
@@ -597,11 +582,7 @@ TEST_F(RunStoreTest, MarkStaleRecordsReasonAndLiveness) {
   ASSERT_EQ(events.size(), 2u);
   EXPECT_EQ(events[1].to_state(), v1::RUN_STATE_STALE);
   EXPECT_EQ(events[1].stale_reason(), v1::STALE_REASON_PID_REUSED);
-  EXPECT_EQ(store
-                ->MarkStale("r1", v1::STALE_REASON_UNSPECIFIED,
-                            v1::LIVENESS_DEAD)
-                .status()
-                .code(),
+  EXPECT_EQ(store->MarkStale("r1", v1::STALE_REASON_UNSPECIFIED, v1::LIVENESS_DEAD).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
@@ -612,33 +593,21 @@ TEST_F(RunStoreTest, TerminalRunsNeverChangeState) {
   ASSERT_OK(store->Register(MakeRun("finished")));
   ASSERT_OK(store->Finish("finished", 0));
   ASSERT_OK(store->Register(MakeRun("stale")));
-  ASSERT_OK(store->MarkStale("stale", v1::STALE_REASON_TIMEOUT,
-                             v1::LIVENESS_UNKNOWN));
+  ASSERT_OK(store->MarkStale("stale", v1::STALE_REASON_TIMEOUT, v1::LIVENESS_UNKNOWN));
   ASSERT_OK(store->Register(MakeRun("exited")));
-  ASSERT_OK(store->MarkStale("exited", v1::STALE_REASON_EXITED,
-                             v1::LIVENESS_DEAD));
+  ASSERT_OK(store->MarkStale("exited", v1::STALE_REASON_EXITED, v1::LIVENESS_DEAD));
   ASSERT_OK(store->Finish("exited", 0));  // result attached
   ASSERT_OK(store->Register(MakeRun("cancelled")));
   ASSERT_OK(store->Cancel("cancelled", ""));
 
   using Op = std::function<absl::Status(RunStore&, const std::string&)>;
   const std::vector<std::pair<std::string, Op>> ops = {
-      {"heartbeat",
-       [](RunStore& s, const std::string& id) {
-         return s.Heartbeat(id).status();
-       }},
-      {"finish(5)",
-       [](RunStore& s, const std::string& id) {
-         return s.Finish(id, 5).status();
-       }},
-      {"cancel",
-       [](RunStore& s, const std::string& id) {
-         return s.Cancel(id, "").status();
-       }},
+      {"heartbeat", [](RunStore& s, const std::string& id) { return s.Heartbeat(id).status(); }},
+      {"finish(5)", [](RunStore& s, const std::string& id) { return s.Finish(id, 5).status(); }},
+      {"cancel", [](RunStore& s, const std::string& id) { return s.Cancel(id, "").status(); }},
       {"mark stale",
        [](RunStore& s, const std::string& id) {
-         return s.MarkStale(id, v1::STALE_REASON_EXITED, v1::LIVENESS_DEAD)
-             .status();
+         return s.MarkStale(id, v1::STALE_REASON_EXITED, v1::LIVENESS_DEAD).status();
        }},
   };
   for (const std::string id : {"finished", "stale", "exited", "cancelled"}) {
@@ -654,8 +623,7 @@ TEST_F(RunStoreTest, TerminalRunsNeverChangeState) {
       ASSERT_OK_AND_ASSIGN(int64_t after, store->LastEventId());
       EXPECT_EQ(after, last) << name << " on " << id << " wrote an event";
       ASSERT_OK_AND_ASSIGN(RunProto now, store->Get(id));
-      EXPECT_TRUE(SameRun(now, before))
-          << name << " on " << id;
+      EXPECT_TRUE(SameRun(now, before)) << name << " on " << id;
     }
   }
 }
@@ -674,16 +642,11 @@ TEST_F(RunStoreTest, StateChangeRollsBackWhenItsEventFails) {
   EXPECT_TRUE(Contains(s.message(), "events refused")) << s;
   EXPECT_TRUE(Contains(s.message(), path_)) << s;
   EXPECT_FALSE(store->Cancel("r1", "x").ok());
-  EXPECT_FALSE(store->MarkStale("r1", v1::STALE_REASON_EXITED,
-                                v1::LIVENESS_DEAD)
-                   .ok());
+  EXPECT_FALSE(store->MarkStale("r1", v1::STALE_REASON_EXITED, v1::LIVENESS_DEAD).ok());
   EXPECT_FALSE(store->Register(MakeRun("r2")).ok());
-  std::vector<RunUpdate> batch = {{"r1", RunUpdate::Kind::kAlive,
-                                   v1::LIVENESS_ALIVE,
-                                   v1::STALE_REASON_UNSPECIFIED},
-                                  {"r1", RunUpdate::Kind::kStale,
-                                   v1::LIVENESS_DEAD,
-                                   v1::STALE_REASON_EXITED}};
+  std::vector<RunUpdate> batch = {
+      {"r1", RunUpdate::Kind::kAlive, v1::LIVENESS_ALIVE, v1::STALE_REASON_UNSPECIFIED},
+      {"r1", RunUpdate::Kind::kStale, v1::LIVENESS_DEAD, v1::STALE_REASON_EXITED}};
   EXPECT_FALSE(store->ApplyBatch(batch).ok());
   ASSERT_OK_AND_ASSIGN(RunProto r, store->Get("r1"));
   EXPECT_EQ(r.state(), v1::RUN_STATE_RUNNING);
@@ -702,19 +665,15 @@ TEST_F(RunStoreTest, BusyBeyondTimeoutIsUnavailable) {
   o.busy_timeout = absl::Milliseconds(50);
   auto store = OpenOrDie(o);
   sqlite3* other = nullptr;
-  ASSERT_EQ(sqlite3_open_v2(path_.c_str(), &other, SQLITE_OPEN_READWRITE,
-                            nullptr),
-            SQLITE_OK);
+  ASSERT_EQ(sqlite3_open_v2(path_.c_str(), &other, SQLITE_OPEN_READWRITE, nullptr), SQLITE_OK);
   absl::Cleanup close_other = [other] { sqlite3_close_v2(other); };
-  ASSERT_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr),
-            SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
   absl::Status s = store->Register(MakeRun("r1")).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
   EXPECT_TRUE(Contains(s.message(), path_)) << s;
   // Reads are not blocked by a writer in WAL mode.
   EXPECT_OK(store->List(ListRunsQuery()));
-  ASSERT_EQ(sqlite3_exec(other, "COMMIT", nullptr, nullptr, nullptr),
-            SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(other, "COMMIT", nullptr, nullptr, nullptr), SQLITE_OK);
   EXPECT_OK(store->Register(MakeRun("r1")));
 }
 
@@ -734,17 +693,13 @@ TEST_F(RunStoreTest, ReadsAnswerWhileAWriteWaitsForTheLock) {
   ASSERT_OK(store->ClaimSweepStage("done", 77, 5, 1));
 
   sqlite3* other = nullptr;
-  ASSERT_EQ(sqlite3_open_v2(path_.c_str(), &other, SQLITE_OPEN_READWRITE,
-                            nullptr),
-            SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr),
-            SQLITE_OK);
+  ASSERT_EQ(sqlite3_open_v2(path_.c_str(), &other, SQLITE_OPEN_READWRITE, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
   bool released = false;
   auto release = [&] {
     if (released) return;
     released = true;
-    EXPECT_EQ(sqlite3_exec(other, "COMMIT", nullptr, nullptr, nullptr),
-              SQLITE_OK);
+    EXPECT_EQ(sqlite3_exec(other, "COMMIT", nullptr, nullptr, nullptr), SQLITE_OK);
   };
 
   absl::Notification write_started, write_done;
@@ -765,8 +720,7 @@ TEST_F(RunStoreTest, ReadsAnswerWhileAWriteWaitsForTheLock) {
 
   // Runs `read` in a thread; its status, or DEADLINE_EXCEEDED when it has
   // not answered within 2 s (the thread is joined at the end).
-  auto answer = [&](const char* what,
-                    std::function<absl::Status()> read) -> absl::Status {
+  auto answer = [&](const char* what, std::function<absl::Status()> read) -> absl::Status {
     auto done = std::make_shared<absl::Notification>();
     auto status = std::make_shared<absl::Status>();
     readers.emplace_back([done, status, read] {
@@ -795,8 +749,7 @@ TEST_F(RunStoreTest, ReadsAnswerWhileAWriteWaitsForTheLock) {
       return absl::OkStatus();
     }));
     ASSERT_OK(answer("ListEvents", [&]() -> absl::Status {
-      ASSIGN_OR_RETURN(std::vector<Event> events,
-                       store->ListEvents(0, "", 100));
+      ASSIGN_OR_RETURN(std::vector<Event> events, store->ListEvents(0, "", 100));
       if (events.size() != 3) return absl::InternalError("events");
       return absl::OkStatus();
     }));
@@ -811,14 +764,12 @@ TEST_F(RunStoreTest, ReadsAnswerWhileAWriteWaitsForTheLock) {
       return absl::OkStatus();
     }));
     ASSERT_OK(answer("ListRunningForReconcile", [&]() -> absl::Status {
-      ASSIGN_OR_RETURN(std::vector<RunningRecord> running,
-                       store->ListRunningForReconcile());
+      ASSIGN_OR_RETURN(std::vector<RunningRecord> running, store->ListRunningForReconcile());
       if (running.size() != 1) return absl::InternalError("running");
       return absl::OkStatus();
     }));
     ASSERT_OK(answer("ListTerminalUnswept", [&]() -> absl::Status {
-      ASSIGN_OR_RETURN(std::vector<RunProto> unswept,
-                       store->ListTerminalUnswept());
+      ASSIGN_OR_RETURN(std::vector<RunProto> unswept, store->ListTerminalUnswept());
       if (unswept.size() != 1) return absl::InternalError("unswept");
       return absl::OkStatus();
     }));
@@ -906,11 +857,10 @@ TEST_F(RunStoreTest, GarbledPageTokensAreInvalidArgument) {
   ASSERT_FALSE(page.next_page_token.empty());
   const std::string good = page.next_page_token;
 
-  for (const std::string& bad :
-       {std::string("garbage!"), std::string("AAAA"), good.substr(1),
-        absl::WebSafeBase64Escape("r1:abc:0000000000000000"),
-        absl::WebSafeBase64Escape("r1:-5:0000000000000000"),
-        absl::WebSafeBase64Escape("r2:1:0000000000000000")}) {
+  for (const std::string& bad : {std::string("garbage!"), std::string("AAAA"), good.substr(1),
+                                 absl::WebSafeBase64Escape("r1:abc:0000000000000000"),
+                                 absl::WebSafeBase64Escape("r1:-5:0000000000000000"),
+                                 absl::WebSafeBase64Escape("r2:1:0000000000000000")}) {
     q.page_token = bad;
     absl::Status s = store->List(q).status();
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad << ": " << s;
@@ -1011,8 +961,7 @@ TEST_F(RunStoreTest, ListRunningAndTerminalUnswept) {
   EXPECT_EQ(unswept.size(), 2u);
   EXPECT_EQ(unswept[0].labels().size(), 2u);
   // What orphan listing reads: the same runs, every field but the labels.
-  ASSERT_OK_AND_ASSIGN(std::vector<RunProto> slim,
-                       store->ListTerminalUnsweptWithoutLabels());
+  ASSERT_OK_AND_ASSIGN(std::vector<RunProto> slim, store->ListTerminalUnsweptWithoutLabels());
   ASSERT_EQ(slim.size(), unswept.size());
   for (size_t i = 0; i < slim.size(); ++i) {
     EXPECT_TRUE(slim[i].labels().empty());
@@ -1020,8 +969,7 @@ TEST_F(RunStoreTest, ListRunningAndTerminalUnswept) {
     without.clear_labels();
     EXPECT_EQ(slim[i].SerializeAsString(), without.SerializeAsString()) << i;
   }
-  EXPECT_EQ(store->SetSweepDone("a", true).code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store->SetSweepDone("a", true).code(), absl::StatusCode::kFailedPrecondition);
 }
 
 // /proc text is any bytes (a process sets its own comm) and is stored as
@@ -1030,7 +978,9 @@ TEST_F(RunStoreTest, ListRunningAndTerminalUnswept) {
 TEST_F(RunStoreTest, TextReadBackIsValidUtf8) {
   auto store = OpenOrDie();
   RunProto r = MakeRun("bytes");
-  r.set_comm("\xff\xfe" "bad");
+  r.set_comm(
+      "\xff\xfe"
+      "bad");
   r.set_cgroup("/job-\xc0");
   (*r.mutable_labels())["queue"] = "gpu\x80";
   ASSERT_OK(store->Register(r));
@@ -1039,7 +989,9 @@ TEST_F(RunStoreTest, TextReadBackIsValidUtf8) {
   e.set_run_id("bytes");
   e.set_stage("SIGTERM");
   e.set_result("SENT");
-  e.set_detail("source=pgid comm=\xff\xfe" "bad");
+  e.set_detail(
+      "source=pgid comm=\xff\xfe"
+      "bad");
   ASSERT_OK(store->AppendEvent(e).status());
 
   ASSERT_OK_AND_ASSIGN(RunProto got, store->Get("bytes"));
@@ -1069,14 +1021,12 @@ TEST_F(RunStoreTest, ListClaimedCgroupsIsRunningAndUnsweptWithACgroup) {
   ASSERT_OK(store->Finish("swept", 0));
   ASSERT_OK(store->SetSweepDone("swept", true));
   ASSERT_OK(store->Cancel("cancelled", ""));
-  ASSERT_OK_AND_ASSIGN(std::vector<RunStore::ClaimedCgroup> claimed,
-                       store->ListClaimedCgroups());
+  ASSERT_OK_AND_ASSIGN(std::vector<RunStore::ClaimedCgroup> claimed, store->ListClaimedCgroups());
   std::map<std::string, std::string> got;
   for (const RunStore::ClaimedCgroup& c : claimed) got[c.run_id] = c.cgroup;
-  const std::map<std::string, std::string> want = {
-      {"run", "/runreaper/run"},
-      {"done", "/runreaper/done"},
-      {"cancelled", "/runreaper/cancelled"}};
+  const std::map<std::string, std::string> want = {{"run", "/runreaper/run"},
+                                                   {"done", "/runreaper/done"},
+                                                   {"cancelled", "/runreaper/cancelled"}};
   EXPECT_EQ(got, want);
   EXPECT_EQ(claimed.size(), 3u);
 }
@@ -1094,21 +1044,15 @@ TEST_F(RunStoreTest, ApplyBatchAppliesToRunningAndSkipsTerminal) {
   now_ += absl::Seconds(10);
 
   std::vector<RunUpdate> updates(6);
-  updates[0] = {"alive", RunUpdate::Kind::kAlive, v1::LIVENESS_ALIVE,
-                v1::STALE_REASON_UNSPECIFIED};
+  updates[0] = {"alive", RunUpdate::Kind::kAlive, v1::LIVENESS_ALIVE, v1::STALE_REASON_UNSPECIFIED};
   updates[1] = {"observe", RunUpdate::Kind::kObserve, v1::LIVENESS_UNKNOWN,
                 v1::STALE_REASON_UNSPECIFIED};
-  updates[2] = {"stale", RunUpdate::Kind::kStale, v1::LIVENESS_ZOMBIE,
-                v1::STALE_REASON_ZOMBIE};
-  updates[3] = {"done", RunUpdate::Kind::kStale, v1::LIVENESS_DEAD,
-                v1::STALE_REASON_EXITED};
-  updates[4] = {"ghost", RunUpdate::Kind::kAlive, v1::LIVENESS_ALIVE,
-                v1::STALE_REASON_UNSPECIFIED};
+  updates[2] = {"stale", RunUpdate::Kind::kStale, v1::LIVENESS_ZOMBIE, v1::STALE_REASON_ZOMBIE};
+  updates[3] = {"done", RunUpdate::Kind::kStale, v1::LIVENESS_DEAD, v1::STALE_REASON_EXITED};
+  updates[4] = {"ghost", RunUpdate::Kind::kAlive, v1::LIVENESS_ALIVE, v1::STALE_REASON_UNSPECIFIED};
   // A second update for a run the same batch made terminal is skipped.
-  updates[5] = {"stale", RunUpdate::Kind::kAlive, v1::LIVENESS_ALIVE,
-                v1::STALE_REASON_UNSPECIFIED};
-  ASSERT_OK_AND_ASSIGN(std::vector<AppliedUpdate> applied,
-                       store->ApplyBatch(updates));
+  updates[5] = {"stale", RunUpdate::Kind::kAlive, v1::LIVENESS_ALIVE, v1::STALE_REASON_UNSPECIFIED};
+  ASSERT_OK_AND_ASSIGN(std::vector<AppliedUpdate> applied, store->ApplyBatch(updates));
   ASSERT_EQ(applied.size(), 6u);
   const int64_t now_s = absl::ToUnixSeconds(now_);
 
@@ -1145,8 +1089,7 @@ TEST_F(RunStoreTest, ApplyBatchAppliesToRunningAndSkipsTerminal) {
   EXPECT_TRUE(SameRun(done_after, done_before));
 
   // Exactly one event: the one state change.
-  ASSERT_OK_AND_ASSIGN(std::vector<Event> events,
-                       store->ListEvents(last_before, "", 100));
+  ASSERT_OK_AND_ASSIGN(std::vector<Event> events, store->ListEvents(last_before, "", 100));
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].run_id(), "stale");
   EXPECT_EQ(events[0].from_state(), v1::RUN_STATE_RUNNING);
@@ -1159,13 +1102,10 @@ TEST_F(RunStoreTest, ApplyBatchWithAnInvalidUpdateChangesNothing) {
   ASSERT_OK(store->Register(MakeRun("a")));
   ASSERT_OK(store->Register(MakeRun("b")));
   std::vector<RunUpdate> updates = {
-      {"a", RunUpdate::Kind::kStale, v1::LIVENESS_DEAD,
-       v1::STALE_REASON_EXITED},
-      {"b", RunUpdate::Kind::kStale, v1::LIVENESS_DEAD,
-       v1::STALE_REASON_UNSPECIFIED},
+      {"a", RunUpdate::Kind::kStale, v1::LIVENESS_DEAD, v1::STALE_REASON_EXITED},
+      {"b", RunUpdate::Kind::kStale, v1::LIVENESS_DEAD, v1::STALE_REASON_UNSPECIFIED},
   };
-  EXPECT_EQ(store->ApplyBatch(updates).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->ApplyBatch(updates).status().code(), absl::StatusCode::kInvalidArgument);
   ASSERT_OK_AND_ASSIGN(RunProto a, store->Get("a"));
   EXPECT_EQ(a.state(), v1::RUN_STATE_RUNNING);
   EXPECT_EQ(Events(*store).size(), 2u);
@@ -1181,12 +1121,10 @@ TEST_F(RunStoreTest, ListRunningForReconcileMatchesListRunning) {
   ASSERT_OK(store->Finish("b", 0));
   now_ += absl::Seconds(3);
   ASSERT_OK(store->Heartbeat("c"));
-  ASSERT_OK(store->ApplyBatch({{"a", RunUpdate::Kind::kObserve,
-                                v1::LIVENESS_UNKNOWN,
-                                v1::STALE_REASON_UNSPECIFIED}}));
+  ASSERT_OK(store->ApplyBatch(
+      {{"a", RunUpdate::Kind::kObserve, v1::LIVENESS_UNKNOWN, v1::STALE_REASON_UNSPECIFIED}}));
   ASSERT_OK_AND_ASSIGN(std::vector<RunProto> full, store->ListRunning());
-  ASSERT_OK_AND_ASSIGN(std::vector<RunningRecord> slim,
-                       store->ListRunningForReconcile());
+  ASSERT_OK_AND_ASSIGN(std::vector<RunningRecord> slim, store->ListRunningForReconcile());
   ASSERT_EQ(full.size(), 2u);
   ASSERT_EQ(slim.size(), full.size());
   int64_t last_seq = 0;
@@ -1244,19 +1182,17 @@ TEST_F(RunStoreTest, ApplyPassWritesAKeptLastSeenAndNeverMovesItBack) {
   ASSERT_OK(store->ApplyPass({observe}).status());
   ASSERT_OK_AND_ASSIGN(RunProto r, store->Get("r1"));
   EXPECT_EQ(r.liveness(), v1::LIVENESS_UNKNOWN);
-  EXPECT_EQ(r.last_seen_alive_at().seconds(),
-            absl::ToUnixSeconds(registered + absl::Minutes(3)));
+  EXPECT_EQ(r.last_seen_alive_at().seconds(), absl::ToUnixSeconds(registered + absl::Minutes(3)));
   // An older kept time does not move it back.
   observe.liveness = v1::LIVENESS_ALIVE;
   observe.last_seen = registered + absl::Minutes(1);
   ASSERT_OK(store->ApplyPass({observe}).status());
   ASSERT_OK_AND_ASSIGN(r, store->Get("r1"));
-  EXPECT_EQ(r.last_seen_alive_at().seconds(),
-            absl::ToUnixSeconds(registered + absl::Minutes(3)));
+  EXPECT_EQ(r.last_seen_alive_at().seconds(), absl::ToUnixSeconds(registered + absl::Minutes(3)));
   // kAlive without one: now.
-  ASSERT_OK(store->ApplyPass({{"r1", RunUpdate::Kind::kAlive,
-                               v1::LIVENESS_ALIVE,
-                               v1::STALE_REASON_UNSPECIFIED}})
+  ASSERT_OK(store
+                ->ApplyPass({{"r1", RunUpdate::Kind::kAlive, v1::LIVENESS_ALIVE,
+                              v1::STALE_REASON_UNSPECIFIED}})
                 .status());
   ASSERT_OK_AND_ASSIGN(r, store->Get("r1"));
   EXPECT_EQ(r.last_seen_alive_at().seconds(), absl::ToUnixSeconds(now_));
@@ -1267,8 +1203,7 @@ TEST_F(RunStoreTest, ApplyPassWritesWhatApplyBatchWrites) {
   // another leave identical runs and events.
   const std::string other_path = dir_ + "/other.db";
   auto batch_store = OpenOrDie();
-  absl::StatusOr<std::unique_ptr<RunStore>> opened =
-      RunStore::Open(other_path, FakeClock());
+  absl::StatusOr<std::unique_ptr<RunStore>> opened = RunStore::Open(other_path, FakeClock());
   ASSERT_OK(opened.status());
   std::unique_ptr<RunStore> pass_store = *std::move(opened);
   for (RunStore* store : {batch_store.get(), pass_store.get()}) {
@@ -1277,8 +1212,7 @@ TEST_F(RunStoreTest, ApplyPassWritesWhatApplyBatchWrites) {
     }
     ASSERT_OK(store->Finish("done", 0));
   }
-  ASSERT_OK_AND_ASSIGN(std::vector<RunningRecord> running,
-                       pass_store->ListRunningForReconcile());
+  ASSERT_OK_AND_ASSIGN(std::vector<RunningRecord> running, pass_store->ListRunningForReconcile());
   int64_t byseq = 0, alive_seq = 0;
   for (const RunningRecord& r : running) {
     if (r.run_id == "byseq") byseq = r.seq;
@@ -1288,26 +1222,17 @@ TEST_F(RunStoreTest, ApplyPassWritesWhatApplyBatchWrites) {
   now_ += absl::Seconds(10);
 
   std::vector<RunUpdate> updates = {
-      {"alive", RunUpdate::Kind::kAlive, v1::LIVENESS_ALIVE,
-       v1::STALE_REASON_UNSPECIFIED},
-      {"observe", RunUpdate::Kind::kObserve, v1::LIVENESS_UNKNOWN,
-       v1::STALE_REASON_UNSPECIFIED},
-      {"stale", RunUpdate::Kind::kStale, v1::LIVENESS_ZOMBIE,
-       v1::STALE_REASON_ZOMBIE},
-      {"done", RunUpdate::Kind::kAlive, v1::LIVENESS_ALIVE,
-       v1::STALE_REASON_UNSPECIFIED},
-      {"ghost", RunUpdate::Kind::kAlive, v1::LIVENESS_ALIVE,
-       v1::STALE_REASON_UNSPECIFIED},
+      {"alive", RunUpdate::Kind::kAlive, v1::LIVENESS_ALIVE, v1::STALE_REASON_UNSPECIFIED},
+      {"observe", RunUpdate::Kind::kObserve, v1::LIVENESS_UNKNOWN, v1::STALE_REASON_UNSPECIFIED},
+      {"stale", RunUpdate::Kind::kStale, v1::LIVENESS_ZOMBIE, v1::STALE_REASON_ZOMBIE},
+      {"done", RunUpdate::Kind::kAlive, v1::LIVENESS_ALIVE, v1::STALE_REASON_UNSPECIFIED},
+      {"ghost", RunUpdate::Kind::kAlive, v1::LIVENESS_ALIVE, v1::STALE_REASON_UNSPECIFIED},
       // Made terminal earlier in the same transaction: skipped.
-      {"stale", RunUpdate::Kind::kAlive, v1::LIVENESS_ALIVE,
-       v1::STALE_REASON_UNSPECIFIED},
-      {"byseq", RunUpdate::Kind::kAlive, v1::LIVENESS_ALIVE,
-       v1::STALE_REASON_UNSPECIFIED, byseq},
+      {"stale", RunUpdate::Kind::kAlive, v1::LIVENESS_ALIVE, v1::STALE_REASON_UNSPECIFIED},
+      {"byseq", RunUpdate::Kind::kAlive, v1::LIVENESS_ALIVE, v1::STALE_REASON_UNSPECIFIED, byseq},
   };
-  ASSERT_OK_AND_ASSIGN(std::vector<AppliedUpdate> via_batch,
-                       batch_store->ApplyBatch(updates));
-  ASSERT_OK_AND_ASSIGN(std::vector<AppliedUpdate> via_pass,
-                       pass_store->ApplyPass(updates));
+  ASSERT_OK_AND_ASSIGN(std::vector<AppliedUpdate> via_batch, batch_store->ApplyBatch(updates));
+  ASSERT_OK_AND_ASSIGN(std::vector<AppliedUpdate> via_pass, pass_store->ApplyPass(updates));
   ASSERT_EQ(via_pass.size(), updates.size());
   for (size_t i = 0; i < updates.size(); ++i) {
     EXPECT_EQ(via_pass[i].applied, via_batch[i].applied) << i;
@@ -1340,8 +1265,7 @@ TEST_F(RunStoreTest, ApplyPassWritesWhatApplyBatchWrites) {
   now_ += absl::Seconds(10);
   ASSERT_OK_AND_ASSIGN(
       std::vector<AppliedUpdate> wrong,
-      pass_store->ApplyPass({{"byseq", RunUpdate::Kind::kObserve,
-                              v1::LIVENESS_UNKNOWN,
+      pass_store->ApplyPass({{"byseq", RunUpdate::Kind::kObserve, v1::LIVENESS_UNKNOWN,
                               v1::STALE_REASON_UNSPECIFIED, alive_seq}}));
   EXPECT_FALSE(wrong[0].applied);
   ASSERT_OK_AND_ASSIGN(RunProto a2, pass_store->Get("alive"));
@@ -1351,8 +1275,8 @@ TEST_F(RunStoreTest, ApplyPassWritesWhatApplyBatchWrites) {
 
   // Invalid updates are refused whole, as by ApplyBatch.
   EXPECT_EQ(pass_store
-                ->ApplyPass({{"alive", RunUpdate::Kind::kStale,
-                              v1::LIVENESS_DEAD, v1::STALE_REASON_UNSPECIFIED}})
+                ->ApplyPass({{"alive", RunUpdate::Kind::kStale, v1::LIVENESS_DEAD,
+                              v1::STALE_REASON_UNSPECIFIED}})
                 .status()
                 .code(),
             absl::StatusCode::kInvalidArgument);
@@ -1407,8 +1331,8 @@ TEST_F(RunStoreTest, AppendAndListEvents) {
   ASSERT_OK_AND_ASSIGN(std::vector<Event> r2, store->ListEvents(0, "r2", 100));
   ASSERT_EQ(r2.size(), 1u);
 
-  for (auto type : {v1::EVENT_TYPE_SWEEP_STARTED, v1::EVENT_TYPE_SWEEP_FINISHED,
-                    v1::EVENT_TYPE_KEPT}) {
+  for (auto type :
+       {v1::EVENT_TYPE_SWEEP_STARTED, v1::EVENT_TYPE_SWEEP_FINISHED, v1::EVENT_TYPE_KEPT}) {
     Event e;
     e.set_type(type);
     e.set_run_id("r1");
@@ -1420,9 +1344,7 @@ TEST_F(RunStoreTest, AppendAndListEvents) {
     Event e;
     e.set_type(type);
     e.set_run_id("r1");
-    EXPECT_EQ(store->AppendEvent(e).status().code(),
-              absl::StatusCode::kInvalidArgument)
-        << type;
+    EXPECT_EQ(store->AppendEvent(e).status().code(), absl::StatusCode::kInvalidArgument) << type;
   }
   ASSERT_OK_AND_ASSIGN(last, store->LastEventId());
   EXPECT_EQ(last, 7);
@@ -1541,8 +1463,7 @@ TEST_F(RunStoreTest, ClaimSweepStageTakesOverOnlyAStaleUnsentClaim) {
   ev.set_stage("SIGINT");
   ev.set_result("SENT");
   now_ = t0 + lease + absl::Seconds(1);
-  ASSERT_OK_AND_ASSIGN(int64_t id,
-                       store->RecordSweepSignal("r1", 100, ticks, 1, ev));
+  ASSERT_OK_AND_ASSIGN(int64_t id, store->RecordSweepSignal("r1", 100, ticks, 1, ev));
   EXPECT_GT(id, 0);
   ASSERT_OK_AND_ASSIGN(p, store->GetSweepProgress("r1", 100, ticks));
   ASSERT_TRUE(p.sent_at.has_value());
@@ -1597,8 +1518,7 @@ TEST_F(RunStoreTest, StaleClaimIsTakenOverByExactlyOneHandle) {
     ASSERT_OK(crashed->Register(MakeRun("r1")));
     ASSERT_OK(crashed->Cancel("r1", ""));
     for (int pid = 0; pid < kPids; ++pid) {
-      ASSERT_OK_AND_ASSIGN(bool c,
-                           crashed->ClaimSweepStage("r1", 1000 + pid, 5, 3));
+      ASSERT_OK_AND_ASSIGN(bool c, crashed->ClaimSweepStage("r1", 1000 + pid, 5, 3));
       ASSERT_TRUE(c);
     }
   }
@@ -1608,8 +1528,7 @@ TEST_F(RunStoreTest, StaleClaimIsTakenOverByExactlyOneHandle) {
   std::atomic<int> errors{0};
   auto worker = [&](RunStore* s) {
     for (int pid = 0; pid < kPids; ++pid) {
-      absl::StatusOr<bool> r =
-          s->ClaimSweepStage("r1", 1000 + pid, 5, 3, absl::Seconds(30));
+      absl::StatusOr<bool> r = s->ClaimSweepStage("r1", 1000 + pid, 5, 3, absl::Seconds(30));
       if (!r.ok()) {
         ++errors;
       } else if (*r) {
@@ -1664,14 +1583,16 @@ TEST_F(RunStoreTest, MigratesASchemaFourFile) {
           "ALTER TABLE runs DROP COLUMN host_pid; "
           "ALTER TABLE runs DROP COLUMN host_pidns_inode; "
           "PRAGMA user_version = 4;");
-  ASSERT_EQ(RawQueryInt(path_, "SELECT count(*) FROM pragma_table_info('runs') "
-                               "WHERE name IN ('registered_uid', 'identity_unverified')"),
+  ASSERT_EQ(RawQueryInt(path_,
+                        "SELECT count(*) FROM pragma_table_info('runs') "
+                        "WHERE name IN ('registered_uid', 'identity_unverified')"),
             0);
   auto store = OpenOrDie();
   ASSERT_NE(store, nullptr);
   EXPECT_EQ(RawQueryInt(path_, "PRAGMA user_version"), RunStore::kSchemaVersion);
-  EXPECT_EQ(RawQueryInt(path_, "SELECT count(*) FROM pragma_table_info('runs') "
-                               "WHERE name IN ('registered_uid', 'identity_unverified')"),
+  EXPECT_EQ(RawQueryInt(path_,
+                        "SELECT count(*) FROM pragma_table_info('runs') "
+                        "WHERE name IN ('registered_uid', 'identity_unverified')"),
             2);
   ASSERT_OK_AND_ASSIGN(RunProto r, store->Get("r1"));
   EXPECT_EQ(r.registered_uid(), 0u);
@@ -1705,18 +1626,19 @@ TEST_F(RunStoreTest, MigratesASchemaOneFile) {
           "ALTER TABLE runs DROP COLUMN host_pidns_inode; "
           "PRAGMA user_version = 1;");
   ASSERT_EQ(RawQueryInt(path_, "PRAGMA user_version"), 1);
-  ASSERT_EQ(RawQueryInt(path_, "SELECT count(*) FROM "
-                               "pragma_table_info('sweep_progress') WHERE "
-                               "name = 'sent_at_us'"),
+  ASSERT_EQ(RawQueryInt(path_,
+                        "SELECT count(*) FROM "
+                        "pragma_table_info('sweep_progress') WHERE "
+                        "name = 'sent_at_us'"),
             0);
 
   auto store = OpenOrDie();
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(RawQueryInt(path_, "PRAGMA user_version"),
-            RunStore::kSchemaVersion);
-  EXPECT_EQ(RawQueryInt(path_, "SELECT count(*) FROM "
-                               "pragma_table_info('sweep_progress') WHERE "
-                               "name = 'sent_at_us'"),
+  EXPECT_EQ(RawQueryInt(path_, "PRAGMA user_version"), RunStore::kSchemaVersion);
+  EXPECT_EQ(RawQueryInt(path_,
+                        "SELECT count(*) FROM "
+                        "pragma_table_info('sweep_progress') WHERE "
+                        "name = 'sent_at_us'"),
             1);
   ASSERT_OK_AND_ASSIGN(RunProto r, store->Get("r1"));
   EXPECT_EQ(r.state(), v1::RUN_STATE_CANCELLED);
@@ -1725,12 +1647,10 @@ TEST_F(RunStoreTest, MigratesASchemaOneFile) {
   EXPECT_EQ(p.claimed_at, now_);
   EXPECT_FALSE(p.sent_at.has_value());
   now_ += absl::Seconds(10);
-  ASSERT_OK_AND_ASSIGN(bool young,
-                       store->ClaimSweepStage("r1", 100, 9, 3, absl::Seconds(30)));
+  ASSERT_OK_AND_ASSIGN(bool young, store->ClaimSweepStage("r1", 100, 9, 3, absl::Seconds(30)));
   EXPECT_FALSE(young);
   now_ += absl::Minutes(1);
-  ASSERT_OK_AND_ASSIGN(bool stale,
-                       store->ClaimSweepStage("r1", 100, 9, 3, absl::Seconds(30)));
+  ASSERT_OK_AND_ASSIGN(bool stale, store->ClaimSweepStage("r1", 100, 9, 3, absl::Seconds(30)));
   EXPECT_TRUE(stale);
 }
 
@@ -1749,8 +1669,7 @@ TEST_F(RunStoreTest, HostPidRoundTrips) {
   EXPECT_EQ(r.host_pidns_inode(), 4026531836ULL);
   ASSERT_OK_AND_ASSIGN(RunProto got, store->Get("ns"));
   EXPECT_EQ(got.host_pid(), 81234);
-  ASSERT_OK_AND_ASSIGN(std::vector<RunningRecord> slim,
-                       store->ListRunningForReconcile());
+  ASSERT_OK_AND_ASSIGN(std::vector<RunningRecord> slim, store->ListRunningForReconcile());
   ASSERT_EQ(slim.size(), 1u);
   EXPECT_EQ(slim[0].leader.pid, 5);
   EXPECT_EQ(slim[0].leader.pidns_inode, 4026532178ULL);
@@ -1785,10 +1704,10 @@ TEST_F(RunStoreTest, MigratesASchemaFiveFile) {
           "PRAGMA user_version = 5;");
   auto store = OpenOrDie();
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(RawQueryInt(path_, "PRAGMA user_version"),
-            RunStore::kSchemaVersion);
-  EXPECT_EQ(RawQueryInt(path_, "SELECT count(*) FROM pragma_table_info('runs') "
-                               "WHERE name IN ('host_pid', 'host_pidns_inode')"),
+  EXPECT_EQ(RawQueryInt(path_, "PRAGMA user_version"), RunStore::kSchemaVersion);
+  EXPECT_EQ(RawQueryInt(path_,
+                        "SELECT count(*) FROM pragma_table_info('runs') "
+                        "WHERE name IN ('host_pid', 'host_pidns_inode')"),
             2);
   ASSERT_OK_AND_ASSIGN(RunProto r, store->Get("r1"));
   EXPECT_EQ(r.pid(), 4242);
@@ -1827,8 +1746,7 @@ TEST_F(RunStoreTest, ThreadsAndHandlesWriteConcurrently) {
   ASSERT_OK_AND_ASSIGN(page, own1->List(q));
   EXPECT_EQ(page.runs.size(), 4u * kPerThread / 2);
   // One REGISTERED + one STATE_CHANGED per finished run.
-  EXPECT_EQ(RawQueryInt(path_, "SELECT count(*) FROM events"),
-            4 * kPerThread + 4 * kPerThread / 2);
+  EXPECT_EQ(RawQueryInt(path_, "SELECT count(*) FROM events"), 4 * kPerThread + 4 * kPerThread / 2);
 }
 
 // Both children also create and migrate the (absent) file at the same time.
@@ -1861,8 +1779,7 @@ TEST_F(RunStoreTest, TwoProcessesWriteAtOnce) {
   for (int c = 0; c < 2; ++c) {
     for (int i = 0; i < kPerProcess; ++i) {
       ASSERT_OK_AND_ASSIGN(RunProto r, store->Get(absl::StrCat("p", c, "-", i)));
-      EXPECT_EQ(r.state(), i % 3 == 0 ? v1::RUN_STATE_CANCELLED
-                                      : v1::RUN_STATE_RUNNING);
+      EXPECT_EQ(r.state(), i % 3 == 0 ? v1::RUN_STATE_CANCELLED : v1::RUN_STATE_RUNNING);
     }
   }
   EXPECT_EQ(RawQueryInt(path_, "SELECT count(*) FROM runs"), 2 * kPerProcess);
@@ -1885,17 +1802,13 @@ TEST_F(RunStoreTest, QueuedWritesShareOneCommitAndAFailureStaysItsOwn) {
   const RunStore::WriteStats before = store->GetWriteStats();
 
   sqlite3* other = nullptr;
-  ASSERT_EQ(sqlite3_open_v2(path_.c_str(), &other, SQLITE_OPEN_READWRITE,
-                            nullptr),
-            SQLITE_OK);
+  ASSERT_EQ(sqlite3_open_v2(path_.c_str(), &other, SQLITE_OPEN_READWRITE, nullptr), SQLITE_OK);
   absl::Cleanup close_other = [&] { sqlite3_close(other); };
-  ASSERT_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr),
-            SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
   constexpr int kWriters = 8;
   std::vector<absl::Status> status(kWriters + 1);
   std::vector<std::thread> writers;
-  writers.emplace_back(
-      [&] { status[0] = store->Finish("first", 3).status(); });
+  writers.emplace_back([&] { status[0] = store->Finish("first", 3).status(); });
   for (int i = 1; i <= kWriters; ++i) {
     writers.emplace_back([&, i] {
       const std::string id = i == 4 ? "bad" : absl::StrCat("w", i);
@@ -1904,18 +1817,15 @@ TEST_F(RunStoreTest, QueuedWritesShareOneCommitAndAFailureStaysItsOwn) {
   }
   // Every write is made and none answered: the writer thread holds the
   // first batch it took, waiting for the lock, and the rest queue behind.
-  ASSERT_TRUE(WaitFor(
-      [&] { return store->GetWriteStats().pending == kWriters + 1; }));
-  ASSERT_EQ(sqlite3_exec(other, "COMMIT", nullptr, nullptr, nullptr),
-            SQLITE_OK);
+  ASSERT_TRUE(WaitFor([&] { return store->GetWriteStats().pending == kWriters + 1; }));
+  ASSERT_EQ(sqlite3_exec(other, "COMMIT", nullptr, nullptr, nullptr), SQLITE_OK);
   for (std::thread& t : writers) t.join();
 
   EXPECT_OK(status[0]);
   for (int i = 1; i <= kWriters; ++i) {
     if (i == 4) {
       EXPECT_FALSE(status[i].ok());
-      EXPECT_NE(status[i].message().find("refused"), std::string::npos)
-          << status[i];
+      EXPECT_NE(status[i].message().find("refused"), std::string::npos) << status[i];
     } else {
       EXPECT_TRUE(status[i].ok()) << i << " " << status[i];
     }
@@ -1994,21 +1904,24 @@ void KillWriterAfterAcks(const std::string& path, size_t min_acks,
 TEST_F(RunStoreTest, AcknowledgedConcurrentWritesSurviveKill9) {
   { ASSERT_NE(OpenOrDie(StoreOptions()), nullptr); }
   std::vector<std::string> ids;
-  ASSERT_NO_FATAL_FAILURE(KillWriterAfterAcks(path_, 400, [](RunStore& s, int ack_fd) {
-    std::vector<std::thread> threads;
-    for (int t = 0; t < 8; ++t) {
-      threads.emplace_back([&, t] {
-        for (int i = 0; i < 1000000; ++i) {
-          const std::string id = absl::StrCat("t", t, "-", i);
-          if (!s.Register(MakeRun(id)).ok()) _exit(3);
-          if (!s.Finish(id, i % 256).ok()) _exit(4);
-          // One write(2) per line (< PIPE_BUF): lines never interleave.
-          if (!WriteAll(ack_fd, id + "\n")) _exit(5);
+  ASSERT_NO_FATAL_FAILURE(KillWriterAfterAcks(
+      path_, 400,
+      [](RunStore& s, int ack_fd) {
+        std::vector<std::thread> threads;
+        for (int t = 0; t < 8; ++t) {
+          threads.emplace_back([&, t] {
+            for (int i = 0; i < 1000000; ++i) {
+              const std::string id = absl::StrCat("t", t, "-", i);
+              if (!s.Register(MakeRun(id)).ok()) _exit(3);
+              if (!s.Finish(id, i % 256).ok()) _exit(4);
+              // One write(2) per line (< PIPE_BUF): lines never interleave.
+              if (!WriteAll(ack_fd, id + "\n")) _exit(5);
+            }
+          });
         }
-      });
-    }
-    for (std::thread& th : threads) th.join();
-  }, &ids));
+        for (std::thread& th : threads) th.join();
+      },
+      &ids));
   ASSERT_GE(ids.size(), 400u);
   auto store = OpenOrDie(StoreOptions());
   for (const std::string& id : ids) {
@@ -2026,14 +1939,17 @@ TEST_F(RunStoreTest, AcknowledgedConcurrentWritesSurviveKill9) {
 TEST_F(RunStoreTest, AcknowledgedWritesSurviveKill9) {
   { ASSERT_NE(OpenOrDie(StoreOptions()), nullptr); }
   std::vector<std::string> ids;
-  ASSERT_NO_FATAL_FAILURE(KillWriterAfterAcks(path_, 150, [](RunStore& s, int ack_fd) {
-    for (int i = 0; i < 1000000; ++i) {
-      const std::string id = absl::StrCat("k", i);
-      if (!s.Register(MakeRun(id)).ok()) _exit(3);
-      if (i % 2 == 0 && !s.Finish(id, i % 256).ok()) _exit(4);
-      if (!WriteAll(ack_fd, id + "\n")) _exit(5);
-    }
-  }, &ids));
+  ASSERT_NO_FATAL_FAILURE(KillWriterAfterAcks(
+      path_, 150,
+      [](RunStore& s, int ack_fd) {
+        for (int i = 0; i < 1000000; ++i) {
+          const std::string id = absl::StrCat("k", i);
+          if (!s.Register(MakeRun(id)).ok()) _exit(3);
+          if (i % 2 == 0 && !s.Finish(id, i % 256).ok()) _exit(4);
+          if (!WriteAll(ack_fd, id + "\n")) _exit(5);
+        }
+      },
+      &ids));
   ASSERT_GE(ids.size(), 150u);
   auto store = OpenOrDie(StoreOptions());
   for (const std::string& id : ids) {

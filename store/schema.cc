@@ -145,24 +145,23 @@ absl::Status EnsureIncrementalVacuum(Database& db) {
   if (mode == 2) return absl::OkStatus();  // FULL -> INCREMENTAL needs no VACUUM
   ASSIGN_OR_RETURN(int64_t pages, db.QueryInt("PRAGMA page_count"));
   ASSIGN_OR_RETURN(int64_t page_size, db.QueryInt("PRAGMA page_size"));
-  LogInfo("store: converting ", db.path(), " to auto_vacuum=INCREMENTAL (a "
-          "one-time VACUUM of ", pages * page_size, " bytes)");
+  LogInfo("store: converting ", db.path(),
+          " to auto_vacuum=INCREMENTAL (a "
+          "one-time VACUUM of ",
+          pages * page_size, " bytes)");
   const absl::Time started = absl::Now();
   if (absl::Status s = db.Exec("VACUUM"); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("converting ", db.path(),
-                                               " to auto_vacuum=INCREMENTAL: ",
-                                               s.message()));
+                                               " to auto_vacuum=INCREMENTAL: ", s.message()));
   }
   ASSIGN_OR_RETURN(mode, db.QueryInt("PRAGMA auto_vacuum"));
   if (mode != 2) {
-    return absl::InternalError(absl::StrCat(
-        "database ", db.path(), ": auto_vacuum is ", mode,
-        " after VACUUM, not 2 (INCREMENTAL)"));
+    return absl::InternalError(absl::StrCat("database ", db.path(), ": auto_vacuum is ", mode,
+                                            " after VACUUM, not 2 (INCREMENTAL)"));
   }
   ASSIGN_OR_RETURN(pages, db.QueryInt("PRAGMA page_count"));
   LogInfo("store: ", db.path(), " converted to auto_vacuum=INCREMENTAL in ",
-          absl::FormatDuration(absl::Now() - started), " (", pages * page_size,
-          " bytes)");
+          absl::FormatDuration(absl::Now() - started), " (", pages * page_size, " bytes)");
   return absl::OkStatus();
 }
 
@@ -175,20 +174,18 @@ absl::Status Migrate(Database& db) {
   absl::Status status = [&]() -> absl::Status {
     ASSIGN_OR_RETURN(int64_t current, db.QueryInt("PRAGMA user_version"));
     if (current > kVersion) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "database ", path, " has schema version ", current,
-          ", newer than this runreaper's ", kVersion));
+      return absl::FailedPreconditionError(absl::StrCat("database ", path, " has schema version ",
+                                                        current, ", newer than this runreaper's ",
+                                                        kVersion));
     }
     for (int64_t v = current; v < kVersion; ++v) {
       absl::Status s = db.Exec(kMigrations[v]);
       if (!s.ok()) {
-        return absl::Status(s.code(),
-                            absl::StrCat("migrating ", path, " from schema ",
-                                         v, " to ", v + 1, ": ", s.message()));
+        return absl::Status(s.code(), absl::StrCat("migrating ", path, " from schema ", v, " to ",
+                                                   v + 1, ": ", s.message()));
       }
     }
-    RETURN_IF_ERROR(db.Exec(
-        absl::StrCat("PRAGMA user_version = ", kVersion)));
+    RETURN_IF_ERROR(db.Exec(absl::StrCat("PRAGMA user_version = ", kVersion)));
     return db.Exec("COMMIT");
   }();
   if (!status.ok() && sqlite3_get_autocommit(db.get()) == 0) {
@@ -200,40 +197,38 @@ absl::Status Migrate(Database& db) {
 // sqlite3_busy_timeout's argument: milliseconds, clamped to [0, 2^30].
 int BusyTimeoutMs(absl::Duration busy_timeout) {
   const int64_t busy_ms = absl::ToInt64Milliseconds(busy_timeout);
-  return static_cast<int>(
-      std::min<int64_t>(std::max<int64_t>(busy_ms, 0), 1 << 30));
+  return static_cast<int>(std::min<int64_t>(std::max<int64_t>(busy_ms, 0), 1 << 30));
 }
 
-absl::Status ConfigureAndMigrate(Database& db, absl::Duration busy_timeout,
-                                 bool synchronous_full) {
+absl::Status ConfigureAndMigrate(Database& db, absl::Duration busy_timeout, bool synchronous_full) {
   const std::string& path = db.path();
   // The first read of page 1: a file that is not a SQLite database fails
   // here with SQLITE_NOTADB (DATA_LOSS), before anything is written.
   absl::StatusOr<int64_t> version = db.QueryInt("PRAGMA user_version");
   if (!version.ok()) {
     if (version.status().code() == absl::StatusCode::kDataLoss) {
-      return absl::DataLossError(
-          absl::StrCat(path, " is not a usable SQLite database (refusing to "
-                             "touch it): ",
-                       version.status().message()));
+      return absl::DataLossError(absl::StrCat(path,
+                                              " is not a usable SQLite database (refusing to "
+                                              "touch it): ",
+                                              version.status().message()));
     }
     return version.status();
   }
   if (*version > kVersion) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "database ", path, " has schema version ", *version,
-        ", newer than this runreaper's ", kVersion,
-        "; refusing to open it (upgrade runreaper)"));
+        "database ", path, " has schema version ", *version, ", newer than this runreaper's ",
+        kVersion, "; refusing to open it (upgrade runreaper)"));
   }
   if (*version < 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "database ", path, " has invalid schema version ", *version));
+    return absl::FailedPreconditionError(
+        absl::StrCat("database ", path, " has invalid schema version ", *version));
   }
   // SQLite silently falls back to read-only when the file is not writable.
   if (sqlite3_db_readonly(db.get(), "main") == 1) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "database ", path, " could only be opened read-only (the file or "
-        "its directory is not writable)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("database ", path,
+                     " could only be opened read-only (the file or "
+                     "its directory is not writable)"));
   }
 
   // A new file reuses the pages retention frees and gives them back to the
@@ -250,19 +245,17 @@ absl::Status ConfigureAndMigrate(Database& db, absl::Duration busy_timeout,
   // file at this moment, retry within the busy timeout.
   absl::StatusOr<std::string> wal = db.QueryText("PRAGMA journal_mode=WAL");
   const absl::Time wal_deadline = absl::Now() + busy_timeout;
-  while (!wal.ok() && absl::IsUnavailable(wal.status()) &&
-         absl::Now() < wal_deadline) {
+  while (!wal.ok() && absl::IsUnavailable(wal.status()) && absl::Now() < wal_deadline) {
     absl::SleepFor(absl::Milliseconds(5));
     wal = db.QueryText("PRAGMA journal_mode=WAL");
   }
   ASSIGN_OR_RETURN(std::string mode, std::move(wal));
   if (mode != "wal") {
     return absl::UnavailableError(absl::StrCat(
-        "database ", path, " could not switch to WAL (journal_mode is \"",
-        mode, "\")"));
+        "database ", path, " could not switch to WAL (journal_mode is \"", mode, "\")"));
   }
-  RETURN_IF_ERROR(db.Exec(synchronous_full ? "PRAGMA synchronous=FULL"
-                                         : "PRAGMA synchronous=NORMAL"));
+  RETURN_IF_ERROR(
+      db.Exec(synchronous_full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL"));
   RETURN_IF_ERROR(db.Exec("PRAGMA foreign_keys=ON"));
   // 16 MiB of page cache (default 2 MiB): a reconcile pass over many runs
   // then stays in memory instead of spilling dirty pages mid-transaction.
@@ -279,17 +272,16 @@ absl::Status ConfigureAndMigrate(Database& db, absl::Duration busy_timeout,
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Database>> OpenWriter(
-    const std::string& path, absl::Duration busy_timeout,
-    bool synchronous_full) {
+absl::StatusOr<std::unique_ptr<Database>> OpenWriter(const std::string& path,
+                                                     absl::Duration busy_timeout,
+                                                     bool synchronous_full) {
   if (path.empty()) {
     return absl::InvalidArgumentError("database path is empty");
   }
   struct stat st;
   if (stat(path.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode)) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("database path ", path, " is a directory"));
+      return absl::FailedPreconditionError(absl::StrCat("database path ", path, " is a directory"));
     }
     if (!S_ISREG(st.st_mode)) {
       return absl::FailedPreconditionError(
@@ -301,30 +293,27 @@ absl::StatusOr<std::unique_ptr<Database>> OpenWriter(
 
   ASSIGN_OR_RETURN(
       std::unique_ptr<Database> db,
-      Database::Open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-                               SQLITE_OPEN_NOMUTEX));
+      Database::Open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX));
   sqlite3_busy_timeout(db->get(), BusyTimeoutMs(busy_timeout));
   RETURN_IF_ERROR(ConfigureAndMigrate(*db, busy_timeout, synchronous_full));
   return db;
 }
 
-absl::StatusOr<std::unique_ptr<Database>> OpenReader(
-    const std::string& path, absl::Duration busy_timeout) {
+absl::StatusOr<std::unique_ptr<Database>> OpenReader(const std::string& path,
+                                                     absl::Duration busy_timeout) {
   // Opened once the writer has made the file WAL at the current schema.
   // Read-only twice over (open flag and query_only). The busy timeout covers
   // the rare SQLITE_BUSY a WAL reader can meet (e.g. while another
   // connection recovers the WAL index).
   ASSIGN_OR_RETURN(std::unique_ptr<Database> reader,
-                   Database::Open(path, SQLITE_OPEN_READONLY |
-                                            SQLITE_OPEN_NOMUTEX));
+                   Database::Open(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX));
   sqlite3_busy_timeout(reader->get(), BusyTimeoutMs(busy_timeout));
   RETURN_IF_ERROR(reader->Exec("PRAGMA query_only=1"));
   RETURN_IF_ERROR(reader->Exec("PRAGMA cache_size=-16384"));
   ASSIGN_OR_RETURN(std::string mode, reader->QueryText("PRAGMA journal_mode"));
   if (mode != "wal") {
     return absl::InternalError(absl::StrCat(
-        "database ", path, ": the read connection sees journal_mode \"", mode,
-        "\", not wal"));
+        "database ", path, ": the read connection sees journal_mode \"", mode, "\", not wal"));
   }
   return reader;
 }

@@ -28,15 +28,15 @@ inline constexpr int kVersion = 6;
 // in one BEGIN IMMEDIATE transaction; converts a file without incremental
 // auto_vacuum with one VACUUM (logged; atomic, redone after a crash).
 // `busy_timeout` is how long it waits for another connection's lock.
-absl::StatusOr<std::unique_ptr<Database>> OpenWriter(
-    const std::string& path, absl::Duration busy_timeout,
-    bool synchronous_full);
+absl::StatusOr<std::unique_ptr<Database>> OpenWriter(const std::string& path,
+                                                     absl::Duration busy_timeout,
+                                                     bool synchronous_full);
 
 // Opens the read-only connection to `path` (query_only, 16 MiB page cache,
 // the same busy timeout). Call it after OpenWriter, once the file is WAL at
 // kVersion; INTERNAL when the connection does not see WAL.
-absl::StatusOr<std::unique_ptr<Database>> OpenReader(
-    const std::string& path, absl::Duration busy_timeout);
+absl::StatusOr<std::unique_ptr<Database>> OpenReader(const std::string& path,
+                                                     absl::Duration busy_timeout);
 
 }  // namespace runreaper::store::schema
 

@@ -34,18 +34,16 @@ absl::StatusCode SqliteStatusCode(int rc) {
   }
 }
 
-absl::Status SqliteError(int rc, sqlite3* db, absl::string_view what,
-                         absl::string_view path) {
+absl::Status SqliteError(int rc, sqlite3* db, absl::string_view what, absl::string_view path) {
   std::string msg =
       absl::StrCat(what, " on ", path, ": ",
-                   db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc),
-                   " (sqlite code ", rc);
+                   db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc), " (sqlite code ", rc);
   // The OS error is only meaningful for failures that came from a syscall.
   const int sys = db != nullptr ? sqlite3_system_errno(db) : 0;
   const int primary = rc & 0xff;
-  const bool os_failure = primary == SQLITE_CANTOPEN ||
-                          primary == SQLITE_IOERR || primary == SQLITE_FULL ||
-                          primary == SQLITE_READONLY || primary == SQLITE_PERM;
+  const bool os_failure = primary == SQLITE_CANTOPEN || primary == SQLITE_IOERR ||
+                          primary == SQLITE_FULL || primary == SQLITE_READONLY ||
+                          primary == SQLITE_PERM;
   if (os_failure && sys != 0) absl::StrAppend(&msg, ", errno ", sys, ": ", strerror(sys));
   msg += ")";
   // Out of descriptors is the process's resource, not the file's fault:
@@ -81,8 +79,7 @@ Statement& Statement::BindInt(int index, int64_t value) {
 
 Statement& Statement::BindText(int index, absl::string_view value) {
   const int rc =
-      sqlite3_bind_text64(stmt_, index, value.data(), value.size(),
-                          SQLITE_TRANSIENT, SQLITE_UTF8);
+      sqlite3_bind_text64(stmt_, index, value.data(), value.size(), SQLITE_TRANSIENT, SQLITE_UTF8);
   if (rc != SQLITE_OK && bind_rc_ == SQLITE_OK) {
     bind_rc_ = rc;
     bind_index_ = index;
@@ -106,15 +103,13 @@ Statement& Statement::BindOptionalInt(int index, std::optional<int64_t> value) {
 absl::StatusOr<bool> Statement::Step() {
   if (bind_rc_ != SQLITE_OK) {
     return SqliteError(bind_rc_, db_,
-                       absl::StrCat("binding parameter ", bind_index_, " of \"",
-                                    sql(), "\""),
+                       absl::StrCat("binding parameter ", bind_index_, " of \"", sql(), "\""),
                        *path_);
   }
   const int rc = sqlite3_step(stmt_);
   if (rc == SQLITE_ROW) return true;
   if (rc == SQLITE_DONE) return false;
-  return SqliteError(rc, db_, absl::StrCat("executing \"", sql(), "\""),
-                     *path_);
+  return SqliteError(rc, db_, absl::StrCat("executing \"", sql(), "\""), *path_);
 }
 
 absl::Status Statement::Run() {
@@ -125,9 +120,7 @@ absl::Status Statement::Run() {
   }
 }
 
-int64_t Statement::ColumnInt(int col) const {
-  return sqlite3_column_int64(stmt_, col);
-}
+int64_t Statement::ColumnInt(int col) const { return sqlite3_column_int64(stmt_, col); }
 
 std::string Statement::ColumnText(int col) const {
   const unsigned char* text = sqlite3_column_text(stmt_, col);
@@ -149,8 +142,7 @@ const char* Statement::sql() const { return sqlite3_sql(stmt_); }
 
 // ---- Database ----
 
-absl::StatusOr<std::unique_ptr<Database>> Database::Open(
-    const std::string& path, int flags) {
+absl::StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path, int flags) {
   sqlite3* db = nullptr;
   const int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
   if (rc != SQLITE_OK) {
@@ -179,8 +171,7 @@ absl::StatusOr<ScopedStatement> FirstRow(Database& db, const std::string& sql) {
   absl::StatusOr<bool> row = (*stmt)->Step();
   if (!row.ok()) return row.status();
   if (!*row) {
-    return absl::InternalError(
-        absl::StrCat("\"", sql, "\" on ", db.path(), " returned no row"));
+    return absl::InternalError(absl::StrCat("\"", sql, "\" on ", db.path(), " returned no row"));
   }
   return stmt;
 }
@@ -213,16 +204,13 @@ absl::StatusOr<ScopedStatement> Database::Prepare(const std::string& sql) {
   auto it = cache_.find(sql);
   if (it == cache_.end()) {
     sqlite3_stmt* raw = nullptr;
-    const int rc = sqlite3_prepare_v3(db_, sql.c_str(),
-                                      static_cast<int>(sql.size()),
+    const int rc = sqlite3_prepare_v3(db_, sql.c_str(), static_cast<int>(sql.size()),
                                       SQLITE_PREPARE_PERSISTENT, &raw, nullptr);
     if (rc != SQLITE_OK) {
       sqlite3_finalize(raw);
       return Error(rc, absl::StrCat("preparing \"", sql, "\""));
     }
-    it = cache_
-             .emplace(sql, std::make_unique<Statement>(raw, db_, &path_))
-             .first;
+    it = cache_.emplace(sql, std::make_unique<Statement>(raw, db_, &path_)).first;
   }
   it->second->Reset();
   return ScopedStatement(it->second.get());

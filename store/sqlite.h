@@ -76,9 +76,7 @@ class ScopedStatement {
   ~ScopedStatement() {
     if (stmt_ != nullptr) stmt_->Reset();
   }
-  ScopedStatement(ScopedStatement&& other) noexcept : stmt_(other.stmt_) {
-    other.stmt_ = nullptr;
-  }
+  ScopedStatement(ScopedStatement&& other) noexcept : stmt_(other.stmt_) { other.stmt_ = nullptr; }
   ScopedStatement(const ScopedStatement&) = delete;
   ScopedStatement& operator=(const ScopedStatement&) = delete;
   ScopedStatement& operator=(ScopedStatement&&) = delete;
@@ -95,8 +93,7 @@ class Database {
  public:
   // sqlite3_open_v2(path, flags). Extended result codes are switched on.
   // The connection is closed again when the open fails.
-  static absl::StatusOr<std::unique_ptr<Database>> Open(
-      const std::string& path, int flags);
+  static absl::StatusOr<std::unique_ptr<Database>> Open(const std::string& path, int flags);
   ~Database();
   Database(const Database&) = delete;
   Database& operator=(const Database&) = delete;
@@ -133,8 +130,7 @@ class Database {
 // Its code is SqliteStatusCode(rc), except RESOURCE_EXHAUSTED when the OS
 // error behind it (sqlite3_system_errno) is EMFILE or ENFILE: out of
 // descriptors.
-absl::Status SqliteError(int rc, sqlite3* db, absl::string_view what,
-                         absl::string_view path);
+absl::Status SqliteError(int rc, sqlite3* db, absl::string_view what, absl::string_view path);
 
 }  // namespace runreaper::store
 

@@ -29,15 +29,12 @@ constexpr int kFlags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
 TEST(SqliteStatusCodeTest, MapsFamilies) {
   EXPECT_EQ(SqliteStatusCode(SQLITE_OK), absl::StatusCode::kOk);
   EXPECT_EQ(SqliteStatusCode(SQLITE_BUSY), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(SqliteStatusCode(SQLITE_BUSY_SNAPSHOT),
-            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(SqliteStatusCode(SQLITE_BUSY_SNAPSHOT), absl::StatusCode::kUnavailable);
   EXPECT_EQ(SqliteStatusCode(SQLITE_CANTOPEN), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(SqliteStatusCode(SQLITE_IOERR_FSYNC),
-            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(SqliteStatusCode(SQLITE_IOERR_FSYNC), absl::StatusCode::kUnavailable);
   EXPECT_EQ(SqliteStatusCode(SQLITE_NOTADB), absl::StatusCode::kDataLoss);
   EXPECT_EQ(SqliteStatusCode(SQLITE_CORRUPT), absl::StatusCode::kDataLoss);
-  EXPECT_EQ(SqliteStatusCode(SQLITE_CONSTRAINT_UNIQUE),
-            absl::StatusCode::kInternal);
+  EXPECT_EQ(SqliteStatusCode(SQLITE_CONSTRAINT_UNIQUE), absl::StatusCode::kInternal);
 }
 
 // Out of descriptors: SQLITE_CANTOPEN with errno EMFILE is the process's
@@ -61,15 +58,13 @@ TEST(DatabaseTest, CachedStatementIsReusedAndReset) {
   ASSERT_OK_AND_ASSIGN(auto db, Database::Open(path, kFlags));
   ASSERT_OK(db->Exec("CREATE TABLE t (x INTEGER, s TEXT)"));
   for (int i = 0; i < 3; ++i) {
-    ASSERT_OK_AND_ASSIGN(ScopedStatement s,
-                         db->Prepare("INSERT INTO t VALUES (?1, ?2)"));
+    ASSERT_OK_AND_ASSIGN(ScopedStatement s, db->Prepare("INSERT INTO t VALUES (?1, ?2)"));
     s->BindInt(1, i).BindText(2, absl::StrCat("v", i));
     ASSERT_OK(s->Run());
   }
   Statement* first = nullptr;
   {
-    ASSERT_OK_AND_ASSIGN(ScopedStatement s,
-                         db->Prepare("SELECT x, s FROM t ORDER BY x"));
+    ASSERT_OK_AND_ASSIGN(ScopedStatement s, db->Prepare("SELECT x, s FROM t ORDER BY x"));
     first = &*s;
     ASSERT_OK_AND_ASSIGN(bool row, s->Step());
     ASSERT_TRUE(row);
@@ -77,8 +72,7 @@ TEST(DatabaseTest, CachedStatementIsReusedAndReset) {
     EXPECT_EQ(s->ColumnText(1), "v0");
     // Left mid-iteration: the scope end must reset it.
   }
-  ASSERT_OK_AND_ASSIGN(ScopedStatement s,
-                       db->Prepare("SELECT x, s FROM t ORDER BY x"));
+  ASSERT_OK_AND_ASSIGN(ScopedStatement s, db->Prepare("SELECT x, s FROM t ORDER BY x"));
   EXPECT_EQ(&*s, first);
   ASSERT_OK_AND_ASSIGN(bool row, s->Step());
   ASSERT_TRUE(row);
@@ -90,8 +84,7 @@ TEST(DatabaseTest, NullAndOptionalColumns) {
   ASSERT_OK_AND_ASSIGN(auto db, Database::Open(path, kFlags));
   ASSERT_OK(db->Exec("CREATE TABLE t (x INTEGER)"));
   {
-    ASSERT_OK_AND_ASSIGN(ScopedStatement s,
-                         db->Prepare("INSERT INTO t VALUES (?1)"));
+    ASSERT_OK_AND_ASSIGN(ScopedStatement s, db->Prepare("INSERT INTO t VALUES (?1)"));
     s->BindOptionalInt(1, std::nullopt);
     ASSERT_OK(s->Run());
   }
@@ -109,8 +102,7 @@ TEST(DatabaseTest, BindErrorIsReportedByStep) {
   s->BindInt(7, 1);  // out of range
   absl::StatusOr<bool> row = s->Step();
   ASSERT_FALSE(row.ok());
-  EXPECT_NE(row.status().message().find("parameter 7"), std::string::npos)
-      << row.status();
+  EXPECT_NE(row.status().message().find("parameter 7"), std::string::npos) << row.status();
   EXPECT_NE(row.status().message().find(path), std::string::npos);
 }
 
@@ -129,8 +121,7 @@ TEST(DatabaseTest, OpenFailureNamesPathAndErrno) {
   absl::StatusOr<std::unique_ptr<Database>> db = Database::Open(path, kFlags);
   ASSERT_FALSE(db.ok());
   EXPECT_EQ(db.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_NE(db.status().message().find(path), std::string::npos)
-      << db.status();
+  EXPECT_NE(db.status().message().find(path), std::string::npos) << db.status();
 }
 
 }  // namespace

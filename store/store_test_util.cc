@@ -18,12 +18,10 @@ constexpr int kBusyTimeoutMs = 5000;
 
 // The first column of the first row of `sql` as `T`, or `fallback`.
 template <typename T, typename Column>
-T RawQuery(const std::string& path, const std::string& sql, T fallback,
-           Column column) {
+T RawQuery(const std::string& path, const std::string& sql, T fallback, Column column) {
   sqlite3* db = nullptr;
   T out = std::move(fallback);
-  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) ==
-      SQLITE_OK) {
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) == SQLITE_OK) {
     sqlite3_busy_timeout(db, kBusyTimeoutMs);
     sqlite3_stmt* st = nullptr;
     if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK &&
@@ -40,25 +38,21 @@ T RawQuery(const std::string& path, const std::string& sql, T fallback,
 
 std::string MakeTempDir(absl::string_view prefix) {
   const char* base = getenv("TEST_TMPDIR");
-  std::string tmpl =
-      absl::StrCat(base != nullptr ? base : "/tmp", "/", prefix, "XXXXXX");
+  std::string tmpl = absl::StrCat(base != nullptr ? base : "/tmp", "/", prefix, "XXXXXX");
   if (mkdtemp(tmpl.data()) == nullptr) {
     ADD_FAILURE() << "mkdtemp " << tmpl << ": " << strerror(errno);
   }
   return tmpl;
 }
 
-std::unique_ptr<RunStore> OpenStore(const std::string& path,
-                                    StoreOptions options) {
-  absl::StatusOr<std::unique_ptr<RunStore>> s =
-      RunStore::Open(path, std::move(options));
+std::unique_ptr<RunStore> OpenStore(const std::string& path, StoreOptions options) {
+  absl::StatusOr<std::unique_ptr<RunStore>> s = RunStore::Open(path, std::move(options));
   EXPECT_TRUE(s.ok()) << s.status();
   return s.ok() ? *std::move(s) : nullptr;
 }
 
 std::vector<v1::Event> Events(RunStore& store, const std::string& run) {
-  absl::StatusOr<std::vector<v1::Event>> e =
-      store.ListEvents(0, run, RunStore::kMaxPageSize);
+  absl::StatusOr<std::vector<v1::Event>> e = store.ListEvents(0, run, RunStore::kMaxPageSize);
   EXPECT_TRUE(e.ok()) << e.status();
   return e.ok() ? *std::move(e) : std::vector<v1::Event>{};
 }
@@ -72,16 +66,13 @@ int64_t RawQueryInt(const std::string& path, const std::string& sql) {
 std::string RawQueryText(const std::string& path, const std::string& sql) {
   return RawQuery<std::string>(path, sql, "<error>", [](sqlite3_stmt* st) {
     const unsigned char* text = sqlite3_column_text(st, 0);
-    return text != nullptr ? std::string(reinterpret_cast<const char*>(text))
-                           : std::string();
+    return text != nullptr ? std::string(reinterpret_cast<const char*>(text)) : std::string();
   });
 }
 
 void RawExec(const std::string& path, const std::string& sql) {
   sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr),
-            SQLITE_OK)
-      << path;
+  ASSERT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr), SQLITE_OK) << path;
   sqlite3_busy_timeout(db, kBusyTimeoutMs);
   char* err = nullptr;
   const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);

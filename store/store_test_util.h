@@ -22,8 +22,7 @@ std::string MakeTempDir(absl::string_view prefix);
 
 // RunStore::Open(path, options); on failure a non-fatal test failure naming
 // the status, and nullptr.
-std::unique_ptr<RunStore> OpenStore(const std::string& path,
-                                    StoreOptions options = StoreOptions());
+std::unique_ptr<RunStore> OpenStore(const std::string& path, StoreOptions options = StoreOptions());
 
 // Every event in the store's log, or of `run` (tests keep it under
 // kMaxPageSize); on failure a non-fatal test failure and no events.

@@ -36,8 +36,8 @@ class ContractE2ETest : public SharedDaemonTest {
   void SetUp() override { stub_ = daemon_->stub(); }
 
   template <typename Req, typename Resp>
-  absl::StatusOr<Resp> Call(grpc::Status (v1::Reconciler::Stub::*method)(
-                                grpc::ClientContext*, const Req&, Resp*),
+  absl::StatusOr<Resp> Call(grpc::Status (v1::Reconciler::Stub::*method)(grpc::ClientContext*,
+                                                                         const Req&, Resp*),
                             const Req& req) {
     Resp resp;
     auto ctx = Ctx(absl::Seconds(10));
@@ -127,77 +127,70 @@ TEST_F(ContractE2ETest, HostileRequestsAreRejectedNamingTheFieldAndTheServerLive
     v1::RegisterRunRequest r;
     r.set_run_id(std::string(1 << 20, 'x'));
     r.set_pid(sleeper.pid());
-    cases.push_back({"1 MiB run id", Call(&v1::Reconciler::Stub::RegisterRun, r).status(),
-                     "run_id"});
+    cases.push_back(
+        {"1 MiB run id", Call(&v1::Reconciler::Stub::RegisterRun, r).status(), "run_id"});
   }
   {
     v1::RegisterRunRequest r;
     r.set_run_id("many-labels");
     r.set_pid(sleeper.pid());
     for (int i = 0; i < 1000; ++i) (*r.mutable_labels())[absl::StrCat("k", i)] = "v";
-    cases.push_back({"1000 labels", Call(&v1::Reconciler::Stub::RegisterRun, r).status(),
-                     "labels"});
+    cases.push_back(
+        {"1000 labels", Call(&v1::Reconciler::Stub::RegisterRun, r).status(), "labels"});
   }
   {
     v1::RegisterRunRequest r;
     r.set_run_id("neg");
     r.set_pid(INT_MIN);
-    cases.push_back({"pid INT_MIN", Call(&v1::Reconciler::Stub::RegisterRun, r).status(),
-                     "pid"});
+    cases.push_back({"pid INT_MIN", Call(&v1::Reconciler::Stub::RegisterRun, r).status(), "pid"});
     r.set_pid(sleeper.pid());
     r.set_pgid(-5);
-    cases.push_back({"pgid -5", Call(&v1::Reconciler::Stub::RegisterRun, r).status(),
-                     "pgid"});
+    cases.push_back({"pgid -5", Call(&v1::Reconciler::Stub::RegisterRun, r).status(), "pgid"});
     r.clear_pgid();
     r.set_sid(-1);
-    cases.push_back({"sid -1", Call(&v1::Reconciler::Stub::RegisterRun, r).status(),
-                     "sid"});
+    cases.push_back({"sid -1", Call(&v1::Reconciler::Stub::RegisterRun, r).status(), "sid"});
   }
   {
     v1::ListRunsRequest l;
     l.set_page_token(std::string(200000, 'g'));
-    cases.push_back({"huge page token", Call(&v1::Reconciler::Stub::ListRuns, l).status(),
-                     "page_token"});
+    cases.push_back(
+        {"huge page token", Call(&v1::Reconciler::Stub::ListRuns, l).status(), "page_token"});
     l.set_page_token("\x01\x02 not a token");
-    cases.push_back({"garbage page token",
-                     Call(&v1::Reconciler::Stub::ListRuns, l).status(), ""});
+    cases.push_back({"garbage page token", Call(&v1::Reconciler::Stub::ListRuns, l).status(), ""});
     l.clear_page_token();
     l.set_state(static_cast<v1::RunState>(-3));
-    cases.push_back({"negative state", Call(&v1::Reconciler::Stub::ListRuns, l).status(),
-                     "state"});
+    cases.push_back({"negative state", Call(&v1::Reconciler::Stub::ListRuns, l).status(), "state"});
     l.set_state(v1::RUN_STATE_UNSPECIFIED);
     (*l.mutable_label_selector())[std::string(100, 'k')] = "v";
-    cases.push_back({"long selector key",
-                     Call(&v1::Reconciler::Stub::ListRuns, l).status(), "label_selector"});
+    cases.push_back(
+        {"long selector key", Call(&v1::Reconciler::Stub::ListRuns, l).status(), "label_selector"});
   }
   {
     v1::ListEventsRequest e;
     e.set_after_event_id(-1);
-    cases.push_back({"negative event id",
-                     Call(&v1::Reconciler::Stub::ListEvents, e).status(), "after_event_id"});
+    cases.push_back({"negative event id", Call(&v1::Reconciler::Stub::ListEvents, e).status(),
+                     "after_event_id"});
     e.set_after_event_id(0);
     e.set_run_id(std::string(300, 'r'));
-    cases.push_back({"long events run id",
-                     Call(&v1::Reconciler::Stub::ListEvents, e).status(), "run_id"});
+    cases.push_back(
+        {"long events run id", Call(&v1::Reconciler::Stub::ListEvents, e).status(), "run_id"});
   }
   {
     v1::WaitRunRequest w;
     w.set_run_id("x");
     w.mutable_timeout()->set_seconds(-1);
-    cases.push_back({"negative timeout", Call(&v1::Reconciler::Stub::WaitRun, w).status(),
-                     "timeout"});
+    cases.push_back(
+        {"negative timeout", Call(&v1::Reconciler::Stub::WaitRun, w).status(), "timeout"});
     v1::CancelRunRequest c;
     c.set_run_id("x");
     c.set_reason(std::string(100000, 'r'));
-    cases.push_back({"long reason", Call(&v1::Reconciler::Stub::CancelRun, c).status(),
-                     "reason"});
+    cases.push_back({"long reason", Call(&v1::Reconciler::Stub::CancelRun, c).status(), "reason"});
     v1::HeartbeatRequest h;
-    cases.push_back({"empty heartbeat id",
-                     Call(&v1::Reconciler::Stub::Heartbeat, h).status(), "run_id"});
+    cases.push_back(
+        {"empty heartbeat id", Call(&v1::Reconciler::Stub::Heartbeat, h).status(), "run_id"});
   }
   for (const Case& c : cases) {
-    EXPECT_EQ(c.status.code(), absl::StatusCode::kInvalidArgument) << c.name << ": "
-                                                                    << c.status;
+    EXPECT_EQ(c.status.code(), absl::StatusCode::kInvalidArgument) << c.name << ": " << c.status;
     EXPECT_TRUE(absl::StartsWith(c.status.message(), c.field)) << c.name << ": " << c.status;
     EXPECT_LT(c.status.message().size(), 4096u) << c.name;
   }
@@ -253,8 +246,7 @@ TEST_F(ContractE2ETest, ListRunsFiltersByLabelAndStateAndPagesThroughTheRpc) {
   req.set_page_size(1);
   std::vector<std::string> seen;
   for (int guard = 0; guard < 10; ++guard) {
-    ASSERT_OK_AND_ASSIGN(v1::ListRunsResponse page,
-                         Call(&v1::Reconciler::Stub::ListRuns, req));
+    ASSERT_OK_AND_ASSIGN(v1::ListRunsResponse page, Call(&v1::Reconciler::Stub::ListRuns, req));
     ASSERT_LE(page.runs_size(), 1);
     for (const v1::Run& r : page.runs()) seen.push_back(r.run_id());
     if (page.next_page_token().empty()) break;
@@ -265,8 +257,7 @@ TEST_F(ContractE2ETest, ListRunsFiltersByLabelAndStateAndPagesThroughTheRpc) {
   req.Clear();
   (*req.mutable_label_selector())["suite"] = "paging";
   req.set_state(v1::RUN_STATE_FINISHED);
-  ASSERT_OK_AND_ASSIGN(v1::ListRunsResponse finished,
-                       Call(&v1::Reconciler::Stub::ListRuns, req));
+  ASSERT_OK_AND_ASSIGN(v1::ListRunsResponse finished, Call(&v1::Reconciler::Stub::ListRuns, req));
   ASSERT_EQ(finished.runs_size(), 1);
   EXPECT_EQ(finished.runs(0).run_id(), "page4");
 
@@ -275,8 +266,7 @@ TEST_F(ContractE2ETest, ListRunsFiltersByLabelAndStateAndPagesThroughTheRpc) {
   ev.set_page_size(2);
   std::vector<int64_t> ids;
   for (int guard = 0; guard < 1000; ++guard) {
-    ASSERT_OK_AND_ASSIGN(v1::ListEventsResponse page,
-                         Call(&v1::Reconciler::Stub::ListEvents, ev));
+    ASSERT_OK_AND_ASSIGN(v1::ListEventsResponse page, Call(&v1::Reconciler::Stub::ListEvents, ev));
     for (const v1::Event& e : page.events()) ids.push_back(e.event_id());
     if (page.next_after_event_id() == 0) break;
     ev.set_after_event_id(page.next_after_event_id());
@@ -318,10 +308,12 @@ TEST(DaemonStartupTest, DefaultsCreateVarWithTheDatabaseAndA0660Socket) {
     auto channel = grpc::CreateChannel("unix:" + sock, grpc::InsecureChannelCredentials());
     auto stub = v1::Reconciler::NewStub(channel);
     v1::ListRunsResponse resp;
-    EXPECT_TRUE(WaitFor([&] {
-      auto ctx = Ctx(absl::Seconds(2));
-      return stub->ListRuns(ctx.get(), v1::ListRunsRequest(), &resp).ok();
-    }, absl::Seconds(20)));
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          auto ctx = Ctx(absl::Seconds(2));
+          return stub->ListRuns(ctx.get(), v1::ListRunsRequest(), &resp).ok();
+        },
+        absl::Seconds(20)));
   }
   kill(pid, SIGINT);
   int status = 0;

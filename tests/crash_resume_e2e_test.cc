@@ -46,7 +46,8 @@ absl::Time TimeOf(const v1::Event& e) {
 
 // Finding 4: the cancel was lost across a crash (its process still alive 30 s
 // after the restart), and a resumed sweep served both graces again.
-TEST(CrashResumeE2ETest, CancelInterruptedByKill9FinishesAfterRestartWithoutRepeatingAStageOrItsGrace) {
+TEST(CrashResumeE2ETest,
+     CancelInterruptedByKill9FinishesAfterRestartWithoutRepeatingAStageOrItsGrace) {
   if (getpid() != 1) GTEST_SKIP() << "needs a private PID namespace (unshare)";
   // A leader that ignores SIGINT and SIGTERM (inherited across exec), so only
   // the ladder's SIGKILL ends it.
@@ -63,8 +64,8 @@ TEST(CrashResumeE2ETest, CancelInterruptedByKill9FinishesAfterRestartWithoutRepe
   }
   ASSERT_TRUE(WaitFor([&] {  // exec'd: its identity is final
     char exe[64] = {};
-    return readlink(("/proc/" + std::to_string(leader) + "/exe").c_str(), exe,
-                    sizeof(exe) - 1) > 0 &&
+    return readlink(("/proc/" + std::to_string(leader) + "/exe").c_str(), exe, sizeof(exe) - 1) >
+               0 &&
            std::string(exe).find("sleep") != std::string::npos;
   }));
   TempDir dir;
@@ -88,8 +89,7 @@ TEST(CrashResumeE2ETest, CancelInterruptedByKill9FinishesAfterRestartWithoutRepe
     ASSERT_TRUE(s.ok()) << s.error_message();
   }
   // Killed during the SIGTERM grace: SIGINT and SIGTERM are recorded sent.
-  ASSERT_TRUE(WaitFor([&] { return SignalEvents(stub.get(), "c").size() == 2; },
-                      absl::Seconds(30)))
+  ASSERT_TRUE(WaitFor([&] { return SignalEvents(stub.get(), "c").size() == 2; }, absl::Seconds(30)))
       << first.log();
   ASSERT_EQ(first.Stop(SIGKILL), 128 + SIGKILL);
   const absl::Time restarted = absl::Now();
@@ -98,8 +98,8 @@ TEST(CrashResumeE2ETest, CancelInterruptedByKill9FinishesAfterRestartWithoutRepe
   ASSERT_TRUE(second.Start()) << second.log();
   // The run's process is killed without a second cancel.
   int status = 0;
-  ASSERT_TRUE(WaitFor([&] { return waitpid(leader, &status, WNOHANG) == leader; },
-                      absl::Seconds(30)))
+  ASSERT_TRUE(
+      WaitFor([&] { return waitpid(leader, &status, WNOHANG) == leader; }, absl::Seconds(30)))
       << second.log();
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 

@@ -29,8 +29,8 @@ class CtlE2ETest : public SharedDaemonTest {
 
 TEST_F(CtlE2ETest, RegisterSendsTheLocalIdentityAndJsonKeepsProtoFieldNames) {
   Sleeper sleeper;
-  CtlResult r = Ctl({"register", "cli1", absl::StrCat("--pid=", sleeper.pid()),
-                     "--label=team=infra", "--json"});
+  CtlResult r = Ctl(
+      {"register", "cli1", absl::StrCat("--pid=", sleeper.pid()), "--label=team=infra", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   v1::Run run;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &run).ok()) << r.out;
@@ -118,7 +118,9 @@ TEST_F(CtlE2ETest, KillThenEventsShowStale) {
 // fake an output line.
 TEST_F(CtlE2ETest, HumanOutputEscapesControlCharactersFromTheDaemon) {
   Sleeper sleeper;
-  const std::string evil = "evil\x1b]0;pwned\x07\nfake line\xc2\x9b" "2J";
+  const std::string evil =
+      "evil\x1b]0;pwned\x07\nfake line\xc2\x9b"
+      "2J";
   const std::string shown = "evil\\x1b]0;pwned\\x07\\nfake line\\u009b2J";
   {
     // Written straight into the daemon's database (WAL: the daemon reads it).
@@ -131,9 +133,10 @@ TEST_F(CtlE2ETest, HumanOutputEscapesControlCharactersFromTheDaemon) {
     (*run.mutable_labels())["k"] = "\x1b[31mred";
     ASSERT_OK(store->Register(run));
   }
-  for (const std::vector<std::string>& args :
-       {std::vector<std::string>{"list"}, {"get", evil}, {"events", "--run=" + evil},
-        {"get", evil + "-missing"}}) {
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"list"},
+                                               {"get", evil},
+                                               {"events", "--run=" + evil},
+                                               {"get", evil + "-missing"}}) {
     CtlResult r = Ctl(args);
     const std::string all = r.out + r.err;
     EXPECT_EQ(all.find('\x1b'), std::string::npos) << args[0] << ": " << all;
@@ -188,8 +191,8 @@ TEST_F(CtlE2ETest, HealthAndHelp) {
   EXPECT_TRUE(absl::StartsWith(h.out, "SERVING\nlineage: o")) << h.out;
   CtlResult help = RunCtl({"--help"});
   EXPECT_EQ(help.exit_code, 0);
-  for (const char* word : {"health", "register", "heartbeat", "finish", "cancel", "get",
-                           "list", "wait", "reconcile", "events", "orphans", "sweep"}) {
+  for (const char* word : {"health", "register", "heartbeat", "finish", "cancel", "get", "list",
+                           "wait", "reconcile", "events", "orphans", "sweep"}) {
     EXPECT_TRUE(absl::StrContains(help.out, word)) << word;
   }
   CtlResult cmd = RunCtl({"wait", "--help"});

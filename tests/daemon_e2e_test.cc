@@ -23,8 +23,8 @@
 #include "base/file_util.h"
 #include "base/test_util.h"
 #include "gtest/gtest.h"
-#include "scanner/procfs.h"
 #include "scanner/identity_proto.h"
+#include "scanner/procfs.h"
 #include "store/run_store.h"
 #include "tests/e2e_util.h"
 
@@ -55,8 +55,7 @@ class DaemonE2ETest : public ::testing::Test {
     return Call(&v1::Reconciler::Stub::GetRun, req);
   }
   // WaitRun with a timeout; the call deadline leaves room for the answer.
-  absl::StatusOr<v1::WaitRunResponse> WaitRun(const std::string& run_id,
-                                              absl::Duration timeout) {
+  absl::StatusOr<v1::WaitRunResponse> WaitRun(const std::string& run_id, absl::Duration timeout) {
     v1::WaitRunRequest req;
     req.set_run_id(run_id);
     req.mutable_timeout()->set_seconds(absl::ToInt64Seconds(timeout));
@@ -66,8 +65,8 @@ class DaemonE2ETest : public ::testing::Test {
   }
 
   template <typename Req, typename Resp>
-  absl::StatusOr<Resp> Call(grpc::Status (v1::Reconciler::Stub::*method)(
-                                grpc::ClientContext*, const Req&, Resp*),
+  absl::StatusOr<Resp> Call(grpc::Status (v1::Reconciler::Stub::*method)(grpc::ClientContext*,
+                                                                         const Req&, Resp*),
                             const Req& req, absl::Duration deadline = absl::Seconds(10)) {
     Resp resp;
     auto ctx = Ctx(deadline);
@@ -101,9 +100,9 @@ TEST_F(DaemonE2ETest, RegisterByPidFillsTheIdentityFromProc) {
   EXPECT_EQ(run.uid(), getuid());
   EXPECT_EQ(run.boot_id(), ReadFile("/proc/sys/kernel/random/boot_id"));
   char link[64] = {};
-  ASSERT_GT(readlink(absl::StrCat("/proc/", sleeper.pid(), "/ns/pid").c_str(), link,
-                     sizeof(link) - 1),
-            0);
+  ASSERT_GT(
+      readlink(absl::StrCat("/proc/", sleeper.pid(), "/ns/pid").c_str(), link, sizeof(link) - 1),
+      0);
   EXPECT_EQ(absl::StrCat("pid:[", run.pidns_inode(), "]"), link);
   scanner::ProcFs procfs;
   ASSERT_OK_AND_ASSIGN(scanner::ProcStat stat, procfs.ReadStat(sleeper.pid()));
@@ -149,8 +148,8 @@ TEST_F(DaemonE2ETest, RegistrationThatSawTheLeaderAnswersAlive) {
     return req;
   };
   // Sent fields that name the live process.
-  ASSERT_OK_AND_ASSIGN(run, Call(&v1::Reconciler::Stub::RegisterRun,
-                                 sent("alive-fields", by_fields.pid())));
+  ASSERT_OK_AND_ASSIGN(
+      run, Call(&v1::Reconciler::Stub::RegisterRun, sent("alive-fields", by_fields.pid())));
   EXPECT_EQ(run.liveness(), v1::LIVENESS_ALIVE);
   // A namespace that is not runreaperd's: the pid cannot be checked here.
   v1::RegisterRunRequest req = sent("foreign-ns", foreign.pid());
@@ -207,8 +206,7 @@ TEST_F(DaemonE2ETest, FinishPublishesTheExitCode) {
   // A terminal run never changes again.
   v1::HeartbeatRequest hb;
   hb.set_run_id("f1");
-  EXPECT_TRUE(absl::IsFailedPrecondition(
-      Call(&v1::Reconciler::Stub::Heartbeat, hb).status()));
+  EXPECT_TRUE(absl::IsFailedPrecondition(Call(&v1::Reconciler::Stub::Heartbeat, hb).status()));
 }
 
 TEST_F(DaemonE2ETest, InvalidRequestsGetTheirStatusCodes) {
@@ -227,22 +225,17 @@ TEST_F(DaemonE2ETest, InvalidRequestsGetTheirStatusCodes) {
     std::string field;
   };
   std::vector<Case> cases = {
-      {"empty run id", reg([](auto& r) { r.set_run_id(""); }),
-       absl::StatusCode::kInvalidArgument, "run_id"},
+      {"empty run id", reg([](auto& r) { r.set_run_id(""); }), absl::StatusCode::kInvalidArgument,
+       "run_id"},
       {"long run id", reg([](auto& r) { r.set_run_id(std::string(257, 'x')); }),
        absl::StatusCode::kInvalidArgument, "run_id"},
-      {"pid 0", reg([](auto& r) { r.set_pid(0); }), absl::StatusCode::kInvalidArgument,
-       "pid"},
-      {"pid -1", reg([](auto& r) { r.set_pid(-1); }), absl::StatusCode::kInvalidArgument,
-       "pid"},
-      {"pgid 1", reg([](auto& r) { r.set_pgid(1); }), absl::StatusCode::kInvalidArgument,
-       "pgid"},
-      {"sid 0", reg([](auto& r) { r.set_sid(0); }), absl::StatusCode::kInvalidArgument,
-       "sid"},
+      {"pid 0", reg([](auto& r) { r.set_pid(0); }), absl::StatusCode::kInvalidArgument, "pid"},
+      {"pid -1", reg([](auto& r) { r.set_pid(-1); }), absl::StatusCode::kInvalidArgument, "pid"},
+      {"pgid 1", reg([](auto& r) { r.set_pgid(1); }), absl::StatusCode::kInvalidArgument, "pgid"},
+      {"sid 0", reg([](auto& r) { r.set_sid(0); }), absl::StatusCode::kInvalidArgument, "sid"},
       {"label key", reg([](auto& r) { (*r.mutable_labels())[std::string(64, 'k')] = "v"; }),
        absl::StatusCode::kInvalidArgument, "labels"},
-      {"label value",
-       reg([](auto& r) { (*r.mutable_labels())["k"] = std::string(257, 'v'); }),
+      {"label value", reg([](auto& r) { (*r.mutable_labels())["k"] = std::string(257, 'v'); }),
        absl::StatusCode::kInvalidArgument, "labels"},
       {"no such pid", reg([](auto& r) { r.set_pid(0x3ffffff0); }),
        absl::StatusCode::kInvalidArgument, "pid"},
@@ -263,8 +256,7 @@ TEST_F(DaemonE2ETest, InvalidRequestsGetTheirStatusCodes) {
     t.join();
   }
   ASSERT_OK(reg([](auto&) {}));
-  cases.push_back({"conflicting re-registration",
-                   reg([](auto& r) { r.set_pgid(424242); }),
+  cases.push_back({"conflicting re-registration", reg([](auto& r) { r.set_pgid(424242); }),
                    absl::StatusCode::kAlreadyExists, ""});
   EXPECT_OK(reg([](auto&) {}));  // same identity: idempotent
 
@@ -293,8 +285,7 @@ TEST_F(DaemonE2ETest, InvalidRequestsGetTheirStatusCodes) {
                    absl::StatusCode::kInvalidArgument, ""});
   v1::ListEventsRequest events;
   events.set_page_size(5000);
-  cases.push_back({"events page size",
-                   Call(&v1::Reconciler::Stub::ListEvents, events).status(),
+  cases.push_back({"events page size", Call(&v1::Reconciler::Stub::ListEvents, events).status(),
                    absl::StatusCode::kInvalidArgument, "page_size"});
   v1::WaitRunRequest wait;
   wait.set_run_id("unknown");
@@ -311,8 +302,7 @@ TEST_F(DaemonE2ETest, InvalidRequestsGetTheirStatusCodes) {
 TEST_F(DaemonE2ETest, WaitRunReturnsWhenTheLeaderIsKilled) {
   Sleeper sleeper;
   ASSERT_OK(Register("w1", sleeper.pid()));
-  auto waiting = std::async(std::launch::async,
-                            [&] { return WaitRun("w1", absl::Seconds(30)); });
+  auto waiting = std::async(std::launch::async, [&] { return WaitRun("w1", absl::Seconds(30)); });
   // Still waiting: the run is RUNNING.
   EXPECT_EQ(waiting.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout);
   sleeper.Kill();
@@ -327,8 +317,7 @@ TEST_F(DaemonE2ETest, WaitRunReturnsWhenTheLeaderIsKilled) {
 TEST_F(DaemonE2ETest, WaitRunReturnsThePublishedResult) {
   Sleeper sleeper;
   ASSERT_OK(Register("w2", sleeper.pid()));
-  auto waiting = std::async(std::launch::async,
-                            [&] { return WaitRun("w2", absl::Seconds(30)); });
+  auto waiting = std::async(std::launch::async, [&] { return WaitRun("w2", absl::Seconds(30)); });
   v1::FinishRunRequest fin;
   fin.set_run_id("w2");
   fin.set_exit_code(3);
@@ -445,8 +434,7 @@ TEST_F(DaemonE2ETest, WatchEventsHasNoGapOrDuplicateAtTheBacklogSeam) {
   for (std::thread& t : readers) t.join();
   v1::ListEventsRequest list;
   list.set_page_size(1000);
-  ASSERT_OK_AND_ASSIGN(v1::ListEventsResponse all,
-                       Call(&v1::Reconciler::Stub::ListEvents, list));
+  ASSERT_OK_AND_ASSIGN(v1::ListEventsResponse all, Call(&v1::Reconciler::Stub::ListEvents, list));
   std::vector<int64_t> want;
   for (const v1::Event& e : all.events()) want.push_back(e.event_id());
   ASSERT_EQ(want.size(), static_cast<size_t>(kRuns));
@@ -590,29 +578,25 @@ TEST(DaemonMetricsTest, ScrapeCountsRegistrationsAndTransitions) {
 TEST(DaemonTcpTest, TcpListenerRequiresTheBearerToken) {
   TempDir dir;
   const std::string token_file = dir.path() + "/token";
-  {
-    std::ofstream(token_file) << "s3cret\n";
-  }
+  { std::ofstream(token_file) << "s3cret\n"; }
   const int port = 20000 + getpid() % 20000;
   const std::string target = absl::StrCat("127.0.0.1:", port);
   Daemon d(dir.path(), {kSlowScan, "--listen=" + target, "--token_file=" + token_file});
   ASSERT_TRUE(d.Start()) << d.log();
   // Over TCP without the token: UNAUTHENTICATED.
-  auto tcp = v1::Reconciler::NewStub(
-      grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  auto tcp =
+      v1::Reconciler::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
   v1::GetRunRequest get;
   get.set_run_id("x");
   v1::Run run;
   auto ctx = Ctx();
-  EXPECT_EQ(tcp->GetRun(ctx.get(), get, &run).error_code(),
-            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(tcp->GetRun(ctx.get(), get, &run).error_code(), grpc::StatusCode::UNAUTHENTICATED);
   // With it (runreaperctl --token_file): through to the service (NOT_FOUND).
   CtlResult r = RunCtl({"--target=" + target, "--token_file=" + token_file, "get", "x"});
   EXPECT_EQ(r.exit_code, 3) << r.err;
   // The unix socket needs no token.
   ctx = Ctx();
-  EXPECT_EQ(d.stub()->GetRun(ctx.get(), get, &run).error_code(),
-            grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(d.stub()->GetRun(ctx.get(), get, &run).error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
 TEST(DaemonTcpTest, NonLoopbackListenWithoutTokenIsRefused) {
@@ -671,8 +655,8 @@ TEST(DaemonOnceTest, OnceSummaryEscapesRunIds) {
   once.Spawn();
   EXPECT_EQ(once.Wait(), 0) << once.log();
   const std::string log = once.log();
-  EXPECT_TRUE(absl::StrContains(
-      log, "(cron\\nrunreaperd --once: all fine\\x1b[2J RUNNING->STALE(EXITED))"))
+  EXPECT_TRUE(
+      absl::StrContains(log, "(cron\\nrunreaperd --once: all fine\\x1b[2J RUNNING->STALE(EXITED))"))
       << log;
   EXPECT_FALSE(absl::StrContains(log, "\nrunreaperd --once: all fine")) << log;
   EXPECT_EQ(log.find('\x1b'), std::string::npos) << log;

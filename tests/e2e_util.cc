@@ -2,14 +2,14 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <sys/resource.h>
-#include <sys/stat.h>
 #include <grp.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -88,8 +88,7 @@ std::string HttpGet(int port, const std::string& path) {
   timeval tv{5, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string req =
-        absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+    const std::string req = absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
     if (base::WriteFull(fd, req.data(), req.size())) {
       base::ReadFdToString(fd, 64 << 20, &out);
     }
@@ -216,13 +215,10 @@ std::shared_ptr<grpc::Channel> Daemon::channel() {
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 10);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  return grpc::CreateCustomChannel("unix:" + socket(),
-                                   grpc::InsecureChannelCredentials(), args);
+  return grpc::CreateCustomChannel("unix:" + socket(), grpc::InsecureChannelCredentials(), args);
 }
 
-std::unique_ptr<v1::Reconciler::Stub> Daemon::stub() {
-  return v1::Reconciler::NewStub(channel());
-}
+std::unique_ptr<v1::Reconciler::Stub> Daemon::stub() { return v1::Reconciler::NewStub(channel()); }
 
 Sleeper::Sleeper(bool own_group) {
   int fds[2];
@@ -343,10 +339,9 @@ CtlResult RunCtlImpl(const TestUser* user, const std::vector<std::string>& args,
   if (pid == 0) {
     dup2(out_fd, STDOUT_FILENO);
     dup2(err_fd, STDERR_FILENO);
-    if (user != nullptr &&
-        (setgroups(user->groups.size(), user->groups.data()) != 0 ||
-         setresgid(user->gid, user->gid, user->gid) != 0 ||
-         setresuid(user->uid, user->uid, user->uid) != 0)) {
+    if (user != nullptr && (setgroups(user->groups.size(), user->groups.data()) != 0 ||
+                            setresgid(user->gid, user->gid, user->gid) != 0 ||
+                            setresuid(user->uid, user->uid, user->uid) != 0)) {
       _exit(126);
     }
     execv(argv[0], argv.data());
@@ -379,8 +374,7 @@ CtlResult RunCtlAs(const TestUser& user, const std::vector<std::string>& args,
 
 std::unique_ptr<grpc::ClientContext> Ctx(absl::Duration deadline) {
   auto ctx = std::make_unique<grpc::ClientContext>();
-  ctx->set_deadline(std::chrono::system_clock::now() +
-                    absl::ToChronoMilliseconds(deadline));
+  ctx->set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(deadline));
   return ctx;
 }
 
@@ -404,15 +398,13 @@ absl::StatusOr<int> HealthCheck(const std::shared_ptr<grpc::Channel>& channel,
   const grpc::Status status =
       grpc::health::v1::Health::NewStub(channel)->Check(ctx.get(), request, &response);
   if (!status.ok()) {
-    return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                        status.error_message());
+    return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
   }
   return static_cast<int>(response.status());
 }
 
 std::string Publish(const std::string& value, const std::string& path) {
-  return absl::StrCat("echo ", value, " > ", path, ".tmp && mv ", path, ".tmp ",
-                      path);
+  return absl::StrCat("echo ", value, " > ", path, ".tmp && mv ", path, ".tmp ", path);
 }
 
 std::string ReadText(const std::string& path) {

@@ -107,8 +107,8 @@ class ZombieToBe {
   explicit ZombieToBe(int code);
   ~ZombieToBe();
   pid_t pid() const { return pid_; }
-  void Release();    // the child exits (and stays a zombie)
-  int Reap();        // waitpid; returns the exit code
+  void Release();  // the child exits (and stays a zombie)
+  int Reap();      // waitpid; returns the exit code
 
  private:
   pid_t pid_ = -1;
@@ -123,8 +123,7 @@ struct CtlResult {
 };
 
 // Runs tools/runreaperctl with `args` and collects its output.
-CtlResult RunCtl(const std::vector<std::string>& args,
-                 absl::Duration deadline = absl::Seconds(30));
+CtlResult RunCtl(const std::vector<std::string>& args, absl::Duration deadline = absl::Seconds(30));
 
 // A user to run runreaperctl as (e.g. nobody, 65534), with supplementary
 // groups (e.g. the daemon's --socket_group).
@@ -150,8 +149,7 @@ absl::StatusOr<int> HealthCheck(const std::shared_ptr<grpc::Channel>& channel,
                                 const std::string& service,
                                 absl::Duration deadline = absl::Seconds(5));
 inline constexpr int kHealthServing = grpc::health::v1::HealthCheckResponse::SERVING;
-inline constexpr int kHealthNotServing =
-    grpc::health::v1::HealthCheckResponse::NOT_SERVING;
+inline constexpr int kHealthNotServing = grpc::health::v1::HealthCheckResponse::NOT_SERVING;
 
 // A client context with a deadline.
 std::unique_ptr<grpc::ClientContext> Ctx(absl::Duration deadline = absl::Seconds(10));
@@ -175,10 +173,9 @@ class SharedDaemonTest : public ::testing::Test {
   static inline Daemon* daemon_ = nullptr;
 };
 
-
 // Files a test's shell scripts publish (runners inside a PID namespace
-// report their pids and exit codes this way). A shell line that writes `value` to `path` atomically (a .tmp, then mv),
-// so a test polling for the file never reads half of it.
+// report their pids and exit codes this way). A shell line that writes `value` to `path` atomically
+// (a .tmp, then mv), so a test polling for the file never reads half of it.
 std::string Publish(const std::string& value, const std::string& path);
 // The file's text; "" when it cannot be read.
 std::string ReadText(const std::string& path);

@@ -73,9 +73,8 @@ const char kMethod[] = "/runreaper.v1.Reconciler/";
 class ErrorsE2ETest : public ::testing::Test {
  protected:
   void SetUp() override {
-    daemon_ = std::make_unique<Daemon>(dir_.path(), std::vector<std::string>{
-                                                        "--scan_interval=60s",
-                                                        "--metrics=127.0.0.1:0"});
+    daemon_ = std::make_unique<Daemon>(
+        dir_.path(), std::vector<std::string>{"--scan_interval=60s", "--metrics=127.0.0.1:0"});
     ASSERT_TRUE(daemon_->Start()) << daemon_->log();
     const std::string marker = "metrics on 127.0.0.1:0 (port ";
     ASSERT_TRUE(WaitFor([&] { return absl::StrContains(daemon_->log(), marker); }));
@@ -101,8 +100,10 @@ TEST_F(ErrorsE2ETest, InvalidUtf8InAStringFieldIsInvalidArgumentNamingTheField) 
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
   EXPECT_TRUE(absl::StartsWith(s.error_message(), "run_id: ")) << s.error_message();
   // labels = 11: an entry (key "k", value bad) inside field 11.
-  const std::string entry = absl::StrCat("\x0a\x01k", "\x12", std::string(1, static_cast<char>(bad.size())), bad);
-  const std::string labels = absl::StrCat("\x5a", std::string(1, static_cast<char>(entry.size())), entry);
+  const std::string entry =
+      absl::StrCat("\x0a\x01k", "\x12", std::string(1, static_cast<char>(bad.size())), bad);
+  const std::string labels =
+      absl::StrCat("\x5a", std::string(1, static_cast<char>(entry.size())), entry);
   s = RawCall(daemon_->channel(), absl::StrCat(kMethod, "RegisterRun"),
               absl::StrCat(Field1("ok-id"), labels));
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
@@ -127,8 +128,8 @@ TEST_F(ErrorsE2ETest, InvalidUtf8InAStringFieldIsInvalidArgumentNamingTheField) 
 // The server stream: WatchEventsRequest has no string field; bytes that are
 // no message at all (a varint cut short) get the same answer.
 TEST_F(ErrorsE2ETest, AStreamingRequestThatDoesNotParseIsInvalidArgument) {
-  grpc::Status s = RawCall(daemon_->channel(), absl::StrCat(kMethod, "WatchEvents"),
-                           std::string("\x08\xff", 2));
+  grpc::Status s =
+      RawCall(daemon_->channel(), absl::StrCat(kMethod, "WatchEvents"), std::string("\x08\xff", 2));
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
   EXPECT_EQ(s.error_message(), "request is not a valid runreaper.v1.WatchEventsRequest message");
   // An empty request is a valid one (every field at its default).
@@ -157,11 +158,12 @@ TEST_F(ErrorsE2ETest, RewrittenAnswersAreCountedByTheirCode) {
     RawCall(daemon_->channel(), absl::StrCat(kMethod, "GetRun"), Field1("\xc3"));
   }
   const std::string body = HttpGet(metrics_port_, "/metrics");
-  EXPECT_TRUE(absl::StrContains(
-      body,
-      "runreaper_rpcs_total{code=\"INVALID_ARGUMENT\",method=\"runreaper.v1.Reconciler/GetRun\"} 3"))
+  EXPECT_TRUE(absl::StrContains(body,
+                                "runreaper_rpcs_total{code=\"INVALID_ARGUMENT\",method=\"runreaper."
+                                "v1.Reconciler/GetRun\"} 3"))
       << body;
-  EXPECT_FALSE(absl::StrContains(body, "code=\"UNIMPLEMENTED\",method=\"runreaper.v1.Reconciler/GetRun\""))
+  EXPECT_FALSE(
+      absl::StrContains(body, "code=\"UNIMPLEMENTED\",method=\"runreaper.v1.Reconciler/GetRun\""))
       << body;
 }
 

@@ -45,8 +45,8 @@ FdCount CountFds(pid_t pid) {
     if (e->d_name[0] == '.') continue;
     ++c.total;
     char target[256];
-    const ssize_t n = readlink(absl::StrCat(dir, "/", e->d_name).c_str(), target,
-                               sizeof(target) - 1);
+    const ssize_t n =
+        readlink(absl::StrCat(dir, "/", e->d_name).c_str(), target, sizeof(target) - 1);
     if (n > 0 && absl::StrContains(std::string(target, n), "pidfd")) ++c.pidfds;
   }
   closedir(d);
@@ -116,8 +116,7 @@ void SeedRunning(const TempDir& dir, const std::vector<pid_t>& leaders, int per_
   }
 }
 
-bool AwaitLog(Daemon& d, const std::string& needle,
-              absl::Duration deadline = absl::Seconds(60)) {
+bool AwaitLog(Daemon& d, const std::string& needle, absl::Duration deadline = absl::Seconds(60)) {
   return WaitFor([&] { return absl::StrContains(d.log(), needle); }, deadline);
 }
 
@@ -183,8 +182,8 @@ TEST(FdBudgetE2ETest, FiftyThousandRegisterFinishPairsOnOneLivePidLeaveTheFdCoun
   });
   EXPECT_EQ(failed, 0);
   const FdCount after = CountFds(d.pid());
-  std::printf("50,000 register+finish pairs: daemon fds %d -> %d (pidfds %d -> %d)\n",
-              before.total, after.total, before.pidfds, after.pidfds);
+  std::printf("50,000 register+finish pairs: daemon fds %d -> %d (pidfds %d -> %d)\n", before.total,
+              after.total, before.pidfds, after.pidfds);
   EXPECT_EQ(after.pidfds, 0);
   EXPECT_LE(after.total, before.total);
 }
@@ -205,8 +204,9 @@ TEST(FdBudgetE2ETest, StartWithNofile64AndFiveThousandRunningRunsServes) {
   ASSERT_TRUE(d.Start(absl::Seconds(120))) << d.log();
   // Budget: 64 minus a reserve of 32 -> 32 pidfds for 32 leaders' 3,200
   // runs; the other 1,800 are probed each pass.
-  ASSERT_TRUE(AwaitLog(d, "exit detection: 3200 running runs watched by 32 pidfds (budget 32), "
-                          "1800 probed each pass"))
+  ASSERT_TRUE(AwaitLog(d,
+                       "exit detection: 3200 running runs watched by 32 pidfds (budget 32), "
+                       "1800 probed each pass"))
       << d.log();
   EXPECT_EQ(CountFds(d.pid()).pidfds, 32);
   std::printf("nofile 64, 5,000 RUNNING runs: daemon holds %d fds\n", CountFds(d.pid()).total);
@@ -251,8 +251,9 @@ TEST(FdBudgetE2ETest, ProbedRunsAreWatchedOncePidfdsAreReleased) {
   Daemon d(dir.path(), {"--scan_interval=60s", "--metrics=127.0.0.1:0"});
   d.set_nofile(64);
   ASSERT_TRUE(d.Start(absl::Seconds(60))) << d.log();
-  ASSERT_TRUE(AwaitLog(d, "exit detection: 32 running runs watched by 32 pidfds (budget 32), "
-                          "8 probed each pass"))
+  ASSERT_TRUE(AwaitLog(d,
+                       "exit detection: 32 running runs watched by 32 pidfds (budget 32), "
+                       "8 probed each pass"))
       << d.log();
   ASSERT_TRUE(AwaitLog(d, "(port ")) << d.log();
   const std::string marker = "metrics on 127.0.0.1:0 (port ";
@@ -314,8 +315,8 @@ TEST(FdBudgetE2ETest, OutOfDescriptorsIsNotServingUntilDescriptorsAreFree) {
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     args.SetInt("runreaper.test.connection", i);
-    flood.push_back(grpc::CreateCustomChannel("unix:" + d.socket(),
-                                              grpc::InsecureChannelCredentials(), args));
+    flood.push_back(
+        grpc::CreateCustomChannel("unix:" + d.socket(), grpc::InsecureChannelCredentials(), args));
     (void)HealthCheck(flood.back(), "", absl::Seconds(1));
   }
   ASSERT_TRUE(AwaitLog(d, "accept: Too many open files")) << d.log();
@@ -346,8 +347,9 @@ TEST(FdBudgetE2ETest, OutOfDescriptorsIsNotServingUntilDescriptorsAreFree) {
   const std::string started = d.log();
   const int port = atoi(started.c_str() + started.find(marker) + marker.size());
   const std::string body = HttpGet(port, "/metrics");
-  EXPECT_TRUE(absl::StrContains(body, "runreaper_rpcs_total{code=\"RESOURCE_EXHAUSTED\","
-                                      "method=\"runreaper.v1.Reconciler/RegisterRun\"} 1"))
+  EXPECT_TRUE(absl::StrContains(body,
+                                "runreaper_rpcs_total{code=\"RESOURCE_EXHAUSTED\","
+                                "method=\"runreaper.v1.Reconciler/RegisterRun\"} 1"))
       << body;
   EXPECT_TRUE(absl::StrContains(body, "runreaper_healthy 1")) << body;
   // One warning per spell, not one per failed accept.

@@ -8,6 +8,7 @@
 // through the daemon's usual safe path (pidfd + start time re-check).
 #include <fcntl.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -17,8 +18,6 @@
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <sqlite3.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -131,9 +130,8 @@ class LineageE2ETest : public ::testing::Test {
     extra.push_back("--scan_interval=60s");
     daemon_ = std::make_unique<Daemon>(dir_.path(), extra);
     ASSERT_TRUE(daemon_->Start()) << daemon_->log();
-    ASSERT_TRUE(WaitFor([&] {
-      return absl::StrContains(daemon_->log(), "lineage: ");
-    })) << daemon_->log();
+    ASSERT_TRUE(WaitFor([&] { return absl::StrContains(daemon_->log(), "lineage: "); }))
+        << daemon_->log();
   }
   bool LineageOn() { return absl::StrContains(daemon_->log(), "lineage: on"); }
 
@@ -145,15 +143,14 @@ class LineageE2ETest : public ::testing::Test {
   // Registers `job` by pid, lets it leak its process, finishes the run.
   // Returns the leaked pid (killed at teardown if still the same process).
   int LeakFrom(Job& job, const std::string& run_id) {
-    CtlResult reg = RunCtl({"--socket=" + daemon_->socket(), "register",
-                            run_id, absl::StrCat("--pid=", job.pid())});
+    CtlResult reg = RunCtl(
+        {"--socket=" + daemon_->socket(), "register", run_id, absl::StrCat("--pid=", job.pid())});
     EXPECT_EQ(reg.exit_code, 0) << reg.out << reg.err;
     job.Release();
     const int leaked = job.Report();
     EXPECT_GT(leaked, 1);
     job.Wait();
-    CtlResult fin = RunCtl({"--socket=" + daemon_->socket(), "finish", run_id,
-                            "--exit_code=0"});
+    CtlResult fin = RunCtl({"--socket=" + daemon_->socket(), "finish", run_id, "--exit_code=0"});
     EXPECT_EQ(fin.exit_code, 0) << fin.out << fin.err;
     absl::StatusOr<scanner::ProcStat> st = procfs_.ReadStat(leaked);
     if (st.ok()) cleanup_.emplace_back(leaked, st->start_time);
@@ -190,12 +187,11 @@ TEST_F(LineageE2ETest, EscapedDescendantIsListedByDescentAndSwept) {
   ASSERT_TRUE(Alive(leaked));
   CtlResult health = RunCtl({"--socket=" + daemon_->socket(), "health"});
   EXPECT_EQ(health.exit_code, 0) << health.err;
-  EXPECT_TRUE(absl::StrContains(
-      health.out, "SERVING\nlineage: on (1 runs followed, 0 with a gap, "))
+  EXPECT_TRUE(
+      absl::StrContains(health.out, "SERVING\nlineage: on (1 runs followed, 0 with a gap, "))
       << health.out;
 
-  CtlResult orphans = RunCtl({"--socket=" + daemon_->socket(), "orphans",
-                              "ci-1"});
+  CtlResult orphans = RunCtl({"--socket=" + daemon_->socket(), "orphans", "ci-1"});
   ASSERT_EQ(orphans.exit_code, 0) << orphans.err;
   bool listed = false;
   for (absl::string_view line : absl::StrSplit(orphans.out, '\n')) {
@@ -210,38 +206,29 @@ TEST_F(LineageE2ETest, EscapedDescendantIsListedByDescentAndSwept) {
   }
   EXPECT_TRUE(listed) << orphans.out;
   // Answered from the tracker; the /proc walk (--walk) lists the same.
-  CtlResult json = RunCtl({"--socket=" + daemon_->socket(), "--json",
-                           "orphans", "ci-1"});
-  EXPECT_TRUE(absl::StrContains(json.out, "\"from_lineage\":true"))
-      << json.out;
-  CtlResult walked = RunCtl({"--socket=" + daemon_->socket(), "orphans",
-                             "ci-1", "--walk"});
+  CtlResult json = RunCtl({"--socket=" + daemon_->socket(), "--json", "orphans", "ci-1"});
+  EXPECT_TRUE(absl::StrContains(json.out, "\"from_lineage\":true")) << json.out;
+  CtlResult walked = RunCtl({"--socket=" + daemon_->socket(), "orphans", "ci-1", "--walk"});
   EXPECT_EQ(walked.out, orphans.out);
 
-  CtlResult sweep = RunCtl({"--socket=" + daemon_->socket(), "sweep", "ci-1"},
-                           absl::Seconds(60));
+  CtlResult sweep = RunCtl({"--socket=" + daemon_->socket(), "sweep", "ci-1"}, absl::Seconds(60));
   EXPECT_EQ(sweep.exit_code, 0) << sweep.out << sweep.err;
   EXPECT_TRUE(WaitFor([&] { return !Alive(leaked); })) << sweep.out;
-  CtlResult events = RunCtl({"--socket=" + daemon_->socket(), "events",
-                             "--since=0"});
+  CtlResult events = RunCtl({"--socket=" + daemon_->socket(), "events", "--since=0"});
   EXPECT_TRUE(absl::StrContains(events.out, "source=descent")) << events.out;
 }
 
 TEST_F(LineageE2ETest, LineageOffBehavesAsBefore) {
   StartDaemon({"--lineage=false"});
-  EXPECT_TRUE(absl::StrContains(daemon_->log(),
-                                "lineage: off (--lineage=false)"));
+  EXPECT_TRUE(absl::StrContains(daemon_->log(), "lineage: off (--lineage=false)"));
   CtlResult health = RunCtl({"--socket=" + daemon_->socket(), "health"});
   EXPECT_EQ(health.exit_code, 0) << health.err;
   EXPECT_EQ(health.out, "SERVING\nlineage: off (--lineage=false)\n");
   Job job(kEscape);
   const int leaked = LeakFrom(job, "ci-2");
-  CtlResult orphans = RunCtl({"--socket=" + daemon_->socket(), "orphans",
-                              "ci-2"});
-  EXPECT_FALSE(absl::StrContains(orphans.out, absl::StrCat(" ", leaked, " ")))
-      << orphans.out;
-  CtlResult sweep = RunCtl({"--socket=" + daemon_->socket(), "sweep", "ci-2"},
-                           absl::Seconds(60));
+  CtlResult orphans = RunCtl({"--socket=" + daemon_->socket(), "orphans", "ci-2"});
+  EXPECT_FALSE(absl::StrContains(orphans.out, absl::StrCat(" ", leaked, " "))) << orphans.out;
+  CtlResult sweep = RunCtl({"--socket=" + daemon_->socket(), "sweep", "ci-2"}, absl::Seconds(60));
   EXPECT_EQ(sweep.exit_code, 0) << sweep.out << sweep.err;
   EXPECT_TRUE(Alive(leaked));  // today's rules cannot see it
 }
@@ -250,15 +237,14 @@ TEST_F(LineageE2ETest, RunFromBeforeARestartShowsAGap) {
   StartDaemon({});
   if (!LineageOn()) GTEST_SKIP() << daemon_->log();
   Job job("exec sleep 120");
-  CtlResult reg = RunCtl({"--socket=" + daemon_->socket(), "register", "ci-3",
-                          absl::StrCat("--pid=", job.pid())});
+  CtlResult reg = RunCtl(
+      {"--socket=" + daemon_->socket(), "register", "ci-3", absl::StrCat("--pid=", job.pid())});
   ASSERT_EQ(reg.exit_code, 0) << reg.err;
   CtlResult get = RunCtl({"--socket=" + daemon_->socket(), "get", "ci-3"});
   EXPECT_FALSE(absl::StrContains(get.out, "lineage_gap")) << get.out;
   // kill -9 and a new daemon: what forked in between was not seen.
   daemon_->Stop(SIGKILL);
-  daemon_ = std::make_unique<Daemon>(
-      dir_.path(), std::vector<std::string>{"--scan_interval=60s"});
+  daemon_ = std::make_unique<Daemon>(dir_.path(), std::vector<std::string>{"--scan_interval=60s"});
   ASSERT_TRUE(daemon_->Start()) << daemon_->log();
   get = RunCtl({"--socket=" + daemon_->socket(), "get", "ci-3"});
   EXPECT_TRUE(absl::StrContains(get.out, "lineage_gap:   yes")) << get.out;
@@ -269,12 +255,10 @@ TEST_F(LineageE2ETest, RunFromBeforeARestartShowsAGap) {
 int StoredRows(const std::string& db, int pid) {
   sqlite3* h = nullptr;
   int n = -1;
-  if (sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READONLY, nullptr) ==
-      SQLITE_OK) {
+  if (sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
     sqlite3_busy_timeout(h, 5000);
     sqlite3_stmt* st = nullptr;
-    const std::string sql = absl::StrCat(
-        "SELECT count(*) FROM run_descendants WHERE pid = ", pid);
+    const std::string sql = absl::StrCat("SELECT count(*) FROM run_descendants WHERE pid = ", pid);
     if (sqlite3_prepare_v2(h, sql.c_str(), -1, &st, nullptr) == SQLITE_OK &&
         sqlite3_step(st) == SQLITE_ROW) {
       n = sqlite3_column_int(st, 0);
@@ -288,8 +272,7 @@ int StoredRows(const std::string& db, int pid) {
 // The orphans line of `pid`, "" when not listed.
 std::string LineOf(const std::string& out, int pid) {
   for (absl::string_view line : absl::StrSplit(out, '\n')) {
-    std::vector<absl::string_view> f =
-        absl::StrSplit(line, ' ', absl::SkipEmpty());
+    std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
     if (f.size() > 2 && f[1] == absl::StrCat(pid)) return std::string(line);
   }
   return "";
@@ -307,15 +290,13 @@ TEST_F(LineageE2ETest, StoredDescendantsOutliveAKill9AndAreSwept) {
   const std::string child_file = dir_.path() + "/child";
   // The escaped process waits for `go`, then forks a child (born while the
   // daemon is down) and becomes a stubborn sleeper itself.
-  Job job(absl::StrCat(
-      "( setsid env -i sh -c \"trap '' INT TERM; while [ ! -e ", go,
-      " ]; do sleep 0.05; done; sleep 120 & echo \\$! > ", child_file,
-      "; exec sleep 120\" </dev/null >/dev/null 2>&1 3>&- & echo $! >&3 ); "
-      "exit 0"));
+  Job job(absl::StrCat("( setsid env -i sh -c \"trap '' INT TERM; while [ ! -e ", go,
+                       " ]; do sleep 0.05; done; sleep 120 & echo \\$! > ", child_file,
+                       "; exec sleep 120\" </dev/null >/dev/null 2>&1 3>&- & echo $! >&3 ); "
+                       "exit 0"));
   const int leaked = LeakFrom(job, "ci-5");
   ASSERT_TRUE(Alive(leaked));
-  ASSERT_TRUE(WaitFor([&] { return StoredRows(daemon_->db(), leaked) == 1; }))
-      << daemon_->log();
+  ASSERT_TRUE(WaitFor([&] { return StoredRows(daemon_->db(), leaked) == 1; })) << daemon_->log();
 
   daemon_->Stop(SIGKILL);
   {
@@ -325,10 +306,8 @@ TEST_F(LineageE2ETest, StoredDescendantsOutliveAKill9AndAreSwept) {
   }
   int child = -1;
   ASSERT_TRUE(WaitFor([&] {
-    absl::StatusOr<std::string> text =
-        base::ReadFileToString(child_file, 64);
-    return text.ok() && absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &child) &&
-           child > 1;
+    absl::StatusOr<std::string> text = base::ReadFileToString(child_file, 64);
+    return text.ok() && absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &child) && child > 1;
   }));
   absl::StatusOr<scanner::ProcStat> st = procfs_.ReadStat(child);
   ASSERT_TRUE(st.ok()) << st.status();
@@ -336,26 +315,21 @@ TEST_F(LineageE2ETest, StoredDescendantsOutliveAKill9AndAreSwept) {
 
   StartDaemon({"--lineage_persist_interval=100ms"});
   ASSERT_TRUE(LineageOn()) << daemon_->log();
-  EXPECT_TRUE(absl::StrContains(daemon_->log(),
-                                "1 stored descendant(s) re-attached"))
+  EXPECT_TRUE(absl::StrContains(daemon_->log(), "1 stored descendant(s) re-attached"))
       << daemon_->log();
   CtlResult get = RunCtl({"--socket=" + daemon_->socket(), "get", "ci-5"});
   EXPECT_TRUE(absl::StrContains(get.out, "lineage_gap:   yes")) << get.out;
-  CtlResult orphans =
-      RunCtl({"--socket=" + daemon_->socket(), "orphans", "ci-5"});
+  CtlResult orphans = RunCtl({"--socket=" + daemon_->socket(), "orphans", "ci-5"});
   ASSERT_EQ(orphans.exit_code, 0) << orphans.err;
   for (const int pid : {leaked, child}) {
     const std::string line = LineOf(orphans.out, pid);
-    EXPECT_TRUE(absl::StrContains(line, "DESCENT")) << pid << "\n"
-                                                    << orphans.out;
+    EXPECT_TRUE(absl::StrContains(line, "DESCENT")) << pid << "\n" << orphans.out;
     EXPECT_TRUE(absl::StrContains(line, "lineage-gap")) << line;
   }
 
-  CtlResult sweep = RunCtl({"--socket=" + daemon_->socket(), "sweep", "ci-5"},
-                           absl::Seconds(60));
+  CtlResult sweep = RunCtl({"--socket=" + daemon_->socket(), "sweep", "ci-5"}, absl::Seconds(60));
   EXPECT_EQ(sweep.exit_code, 0) << sweep.out << sweep.err;
-  EXPECT_TRUE(WaitFor([&] { return !Alive(leaked) && !Alive(child); }))
-      << sweep.out;
+  EXPECT_TRUE(WaitFor([&] { return !Alive(leaked) && !Alive(child); })) << sweep.out;
   // Swept clean: its rows are gone.
   EXPECT_TRUE(WaitFor([&] { return StoredRows(daemon_->db(), leaked) == 0; }));
 }
@@ -374,8 +348,8 @@ class StormJob : public HeldLeader {
           while (true) {
             struct timespec t;
             ::clock_gettime(CLOCK_MONOTONIC, &t);
-            const int64_t elapsed = (t.tv_sec - t0.tv_sec) * 1000000000LL +
-                                    (t.tv_nsec - t0.tv_nsec);
+            const int64_t elapsed =
+                (t.tv_sec - t0.tv_sec) * 1000000000LL + (t.tv_nsec - t0.tv_nsec);
             if (elapsed >= ns) break;
             if (elapsed >= next_escape) {
               next_escape += 500000000LL;
@@ -404,8 +378,7 @@ class StormJob : public HeldLeader {
   std::vector<int> Escapees() {
     std::vector<int> pids;
     int pid;
-    while (base::ReadFull(report_fd(), &pid, sizeof(pid)) ==
-           static_cast<ssize_t>(sizeof(pid))) {
+    while (base::ReadFull(report_fd(), &pid, sizeof(pid)) == static_cast<ssize_t>(sizeof(pid))) {
       pids.push_back(pid);
     }
     return pids;
@@ -421,8 +394,8 @@ TEST_F(LineageE2ETest, ForkStormKeepsEveryLongLivedDescendantOrFlagsAGap) {
   StartDaemon({});
   if (!LineageOn()) GTEST_SKIP() << daemon_->log();
   StormJob job(absl::Seconds(3));
-  CtlResult reg = RunCtl({"--socket=" + daemon_->socket(), "register",
-                          "storm", absl::StrCat("--pid=", job.pid())});
+  CtlResult reg = RunCtl(
+      {"--socket=" + daemon_->socket(), "register", "storm", absl::StrCat("--pid=", job.pid())});
   ASSERT_EQ(reg.exit_code, 0) << reg.out << reg.err;
   // A bystander: started after the leader, shares nothing with the run but
   // this test's group and session, which the leader does not lead.
@@ -443,12 +416,10 @@ TEST_F(LineageE2ETest, ForkStormKeepsEveryLongLivedDescendantOrFlagsAGap) {
   }));
   job.Release();
   // Finished at once, so orphans lists the run while the storm goes on.
-  CtlResult fin = RunCtl({"--socket=" + daemon_->socket(), "finish", "storm",
-                          "--exit_code=0"});
+  CtlResult fin = RunCtl({"--socket=" + daemon_->socket(), "finish", "storm", "--exit_code=0"});
   ASSERT_EQ(fin.exit_code, 0) << fin.err;
   for (int i = 0; i < 5; ++i) {
-    CtlResult during =
-        RunCtl({"--socket=" + daemon_->socket(), "orphans", "storm"});
+    CtlResult during = RunCtl({"--socket=" + daemon_->socket(), "orphans", "storm"});
     EXPECT_EQ(during.exit_code, 0) << during.err;
     EXPECT_EQ(LineOf(during.out, bystander), "") << during.out;
   }
@@ -460,8 +431,7 @@ TEST_F(LineageE2ETest, ForkStormKeepsEveryLongLivedDescendantOrFlagsAGap) {
     if (st.ok()) cleanup_.emplace_back(pid, st->start_time);
   }
 
-  CtlResult orphans =
-      RunCtl({"--socket=" + daemon_->socket(), "orphans", "storm"});
+  CtlResult orphans = RunCtl({"--socket=" + daemon_->socket(), "orphans", "storm"});
   ASSERT_EQ(orphans.exit_code, 0) << orphans.err;
   EXPECT_EQ(LineOf(orphans.out, bystander), "") << orphans.out;
   int listed = 0;
@@ -475,8 +445,7 @@ TEST_F(LineageE2ETest, ForkStormKeepsEveryLongLivedDescendantOrFlagsAGap) {
       << orphans.out << get.out;
   if (gap) return;  // what was missed is the gap's, and said so
 
-  CtlResult sweep = RunCtl({"--socket=" + daemon_->socket(), "sweep", "storm"},
-                           absl::Seconds(60));
+  CtlResult sweep = RunCtl({"--socket=" + daemon_->socket(), "sweep", "storm"}, absl::Seconds(60));
   EXPECT_EQ(sweep.exit_code, 0) << sweep.out << sweep.err;
   for (const int pid : escapees) {
     EXPECT_TRUE(WaitFor([&] { return !Alive(pid); })) << pid;

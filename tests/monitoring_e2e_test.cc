@@ -134,11 +134,12 @@ TEST_F(MonitoringTest, RpcAnswersAreCountedByMethodAndCode) {
   const std::string not_found =
       "runreaper_rpcs_total{code=\"NOT_FOUND\",method=\"runreaper.v1.Reconciler/GetRun\"}";
   const std::string invalid =
-      "runreaper_rpcs_total{code=\"INVALID_ARGUMENT\",method=\"runreaper.v1.Reconciler/RegisterRun\"}";
+      "runreaper_rpcs_total{code=\"INVALID_ARGUMENT\",method=\"runreaper.v1.Reconciler/"
+      "RegisterRun\"}";
   const std::string ok =
       "runreaper_rpcs_total{code=\"OK\",method=\"runreaper.v1.Reconciler/RegisterRun\"}";
   const double not_found_before = value(not_found);  // the helper's readiness probe
-  EXPECT_EQ(value(ok), 2);                            // the two registrations
+  EXPECT_EQ(value(ok), 2);                           // the two registrations
   EXPECT_EQ(value(invalid), 0);
   v1::GetRunRequest get;
   get.set_run_id("no-such-run");
@@ -156,8 +157,7 @@ TEST_F(MonitoringTest, RpcAnswersAreCountedByMethodAndCode) {
 
 // The value of a one-series instant query, "" while Prometheus has none.
 std::string QueryValue(int port, const std::string& query) {
-  const std::string body =
-      Body(HttpGet(port, "/api/v1/query?query=" + UrlEncode(query)));
+  const std::string body = Body(HttpGet(port, "/api/v1/query?query=" + UrlEncode(query)));
   // {"status":"success","data":{"resultType":"vector","result":[{"metric":
   // {...},"value":[1700000000.123,"1"]}]}}
   static const std::regex kValue(R"re("value":\[[0-9.e+]+,"([^"]*)"\])re");
@@ -178,7 +178,8 @@ scrape_configs:
       - targets: ["127.0.0.1:%d"]
 rule_files:
   - %s/deploy/prometheus/runreaper-rules.yml
-)", d_.port, Cwd());
+)",
+                                           d_.port, Cwd());
   const std::string log = dir_.path() + "/prometheus.log";
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
@@ -189,8 +190,8 @@ rule_files:
     const std::string cfg = "--config.file=" + config;
     const std::string tsdb = "--storage.tsdb.path=" + dir_.path() + "/tsdb";
     const std::string web = absl::StrCat("--web.listen-address=127.0.0.1:", prom_port);
-    ::execlp("prometheus", "prometheus", cfg.c_str(), tsdb.c_str(), web.c_str(),
-             "--log.level=warn", static_cast<char*>(nullptr));
+    ::execlp("prometheus", "prometheus", cfg.c_str(), tsdb.c_str(), web.c_str(), "--log.level=warn",
+             static_cast<char*>(nullptr));
     _exit(127);
   }
   auto read_log = [&] {

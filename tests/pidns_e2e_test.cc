@@ -61,12 +61,11 @@ class PidNsE2ETest : public ::testing::Test {
     char cwd[4096];
     ASSERT_NE(::getcwd(cwd, sizeof(cwd)), nullptr);
     ctl_ = absl::StrCat(cwd, "/tools/runreaperctl");
-    daemon_ = std::make_unique<Daemon>(
-        dir_.path(), std::vector<std::string>{"--scan_interval=60s"});
+    daemon_ =
+        std::make_unique<Daemon>(dir_.path(), std::vector<std::string>{"--scan_interval=60s"});
     ASSERT_TRUE(daemon_->Start()) << daemon_->log();
-    ASSERT_TRUE(WaitFor([&] {
-      return absl::StrContains(daemon_->log(), "lineage: ");
-    })) << daemon_->log();
+    ASSERT_TRUE(WaitFor([&] { return absl::StrContains(daemon_->log(), "lineage: "); }))
+        << daemon_->log();
     lineage_on_ = absl::StrContains(daemon_->log(), "lineage: on");
   }
 
@@ -89,8 +88,8 @@ class PidNsE2ETest : public ::testing::Test {
     for (const auto& [name, text] : script_text_) WriteText(P(name), text);
     const pid_t u = ::fork();
     if (u == 0) {
-      ::execlp("unshare", "unshare", "--pid", "--fork", "--mount-proc", "sh",
-               P(script).c_str(), static_cast<char*>(nullptr));
+      ::execlp("unshare", "unshare", "--pid", "--fork", "--mount-proc", "sh", P(script).c_str(),
+               static_cast<char*>(nullptr));
       ::_exit(127);
     }
     unshares_.push_back(u);
@@ -105,7 +104,8 @@ class PidNsE2ETest : public ::testing::Test {
         }
       }
       return false;
-    })) << "no init under unshare " << u;
+    })) << "no init under unshare "
+        << u;
     inits_.push_back(init);
     return init;
   }
@@ -141,8 +141,7 @@ class PidNsE2ETest : public ::testing::Test {
     return st.ok() && st->start_time == p.start && st->state != 'Z';
   }
 
-  CtlResult Ctl(std::vector<std::string> args,
-                absl::Duration deadline = absl::Seconds(30)) {
+  CtlResult Ctl(std::vector<std::string> args, absl::Duration deadline = absl::Seconds(30)) {
     args.insert(args.begin(), "--socket=" + daemon_->socket());
     return RunCtl(args, deadline);
   }
@@ -162,43 +161,37 @@ TEST_F(PidNsE2ETest, RunFromAChildNamespaceIsSweptAndABystanderIsNeverTouched) {
   // The job: leads a session (and group) of its own in A; after it is
   // registered it leaks a group member and a setsid + env -i escapee, both
   // ignoring SIGINT and SIGTERM, and exits.
-  script_text_["job.sh"] = absl::StrCat(
-      Publish("$$", d + "/a.job"), "\n",
-      "while [ ! -e ", d, "/a.go ]; do sleep 0.05; done\n",
-      "sh -c 'trap \"\" INT TERM; ", Publish("$$", d + "/a.grp"),
-      "; exec sleep 300' </dev/null >/dev/null 2>&1 &\n",
-      "setsid env -i sh -c 'trap \"\" INT TERM; ", Publish("$$", d + "/a.esc"),
-      "; exec sleep 300' </dev/null >/dev/null 2>&1 &\n",
-      "while [ ! -e ", d, "/a.grp ] || [ ! -e ", d, "/a.esc ]; do sleep 0.05; done\n",
-      "exit 0\n");
+  script_text_["job.sh"] =
+      absl::StrCat(Publish("$$", d + "/a.job"), "\n", "while [ ! -e ", d,
+                   "/a.go ]; do sleep 0.05; done\n", "sh -c 'trap \"\" INT TERM; ",
+                   Publish("$$", d + "/a.grp"), "; exec sleep 300' </dev/null >/dev/null 2>&1 &\n",
+                   "setsid env -i sh -c 'trap \"\" INT TERM; ", Publish("$$", d + "/a.esc"),
+                   "; exec sleep 300' </dev/null >/dev/null 2>&1 &\n", "while [ ! -e ", d,
+                   "/a.grp ] || [ ! -e ", d, "/a.esc ]; do sleep 0.05; done\n", "exit 0\n");
   // Container A's runner (its pid 1): starts the job, registers it from
   // inside A, lets it run, publishes the result; stays up (a namespace ends
   // with its init) and reaps what is reparented to it.
   script_text_["runner_a.sh"] = absl::StrCat(
-      "setsid sh ", d, "/job.sh </dev/null >/dev/null 2>&1 &\n",
-      "while [ ! -e ", d, "/a.job ]; do sleep 0.05; done\n",
-      ctl_, " --socket=", daemon_->socket(), " register ns-run --pid=$(cat ", d,
-      "/a.job) >", d, "/a.reg 2>&1; ", Publish("$?", d + "/a.regrc"), "\n",
-      "touch ", d, "/a.go\n",
+      "setsid sh ", d, "/job.sh </dev/null >/dev/null 2>&1 &\n", "while [ ! -e ", d,
+      "/a.job ]; do sleep 0.05; done\n", ctl_, " --socket=", daemon_->socket(),
+      " register ns-run --pid=$(cat ", d, "/a.job) >", d, "/a.reg 2>&1; ",
+      Publish("$?", d + "/a.regrc"), "\n", "touch ", d, "/a.go\n",
       // A second run whose leader dies while RUNNING: the daemon's pidfd
       // on its host pid sees it (the periodic pass is 60 s away).
-      "sleep 300 </dev/null >/dev/null 2>&1 &\n",
-      ctl_, " --socket=", daemon_->socket(), " register ns-exit --pid=$! >", d,
-      "/a.reg2 2>&1; ", Publish("$?", d + "/a.reg2rc"), "\n",
+      "sleep 300 </dev/null >/dev/null 2>&1 &\n", ctl_, " --socket=", daemon_->socket(),
+      " register ns-exit --pid=$! >", d, "/a.reg2 2>&1; ", Publish("$?", d + "/a.reg2rc"), "\n",
       "kill $!\n",
       // A third run whose leader ignores SIGINT and SIGTERM and leads no
       // group or session in A (the runner's are outside A: sent as
       // unknown), cancelled from the host below: the cancel's sweep kills
       // the leader by the leader rule, through its host pid.
       "sh -c 'trap \"\" INT TERM; ", Publish("$$", d + "/a.cl"),
-      "; exec sleep 300' </dev/null >/dev/null 2>&1 &\n",
-      "while [ ! -e ", d, "/a.cl ]; do sleep 0.05; done\n",
-      ctl_, " --socket=", daemon_->socket(), " register ns-cancel --pid=$(cat ", d,
-      "/a.cl) >", d, "/a.reg3 2>&1; ", Publish("$?", d + "/a.reg3rc"), "\n",
-      "wait $(cat ", d, "/a.job)\n",
-      ctl_, " --socket=", daemon_->socket(), " finish ns-run --exit_code=0 >", d,
-      "/a.fin 2>&1; ", Publish("$?", d + "/a.finrc"), "\n",
-      "while :; do sleep 1; done\n");
+      "; exec sleep 300' </dev/null >/dev/null 2>&1 &\n", "while [ ! -e ", d,
+      "/a.cl ]; do sleep 0.05; done\n", ctl_, " --socket=", daemon_->socket(),
+      " register ns-cancel --pid=$(cat ", d, "/a.cl) >", d, "/a.reg3 2>&1; ",
+      Publish("$?", d + "/a.reg3rc"), "\n", "wait $(cat ", d, "/a.job)\n", ctl_,
+      " --socket=", daemon_->socket(), " finish ns-run --exit_code=0 >", d, "/a.fin 2>&1; ",
+      Publish("$?", d + "/a.finrc"), "\n", "while :; do sleep 1; done\n");
 
   const Proc init_a = StartContainer("runner_a.sh");
   ASSERT_TRUE(WaitFor([&] { return Exists(d + "/a.finrc"); }, absl::Seconds(30)))
@@ -213,7 +206,8 @@ TEST_F(PidNsE2ETest, RunFromAChildNamespaceIsSweptAndABystanderIsNeverTouched) {
   // The watcher armed on the host pid saw the other leader die.
   EXPECT_TRUE(WaitFor([&] {
     return absl::StrContains(Ctl({"get", "ns-exit"}).out, "state:         STALE");
-  })) << Ctl({"get", "ns-exit"}).out << daemon_->log();
+  })) << Ctl({"get", "ns-exit"}).out
+      << daemon_->log();
   const uint64_t ns_a = NsOf(init_a);
   const int job_in_a = ReadInt(d + "/a.job");
   std::map<int, Proc> in_a = ProcessesIn(ns_a);
@@ -227,16 +221,14 @@ TEST_F(PidNsE2ETest, RunFromAChildNamespaceIsSweptAndABystanderIsNeverTouched) {
   // the job's number; that child leads group and session <job_in_a> in B
   // and forks two more stubborn sleepers into them (all started after the
   // run's leader). Never registered.
-  script_text_["group_b.sh"] = absl::StrCat(
-      "trap '' INT TERM\n",
-      "sh -c 'trap \"\" INT TERM; exec sleep 300' </dev/null >/dev/null 2>&1 &\n",
-      "sh -c 'trap \"\" INT TERM; exec sleep 300' </dev/null >/dev/null 2>&1 &\n",
-      Publish("$$", d + "/b.lead"), "\n",
-      "wait\n");
-  script_text_["runner_b.sh"] = absl::StrCat(
-      "echo ", job_in_a - 1, " > /proc/sys/kernel/ns_last_pid\n",
-      "setsid sh ", d, "/group_b.sh </dev/null >/dev/null 2>&1 &\n",
-      "while :; do sleep 1; done\n");
+  script_text_["group_b.sh"] =
+      absl::StrCat("trap '' INT TERM\n",
+                   "sh -c 'trap \"\" INT TERM; exec sleep 300' </dev/null >/dev/null 2>&1 &\n",
+                   "sh -c 'trap \"\" INT TERM; exec sleep 300' </dev/null >/dev/null 2>&1 &\n",
+                   Publish("$$", d + "/b.lead"), "\n", "wait\n");
+  script_text_["runner_b.sh"] =
+      absl::StrCat("echo ", job_in_a - 1, " > /proc/sys/kernel/ns_last_pid\n", "setsid sh ", d,
+                   "/group_b.sh </dev/null >/dev/null 2>&1 &\n", "while :; do sleep 1; done\n");
   const Proc init_b = StartContainer("runner_b.sh");
   ASSERT_TRUE(WaitFor([&] { return Exists(d + "/b.lead"); }, absl::Seconds(30)));
   const uint64_t ns_b = NsOf(init_b);
@@ -257,8 +249,7 @@ TEST_F(PidNsE2ETest, RunFromAChildNamespaceIsSweptAndABystanderIsNeverTouched) {
     for (const scanner::ProcessInfo& p : snap->processes) {
       // Exec'd with its environ laid out: mid-exec a process's environ
       // cannot be read, and a listing shows it as unverified.
-      if (p.ppid == lead.pid && p.comm == "sleep" &&
-          procfs_.ReadEnviron(p.pid).ok()) {
+      if (p.ppid == lead.pid && p.comm == "sleep" && procfs_.ReadEnviron(p.pid).ok()) {
         bystanders.push_back({p.pid, p.start_time});
       }
     }
@@ -272,8 +263,7 @@ TEST_F(PidNsE2ETest, RunFromAChildNamespaceIsSweptAndABystanderIsNeverTouched) {
       << get.out;
   EXPECT_TRUE(absl::StrContains(get.out, absl::StrCat("pgid:          ", job_in_a, "\n")))
       << get.out;
-  EXPECT_TRUE(absl::StrContains(get.out, absl::StrCat("pidns_inode:   ", ns_a, "\n")))
-      << get.out;
+  EXPECT_TRUE(absl::StrContains(get.out, absl::StrCat("pidns_inode:   ", ns_a, "\n"))) << get.out;
   EXPECT_TRUE(absl::StrContains(get.out, "host_pid:      ")) << get.out;
   // Every field sent from A matched the translated process as A numbers
   // it: root's registration from A is verified.
@@ -282,12 +272,10 @@ TEST_F(PidNsE2ETest, RunFromAChildNamespaceIsSweptAndABystanderIsNeverTouched) {
   // the ids with the namespace they are numbered in (the host's, not B's
   // own), so runreaperd verifies that process. The run stays RUNNING: it
   // has no orphans and is never swept.
-  CtlResult host_reg =
-      Ctl({"register", "host-view", absl::StrCat("--pid=", init_b.pid)});
+  CtlResult host_reg = Ctl({"register", "host-view", absl::StrCat("--pid=", init_b.pid)});
   ASSERT_EQ(host_reg.exit_code, 0) << host_reg.out << host_reg.err;
   CtlResult host_get = Ctl({"get", "host-view"});
-  EXPECT_TRUE(absl::StrContains(host_get.out, "identity:      verified\n"))
-      << host_get.out;
+  EXPECT_TRUE(absl::StrContains(host_get.out, "identity:      verified\n")) << host_get.out;
   EXPECT_FALSE(absl::StrContains(host_get.out, absl::StrCat("pidns_inode:   ", ns_b, "\n")))
       << host_get.out;
 
@@ -306,12 +294,10 @@ TEST_F(PidNsE2ETest, RunFromAChildNamespaceIsSweptAndABystanderIsNeverTouched) {
   EXPECT_TRUE(absl::StrContains(listed(orphans.out, grp), "ns-run")) << orphans.out;
   EXPECT_TRUE(absl::StrContains(listed(orphans.out, grp), "PGID")) << orphans.out;
   if (lineage_on_) {
-    EXPECT_TRUE(absl::StrContains(listed(orphans.out, esc), "DESCENT"))
-        << orphans.out;
+    EXPECT_TRUE(absl::StrContains(listed(orphans.out, esc), "DESCENT")) << orphans.out;
   }
   for (const Proc& b : bystanders) {
-    EXPECT_EQ(listed(orphans.out, b), "") << "bystander " << b.pid << ":\n"
-                                          << orphans.out;
+    EXPECT_EQ(listed(orphans.out, b), "") << "bystander " << b.pid << ":\n" << orphans.out;
   }
 
   CtlResult sweep = Ctl({"sweep", "ns-run"}, absl::Seconds(60));
@@ -390,7 +376,8 @@ TEST_F(PidNsE2ETest, AContainerProcessNamedByItsHostPidIsWatched) {
   for (const char* id : {"c-by-pid", "c-by-ctl"}) {
     EXPECT_TRUE(WaitFor([&] {
       return absl::StrContains(Ctl({"get", id}).out, "state:         STALE");
-    })) << Ctl({"get", id}).out << daemon_->log();
+    })) << Ctl({"get", id}).out
+        << daemon_->log();
   }
 }
 
@@ -402,21 +389,18 @@ TEST_F(PidNsE2ETest, InvisibleNamespaceIsNotTranslatedAndNothingIsSwept) {
   absl::StatusOr<scanner::ProcStat> st = procfs_.ReadStat(sleeper.pid());
   ASSERT_TRUE(st.ok()) << st.status();
   const Proc p{sleeper.pid(), st->start_time};
-  CtlResult reg = Ctl({"register", "ghost", absl::StrCat("--pid=", p.pid),
-                       "--pidns=4026500001"});
+  CtlResult reg = Ctl({"register", "ghost", absl::StrCat("--pid=", p.pid), "--pidns=4026500001"});
   ASSERT_EQ(reg.exit_code, 0) << reg.out << reg.err;
   CtlResult get = Ctl({"get", "ghost"});
   EXPECT_FALSE(absl::StrContains(get.out, "host_pid")) << get.out;
   ASSERT_EQ(Ctl({"finish", "ghost", "--exit_code=0"}).exit_code, 0);
   CtlResult orphans = Ctl({"orphans", "ghost"});
-  EXPECT_FALSE(absl::StrContains(orphans.out, absl::StrCat(" ", p.pid, " ")))
-      << orphans.out;
+  EXPECT_FALSE(absl::StrContains(orphans.out, absl::StrCat(" ", p.pid, " "))) << orphans.out;
   CtlResult sweep = Ctl({"sweep", "ghost"}, absl::Seconds(60));
   EXPECT_EQ(sweep.exit_code, 0) << sweep.out << sweep.err;
   EXPECT_TRUE(Alive(p));
   EXPECT_TRUE(absl::StrContains(daemon_->log(), "not translated")) << daemon_->log();
-  EXPECT_TRUE(absl::StrContains(daemon_->log(), "no members are verifiable"))
-      << daemon_->log();
+  EXPECT_TRUE(absl::StrContains(daemon_->log(), "no members are verifiable")) << daemon_->log();
 }
 
 }  // namespace

@@ -9,8 +9,8 @@
 
 #include <cstdio>
 #include <memory>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -105,8 +105,8 @@ TEST(ResilienceE2ETest, StalledPassMakesHealthNotServingUntilAPassCompletes) {
   // stale_after / 4 = 100 ms: a RUNNING run whose leader is alive has its
   // last_seen_alive_at written by every pass (a quiet pass writes nothing
   // while that time is not due).
-  Daemon daemon(dir.path(), {"--scan_interval=100ms", "--pass_deadline=300ms",
-                             "--stale_after=400ms"});
+  Daemon daemon(dir.path(),
+                {"--scan_interval=100ms", "--pass_deadline=300ms", "--stale_after=400ms"});
   ASSERT_TRUE(daemon.Start()) << daemon.log();
   auto stub = daemon.stub();
   Sleeper sleeper;
@@ -118,8 +118,7 @@ TEST(ResilienceE2ETest, StalledPassMakesHealthNotServingUntilAPassCompletes) {
     WriteLockHolder lock(daemon.db());
     // The next pass blocks on the lock (busy timeout 5 s) past its 300 ms
     // deadline.
-    ASSERT_TRUE(WaitFor([&] { return HealthIs(daemon, kHealthNotServing); },
-                        absl::Seconds(4)))
+    ASSERT_TRUE(WaitFor([&] { return HealthIs(daemon, kHealthNotServing); }, absl::Seconds(4)))
         << daemon.log();
     EXPECT_NE(daemon.log().find("health: NOT_SERVING"), std::string::npos) << daemon.log();
     // The probe keeps answering while the pass is stalled.
@@ -143,19 +142,17 @@ TEST(ResilienceE2ETest, ReadsAnswerWhileAPassIsStalledOnTheWriteLock) {
   TempDir dir;
   // Every pass writes the live run's last_seen_alive_at (stale_after / 4 =
   // 100 ms), so a pass stalls on the lock.
-  Daemon daemon(dir.path(), {"--scan_interval=100ms", "--pass_deadline=300ms",
-                             "--stale_after=400ms"});
+  Daemon daemon(dir.path(),
+                {"--scan_interval=100ms", "--pass_deadline=300ms", "--stale_after=400ms"});
   ASSERT_TRUE(daemon.Start()) << daemon.log();
   auto stub = daemon.stub();
   Sleeper sleeper;
   ASSERT_OK(RegisterPid(stub.get(), "stall", sleeper.pid()).status());
   WriteLockHolder lock(daemon.db());
-  ASSERT_TRUE(WaitFor([&] { return HealthIs(daemon, kHealthNotServing); },
-                      absl::Seconds(4)))
+  ASSERT_TRUE(WaitFor([&] { return HealthIs(daemon, kHealthNotServing); }, absl::Seconds(4)))
       << daemon.log();
   absl::StatusOr<v1::Run> run = GetRun(stub.get(), "stall", absl::Seconds(2));
-  EXPECT_TRUE(run.ok()) << "GetRun while a pass is stalled on the write lock: "
-                        << run.status();
+  EXPECT_TRUE(run.ok()) << "GetRun while a pass is stalled on the write lock: " << run.status();
   lock.Release();
   EXPECT_EQ(daemon.Stop(SIGTERM), 0) << daemon.log();
 }
@@ -268,8 +265,7 @@ TEST(ResilienceE2ETest, SlowWatcherIsCutOffWithResumeIdAndNeverSlowsTheDaemon) {
     const absl::Status got = GetRun(stub.get(), "flood").status();
     ASSERT_TRUE(got.ok()) << "GetRun after " << appended << " events: " << got;
     const absl::Status reg =
-        RegisterPid(stub.get(), absl::StrCat("during-", ++registered), sleeper.pid())
-            .status();
+        RegisterPid(stub.get(), absl::StrCat("during-", ++registered), sleeper.pid()).status();
     ASSERT_TRUE(reg.ok()) << "RegisterRun after " << appended << " events: " << reg;
     slowest_call = std::max(slowest_call, absl::Now() - t0);
   }
@@ -294,8 +290,8 @@ TEST(ResilienceE2ETest, SlowWatcherIsCutOffWithResumeIdAndNeverSlowsTheDaemon) {
   fprintf(stderr,
           "slow consumer: ended with \"%s\"; %zu events received before the end, "
           "last %lld; %lld events in the store\n",
-          status.error_message().c_str(), received.size(),
-          static_cast<long long>(received.back()), static_cast<long long>(last_written));
+          status.error_message().c_str(), received.size(), static_cast<long long>(received.back()),
+          static_cast<long long>(last_written));
   for (size_t i = 0; i < received.size(); ++i) {
     ASSERT_EQ(received[i], static_cast<int64_t>(i) + 1) << "gap or disorder at " << i;
   }
@@ -362,13 +358,12 @@ TEST(ResilienceE2ETest, SweepBurstRunsOnOneWorkerAndRefusesPastTheQueueLimit) {
     WriteLockHolder lock(daemon.db());
     for (int i = 0; i < kCalls; ++i) {
       contexts.push_back(Ctx(absl::Seconds(60)));
-      stub->async()->Sweep(contexts.back().get(), &sweep, &responses[i],
-                           [&](grpc::Status s) {
-                             absl::MutexLock l(&mu);
-                             ++answered;
-                             refused += s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
-                             ok += s.ok();
-                           });
+      stub->async()->Sweep(contexts.back().get(), &sweep, &responses[i], [&](grpc::Status s) {
+        absl::MutexLock l(&mu);
+        ++answered;
+        refused += s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
+        ok += s.ok();
+      });
     }
     // Every call past the queue is refused at once, while the lock holds the
     // accepted ones back: then all but at most one call have reached the

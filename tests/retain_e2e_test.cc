@@ -81,8 +81,8 @@ TEST(RetainE2ETest, DaemonPrunesSweptRunsOnlyAndSaysSo) {
   FinishAndSweep(d, "old");
   // "unswept" ended before "old": when "old" is old enough to go, so is
   // "unswept" by age; only its missing sweep (its live orphan) keeps it.
-  ASSERT_TRUE(WaitFor([&] { return GetCode(d, "old") == grpc::StatusCode::NOT_FOUND; },
-                      absl::Seconds(30)))
+  ASSERT_TRUE(
+      WaitFor([&] { return GetCode(d, "old") == grpc::StatusCode::NOT_FOUND; }, absl::Seconds(30)))
       << d.log();
   EXPECT_EQ(GetCode(d, "running"), grpc::StatusCode::OK);
   EXPECT_EQ(GetCode(d, "unswept"), grpc::StatusCode::OK);
@@ -91,19 +91,21 @@ TEST(RetainE2ETest, DaemonPrunesSweptRunsOnlyAndSaysSo) {
   // pruned once older than the retention): await it.
   std::vector<v1::Event> pruned;
   std::vector<v1::Event> all;
-  ASSERT_TRUE(WaitFor([&] {
-    v1::ListEventsRequest req;
-    req.set_page_size(1000);
-    v1::ListEventsResponse events;
-    auto ctx = Ctx();
-    if (!d.stub()->ListEvents(ctx.get(), req, &events).ok()) return false;
-    all.assign(events.events().begin(), events.events().end());
-    pruned.clear();
-    for (const v1::Event& e : all) {
-      if (e.type() == v1::EVENT_TYPE_PRUNED) pruned.push_back(e);
-    }
-    return !pruned.empty();
-  }, absl::Seconds(30)));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        v1::ListEventsRequest req;
+        req.set_page_size(1000);
+        v1::ListEventsResponse events;
+        auto ctx = Ctx();
+        if (!d.stub()->ListEvents(ctx.get(), req, &events).ok()) return false;
+        all.assign(events.events().begin(), events.events().end());
+        pruned.clear();
+        for (const v1::Event& e : all) {
+          if (e.type() == v1::EVENT_TYPE_PRUNED) pruned.push_back(e);
+        }
+        return !pruned.empty();
+      },
+      absl::Seconds(30)));
   ASSERT_EQ(pruned.size(), 1u);
   EXPECT_EQ(pruned[0].run_id(), "");
   EXPECT_TRUE(absl::StrContains(pruned[0].detail(), "pruned 1 run(s)")) << pruned[0].detail();

@@ -71,8 +71,9 @@ TEST(TcpTrustTest, NobodyWithoutTokenOverLoopbackIsRefusedAndLogged) {
   EXPECT_EQ(StateOf(d, "root-job"), v1::RUN_STATE_RUNNING);
   EXPECT_EQ(kill(root_sleeper.pid(), 0), 0) << "the root process must be alive";
   // Each refused call is logged once, with the caller's address.
-  ASSERT_TRUE(WaitFor([&] { return absl::StrContains(d.log(), "refused GetRun from ipv4:127.0.0.1:"); }))
-      << d.log();
+  ASSERT_TRUE(WaitFor([&] {
+    return absl::StrContains(d.log(), "refused GetRun from ipv4:127.0.0.1:");
+  })) << d.log();
   EXPECT_TRUE(absl::StrContains(d.log(), "refused CancelRun from ipv4:127.0.0.1:")) << d.log();
   // And counted, once each.
   const std::string scrape = HttpGet(metrics_port, "/metrics");
@@ -87,8 +88,8 @@ TEST(TcpTrustTest, ReadOnlyTokenReadsButCannotSweepOrCancel) {
   const std::string target = absl::StrCat("127.0.0.1:", FreePort());
   const std::string admin = WriteFile(dir.path() + "/admin", "adm1n\n");
   const std::string read = WriteFile(dir.path() + "/read", "r3ad\n");
-  Daemon d(dir.path(), {kSlowScan, "--listen=" + target, "--token_file=" + admin,
-                        "--read_token_file=" + read});
+  Daemon d(dir.path(),
+           {kSlowScan, "--listen=" + target, "--token_file=" + admin, "--read_token_file=" + read});
   ASSERT_TRUE(d.Start()) << d.log();
   RegisterPid(d, "job", sleeper.pid());
 
@@ -133,7 +134,8 @@ TEST(UnixTrustTest, NonRootSocketGroupMemberReadsAndCannotTouchRootsRun) {
        {std::vector<std::string>{socket, "cancel", "root-job"}, {socket, "sweep"}}) {
     r = RunCtlAs(nobody, args);
     EXPECT_NE(r.exit_code, 0) << args[1] << ": " << r.out;
-    EXPECT_TRUE(absl::StrContains(r.err, "PERMISSION_DENIED: uid 65534: ")) << args[1] << ": " << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, "PERMISSION_DENIED: uid 65534: "))
+        << args[1] << ": " << r.err;
   }
   r = RunCtlAs(nobody, {socket, "exec", "nobody-job", "--", "/bin/true"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -162,8 +164,7 @@ TEST(RequestTrustTest, RunIdsWithControlCharactersAreRefusedAndForgeNoLogLine) {
     EXPECT_TRUE(absl::StartsWith(s.error_message(), "run_id: byte ")) << s.error_message();
   }
   for (absl::string_view line : absl::StrSplit(d.log(), '\n')) {
-    EXPECT_FALSE(absl::StrContains(line, "forged") && !absl::StrContains(line, "\\n"))
-        << line;
+    EXPECT_FALSE(absl::StrContains(line, "forged") && !absl::StrContains(line, "\\n")) << line;
   }
   v1::ListRunsRequest list;
   v1::ListRunsResponse runs;
@@ -235,7 +236,8 @@ TEST(IdentityTrustTest, CgroupClaimsAreVerified) {
   ASSERT_TRUE(d.Start()) << d.log();
   for (const char* bad : {"/", "../../etc", "/a/../b", "/./x", "relative"}) {
     const grpc::Status s = RegisterWithCgroup(d, "bad-path", sleeper.pid(), bad);
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << bad << ": " << s.error_message();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << bad << ": " << s.error_message();
     EXPECT_TRUE(absl::StartsWith(s.error_message(), "cgroup: ")) << s.error_message();
   }
   grpc::Status s = RegisterWithCgroup(d, "missing", sleeper.pid(), "/runreaper-no-such-cgroup");
@@ -277,8 +279,7 @@ TEST(IdentityTrustTest, AnUnsweptRunsCgroupIsNoOneElsesAncestor) {
   if (mount.empty()) GTEST_SKIP() << "no cgroup v2 mount";
   const std::string outer = absl::StrCat("/rr-trust-outer-", getpid());
   const std::string inner = outer + "/inner";
-  if (mkdir((mount + outer).c_str(), 0755) != 0 ||
-      mkdir((mount + inner).c_str(), 0755) != 0) {
+  if (mkdir((mount + outer).c_str(), 0755) != 0 || mkdir((mount + inner).c_str(), 0755) != 0) {
     rmdir((mount + outer).c_str());
     GTEST_SKIP() << "cannot create cgroups under " << mount;
   }
@@ -307,8 +308,8 @@ TEST(IdentityTrustTest, AnUnsweptRunsCgroupIsNoOneElsesAncestor) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
   EXPECT_TRUE(absl::StrContains(s.error_message(), "cgroup: ")) << s.error_message();
   // Back where they were, so the cgroups can go.
-  const std::string root = mount + "/" +
-      std::string(absl::StripPrefix(absl::StripPrefix(original, "0::"), "/"));
+  const std::string root =
+      mount + "/" + std::string(absl::StripPrefix(absl::StripPrefix(original, "0::"), "/"));
   MoveInto(root, first.pid());
   MoveInto(root, second.pid());
   rmdir((mount + inner).c_str());

@@ -18,7 +18,6 @@
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
-
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -40,9 +39,8 @@ struct UidDaemon {
   UidDaemon() : metrics_port(FreePort()) {
     chmod(dir.path().c_str(), 0711);  // nobody reaches the socket inside
     daemon = std::make_unique<Daemon>(
-        dir.path(), std::vector<std::string>{
-                        "--scan_interval=60s", "--socket_group=65534",
-                        absl::StrCat("--metrics=127.0.0.1:", metrics_port)});
+        dir.path(), std::vector<std::string>{"--scan_interval=60s", "--socket_group=65534",
+                                             absl::StrCat("--metrics=127.0.0.1:", metrics_port)});
   }
   std::string socket() const { return "--socket=" + daemon->socket(); }
   CtlResult AsNobody(std::vector<std::string> args) {
@@ -132,9 +130,8 @@ TEST(UidE2ETest, NobodyCannotRegisterRootsProcessNorChangeRootsRun) {
   UidDaemon s;
   ASSERT_TRUE(s.daemon->Start()) << s.daemon->log();
   Sleeper root_sleeper(/*own_group=*/true);
-  ASSERT_EQ(s.AsRoot({"register", "root-job", absl::StrCat("--pid=", root_sleeper.pid())})
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      s.AsRoot({"register", "root-job", absl::StrCat("--pid=", root_sleeper.pid())}).exit_code, 0);
 
   // (runreaperctl cannot read a root process's namespace link as nobody,
   // so it sends the pid alone and the daemon reads the identity.)
@@ -144,11 +141,10 @@ TEST(UidE2ETest, NobodyCannotRegisterRootsProcessNorChangeRootsRun) {
   EXPECT_TRUE(absl::StrContains(
       r.err, absl::StrCat("uid 65534: process ", root_sleeper.pid(), " belongs to uid 0")))
       << r.err;
-  for (const std::vector<std::string>& args :
-       {std::vector<std::string>{"cancel", "root-job"},
-        {"finish", "root-job", "--exit_code=0"},
-        {"heartbeat", "root-job"},
-        {"sweep", "root-job"}}) {
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"cancel", "root-job"},
+                                               {"finish", "root-job", "--exit_code=0"},
+                                               {"heartbeat", "root-job"},
+                                               {"sweep", "root-job"}}) {
     r = s.AsNobody(args);
     EXPECT_NE(r.exit_code, 0) << args[0] << ": " << r.out;
     EXPECT_TRUE(absl::StrContains(r.err, "PERMISSION_DENIED")) << args[0] << ": " << r.err;
@@ -242,7 +238,7 @@ TEST(UidE2ETest, NobodysSweepKillsItsOwnStubbornProcessButNeverTheRootMemberOfIt
   const pid_t leader = fork();
   ASSERT_GE(leader, 0);
   if (leader == 0) {
-    setsid();  // leads its own session and group
+    setsid();           // leads its own session and group
     if (fork() == 0) {  // root's, in the leader's group and session
       execl("/bin/sleep", "sleep", "1000", static_cast<char*>(nullptr));
       _exit(127);
@@ -283,7 +279,8 @@ TEST(UidE2ETest, NobodysSweepKillsItsOwnStubbornProcessButNeverTheRootMemberOfIt
   ASSERT_EQ(r.exit_code, 0) << r.err;
 
   EXPECT_TRUE(WaitFor([&] { return !AliveNotZombie(nobody_member); }))
-      << "nobody's stubborn process survived its own sweep\n" << r.out;
+      << "nobody's stubborn process survived its own sweep\n"
+      << r.out;
   EXPECT_TRUE(AliveNotZombie(root_member)) << "the root process was signalled\n" << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "survivors: ")) << r.out;
 
@@ -400,41 +397,30 @@ TEST(UidE2ETest, NobodyInItsOwnPidNamespaceRegistersAndSweepsItsJobVerified) {
   const std::string c = absl::StrCat(ctl, " --socket=", s.daemon->socket());
   const std::map<std::string, std::string> scripts = {
       {"job.sh",
-       absl::StrCat("sleep 1000 </dev/null >/dev/null 2>&1 &\n",
-                    Publish("$!", w + "/rootmember"), "\n",
-                    "exec ", as_nobody, " sh ", w, "/job2.sh\n")},
-      {"job2.sh",
-       absl::StrCat(Publish("$$", w + "/job"), "\n",
-                    "sh -c 'trap \"\" INT TERM; ", Publish("$$", w + "/stubborn"),
-                    "; exec sleep 1000' </dev/null >/dev/null 2>&1 &\n",
-                    "while [ ! -e ", w, "/go ]; do sleep 0.05; done\n",
-                    "exit 0\n")},
+       absl::StrCat("sleep 1000 </dev/null >/dev/null 2>&1 &\n", Publish("$!", w + "/rootmember"),
+                    "\n", "exec ", as_nobody, " sh ", w, "/job2.sh\n")},
+      {"job2.sh", absl::StrCat(Publish("$$", w + "/job"), "\n", "sh -c 'trap \"\" INT TERM; ",
+                               Publish("$$", w + "/stubborn"),
+                               "; exec sleep 1000' </dev/null >/dev/null 2>&1 &\n", "while [ ! -e ",
+                               w, "/go ]; do sleep 0.05; done\n", "exit 0\n")},
       {"runner.sh",
        absl::StrCat(
-           "for f in job stubborn rootmember rootproc; do\n",
-           "  while [ ! -e ", w, "/$f ]; do sleep 0.05; done\n",
-           "done\n",
-           c, " register pod-job --pid=$(cat ", w, "/job) >", w, "/reg.out 2>&1; ",
-           Publish("$?", w + "/reg.rc"), "\n",
-           c, " register pod-root --pid=$(cat ", w, "/rootproc) >", w, "/root.out 2>&1; ",
-           Publish("$?", w + "/root.rc"), "\n",
-           c, " heartbeat pod-job >", w, "/hb.out 2>&1; ", Publish("$?", w + "/hb.rc"), "\n",
-           c, " exec pod-exec -- /bin/true >", w, "/exec.out 2>&1; ",
-           Publish("$?", w + "/exec.rc"), "\n",
-           "touch ", w, "/go\n",
-           "while kill -0 $(cat ", w, "/job) 2>/dev/null; do sleep 0.05; done\n",
-           c, " finish pod-job --exit_code=0 >", w, "/fin.out 2>&1; ",
-           Publish("$?", w + "/fin.rc"), "\n",
-           "while [ ! -e ", w, "/sweepgo ]; do sleep 0.05; done\n",
-           c, " sweep pod-job >", w, "/sweep.out 2>&1; ", Publish("$?", w + "/sweep.rc"),
-           "\n")},
+           "for f in job stubborn rootmember rootproc; do\n", "  while [ ! -e ", w,
+           "/$f ]; do sleep 0.05; done\n", "done\n", c, " register pod-job --pid=$(cat ", w,
+           "/job) >", w, "/reg.out 2>&1; ", Publish("$?", w + "/reg.rc"), "\n", c,
+           " register pod-root --pid=$(cat ", w, "/rootproc) >", w, "/root.out 2>&1; ",
+           Publish("$?", w + "/root.rc"), "\n", c, " heartbeat pod-job >", w, "/hb.out 2>&1; ",
+           Publish("$?", w + "/hb.rc"), "\n", c, " exec pod-exec -- /bin/true >", w,
+           "/exec.out 2>&1; ", Publish("$?", w + "/exec.rc"), "\n", "touch ", w, "/go\n",
+           "while kill -0 $(cat ", w, "/job) 2>/dev/null; do sleep 0.05; done\n", c,
+           " finish pod-job --exit_code=0 >", w, "/fin.out 2>&1; ", Publish("$?", w + "/fin.rc"),
+           "\n", "while [ ! -e ", w, "/sweepgo ]; do sleep 0.05; done\n", c, " sweep pod-job >", w,
+           "/sweep.out 2>&1; ", Publish("$?", w + "/sweep.rc"), "\n")},
       {"init.sh",
-       absl::StrCat("sleep 1000 </dev/null >/dev/null 2>&1 &\n",
-                    Publish("$!", w + "/rootproc"), "\n",
-                    "setsid sh ", w, "/job.sh </dev/null >/dev/null 2>&1 &\n",
-                    as_nobody, " sh ", w, "/runner.sh </dev/null >", w,
-                    "/runner.log 2>&1 &\n",
-                    c, " register root-in-pod --pid=$(cat ", w, "/rootproc) >", w,
+       absl::StrCat("sleep 1000 </dev/null >/dev/null 2>&1 &\n", Publish("$!", w + "/rootproc"),
+                    "\n", "setsid sh ", w, "/job.sh </dev/null >/dev/null 2>&1 &\n", as_nobody,
+                    " sh ", w, "/runner.sh </dev/null >", w, "/runner.log 2>&1 &\n", c,
+                    " register root-in-pod --pid=$(cat ", w, "/rootproc) >", w,
                     "/rootreg.out 2>&1; ", Publish("$?", w + "/rootreg.rc"), "\n",
                     "while :; do sleep 1; done\n")},
   };
@@ -445,8 +431,8 @@ TEST(UidE2ETest, NobodyInItsOwnPidNamespaceRegistersAndSweepsItsJobVerified) {
   const pid_t unshare = fork();
   ASSERT_GE(unshare, 0);
   if (unshare == 0) {
-    execlp("unshare", "unshare", "--pid", "--fork", "--mount-proc", "sh",
-           (w + "/init.sh").c_str(), static_cast<char*>(nullptr));
+    execlp("unshare", "unshare", "--pid", "--fork", "--mount-proc", "sh", (w + "/init.sh").c_str(),
+           static_cast<char*>(nullptr));
     _exit(127);
   }
   pid_t init = -1;
@@ -512,10 +498,10 @@ TEST(UidE2ETest, NobodyInItsOwnPidNamespaceRegistersAndSweepsItsJobVerified) {
   // runreaperctl sends what nobody may read of it (stat, status, the
   // namespace), so runreaperd finds it by its host pid and names its owner.
   const pid_t rootproc = HostPidOf(*pod_ns, ReadInt(w + "/rootproc"));
-  EXPECT_TRUE(absl::StrContains(
-      ReadText(w + "/root.out"),
-      absl::StrCat("uid 65534: process ", ReadInt(w + "/rootproc"), " (pid ", rootproc,
-                   " in runreaperd's PID namespace) belongs to uid 0")))
+  EXPECT_TRUE(
+      absl::StrContains(ReadText(w + "/root.out"),
+                        absl::StrCat("uid 65534: process ", ReadInt(w + "/rootproc"), " (pid ",
+                                     rootproc, " in runreaperd's PID namespace) belongs to uid 0")))
       << ReadText(w + "/root.out");
 
   // root, registering from inside the namespace with every field right:
@@ -538,7 +524,8 @@ TEST(UidE2ETest, NobodyInItsOwnPidNamespaceRegistersAndSweepsItsJobVerified) {
   ASSERT_TRUE(WaitFor([&] { return Exists(w + "/sweep.rc"); }, absl::Seconds(60)));
   EXPECT_EQ(ReadInt(w + "/sweep.rc"), 0) << ReadText(w + "/sweep.out");
   EXPECT_TRUE(WaitFor([&] { return !AliveNotZombie(stubborn); }))
-      << "nobody's stubborn process survived its run's sweep\n" << ReadText(w + "/sweep.out");
+      << "nobody's stubborn process survived its run's sweep\n"
+      << ReadText(w + "/sweep.out");
   EXPECT_TRUE(AliveNotZombie(root_member)) << "the root member was signalled";
   v1::ListEventsRequest req;
   req.set_run_id("pod-job");

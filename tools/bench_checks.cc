@@ -9,8 +9,7 @@
 
 namespace runreaper::bench {
 
-CheckResult BenchChecks(const scanner::ProcFs& procfs,
-                        const std::vector<int>& pids, int reps) {
+CheckResult BenchChecks(const scanner::ProcFs& procfs, const std::vector<int>& pids, int reps) {
   CheckResult r;
   std::vector<int> pidfds;
   pidfds.reserve(pids.size());

@@ -19,8 +19,7 @@ struct CheckResult {
 
 // `pids` must be live sleepers for the whole call; dies if one exits or a
 // pidfd cannot be opened.
-CheckResult BenchChecks(const scanner::ProcFs& procfs,
-                        const std::vector<int>& pids, int reps);
+CheckResult BenchChecks(const scanner::ProcFs& procfs, const std::vector<int>& pids, int reps);
 
 }  // namespace runreaper::bench
 

@@ -25,8 +25,7 @@ namespace runreaper::bench {
 namespace {
 
 void SleepNanos(int64_t ns) {
-  struct timespec ts = {static_cast<time_t>(ns / 1000000000),
-                        static_cast<long>(ns % 1000000000)};
+  struct timespec ts = {static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
   nanosleep(&ts, nullptr);
 }
 
@@ -73,8 +72,7 @@ std::unique_ptr<scanner::ExitWatcher> ArmExiters(const scanner::ProcFs& procfs,
 // The watcher side of an exit-latency phase: blocks in Wait() and records,
 // for each exiter key "i", the CLOCK_MONOTONIC time its exit was reported,
 // until every one of `detect` is set or 60 s pass.
-void RecordWatcherExits(scanner::ExitWatcher* watcher,
-                        std::vector<int64_t>* detect) {
+void RecordWatcherExits(scanner::ExitWatcher* watcher, std::vector<int64_t>* detect) {
   const int e = static_cast<int>(detect->size());
   int seen = 0;
   const int64_t give_up = MonoNanos() + 60LL * 1000000000;
@@ -98,25 +96,21 @@ void RecordWatcherExits(scanner::ExitWatcher* watcher,
 // It spins only between a kill and the exit becoming visible, so it holds
 // one CPU during exactly the window being measured and leaves the other to
 // the exiting task. The difference per exit is the watcher's own share.
-FloorResult MeasureFloor(const scanner::ProcFs& procfs,
-                         const std::vector<int>& pids, int64_t* exit_ns,
-                         double span_s) {
+FloorResult MeasureFloor(const scanner::ProcFs& procfs, const std::vector<int>& pids,
+                         int64_t* exit_ns, double span_s) {
   const int e = static_cast<int>(pids.size());
   std::vector<int> pidfds(e);
   for (int i = 0; i < e; ++i) pidfds[i] = PidfdOpenOrDie(pids[i]);
   std::unique_ptr<scanner::ExitWatcher> watcher = ArmExiters(procfs, pids);
   std::vector<int64_t> watch_detect(e, 0);
   std::vector<int64_t> floor_detect(e, 0);
-  std::thread watch_thread(
-      [&] { RecordWatcherExits(watcher.get(), &watch_detect); });
+  std::thread watch_thread([&] { RecordWatcherExits(watcher.get(), &watch_detect); });
   const ExitSchedule schedule = MakeSchedule(e, span_s, 7);
   const int64_t start = MonoNanos();
   size_t next = 0;
   std::vector<int> pending;
-  const int64_t give_up =
-      MonoNanos() + static_cast<int64_t>(span_s * 3e9) + 30LL * 1000000000;
-  while ((next < schedule.order.size() || !pending.empty()) &&
-         MonoNanos() < give_up) {
+  const int64_t give_up = MonoNanos() + static_cast<int64_t>(span_s * 3e9) + 30LL * 1000000000;
+  while ((next < schedule.order.size() || !pending.empty()) && MonoNanos() < give_up) {
     const int64_t now = MonoNanos();
     if (next < schedule.order.size() && now >= start + schedule.at_ns[next]) {
       const int i = schedule.order[next++];
@@ -158,8 +152,7 @@ FloorResult MeasureFloor(const scanner::ProcFs& procfs,
 
 }  // namespace
 
-LatencyResult BenchExits(const scanner::ProcFs& procfs, Children* children,
-                         const ExitPlan& plan) {
+LatencyResult BenchExits(const scanner::ProcFs& procfs, Children* children, const ExitPlan& plan) {
   const int e = plan.exits;
   // One exit timestamp per exiter, written by the child right before _exit.
   SharedSlots slots(e);
@@ -175,14 +168,12 @@ LatencyResult BenchExits(const scanner::ProcFs& procfs, Children* children,
   std::atomic<int> poll_ticks{0};
 
   // The fast path: one thread blocked in Wait().
-  std::thread watch_thread(
-      [&] { RecordWatcherExits(watcher.get(), &watch_detect); });
+  std::thread watch_thread([&] { RecordWatcherExits(watcher.get(), &watch_detect); });
 
   // The slow path it replaces: every tick, check each pending pid (stat
   // state Z, or gone); kill(pid, 0) alone would call a zombie alive forever.
   std::thread poll_thread([&] {
-    const int64_t interval =
-        static_cast<int64_t>(plan.poll_interval_ms) * 1000000;
+    const int64_t interval = static_cast<int64_t>(plan.poll_interval_ms) * 1000000;
     int64_t next = MonoNanos();
     int pending = e;
     while (pending > 0 && !stop.load()) {
@@ -196,8 +187,8 @@ LatencyResult BenchExits(const scanner::ProcFs& procfs, Children* children,
       for (int i = 0; i < e; ++i) {
         if (poll_detect[i] != 0) continue;
         absl::StatusOr<scanner::ProcStat> st = procfs.ReadStat(pids[i]);
-        const bool exited = st.ok() ? st->state == 'Z' || st->state == 'X'
-                                    : absl::IsNotFound(st.status());
+        const bool exited =
+            st.ok() ? st->state == 'Z' || st->state == 'X' : absl::IsNotFound(st.status());
         if (exited) {
           poll_detect[i] = MonoNanos();
           --pending;
@@ -223,8 +214,7 @@ LatencyResult BenchExits(const scanner::ProcFs& procfs, Children* children,
 
   watch_thread.join();
   // The poll loop needs at most one more tick to see the last exit.
-  const int64_t poll_give_up =
-      MonoNanos() + 3LL * plan.poll_interval_ms * 1000000 + 1000000000;
+  const int64_t poll_give_up = MonoNanos() + 3LL * plan.poll_interval_ms * 1000000 + 1000000000;
   while (!poll_done.load() && MonoNanos() < poll_give_up) SleepNanos(10000000);
   stop = true;
   poll_thread.join();
@@ -243,8 +233,7 @@ LatencyResult BenchExits(const scanner::ProcFs& procfs, Children* children,
   return r;
 }
 
-FloorResult BenchFloorOwn(const scanner::ProcFs& procfs, Children* children,
-                          const ExitPlan& plan) {
+FloorResult BenchFloorOwn(const scanner::ProcFs& procfs, Children* children, const ExitPlan& plan) {
   const int e = plan.exits;
   SharedSlots slots(e);
   int64_t* exit_ns = slots.data();
@@ -259,8 +248,8 @@ FloorResult BenchFloorOwn(const scanner::ProcFs& procfs, Children* children,
   return r;
 }
 
-FloorResult BenchFloorHelper(const scanner::ProcFs& procfs, ExitHelper* helper,
-                             int64_t* exit_ns, const ExitPlan& plan) {
+FloorResult BenchFloorHelper(const scanner::ProcFs& procfs, ExitHelper* helper, int64_t* exit_ns,
+                             const ExitPlan& plan) {
   const std::vector<int> pids = helper->Spawn(plan.exits);
   FloorResult r = MeasureFloor(procfs, pids, exit_ns, plan.span_s);
   r.parent_rss_kb = StatusKb(helper->pid(), "VmRSS");

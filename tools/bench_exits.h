@@ -39,17 +39,15 @@ struct FloorResult {
 // plan.poll_interval_ms and checks stat state Z/X or ENOENT of each
 // pending pid. Every exiter is reaped before returning; dies if an exit
 // goes undetected.
-LatencyResult BenchExits(const scanner::ProcFs& procfs, Children* children,
-                         const ExitPlan& plan);
+LatencyResult BenchExits(const scanner::ProcFs& procfs, Children* children, const ExitPlan& plan);
 
 // (3f): the floor for fresh exiters forked by the benchmark itself (same
 // parent, same inherited address space and sleeping siblings as in (3)).
-FloorResult BenchFloorOwn(const scanner::ProcFs& procfs, Children* children,
-                          const ExitPlan& plan);
+FloorResult BenchFloorOwn(const scanner::ProcFs& procfs, Children* children, const ExitPlan& plan);
 
 // (3h): the same, for exiters forked by `helper` (slot i of `exit_ns`).
-FloorResult BenchFloorHelper(const scanner::ProcFs& procfs, ExitHelper* helper,
-                             int64_t* exit_ns, const ExitPlan& plan);
+FloorResult BenchFloorHelper(const scanner::ProcFs& procfs, ExitHelper* helper, int64_t* exit_ns,
+                             const ExitPlan& plan);
 
 }  // namespace runreaper::bench
 

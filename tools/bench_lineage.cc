@@ -63,22 +63,16 @@ ABSL_FLAG(std::vector<std::string>, phases,
           "Phases to run: events, idle, register (register needs idle's "
           "daemons and runs with it).");
 ABSL_FLAG(std::vector<std::string>, rates,
-          std::vector<std::string>({"1000", "2500", "5000", "10000", "20000",
-                                    "40000"}),
+          std::vector<std::string>({"1000", "2500", "5000", "10000", "20000", "40000"}),
           "events phase: forks per second asked of the storm leader, in "
           "order; the phase stops after the first rate that lost events.");
-ABSL_FLAG(absl::Duration, storm, absl::Seconds(2),
-          "events phase: how long each rate is held.");
-ABSL_FLAG(int, processes, 5000,
-          "idle/register: sleeping processes (the table a walk reads).");
-ABSL_FLAG(int, runs, 1000,
-          "idle/register: RUNNING runs, spread over the sleepers.");
-ABSL_FLAG(absl::Duration, idle, absl::Seconds(60),
-          "idle: how long each daemon's CPU is measured.");
+ABSL_FLAG(absl::Duration, storm, absl::Seconds(2), "events phase: how long each rate is held.");
+ABSL_FLAG(int, processes, 5000, "idle/register: sleeping processes (the table a walk reads).");
+ABSL_FLAG(int, runs, 1000, "idle/register: RUNNING runs, spread over the sleepers.");
+ABSL_FLAG(absl::Duration, idle, absl::Seconds(60), "idle: how long each daemon's CPU is measured.");
 ABSL_FLAG(absl::Duration, settle, absl::Seconds(5),
           "idle: wait after the daemon answers before measuring.");
-ABSL_FLAG(int, register_calls, 20,
-          "register: RegisterRun calls timed on each daemon.");
+ABSL_FLAG(int, register_calls, 20, "register: RegisterRun calls timed on each daemon.");
 ABSL_FLAG(std::string, dir, "/tmp", "Parent of the daemons' directories.");
 ABSL_FLAG(std::string, daemon_binary, "",
           "runreaperd to start; empty = the one shipped with this binary.");
@@ -113,8 +107,8 @@ double SelfCpuSeconds() {
     while (true) {
       struct timespec now;
       ::clock_gettime(CLOCK_MONOTONIC, &now);
-      const int64_t elapsed_us = (now.tv_sec - t0.tv_sec) * 1000000 +
-                                 (now.tv_nsec - t0.tv_nsec) / 1000;
+      const int64_t elapsed_us =
+          (now.tv_sec - t0.tv_sec) * 1000000 + (now.tv_nsec - t0.tv_nsec) / 1000;
       if (elapsed_us >= ms * 1000) break;
       const int64_t due = rate * elapsed_us / 1000000;
       while (forked < due) {
@@ -151,17 +145,17 @@ EventsResult EventsPhase(tools::JsonLine* out) {
   // that this process forks after a storm (events arrive in order).
   const int self = ::getpid();
   std::atomic<uint64_t> markers_seen{0};
-  scanner::ProcEventStream stream(
-      std::move(*connector), [&](const scanner::ProcConnector::Batch& b) {
-        if (b.lost) lost.fetch_add(1);
-        tracker.Apply(b);
-        for (const scanner::ProcEvent& ev : b.events) {
-          if (ev.kind == scanner::ProcEvent::Kind::kFork && ev.IsProcess() &&
-              ev.parent_tgid == self) {
-            markers_seen.fetch_add(1);
-          }
-        }
-      });
+  scanner::ProcEventStream stream(std::move(*connector),
+                                  [&](const scanner::ProcConnector::Batch& b) {
+                                    if (b.lost) lost.fetch_add(1);
+                                    tracker.Apply(b);
+                                    for (const scanner::ProcEvent& ev : b.events) {
+                                      if (ev.kind == scanner::ProcEvent::Kind::kFork &&
+                                          ev.IsProcess() && ev.parent_tgid == self) {
+                                        markers_seen.fetch_add(1);
+                                      }
+                                    }
+                                  });
   stream.Start();
 
   int cmd[2];
@@ -216,12 +210,12 @@ EventsResult EventsPhase(tools::JsonLine* out) {
     const uint64_t events = stream.stats().events - events0;
     const bool had_loss = lost.load() != lost0;
     const double per_s = static_cast<double>(events) / wall;
-    const double us_per_1k =
-        events > 0 ? cpu * 1e6 / (static_cast<double>(events) / 1000.0) : 0;
-    printf("events: asked %lld forks/s, forked %lld in %.1f s: %.0f events/s "
-           "applied, %s, %.1f us CPU per 1,000 events\n",
-           static_cast<long long>(rate), static_cast<long long>(forked),
-           ms / 1000.0, per_s, had_loss ? "LOST events" : "no loss", us_per_1k);
+    const double us_per_1k = events > 0 ? cpu * 1e6 / (static_cast<double>(events) / 1000.0) : 0;
+    printf(
+        "events: asked %lld forks/s, forked %lld in %.1f s: %.0f events/s "
+        "applied, %s, %.1f us CPU per 1,000 events\n",
+        static_cast<long long>(rate), static_cast<long long>(forked), ms / 1000.0, per_s,
+        had_loss ? "LOST events" : "no loss", us_per_1k);
     fflush(stdout);
     out->Number(absl::StrCat("events_per_s_at_", rate), per_s, 0);
     if (had_loss) {
@@ -251,8 +245,7 @@ struct DaemonFigures {
   double register_p99_ms = 0;
 };
 
-DaemonFigures MeasureDaemon(const std::string& binary,
-                            const std::vector<int>& pids, bool lineage,
+DaemonFigures MeasureDaemon(const std::string& binary, const std::vector<int>& pids, bool lineage,
                             bool time_register) {
   const std::string parent = absl::GetFlag(FLAGS_dir);
   std::string templ = parent + "/rr-lineage-XXXXXX";
@@ -265,8 +258,7 @@ DaemonFigures MeasureDaemon(const std::string& binary,
   DaemonFigures f;
   {
     absl::StatusOr<std::unique_ptr<load::OwnDaemon>> d = load::OwnDaemon::Start(
-        binary, parent,
-        {"--db=" + db, absl::StrCat("--lineage=", lineage ? "true" : "false")},
+        binary, parent, {"--db=" + db, absl::StrCat("--lineage=", lineage ? "true" : "false")},
         absl::Seconds(120));
     if (!d.ok()) Die(d.status().ToString());
     absl::SleepFor(absl::GetFlag(FLAGS_settle));
@@ -277,12 +269,11 @@ DaemonFigures MeasureDaemon(const std::string& binary,
     absl::StatusOr<uint64_t> c1 = load::ReadCpuTicks(pid);
     if (!c0.ok() || !c1.ok()) Die("daemon CPU");
     const double wall = (MonoNanos() - t0) / 1e9;
-    f.idle_cpu_pct = 100.0 * static_cast<double>(*c1 - *c0) /
-                     static_cast<double>(sysconf(_SC_CLK_TCK)) / wall;
+    f.idle_cpu_pct =
+        100.0 * static_cast<double>(*c1 - *c0) / static_cast<double>(sysconf(_SC_CLK_TCK)) / wall;
     if (time_register) {
-      std::unique_ptr<v1::Reconciler::Stub> stub =
-          v1::Reconciler::NewStub(grpc::CreateChannel(
-              "unix:" + (*d)->socket(), grpc::InsecureChannelCredentials()));
+      std::unique_ptr<v1::Reconciler::Stub> stub = v1::Reconciler::NewStub(
+          grpc::CreateChannel("unix:" + (*d)->socket(), grpc::InsecureChannelCredentials()));
       std::vector<double> ms;
       for (int i = 0; i < absl::GetFlag(FLAGS_register_calls); ++i) {
         v1::RegisterRunRequest req;
@@ -343,10 +334,10 @@ int Main(int argc, char** argv) {
     // Alternate which path runs first, so drifting outside load is shared.
     DaemonFigures walk1 = MeasureDaemon(binary, pids, false, reg);
     DaemonFigures lin = MeasureDaemon(binary, pids, true, reg);
-    printf("idle CPU, %d RUNNING runs, %zu processes: lineage %.3f %%, walk "
-           "%.3f %% of a CPU\n",
-           absl::GetFlag(FLAGS_runs), pids.size(), lin.idle_cpu_pct,
-           walk1.idle_cpu_pct);
+    printf(
+        "idle CPU, %d RUNNING runs, %zu processes: lineage %.3f %%, walk "
+        "%.3f %% of a CPU\n",
+        absl::GetFlag(FLAGS_runs), pids.size(), lin.idle_cpu_pct, walk1.idle_cpu_pct);
     out.Number("idle_cpu_pct_lineage", lin.idle_cpu_pct, 3);
     out.Number("idle_cpu_pct_walk", walk1.idle_cpu_pct, 3);
     if (reg) {

@@ -73,18 +73,16 @@ int PositiveFlag(const char* name, int value) {
 
 int Main(const std::string& argv0) {
   const bool quick = absl::GetFlag(FLAGS_quick);
-  const int processes = PositiveFlag(
-      "processes",
-      absl::GetFlag(FLAGS_processes).value_or(quick ? 1000 : 5000));
+  const int processes =
+      PositiveFlag("processes", absl::GetFlag(FLAGS_processes).value_or(quick ? 1000 : 5000));
   ExitPlan exit_plan;
-  exit_plan.exits = PositiveFlag(
-      "exits", absl::GetFlag(FLAGS_exits).value_or(quick ? 200 : 1000));
+  exit_plan.exits = PositiveFlag("exits", absl::GetFlag(FLAGS_exits).value_or(quick ? 200 : 1000));
   exit_plan.span_s = quick ? 1.0 : 4.0;
   exit_plan.poll_interval_ms =
       PositiveFlag("poll_interval_ms", absl::GetFlag(FLAGS_poll_interval_ms));
   PassPlan pass_plan;
-  pass_plan.records = PositiveFlag(
-      "records", absl::GetFlag(FLAGS_records).value_or(quick ? 10000 : 100000));
+  pass_plan.records =
+      PositiveFlag("records", absl::GetFlag(FLAGS_records).value_or(quick ? 10000 : 100000));
   pass_plan.passes = quick ? 1 : 3;
   const int reps = quick ? 5 : 7;
 
@@ -118,16 +116,14 @@ int Main(const std::string& argv0) {
   report.checks = BenchChecks(procfs, sleepers, reps);
   report.latency = BenchExits(procfs, &children, exit_plan);
   report.floor_own = BenchFloorOwn(procfs, &children, exit_plan);
-  report.floor_helper =
-      BenchFloorHelper(procfs, &helper, helper_slots.data(), exit_plan);
+  report.floor_helper = BenchFloorHelper(procfs, &helper, helper_slots.data(), exit_plan);
   report.pass = BenchPass(procfs, sleepers, pass_plan, dir);
 
   children.KillAll();
   ::rmdir(dir.c_str());
   if (absl::GetFlag(FLAGS_cost)) {
     // After the rows' sleepers are gone: each step spawns its own table.
-    absl::StatusOr<tools::JsonLine> cost =
-        RunCostSteps(argv0, CostSteps(quick));
+    absl::StatusOr<tools::JsonLine> cost = RunCostSteps(argv0, CostSteps(quick));
     if (!cost.ok()) Die(absl::StrCat("--cost: ", cost.status().ToString()));
     report.cost = *std::move(cost);
   }

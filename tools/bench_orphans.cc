@@ -42,8 +42,7 @@
 ABSL_FLAG(int, processes, 5000,
           "Sleeping children to spawn: the size of the process table that "
           "ListOrphans, pgrep and ps walk.");
-ABSL_FLAG(int, runs, 10000,
-          "Finished, unswept runs for the 'many runs' phase.");
+ABSL_FLAG(int, runs, 10000, "Finished, unswept runs for the 'many runs' phase.");
 ABSL_FLAG(int, few_runs, 10,
           "Finished, unswept runs for the 'few runs' phase (one of them owns "
           "the orphan group).");
@@ -66,8 +65,8 @@ constexpr int kPidMax = 32768;
 std::string g_argv0;
 
 std::unique_ptr<Stub> Connect(const std::string& socket) {
-  return v1::Reconciler::NewStub(grpc::CreateChannel(
-      "unix:" + socket, grpc::InsecureChannelCredentials()));
+  return v1::Reconciler::NewStub(
+      grpc::CreateChannel("unix:" + socket, grpc::InsecureChannelCredentials()));
 }
 
 void CheckOk(const grpc::Status& s, const std::string& what) {
@@ -78,8 +77,7 @@ void RegisterAndFinish(Stub* stub, const v1::RegisterRunRequest& req) {
   {
     grpc::ClientContext ctx;
     v1::Run resp;
-    CheckOk(stub->RegisterRun(&ctx, req, &resp),
-            absl::StrCat("RegisterRun ", req.run_id()));
+    CheckOk(stub->RegisterRun(&ctx, req, &resp), absl::StrCat("RegisterRun ", req.run_id()));
   }
   grpc::ClientContext ctx;
   v1::FinishRunRequest fin;
@@ -139,8 +137,7 @@ double TimeCommand(const std::vector<std::string>& argv, int reps) {
 
 // Median time of one ListOrphans call (all runs), in ms; *listed = the
 // orphans of the last answer.
-double TimeListOrphans(Stub* stub, int reps, int* listed,
-                       const std::string& run_id = "") {
+double TimeListOrphans(Stub* stub, int reps, int* listed, const std::string& run_id = "") {
   std::vector<double> ms;
   for (int r = 0; r <= reps; ++r) {
     grpc::ClientContext ctx;
@@ -210,9 +207,8 @@ int Main() {
       binary, absl::GetFlag(FLAGS_dir), {"--lineage=false"}, absl::Seconds(30));
   if (!daemon.ok()) Die(daemon.status().ToString());
   std::unique_ptr<Stub> stub = Connect((*daemon)->socket());
-  absl::StatusOr<std::unique_ptr<load::OwnDaemon>> lineage_daemon =
-      load::OwnDaemon::Start(binary, absl::GetFlag(FLAGS_dir),
-                             {"--lineage=true"}, absl::Seconds(30));
+  absl::StatusOr<std::unique_ptr<load::OwnDaemon>> lineage_daemon = load::OwnDaemon::Start(
+      binary, absl::GetFlag(FLAGS_dir), {"--lineage=true"}, absl::Seconds(30));
   if (!lineage_daemon.ok()) Die(lineage_daemon.status().ToString());
   std::unique_ptr<Stub> lineage_stub = Connect((*lineage_daemon)->socket());
 
@@ -305,10 +301,9 @@ int Main() {
   const double environ_ms = EnvironFloorMs(procfs, reps);
   int listed_walk = 0;
   int listed_lineage = 0;
-  const double run_walk_ms =
-      TimeListOrphans(stub.get(), reps, &listed_walk, "orphans-group");
-  const double run_lineage_ms = TimeListOrphans(
-      lineage_stub.get(), reps, &listed_lineage, "orphans-group");
+  const double run_walk_ms = TimeListOrphans(stub.get(), reps, &listed_walk, "orphans-group");
+  const double run_lineage_ms =
+      TimeListOrphans(lineage_stub.get(), reps, &listed_lineage, "orphans-group");
 
   ::kill(-leader, SIGKILL);
   ReapPid(leader);
@@ -319,27 +314,24 @@ int Main() {
   double load[3] = {0, 0, 0};
   getloadavg(load, 3);
   const int table = static_cast<int>(snap->processes.size());
-  std::printf("orphan listing, %d processes in the table, orphan group of %d\n",
-              table, group);
-  std::printf("  ListOrphans, %5d unswept runs   %9.2f ms  (%d listed)\n", few,
-              few_ms, listed_few);
-  std::printf("  ListOrphans, %5d unswept runs   %9.2f ms  (%d listed)\n", many,
-              many_ms, listed_many);
-  std::printf("  pgrep -g %-6s                  %9.2f ms  (%.2f ms after)\n",
-              pgid.c_str(), pgrep_ms, pgrep_after_ms);
+  std::printf("orphan listing, %d processes in the table, orphan group of %d\n", table, group);
+  std::printf("  ListOrphans, %5d unswept runs   %9.2f ms  (%d listed)\n", few, few_ms, listed_few);
+  std::printf("  ListOrphans, %5d unswept runs   %9.2f ms  (%d listed)\n", many, many_ms,
+              listed_many);
+  std::printf("  pgrep -g %-6s                  %9.2f ms  (%.2f ms after)\n", pgid.c_str(),
+              pgrep_ms, pgrep_after_ms);
   std::printf("  ps -e -o pid,ppid,pgid,sid,stat,comm %9.2f ms\n", ps_ms);
   std::printf("  walk floor (list, read each stat) %8.2f ms\n", floor_ms);
-  std::printf("  + one environ read per process    %8.2f ms (pgrep / both: %.2fx)\n",
-              environ_ms, pgrep_ms / (floor_ms + environ_ms));
+  std::printf("  + one environ read per process    %8.2f ms (pgrep / both: %.2fx)\n", environ_ms,
+              pgrep_ms / (floor_ms + environ_ms));
   std::printf("  pgrep / ListOrphans              %9.2fx\n", pgrep_ms / few_ms);
-  std::printf("  one run: walk %.2f ms (%d listed), lineage %.2f ms (%d listed): "
-              "%.1fx\n",
-              run_walk_ms, listed_walk, run_lineage_ms, listed_lineage,
-              run_walk_ms / run_lineage_ms);
-  std::printf("  %d runs / %d runs                %9.2fx\n", many, few,
-              many_ms / few_ms);
-  std::printf("  (registering %d more runs took %.1f s; load average %.2f)\n",
-              many - few, register_s, load[0]);
+  std::printf(
+      "  one run: walk %.2f ms (%d listed), lineage %.2f ms (%d listed): "
+      "%.1fx\n",
+      run_walk_ms, listed_walk, run_lineage_ms, listed_lineage, run_walk_ms / run_lineage_ms);
+  std::printf("  %d runs / %d runs                %9.2fx\n", many, few, many_ms / few_ms);
+  std::printf("  (registering %d more runs took %.1f s; load average %.2f)\n", many - few,
+              register_s, load[0]);
   tools::JsonLine json;
   json.Int("processes", table)
       .Int("orphans_runs_few", few)
@@ -365,8 +357,8 @@ int Main() {
   if (!line.ok()) Die(line.status().ToString());
   std::printf("%s\n", line->c_str());
   // The group's members are listed in both phases (kept: keep=true).
-  return listed_few >= group && listed_many >= group &&
-                 listed_walk >= group && listed_lineage >= group
+  return listed_few >= group && listed_many >= group && listed_walk >= group &&
+                 listed_lineage >= group
              ? 0
              : 1;
 }

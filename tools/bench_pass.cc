@@ -29,8 +29,8 @@ void RemoveDb(const std::string& db) {
 
 // BenchPass without the cleanup of bench.db (its store is open until the
 // end).
-PassBench Measure(const scanner::ProcFs& procfs, const std::vector<int>& pids,
-                  const PassPlan& plan, const std::string& dir) {
+PassBench Measure(const scanner::ProcFs& procfs, const std::vector<int>& pids, const PassPlan& plan,
+                  const std::string& dir) {
   PassBench r;
   r.records = plan.records;
   const std::string db = dir + "/bench.db";
@@ -64,8 +64,7 @@ PassBench Measure(const scanner::ProcFs& procfs, const std::vector<int>& pids,
     r.setup_s = (MonoNanos() - t0) / 1e9;
   }
 
-  absl::StatusOr<std::unique_ptr<store::RunStore>> store =
-      store::RunStore::Open(db);
+  absl::StatusOr<std::unique_ptr<store::RunStore>> store = store::RunStore::Open(db);
   if (!store.ok()) Die(store.status().ToString());
 
   auto time_passes = [&](server::Reconciler* reconciler) {
@@ -76,8 +75,8 @@ PassBench Measure(const scanner::ProcFs& procfs, const std::vector<int>& pids,
       const int64_t t1 = MonoNanos();
       if (!pass.ok()) Die(pass.status().ToString());
       if (pass->examined != plan.records || !pass->transitions.empty()) {
-        Die(absl::StrCat("pass examined ", pass->examined, " records, ",
-                         pass->transitions.size(), " transitions"));
+        Die(absl::StrCat("pass examined ", pass->examined, " records, ", pass->transitions.size(),
+                         " transitions"));
       }
       s.push_back((t1 - t0) / 1e9);
     }
@@ -102,8 +101,7 @@ PassBench Measure(const scanner::ProcFs& procfs, const std::vector<int>& pids,
         updates[j].liveness = v1::LIVENESS_ALIVE;
       }
       const int64_t t2 = MonoNanos();
-      absl::StatusOr<std::vector<store::AppliedUpdate>> applied =
-          (*store)->ApplyPass(updates);
+      absl::StatusOr<std::vector<store::AppliedUpdate>> applied = (*store)->ApplyPass(updates);
       const int64_t t3 = MonoNanos();
       if (!applied.ok()) Die(applied.status().ToString());
       list_s.push_back((t1 - t0) / 1e9);
@@ -163,8 +161,7 @@ PassBench Measure(const scanner::ProcFs& procfs, const std::vector<int>& pids,
         if (!stored.ok()) Die(stored.status().ToString());
       }
     }
-    absl::StatusOr<std::unique_ptr<store::RunStore>> s1 =
-        store::RunStore::Open(db1);
+    absl::StatusOr<std::unique_ptr<store::RunStore>> s1 = store::RunStore::Open(db1);
     if (!s1.ok()) Die(s1.status().ToString());
     server::Reconciler probing(s1->get(), &procfs, nullptr);
     std::vector<double> s;
@@ -173,11 +170,9 @@ PassBench Measure(const scanner::ProcFs& procfs, const std::vector<int>& pids,
       absl::StatusOr<server::PassResult> pass = probing.RunPass();
       const int64_t t1 = MonoNanos();
       if (!pass.ok()) Die(pass.status().ToString());
-      if (pass->examined != static_cast<int>(distinct) ||
-          !pass->transitions.empty()) {
-        Die(absl::StrCat("distinct pass examined ", pass->examined,
-                         " records, ", pass->transitions.size(),
-                         " transitions"));
+      if (pass->examined != static_cast<int>(distinct) || !pass->transitions.empty()) {
+        Die(absl::StrCat("distinct pass examined ", pass->examined, " records, ",
+                         pass->transitions.size(), " transitions"));
       }
       s.push_back((t1 - t0) / 1e9);
     }

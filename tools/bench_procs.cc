@@ -37,8 +37,7 @@ void ExiterMain(int64_t* slot) {
 }
 
 SharedSlots::SharedSlots(int n) : bytes_(sizeof(int64_t) * n) {
-  void* mem = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE,
-                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  void* mem = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) Die(absl::StrCat("mmap: ", strerror(errno)));
   slots_ = static_cast<int64_t*>(mem);  // anonymous memory is zeroed
 }
@@ -138,8 +137,7 @@ ExitHelper::~ExitHelper() {
 
 std::vector<int> ExitHelper::Spawn(int n) {
   std::vector<int> pids(n);
-  if (!base::WriteFull(cmd_, &n, sizeof(n)) ||
-      !ReadFull(reply_, pids.data(), sizeof(int) * n)) {
+  if (!base::WriteFull(cmd_, &n, sizeof(n)) || !ReadFull(reply_, pids.data(), sizeof(int) * n)) {
     Die("exit helper did not answer");
   }
   return pids;
@@ -147,8 +145,7 @@ std::vector<int> ExitHelper::Spawn(int n) {
 
 void ExitHelper::ReapAll() {
   int zero = 0;
-  if (!base::WriteFull(cmd_, &zero, sizeof(zero)) ||
-      !ReadFull(reply_, &zero, sizeof(zero))) {
+  if (!base::WriteFull(cmd_, &zero, sizeof(zero)) || !ReadFull(reply_, &zero, sizeof(zero))) {
     Die("exit helper did not reap");
   }
 }

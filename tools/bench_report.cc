@@ -28,11 +28,10 @@ struct Figure {
 
 // One table row: what, ours, the reference, their ratio ("" for none) and
 // whether the target is met ("ok", "MISSED", or "-" for no target).
-void Row(const std::string& label, Figure ours, Figure ref,
-         const std::string& ratio, const char* target) {
-  std::printf("%-44s %11.*f %-2s %11.*f %-2s %8s %8s\n", label.c_str(),
-              ours.decimals, ours.value, ours.unit, ref.decimals, ref.value,
-              ref.unit, ratio.c_str(), target);
+void Row(const std::string& label, Figure ours, Figure ref, const std::string& ratio,
+         const char* target) {
+  std::printf("%-44s %11.*f %-2s %11.*f %-2s %8s %8s\n", label.c_str(), ours.decimals, ours.value,
+              ours.unit, ref.decimals, ref.value, ref.unit, ratio.c_str(), target);
 }
 
 // Percentiles of every latency row, computed once for table and JSON.
@@ -76,45 +75,39 @@ void PrintTable(const BenchReport& b, const Tails& t, double load) {
       "runreaper benchmark: %d sleeping children (spawned in %.2f s), "
       "%d processes in /proc, %d exits, %d records%s; load average "
       "%.2f on %ld CPUs\n\n",
-      b.processes, b.spawn_s, walk.processes_seen, b.exits.exits,
-      b.passes.records, b.quick ? " (quick)" : "", load,
-      sysconf(_SC_NPROCESSORS_ONLN));
-  std::printf("%-44s %14s %14s %8s %8s\n", "measurement", "ours", "reference",
-              "ratio", "target");
+      b.processes, b.spawn_s, walk.processes_seen, b.exits.exits, b.passes.records,
+      b.quick ? " (quick)" : "", load, sysconf(_SC_NPROCESSORS_ONLN));
+  std::printf("%-44s %14s %14s %8s %8s\n", "measurement", "ours", "reference", "ratio", "target");
   const std::string none;
   Row("(1) full walk, per process (vs floor loop)", {walk.walk_us, 2, "us"},
       {walk.floor_us, 2, "us"}, Ratio(walk.ratio), Ok(walk.ratio <= 1.25));
   Row("(2) pidfd poll check (vs kill(pid,0))", {checks.pidfd_us, 3, "us"},
-      {checks.kill_us, 3, "us"}, Ratio(checks.pidfd_vs_kill),
-      Ok(checks.pidfd_vs_kill <= 2.0));
+      {checks.kill_us, 3, "us"}, Ratio(checks.pidfd_vs_kill), Ok(checks.pidfd_vs_kill <= 2.0));
   Row("(2) /proc/<pid>/stat read+parse (vs kill)", {checks.stat_us, 3, "us"},
       {checks.kill_us, 3, "us"}, Ratio(checks.stat_vs_kill), "-");
-  Row("(3) exit detection p50 (watcher vs poll)", {t.watch_p50, 3, "ms"},
-      {t.poll_p50, 1, "ms"}, none, "-");
-  Row("(3) exit detection p99 (watcher vs poll)", {t.watch_p99, 3, "ms"},
-      {t.poll_p99, 1, "ms"}, none, Ok(t.watch_p99 <= 10.0));
+  Row("(3) exit detection p50 (watcher vs poll)", {t.watch_p50, 3, "ms"}, {t.poll_p50, 1, "ms"},
+      none, "-");
+  Row("(3) exit detection p99 (watcher vs poll)", {t.watch_p99, 3, "ms"}, {t.poll_p99, 1, "ms"},
+      none, Ok(t.watch_p99 <= 10.0));
   Row("(3f) floor phase p50 (watcher vs floor)", {t.floor_watch_p50, 3, "ms"},
       {t.floor_p50, 3, "ms"}, none, "-");
   Row("(3f) floor phase p99 (watcher vs floor)", {t.floor_watch_p99, 3, "ms"},
       {t.floor_p99, 3, "ms"}, none, "-");
-  Row("(3f) watcher - floor per exit, p50 / p99", {t.diff_p50, 3, "ms"},
-      {t.diff_p99, 3, "ms"}, none, "-");
-  Row("(3h) small-parent exiters p50 (watch/floor)",
-      {t.helper_watch_p50, 3, "ms"}, {t.helper_floor_p50, 3, "ms"}, none, "-");
-  Row("(3h) small-parent exiters p99 (watch/floor)",
-      {t.helper_watch_p99, 3, "ms"}, {t.helper_floor_p99, 3, "ms"}, none, "-");
-  Row(absl::StrFormat("(4) reconcile pass, %d records (vs no pidfds)",
-                      b.passes.records),
+  Row("(3f) watcher - floor per exit, p50 / p99", {t.diff_p50, 3, "ms"}, {t.diff_p99, 3, "ms"},
+      none, "-");
+  Row("(3h) small-parent exiters p50 (watch/floor)", {t.helper_watch_p50, 3, "ms"},
+      {t.helper_floor_p50, 3, "ms"}, none, "-");
+  Row("(3h) small-parent exiters p99 (watch/floor)", {t.helper_watch_p99, 3, "ms"},
+      {t.helper_floor_p99, 3, "ms"}, none, "-");
+  Row(absl::StrFormat("(4) reconcile pass, %d records (vs no pidfds)", b.passes.records),
       {pass.pass_s, 3, "s"}, {pass.probe_pass_s, 3, "s"}, none,
       b.passes.records >= 100000 ? Ok(pass.pass_s < 2.0) : "-");
   Row("(4) of which store: list / apply (slim calls)", {pass.list_s, 3, "s"},
       {pass.batch_s, 3, "s"}, none, "-");
   Row("(4) general calls: ListRunning / ApplyBatch", {pass.list_full_s, 3, "s"},
       {pass.batch_full_s, 3, "s"}, none, "-");
-  Row(absl::StrFormat("(4) pass, 1 record per process (%d), probed",
-                      pass.distinct_records),
-      {pass.distinct_pass_s, 3, "s"}, {DistinctUsPerRecord(pass), 2, "us"},
-      none, "-");
+  Row(absl::StrFormat("(4) pass, 1 record per process (%d), probed", pass.distinct_records),
+      {pass.distinct_pass_s, 3, "s"}, {DistinctUsPerRecord(pass), 2, "us"}, none, "-");
 }
 
 void PrintNotes(const BenchReport& b, const Tails& t) {
@@ -133,10 +126,9 @@ void PrintNotes(const BenchReport& b, const Tails& t) {
       "median of %d "
       "pass(es), one transaction each, store synchronous=FULL; setup "
       "(registration) %.1f s.\n\n",
-      b.exits.exits, b.exits.span_s, b.exits.poll_interval_ms,
-      b.latency.poll_ticks, b.exits.exits, b.floor_own.parent_rss_kb,
-      b.floor_own.parent_pte_kb, b.exits.exits, b.floor_helper.parent_rss_kb,
-      b.floor_helper.parent_pte_kb, t.helper_diff_p99, b.pass.armed,
+      b.exits.exits, b.exits.span_s, b.exits.poll_interval_ms, b.latency.poll_ticks, b.exits.exits,
+      b.floor_own.parent_rss_kb, b.floor_own.parent_pte_kb, b.exits.exits,
+      b.floor_helper.parent_rss_kb, b.floor_helper.parent_pte_kb, t.helper_diff_p99, b.pass.armed,
       b.pass.records, b.passes.passes, b.pass.setup_s);
 }
 

@@ -12,16 +12,15 @@
 
 namespace runreaper::bench {
 
-void PopulateRuns(const std::string& db, const std::vector<int>& pids, int n,
-                  bool finish, bool keep) {
+void PopulateRuns(const std::string& db, const std::vector<int>& pids, int n, bool finish,
+                  bool keep) {
   store::StoreOptions o;
   o.synchronous = store::StoreOptions::Sync::kNormal;
   absl::StatusOr<std::unique_ptr<store::RunStore>> s = store::RunStore::Open(db, o);
   if (!s.ok()) Die(s.status().ToString());
   scanner::ProcFs procfs;
   for (int i = 0; i < n; ++i) {
-    absl::StatusOr<scanner::Identity> id =
-        procfs.CaptureIdentity(pids[i % pids.size()]);
+    absl::StatusOr<scanner::Identity> id = procfs.CaptureIdentity(pids[i % pids.size()]);
     if (!id.ok()) Die(id.status().ToString());
     v1::Run run;
     run.set_run_id(absl::StrCat("bench-", i));

@@ -13,8 +13,8 @@ namespace runreaper::bench {
 // setup, not a measurement; the daemon is not running yet, so registration
 // is not in any figure). `finish` makes each FINISHED right after; `keep`
 // marks them keep (never signalled). Dies on any failure.
-void PopulateRuns(const std::string& db, const std::vector<int>& pids, int n,
-                  bool finish, bool keep);
+void PopulateRuns(const std::string& db, const std::vector<int>& pids, int n, bool finish,
+                  bool keep);
 
 }  // namespace runreaper::bench
 

@@ -29,28 +29,53 @@ TEST(BenchTest, TinyRunPrintsEveryJsonKey) {
   const int status = pclose(p);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
 
-  std::vector<absl::string_view> lines =
-      absl::StrSplit(out, '\n', absl::SkipEmpty());
+  std::vector<absl::string_view> lines = absl::StrSplit(out, '\n', absl::SkipEmpty());
   ASSERT_FALSE(lines.empty());
   google::protobuf::Struct json;
-  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(
-                  std::string(lines.back()), &json)
-                  .ok())
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(std::string(lines.back()), &json).ok())
       << out;
   const auto& f = json.fields();
-  for (const char* key :
-       {"processes", "walk_floor_us", "walk_us", "walk_vs_floor", "kill_us",
-        "stat_us", "pidfd_us", "pidfd_vs_kill", "stat_vs_kill", "exits",
-        "watch_p50_ms", "watch_p99_ms", "poll_p50_ms", "poll_p99_ms",
-        "poll_interval_ms", "exit_floor_p50_ms", "exit_floor_p99_ms",
-        "floor_watch_p50_ms", "floor_watch_p99_ms",
-        "watch_minus_floor_p50_ms", "watch_minus_floor_p99_ms",
-        "helper_floor_p50_ms", "helper_floor_p99_ms", "helper_watch_p50_ms",
-        "helper_watch_p99_ms", "helper_watch_minus_floor_p99_ms",
-        "parent_pte_kb", "helper_pte_kb", "pass_records", "pass_armed",
-        "pass_100k_s", "pass_probe_only_s", "pass_list_s", "pass_batch_s",
-        "pass_list_full_s", "pass_batch_full_s", "distinct_records",
-        "distinct_pass_s", "distinct_us_per_record", "loadavg", "quick"}) {
+  for (const char* key : {"processes",
+                          "walk_floor_us",
+                          "walk_us",
+                          "walk_vs_floor",
+                          "kill_us",
+                          "stat_us",
+                          "pidfd_us",
+                          "pidfd_vs_kill",
+                          "stat_vs_kill",
+                          "exits",
+                          "watch_p50_ms",
+                          "watch_p99_ms",
+                          "poll_p50_ms",
+                          "poll_p99_ms",
+                          "poll_interval_ms",
+                          "exit_floor_p50_ms",
+                          "exit_floor_p99_ms",
+                          "floor_watch_p50_ms",
+                          "floor_watch_p99_ms",
+                          "watch_minus_floor_p50_ms",
+                          "watch_minus_floor_p99_ms",
+                          "helper_floor_p50_ms",
+                          "helper_floor_p99_ms",
+                          "helper_watch_p50_ms",
+                          "helper_watch_p99_ms",
+                          "helper_watch_minus_floor_p99_ms",
+                          "parent_pte_kb",
+                          "helper_pte_kb",
+                          "pass_records",
+                          "pass_armed",
+                          "pass_100k_s",
+                          "pass_probe_only_s",
+                          "pass_list_s",
+                          "pass_batch_s",
+                          "pass_list_full_s",
+                          "pass_batch_full_s",
+                          "distinct_records",
+                          "distinct_pass_s",
+                          "distinct_us_per_record",
+                          "loadavg",
+                          "quick"}) {
     EXPECT_TRUE(f.contains(key)) << key;
   }
   EXPECT_EQ(f.size(), 41u) << lines.back();

@@ -73,8 +73,7 @@ void ReapPid(pid_t pid) {
 
 long ParseStatusKb(absl::string_view status_text, absl::string_view field) {
   for (absl::string_view line : absl::StrSplit(status_text, '\n')) {
-    if (!absl::ConsumePrefix(&line, field) ||
-        !absl::ConsumePrefix(&line, ":")) {
+    if (!absl::ConsumePrefix(&line, field) || !absl::ConsumePrefix(&line, ":")) {
       continue;
     }
     line = absl::StripAsciiWhitespace(line);

@@ -30,9 +30,7 @@ TEST(BenchUtilTest, ParseStatusKb) {
   EXPECT_EQ(ParseStatusKb("VmRSS:\tlots kB\n", "VmRSS"), -1);
 }
 
-TEST(BenchUtilTest, StatusKbOfThisProcess) {
-  EXPECT_GT(StatusKb(::getpid(), "VmRSS"), 0);
-}
+TEST(BenchUtilTest, StatusKbOfThisProcess) { EXPECT_GT(StatusKb(::getpid(), "VmRSS"), 0); }
 
 }  // namespace
 }  // namespace runreaper::bench

@@ -51,12 +51,11 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
       has_value = true;
     }
     if (bool_flags.count(name)) {
-      if (has_value && value != "true" && value != "false" && value != "1" &&
-          value != "0" && value != "yes" && value != "no") {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--", EscapeForLog(name),
-                         " takes no value (or true/false), got \"",
-                         EscapeForLog(value), "\""));
+      if (has_value && value != "true" && value != "false" && value != "1" && value != "0" &&
+          value != "yes" && value != "no") {
+        return absl::InvalidArgumentError(absl::StrCat("--", EscapeForLog(name),
+                                                       " takes no value (or true/false), got \"",
+                                                       EscapeForLog(value), "\""));
       }
       out.flags[name].push_back(has_value ? value : "");
       continue;
@@ -75,8 +74,7 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
   return out;
 }
 
-absl::StatusOr<absl::Duration> ParseDurationFlag(const std::string& name,
-                                                 const std::string& text) {
+absl::StatusOr<absl::Duration> ParseDurationFlag(const std::string& name, const std::string& text) {
   absl::Duration d;
   int64_t secs;
   if (absl::SimpleAtoi(text, &secs) && secs >= 0) return absl::Seconds(secs);
@@ -85,16 +83,14 @@ absl::StatusOr<absl::Duration> ParseDurationFlag(const std::string& name,
       absl::StrCat("--", name, "=", text, ": not a duration (like 30s, 5m, 1h)"));
 }
 
-absl::StatusOr<std::map<std::string, std::string>> ParseLabels(
-    const ParsedArgs& args) {
+absl::StatusOr<std::map<std::string, std::string>> ParseLabels(const ParsedArgs& args) {
   std::map<std::string, std::string> labels;
   auto it = args.flags.find("label");
   if (it == args.flags.end()) return labels;
   for (const std::string& kv : it->second) {
     const size_t eq = kv.find('=');
     if (eq == std::string::npos || eq == 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--label=", kv, ": expected key=value"));
+      return absl::InvalidArgumentError(absl::StrCat("--label=", kv, ": expected key=value"));
     }
     labels[kv.substr(0, eq)] = kv.substr(eq + 1);
   }

@@ -37,8 +37,7 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
 
 // A flag value as a duration: whole seconds ("30") or Abseil's form ("30s",
 // "5m", "1h"), never negative. INVALID_ARGUMENT names --<name>=<text>.
-absl::StatusOr<absl::Duration> ParseDurationFlag(const std::string& name,
-                                                 const std::string& text);
+absl::StatusOr<absl::Duration> ParseDurationFlag(const std::string& name, const std::string& text);
 
 // Every --label=key=value of `args` (a later key wins). INVALID_ARGUMENT for
 // a value without '=' or with an empty key.

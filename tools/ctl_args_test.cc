@@ -10,11 +10,10 @@ const std::set<std::string> kValues = {"pid", "label", "socket"};
 const std::set<std::string> kBools = {"json", "keep", "help"};
 
 TEST(ParseArgsTest, FlagsAnywhereRepeatableAndBothValueForms) {
-  ASSERT_OK_AND_ASSIGN(
-      ParsedArgs a,
-      ParseArgs({"--json", "register", "r1", "--pid", "42", "--label=a=b",
-                 "--label=c=d", "--keep", "--socket=/x"},
-                kValues, kBools));
+  ASSERT_OK_AND_ASSIGN(ParsedArgs a,
+                       ParseArgs({"--json", "register", "r1", "--pid", "42", "--label=a=b",
+                                  "--label=c=d", "--keep", "--socket=/x"},
+                                 kValues, kBools));
   EXPECT_EQ(a.positional, (std::vector<std::string>{"register", "r1"}));
   EXPECT_EQ(a.Get("pid"), "42");
   EXPECT_EQ(a.flags["label"], (std::vector<std::string>{"a=b", "c=d"}));

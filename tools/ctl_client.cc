@@ -30,11 +30,9 @@ class TokenInterceptor : public grpc::experimental::Interceptor {
   std::string value_;
 };
 
-class TokenInterceptorFactory
-    : public grpc::experimental::ClientInterceptorFactoryInterface {
+class TokenInterceptorFactory : public grpc::experimental::ClientInterceptorFactoryInterface {
  public:
-  explicit TokenInterceptorFactory(std::string token)
-      : value_("Bearer " + std::move(token)) {}
+  explicit TokenInterceptorFactory(std::string token) : value_("Bearer " + std::move(token)) {}
   grpc::experimental::Interceptor* CreateClientInterceptor(
       grpc::experimental::ClientRpcInfo*) override {
     return new TokenInterceptor(value_);
@@ -51,14 +49,13 @@ Client::Client(const ParsedArgs& args, absl::Duration rpc_timeout)
   if (args.Has("target")) {
     target_ = args.Get("target");
   } else {
-    target_ = "unix:" + (args.Has("socket") ? args.Get("socket")
-                                            : std::string("./var/runreaper.sock"));
+    target_ =
+        "unix:" + (args.Has("socket") ? args.Get("socket") : std::string("./var/runreaper.sock"));
   }
 }
 
 void Client::Connect() {
-  std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>>
-      interceptors;
+  std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> interceptors;
   if (!token_.empty()) {
     interceptors.push_back(std::make_unique<TokenInterceptorFactory>(token_));
   }
@@ -85,8 +82,7 @@ absl::Status Client::LoadToken(const std::string& path) {
 std::unique_ptr<grpc::ClientContext> Client::Context(bool unbounded) {
   auto ctx = std::make_unique<grpc::ClientContext>();
   if (!unbounded) {
-    ctx->set_deadline(std::chrono::system_clock::now() +
-                      absl::ToChronoMilliseconds(rpc_timeout_));
+    ctx->set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(rpc_timeout_));
   }
   return ctx;
 }

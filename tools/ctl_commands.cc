@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -39,8 +39,8 @@ absl::StatusOr<v1::RunState> ParseState(const std::string& text) {
   if (!absl::StartsWith(up, "RUN_STATE_")) up = "RUN_STATE_" + up;
   v1::RunState state;
   if (!v1::RunState_Parse(up, &state)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--state=", text, ": expected running, finished, stale or cancelled"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--state=", text, ": expected running, finished, stale or cancelled"));
   }
   return state;
 }
@@ -64,9 +64,7 @@ int CmdHealth(Client& c) {
   v1::DaemonStatus daemon;
   auto status_ctx = c.Context();
   const bool have_status =
-      c.stub()
-          ->GetDaemonStatus(status_ctx.get(), v1::GetDaemonStatusRequest(), &daemon)
-          .ok();
+      c.stub()->GetDaemonStatus(status_ctx.get(), v1::GetDaemonStatusRequest(), &daemon).ok();
   if (c.json()) {
     printf("{\"status\":\"%s\"%s}\n", name.c_str(),
            have_status ? absl::StrCat(",\"daemon\":", ToJson(daemon)).c_str() : "");
@@ -85,8 +83,8 @@ std::optional<uint64_t> ProcNumbersOurNamespace(const scanner::ProcFs& procfs) {
   absl::StatusOr<uint64_t> own = procfs.SelfPidNs();
   absl::StatusOr<uint64_t> here = procfs.ReadPidNs(self);
   absl::StatusOr<scanner::ProcStatus> mine = procfs.ReadStatus(self);
-  if (own.ok() && here.ok() && *own == *here && mine.ok() &&
-      mine->nspid.size() == 1 && mine->nspid[0] == self) {
+  if (own.ok() && here.ok() && *own == *here && mine.ok() && mine->nspid.size() == 1 &&
+      mine->nspid[0] == self) {
     return *own;
   }
   return std::nullopt;
@@ -98,8 +96,7 @@ std::optional<uint64_t> ProcNumbersOurNamespace(const scanner::ProcFs& procfs) {
 // process (translating it when we are in a container) and its refusal names
 // the owner; runreaperd checks all of it. NOT_FOUND or another read error
 // when the stat cannot be read either.
-absl::StatusOr<scanner::Identity> ReadableIdentity(const scanner::ProcFs& procfs,
-                                                   int pid) {
+absl::StatusOr<scanner::Identity> ReadableIdentity(const scanner::ProcFs& procfs, int pid) {
   absl::StatusOr<scanner::ProcStat> stat = procfs.ReadStat(pid);
   if (!stat.ok()) return stat.status();
   absl::StatusOr<scanner::ProcStatus> status = procfs.ReadStatus(pid);
@@ -138,8 +135,7 @@ int CmdRegister(Client& c, const ParsedArgs& a) {
   // and decides whether this caller may register it (docs/SECURITY.md); the
   // pid alone when not even its stat is readable.
   if (!id.ok()) {
-    if (absl::StatusOr<scanner::Identity> readable = ReadableIdentity(procfs, pid);
-        readable.ok()) {
+    if (absl::StatusOr<scanner::Identity> readable = ReadableIdentity(procfs, pid); readable.ok()) {
       id = *std::move(readable);
     }
   }
@@ -218,8 +214,8 @@ int CmdWait(Client& c, const ParsedArgs& a) {
   if (a.Has("timeout")) {
     absl::StatusOr<absl::Duration> d = ParseDurationFlag("timeout", a.Get("timeout"));
     if (!d.ok()) return Usage(std::string(d.status().message()));
-    *req.mutable_timeout() = google::protobuf::util::TimeUtil::NanosecondsToDuration(
-        absl::ToInt64Nanoseconds(*d));
+    *req.mutable_timeout() =
+        google::protobuf::util::TimeUtil::NanosecondsToDuration(absl::ToInt64Nanoseconds(*d));
     ctx = c.Context(/*unbounded=*/true);
     ctx->set_deadline(std::chrono::system_clock::now() +
                       absl::ToChronoMilliseconds(*d + absl::Seconds(30)));
@@ -234,8 +230,8 @@ int CmdWait(Client& c, const ParsedArgs& a) {
   } else {
     PrintRun(resp.run());
     if (resp.exited_without_result()) printf("result:        exited without result\n");
-    if (resp.timed_out()) printf("result:        timed out (still %s)\n",
-                                 ShortStateName(resp.run().state()).c_str());
+    if (resp.timed_out())
+      printf("result:        timed out (still %s)\n", ShortStateName(resp.run().state()).c_str());
   }
   return resp.timed_out() ? kExitError : kExitOk;
 }
@@ -251,14 +247,12 @@ int CmdReconcile(Client& c, const ParsedArgs& a) {
     printf("%s\n", ToJson(resp).c_str());
     return kExitOk;
   }
-  printf("examined %d running; %d transitions%s\n", resp.examined(),
-         resp.transitions_size(), req.dry_run() ? " (dry run: nothing written)" : "");
+  printf("examined %d running; %d transitions%s\n", resp.examined(), resp.transitions_size(),
+         req.dry_run() ? " (dry run: nothing written)" : "");
   for (const v1::Transition& t : resp.transitions()) {
     printf("  %s %s -> %s (%s, liveness %s)\n", EscapeForLog(t.run_id()).c_str(),
-           ShortStateName(t.from_state()).c_str(),
-           ShortStateName(t.to_state()).c_str(),
-           ShortReasonName(t.stale_reason()).c_str(),
-           Liveness(t.liveness()).c_str());
+           ShortStateName(t.from_state()).c_str(), ShortStateName(t.to_state()).c_str(),
+           ShortReasonName(t.stale_reason()).c_str(), Liveness(t.liveness()).c_str());
   }
   return kExitOk;
 }
@@ -273,8 +267,7 @@ int CmdEvents(Client& c, const ParsedArgs& a) {
     v1::WatchEventsRequest req;
     req.set_after_event_id(since);
     auto ctx = c.Context(/*unbounded=*/true);
-    std::unique_ptr<grpc::ClientReader<v1::Event>> reader =
-        c.stub()->WatchEvents(ctx.get(), req);
+    std::unique_ptr<grpc::ClientReader<v1::Event>> reader = c.stub()->WatchEvents(ctx.get(), req);
     v1::Event e;
     while (reader->Read(&e)) {
       if (c.json()) {
@@ -337,8 +330,7 @@ int CmdSweep(Client& c, const ParsedArgs& a) {
     printf("%s\n", ToJson(resp).c_str());
     return kExitOk;
   }
-  printf("%s %d targets\n", req.dry_run() ? "would signal" : "swept",
-         resp.targets_size());
+  printf("%s %d targets\n", req.dry_run() ? "would signal" : "swept", resp.targets_size());
   PrintOrphans(resp.targets());
   for (const v1::Event& e : resp.signals()) PrintEventLine(e);
   if (resp.survivors_size() > 0) {

@@ -20,16 +20,15 @@ namespace runreaper::tools {
 namespace v1 = ::runreaper::v1;
 
 int Usage(const std::string& message) {
-  fprintf(stderr, "runreaperctl: %s\n(runreaperctl --help for usage)\n",
-          message.c_str());
+  fprintf(stderr, "runreaperctl: %s\n(runreaperctl --help for usage)\n", message.c_str());
   return kExitUsage;
 }
 
 int ExitFor(const grpc::Status& s, const std::string& what) {
   if (s.ok()) return kExitOk;
   fprintf(stderr, "runreaperctl: %s: %s: %s\n", EscapeForLog(what).c_str(),
-          absl::AsciiStrToUpper(std::string(
-              absl::StatusCodeToString(static_cast<absl::StatusCode>(s.error_code()))))
+          absl::AsciiStrToUpper(
+              std::string(absl::StatusCodeToString(static_cast<absl::StatusCode>(s.error_code()))))
               .c_str(),
           EscapeForLog(s.error_message()).c_str());
   return s.error_code() == grpc::StatusCode::NOT_FOUND ? kExitNotFound : kExitError;
@@ -62,8 +61,7 @@ void PrintRun(const v1::Run& r) {
   }
   printf("\n");
   printf("liveness:      %s\n", Liveness(r.liveness()).c_str());
-  printf("exit_code:     %s\n",
-         r.has_exit_code() ? absl::StrCat(r.exit_code()).c_str() : "-");
+  printf("exit_code:     %s\n", r.has_exit_code() ? absl::StrCat(r.exit_code()).c_str() : "-");
   printf("pid:           %d\n", r.pid());
   printf("pgid:          %d\n", r.pgid());
   printf("sid:           %d\n", r.sid());
@@ -83,11 +81,13 @@ void PrintRun(const v1::Run& r) {
   printf("registered_by: uid %u\n", r.registered_uid());
   // Registered by root with identity fields that matched no live process
   // here (a late registration, another PID namespace, or differing fields).
-  printf("identity:      %s\n", r.identity_unverified() ? "unverified (stored as sent)" : "verified");
+  printf("identity:      %s\n",
+         r.identity_unverified() ? "unverified (stored as sent)" : "verified");
   std::vector<std::string> labels;
   for (const auto& [k, v] : r.labels()) labels.push_back(absl::StrCat(k, "=", v));
   std::sort(labels.begin(), labels.end());
-  printf("labels:        %s\n", labels.empty() ? "-" : EscapeForLog(absl::StrJoin(labels, ",")).c_str());
+  printf("labels:        %s\n",
+         labels.empty() ? "-" : EscapeForLog(absl::StrJoin(labels, ",")).c_str());
   printf("registered_at: %s\n", Time(r.registered_at()).c_str());
   printf("last_seen:     %s\n", Time(r.last_seen_alive_at()).c_str());
   printf("ended_at:      %s\n", Time(r.ended_at()).c_str());
@@ -109,20 +109,16 @@ std::string Age(const google::protobuf::Timestamp& t) {
 // One line per run: what a human needs to tell a healthy run from a stuck or
 // dead one (state, what the last pass saw, why it is stale, how old it is).
 void PrintRunTable(const std::vector<v1::Run>& runs) {
-  printf("%-24s %-10s %-11s %-9s %8s %8s %-16s %5s %7s %-10s %s\n", "RUN_ID", "STATE",
-         "LIVENESS", "REASON", "PID", "PGID", "COMM", "EXIT", "REG_UID", "IDENTITY", "AGE");
+  printf("%-24s %-10s %-11s %-9s %8s %8s %-16s %5s %7s %-10s %s\n", "RUN_ID", "STATE", "LIVENESS",
+         "REASON", "PID", "PGID", "COMM", "EXIT", "REG_UID", "IDENTITY", "AGE");
   for (const v1::Run& r : runs) {
     printf("%-24s %-10s %-11s %-9s %8d %8d %-16s %5s %7u %-10s %s\n",
-           EscapeForLog(r.run_id()).c_str(),
-           ShortStateName(r.state()).c_str(),
+           EscapeForLog(r.run_id()).c_str(), ShortStateName(r.state()).c_str(),
            r.liveness() == v1::LIVENESS_UNSPECIFIED ? "-" : Liveness(r.liveness()).c_str(),
-           r.state() == v1::RUN_STATE_STALE
-               ? ShortReasonName(r.stale_reason()).c_str()
-               : "-",
+           r.state() == v1::RUN_STATE_STALE ? ShortReasonName(r.stale_reason()).c_str() : "-",
            r.pid(), r.pgid(), EscapeForLog(r.comm()).c_str(),
-           r.has_exit_code() ? absl::StrCat(r.exit_code()).c_str() : "-",
-           r.registered_uid(), r.identity_unverified() ? "unverified" : "verified",
-           Age(r.registered_at()).c_str());
+           r.has_exit_code() ? absl::StrCat(r.exit_code()).c_str() : "-", r.registered_uid(),
+           r.identity_unverified() ? "unverified" : "verified", Age(r.registered_at()).c_str());
   }
 }
 
@@ -137,8 +133,7 @@ std::string MatchName(v1::MatchSource s) {
 }
 
 void PrintOrphans(const google::protobuf::RepeatedPtrField<v1::Orphan>& orphans) {
-  printf("%-24s %8s %8s %-16s %-8s %s\n", "RUN_ID", "PID", "PPID", "COMM", "SOURCE",
-         "FLAGS");
+  printf("%-24s %8s %8s %-16s %-8s %s\n", "RUN_ID", "PID", "PPID", "COMM", "SOURCE", "FLAGS");
   for (const v1::Orphan& o : orphans) {
     std::vector<std::string> flags;
     if (o.zombie()) flags.push_back(absl::StrCat("zombie(reaper ", o.reaper_pid(), ")"));
@@ -148,14 +143,13 @@ void PrintOrphans(const google::protobuf::RepeatedPtrField<v1::Orphan>& orphans)
       flags.push_back(absl::StrCat("via ", absl::StrJoin(o.ancestors(), "<")));
     }
     if (o.lineage_gap()) flags.push_back("lineage-gap");
-    printf("%-24s %8d %8d %-16s %-8s %s\n", EscapeForLog(o.run_id()).c_str(), o.pid(),
-           o.ppid(), EscapeForLog(o.comm()).c_str(), MatchName(o.source()).c_str(),
+    printf("%-24s %8d %8d %-16s %-8s %s\n", EscapeForLog(o.run_id()).c_str(), o.pid(), o.ppid(),
+           EscapeForLog(o.comm()).c_str(), MatchName(o.source()).c_str(),
            flags.empty() ? "-" : absl::StrJoin(flags, ",").c_str());
   }
 }
 
-int PrintRunResult(bool json, const grpc::Status& s, const v1::Run& run,
-                   const std::string& what) {
+int PrintRunResult(bool json, const grpc::Status& s, const v1::Run& run, const std::string& what) {
   if (!s.ok()) return ExitFor(s, what);
   if (json) {
     printf("%s\n", ToJson(run).c_str());
@@ -170,8 +164,8 @@ std::string DescribeLineage(const v1::LineageStatus& lineage) {
     return EscapeForLog(absl::StrCat("lineage: off (", lineage.off_reason(), ")"));
   }
   return absl::StrCat("lineage: on (", lineage.runs_followed(), " runs followed, ",
-                      lineage.runs_with_gap(), " with a gap, ",
-                      lineage.descendants_stored(), " descendants stored)");
+                      lineage.runs_with_gap(), " with a gap, ", lineage.descendants_stored(),
+                      " descendants stored)");
 }
 
 }  // namespace runreaper::tools

@@ -57,8 +57,7 @@ void PrintRunTable(const std::vector<::runreaper::v1::Run>& runs);
 // `events --follow` shows each event at once.
 void PrintEventLine(const ::runreaper::v1::Event& e);
 // One line per orphan under a header, with its flags.
-void PrintOrphans(
-    const google::protobuf::RepeatedPtrField<::runreaper::v1::Orphan>& orphans);
+void PrintOrphans(const google::protobuf::RepeatedPtrField<::runreaper::v1::Orphan>& orphans);
 
 // The reply of a call that answers a Run: the run (JSON when `json`), or the
 // error as ExitFor prints it.

@@ -29,11 +29,11 @@
 #include "base/log.h"
 #include "base/syscalls.h"
 #include "grpcpp/grpcpp.h"
+#include "scanner/identity_proto.h"
 #include "scanner/membership.h"
 #include "scanner/procfs.h"
 #include "scanner/safe_signal.h"
 #include "scanner/signal_ladder.h"
-#include "scanner/identity_proto.h"
 
 extern char** environ;
 
@@ -55,14 +55,11 @@ void OnSignal(int sig) {
 
 // A fresh cgroup directory for the run. On success sets *dir (on disk) and
 // *path (as /proc/<pid>/cgroup will show it); otherwise returns why not.
-std::string MakeRunCgroup(const std::string& proc_root,
-                          const std::string& run_id, std::string* dir,
+std::string MakeRunCgroup(const std::string& proc_root, const std::string& run_id, std::string* dir,
                           std::string* path) {
-  absl::StatusOr<std::string> mountinfo =
-      scanner::ProcFs(proc_root).ReadSelfMountInfo();
+  absl::StatusOr<std::string> mountinfo = scanner::ProcFs(proc_root).ReadSelfMountInfo();
   if (!mountinfo.ok()) return "cannot read " + proc_root + "/self/mountinfo";
-  std::optional<scanner::Cgroup2Mount> mount =
-      scanner::FindCgroup2Mount(*mountinfo);
+  std::optional<scanner::Cgroup2Mount> mount = scanner::FindCgroup2Mount(*mountinfo);
   if (!mount.has_value()) return "no cgroup2 mount";
   const std::string parent = mount->mount_point + "/runreaper";
   if (::mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST) {
@@ -76,8 +73,7 @@ std::string MakeRunCgroup(const std::string& proc_root,
     return absl::StrCat("mkdir ", d, ": ", strerror(errno));
   }
   *dir = d;
-  *path = absl::StrCat(mount->root == "/" ? "" : mount->root, "/runreaper/",
-                       name);
+  *path = absl::StrCat(mount->root == "/" ? "" : mount->root, "/runreaper/", name);
   return "";
 }
 
@@ -90,16 +86,12 @@ std::string Basename(const std::string& s) {
 // per stage, and cgroup.kill with SIGKILL when CMD has a dedicated cgroup.
 class ExecLadder : public scanner::LadderHooks {
  public:
-  ExecLadder(const scanner::ProcFs* procfs, scanner::RunSpec spec,
-             std::string cgroup_dir)
-      : procfs_(procfs),
-        spec_(std::move(spec)),
-        cgroup_dir_(std::move(cgroup_dir)) {}
+  ExecLadder(const scanner::ProcFs* procfs, scanner::RunSpec spec, std::string cgroup_dir)
+      : procfs_(procfs), spec_(std::move(spec)), cgroup_dir_(std::move(cgroup_dir)) {}
 
   // A failed walk lists nothing: the ladder then ends.
   absl::StatusOr<std::vector<scanner::Member>> List() override {
-    absl::StatusOr<scanner::Membership> m =
-        scanner::ListMembers(*procfs_, {spec_}, nullptr);
+    absl::StatusOr<scanner::Membership> m = scanner::ListMembers(*procfs_, {spec_}, nullptr);
     if (!m.ok()) return std::vector<scanner::Member>{};
     return scanner::Targets(*m);
   }
@@ -121,9 +113,8 @@ class ExecLadder : public scanner::LadderHooks {
         LogWarning("exec: cgroup.kill not written: ", out.status.ToString());
       }
     }
-    LogInfo(LogFields().Run(spec_.run_id), "exec: ",
-            strsignal(scanner::StageSignal(stage)), " sent to ", sent_,
-            " process(es)");
+    LogInfo(LogFields().Run(spec_.run_id), "exec: ", strsignal(scanner::StageSignal(stage)),
+            " sent to ", sent_, " process(es)");
     sent_ = 0;
   }
 
@@ -202,13 +193,11 @@ struct Child {
 // Forks CMD's process: a new session (so CMD leads its own group and
 // session), RUNREAPER_RUN_ID=<run id> in its environment, joined to `procs`
 // (the run's fresh cgroup.procs; "" = none) when it can be.
-absl::StatusOr<Child> Spawn(const ExecOptions& options,
-                            const std::string& procs,
+absl::StatusOr<Child> Spawn(const ExecOptions& options, const std::string& procs,
                             const SignalPipe& signals) {
   // Everything the child needs is prepared before fork: after it, only
   // async-signal-safe calls.
-  const std::string cookie =
-      absl::StrCat(scanner::kRunIdEnv, "=", options.run_id);
+  const std::string cookie = absl::StrCat(scanner::kRunIdEnv, "=", options.run_id);
   std::vector<const char*> envp;
   for (char** e = environ; *e != nullptr; ++e) {
     if (absl::StartsWith(*e, absl::StrCat(scanner::kRunIdEnv, "="))) continue;
@@ -219,8 +208,8 @@ absl::StatusOr<Child> Spawn(const ExecOptions& options,
   std::vector<const char*> argv;
   for (const std::string& a : options.argv) argv.push_back(a.c_str());
   argv.push_back(nullptr);
-  const std::string cg_fail = absl::StrCat(
-      "runreaperctl exec: cannot join ", procs, "; continuing without a cgroup\n");
+  const std::string cg_fail =
+      absl::StrCat("runreaperctl exec: cannot join ", procs, "; continuing without a cgroup\n");
 
   int status_pipe[2], go_pipe[2];
   if (::pipe2(status_pipe, O_CLOEXEC) != 0) {
@@ -281,24 +270,23 @@ absl::StatusOr<Child> Spawn(const ExecOptions& options,
 // and the cgroup only when the child is in the run's fresh one
 // (`cgroup_path`, as /proc shows it). Returns the identity as registered.
 // Errors carry the line to log.
-absl::StatusOr<scanner::Identity> Register(
-    v1::Reconciler::StubInterface& stub, const ExecOptions& options,
-    const scanner::ProcFs& procfs, Child& child,
-    const std::string& cgroup_path) {
+absl::StatusOr<scanner::Identity> Register(v1::Reconciler::StubInterface& stub,
+                                           const ExecOptions& options,
+                                           const scanner::ProcFs& procfs, Child& child,
+                                           const std::string& cgroup_path) {
   char state = 0;
   if (base::ReadFull(child.status_r.get(), &state, 1) != 1) {
     return absl::UnavailableError("the child failed before exec");
   }
   absl::StatusOr<scanner::Identity> id = procfs.CaptureIdentity(child.pid);
   if (!id.ok()) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot read the child's identity: ", id.status().ToString()));
+    return absl::UnavailableError(
+        absl::StrCat("cannot read the child's identity: ", id.status().ToString()));
   }
   // Only the fresh directory is the run's own; the cgroup the child merely
   // inherited is shared with others and must never be recorded. From here
   // on id->cgroup is the run's own cgroup ("" = none).
-  const bool in_cgroup = state == 'C' && !cgroup_path.empty() &&
-                         id->cgroup == cgroup_path;
+  const bool in_cgroup = state == 'C' && !cgroup_path.empty() && id->cgroup == cgroup_path;
   if (!in_cgroup) id->cgroup.clear();
   // The command's name, not the pre-exec child's inherited comm.
   id->comm = Basename(options.argv[0]).substr(0, 15);
@@ -311,9 +299,9 @@ absl::StatusOr<scanner::Identity> Register(
   v1::Run run;
   grpc::Status s = stub.RegisterRun(&ctx, req, &run);
   if (!s.ok()) {
-    return absl::UnavailableError(absl::StrCat(
-        "RegisterRun ", options.run_id, ": ", s.error_message(), " (code ",
-        static_cast<int>(s.error_code()), ")"));
+    return absl::UnavailableError(absl::StrCat("RegisterRun ", options.run_id, ": ",
+                                               s.error_message(), " (code ",
+                                               static_cast<int>(s.error_code()), ")"));
   }
   return id;
 }
@@ -331,8 +319,7 @@ bool Start(Child& child, const ExecOptions& options) {
       static_cast<ssize_t>(sizeof(exec_errno))) {
     return true;  // EOF: the exec closed the pipe (O_CLOEXEC)
   }
-  LogError("exec: cannot execute ", options.argv[0], ": ",
-           strerror(exec_errno));
+  LogError("exec: cannot execute ", options.argv[0], ": ", strerror(exec_errno));
   return false;
 }
 
@@ -344,9 +331,8 @@ void Forward(const scanner::ProcFs& procfs, const scanner::RunSpec& spec,
   ladder.sigint_grace = options.sigint_grace;
   ladder.sigterm_grace = options.sigterm_grace;
   absl::StatusOr<std::vector<scanner::Member>> first = hooks.List();
-  absl::StatusOr<scanner::LadderResult> result =
-      scanner::RunLadder(procfs, first.ok() ? *first : std::vector<scanner::Member>{},
-                         ladder, hooks);
+  absl::StatusOr<scanner::LadderResult> result = scanner::RunLadder(
+      procfs, first.ok() ? *first : std::vector<scanner::Member>{}, ladder, hooks);
   if (!result.ok()) {
     LogError("exec: ladder: ", result.status().ToString());
   } else if (!result->survivors.empty()) {
@@ -356,8 +342,7 @@ void Forward(const scanner::ProcFs& procfs, const scanner::RunSpec& spec,
 
 // Waits for CMD to exit and returns its wait status. The first SIGINT or
 // SIGTERM to this process runs `forward` once, then CMD is reaped.
-int Wait(pid_t pid, const SignalPipe& signals,
-         const std::function<void()>& forward) {
+int Wait(pid_t pid, const SignalPipe& signals, const std::function<void()>& forward) {
   Fd pidfd(base::PidfdOpen(pid, 0));
   while (true) {
     struct pollfd fds[2] = {{pidfd.valid() ? pidfd.get() : -1, POLLIN, 0},
@@ -384,8 +369,8 @@ int Wait(pid_t pid, const SignalPipe& signals,
 }
 
 // Publishes the exit code with FinishRun and returns it.
-int Finish(v1::Reconciler::StubInterface& stub, const ExecOptions& options,
-           bool exec_failed, int wstatus) {
+int Finish(v1::Reconciler::StubInterface& stub, const ExecOptions& options, bool exec_failed,
+           int wstatus) {
   int code = 1;
   if (exec_failed) {
     code = 127;
@@ -402,8 +387,7 @@ int Finish(v1::Reconciler::StubInterface& stub, const ExecOptions& options,
   v1::Run run;
   grpc::Status s = stub.FinishRun(&ctx, fin, &run);
   if (!s.ok()) {
-    LogError(LogFields().Run(options.run_id), "exec: FinishRun: ",
-             s.error_message());
+    LogError(LogFields().Run(options.run_id), "exec: FinishRun: ", s.error_message());
   }
   return code;
 }
@@ -414,8 +398,8 @@ std::string CgroupNameForRun(absl::string_view run_id) {
   std::string out;
   bool changed = false;
   for (const char c : run_id) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                    (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == '-';
     out.push_back(ok ? c : '_');
     changed = changed || !ok;
   }
@@ -442,8 +426,7 @@ int ExecRun(v1::Reconciler::StubInterface& stub, const ExecOptions& options) {
   std::string cgroup_dir, cgroup_path;
   if (options.use_cgroup) {
     const std::string why =
-        MakeRunCgroup(options.proc_root, options.run_id, &cgroup_dir,
-                      &cgroup_path);
+        MakeRunCgroup(options.proc_root, options.run_id, &cgroup_dir, &cgroup_path);
     if (!why.empty()) {
       LogWarning("exec: no dedicated cgroup (", why, "); continuing without");
     }
@@ -459,14 +442,13 @@ int ExecRun(v1::Reconciler::StubInterface& stub, const ExecOptions& options) {
     LogError("exec: ", s.message());
     return 1;
   }
-  absl::StatusOr<Child> child = Spawn(
-      options, cgroup_dir.empty() ? "" : cgroup_dir + "/cgroup.procs", signals);
+  absl::StatusOr<Child> child =
+      Spawn(options, cgroup_dir.empty() ? "" : cgroup_dir + "/cgroup.procs", signals);
   if (!child.ok()) {
     LogError("exec: ", child.status().message());
     return 1;
   }
-  absl::StatusOr<scanner::Identity> id =
-      Register(stub, options, procfs, *child, cgroup_path);
+  absl::StatusOr<scanner::Identity> id = Register(stub, options, procfs, *child, cgroup_path);
   if (!id.ok()) {
     LogError("exec: ", id.status().message());
     child->Abandon();

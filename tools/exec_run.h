@@ -33,7 +33,7 @@ struct ExecOptions {
   std::map<std::string, std::string> labels;
   absl::Duration sigint_grace = absl::Seconds(2);
   absl::Duration sigterm_grace = absl::Seconds(5);
-  bool use_cgroup = true;            // try a dedicated cgroup v2 directory
+  bool use_cgroup = true;  // try a dedicated cgroup v2 directory
   std::string proc_root = "/proc";
   absl::Duration rpc_timeout = absl::Seconds(10);  // per RPC
 };
@@ -43,8 +43,7 @@ struct ExecOptions {
 // N, 127 when CMD could not be executed (the run is still finished with
 // 127), 1 when the run could not be registered (CMD is then never started),
 // 2 for bad options. Diagnostics go to stderr, one line each.
-int ExecRun(::runreaper::v1::Reconciler::StubInterface& stub,
-            const ExecOptions& options);
+int ExecRun(::runreaper::v1::Reconciler::StubInterface& stub, const ExecOptions& options);
 
 // The cgroup directory name for a run id: the id when it is made only of
 // [A-Za-z0-9._-] (and is not "." or ".."), otherwise a sanitized form with

@@ -36,8 +36,7 @@ constexpr char kInNsEnv[] = "RR_EXEC_RUN_TEST_IN_PIDNS";
 
 grpc::Status ToGrpc(const absl::Status& s) {
   return s.ok() ? grpc::Status::OK
-                : grpc::Status(static_cast<grpc::StatusCode>(s.code()),
-                               std::string(s.message()));
+                : grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
 }
 
 class StoreService final : public v1::Reconciler::Service {
@@ -45,8 +44,7 @@ class StoreService final : public v1::Reconciler::Service {
   explicit StoreService(store::RunStore* store) : store_(store) {}
   std::atomic<bool> fail_register{false};
 
-  grpc::Status RegisterRun(grpc::ServerContext*,
-                           const v1::RegisterRunRequest* req,
+  grpc::Status RegisterRun(grpc::ServerContext*, const v1::RegisterRunRequest* req,
                            v1::Run* out) override {
     if (fail_register) {
       return grpc::Status(grpc::StatusCode::UNAVAILABLE, "refused by test");
@@ -93,8 +91,7 @@ class ExecRunTest : public ::testing::Test {
     builder.RegisterService(service_.get());
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
-    stub_ = v1::Reconciler::NewStub(
-        server_->InProcessChannel(grpc::ChannelArguments()));
+    stub_ = v1::Reconciler::NewStub(server_->InProcessChannel(grpc::ChannelArguments()));
   }
   void TearDown() override {
     server_->Shutdown();

@@ -30,8 +30,7 @@ JsonLine& JsonLine::Number(absl::string_view key, double value, int decimals) {
 }
 
 JsonLine& JsonLine::Int(absl::string_view key, long value) {
-  (*fields_.mutable_fields())[std::string(key)].set_number_value(
-      static_cast<double>(value));
+  (*fields_.mutable_fields())[std::string(key)].set_number_value(static_cast<double>(value));
   return *this;
 }
 
@@ -40,13 +39,10 @@ JsonLine& JsonLine::Bool(absl::string_view key, bool value) {
   return *this;
 }
 
-JsonLine& JsonLine::Merge(const JsonLine& other,
-                          absl::string_view collision_prefix) {
+JsonLine& JsonLine::Merge(const JsonLine& other, absl::string_view collision_prefix) {
   auto* mine = fields_.mutable_fields();
   for (const auto& [key, value] : other.fields_.fields()) {
-    const std::string name = mine->count(key) == 0
-                                 ? key
-                                 : absl::StrCat(collision_prefix, key);
+    const std::string name = mine->count(key) == 0 ? key : absl::StrCat(collision_prefix, key);
     (*mine)[name] = value;
   }
   return *this;
@@ -54,11 +50,9 @@ JsonLine& JsonLine::Merge(const JsonLine& other,
 
 absl::StatusOr<JsonLine> JsonLine::Parse(absl::string_view json) {
   JsonLine out;
-  const auto status = google::protobuf::util::JsonStringToMessage(
-      std::string(json), &out.fields_);
+  const auto status = google::protobuf::util::JsonStringToMessage(std::string(json), &out.fields_);
   if (!status.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("not a JSON object: ", status.ToString()));
+    return absl::InvalidArgumentError(absl::StrCat("not a JSON object: ", status.ToString()));
   }
   return out;
 }
@@ -79,12 +73,10 @@ absl::StatusOr<std::string> JsonLine::ToString() const {
   std::string json;
   const auto status = google::protobuf::util::BinaryToJsonString(
       resolver.get(),
-      std::string(kUrlPrefix) + "/" +
-          google::protobuf::Struct::descriptor()->full_name(),
-      binary, &json);
+      std::string(kUrlPrefix) + "/" + google::protobuf::Struct::descriptor()->full_name(), binary,
+      &json);
   if (!status.ok()) {
-    return absl::InternalError(
-        absl::StrCat("printing JSON: ", status.ToString()));
+    return absl::InternalError(absl::StrCat("printing JSON: ", status.ToString()));
   }
   return json;
 }

@@ -25,8 +25,7 @@ TEST(JsonLineTest, SortedKeysRoundedNumbersIntsAndBools) {
 
 TEST(JsonLineTest, NonFiniteNumbersAreNull) {
   JsonLine j;
-  j.Number("nan", std::nan(""), 2)
-      .Number("inf", std::numeric_limits<double>::infinity(), 2);
+  j.Number("nan", std::nan(""), 2).Number("inf", std::numeric_limits<double>::infinity(), 2);
   ASSERT_OK_AND_ASSIGN(std::string line, j.ToString());
   EXPECT_EQ(line, "{\"inf\":null,\"nan\":null}");
 }
@@ -44,9 +43,8 @@ TEST(JsonLineTest, EmptyObject) {
 }
 
 TEST(JsonLineTest, ParseThenMergeRenamesCollidingKeys) {
-  ASSERT_OK_AND_ASSIGN(
-      JsonLine other,
-      JsonLine::Parse("{\"loadavg\":2.5,\"orphans_ms\":12,\"ok\":true}"));
+  ASSERT_OK_AND_ASSIGN(JsonLine other,
+                       JsonLine::Parse("{\"loadavg\":2.5,\"orphans_ms\":12,\"ok\":true}"));
   JsonLine j;
   j.Number("loadavg", 1.25, 2).Int("processes", 5000);
   j.Merge(other, "orphans_");

@@ -29,19 +29,16 @@ using Stub = v1::Reconciler::Stub;
 std::unique_ptr<Stub> Connect(const std::string& socket) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  return v1::Reconciler::NewStub(grpc::CreateCustomChannel(
-      "unix:" + socket, grpc::InsecureChannelCredentials(), args));
+  return v1::Reconciler::NewStub(
+      grpc::CreateCustomChannel("unix:" + socket, grpc::InsecureChannelCredentials(), args));
 }
 
 // A unary call with a deadline `timeout` from now.
 template <typename Req, typename Resp>
-grpc::Status Invoke(grpc::Status (Stub::*method)(grpc::ClientContext*,
-                                                 const Req&, Resp*),
-                    Stub* stub, const Req& req, Resp* resp,
-                    absl::Duration timeout) {
+grpc::Status Invoke(grpc::Status (Stub::*method)(grpc::ClientContext*, const Req&, Resp*),
+                    Stub* stub, const Req& req, Resp* resp, absl::Duration timeout) {
   grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() +
-                   absl::ToChronoMilliseconds(timeout));
+  ctx.set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout));
   return (stub->*method)(&ctx, req, resp);
 }
 
@@ -75,10 +72,9 @@ struct ClientOut {
 // Invoke, timed: the latency in ms goes to *lat when the call succeeds; a
 // failure is counted in *out. Returns whether it succeeded.
 template <typename Req, typename Resp>
-bool Timed(grpc::Status (Stub::*method)(grpc::ClientContext*, const Req&,
-                                        Resp*),
-           Stub* stub, const Req& req, Resp* resp, absl::Duration timeout,
-           std::vector<double>* lat, ClientOut* out) {
+bool Timed(grpc::Status (Stub::*method)(grpc::ClientContext*, const Req&, Resp*), Stub* stub,
+           const Req& req, Resp* resp, absl::Duration timeout, std::vector<double>* lat,
+           ClientOut* out) {
   const int64_t t0 = MonoNanos();
   const grpc::Status s = Invoke(method, stub, req, resp, timeout);
   const int64_t t1 = MonoNanos();
@@ -93,30 +89,27 @@ bool Timed(grpc::Status (Stub::*method)(grpc::ClientContext*, const Req&,
 }
 
 // One op of the phase's kind; false when a call failed.
-bool OneOp(const PhasePlan& plan, const std::string& new_run_id, Stub* stub,
-           ClientOut* out) {
+bool OneOp(const PhasePlan& plan, const std::string& new_run_id, Stub* stub, ClientOut* out) {
   const absl::Duration timeout = plan.call_timeout;
   switch (plan.call) {
     case Call::kRegisterFinish: {
       v1::Run run;
-      return Timed(&Stub::RegisterRun, stub, RegisterRequest(new_run_id), &run,
-                   timeout, &out->first_ms, out) &&
-             Timed(&Stub::FinishRun, stub, FinishRequest(new_run_id), &run,
-                   timeout, &out->second_ms, out);
+      return Timed(&Stub::RegisterRun, stub, RegisterRequest(new_run_id), &run, timeout,
+                   &out->first_ms, out) &&
+             Timed(&Stub::FinishRun, stub, FinishRequest(new_run_id), &run, timeout,
+                   &out->second_ms, out);
     }
     case Call::kGetRun: {
       v1::GetRunRequest req;
       req.set_run_id(plan.getrun_id);
       v1::Run run;
-      return Timed(&Stub::GetRun, stub, req, &run, timeout, &out->first_ms,
-                   out);
+      return Timed(&Stub::GetRun, stub, req, &run, timeout, &out->first_ms, out);
     }
     case Call::kListRuns: {
       v1::ListRunsRequest req;
       req.set_page_size(plan.list_page_size);
       v1::ListRunsResponse resp;
-      if (!Timed(&Stub::ListRuns, stub, req, &resp, timeout, &out->first_ms,
-                 out)) {
+      if (!Timed(&Stub::ListRuns, stub, req, &resp, timeout, &out->first_ms, out)) {
         return false;
       }
       out->last_page_runs = resp.runs_size();
@@ -126,15 +119,13 @@ bool OneOp(const PhasePlan& plan, const std::string& new_run_id, Stub* stub,
   return false;
 }
 
-void ClientLoop(const PhasePlan& plan, int index, Stub* stub, int64_t end_ns,
-                long max_ops, ClientOut* out) {
+void ClientLoop(const PhasePlan& plan, int index, Stub* stub, int64_t end_ns, long max_ops,
+                ClientOut* out) {
   long seq = 0;
-  while (out->ops < max_ops && out->errors < plan.max_errors_per_client &&
-         MonoNanos() < end_ns) {
+  while (out->ops < max_ops && out->errors < plan.max_errors_per_client && MonoNanos() < end_ns) {
     const std::string id =
         plan.call == Call::kRegisterFinish
-            ? absl::StrCat(plan.run_prefix, "-c", plan.clients, "-t", index,
-                           "-", seq++)
+            ? absl::StrCat(plan.run_prefix, "-c", plan.clients, "-t", index, "-", seq++)
             : std::string();
     if (OneOp(plan, id, stub, out)) ++out->ops;
   }
@@ -158,24 +149,20 @@ absl::StatusOr<Call> ParseCall(absl::string_view name) {
   for (Call c : {Call::kRegisterFinish, Call::kGetRun, Call::kListRuns}) {
     if (name == CallName(c)) return c;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown call '", name, "' (register_finish, getrun, listruns)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown call '", name, "' (register_finish, getrun, listruns)"));
 }
 
-absl::Status SeedRun(const std::string& socket, const std::string& run_id,
-                     absl::Duration timeout) {
+absl::Status SeedRun(const std::string& socket, const std::string& run_id, absl::Duration timeout) {
   std::unique_ptr<Stub> stub = Connect(socket);
   v1::Run run;
-  grpc::Status s = Invoke(&Stub::RegisterRun, stub.get(),
-                          RegisterRequest(run_id), &run, timeout);
+  grpc::Status s = Invoke(&Stub::RegisterRun, stub.get(), RegisterRequest(run_id), &run, timeout);
   if (s.ok()) {
-    s = Invoke(&Stub::FinishRun, stub.get(), FinishRequest(run_id), &run,
-               timeout);
+    s = Invoke(&Stub::FinishRun, stub.get(), FinishRequest(run_id), &run, timeout);
   }
   if (!s.ok()) {
-    return absl::UnavailableError(absl::StrCat("seeding run ", run_id, " on ",
-                                               socket, ": ", s.error_code(),
-                                               ": ", s.error_message()));
+    return absl::UnavailableError(absl::StrCat("seeding run ", run_id, " on ", socket, ": ",
+                                               s.error_code(), ": ", s.error_message()));
   }
   return absl::OkStatus();
 }
@@ -206,8 +193,8 @@ absl::StatusOr<PhaseResult> RunPhase(const PhasePlan& plan) {
   const int64_t end_ns = t0 + absl::ToInt64Nanoseconds(plan.duration);
   std::vector<std::thread> threads;
   for (int i = 0; i < n; ++i) {
-    threads.emplace_back(ClientLoop, std::cref(plan), i, stubs[i].get(), end_ns,
-                         per_client, &outs[i]);
+    threads.emplace_back(ClientLoop, std::cref(plan), i, stubs[i].get(), end_ns, per_client,
+                         &outs[i]);
   }
   for (std::thread& t : threads) t.join();
   const int64_t t1 = MonoNanos();
@@ -226,8 +213,7 @@ absl::StatusOr<PhaseResult> RunPhase(const PhasePlan& plan) {
     r.errors += o.errors;
     if (r.first_error.empty()) r.first_error = o.first_error;
     r.first_ms.insert(r.first_ms.end(), o.first_ms.begin(), o.first_ms.end());
-    r.second_ms.insert(r.second_ms.end(), o.second_ms.begin(),
-                       o.second_ms.end());
+    r.second_ms.insert(r.second_ms.end(), o.second_ms.begin(), o.second_ms.end());
     r.last_page_runs = std::max(r.last_page_runs, o.last_page_runs);
   }
   return r;

@@ -67,8 +67,7 @@ struct PhaseResult {
 absl::StatusOr<PhaseResult> RunPhase(const PhasePlan& plan);
 
 // Registers and finishes the run `run_id` (for kGetRun).
-absl::Status SeedRun(const std::string& socket, const std::string& run_id,
-                     absl::Duration timeout);
+absl::Status SeedRun(const std::string& socket, const std::string& run_id, absl::Duration timeout);
 
 }  // namespace runreaper::load
 

@@ -44,8 +44,7 @@ bool ReapWithin(pid_t pid, absl::Duration deadline) {
 void RemoveDir(const std::string& dir) {
   if (DIR* d = ::opendir(dir.c_str())) {
     while (struct dirent* e = ::readdir(d)) {
-      if (std::strcmp(e->d_name, ".") == 0 ||
-          std::strcmp(e->d_name, "..") == 0) {
+      if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) {
         continue;
       }
       ::unlink(absl::StrCat(dir, "/", e->d_name).c_str());
@@ -56,8 +55,7 @@ void RemoveDir(const std::string& dir) {
 }
 
 std::string LogTail(const std::string& dir) {
-  absl::StatusOr<std::string> log =
-      base::ReadFileToString(dir + "/daemon.log", 1 << 20);
+  absl::StatusOr<std::string> log = base::ReadFileToString(dir + "/daemon.log", 1 << 20);
   if (!log.ok()) return log.status().ToString();
   const size_t keep = 2000;
   return log->size() > keep ? log->substr(log->size() - keep) : *log;
@@ -65,8 +63,7 @@ std::string LogTail(const std::string& dir) {
 
 }  // namespace
 
-absl::StatusOr<std::string> FindShippedBinary(const std::string& argv0,
-                                              const std::string& path) {
+absl::StatusOr<std::string> FindShippedBinary(const std::string& argv0, const std::string& path) {
   const std::string runfile = absl::StrCat(kWorkspace, "/", path);
   std::vector<std::string> candidates;
   if (const char* rf = std::getenv("RUNFILES_DIR")) {
@@ -77,17 +74,14 @@ absl::StatusOr<std::string> FindShippedBinary(const std::string& argv0,
   for (const std::string& c : candidates) {
     if (::access(c.c_str(), X_OK) == 0) return c;
   }
-  return absl::NotFoundError(absl::StrCat(path, " not found (looked at ",
-                                          absl::StrJoin(candidates, ", "),
-                                          ")"));
+  return absl::NotFoundError(
+      absl::StrCat(path, " not found (looked at ", absl::StrJoin(candidates, ", "), ")"));
 }
 
 absl::StatusOr<std::string> FindDaemonBinary(const std::string& argv0) {
-  absl::StatusOr<std::string> found =
-      FindShippedBinary(argv0, "server/runreaperd");
+  absl::StatusOr<std::string> found = FindShippedBinary(argv0, "server/runreaperd");
   if (found.ok()) return found;
-  return absl::NotFoundError(
-      absl::StrCat(found.status().message(), "; pass --daemon_binary"));
+  return absl::NotFoundError(absl::StrCat(found.status().message(), "; pass --daemon_binary"));
 }
 
 absl::StatusOr<std::unique_ptr<OwnDaemon>> OwnDaemon::Start(
@@ -98,15 +92,13 @@ absl::StatusOr<std::unique_ptr<OwnDaemon>> OwnDaemon::Start(
     return absl::ErrnoToStatus(errno, absl::StrCat("mkdtemp ", tmpl));
   }
   const std::string dir = tmpl;
-  std::vector<std::string> args = {binary, "--db=" + dir + "/db",
-                                   "--socket=" + dir + "/s.sock"};
+  std::vector<std::string> args = {binary, "--db=" + dir + "/db", "--socket=" + dir + "/s.sock"};
   args.insert(args.end(), extra_flags.begin(), extra_flags.end());
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   const std::string log = dir + "/daemon.log";
-  const int log_fd =
-      ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  const int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (log_fd < 0) {
     const int err = errno;
     RemoveDir(dir);
@@ -141,28 +133,25 @@ absl::StatusOr<std::unique_ptr<OwnDaemon>> OwnDaemon::Start(
     if (::waitpid(pid, &status, WNOHANG) == pid) {
       daemon->pid_ = -1;
       return absl::FailedPreconditionError(
-          absl::StrCat(binary, " exited during startup (status ", status,
-                       "): ", LogTail(dir)));
+          absl::StrCat(binary, " exited during startup (status ", status, "): ", LogTail(dir)));
     }
     if (::access(daemon->socket().c_str(), F_OK) == 0) {
-      auto stub = v1::Reconciler::NewStub(grpc::CreateChannel(
-          "unix:" + daemon->socket(), grpc::InsecureChannelCredentials()));
+      auto stub = v1::Reconciler::NewStub(
+          grpc::CreateChannel("unix:" + daemon->socket(), grpc::InsecureChannelCredentials()));
       grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::milliseconds(500));
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
       v1::GetRunRequest req;
       req.set_run_id("__load_probe__");
       v1::Run run;
-      if (stub->GetRun(&ctx, req, &run).error_code() ==
-          grpc::StatusCode::NOT_FOUND) {
+      if (stub->GetRun(&ctx, req, &run).error_code() == grpc::StatusCode::NOT_FOUND) {
         return daemon;
       }
     }
     absl::SleepFor(absl::Milliseconds(20));
   }
-  return absl::DeadlineExceededError(
-      absl::StrCat(binary, " did not answer on ", daemon->socket(), " within ",
-                   absl::FormatDuration(deadline), ": ", LogTail(dir)));
+  return absl::DeadlineExceededError(absl::StrCat(binary, " did not answer on ", daemon->socket(),
+                                                  " within ", absl::FormatDuration(deadline), ": ",
+                                                  LogTail(dir)));
 }
 
 OwnDaemon::~OwnDaemon() {

@@ -20,8 +20,7 @@ namespace runreaper::load {
 absl::StatusOr<std::string> FindDaemonBinary(const std::string& argv0);
 // The same search for any binary shipped as a data dependency, named by its
 // path in the workspace (e.g. "tools/bench_orphans").
-absl::StatusOr<std::string> FindShippedBinary(const std::string& argv0,
-                                              const std::string& path);
+absl::StatusOr<std::string> FindShippedBinary(const std::string& argv0, const std::string& path);
 
 class OwnDaemon {
  public:

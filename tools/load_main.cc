@@ -51,8 +51,7 @@ ABSL_FLAG(std::string, dir, "/tmp",
 ABSL_FLAG(int, daemon_pid, 0,
           "Pid whose CPU (utime+stime in /proc/<pid>/stat) is reported; 0 = "
           "the socket's peer (SO_PEERCRED), i.e. the daemon serving it.");
-ABSL_FLAG(std::vector<std::string>, clients,
-          std::vector<std::string>({"1", "8", "32"}),
+ABSL_FLAG(std::vector<std::string>, clients, std::vector<std::string>({"1", "8", "32"}),
           "Client counts to run each call at (comma-separated). Each client "
           "is a thread with its own connection.");
 ABSL_FLAG(std::vector<std::string>, calls,
@@ -61,13 +60,11 @@ ABSL_FLAG(std::vector<std::string>, calls,
           "(RegisterRun then FinishRun of the same new run, keep=true), "
           "getrun (one existing run), listruns (one page of "
           "--list_page_size, any state).");
-ABSL_FLAG(absl::Duration, duration, absl::Seconds(5),
-          "How long each (call, clients) phase runs.");
+ABSL_FLAG(absl::Duration, duration, absl::Seconds(5), "How long each (call, clients) phase runs.");
 ABSL_FLAG(int, max_ops, 1000000,
           "Bound on ops per phase over all clients (each client stops at its "
           "share), so a phase ends at --duration or this count.");
-ABSL_FLAG(absl::Duration, call_timeout, absl::Seconds(10),
-          "Deadline of every call.");
+ABSL_FLAG(absl::Duration, call_timeout, absl::Seconds(10), "Deadline of every call.");
 ABSL_FLAG(int, list_page_size, 100, "ListRuns page size (1..1000).");
 
 namespace runreaper::load {
@@ -113,17 +110,16 @@ void PrintRow(const Phase& p) {
   const double client_pct = r.wall_s > 0 ? 100 * r.client_cpu_s / r.wall_s : 0;
   std::string lat;
   if (p.call == Call::kRegisterFinish) {
-    lat = absl::StrFormat(
-        "reg %7.3f/%7.3f  fin %7.3f/%7.3f", bench::Percentile(r.first_ms, 50),
-        bench::Percentile(r.first_ms, 99), bench::Percentile(r.second_ms, 50),
-        bench::Percentile(r.second_ms, 99));
+    lat = absl::StrFormat("reg %7.3f/%7.3f  fin %7.3f/%7.3f", bench::Percentile(r.first_ms, 50),
+                          bench::Percentile(r.first_ms, 99), bench::Percentile(r.second_ms, 50),
+                          bench::Percentile(r.second_ms, 99));
   } else {
     lat = absl::StrFormat("%7.3f/%7.3f", bench::Percentile(r.first_ms, 50),
                           bench::Percentile(r.first_ms, 99));
   }
   std::printf("%-16s %7d %10ld %11.1f  %-34s %9.1f %9.1f %6ld\n",
-              std::string(CallName(p.call)).c_str(), p.clients, r.ops, per_s,
-              lat.c_str(), cpu_pct, client_pct, r.errors);
+              std::string(CallName(p.call)).c_str(), p.clients, r.ops, per_s, lat.c_str(), cpu_pct,
+              client_pct, r.errors);
   std::fflush(stdout);
 }
 
@@ -134,17 +130,14 @@ void AddJson(const Phase& p, tools::JsonLine* j) {
   const std::string name(CallName(p.call));
   const std::string n = absl::StrCat("_", p.clients);
   const double per_s = r.wall_s > 0 ? r.ops / r.wall_s : 0;
-  j->Number(p.call == Call::kRegisterFinish ? "register_finish_pairs_per_s" + n
-                                            : name + "_per_s" + n,
-            per_s, 1);
+  j->Number(
+      p.call == Call::kRegisterFinish ? "register_finish_pairs_per_s" + n : name + "_per_s" + n,
+      per_s, 1);
   j->Int(name + "_ops" + n, r.ops);
   j->Int(name + "_errors" + n, r.errors);
-  j->Number(name + "_daemon_cpu_pct" + n,
-            r.wall_s > 0 ? 100 * r.daemon_cpu_s / r.wall_s : 0, 1);
-  j->Number(name + "_daemon_cpu_us_per_op" + n,
-            r.ops > 0 ? 1e6 * r.daemon_cpu_s / r.ops : 0, 1);
-  j->Number(name + "_client_cpu_pct" + n,
-            r.wall_s > 0 ? 100 * r.client_cpu_s / r.wall_s : 0, 1);
+  j->Number(name + "_daemon_cpu_pct" + n, r.wall_s > 0 ? 100 * r.daemon_cpu_s / r.wall_s : 0, 1);
+  j->Number(name + "_daemon_cpu_us_per_op" + n, r.ops > 0 ? 1e6 * r.daemon_cpu_s / r.ops : 0, 1);
+  j->Number(name + "_client_cpu_pct" + n, r.wall_s > 0 ? 100 * r.client_cpu_s / r.wall_s : 0, 1);
   if (p.call == Call::kRegisterFinish) {
     j->Number("register_p50_ms" + n, bench::Percentile(r.first_ms, 50), 3);
     j->Number("register_p99_ms" + n, bench::Percentile(r.first_ms, 99), 3);
@@ -163,8 +156,7 @@ int Main(const std::string& argv0) {
   const std::string socket_flag = FromUserDir(absl::GetFlag(FLAGS_socket));
   const bool start = absl::GetFlag(FLAGS_start_daemon);
   if (socket_flag.empty() == !start) {
-    Fail("give exactly one of --socket=PATH and --start_daemon (try --help)",
-         2);
+    Fail("give exactly one of --socket=PATH and --start_daemon (try --help)", 2);
   }
   std::vector<int> clients;
   for (const std::string& c : absl::GetFlag(FLAGS_clients)) {
@@ -200,8 +192,8 @@ int Main(const std::string& argv0) {
       if (!found.ok()) Fail(found.status().ToString());
       binary = *found;
     }
-    absl::StatusOr<std::unique_ptr<OwnDaemon>> d = OwnDaemon::Start(
-        binary, FromUserDir(absl::GetFlag(FLAGS_dir)), {}, absl::Seconds(30));
+    absl::StatusOr<std::unique_ptr<OwnDaemon>> d =
+        OwnDaemon::Start(binary, FromUserDir(absl::GetFlag(FLAGS_dir)), {}, absl::Seconds(30));
     if (!d.ok()) Fail(d.status().ToString());
     own = *std::move(d);
     socket = own->socket();
@@ -229,8 +221,8 @@ int Main(const std::string& argv0) {
   // What a durable commit costs on the daemon's disk at least (its own
   // directory when started here, else --dir): with N clients at most N
   // writes share one commit, so pairs/s <= N / (2 * fsync).
-  absl::StatusOr<double> fsync_ms = FsyncFloorMs(
-      own ? own->dir() : FromUserDir(absl::GetFlag(FLAGS_dir)), 50);
+  absl::StatusOr<double> fsync_ms =
+      FsyncFloorMs(own ? own->dir() : FromUserDir(absl::GetFlag(FLAGS_dir)), 50);
   if (!fsync_ms.ok()) return Error(fsync_ms.status().ToString());
 
   const double load_start = LoadAverage();
@@ -238,13 +230,13 @@ int Main(const std::string& argv0) {
       "runreaper load: daemon pid %d on %s%s, %s per phase, load "
       "average %.2f on %ld CPUs\n\n",
       daemon_pid, socket.c_str(), own ? " (started here)" : "",
-      absl::FormatDuration(duration).c_str(), load_start,
-      ::sysconf(_SC_NPROCESSORS_ONLN));
-  std::printf("commit floor there: 4 KiB write + fdatasync, median of 50: "
-              "%.3f ms\n\n",
-              *fsync_ms);
-  std::printf("%-16s %7s %10s %11s  %-34s %9s %9s %6s\n", "call", "clients",
-              "ops", "ops/s", "p50/p99 ms", "daemon%", "client%", "errors");
+      absl::FormatDuration(duration).c_str(), load_start, ::sysconf(_SC_NPROCESSORS_ONLN));
+  std::printf(
+      "commit floor there: 4 KiB write + fdatasync, median of 50: "
+      "%.3f ms\n\n",
+      *fsync_ms);
+  std::printf("%-16s %7s %10s %11s  %-34s %9s %9s %6s\n", "call", "clients", "ops", "ops/s",
+              "p50/p99 ms", "daemon%", "client%", "errors");
   std::vector<Phase> phases;
   long errors = 0;
   for (Call call : calls) {

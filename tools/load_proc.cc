@@ -5,8 +5,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -38,8 +38,7 @@ absl::StatusOr<uint64_t> ParseCpuTicks(absl::string_view stat_line) {
   }
   uint64_t utime = 0;
   uint64_t stime = 0;
-  if (!absl::SimpleAtoi(fields[kUtime], &utime) ||
-      !absl::SimpleAtoi(fields[kStime], &stime)) {
+  if (!absl::SimpleAtoi(fields[kUtime], &utime) || !absl::SimpleAtoi(fields[kStime], &stime)) {
     return absl::InvalidArgumentError("stat utime/stime are not numbers");
   }
   return utime + stime;
@@ -51,8 +50,7 @@ absl::StatusOr<uint64_t> ReadCpuTicks(pid_t pid) {
   if (!line.ok()) return line.status();
   absl::StatusOr<uint64_t> ticks = ParseCpuTicks(*line);
   if (!ticks.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": ", ticks.status().message()));
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", ticks.status().message()));
   }
   return ticks;
 }
@@ -67,8 +65,7 @@ absl::StatusOr<pid_t> PeerPid(const std::string& path) {
   std::memcpy(addr.sun_path, path.data(), path.size());
   Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (fd.get() < 0) return absl::ErrnoToStatus(errno, "socket(AF_UNIX)");
-  if (::connect(fd.get(), reinterpret_cast<struct sockaddr*>(&addr),
-                sizeof(addr)) != 0) {
+  if (::connect(fd.get(), reinterpret_cast<struct sockaddr*>(&addr), sizeof(addr)) != 0) {
     return absl::ErrnoToStatus(errno, absl::StrCat("connect ", path));
   }
   struct ucred cred = {};
@@ -89,8 +86,7 @@ absl::StatusOr<double> FsyncFloorMs(const std::string& dir, int reps) {
   std::vector<double> ms;
   for (int i = 0; i < reps; ++i) {
     const absl::Time t0 = absl::Now();
-    if (::pwrite(file.get(), block.data(), block.size(),
-                 static_cast<off_t>(i % 16) * 4096) !=
+    if (::pwrite(file.get(), block.data(), block.size(), static_cast<off_t>(i % 16) * 4096) !=
             static_cast<ssize_t>(block.size()) ||
         ::fdatasync(file.get()) != 0) {
       return absl::ErrnoToStatus(errno, absl::StrCat("write+fdatasync ", path));

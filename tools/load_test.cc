@@ -37,8 +37,7 @@ LoadOutput RunLoad(const std::string& args) {
 }
 
 std::string LastLine(const std::string& out) {
-  std::vector<absl::string_view> lines =
-      absl::StrSplit(out, '\n', absl::SkipEmpty());
+  std::vector<absl::string_view> lines = absl::StrSplit(out, '\n', absl::SkipEmpty());
   return lines.empty() ? "" : std::string(lines.back());
 }
 
@@ -48,17 +47,15 @@ bool ParseJsonLine(const std::string& out, google::protobuf::Struct* json) {
 }
 
 TEST(LoadTest, LoadsItsOwnDaemonAndPrintsCountsAsJson) {
-  const LoadOutput run =
-      RunLoad("--start_daemon --clients=1,2 --duration=150ms --dir=/tmp");
+  const LoadOutput run = RunLoad("--start_daemon --clients=1,2 --duration=150ms --dir=/tmp");
   ASSERT_EQ(run.exit_code, 0) << run.out;
   google::protobuf::Struct json;
   ASSERT_TRUE(ParseJsonLine(run.out, &json)) << run.out;
   const auto& f = json.fields();
   for (const char* key :
-       {"register_finish_pairs_per_s_1", "register_finish_pairs_per_s_2",
-        "register_finish_ops_2", "getrun_per_s_1", "getrun_ops_2",
-        "listruns_per_s_2", "listruns_page_runs_2", "register_p99_ms_2",
-        "finish_p99_ms_2", "getrun_p99_ms_2", "listruns_p50_ms_1"}) {
+       {"register_finish_pairs_per_s_1", "register_finish_pairs_per_s_2", "register_finish_ops_2",
+        "getrun_per_s_1", "getrun_ops_2", "listruns_per_s_2", "listruns_page_runs_2",
+        "register_p99_ms_2", "finish_p99_ms_2", "getrun_p99_ms_2", "listruns_p50_ms_1"}) {
     ASSERT_TRUE(f.contains(key)) << key << " missing in " << run.out;
     EXPECT_GT(f.at(key).number_value(), 0) << key;
   }

@@ -38,18 +38,22 @@ struct Command {
   int max_args;
 };
 
-const std::set<std::string> kGlobalValueFlags = {"socket", "target", "token_file",
-                                                 "rpc_timeout"};
+const std::set<std::string> kGlobalValueFlags = {"socket", "target", "token_file", "rpc_timeout"};
 const std::set<std::string> kGlobalBoolFlags = {"json", "help"};
 
 const std::vector<Command>& Commands() {
   static const auto* commands = new std::vector<Command>{
-      {"health", "health",
+      {"health",
+       "health",
        "Asks grpc.health.v1.Health. Prints SERVING or NOT_SERVING; exit 0 only "
        "when SERVING.",
-       {}, {}, 0, 0},
-      {"register", "register RUN_ID --pid=N [--pgid=N] [--pidns=INODE] "
-                   "[--cgroup=PATH] [--label=k=v]... [--keep]",
+       {},
+       {},
+       0,
+       0},
+      {"register",
+       "register RUN_ID --pid=N [--pgid=N] [--pidns=INODE] "
+       "[--cgroup=PATH] [--label=k=v]... [--keep]",
        "Registers a run. The identity of --pid (pgid, sid, PID-namespace inode, "
        "start time, boot id, uid, comm) is read here, in this namespace, and "
        "sent, so the record is right even when the daemon lives in another "
@@ -62,49 +66,95 @@ const std::vector<Command>& Commands() {
        "cgroup v2 path that belongs to this run alone (its members are swept "
        "with it); it is never filled in automatically. --keep: members of this "
        "run are reported, never signalled.",
-       {"pid", "pgid", "pidns", "cgroup", "label"}, {"keep"}, 1, 1},
-      {"heartbeat", "heartbeat RUN_ID", "Refreshes last_seen_alive_at of a RUNNING run.",
-       {}, {}, 1, 1},
-      {"finish", "finish RUN_ID --exit_code=N",
-       "Publishes the run's result: RUNNING -> FINISHED.", {"exit_code"}, {}, 1, 1},
-      {"cancel", "cancel RUN_ID [--reason=TEXT]",
+       {"pid", "pgid", "pidns", "cgroup", "label"},
+       {"keep"},
+       1,
+       1},
+      {"heartbeat",
+       "heartbeat RUN_ID",
+       "Refreshes last_seen_alive_at of a RUNNING run.",
+       {},
+       {},
+       1,
+       1},
+      {"finish",
+       "finish RUN_ID --exit_code=N",
+       "Publishes the run's result: RUNNING -> FINISHED.",
+       {"exit_code"},
+       {},
+       1,
+       1},
+      {"cancel",
+       "cancel RUN_ID [--reason=TEXT]",
        "RUNNING -> CANCELLED; the daemon then sweeps the run's members.",
-       {"reason"}, {}, 1, 1},
+       {"reason"},
+       {},
+       1,
+       1},
       {"get", "get RUN_ID", "Prints one run. Exit 3 when it is not known.", {}, {}, 1, 1},
-      {"list", "list [--state=S] [--label=k=v]...",
+      {"list",
+       "list [--state=S] [--label=k=v]...",
        "Lists runs (oldest first), every page. S: running, finished, stale, "
        "cancelled.",
-       {"state", "label"}, {}, 0, 0},
-      {"wait", "wait RUN_ID [--timeout=D]",
+       {"state", "label"},
+       {},
+       0,
+       0},
+      {"wait",
+       "wait RUN_ID [--timeout=D]",
        "Waits until the run is terminal and prints it (exited-without-result "
        "when the leader's exit was verified but no result was published). "
        "D like 30s, 5m; without it, waits indefinitely. Exit 1 when the "
        "timeout passes first.",
-       {"timeout"}, {}, 1, 1},
-      {"reconcile", "reconcile [--dry_run]",
-       "Runs one reconcile pass now and prints its transitions.", {}, {"dry_run"}, 0, 0},
-      {"events", "events [--since=ID] [--run=RUN_ID] [--follow]",
+       {"timeout"},
+       {},
+       1,
+       1},
+      {"reconcile",
+       "reconcile [--dry_run]",
+       "Runs one reconcile pass now and prints its transitions.",
+       {},
+       {"dry_run"},
+       0,
+       0},
+      {"events",
+       "events [--since=ID] [--run=RUN_ID] [--follow]",
        "Prints the audit log after event id ID (default 0). --follow streams new "
        "events until interrupted (resuming by itself when the daemon restarts "
        "is up to the caller: use --since with the last id printed).",
-       {"since", "run"}, {"follow"}, 0, 0},
-      {"orphans", "orphans [RUN_ID] [--walk]",
+       {"since", "run"},
+       {"follow"},
+       0,
+       0},
+      {"orphans",
+       "orphans [RUN_ID] [--walk]",
        "Lists live members of terminal runs (zombie, kept and unverified ones "
        "flagged). Answered from runreaperd's lineage tracker when every run "
        "is followed without a gap (docs/ORPHANS.md); --walk makes it walk "
        "/proc instead.",
-       {}, {"walk"}, 0, 1},
-      {"sweep", "sweep [RUN_ID] [--dry_run]",
+       {},
+       {"walk"},
+       0,
+       1},
+      {"sweep",
+       "sweep [RUN_ID] [--dry_run]",
        "Removes orphans with the SIGINT -> SIGTERM -> SIGKILL ladder (one run or "
        "all); --dry_run lists what would be signalled.",
-       {}, {"dry_run"}, 0, 1},
-      {"exec", "exec RUN_ID [--label=k=v]... -- CMD ARGS...",
+       {},
+       {"dry_run"},
+       0,
+       1},
+      {"exec",
+       "exec RUN_ID [--label=k=v]... -- CMD ARGS...",
        "Starts CMD in its own session with RUNREAPER_RUN_ID=RUN_ID set (and in "
        "a fresh dedicated cgroup when cgroup v2 is writable), registers it, "
        "waits for it, forwards SIGINT/SIGTERM to it as a ladder and publishes "
        "its exit code with FinishRun. Exits with CMD's status (128+N when "
        "killed by signal N, 127 when CMD could not be run).",
-       {"label"}, {}, 1, 1},
+       {"label"},
+       {},
+       1,
+       1},
       {"help", "help [COMMAND]", "Prints help.", {}, {}, 0, 1},
   };
   return *commands;
@@ -138,8 +188,7 @@ void PrintUsage(FILE* out) {
 }
 
 void PrintCommandHelp(const Command& c, FILE* out) {
-  fprintf(out, "usage: runreaperctl [global flags] %s\n\n%s\n", c.synopsis.c_str(),
-          c.help.c_str());
+  fprintf(out, "usage: runreaperctl [global flags] %s\n\n%s\n", c.synopsis.c_str(), c.help.c_str());
 }
 
 int Main(int argc, char** argv) {
@@ -189,8 +238,7 @@ int Main(int argc, char** argv) {
     return Usage(absl::StrCat("--", name, " does not apply to ", cmd->name));
   }
   const int nargs = static_cast<int>(a.positional.size()) - 1;
-  if (nargs < cmd->min_args || nargs > cmd->max_args ||
-      (a.dashdash && cmd->name != "exec")) {
+  if (nargs < cmd->min_args || nargs > cmd->max_args || (a.dashdash && cmd->name != "exec")) {
     return Usage(absl::StrCat("usage: runreaperctl ", cmd->synopsis));
   }
   if (a.Has("socket") && a.Has("target")) {

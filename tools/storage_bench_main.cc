@@ -4,12 +4,12 @@
 // and retention (prune time, RegisterRun latency during a prune, bytes per
 // run at steady state). Prints a table and, as the last line, one JSON
 // object. See docs/BENCHMARK.md ("Storage").
+#include <fcntl.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <fcntl.h>
-#include <sqlite3.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,24 +18,24 @@
 #include <cstdlib>
 #include <functional>
 #include <memory>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "absl/synchronization/mutex.h"
 #include "base/flags_usage.h"
 #include "runreaper/v1/runreaper.pb.h"
 #include "scanner/identity_proto.h"
 #include "scanner/procfs.h"
 #include "store/run_store.h"
 #include "tools/bench_procs.h"
-#include "tools/bench_util.h"
 #include "tools/bench_store.h"
+#include "tools/bench_util.h"
 #include "tools/json_line.h"
 #include "tools/load_daemon.h"
 #include "tools/load_proc.h"
@@ -51,15 +51,13 @@ ABSL_FLAG(absl::Duration, settle, absl::Seconds(5),
 ABSL_FLAG(std::string, daemon_binary, "",
           "runreaperd to measure; default: the one shipped with this target.");
 ABSL_FLAG(std::string, dir, "/tmp", "Where the benchmark's files are made.");
-ABSL_FLAG(std::vector<std::string>, phases,
-          std::vector<std::string>({"idle", "cron"}),
+ABSL_FLAG(std::vector<std::string>, phases, std::vector<std::string>({"idle", "cron"}),
           "Phases to run: idle (2 s and 200 ms scan interval), cron, "
           "store_pairs (Register+Finish through one store handle, 1 and 8 "
           "threads), prune (retention: --prune_runs old runs pruned while "
           "RegisterRun is timed, and bytes per run at steady state).");
 ABSL_FLAG(int, prune_runs, 100000, "Old swept runs the prune phase deletes.");
-ABSL_FLAG(int, prune_batch, 0,
-          "Runs per prune transaction; 0 = the store's default.");
+ABSL_FLAG(int, prune_batch, 0, "Runs per prune transaction; 0 = the store's default.");
 
 namespace runreaper::storage_bench {
 namespace {
@@ -95,9 +93,7 @@ double IdleCpu(const std::string& binary, const std::vector<int>& pids, int runs
   bench::PopulateRuns(db, pids, runs, /*finish=*/false, /*keep=*/false);
   absl::StatusOr<std::unique_ptr<load::OwnDaemon>> d = load::OwnDaemon::Start(
       binary, absl::GetFlag(FLAGS_dir),
-      {"--db=" + db,
-       "--scan_interval=" + absl::FormatDuration(scan_interval)},
-      absl::Seconds(120));
+      {"--db=" + db, "--scan_interval=" + absl::FormatDuration(scan_interval)}, absl::Seconds(120));
   if (!d.ok()) Die(d.status().ToString());
   absl::SleepFor(absl::GetFlag(FLAGS_settle));
   const double cpu0 = CpuSeconds((*d)->pid());
@@ -113,8 +109,8 @@ double IdleCpu(const std::string& binary, const std::vector<int>& pids, int runs
 // Wall seconds of `runreaperd --once --sweep` after `runs` finished runs
 // whose leaders own no group, session or cgroup (nothing to sweep), and the
 // events it added.
-double CronTick(const std::string& binary, const std::vector<int>& pids,
-                int runs, int64_t* events_added) {
+double CronTick(const std::string& binary, const std::vector<int>& pids, int runs,
+                int64_t* events_added) {
   const std::string dir = MakeDir();
   const std::string db = dir + "/runs.db";
   bench::PopulateRuns(db, pids, runs, /*finish=*/true, /*keep=*/false);
@@ -159,8 +155,7 @@ double StorePairs(int threads, absl::Duration duration, double* writes_per_commi
   const std::string dir = MakeDir();
   double rate = 0;
   {
-    absl::StatusOr<std::unique_ptr<store::RunStore>> s =
-        store::RunStore::Open(dir + "/runs.db");
+    absl::StatusOr<std::unique_ptr<store::RunStore>> s = store::RunStore::Open(dir + "/runs.db");
     if (!s.ok()) Die(s.status().ToString());
     store::RunStore* st = s->get();
     std::atomic<long> pairs{0};
@@ -184,12 +179,11 @@ double StorePairs(int threads, absl::Duration duration, double* writes_per_commi
     }
     for (std::thread& w : workers) w.join();
     if (failed) Die("a store write failed");
-    rate = static_cast<double>(pairs.load()) /
-           absl::ToDoubleSeconds(absl::Now() - t0);
+    rate = static_cast<double>(pairs.load()) / absl::ToDoubleSeconds(absl::Now() - t0);
     const store::RunStore::WriteStats stats = st->GetWriteStats();
-    *writes_per_commit = stats.commits > 0 ? static_cast<double>(stats.writes) /
-                                                 static_cast<double>(stats.commits)
-                                           : 0;
+    *writes_per_commit =
+        stats.commits > 0 ? static_cast<double>(stats.writes) / static_cast<double>(stats.commits)
+                          : 0;
   }
   RemoveDir(dir);
   return rate;
@@ -208,20 +202,23 @@ void InsertOldRuns(const std::string& db_path, int n) {
       "exit_code, pid, signal, stage, result, detail) SELECT ";
   const std::string sql = absl::StrCat(
       "BEGIN;"
-      "WITH RECURSIVE k(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM k WHERE i < ", n, ") "
+      "WITH RECURSIVE k(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM k WHERE i < ",
+      n,
+      ") "
       "INSERT INTO runs (run_id, pid, pgid, sid, pidns_inode, start_time_ticks, boot_id, "
       "uid, comm, cgroup, keep, state, liveness, stale_reason, exit_code, "
       "registered_at_us, last_seen_alive_at_us, ended_at_us, sweep_done) "
       "SELECT 'ci-job-' || i, 1000 + i % 30000, 1000 + i % 30000, 999, 4026531836, "
       "123456 + i, 'b7e3c1a2-0f1e-4d2c-9a8b-7c6d5e4f3a21', 1000, 'bash', "
       "'/system.slice/runner.service', 0, 2, 2, 0, 0, ",
-      t - 60000000, ", ", t - 1000000, ", ", t, ", 1 FROM k;"
+      t - 60000000, ", ", t - 1000000, ", ", t,
+      ", 1 FROM k;"
       "INSERT INTO run_labels (seq, key, value) SELECT seq, 'pipeline', 'build-' || seq "
       "FROM runs;"
       "INSERT INTO run_labels (seq, key, value) SELECT seq, 'queue', 'default' FROM runs;",
-      cols, t - 60000000, ", 1, run_id, 0, 1, 0, NULL, 0, 0, '', '', '' FROM runs;",
-      cols, t, ", 2, run_id, 1, 2, 0, 0, 0, 0, '', '', 'exit watcher' FROM runs;",
-      cols, t, ", 5, run_id, 0, 0, 0, NULL, 0, 0, '', '', "
+      cols, t - 60000000, ", 1, run_id, 0, 1, 0, NULL, 0, 0, '', '', '' FROM runs;", cols, t,
+      ", 2, run_id, 1, 2, 0, 0, 0, 0, '', '', 'exit watcher' FROM runs;", cols, t,
+      ", 5, run_id, 0, 0, 0, NULL, 0, 0, '', '', "
       "'nothing to sweep' FROM runs;"
       "COMMIT;");
   sqlite3* db = nullptr;
@@ -276,7 +273,7 @@ struct PruneFigures {
   double prune_cpu_s = 0;  // the process's CPU meanwhile (registrar included)
   int64_t pruned = 0;
   int64_t transactions = 0;
-  double txn_max_ms = 0;  // longest write transaction during the prune
+  double txn_max_ms = 0;    // longest write transaction during the prune
   double batch_max_ms = 0;  // longest prune batch's work inside its transaction
   double p99_idle_ms = 0;
   double p99_prune_ms = 0;
@@ -311,7 +308,8 @@ void PruneUnderLoad(PruneFigures* f) {
     std::vector<double> idle = TimeRegisters(st, "idle-", [&] { return absl::Now() >= end; });
     std::atomic<bool> done{false};
     std::vector<double> during;
-    std::thread registrar([&] { during = TimeRegisters(st, "busy-", [&] { return done.load(); }); });
+    std::thread registrar(
+        [&] { during = TimeRegisters(st, "busy-", [&] { return done.load(); }); });
     store::PruneOptions po;
     po.retain = absl::Hours(24 * 7);
     if (absl::GetFlag(FLAGS_prune_batch) > 0) po.batch_runs = absl::GetFlag(FLAGS_prune_batch);
@@ -354,8 +352,7 @@ void SteadyState(PruneFigures* f) {
   o.synchronous = store::StoreOptions::Sync::kNormal;  // setup speed
   o.clock = [&now] { return now; };
   {
-    absl::StatusOr<std::unique_ptr<store::RunStore>> s =
-        store::RunStore::Open(dir + "/runs.db", o);
+    absl::StatusOr<std::unique_ptr<store::RunStore>> s = store::RunStore::Open(dir + "/runs.db", o);
     if (!s.ok()) Die(s.status().ToString());
     store::RunStore* st = s->get();
     constexpr int kPerRound = 1000;
@@ -404,9 +401,9 @@ int Main(int argc, char** argv) {
   bench::Children children;
   std::vector<int> pids;
   const std::vector<std::string> phases = absl::GetFlag(FLAGS_phases);
-  const bool needs_processes =
-      std::any_of(phases.begin(), phases.end(),
-                  [](const std::string& p) { return p == "idle" || p == "cron"; });
+  const bool needs_processes = std::any_of(phases.begin(), phases.end(), [](const std::string& p) {
+    return p == "idle" || p == "cron";
+  });
   for (int i = 0; needs_processes && i < absl::GetFlag(FLAGS_processes); ++i) {
     pids.push_back(children.SpawnSleeper());
   }
@@ -416,42 +413,44 @@ int Main(int argc, char** argv) {
   for (const std::string& phase : absl::GetFlag(FLAGS_phases)) {
     if (phase == "idle") {
       const double slow = IdleCpu(binary, pids, n, absl::Seconds(2));
-      printf("idle CPU, %d RUNNING runs, --scan_interval=2s:    %.3f %% of a CPU\n",
-             n, slow);
+      printf("idle CPU, %d RUNNING runs, --scan_interval=2s:    %.3f %% of a CPU\n", n, slow);
       const double fast = IdleCpu(binary, pids, n, absl::Milliseconds(200));
-      printf("idle CPU, %d RUNNING runs, --scan_interval=200ms: %.3f %% of a CPU\n",
-             n, fast);
+      printf("idle CPU, %d RUNNING runs, --scan_interval=200ms: %.3f %% of a CPU\n", n, fast);
       out.Number("idle_cpu_pct_10k", slow, 3);
       out.Number("idle_cpu_pct_10k_200ms", fast, 3);
     } else if (phase == "cron") {
       int64_t events = 0;
       const double took = CronTick(binary, pids, n, &events);
-      printf("first cron tick (--once --sweep) after %d finished runs: %.3f s, "
-             "%lld events added\n",
-             n, took, static_cast<long long>(events));
+      printf(
+          "first cron tick (--once --sweep) after %d finished runs: %.3f s, "
+          "%lld events added\n",
+          n, took, static_cast<long long>(events));
       out.Number("cron_tick_10k_finished_s", took, 3);
       out.Int("cron_tick_events", events);
     } else if (phase == "store_pairs") {
       for (int threads : {1, 8}) {
         double per_commit = 0;
         const double rate = StorePairs(threads, absl::Seconds(5), &per_commit);
-        printf("store Register+Finish pairs, %d thread(s), FULL: %.0f pairs/s, "
-               "%.1f writes per commit\n",
-               threads, rate, per_commit);
+        printf(
+            "store Register+Finish pairs, %d thread(s), FULL: %.0f pairs/s, "
+            "%.1f writes per commit\n",
+            threads, rate, per_commit);
         out.Number(absl::StrCat("store_pairs_per_s_", threads), rate, 1);
         out.Number(absl::StrCat("store_writes_per_commit_", threads), per_commit, 2);
       }
     } else if (phase == "prune") {
       PruneFigures f;
       PruneUnderLoad(&f);
-      printf("prune of %lld old runs (2 labels, 3 events each): %.2f s (%.2f s CPU, "
-             "registrar included) in %lld transactions; longest batch %.2f ms "
-             "before its COMMIT, longest write transaction meanwhile %.2f ms\n",
-             static_cast<long long>(f.pruned), f.prune_s, f.prune_cpu_s,
-             static_cast<long long>(f.transactions), f.batch_max_ms, f.txn_max_ms);
-      printf("RegisterRun (store, FULL) p99: %.2f ms without a prune (%zu calls), "
-             "%.2f ms during the prune (%zu calls)\n",
-             f.p99_idle_ms, f.registers_idle, f.p99_prune_ms, f.registers_prune);
+      printf(
+          "prune of %lld old runs (2 labels, 3 events each): %.2f s (%.2f s CPU, "
+          "registrar included) in %lld transactions; longest batch %.2f ms "
+          "before its COMMIT, longest write transaction meanwhile %.2f ms\n",
+          static_cast<long long>(f.pruned), f.prune_s, f.prune_cpu_s,
+          static_cast<long long>(f.transactions), f.batch_max_ms, f.txn_max_ms);
+      printf(
+          "RegisterRun (store, FULL) p99: %.2f ms without a prune (%zu calls), "
+          "%.2f ms during the prune (%zu calls)\n",
+          f.p99_idle_ms, f.registers_idle, f.p99_prune_ms, f.registers_prune);
       SteadyState(&f);
       printf("steady state: %lld runs in the window, %lld bytes, %.0f bytes per run\n",
              static_cast<long long>(f.window_runs), static_cast<long long>(f.window_bytes),
@@ -479,6 +478,4 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace runreaper::storage_bench
 
-int main(int argc, char** argv) {
-  return runreaper::storage_bench::Main(argc, argv);
-}
+int main(int argc, char** argv) { return runreaper::storage_bench::Main(argc, argv); }

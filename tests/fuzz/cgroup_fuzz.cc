@@ -44,8 +44,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (runreaper::scanner::CgroupIsWithin(parts[2], mount->root)) {
     FUZZ_CHECK(mount->root == "/" || absl::StartsWith(parts[2], mount->root));
   }
-  std::optional<std::string> dir =
-      runreaper::scanner::CgroupDir(*mount, parts[2]);
+  std::optional<std::string> dir = runreaper::scanner::CgroupDir(*mount, parts[2]);
   if (dir.has_value() && !HasDotComponent(mount->mount_point)) {
     FUZZ_CHECK(absl::StartsWith(*dir, mount->mount_point));
     FUZZ_CHECK(!HasDotComponent(*dir));

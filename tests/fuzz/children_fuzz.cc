@@ -15,16 +15,14 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const absl::string_view text(reinterpret_cast<const char*>(data), size);
-  absl::StatusOr<std::vector<int>> kids =
-      runreaper::scanner::ParseChildrenList(text);
+  absl::StatusOr<std::vector<int>> kids = runreaper::scanner::ParseChildrenList(text);
   if (!kids.ok()) return 0;
   std::string again;
   for (const int pid : *kids) {
     FUZZ_CHECK(pid >= 1 && pid <= (1 << 22));
     absl::StrAppend(&again, pid, " ");
   }
-  absl::StatusOr<std::vector<int>> reparsed =
-      runreaper::scanner::ParseChildrenList(again);
+  absl::StatusOr<std::vector<int>> reparsed = runreaper::scanner::ParseChildrenList(again);
   FUZZ_CHECK(reparsed.ok());
   FUZZ_CHECK(*reparsed == *kids);
   return 0;

@@ -33,13 +33,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   size_t values = 0;
   for (const auto& [name, list] : parsed->flags) {
     // "-h" is always accepted, as "help".
-    FUZZ_CHECK(kValue->count(name) > 0 || kBool->count(name) > 0 ||
-               name == "help");
+    FUZZ_CHECK(kValue->count(name) > 0 || kBool->count(name) > 0 || name == "help");
     values += list.size();
   }
-  FUZZ_CHECK(parsed->positional.size() + parsed->after_dashdash.size() +
-                 values <=
-             args.size());
+  FUZZ_CHECK(parsed->positional.size() + parsed->after_dashdash.size() + values <= args.size());
   if (!parsed->dashdash) FUZZ_CHECK(parsed->after_dashdash.empty());
   return 0;
 }

@@ -17,8 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const size_t name_len = std::min<size_t>(data[0] % 24, size - 1);
   const absl::string_view name = all.substr(1, name_len);
   const absl::string_view environ = all.substr(1 + name_len);
-  std::optional<absl::string_view> value =
-      runreaper::scanner::FindEnvVar(environ, name);
+  std::optional<absl::string_view> value = runreaper::scanner::FindEnvVar(environ, name);
   if (!value.has_value()) return 0;
   const char* begin = environ.data();
   const char* end = environ.data() + environ.size();

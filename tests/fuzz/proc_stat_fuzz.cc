@@ -11,8 +11,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const absl::string_view text(reinterpret_cast<const char*>(data), size);
-  absl::StatusOr<runreaper::scanner::ProcStat> st =
-      runreaper::scanner::ParseStat(text);
+  absl::StatusOr<runreaper::scanner::ProcStat> st = runreaper::scanner::ParseStat(text);
   if (!st.ok()) return 0;
   const size_t open = text.find('(');
   const size_t close = text.rfind(')');

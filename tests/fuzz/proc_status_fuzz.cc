@@ -13,8 +13,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const absl::string_view text(reinterpret_cast<const char*>(data), size);
-  absl::StatusOr<runreaper::scanner::ProcStatus> st =
-      runreaper::scanner::ParseStatus(text);
+  absl::StatusOr<runreaper::scanner::ProcStatus> st = runreaper::scanner::ParseStatus(text);
   if (st.ok()) {
     FUZZ_CHECK(st->nspid.size() <= size);
     FUZZ_CHECK(st->nspgid.size() <= size);

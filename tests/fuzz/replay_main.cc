@@ -60,10 +60,8 @@ int main(int argc, char** argv) {
   }
   for (const std::string& path : inputs) {
     std::ifstream in(path, std::ios::binary);
-    const std::string data((std::istreambuf_iterator<char>(in)),
-                           std::istreambuf_iterator<char>());
-    LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(data.data()),
-                           data.size());
+    const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(data.data()), data.size());
   }
   // The last line is read by tools/sum_test_xml.py's neighbours: one line a
   // target, so a reader sees how much was replayed.
