@@ -21,6 +21,7 @@ PACKAGES=(
   procps
   python3
   clang
+  clang-format
   libclang-rt-14-dev
   prometheus-cpp-dev
   prometheus
