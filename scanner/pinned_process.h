@@ -1,0 +1,143 @@
+// One process held by a pidfd, with the facts that make it *that* process
+// (systemd's PidRef is the model): a pid never travels without the
+// descriptor that pins it. Pinning is the one idiom every site that probes,
+// watches or signals a process by number uses: pidfd_open first, then the
+// stat read, then the start time compared, so a recycled pid is told apart
+// from the recorded process; afterwards a poll of the pidfd tells whether
+// the pinned process has exited, and a signal through it can reach no other
+// process. The errno table of that idiom is here and nowhere else:
+//
+//   pidfd_open ESRCH            kGone: no process has that pid
+//   pidfd_open EINVAL / ENOENT  kNotProcess (a thread that does not lead its
+//                               group; EINVAL before Linux 6.9, ENOENT since),
+//                               or kGone when kill(pid, 0) then says ESRCH (a
+//                               pid with no tasks left)
+//   pidfd_open EMFILE / ENFILE  kNoDescriptor: out of descriptors, try later
+//   pidfd_open other            kError
+//   stat NOT_FOUND + ESRCH      kGone (procfs ENOENT alone may be hidepid=2
+//                               hiding a live process: only ESRCH proves gone)
+//   stat unreadable otherwise   kUnreadable: pinned, identity unverified
+//   stat, other start time      kReused: the pid names another process
+//   a readable pidfd            Exited(): exited, zombie or reaped
+//   pidfd_send_signal ESRCH     Signal() NOT_FOUND: exited and reaped
+//   pidfd_send_signal EPERM     Signal() PERMISSION_DENIED: exists, may not
+//                               signal it
+//
+// The type holds the pidfd, the pid and the verified start time; a later
+// identity fact (the pidfs inode, PIDFD_GET_INFO) belongs in it too. Who may
+// be signalled is decided by scanner/safe_signal.h, the only caller of
+// Signal().
+#ifndef RUNREAPER_SCANNER_PINNED_PROCESS_H_
+#define RUNREAPER_SCANNER_PINNED_PROCESS_H_
+
+#include <cstdint>
+#include <optional>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "base/fd.h"
+#include "scanner/procfs.h"
+
+namespace runreaper::scanner {
+
+// What PinnedProcess::Open found.
+enum class PinResult {
+  kPinned,        // held, stat read while held, start time as recorded
+  kUnreadable,    // held, but its stat could not be read (hidepid, EACCES,
+                  // EMFILE for the read, ...): alive or a zombie, unverified
+  kGone,          // no process has that pid (ESRCH)
+  kReused,        // the pid names another process (other start time)
+  kNotProcess,    // the pid names a thread that does not lead its group
+  kNoDescriptor,  // pidfd_open EMFILE/ENFILE: no descriptor to pin it with
+  kError,         // anything else (pid <= 0 included), see the status
+};
+
+const char* PinResultName(PinResult result);
+
+struct PinOutcome;
+
+// Whether no process has `pid` now: kill(pid, 0) fails with ESRCH. The only
+// proof of absence (EPERM means it exists; a procfs ENOENT may be hidepid).
+// False for pid <= 0, which it never probes (kill(0|-n, 0) is a group probe,
+// kill(-1, 0) every process).
+bool PidGone(int pid);
+
+class PinnedProcess {
+ public:
+  // Holds nothing (valid() false).
+  PinnedProcess() = default;
+  PinnedProcess(PinnedProcess&&) = default;
+  PinnedProcess& operator=(PinnedProcess&&) = default;
+
+  // Pins the process that holds `pid` (a pid of `procfs`'s PID namespace,
+  // the observer's) and reads its stat through `procfs` while it is held.
+  // With `start_time` nonzero, the stat must show that start time (else
+  // kReused, the pidfd closed): a pidfd opened before the read pins
+  // whatever held the pid then, and a pid is not reused before that process
+  // is reaped, so a matching start time proves the pin is the recorded
+  // process. With `start_time` 0 nothing is verified: the pin is whatever
+  // holds the pid, and its stat is that process's only if Exited() is still
+  // false after Open (a pidfd turns readable at exit, before the reap that
+  // frees the pid). Never signals; pid <= 0 is kError without a system call.
+  static PinOutcome Open(const ProcFs& procfs, int pid, uint64_t start_time);
+
+  bool valid() const { return pidfd_.valid(); }
+  int pid() const { return pid_; }
+  // The start time read through the pin at Open (the recorded one when one
+  // was given); 0 when the stat was unreadable (kUnreadable).
+  uint64_t start_time() const { return start_time_; }
+  // The pidfd, still owned by this object (for epoll).
+  int pidfd() const { return pidfd_.get(); }
+
+  // <pid>/stat read again while pinned. NOT_FOUND when the pinned process
+  // is gone: the read failed with NOT_FOUND and PidGone, or the stat shows
+  // another start time than the pinned one (it was reaped and the pid
+  // reused). Other errors as ProcFs::ReadStat.
+  absl::StatusOr<ProcStat> ReadStat(const ProcFs& procfs) const;
+  // <pid>/status read while pinned, errors as ProcFs::ReadStatus (a
+  // NOT_FOUND proves nothing alone: ask Gone()). It is the pinned process's
+  // unless that was reaped meanwhile (status has no start time to tell).
+  absl::StatusOr<ProcStatus> ReadStatus(const ProcFs& procfs) const;
+
+  // PidGone(pid()).
+  bool Gone() const { return PidGone(pid_); }
+  // Whether the pinned process has exited (zombie or reaped): the pidfd is
+  // readable, one poll with no timeout. An error when poll fails or nothing
+  // is pinned; callers decide what that claims (nothing, usually).
+  absl::StatusOr<bool> Exited() const;
+
+  // Sends `sig` through the pidfd, so only the pinned process can receive
+  // it. Refuses (FAILED_PRECONDITION, nothing sent) pid <= 1, this very
+  // process and an empty pin. NOT_FOUND (ESRCH): exited and reaped since it
+  // was pinned. PERMISSION_DENIED (EPERM): exists, may not be signalled.
+  // Other errors as absl::ErrnoToStatus. Not retried (a retried signal
+  // could be delivered twice). Only scanner/safe_signal.cc calls this,
+  // after its guard.
+  absl::Status Signal(int sig) const;
+
+ private:
+  PinnedProcess(Fd pidfd, int pid, uint64_t start_time)
+      : pidfd_(std::move(pidfd)), pid_(pid), start_time_(start_time) {}
+
+  Fd pidfd_;
+  int pid_ = 0;
+  uint64_t start_time_ = 0;
+};
+
+struct PinOutcome {
+  PinResult result = PinResult::kError;
+  // Why, for every result but kPinned: the errno as a status naming the
+  // call and pid (pidfd_open), or the stat read's status.
+  absl::Status status;
+  // The errno of a failed pidfd_open (0 otherwise).
+  int error = 0;
+  // Held for kPinned and kUnreadable; empty otherwise (the pidfd closed).
+  PinnedProcess process;
+  // The stat read while pinned: kPinned and kReused.
+  std::optional<ProcStat> stat;
+};
+
+}  // namespace runreaper::scanner
+
+#endif  // RUNREAPER_SCANNER_PINNED_PROCESS_H_

@@ -1,0 +1,289 @@
+// PinnedProcess against real processes: a live child, a real zombie, a
+// reaped pid, a pid really reused (ns_last_pid in a private PID namespace),
+// a thread id, descriptor exhaustion, and signals through the pin. main()
+// re-executes this test as pid 1 of a private PID namespace; tests that
+// signal or set ns_last_pid skip when that failed.
+#include "scanner/pinned_process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "base/fd.h"
+#include "base/test_child.h"
+#include "base/test_util.h"
+#include "gtest/gtest.h"
+#include "scanner/procfs.h"
+
+namespace runreaper::scanner {
+namespace {
+
+constexpr char kInNsEnv[] = "RUNREAPER_PINNED_TEST_IN_NS";
+
+class PinnedProcessTest : public ::testing::Test {
+ protected:
+  uint64_t StartTime(int pid) {
+    absl::StatusOr<ProcStat> stat = procfs_.ReadStat(pid);
+    EXPECT_TRUE(stat.ok()) << stat.status();
+    return stat.ok() ? stat->start_time : 0;
+  }
+
+  ProcFs procfs_;
+};
+
+TEST_F(PinnedProcessTest, LiveChildIsPinnedAndItsStatRead) {
+  TestChild child("rr-pin-live");
+  const uint64_t start = StartTime(child.pid());
+  ASSERT_NE(start, 0u);
+  PinOutcome pin = PinnedProcess::Open(procfs_, child.pid(), start);
+  ASSERT_EQ(pin.result, PinResult::kPinned) << PinResultName(pin.result) << " " << pin.status;
+  EXPECT_OK(pin.status);
+  ASSERT_TRUE(pin.process.valid());
+  EXPECT_EQ(pin.process.pid(), child.pid());
+  EXPECT_EQ(pin.process.start_time(), start);
+  ASSERT_TRUE(pin.stat.has_value());
+  EXPECT_EQ(pin.stat->pid, child.pid());
+  EXPECT_EQ(pin.stat->comm, "rr-pin-live");
+  EXPECT_NE(pin.stat->state, 'Z');
+  ASSERT_OK_AND_ASSIGN(const bool exited, pin.process.Exited());
+  EXPECT_FALSE(exited);
+  ASSERT_OK_AND_ASSIGN(const ProcStat again, pin.process.ReadStat(procfs_));
+  EXPECT_EQ(again.start_time, start);
+  ASSERT_OK_AND_ASSIGN(const ProcStatus status, pin.process.ReadStatus(procfs_));
+  EXPECT_EQ(status.tgid, child.pid());
+  EXPECT_FALSE(pin.process.Gone());
+}
+
+TEST_F(PinnedProcessTest, NoStartTimePinsWhateverHoldsThePid) {
+  TestChild child;
+  const uint64_t start = StartTime(child.pid());
+  PinOutcome pin = PinnedProcess::Open(procfs_, child.pid(), 0);
+  ASSERT_EQ(pin.result, PinResult::kPinned) << PinResultName(pin.result) << " " << pin.status;
+  EXPECT_EQ(pin.process.start_time(), start);  // read through the pin
+}
+
+TEST_F(PinnedProcessTest, RealZombieIsPinnedExitedAndStillReadable) {
+  TestChild child;
+  const uint64_t start = StartTime(child.pid());
+  child.ExitToZombie();
+  PinOutcome pin = PinnedProcess::Open(procfs_, child.pid(), start);
+  ASSERT_EQ(pin.result, PinResult::kPinned) << PinResultName(pin.result) << " " << pin.status;
+  ASSERT_TRUE(pin.stat.has_value());
+  EXPECT_EQ(pin.stat->state, 'Z');
+  EXPECT_EQ(pin.process.start_time(), start);
+  ASSERT_OK_AND_ASSIGN(const bool exited, pin.process.Exited());
+  EXPECT_TRUE(exited);
+  ASSERT_OK_AND_ASSIGN(const ProcStat again, pin.process.ReadStat(procfs_));
+  EXPECT_EQ(again.state, 'Z');
+  EXPECT_FALSE(pin.process.Gone()) << "a zombie still holds its pid";
+}
+
+TEST_F(PinnedProcessTest, PinTurnsExitedWhenItsProcessExitsAndGoneWhenReaped) {
+  TestChild child;
+  PinOutcome pin = PinnedProcess::Open(procfs_, child.pid(), StartTime(child.pid()));
+  ASSERT_EQ(pin.result, PinResult::kPinned) << PinResultName(pin.result) << " " << pin.status;
+  ASSERT_OK_AND_ASSIGN(const bool before, pin.process.Exited());
+  EXPECT_FALSE(before);
+  child.Release();
+  EXPECT_TRUE(WaitFor([&] {
+    absl::StatusOr<bool> exited = pin.process.Exited();
+    return exited.ok() && *exited;
+  }));
+  child.Reap();
+  EXPECT_TRUE(pin.process.Gone());
+  EXPECT_TRUE(absl::IsNotFound(pin.process.ReadStat(procfs_).status()));
+  ASSERT_OK_AND_ASSIGN(const bool after, pin.process.Exited());
+  EXPECT_TRUE(after);
+}
+
+TEST_F(PinnedProcessTest, ReapedPidIsGone) {
+  TestChild child;
+  const int pid = child.pid();
+  const uint64_t start = StartTime(pid);
+  child.Release();
+  child.Reap();
+  PinOutcome pin = PinnedProcess::Open(procfs_, pid, start);
+  EXPECT_EQ(pin.result, PinResult::kGone) << PinResultName(pin.result) << " " << pin.status;
+  EXPECT_TRUE(absl::IsNotFound(pin.status)) << pin.status;
+  EXPECT_EQ(pin.error, ESRCH);
+  EXPECT_FALSE(pin.process.valid());
+  EXPECT_TRUE(PidGone(pid));
+}
+
+TEST_F(PinnedProcessTest, OtherRecordedStartTimeIsReusedAndNotHeld) {
+  TestChild child;
+  const uint64_t start = StartTime(child.pid());
+  PinOutcome pin = PinnedProcess::Open(procfs_, child.pid(), start + 1);
+  EXPECT_EQ(pin.result, PinResult::kReused) << PinResultName(pin.result) << " " << pin.status;
+  EXPECT_FALSE(pin.process.valid());
+  ASSERT_TRUE(pin.stat.has_value());
+  EXPECT_EQ(pin.stat->start_time, start);
+  EXPECT_TRUE(absl::StrContains(pin.status.message(), "recorded")) << pin.status;
+}
+
+TEST_F(PinnedProcessTest, ThreadIdIsNotAProcess) {
+  int fds[2];
+  ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+  Fd rd(fds[0]);
+  Fd wr(fds[1]);
+  std::atomic<pid_t> tid{0};
+  std::thread t([&] {
+    tid = ::gettid();
+    char c;
+    while (::read(rd.get(), &c, 1) < 0 && errno == EINTR) {
+    }
+  });
+  ASSERT_TRUE(WaitFor([&] { return tid.load() != 0; }));
+  PinOutcome pin = PinnedProcess::Open(procfs_, tid, 0);
+  EXPECT_EQ(pin.result, PinResult::kNotProcess) << PinResultName(pin.result) << " " << pin.status;
+  EXPECT_FALSE(pin.process.valid());
+  ASSERT_EQ(::write(wr.get(), "x", 1), 1);
+  t.join();
+}
+
+TEST_F(PinnedProcessTest, UnreadableStatIsHeldButUnverified) {
+  // A procfs root without the process (as hidepid=2 shows another user's):
+  // ENOENT, but the process exists, so it is neither gone nor verified.
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const ProcFs empty(tmp != nullptr ? tmp : "/tmp");
+  TestChild child;
+  PinOutcome pin = PinnedProcess::Open(empty, child.pid(), StartTime(child.pid()));
+  ASSERT_EQ(pin.result, PinResult::kUnreadable) << PinResultName(pin.result) << " " << pin.status;
+  EXPECT_TRUE(absl::IsNotFound(pin.status)) << pin.status;
+  ASSERT_TRUE(pin.process.valid());
+  EXPECT_EQ(pin.process.start_time(), 0u);
+  EXPECT_FALSE(pin.stat.has_value());
+  ASSERT_OK_AND_ASSIGN(const bool exited, pin.process.Exited());
+  EXPECT_FALSE(exited);
+}
+
+TEST_F(PinnedProcessTest, OutOfDescriptorsIsNoDescriptor) {
+  TestChild child;
+  const uint64_t start = StartTime(child.pid());
+  DescriptorsUsedUp used(64);
+  ASSERT_TRUE(used.ok());
+  PinOutcome pin = PinnedProcess::Open(procfs_, child.pid(), start);
+  ASSERT_TRUE(used.Release());
+  EXPECT_EQ(pin.result, PinResult::kNoDescriptor) << PinResultName(pin.result) << " " << pin.status;
+  EXPECT_EQ(pin.error, EMFILE);
+  EXPECT_FALSE(pin.process.valid());
+}
+
+TEST_F(PinnedProcessTest, GuardsBelowTwoAndSelf) {
+  for (const int pid : {0, -1}) {
+    PinOutcome pin = PinnedProcess::Open(procfs_, pid, 0);
+    EXPECT_EQ(pin.result, PinResult::kError) << pid;
+    EXPECT_TRUE(absl::IsInvalidArgument(pin.status)) << pin.status;
+    EXPECT_FALSE(pin.process.valid());
+    EXPECT_FALSE(PidGone(pid));
+  }
+  // Pinning pid 1 and ourselves is allowed (they may be watched); signalling
+  // them never is. Signal 0 would be harmless if the guard were broken, and
+  // would then show as OK.
+  for (const int pid : {1, static_cast<int>(::getpid())}) {
+    PinOutcome pin = PinnedProcess::Open(procfs_, pid, 0);
+    ASSERT_EQ(pin.result, PinResult::kPinned) << pid << " " << pin.status;
+    const absl::Status sent = pin.process.Signal(0);
+    EXPECT_TRUE(absl::IsFailedPrecondition(sent)) << pid << " " << sent;
+    EXPECT_TRUE(absl::StrContains(sent.message(), "refusing")) << sent;
+  }
+  const PinnedProcess nothing;
+  EXPECT_TRUE(absl::IsFailedPrecondition(nothing.Signal(0)));
+  EXPECT_FALSE(nothing.Exited().ok());
+}
+
+TEST_F(PinnedProcessTest, SignalThroughThePinReachesThatProcess) {
+  SKIP_UNLESS_PRIVATE_PID_NS();
+  TestChild target;
+  TestChild bystander;
+  PinOutcome pin = PinnedProcess::Open(procfs_, target.pid(), StartTime(target.pid()));
+  ASSERT_EQ(pin.result, PinResult::kPinned) << PinResultName(pin.result) << " " << pin.status;
+  ASSERT_OK(pin.process.Signal(SIGKILL));
+  const int status = target.Reap();
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+  int bystander_status = 0;
+  EXPECT_EQ(::waitpid(bystander.pid(), &bystander_status, WNOHANG), 0) << "the bystander was hit";
+  // Exited and reaped since it was pinned: ESRCH.
+  const absl::Status again = pin.process.Signal(SIGKILL);
+  EXPECT_TRUE(absl::IsNotFound(again)) << again;
+}
+
+// Writes `last` to this PID namespace's ns_last_pid: the next fork gets
+// last + 1 when that is free.
+bool SetNsLastPid(int last) {
+  Fd fd(::open("/proc/sys/kernel/ns_last_pid", O_WRONLY | O_CLOEXEC));
+  if (!fd.valid()) return false;
+  const std::string text = absl::StrCat(last);
+  return ::write(fd.get(), text.data(), text.size()) == static_cast<ssize_t>(text.size());
+}
+
+// A real reuse: a child is pinned, exits and is reaped, and another child
+// gets its pid (ns_last_pid; nothing else forks in this namespace).
+TEST_F(PinnedProcessTest, RealPidReuseIsReusedAndThePinReachesNoOne) {
+  SKIP_UNLESS_PRIVATE_PID_NS();
+  auto first = std::make_unique<TestChild>();
+  const int pid = first->pid();
+  const uint64_t start = StartTime(pid);
+  PinOutcome old = PinnedProcess::Open(procfs_, pid, start);
+  ASSERT_EQ(old.result, PinResult::kPinned) << PinResultName(old.result) << " " << old.status;
+  first->Release();
+  first->Reap();
+  // Start times count clock ticks: let a few pass, so the new process's
+  // start time differs from the old one's.
+  absl::SleepFor(absl::Seconds(3.0 / static_cast<double>(::sysconf(_SC_CLK_TCK))));
+  ASSERT_TRUE(SetNsLastPid(pid - 1));
+  TestChild second;
+  ASSERT_EQ(second.pid(), pid) << "the pid was not reused";
+  const uint64_t second_start = StartTime(pid);
+  ASSERT_NE(second_start, start);
+
+  // The recorded identity no longer holds the pid.
+  PinOutcome pin = PinnedProcess::Open(procfs_, pid, start);
+  EXPECT_EQ(pin.result, PinResult::kReused) << PinResultName(pin.result) << " " << pin.status;
+  EXPECT_FALSE(pin.process.valid());
+  ASSERT_TRUE(pin.stat.has_value());
+  EXPECT_EQ(pin.stat->start_time, second_start);
+  // The new one is pinned under its own identity.
+  PinOutcome now = PinnedProcess::Open(procfs_, pid, second_start);
+  EXPECT_EQ(now.result, PinResult::kPinned) << PinResultName(now.result) << " " << now.status;
+
+  // The old pin still refers to the reaped process: exited, its stat gone,
+  // and a signal through it reaches no one.
+  ASSERT_OK_AND_ASSIGN(const bool exited, old.process.Exited());
+  EXPECT_TRUE(exited);
+  EXPECT_TRUE(absl::IsNotFound(old.process.ReadStat(procfs_).status()));
+  const absl::Status sent = old.process.Signal(SIGKILL);
+  EXPECT_TRUE(absl::IsNotFound(sent)) << sent;
+  int status = 0;
+  EXPECT_EQ(::waitpid(second.pid(), &status, WNOHANG), 0) << "the new process was hit";
+}
+
+TEST(PinResultTest, Names) {
+  EXPECT_STREQ(PinResultName(PinResult::kPinned), "PINNED");
+  EXPECT_STREQ(PinResultName(PinResult::kReused), "REUSED");
+  EXPECT_STREQ(PinResultName(PinResult::kNoDescriptor), "NO_DESCRIPTOR");
+}
+
+}  // namespace
+}  // namespace runreaper::scanner
+
+int main(int argc, char** argv) {
+  runreaper::ReexecInPrivatePidNamespace(argc, argv, runreaper::scanner::kInNsEnv);
+  testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
