@@ -12,7 +12,6 @@
 #include <cstring>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <utility>
@@ -22,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/fd.h"
@@ -63,26 +63,26 @@ struct ExitWatcher::Impl {
   Fd epoll;
   Fd wake;
   int budget = 0;
-  mutable std::mutex mu;
-  absl::flat_hash_map<ProcessRef, Watch> by_process;  // guarded by mu
-  std::map<std::string, ProcessRef> by_key;           // guarded by mu
-  std::map<uint64_t, ProcessRef> by_id;               // guarded by mu
-  uint64_t next_id = 1;                               // guarded by mu
-  int opening = 0;             // pidfds being opened outside mu; guarded by mu
-  int fallbacks = 0;           // guarded by mu
-  bool budget_logged = false;  // guarded by mu
+  mutable absl::Mutex mu;
+  absl::flat_hash_map<ProcessRef, Watch> by_process ABSL_GUARDED_BY(mu);
+  std::map<std::string, ProcessRef> by_key ABSL_GUARDED_BY(mu);
+  std::map<uint64_t, ProcessRef> by_id ABSL_GUARDED_BY(mu);
+  uint64_t next_id ABSL_GUARDED_BY(mu) = 1;
+  int opening ABSL_GUARDED_BY(mu) = 0;  // pidfds being opened outside mu
+  int fallbacks ABSL_GUARDED_BY(mu) = 0;
+  bool budget_logged ABSL_GUARDED_BY(mu) = false;
   // Keys that fell back for want of a pidfd (budget reached, EMFILE/ENFILE),
   // to be armed when one is free; and whether RearmWaiting has work (a
   // pidfd was released or a process newly held since it last looked).
-  std::map<std::string, ProcessRef> waiting;  // guarded by mu
-  bool rearm_due = false;                     // guarded by mu
-  Fd* wake_fd = nullptr;                      // &wake, for RemoveProcessLocked
+  std::map<std::string, ProcessRef> waiting ABSL_GUARDED_BY(mu);
+  bool rearm_due ABSL_GUARDED_BY(mu) = false;
+  Fd* wake_fd = nullptr;  // &wake, for RemoveProcessLocked
   // Bumped by every change of the armed keys (arm, disarm, exit reported).
   std::atomic<uint64_t> generation{0};
 
   // Removes `key`; its process's pidfd leaves the epoll set and is closed
-  // when no other key names it. mu held.
-  void RemoveLocked(const std::string& key) {
+  // when no other key names it.
+  void RemoveLocked(const std::string& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     waiting.erase(key);
     auto it = by_key.find(key);
     if (it == by_key.end()) return;
@@ -94,7 +94,8 @@ struct ExitWatcher::Impl {
     if (w->second.keys.empty()) RemoveProcessLocked(w);
   }
 
-  void RemoveProcessLocked(absl::flat_hash_map<ProcessRef, Watch>::iterator w) {
+  void RemoveProcessLocked(absl::flat_hash_map<ProcessRef, Watch>::iterator w)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     // EPOLL_CTL_DEL before close: a closed fd leaves the set by itself only
     // when no duplicate of it exists; be explicit.
     ::epoll_ctl(epoll.get(), EPOLL_CTL_DEL, w->second.pidfd.get(), nullptr);
@@ -111,10 +112,13 @@ struct ExitWatcher::Impl {
     }
   }
 
-  bool FullLocked() const { return static_cast<int>(by_process.size()) + opening >= budget; }
+  bool FullLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return static_cast<int>(by_process.size()) + opening >= budget;
+  }
 
-  // Adds `key` to the watch of `ref`, which exists. mu held.
-  void AddKeyLocked(const std::string& key, const ProcessRef& ref) {
+  // Adds `key` to the watch of `ref`, which exists.
+  void AddKeyLocked(const std::string& key, const ProcessRef& ref)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     by_process[ref].keys.insert(key);
     by_key[key] = ref;
     generation.fetch_add(1);
@@ -183,13 +187,15 @@ ExitWatcher::ArmResult ExitWatcher::ArmImpl(const std::string& key, const Proces
   const uint64_t start_time = process.start_time;
   const ProcessRef ref = WatchKey(process);
   // A re-arm is for a key still waiting: one disarmed meanwhile (its run
-  // left RUNNING) is not armed again. mu held.
-  auto gone_locked = [&] { return rearm && impl_->waiting.count(key) == 0; };
+  // left RUNNING) is not armed again.
+  auto gone_locked = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(impl_->mu) {
+    return rearm && impl_->waiting.count(key) == 0;
+  };
   // No pidfd to be had now. A first arm counts and logs it (`err` 0: no
   // errno); `wait` keeps the key for RearmWaiting. A re-arm stays waiting,
   // silently.
   auto fallback = [&](const std::string& what, int err, bool wait) {
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    absl::MutexLock lock(&impl_->mu);
     if (rearm) {
       if (!wait) impl_->waiting.erase(key);  // retrying would not help
       return ArmResult::kFallback;
@@ -201,7 +207,7 @@ ExitWatcher::ArmResult ExitWatcher::ArmImpl(const std::string& key, const Proces
     return ArmResult::kFallback;
   };
   {
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    absl::MutexLock lock(&impl_->mu);
     if (gone_locked()) return ArmResult::kFallback;
     auto current = impl_->by_key.find(key);
     if (current != impl_->by_key.end() && current->second == ref) {
@@ -240,7 +246,7 @@ ExitWatcher::ArmResult ExitWatcher::ArmImpl(const std::string& key, const Proces
   struct Opening {
     Impl* impl;
     ~Opening() {
-      std::lock_guard<std::mutex> lock(impl->mu);
+      absl::MutexLock lock(&impl->mu);
       --impl->opening;
     }
   } opening{impl_.get()};
@@ -282,7 +288,7 @@ ExitWatcher::ArmResult ExitWatcher::ArmImpl(const std::string& key, const Proces
                     /*wait=*/absl::IsResourceExhausted(stat.status()));
   }
 
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  absl::MutexLock lock(&impl_->mu);
   if (gone_locked()) return ArmResult::kFallback;  // ours closes
   // A concurrent Arm may have re-armed this key or watched this process
   // since the check above.
@@ -316,7 +322,7 @@ ExitWatcher::ArmResult ExitWatcher::ArmImpl(const std::string& key, const Proces
 
 ExitWatcher::ArmResult ExitWatcher::Exited(const std::string& key, bool rearm) {
   if (rearm) {
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    absl::MutexLock lock(&impl_->mu);
     impl_->waiting.erase(key);
   }
   return ArmResult::kExited;
@@ -326,7 +332,7 @@ ExitWatcher::RearmResult ExitWatcher::RearmWaiting() {
   RearmResult result;
   std::vector<std::pair<std::string, ProcessRef>> todo;
   {
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    absl::MutexLock lock(&impl_->mu);
     if (!impl_->rearm_due) return result;
     impl_->rearm_due = false;
     todo.assign(impl_->waiting.begin(), impl_->waiting.end());
@@ -334,7 +340,7 @@ ExitWatcher::RearmResult ExitWatcher::RearmWaiting() {
   for (const auto& [key, ref] : todo) {
     {
       // Past the budget only a process already held can take more keys.
-      std::lock_guard<std::mutex> lock(impl_->mu);
+      absl::MutexLock lock(&impl_->mu);
       if (impl_->FullLocked() && !impl_->by_process.contains(WatchKey(ref))) continue;
     }
     switch (ArmImpl(key, ref, /*rearm=*/true)) {
@@ -352,21 +358,13 @@ ExitWatcher::RearmResult ExitWatcher::RearmWaiting() {
 }
 
 int ExitWatcher::waiting() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  absl::MutexLock lock(&impl_->mu);
   return static_cast<int>(impl_->waiting.size());
 }
 
 void ExitWatcher::Disarm(const std::string& key) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  absl::MutexLock lock(&impl_->mu);
   impl_->RemoveLocked(key);
-}
-
-bool ExitWatcher::IsRunning(const std::string& key) const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  auto it = impl_->by_key.find(key);
-  if (it == impl_->by_key.end()) return false;
-  auto w = impl_->by_process.find(it->second);
-  return w != impl_->by_process.end() && !PidfdReadable(w->second.pidfd.get());
 }
 
 std::vector<std::string> ExitWatcher::Wait(absl::Duration timeout) {
@@ -385,7 +383,7 @@ std::vector<std::string> ExitWatcher::Wait(absl::Duration timeout) {
       return exited;
     }
     bool woken = false;
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    absl::MutexLock lock(&impl_->mu);
     for (int i = 0; i < n; ++i) {
       const uint64_t id = events[i].data.u64;
       if (id == kWakeId) {
@@ -418,26 +416,26 @@ void ExitWatcher::Wake() {
 }
 
 bool ExitWatcher::IsArmed(const std::string& key) const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  absl::MutexLock lock(&impl_->mu);
   return impl_->by_key.count(key) != 0;
 }
 
 uint64_t ExitWatcher::generation() const { return impl_->generation.load(); }
 
 int ExitWatcher::armed() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  absl::MutexLock lock(&impl_->mu);
   return static_cast<int>(impl_->by_key.size());
 }
 
 int ExitWatcher::pidfds() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  absl::MutexLock lock(&impl_->mu);
   return static_cast<int>(impl_->by_process.size());
 }
 
 int ExitWatcher::budget() const { return impl_->budget; }
 
 int ExitWatcher::fallbacks() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  absl::MutexLock lock(&impl_->mu);
   return impl_->fallbacks;
 }
 

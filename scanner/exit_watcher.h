@@ -73,14 +73,6 @@ class ExitWatcher {
   // Keys waiting for a pidfd.
   int waiting() const;
 
-  // Whether `key` is armed and its process has not exited: one poll (timeout
-  // 0) on the held pidfd, no procfs read. An armed pidfd names exactly the
-  // process whose start time was checked at arming, and a pidfd turns
-  // readable when the process exits, zombie included; so true means the
-  // recorded process is alive and not a zombie. False when not armed or
-  // exited (an exited key stays armed until Wait() reports it). Thread-safe.
-  bool IsRunning(const std::string& key) const;
-
   // Whether `key` holds a pidfd: a map lookup, no system call. Armed means
   // the process was alive at arming and has not been reported exited by
   // Wait() yet (an exit not yet collected by Wait() still counts as armed).

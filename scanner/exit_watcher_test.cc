@@ -204,18 +204,21 @@ TEST_F(ExitWatcherTest, RearmReplacesThePidfd) {
   b.Reap();
 }
 
-TEST_F(ExitWatcherTest, IsRunningUntilTheProcessExits) {
+TEST_F(ExitWatcherTest, WatchedUntilTheProcessExitsAndReportedAsAZombie) {
   TestChild c(nullptr, 7);
   ASSERT_GT(c.pid(), 0);
-  EXPECT_FALSE(watcher_->IsRunning("run-i"));  // not armed
+  EXPECT_FALSE(watcher_->IsArmed("run-i"));  // not armed
   ASSERT_EQ(watcher_->Arm("run-i", c.pid(), StartTime(c.pid())), ExitWatcher::ArmResult::kArmed);
-  EXPECT_TRUE(watcher_->IsRunning("run-i"));
+  EXPECT_TRUE(watcher_->IsArmed("run-i"));
+  // Running: not reported.
+  EXPECT_TRUE(watcher_->Wait(absl::Milliseconds(20)).empty());
+  EXPECT_TRUE(watcher_->IsArmed("run-i"));
   c.Release();
-  // Turns false once it is a zombie, before anyone reaps it.
-  EXPECT_TRUE(WaitFor([&] { return !watcher_->IsRunning("run-i"); }));
+  // Reported once it is a zombie, before anyone reaps it.
+  EXPECT_TRUE(AwaitReported("run-i"));
   ASSERT_OK_AND_ASSIGN(ProcStat stat, procfs_.ReadStat(c.pid()));
   EXPECT_EQ(stat.state, 'Z');
-  EXPECT_TRUE(AwaitReported("run-i"));
+  EXPECT_FALSE(watcher_->IsArmed("run-i"));
   c.Reap();
 }
 
@@ -268,8 +271,9 @@ TEST_F(ExitWatcherTest, KeysNamingOneProcessShareOnePidfd) {
   // Releasing all but two keys keeps the shared pidfd; both are reported.
   for (int i = 2; i < 2000; ++i) watcher_->Disarm("run-" + std::to_string(i));
   EXPECT_EQ(watcher_->pidfds(), 1);
-  EXPECT_TRUE(watcher_->IsRunning("run-1"));
-  EXPECT_FALSE(watcher_->IsRunning("run-2"));
+  EXPECT_TRUE(watcher_->IsArmed("run-1"));
+  EXPECT_FALSE(watcher_->IsArmed("run-2"));
+  EXPECT_TRUE(watcher_->Wait(absl::ZeroDuration()).empty());  // still running
   c.Release();
   EXPECT_TRUE(AwaitReported("run-0"));
   EXPECT_EQ(std::count(reported_.begin(), reported_.end(), "run-1"), 1);
