@@ -26,8 +26,8 @@
 #include "absl/time/time.h"
 #include "base/fd.h"
 #include "base/log.h"
-#include "base/syscalls.h"
 #include "scanner/identity.h"
+#include "scanner/pinned_process.h"
 #include "scanner/procfs.h"
 
 namespace runreaper::scanner {
@@ -37,15 +37,12 @@ namespace {
 // epoll data of the wake eventfd; pidfd registrations get ids from 1 up.
 constexpr uint64_t kWakeId = 0;
 
-// One watched process: its pidfd and every key that names it.
+// One watched process: its pin and every key that names it.
 struct Watch {
-  Fd pidfd;
+  PinnedProcess process;
   uint64_t id = 0;
   std::set<std::string> keys;
 };
-
-// A poll error claims no exit: the process stays watched.
-bool PidfdReadable(int fd) { return base::PidfdPollExited(fd) > 0; }
 
 // The watcher's key for a process: pid and start time (it watches only
 // processes in its own namespace and boot).
@@ -98,7 +95,7 @@ struct ExitWatcher::Impl {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     // EPOLL_CTL_DEL before close: a closed fd leaves the set by itself only
     // when no duplicate of it exists; be explicit.
-    ::epoll_ctl(epoll.get(), EPOLL_CTL_DEL, w->second.pidfd.get(), nullptr);
+    ::epoll_ctl(epoll.get(), EPOLL_CTL_DEL, w->second.process.pidfd(), nullptr);
     by_id.erase(w->second.id);
     by_process.erase(w);
     generation.fetch_add(1);
@@ -251,41 +248,38 @@ ExitWatcher::ArmResult ExitWatcher::ArmImpl(const std::string& key, const Proces
     }
   } opening{impl_.get()};
 
-  Fd pidfd(base::PidfdOpen(pid, 0));
-  if (!pidfd.valid()) {
-    switch (errno) {
-      case ESRCH:  // no such process: already exited and reaped
+  // The pin re-reads the start time *after* the pidfd is open, so a
+  // recycled pid is told apart from the recorded process.
+  PinOutcome pin = PinnedProcess::Open(*impl_->procfs, pid, start_time);
+  switch (pin.result) {
+    case PinResult::kPinned:
+      break;
+    case PinResult::kGone:        // no such process: already exited and reaped
+    case PinResult::kNotProcess:  // a thread that does not lead its group: "no
+                                  // process with that pid"
+    case PinResult::kReused:      // the recorded process is gone
+      return Exited(key, rearm);
+    case PinResult::kNoDescriptor:  // out of descriptors: polled until one is free
+      return fallback("pidfd_open", pin.error, /*wait=*/true);
+    case PinResult::kError:
+      return fallback("pidfd_open", pin.error, /*wait=*/false);
+    case PinResult::kUnreadable: {
+      // A poll error claims no exit.
+      const absl::StatusOr<bool> exited = pin.process.Exited();
+      if (exited.ok() && *exited) {
+        // Exited (and possibly reaped) between pidfd_open and the read.
         return Exited(key, rearm);
-      case EINVAL:  // a pid with no tasks left (or, before Linux 6.9, a
-                    // thread that does not lead its group): not the process
-        return Exited(key, rearm);
-      case ENOENT:  // Linux >= 6.9: a thread that does not lead its group;
-                    // "no process with that pid"
-        return Exited(key, rearm);
-      case EMFILE:  // out of descriptors: polled until one is free
-      case ENFILE:
-        return fallback("pidfd_open", errno, /*wait=*/true);
-      default:
-        return fallback("pidfd_open", errno, /*wait=*/false);
+      }
+      if (start_time != 0) {
+        // Alive but unreadable: identity cannot be verified, so do not watch
+        // a process that might not be the recorded one. (EMFILE while
+        // reading: no descriptor for the read either; polled until one is
+        // free.)
+        return fallback(pin.status.ToString(), 0,
+                        /*wait=*/absl::IsResourceExhausted(pin.status));
+      }
+      break;  // no identity to verify: watched as it is
     }
-  }
-
-  // The pidfd now pins whatever holds `pid`; re-read the start time *after*
-  // opening it, so a recycled pid is told apart from the recorded process.
-  absl::StatusOr<ProcStat> stat = impl_->procfs->ReadStat(pid);
-  if (stat.ok()) {
-    if (start_time != 0 && stat->start_time != start_time) {
-      return Exited(key, rearm);  // the recorded process is gone
-    }
-  } else if (PidfdReadable(pidfd.get())) {
-    // Exited (and possibly reaped) between pidfd_open and the read.
-    return Exited(key, rearm);
-  } else if (start_time != 0) {
-    // Alive but unreadable: identity cannot be verified, so do not watch a
-    // process that might not be the recorded one. (EMFILE while reading:
-    // no descriptor for the read either; polled until one is free.)
-    return fallback(stat.status().ToString(), 0,
-                    /*wait=*/absl::IsResourceExhausted(stat.status()));
   }
 
   absl::MutexLock lock(&impl_->mu);
@@ -301,7 +295,7 @@ ExitWatcher::ArmResult ExitWatcher::ArmImpl(const std::string& key, const Proces
   struct epoll_event ev = {};
   ev.events = EPOLLIN;
   ev.data.u64 = id;
-  if (::epoll_ctl(impl_->epoll.get(), EPOLL_CTL_ADD, pidfd.get(), &ev) != 0) {
+  if (::epoll_ctl(impl_->epoll.get(), EPOLL_CTL_ADD, pin.process.pidfd(), &ev) != 0) {
     const int err = errno;
     ++impl_->fallbacks;
     LogWarning(LogFields().Run(key).Pid(pid), "exit_watcher: epoll_ctl: ", std::strerror(err),
@@ -309,7 +303,7 @@ ExitWatcher::ArmResult ExitWatcher::ArmImpl(const std::string& key, const Proces
     return ArmResult::kFallback;
   }
   Watch& w = impl_->by_process[ref];
-  w.pidfd = std::move(pidfd);
+  w.process = std::move(pin.process);
   w.id = id;
   impl_->by_id[id] = ref;
   impl_->AddKeyLocked(key, ref);

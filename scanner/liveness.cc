@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "base/fd.h"
 #include "base/syscalls.h"
+#include "scanner/pinned_process.h"
 #include "scanner/procfs.h"
 
 namespace runreaper::scanner {
@@ -125,46 +126,44 @@ void ProbePidSlow(const ProcFs& procfs, int pid, Evidence* evidence) {
   evidence->is_non_leader_thread = status->tgid != 0 && status->tgid != pid;
 }
 
-// Readable, or an error: either way the fast path claims nothing.
-bool PollReadable(int fd) { return base::PidfdPollExited(fd) != 0; }
-
-// The same evidence as ProbePidSlow for the common case, cheaper: a pidfd
-// instead of kill(pid, 0) + the status read.
-//  - pidfd_open(pid) (no PIDFD_THREAD) succeeds only for a pid that names a
+// The same evidence as ProbePidSlow for the common case, cheaper: a pin
+// (scanner/pinned_process.h) instead of kill(pid, 0) + the status read.
+//  - A pidfd (no PIDFD_THREAD) opens only for a pid that names a
 //    thread-group leader that has not been reaped: the process exists and is
 //    not a mere thread (what the status read established).
-//  - pidfd_open ESRCH: no process with that pid, as kill(pid, 0) ESRCH.
-//    (pidfd_open never answers EPERM: it checks no permission.)
+//  - kGone: only ESRCH, as kill(pid, 0) ESRCH. (pidfd_open never answers
+//    EPERM: it checks no permission.)
 //  - The stat is read while the pidfd is held; a pidfd turns readable when
 //    its process exits (zombie included), and a pid is not reused before
-//    the process is reaped. So if the pidfd is still not readable after the
-//    read, the stat was read from that very process.
-// Anything else (ENOENT/EINVAL: a thread or a task-less pid; EMFILE; an
-// unreadable stat; an exit during the read) takes the general path, which
+//    the process is reaped. So if the pin has not exited after the read,
+//    the stat was read from that very process. It is pinned without a start
+//    time: comparing it is the table's (Decide's PID_REUSED row).
+// Anything else (a thread or a task-less pid; EMFILE; an unreadable stat;
+// an exit during the read, or a poll error) takes the general path, which
 // also keeps kill(pid, 0)'s EPERM answer where procfs cannot be read.
 void ProbePid(const ProcFs& procfs, int pid, Evidence* evidence) {
   if (pid <= 0) {
     ProbePidSlow(procfs, pid, evidence);
     return;
   }
-  Fd pidfd(base::PidfdOpen(pid, 0));
-  if (!pidfd.valid()) {
-    if (errno == ESRCH) {
-      evidence->probe = SignalProbe::kGone;
-      return;
-    }
+  const PinOutcome pin = PinnedProcess::Open(procfs, pid, /*start_time=*/0);
+  if (pin.result == PinResult::kGone) {
+    evidence->probe = SignalProbe::kGone;
+    return;
+  }
+  if (pin.result != PinResult::kPinned) {
     ProbePidSlow(procfs, pid, evidence);
     return;
   }
-  absl::StatusOr<ProcStat> stat = procfs.ReadStat(pid);
-  if (!stat.ok() || PollReadable(pidfd.get())) {
+  const absl::StatusOr<bool> exited = pin.process.Exited();
+  if (!exited.ok() || *exited) {
     ProbePidSlow(procfs, pid, evidence);
     return;
   }
   evidence->probe = SignalProbe::kExists;
   evidence->stat_readable = true;
-  evidence->state = stat->state;
-  evidence->observed_start_time = stat->start_time;
+  evidence->state = pin.stat->state;
+  evidence->observed_start_time = pin.stat->start_time;
   evidence->is_non_leader_thread = false;
 }
 

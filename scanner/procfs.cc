@@ -509,6 +509,9 @@ absl::StatusOr<Identity> ProcFs::CaptureIdentity(int pid, ProcStatus* status_out
   // (its struct pid), not to the number. If it exits and the number is
   // reused while we read, the reads below fail with ESRCH/ENOENT instead of
   // mixing in fields of the new process.
+  // This is a directory to openat() in, not a PinnedProcess
+  // (scanner/pinned_process.h, which reads through ProcFs): it works for
+  // any procfs root, fixture trees included, and needs no pidfd.
   const std::string dir = absl::StrCat(root_, "/", pid);
   Fd dirfd(base::OpenAtCloexec(AT_FDCWD, dir.c_str(), O_PATH | O_DIRECTORY));
   if (!dirfd.valid()) return ErrnoStatus(errno, "open", dir);

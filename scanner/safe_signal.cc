@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -22,7 +21,7 @@
 #include "base/fd.h"
 #include "base/file_util.h"
 #include "base/status_macros.h"
-#include "base/syscalls.h"
+#include "scanner/pinned_process.h"
 #include "scanner/procfs.h"
 
 namespace runreaper::scanner {
@@ -101,7 +100,7 @@ absl::Status CheckCgroupMember(const ProcFs& procfs, absl::string_view text,
   if (!number.ok()) return number;
   absl::StatusOr<ProcStat> stat = procfs.ReadStat(pid);
   if (!stat.ok()) {
-    if (absl::IsNotFound(stat.status()) && ::kill(pid, 0) != 0 && errno == ESRCH) {
+    if (absl::IsNotFound(stat.status()) && PidGone(pid)) {
       return absl::OkStatus();  // gone since the listing
     }
     return Refuse(pid, absl::StrCat("cannot read stat: ", stat.status().ToString()));
@@ -232,11 +231,9 @@ absl::Status CheckSignalTarget(const ProcFs& procfs, int pid) {
   if (!number.ok()) return number;
   absl::StatusOr<ProcStat> stat = procfs.ReadStat(pid);
   if (!stat.ok()) {
-    if (absl::IsNotFound(stat.status())) {
-      // ENOENT may be hidepid=2 hiding a live process; only ESRCH is "gone".
-      if (::kill(pid, 0) != 0 && errno == ESRCH) {
-        return absl::NotFoundError(absl::StrCat("pid ", pid, " is gone"));
-      }
+    // ENOENT may be hidepid=2 hiding a live process; only ESRCH is "gone".
+    if (absl::IsNotFound(stat.status()) && PidGone(pid)) {
+      return absl::NotFoundError(absl::StrCat("pid ", pid, " is gone"));
     }
     return Refuse(pid, absl::StrCat("cannot read stat: ", stat.status().ToString()));
   }
@@ -261,54 +258,40 @@ SignalOutcome SignalProcess(const ProcFs& procfs, int pid, uint64_t start_time, 
   // Pin the process first: everything read after this refers to whatever
   // held `pid` when the pidfd was opened, and the start time tells whether
   // that is the recorded process.
-  Fd pidfd(base::PidfdOpen(pid, 0));
-  if (!pidfd.valid()) {
-    const int err = errno;
-    switch (err) {
-      case ESRCH:  // no such process
-        out.result = SignalResult::kGone;
-        return out;
-      case EINVAL:  // a process with no tasks left, or (before Linux 6.9)
-                    // a thread that does not lead its group
-      case ENOENT:  // Linux >= 6.9: a thread that does not lead its group
-        // Neither is signalled; tell them apart for the caller.
-        if (::kill(pid, 0) != 0 && errno == ESRCH) {
-          out.result = SignalResult::kGone;
-          return out;
-        }
-        return refused(Refuse(pid, "pidfd_open EINVAL (not a process leader)"));
-      default:
-        out.result = SignalResult::kError;
-        out.status = absl::ErrnoToStatus(err, absl::StrFormat("pidfd_open(%d)", pid));
-        return out;
-    }
-  }
-
-  absl::StatusOr<ProcStat> stat = procfs.ReadStat(pid);
-  if (!stat.ok()) {
-    if (absl::IsNotFound(stat.status()) && ::kill(pid, 0) != 0 && errno == ESRCH) {
+  PinOutcome pin = PinnedProcess::Open(procfs, pid, start_time);
+  switch (pin.result) {
+    case PinResult::kPinned:
+      break;
+    case PinResult::kGone:
       out.result = SignalResult::kGone;
       return out;
-    }
-    // Alive but unreadable: its identity cannot be checked.
-    return refused(Refuse(pid, absl::StrCat("cannot read stat: ", stat.status().ToString())));
+    case PinResult::kReused:
+      out.result = SignalResult::kReused;
+      out.status = pin.status;
+      return out;
+    case PinResult::kNotProcess:
+      // Neither signalled nor gone: a thread that does not lead its group.
+      return refused(Refuse(pid, "pidfd_open EINVAL (not a process leader)"));
+    case PinResult::kUnreadable:
+      // Alive but unreadable: its identity cannot be checked.
+      return refused(Refuse(pid, absl::StrCat("cannot read stat: ", pin.status.ToString())));
+    case PinResult::kNoDescriptor:
+    case PinResult::kError:
+      out.result = SignalResult::kError;
+      out.status = pin.status;
+      return out;
   }
-  if (stat->start_time != start_time) {
-    out.result = SignalResult::kReused;
-    out.status = absl::FailedPreconditionError(
-        absl::StrFormat("pid %d: start time %d, recorded %d", pid, stat->start_time, start_time));
-    return out;
-  }
-  absl::Status guard = CheckWithStat(procfs, pid, *stat);
+  const PinnedProcess& process = pin.process;
+  absl::Status guard = CheckWithStat(procfs, pid, *pin.stat);
   if (!guard.ok()) return refused(guard);
 
   if (only_uid.has_value()) {
     // Read after the pidfd pinned the process and its start time matched:
     // while it lives the pid is not reused, so this is its uid; if it has
     // exited since, the signal below finds ESRCH.
-    absl::StatusOr<ProcStatus> status = procfs.ReadStatus(pid);
+    absl::StatusOr<ProcStatus> status = process.ReadStatus(procfs);
     if (!status.ok()) {
-      if (absl::IsNotFound(status.status()) && ::kill(pid, 0) != 0 && errno == ESRCH) {
+      if (absl::IsNotFound(status.status()) && process.Gone()) {
         out.result = SignalResult::kGone;
         out.status = absl::OkStatus();
         return out;
@@ -325,28 +308,21 @@ SignalOutcome SignalProcess(const ProcFs& procfs, int pid, uint64_t start_time, 
     }
   }
 
-  if (base::PidfdSendSignal(pidfd.get(), sig, nullptr, 0) == 0) {
+  const absl::Status sent = process.Signal(sig);
+  if (sent.ok()) {
     out.result = SignalResult::kSent;
     out.status = absl::OkStatus();
-    return out;
+  } else if (absl::IsNotFound(sent)) {  // exited (and reaped) since it was pinned
+    out.result = SignalResult::kGone;
+    out.status = absl::OkStatus();
+  } else if (absl::IsPermissionDenied(sent)) {  // exists, but we may not signal it
+    out.result = SignalResult::kDenied;
+    out.status = sent;
+  } else {
+    out.result = SignalResult::kError;
+    out.status = sent;
   }
-  const int err = errno;
-  switch (err) {
-    case ESRCH:  // exited (and reaped) since the pidfd was opened
-      out.result = SignalResult::kGone;
-      out.status = absl::OkStatus();
-      return out;
-    case EPERM:  // exists, but we may not signal it
-      out.result = SignalResult::kDenied;
-      out.status =
-          absl::ErrnoToStatus(err, absl::StrFormat("pidfd_send_signal(pid %d, %d)", pid, sig));
-      return out;
-    default:
-      out.result = SignalResult::kError;
-      out.status =
-          absl::ErrnoToStatus(err, absl::StrFormat("pidfd_send_signal(pid %d, %d)", pid, sig));
-      return out;
-  }
+  return out;
 }
 
 }  // namespace runreaper::scanner
