@@ -14,25 +14,6 @@ std::string Differs(const char* field, const S& sent, const L& live, int pid) {
 
 }  // namespace
 
-absl::StatusOr<scanner::Identity> LiveInOwnNamespace(const scanner::Identity& host,
-                                                     const std::vector<int>& nspid,
-                                                     const std::vector<int>& nspgid,
-                                                     const std::vector<int>& nssid) {
-  if (nspid.empty() || nspgid.size() != nspid.size() || nssid.size() != nspid.size()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("process ", host.pid,
-                     " has no usable NSpid/NSpgid/NSsid lines in its "
-                     "status (",
-                     nspid.size(), "/", nspgid.size(), "/", nssid.size(),
-                     " entries): its ids inside its PID namespace are unknown"));
-  }
-  scanner::Identity inner = host;
-  inner.pid = nspid.back();
-  inner.pgid = nspgid.back();
-  inner.sid = nssid.back();
-  return inner;
-}
-
 std::string SentIdentityMismatch(const v1::RegisterRunRequest& request,
                                  const scanner::Identity& live) {
   const scanner::Identity sent = scanner::IdentityOf(request);

@@ -8,7 +8,8 @@
 // unix-socket caller (let in by --socket_group). Such a caller may register
 // only a live process of its own (real uid equal to its uid), numbered in its
 // own PID namespace (runreaperd's, or a child one it translates: a runner in
-// a container), whose every sent identity field matches /proc, may change
+// a container), whose every sent identity field matches /proc (as read once
+// into a LeaderView, server/leader_view.h), may change
 // only runs it registered, and its runs' sweeps and cancels signal only
 // processes of its uid (SignalOnlyUid).
 #ifndef RUNREAPER_SERVER_CALLER_POLICY_H_
@@ -17,12 +18,12 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "runreaper/v1/runreaper.pb.h"
 #include "scanner/identity.h"
+#include "server/leader_view.h"
 
 namespace runreaper::server {
 
@@ -37,46 +38,6 @@ struct Caller {
   int pid = 0;
   uint64_t pidns_inode = 0;
 };
-
-// What registration found for the leader a RegisterRun request names.
-struct LeaderView {
-  enum class Where {
-    kHere,            // a live process with that pid in our PID namespace
-                      // (live.pidns_inode is ours even for a process in a
-                      // container below us: its numbers here are ours)
-    kGone,            // no process with that pid in our PID namespace
-    kTranslated,      // the request names another PID namespace, and the
-                      // process is visible here as `host_pid`
-    kOtherNamespace,  // the request names another PID namespace and it was
-                      // not translated (see `error`)
-    kUnreadable,      // our /proc could not be read for it (see `error`)
-  };
-  Where where = Where::kGone;
-  // kHere: what /proc says now (uid = real uid). kTranslated: the process
-  // read through `host_pid`, numbered as in its own PID namespace
-  // (LiveInOwnNamespace): pid, pgid and sid are its innermost NSpid, NSpgid
-  // and NSsid, the rest as read (start time, PID-namespace inode, boot id,
-  // real uid).
-  scanner::Identity live;
-  int host_pid = 0;  // kTranslated: the leader's pid in our namespace
-  // The PID namespace in which the request's pid is a number: runreaperd's
-  // own for kHere, kGone and kUnreadable, the sent one otherwise; 0 unknown.
-  uint64_t named_pidns = 0;
-  absl::Status error;  // kOtherNamespace, kUnreadable: why
-};
-
-// `host`, a process read through its pid in runreaperd's namespace
-// (ProcFs::CaptureIdentity), as numbered in its own PID namespace: pid,
-// pgid and sid are the last (innermost) entries of `nspid`, `nspgid` and
-// `nssid` (its /proc status NSpid:, NSpgid:, NSsid:, outermost first; an
-// NSpgid/NSsid of 0 says the group or session leader is outside that
-// namespace, kept as 0 = unknown); every other field stays. Pure.
-// FAILED_PRECONDITION naming the pid when the lists are empty (a kernel
-// without the NS lines) or differ in length.
-absl::StatusOr<scanner::Identity> LiveInOwnNamespace(const scanner::Identity& host,
-                                                     const std::vector<int>& nspid,
-                                                     const std::vector<int>& nspgid,
-                                                     const std::vector<int>& nssid);
 
 // The first identity field the request sent with a value (IdentityOf: a 0 or
 // "" is unsent) that differs from `live`, as "start_time_ticks: sent 5,

@@ -31,6 +31,7 @@
 #include "scanner/proc_events.h"
 #include "scanner/procfs.h"
 #include "server/daemon_loops.h"
+#include "server/daemon_self.h"
 #include "server/descriptors.h"
 #include "server/event_hub.h"
 #include "server/lineage_persist.h"
@@ -120,6 +121,7 @@ class Daemon {
   Fd lock_fd_;
   std::unique_ptr<store::RunStore> store_;
   scanner::ProcFs procfs_;
+  std::unique_ptr<DaemonSelf> self_;  // read once, at start
   std::unique_ptr<scanner::ExitWatcher> watcher_;
   std::thread resume_;  // ResumeSweeps at start; joined by Stop
   std::unique_ptr<Reconciler> reconciler_;
@@ -271,9 +273,14 @@ absl::Status Daemon::Start() {
   RETURN_IF_ERROR(CreateDatabaseFile(options_.db));
   ASSIGN_OR_RETURN(store_,
                    store::RunStore::Open(options_.db, metrics_.Observe(store::StoreOptions())));
+  // What runreaperd is (pid, PID namespace, boot id) and what the kernel
+  // offers, read once and logged once; passed to all who need them.
+  self_ = std::make_unique<DaemonSelf>(procfs_);
+  self_->LogAtStart();
   ASSIGN_OR_RETURN(watcher_, scanner::ExitWatcher::Create(&procfs_));
   ReconcilerOptions ropts;
   ropts.stale_after = options_.stale_after;
+  ropts.self = self_.get();
   reconciler_ = std::make_unique<Reconciler>(store_.get(), &procfs_, watcher_.get(), ropts);
   SweeperOptions sweeper_options;
   sweeper_options.metrics = &metrics_;
@@ -312,8 +319,8 @@ absl::Status Daemon::Start() {
   sopts.watch_queue_limit = options_.watch_queue_limit;
   sopts.daemon_status = [this] { return Status(); };
   sopts.handler_threads = options_.handler_threads;
-  service_ = std::make_unique<ReconcilerService>(store_.get(), &procfs_, reconciler_.get(),
-                                                 hub_.get(), sweeper_.get(), sopts);
+  service_ = std::make_unique<ReconcilerService>(
+      store_.get(), &procfs_, self_.get(), reconciler_.get(), hub_.get(), sweeper_.get(), sopts);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

@@ -14,22 +14,38 @@ namespace {
 // through its pid here. Needs the start time and the boot id (equal to
 // ours: start times count from a boot, and namespace inodes repeat across
 // machines).
-absl::Status ViewTranslated(const scanner::ProcFs& procfs, const v1::RegisterRunRequest& r,
-                            LeaderView* view) {
+absl::Status ViewTranslated(const scanner::ProcFs& procfs, const DaemonSelf& self,
+                            const v1::RegisterRunRequest& r, LeaderView* view) {
   if (r.start_time_ticks() == 0 || r.boot_id().empty()) {
     return absl::FailedPreconditionError("it was sent without start_time_ticks and boot_id");
   }
-  ASSIGN_OR_RETURN(const std::string boot_id, procfs.ReadBootId());
+  const std::string boot_id = self.boot_id();
+  if (boot_id.empty()) {
+    return absl::FailedPreconditionError("runreaperd's own boot id is unknown");
+  }
   if (boot_id != r.boot_id()) {
     return absl::FailedPreconditionError(
         absl::StrCat("its boot id is not this machine's (", boot_id, ")"));
   }
-  ASSIGN_OR_RETURN(const int host,
-                   procfs.TranslatePid(r.pidns_inode(), r.pid(), r.start_time_ticks()));
-  // TranslatePid found the process by number in a walk; read it again
-  // through a held /proc/<host> (identity and status in one pinned pass), so
-  // that everything compared below is one process, still the one of that
-  // namespace with that start time.
+  // The candidate by number: one walk (ns/pid of every process, status
+  // only of that namespace's few, for NSpid).
+  scanner::WalkOptions options;
+  options.with_pidns = true;
+  ASSIGN_OR_RETURN(scanner::Snapshot snap, procfs.Walk(options));
+  for (scanner::ProcessInfo& p : snap.processes) {
+    if (p.pidns_inode != r.pidns_inode()) continue;
+    if (absl::StatusOr<scanner::ProcStatus> st = procfs.ReadStatus(p.pid); st.ok()) {
+      p.nspid = std::move(st->nspid);
+    }
+  }
+  ASSIGN_OR_RETURN(
+      const scanner::ProcessInfo match,
+      scanner::FindInPidNamespace(snap, r.pidns_inode(), r.pid(), r.start_time_ticks()));
+  const int host = match.pid;
+  // The walk read stat, status and ns/pid one by one by number; the one
+  // read of the leader goes through a held /proc/<host> (identity and
+  // status in one pinned pass), so that everything compared below is one
+  // process, still the one of that namespace with that start time.
   scanner::ProcStatus status;
   ASSIGN_OR_RETURN(const scanner::Identity again, procfs.CaptureIdentity(host, &status));
   if (again.start_time != r.start_time_ticks() || again.pidns_inode != r.pidns_inode()) {
@@ -39,6 +55,7 @@ absl::Status ViewTranslated(const scanner::ProcFs& procfs, const v1::RegisterRun
   }
   ASSIGN_OR_RETURN(view->live,
                    LiveInOwnNamespace(again, status.nspid, status.nspgid, status.nssid));
+  view->state = status.state;
   view->host_pid = host;
   view->where = LeaderView::Where::kTranslated;
   return absl::OkStatus();
@@ -46,12 +63,32 @@ absl::Status ViewTranslated(const scanner::ProcFs& procfs, const v1::RegisterRun
 
 }  // namespace
 
-LeaderView ViewLeader(const scanner::ProcFs& procfs, const v1::RegisterRunRequest& r) {
+absl::StatusOr<scanner::Identity> LiveInOwnNamespace(const scanner::Identity& host,
+                                                     const std::vector<int>& nspid,
+                                                     const std::vector<int>& nspgid,
+                                                     const std::vector<int>& nssid) {
+  if (nspid.empty() || nspgid.size() != nspid.size() || nssid.size() != nspid.size()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("process ", host.pid,
+                     " has no usable NSpid/NSpgid/NSsid lines in its "
+                     "status (",
+                     nspid.size(), "/", nspgid.size(), "/", nssid.size(),
+                     " entries): its ids inside its PID namespace are unknown"));
+  }
+  scanner::Identity inner = host;
+  inner.pid = nspid.back();
+  inner.pgid = nspgid.back();
+  inner.sid = nssid.back();
+  return inner;
+}
+
+LeaderView ViewLeader(const scanner::ProcFs& procfs, const DaemonSelf& self,
+                      const v1::RegisterRunRequest& r) {
   LeaderView view;
-  absl::StatusOr<uint64_t> self_ns = procfs.SelfPidNs();
-  if (r.pidns_inode() != 0 && self_ns.ok() && r.pidns_inode() != *self_ns) {
+  const uint64_t self_ns = self.pidns_inode();  // 0 = unknown
+  if (r.pidns_inode() != 0 && self_ns != 0 && r.pidns_inode() != self_ns) {
     view.named_pidns = r.pidns_inode();
-    if (absl::Status s = ViewTranslated(procfs, r, &view); !s.ok()) {
+    if (absl::Status s = ViewTranslated(procfs, self, r, &view); !s.ok()) {
       view = LeaderView();
       view.where = LeaderView::Where::kOtherNamespace;
       view.named_pidns = r.pidns_inode();
@@ -59,11 +96,13 @@ LeaderView ViewLeader(const scanner::ProcFs& procfs, const v1::RegisterRunReques
     }
     return view;
   }
-  view.named_pidns = self_ns.ok() ? *self_ns : 0;
-  absl::StatusOr<scanner::Identity> id = procfs.CaptureIdentity(r.pid());
+  view.named_pidns = self_ns;
+  scanner::ProcStatus status;
+  absl::StatusOr<scanner::Identity> id = procfs.CaptureIdentity(r.pid(), &status);
   if (id.ok()) {
     view.where = LeaderView::Where::kHere;
     view.live = *std::move(id);
+    view.state = status.state;
     // A process in a container below us: its ns link names its own
     // namespace, but the pid, pgid and sid read here are our numbers for
     // it. The identity names the namespace its numbers are in (DESIGN.md:
@@ -71,28 +110,34 @@ LeaderView ViewLeader(const scanner::ProcFs& procfs, const v1::RegisterRunReques
     // and swept through them; with the container's namespace beside our
     // numbers no such pid is found there and the run stayed unverifiable
     // (liveness UNKNOWN until TIMEOUT, no members).
-    if (self_ns.ok() && view.live.pidns_inode != *self_ns) {
-      view.live.pidns_inode = *self_ns;
+    if (self_ns != 0 && view.live.pidns_inode != self_ns) {
+      view.live.pidns_inode = self_ns;
     }
-  } else {
-    view.where =
-        absl::IsNotFound(id.status()) ? LeaderView::Where::kGone : LeaderView::Where::kUnreadable;
-    view.error = id.status();
+    return view;
+  }
+  view.where =
+      absl::IsNotFound(id.status()) ? LeaderView::Where::kGone : LeaderView::Where::kUnreadable;
+  view.error = id.status();
+  // No leader: /proc/<tid> opens for a thread id too; say whose thread it
+  // is (a read of the task the number names, not of a leader).
+  if (absl::StatusOr<scanner::ProcStatus> st = procfs.ReadStatus(r.pid());
+      st.ok() && st->tgid != r.pid()) {
+    view.thread_of = st->tgid;
   }
   return view;
 }
 
-void RecordTranslation(const scanner::ProcFs& procfs, const LeaderView& leader, v1::Run* run) {
-  absl::StatusOr<uint64_t> own_ns = procfs.SelfPidNs();
-  if (!own_ns.ok()) return;
+void RecordTranslation(const DaemonSelf& self, const LeaderView& leader, v1::Run* run) {
+  const uint64_t own_ns = self.pidns_inode();
+  if (own_ns == 0) return;
   if (leader.where == LeaderView::Where::kTranslated) {
     run->set_host_pid(leader.host_pid);
-    run->set_host_pidns_inode(*own_ns);
+    run->set_host_pidns_inode(own_ns);
     LogInfo(LogFields().Run(run->run_id()), "leader pid ", run->pid(), " of PID namespace ",
             run->pidns_inode(), " is pid ", leader.host_pid, " here");
   } else if (leader.where == LeaderView::Where::kOtherNamespace) {
     LogWarning(LogFields().Run(run->run_id()), "leader pid ", run->pid(), " of PID namespace ",
-               run->pidns_inode(), " not translated to runreaperd's (", *own_ns,
+               run->pidns_inode(), " not translated to runreaperd's (", own_ns,
                "): ", leader.error.ToString(), "; the run's orphans cannot be verified");
   }
 }

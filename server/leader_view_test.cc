@@ -16,6 +16,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
+#include "server/caller_policy.h"
+#include "server/daemon_self.h"
 
 namespace runreaper::server {
 namespace {
@@ -90,24 +92,26 @@ class LeaderViewTest : public ::testing::Test {
 
 TEST_F(LeaderViewTest, OurOwnNamespaceIsReadByPid) {
   scanner::ProcFs procfs(root_);
+  const DaemonSelf self(procfs);
   v1::RegisterRunRequest r;
   r.set_pid(40);
-  LeaderView v = ViewLeader(procfs, r);
+  LeaderView v = ViewLeader(procfs, self, r);
   ASSERT_EQ(v.where, LeaderView::Where::kHere) << v.error;
   EXPECT_EQ(v.live.pid, 40);
   EXPECT_EQ(v.live.start_time, 900u);
   EXPECT_EQ(v.named_pidns, kOurNs);
   r.set_pidns_inode(kOurNs);  // named explicitly: the same
-  EXPECT_EQ(ViewLeader(procfs, r).where, LeaderView::Where::kHere);
+  EXPECT_EQ(ViewLeader(procfs, self, r).where, LeaderView::Where::kHere);
   r.set_pid(41);
-  v = ViewLeader(procfs, r);
+  v = ViewLeader(procfs, self, r);
   EXPECT_EQ(v.where, LeaderView::Where::kGone);
   EXPECT_EQ(v.named_pidns, kOurNs);
 }
 
 TEST_F(LeaderViewTest, APodsLeaderIsTranslatedAndNumberedAsThePodNumbersIt) {
   scanner::ProcFs procfs(root_);
-  const LeaderView v = ViewLeader(procfs, FromPod());
+  const DaemonSelf self(procfs);
+  const LeaderView v = ViewLeader(procfs, self, FromPod());
   ASSERT_EQ(v.where, LeaderView::Where::kTranslated) << v.error;
   EXPECT_EQ(v.host_pid, 5123);
   EXPECT_EQ(v.named_pidns, kPodNs);
@@ -128,13 +132,14 @@ TEST_F(LeaderViewTest, APodsLeaderIsTranslatedAndNumberedAsThePodNumbersIt) {
   run.set_run_id("pod-job");
   run.set_pid(7);
   run.set_pidns_inode(kPodNs);
-  RecordTranslation(procfs, v, &run);
+  RecordTranslation(self, v, &run);
   EXPECT_EQ(run.host_pid(), 5123);
   EXPECT_EQ(run.host_pidns_inode(), kOurNs);
 }
 
 TEST_F(LeaderViewTest, WhyAForeignLeaderIsNotTranslated) {
   scanner::ProcFs procfs(root_);
+  const DaemonSelf self(procfs);
   struct Case {
     const char* why;
     void (*edit)(v1::RegisterRunRequest*);
@@ -155,7 +160,7 @@ TEST_F(LeaderViewTest, WhyAForeignLeaderIsNotTranslated) {
   for (const Case& c : cases) {
     v1::RegisterRunRequest r = FromPod();
     c.edit(&r);
-    const LeaderView v = ViewLeader(procfs, r);
+    const LeaderView v = ViewLeader(procfs, self, r);
     EXPECT_EQ(v.where, LeaderView::Where::kOtherNamespace) << c.why;
     EXPECT_FALSE(v.error.ok());
     EXPECT_TRUE(absl::StrContains(v.error.message(), c.why)) << v.error;
@@ -163,7 +168,7 @@ TEST_F(LeaderViewTest, WhyAForeignLeaderIsNotTranslated) {
     EXPECT_EQ(v.named_pidns, r.pidns_inode());
     v1::Run run;
     run.set_run_id("pod-job");
-    RecordTranslation(procfs, v, &run);
+    RecordTranslation(self, v, &run);
     EXPECT_EQ(run.host_pid(), 0);
   }
 }

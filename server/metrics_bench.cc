@@ -110,8 +110,8 @@ struct Stack {
     hub = std::make_unique<EventHub>(store.get());
     if (absl::Status s = hub->Start(absl::Milliseconds(100)); !s.ok()) Die(s.ToString());
     if (metrics.enabled()) hub->Subscribe(std::make_shared<CountingSubscriber>(&metrics));
-    service = std::make_unique<ReconcilerService>(store.get(), &procfs, reconciler.get(), hub.get(),
-                                                  sweeper.get());
+    service = std::make_unique<ReconcilerService>(store.get(), &procfs, &self, reconciler.get(),
+                                                  hub.get(), sweeper.get());
     socket = absl::StrCat(dir, "/", name, ".sock");
     grpc::ServerBuilder builder;
     builder.AddListeningPort("unix:" + socket, grpc::InsecureServerCredentials());
@@ -158,6 +158,7 @@ struct Stack {
 
   Metrics metrics;
   scanner::ProcFs procfs;
+  DaemonSelf self{procfs};
   std::unique_ptr<store::RunStore> store;
   std::unique_ptr<Reconciler> reconciler;
   std::unique_ptr<Sweeper> sweeper;

@@ -42,23 +42,14 @@ store::RunningRecord ToRecord(const v1::Run& run) {
   return r;
 }
 
-// What the observer knows about itself. A failed read leaves the field
-// unknown, which Decide() treats conservatively (never REBOOTED on a missing
-// boot id; an unknown namespace verifies nothing).
-scanner::LivenessObserver ReadObserver(const scanner::ProcFs& procfs) {
+// What the observer knows about itself (server/daemon_self.h: read once,
+// an unknown fact is 0 or "", which Decide() treats conservatively: never
+// REBOOTED on a missing boot id; an unknown namespace verifies nothing).
+scanner::LivenessObserver ObserverOf(const DaemonSelf& self) {
+  const SelfFacts facts = self.Facts();
   scanner::LivenessObserver observer;
-  absl::StatusOr<uint64_t> ns = procfs.SelfPidNs();
-  if (ns.ok()) {
-    observer.pidns_inode = *ns;
-  } else {
-    LogWarning("reconciler: own pid namespace unknown: ", ns.status().ToString());
-  }
-  absl::StatusOr<std::string> boot_id = procfs.ReadBootId();
-  if (boot_id.ok()) {
-    observer.boot_id = *std::move(boot_id);
-  } else {
-    LogWarning("reconciler: boot id unknown: ", boot_id.status().ToString());
-  }
+  observer.pidns_inode = facts.pidns_inode;
+  observer.boot_id = facts.boot_id;
   return observer;
 }
 
@@ -73,6 +64,8 @@ Reconciler::Reconciler(store::RunStore* store, const scanner::ProcFs* procfs,
                        scanner::ExitWatcher* watcher, ReconcilerOptions options)
     : store_(store), procfs_(procfs), watcher_(watcher), options_(std::move(options)) {
   if (!options_.clock) options_.clock = [] { return absl::Now(); };
+  if (options_.self == nullptr) owned_self_ = std::make_unique<DaemonSelf>(*procfs_);
+  self_ = options_.self != nullptr ? options_.self : owned_self_.get();
 }
 
 absl::StatusOr<bool> Reconciler::RefreshLocked() {
@@ -222,7 +215,7 @@ absl::StatusOr<PassResult> Reconciler::ReconcileLocked(
   }
 
   scanner::LivenessObserver observer;
-  if (!probe.empty()) observer = ReadObserver(*procfs_);
+  if (!probe.empty()) observer = ObserverOf(*self_);
   // The full walk (with status and ns/pid, the expensive kind) is needed only
   // to verify a foreign namespace; taken at most once per pass, lazily.
   bool walked = false;
@@ -346,7 +339,7 @@ absl::Status Reconciler::Watch(const v1::Run& run) {
   if (run.pidns_inode() == 0 || run.start_time_ticks() == 0 || run.pid() <= 0) {
     return absl::OkStatus();
   }
-  const scanner::LivenessObserver observer = ReadObserver(*procfs_);
+  const scanner::LivenessObserver observer = ObserverOf(*self_);
   // A leader from another PID namespace is watched through its translation.
   const std::optional<scanner::ProcessRef> leader =
       scanner::LeaderIn(scanner::IdentityOf(run), observer.pidns_inode);

@@ -5,6 +5,7 @@
 #define RUNREAPER_SERVER_RECONCILER_H_
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "runreaper/v1/runreaper.pb.h"
 #include "scanner/exit_watcher.h"
 #include "scanner/procfs.h"
+#include "server/daemon_self.h"
 #include "store/run_store.h"
 
 namespace runreaper::server {
@@ -31,6 +33,9 @@ struct ReconcilerOptions {
   // Injectable clock (tests); defaults to absl::Now. Must agree with the
   // store's clock.
   std::function<absl::Time()> clock;
+  // runreaperd's own PID namespace and boot id, read once (the daemon's);
+  // null: the reconciler reads its own through its procfs at construction.
+  const DaemonSelf* self = nullptr;
 };
 
 struct PassResult {
@@ -90,6 +95,8 @@ class Reconciler {
   const scanner::ProcFs* procfs_;
   scanner::ExitWatcher* watcher_;
   ReconcilerOptions options_;
+  std::unique_ptr<DaemonSelf> owned_self_;  // when options_.self is null
+  const DaemonSelf* self_;
   absl::Mutex pass_mu_;  // one pass at a time
 
   // The RUNNING records as of store DataVersion cache_version_ and watcher

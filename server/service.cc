@@ -1,7 +1,5 @@
 #include "server/service.h"
 
-#include <unistd.h>
-
 #include <optional>
 #include <string>
 #include <utility>
@@ -19,47 +17,17 @@
 #include "scanner/identity_proto.h"
 #include "server/bearer_auth.h"
 #include "server/caller_policy.h"
-#include "server/cgroup_claim.h"
-#include "server/leader_view.h"
 
 namespace runreaper::server {
-namespace {
-
-// Whether registration itself shows `run`'s leader alive, so the record can
-// say ALIVE at once instead of UNSPECIFIED until the first pass: the leader
-// lives in runreaperd's own PID namespace (so `pid` is read in our /proc),
-// its start time (and boot id, when recorded) match the recorded identity,
-// and it is not a zombie. True for an identity the service just read from
-// /proc; for a sent identity only when it names that live process. Anything
-// unreadable or foreign answers false (liveness stays for the pass).
-bool SeenAliveAtRegistration(const scanner::ProcFs& procfs, const v1::Run& run) {
-  if (run.start_time_ticks() == 0 || run.pidns_inode() == 0) return false;
-  absl::StatusOr<uint64_t> own_ns = procfs.SelfPidNs();
-  if (!own_ns.ok()) return false;
-  // A leader from another namespace is read here through its translation.
-  const std::optional<scanner::ProcessRef> here =
-      scanner::LeaderIn(scanner::IdentityOf(run), *own_ns);
-  if (!here.has_value()) return false;
-  if (!run.boot_id().empty()) {
-    absl::StatusOr<std::string> boot_id = procfs.ReadBootId();
-    if (!boot_id.ok() || *boot_id != run.boot_id()) return false;
-  }
-  absl::StatusOr<scanner::ProcStat> stat = procfs.ReadStat(here->pid);
-  return stat.ok() && stat->start_time == run.start_time_ticks() && stat->state != 'Z' &&
-         stat->state != 'X';
-}
-
-}  // namespace
-
 ReconcilerService::ReconcilerService(store::RunStore* store, const scanner::ProcFs* procfs,
-                                     Reconciler* reconciler, EventHub* hub, Sweeper* sweeper,
-                                     ServiceOptions options)
+                                     const DaemonSelf* self, Reconciler* reconciler, EventHub* hub,
+                                     Sweeper* sweeper, ServiceOptions options)
     : store_(store),
-      procfs_(procfs),
       reconciler_(reconciler),
       hub_(hub),
       sweeper_(sweeper),
       options_(std::move(options)),
+      registrar_(store, procfs, self, RegistrarHooks()),
       timers_(std::make_unique<Timers>()),
       worker_(options_.sweep_queue_limit) {
   if (options_.handler_threads > 0) {
@@ -211,130 +179,16 @@ absl::Status ReconcilerService::CheckEventIdInRange(int64_t after_event_id) {
   return absl::OkStatus();
 }
 
-absl::Status ReconcilerService::CheckClaimedCgroup(const v1::RegisterRunRequest& r, int host_pid) {
-  CgroupClaim claim;
-  claim.cgroup = r.cgroup();
-  if (absl::StatusOr<std::string> mi = procfs_->ReadSelfMountInfo(); mi.ok()) {
-    claim.mount = scanner::FindCgroup2Mount(*mi);
+RegistrationHooks ReconcilerService::RegistrarHooks() {
+  RegistrationHooks hooks;
+  hooks.notify = [this] { hub_->Notify(); };
+  if (sweeper_ != nullptr) {
+    hooks.track = [this](const v1::Run& run) { sweeper_->TrackRuns({run}); };
   }
-  if (absl::StatusOr<std::string> own = procfs_->ReadCgroup(::getpid()); own.ok()) {
-    claim.own_cgroup = *own;
+  if (reconciler_ != nullptr) {
+    hooks.arm = [this](const v1::Run& run) { return reconciler_->Watch(run); };
   }
-  // The leader is checked while it is alive in our PID namespace and is the
-  // process the request names (a sent start time that differs is a reused
-  // pid: the named leader is gone).
-  // A leader from another namespace is read through its translation
-  // (host_pid): its cgroup as runreaperd sees it, so a path sent from inside
-  // a cgroup namespace never names another cgroup here.
-  absl::StatusOr<uint64_t> self_ns = procfs_->SelfPidNs();
-  const bool foreign_ns = r.has_pidns_inode() && self_ns.ok() && r.pidns_inode() != *self_ns;
-  if (!foreign_ns || host_pid > 0) {
-    const int pid = foreign_ns ? host_pid : r.pid();
-    absl::StatusOr<scanner::Identity> live = procfs_->CaptureIdentity(pid);
-    if (live.ok() && (!r.has_start_time_ticks() || r.start_time_ticks() == live->start_time)) {
-      claim.leader_cgroup = live->cgroup;
-    } else if (!live.ok() && !absl::IsNotFound(live.status())) {
-      // Out of descriptors is the daemon's resource: RESOURCE_EXHAUSTED.
-      return absl::Status(absl::IsResourceExhausted(live.status())
-                              ? absl::StatusCode::kResourceExhausted
-                              : absl::StatusCode::kFailedPrecondition,
-                          absl::StrCat("cgroup: cannot read the cgroup of process ", pid, ": ",
-                                       live.status().message()));
-    }
-  }
-  // Every run whose cgroup a sweep may still kill: RUNNING, or finished and
-  // not yet swept.
-  ASSIGN_OR_RETURN(std::vector<store::RunStore::ClaimedCgroup> claimed,
-                   store_->ListClaimedCgroups());
-  for (store::RunStore::ClaimedCgroup& other : claimed) {
-    if (other.run_id != r.run_id()) {
-      claim.other_runs.push_back(std::move(other.cgroup));
-    }
-  }
-  return CheckCgroupClaim(claim);
-}
-
-absl::StatusOr<v1::Run> ReconcilerService::DoRegister(grpc::CallbackServerContext* ctx,
-                                                      const v1::RegisterRunRequest& r) {
-  RETURN_IF_ERROR(ValidateRegisterRequest(r));
-  Caller caller;
-  if (const std::optional<PeerCred> cred = UnixCred(ctx); cred.has_value()) {
-    caller = {cred->uid, cred->pid, cred->pidns_inode};
-  }
-  const LeaderView leader = ViewLeader(*procfs_, r);
-  v1::Run run;
-  run.set_run_id(r.run_id());
-  run.set_pid(r.pid());
-  *run.mutable_labels() = r.labels();
-  run.set_keep(r.keep());
-  if (scanner::HasIdentityFields(r)) {
-    // The caller may live in another namespace: store exactly what it sent
-    // (a sent cgroup is the run's own).
-    scanner::SetIdentity(scanner::IdentityOf(r), &run, scanner::CgroupField::kCopy);
-    RecordTranslation(*procfs_, leader, &run);
-  } else {
-    absl::StatusOr<scanner::Identity> id = leader.where == LeaderView::Where::kHere
-                                               ? absl::StatusOr<scanner::Identity>(leader.live)
-                                               : absl::StatusOr<scanner::Identity>(leader.error);
-    if (!id.ok()) {
-      // A thread id opens under /proc but is not a process.
-      if (absl::StatusOr<scanner::ProcStatus> st = procfs_->ReadStatus(r.pid());
-          st.ok() && st->tgid != r.pid()) {
-        return absl::InvalidArgumentError(absl::StrCat("pid: ", r.pid(), " is a thread of process ",
-                                                       st->tgid, ", not a process"));
-      }
-      if (absl::IsNotFound(id.status())) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("pid: process ", r.pid(),
-                         " not found in runreaperd's PID namespace (send the identity "
-                         "fields when registering from another namespace)"));
-      }
-      // Out of descriptors (EMFILE/ENFILE) is the daemon's resource, not
-      // the caller's precondition: RESOURCE_EXHAUSTED, worth a retry.
-      return absl::Status(absl::IsResourceExhausted(id.status())
-                              ? absl::StatusCode::kResourceExhausted
-                              : absl::StatusCode::kFailedPrecondition,
-                          absl::StrCat("pid: cannot read the identity of process ", r.pid(), ": ",
-                                       id.status().message()));
-    }
-    scanner::SetIdentity(*id, &run);
-    // /proc text may be any bytes; a proto3 string must be UTF-8.
-    run.set_comm(ToValidUtf8(id->comm));
-    run.set_boot_id(ToValidUtf8(run.boot_id()));
-    // SetIdentity left out id->cgroup: a leader's current cgroup is usually
-    // shared with its runner (a systemd scope or service), and a recorded
-    // cgroup makes every process in it a member to sweep. Only a caller that
-    // sends `cgroup` names a cgroup of the run's own.
-  }
-  // Who may register this leader, and whether what is stored was checked
-  // against it (server/caller_policy.h).
-  absl::StatusOr<bool> unverified = CheckLeaderClaim(caller, r, leader);
-  if (!unverified.ok()) {
-    return Refused(ctx, "RegisterRun", unverified.status(), "permission_denied");
-  }
-  run.set_registered_uid(caller.uid);
-  run.set_identity_unverified(*unverified);
-  if (SeenAliveAtRegistration(*procfs_, run)) run.set_liveness(v1::LIVENESS_ALIVE);
-  if (!run.cgroup().empty()) RETURN_IF_ERROR(CheckClaimedCgroup(r, run.host_pid()));
-  ASSIGN_OR_RETURN(v1::Run stored, store_->Register(run));
-  hub_->Notify();
-  // Its descendants are followed from now on (lineage on), seeded with what
-  // it has already forked.
-  if (sweeper_ != nullptr && stored.state() == v1::RUN_STATE_RUNNING) {
-    sweeper_->TrackRuns({stored});
-  }
-  if (reconciler_ != nullptr && stored.state() == v1::RUN_STATE_RUNNING) {
-    // Armed before the answer: an exit from now on is seen at once.
-    if (absl::Status s = reconciler_->Watch(stored); !s.ok()) {
-      LogWarning(LogFields().Run(stored.run_id()), "watch: ", s.ToString());
-    }
-    // Watch reconciles a leader that is already gone: answer with that.
-    if (absl::StatusOr<v1::Run> again = store_->Get(stored.run_id()); again.ok()) {
-      if (again->state() != stored.state()) hub_->Notify();
-      stored = *std::move(again);
-    }
-  }
-  return stored;
+  return hooks;
 }
 
 grpc::ServerUnaryReactor* ReconcilerService::RegisterRun(grpc::CallbackServerContext* ctx,
@@ -343,10 +197,16 @@ grpc::ServerUnaryReactor* ReconcilerService::RegisterRun(grpc::CallbackServerCon
   return Serve(
       ctx, "RegisterRun", Access::kOwn, response,
       [this, ctx, request, response]() -> absl::Status {
-        absl::StatusOr<v1::Run> run = DoRegister(ctx, *request);
+        Caller caller;
+        if (const std::optional<PeerCred> cred = UnixCred(ctx); cred.has_value()) {
+          caller = {cred->uid, cred->pid, cred->pidns_inode};
+        }
+        absl::StatusOr<v1::Run> run = registrar_.Register(caller, *request);
+        if (absl::IsPermissionDenied(run.status())) {  // the trust policy's refusal
+          return Refused(ctx, "RegisterRun", run.status(), "permission_denied");
+        }
         if (!run.ok()) {
-          if (!absl::IsInvalidArgument(run.status()) && !absl::IsAlreadyExists(run.status()) &&
-              !absl::IsPermissionDenied(run.status())) {  // logged as refused
+          if (!absl::IsInvalidArgument(run.status()) && !absl::IsAlreadyExists(run.status())) {
             LogError(LogFields().Run(request->run_id()), "RegisterRun: ", run.status().ToString());
           }
           return run.status();

@@ -1,6 +1,8 @@
 // The runreaper.v1.Reconciler gRPC service (callback API): the handlers that
 // map each RPC onto the store, the reconciler and the sweeper. The pieces
-// live in their own units: request validation (server/request_validation.h),
+// live in their own units: RegisterRun's work (server/registration.h; the
+// handler keeps the transport: caller, refusal, status), request validation
+// (server/request_validation.h),
 // bearer-token auth (server/bearer_auth.h), the long-lived WaitRun and
 // WatchEvents reactors (server/streams.h, server/watch_flow.h) and their
 // timer thread (server/timers.h).
@@ -30,10 +32,12 @@
 #include "server/background_worker.h"
 #include "server/bearer_auth.h"
 #include "server/caller_policy.h"
+#include "server/daemon_self.h"
 #include "server/event_hub.h"
 #include "server/handler_pool.h"
 #include "server/peer_creds.h"
 #include "server/reconciler.h"
+#include "server/registration.h"
 #include "server/request_validation.h"
 #include "server/streams.h"
 #include "server/sweeper.h"
@@ -89,8 +93,10 @@ class ReconcilerService final : public v1::Reconciler::CallbackService {
   // None of the pointers is owned; `reconciler` may be null (no exit watching
   // on registration; Reconcile is UNIMPLEMENTED). `hub` must be started.
   // `sweeper` answers ListOrphans and Sweep and sweeps a cancelled run.
-  ReconcilerService(store::RunStore* store, const scanner::ProcFs* procfs, Reconciler* reconciler,
-                    EventHub* hub, Sweeper* sweeper, ServiceOptions options = {});
+  // `procfs` and `self` (runreaperd's own facts) serve registration.
+  ReconcilerService(store::RunStore* store, const scanner::ProcFs* procfs, const DaemonSelf* self,
+                    Reconciler* reconciler, EventHub* hub, Sweeper* sweeper,
+                    ServiceOptions options = {});
   // Waits for the background sweeps already accepted.
   ~ReconcilerService() override;
 
@@ -163,8 +169,9 @@ class ReconcilerService final : public v1::Reconciler::CallbackService {
   // UTF-8 (see MakeValidUtf8); then Finish and Leave.
   grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx,
                                  google::protobuf::Message* response, const absl::Status& status);
-  absl::StatusOr<v1::Run> DoRegister(grpc::CallbackServerContext* ctx,
-                                     const v1::RegisterRunRequest& request);
+  // What registration hands on: the hub, the sweeper's lineage, the
+  // reconciler's exit watcher (those that are set).
+  RegistrationHooks RegistrarHooks();
   // The unix peer's credentials; nullopt for TCP or without peer_creds.
   std::optional<PeerCred> UnixCred(grpc::CallbackServerContext* ctx) const;
   // The uid the caller acts as (server/caller_policy.h): the unix peer's;
@@ -179,21 +186,18 @@ class ReconcilerService final : public v1::Reconciler::CallbackService {
   // NOT_FOUND passes through); a refusal is logged and counted.
   absl::Status CheckOwner(grpc::CallbackServerContext* ctx, absl::string_view method,
                           const std::string& run_id) const;
-  // The request's cgroup may become the run's own (server/cgroup_claim.h).
-  // `host_pid`: the leader's translation when it was sent from another PID
-  // namespace (0 = none).
-  absl::Status CheckClaimedCgroup(const v1::RegisterRunRequest& request, int host_pid);
   // OUT_OF_RANGE naming the last event id when `after_event_id` is past it
   // (such a WatchEvents would wait for ids that may never come; ids are
   // never reused, so the client's id is from another database).
   absl::Status CheckEventIdInRange(int64_t after_event_id);
 
   store::RunStore* store_;
-  const scanner::ProcFs* procfs_;
   Reconciler* reconciler_;
   EventHub* hub_;
   Sweeper* sweeper_;
   ServiceOptions options_;
+  // After the pointers its hooks test.
+  Registrar registrar_;
   std::unique_ptr<Timers> timers_;
 
   absl::Mutex bg_mu_;

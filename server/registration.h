@@ -1,0 +1,86 @@
+// RegisterRun without the transport: one request from one caller becomes a
+// stored, tracked and watched run, in this order (docs/ARCHITECTURE.md "From
+// /proc to a gRPC answer", step 1):
+//
+//   1. validation of the fields sent (server/request_validation.h);
+//   2. the one read of the leader (ViewLeader, server/leader_view.h), pinned,
+//      translated from a child PID namespace; every later step uses that
+//      view and reads the leader no more;
+//   3. the record: what was sent (its translation added), or what was read;
+//   4. the trust policy (CheckLeaderClaim, server/caller_policy.h): who may
+//      register it, and whether the record is identity_unverified;
+//   5. liveness at registration: ALIVE when the view shows the recorded
+//      process alive in our namespace;
+//   6. the cgroup claim (server/cgroup_claim.h), against the view's cgroup;
+//   7. the store (RegisterRun's one transaction: the RUNNING record and its
+//      REGISTERED event);
+//   8. for a RUNNING run: tracked (lineage) and armed (exit watcher) before
+//      the answer, which is the run as stored after arming (a leader already
+//      gone is reconciled by the arm).
+//
+// The gRPC handler (server/service.cc) keeps the transport: the caller from
+// the peer's credentials, the refusal's log line and count, the status.
+#ifndef RUNREAPER_SERVER_REGISTRATION_H_
+#define RUNREAPER_SERVER_REGISTRATION_H_
+
+#include <functional>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "runreaper/v1/runreaper.pb.h"
+#include "scanner/procfs.h"
+#include "server/caller_policy.h"
+#include "server/daemon_self.h"
+#include "store/run_store.h"
+
+namespace runreaper::server {
+
+namespace v1 = ::runreaper::v1;
+
+// What registration hands on once a run is stored. Each may be empty.
+struct RegistrationHooks {
+  // The store has new events (EventHub::Notify): after the insert, and again
+  // when arming changed the run's state.
+  std::function<void()> notify;
+  // A stored RUNNING run's descendants are followed from now on, seeded with
+  // what it has already forked (Sweeper::TrackRuns).
+  std::function<void(const v1::Run&)> track;
+  // A stored RUNNING run's exit watcher is armed before the answer
+  // (Reconciler::Watch, which reconciles a leader already gone). An error is
+  // logged, not answered: the pass probes the run instead.
+  std::function<absl::Status(const v1::Run&)> arm;
+};
+
+class Registrar {
+ public:
+  // None of the pointers is owned; all must outlive the Registrar.
+  // `procfs` is runreaperd's /proc (the leader's read, the cgroup mount and
+  // runreaperd's own cgroup); `self` its own PID namespace, boot id and pid.
+  Registrar(store::RunStore* store, const scanner::ProcFs* procfs, const DaemonSelf* self,
+            RegistrationHooks hooks = {});
+
+  // Registers `request` for `caller` (steps above). Errors:
+  // - INVALID_ARGUMENT: a malformed field (the message starts with its
+  //   name); with only a pid sent, no such process here, or a thread id;
+  //   a malformed cgroup path.
+  // - PERMISSION_DENIED: the trust policy refused (CheckLeaderClaim: the
+  //   message names the uid, the pid and what failed). The only source of
+  //   PERMISSION_DENIED: the transport logs and counts it as a refusal.
+  // - FAILED_PRECONDITION: with only a pid sent, the process is unreadable;
+  //   a cgroup that may not become the run's own.
+  // - RESOURCE_EXHAUSTED: out of descriptors while reading the leader.
+  // - ALREADY_EXISTS: the run id is registered with another identity; and
+  //   the store's errors as they are.
+  absl::StatusOr<v1::Run> Register(const Caller& caller,
+                                   const v1::RegisterRunRequest& request) const;
+
+ private:
+  store::RunStore* store_;
+  const scanner::ProcFs* procfs_;
+  const DaemonSelf* self_;
+  RegistrationHooks hooks_;
+};
+
+}  // namespace runreaper::server
+
+#endif  // RUNREAPER_SERVER_REGISTRATION_H_

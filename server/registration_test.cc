@@ -1,0 +1,328 @@
+// Registrar without gRPC: a real SQLite file in a private directory, real
+// child processes, runreaperd's real /proc, a real reconciler and exit
+// watcher behind the arm hook. The caller is the policy's plain Caller
+// (root, or nobody in our own PID namespace), as the transport would make it
+// from the peer's credentials. Each test asserts the stored record, or the
+// error's code and message as the e2e tests do through the daemon.
+#include "server/registration.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "base/test_child.h"
+#include "base/test_util.h"
+#include "gtest/gtest.h"
+#include "scanner/exit_watcher.h"
+#include "scanner/identity_proto.h"
+#include "scanner/process_test_util.h"
+#include "scanner/procfs.h"
+#include "server/caller_policy.h"
+#include "server/daemon_self.h"
+#include "server/reconciler.h"
+#include "store/run_store.h"
+
+namespace runreaper::server {
+namespace {
+
+constexpr uint32_t kNobody = 65534;
+
+// A child of nobody (real, effective and saved uid), held until destroyed.
+class NobodyChild {
+ public:
+  NobodyChild() {
+    int ready[2];
+    if (::pipe2(ready, O_CLOEXEC) != 0) std::abort();
+    pid_ = ::fork();
+    if (pid_ < 0) std::abort();
+    if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      ::close(ready[0]);
+      if (::setresgid(kNobody, kNobody, kNobody) != 0 ||
+          ::setresuid(kNobody, kNobody, kNobody) != 0) {
+        ::_exit(1);
+      }
+      char c = 'r';
+      while (::write(ready[1], &c, 1) < 0 && errno == EINTR) {
+      }
+      for (;;) ::pause();
+    }
+    ::close(ready[1]);
+    char c = 0;
+    while (::read(ready[0], &c, 1) < 0 && errno == EINTR) {
+    }
+    ::close(ready[0]);
+    ok_ = c == 'r';
+  }
+  ~NobodyChild() {
+    ::kill(pid_, SIGKILL);
+    while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
+  pid_t pid() const { return pid_; }
+  bool ok() const { return ok_; }
+
+ private:
+  pid_t pid_ = 0;
+  bool ok_ = false;
+};
+
+class RegistrationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* tmp = getenv("TEST_TMPDIR");
+    std::string tmpl = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/registration.XXXXXX");
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    ASSERT_OK_AND_ASSIGN(store_, store::RunStore::Open(dir_ + "/runs.db"));
+    self_ = std::make_unique<DaemonSelf>(procfs_);
+    ASSERT_NE(self_->pidns_inode(), 0u);
+    ASSERT_FALSE(self_->boot_id().empty());
+    ASSERT_OK_AND_ASSIGN(watcher_, scanner::ExitWatcher::Create(&procfs_));
+    ReconcilerOptions options;
+    options.self = self_.get();
+    reconciler_ = std::make_unique<Reconciler>(store_.get(), &procfs_, watcher_.get(), options);
+    RegistrationHooks hooks;
+    hooks.notify = [this] { ++notified_; };
+    hooks.arm = [this](const v1::Run& run) { return reconciler_->Watch(run); };
+    registrar_ = std::make_unique<Registrar>(store_.get(), &procfs_, self_.get(), hooks);
+  }
+
+  // Nobody calling from our own PID namespace (as runreaperctl would).
+  Caller Nobody() const { return {kNobody, ::getpid(), self_->pidns_inode()}; }
+
+  // Every identity field of `pid` as /proc says, as runreaperctl sends it.
+  v1::RegisterRunRequest FullIdentity(const std::string& run_id, pid_t pid) {
+    v1::RegisterRunRequest r;
+    r.set_run_id(run_id);
+    absl::StatusOr<scanner::Identity> id = procfs_.CaptureIdentity(pid);
+    EXPECT_TRUE(id.ok()) << id.status();
+    if (!id.ok()) return r;
+    id->cgroup.clear();  // the leader's current cgroup is not the run's own
+    scanner::SetIdentity(*id, &r);
+    return r;
+  }
+
+  static v1::RegisterRunRequest ByPid(const std::string& run_id, pid_t pid) {
+    v1::RegisterRunRequest r;
+    r.set_run_id(run_id);
+    r.set_pid(pid);
+    return r;
+  }
+
+  std::string dir_;
+  scanner::ProcFs procfs_;
+  std::unique_ptr<store::RunStore> store_;
+  std::unique_ptr<DaemonSelf> self_;
+  std::unique_ptr<scanner::ExitWatcher> watcher_;
+  std::unique_ptr<Reconciler> reconciler_;
+  std::unique_ptr<Registrar> registrar_;
+  int notified_ = 0;
+};
+
+TEST_F(RegistrationTest, ByPidStoresWhatProcSaysAliveAndArmed) {
+  TestChild child("rr-reg-pid");
+  ASSERT_OK_AND_ASSIGN(const scanner::ProcStat stat, procfs_.ReadStat(child.pid()));
+  ASSERT_OK_AND_ASSIGN(const v1::Run run,
+                       registrar_->Register(Caller{}, ByPid("by-pid", child.pid())));
+  EXPECT_EQ(run.run_id(), "by-pid");
+  EXPECT_EQ(run.state(), v1::RUN_STATE_RUNNING);
+  EXPECT_EQ(run.liveness(), v1::LIVENESS_ALIVE);
+  EXPECT_EQ(run.pid(), child.pid());
+  EXPECT_EQ(run.pgid(), stat.pgrp);
+  EXPECT_EQ(run.sid(), stat.session);
+  EXPECT_EQ(run.start_time_ticks(), stat.start_time);
+  EXPECT_EQ(run.pidns_inode(), self_->pidns_inode());
+  EXPECT_EQ(run.boot_id(), self_->boot_id());
+  EXPECT_EQ(run.uid(), 0u);
+  EXPECT_EQ(run.comm(), "rr-reg-pid");
+  EXPECT_EQ(run.cgroup(), "");  // its current cgroup is not the run's own
+  EXPECT_EQ(run.registered_uid(), 0u);
+  EXPECT_FALSE(run.identity_unverified());
+  EXPECT_EQ(run.host_pid(), 0);
+  EXPECT_TRUE(watcher_->IsArmed("by-pid"));
+  EXPECT_EQ(notified_, 1);
+  // The answer is the stored record.
+  ASSERT_OK_AND_ASSIGN(const v1::Run stored, store_->Get("by-pid"));
+  EXPECT_EQ(stored.SerializeAsString(), run.SerializeAsString());
+}
+
+TEST_F(RegistrationTest, ByFullIdentityStoresExactlyWhatWasSentVerified) {
+  TestChild child("rr-reg-full");
+  const v1::RegisterRunRequest r = FullIdentity("full", child.pid());
+  ASSERT_OK_AND_ASSIGN(const v1::Run run, registrar_->Register(Caller{}, r));
+  EXPECT_EQ(run.state(), v1::RUN_STATE_RUNNING);
+  EXPECT_EQ(run.liveness(), v1::LIVENESS_ALIVE);
+  EXPECT_FALSE(run.identity_unverified());
+  EXPECT_EQ(run.pid(), r.pid());
+  EXPECT_EQ(run.pgid(), r.pgid());
+  EXPECT_EQ(run.sid(), r.sid());
+  EXPECT_EQ(run.start_time_ticks(), r.start_time_ticks());
+  EXPECT_EQ(run.pidns_inode(), r.pidns_inode());
+  EXPECT_EQ(run.boot_id(), r.boot_id());
+  EXPECT_EQ(run.uid(), r.uid());
+  EXPECT_EQ(run.comm(), "rr-reg-full");
+  EXPECT_TRUE(watcher_->IsArmed("full"));
+  // The same again is idempotent: the stored run, unchanged.
+  ASSERT_OK_AND_ASSIGN(const v1::Run again, registrar_->Register(Caller{}, r));
+  EXPECT_EQ(again.registered_at().seconds(), run.registered_at().seconds());
+  EXPECT_EQ(again.registered_at().nanos(), run.registered_at().nanos());
+}
+
+// A leader gone before it registers: with only a pid there is nothing to
+// store (for everyone); with its identity, root's late registration is
+// stored unverified and the arm reconciles it at once (EXITED); nobody's is
+// refused.
+TEST_F(RegistrationTest, ALeaderThatExitedBeforeRegistration) {
+  v1::RegisterRunRequest full;
+  pid_t pid = 0;
+  {
+    TestChild child("rr-reg-gone");
+    pid = child.pid();
+    full = FullIdentity("late", pid);
+  }  // killed and reaped
+  absl::StatusOr<v1::Run> run = registrar_->Register(Caller{}, ByPid("gone", pid));
+  EXPECT_EQ(run.status().code(), absl::StatusCode::kInvalidArgument) << run.status();
+  EXPECT_EQ(run.status().message(),
+            absl::StrCat("pid: process ", pid,
+                         " not found in runreaperd's PID namespace (send the identity "
+                         "fields when registering from another namespace)"));
+
+  run = registrar_->Register(Nobody(), full);
+  EXPECT_EQ(run.status().code(), absl::StatusCode::kPermissionDenied) << run.status();
+  EXPECT_TRUE(absl::StartsWith(run.status().message(),
+                               absl::StrCat("uid 65534: process ", pid,
+                                            " is not running in runreaperd's PID namespace")))
+      << run.status();
+
+  run = registrar_->Register(Caller{}, full);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_TRUE(run->identity_unverified());
+  EXPECT_EQ(run->state(), v1::RUN_STATE_STALE);
+  EXPECT_EQ(run->stale_reason(), v1::STALE_REASON_EXITED);
+  EXPECT_FALSE(watcher_->IsArmed("late"));
+  EXPECT_EQ(notified_, 2);  // stored, then reconciled by the arm
+}
+
+// A sent start time that differs from the live process is a reused pid:
+// root's registration is stored unverified (and the arm finds the named
+// leader gone: PID_REUSED), never shown alive; a non-root caller's is
+// refused, naming the field.
+TEST_F(RegistrationTest, AMismatchedStartTimeIsUnverifiedOrRefused) {
+  NobodyChild child;
+  ASSERT_TRUE(child.ok());
+  v1::RegisterRunRequest r = FullIdentity("reused", child.pid());
+  const uint64_t real = r.start_time_ticks();
+  r.set_start_time_ticks(real - 1);
+
+  absl::StatusOr<v1::Run> run = registrar_->Register(Nobody(), r);
+  EXPECT_EQ(run.status().code(), absl::StatusCode::kPermissionDenied) << run.status();
+  EXPECT_EQ(run.status().message(),
+            absl::StrCat("uid 65534: start_time_ticks: sent ", real - 1, ", process ", child.pid(),
+                         " has ", real,
+                         "; a non-root caller's identity fields must match its live process"));
+
+  run = registrar_->Register(Caller{}, r);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_TRUE(run->identity_unverified());
+  EXPECT_EQ(run->start_time_ticks(), real - 1);  // stored as sent
+  EXPECT_EQ(run->state(), v1::RUN_STATE_STALE);
+  EXPECT_EQ(run->stale_reason(), v1::STALE_REASON_PID_REUSED);
+
+  // The same process with matching fields: nobody's own, registered.
+  ASSERT_OK_AND_ASSIGN(const v1::Run own,
+                       registrar_->Register(Nobody(), FullIdentity("own", child.pid())));
+  EXPECT_EQ(own.registered_uid(), kNobody);
+  EXPECT_FALSE(own.identity_unverified());
+  EXPECT_EQ(own.liveness(), v1::LIVENESS_ALIVE);
+  EXPECT_EQ(own.state(), v1::RUN_STATE_RUNNING);
+}
+
+// A non-root caller may register only a process of its own uid.
+TEST_F(RegistrationTest, NobodyCannotRegisterRootsProcess) {
+  TestChild child("rr-reg-root");
+  for (const v1::RegisterRunRequest& r :
+       {ByPid("roots", child.pid()), FullIdentity("roots", child.pid())}) {
+    const absl::StatusOr<v1::Run> run = registrar_->Register(Nobody(), r);
+    EXPECT_EQ(run.status().code(), absl::StatusCode::kPermissionDenied) << run.status();
+    EXPECT_EQ(run.status().message(),
+              absl::StrCat("uid 65534: process ", child.pid(),
+                           " belongs to uid 0; a non-root caller may register only a process of "
+                           "its own"));
+  }
+  EXPECT_TRUE(absl::IsNotFound(store_->Get("roots").status()));
+  EXPECT_EQ(notified_, 0);
+}
+
+TEST_F(RegistrationTest, AThreadIdIsNotAProcess) {
+  int tid = 0;
+  absl::Notification started, done;
+  std::thread t([&] {
+    tid = static_cast<int>(::gettid());
+    started.Notify();
+    done.WaitForNotification();
+  });
+  started.WaitForNotification();
+  const absl::StatusOr<v1::Run> run = registrar_->Register(Caller{}, ByPid("thread", tid));
+  done.Notify();
+  t.join();
+  EXPECT_EQ(run.status().code(), absl::StatusCode::kInvalidArgument) << run.status();
+  EXPECT_EQ(run.status().message(),
+            absl::StrCat("pid: ", tid, " is a thread of process ", ::getpid(), ", not a process"));
+}
+
+// A sent cgroup becomes the run's own only when it may: a malformed path,
+// a cgroup that does not hold the live leader (as the view read it), and one
+// that holds it.
+TEST_F(RegistrationTest, TheCgroupClaimIsCheckedAgainstTheLeaderAsRead) {
+  TestChild child("rr-reg-cg");
+  v1::RegisterRunRequest r = FullIdentity("cg", child.pid());
+  r.set_cgroup("/a/../b");
+  absl::StatusOr<v1::Run> run = registrar_->Register(Caller{}, r);
+  EXPECT_EQ(run.status().code(), absl::StatusCode::kInvalidArgument) << run.status();
+  EXPECT_TRUE(absl::StartsWith(run.status().message(), "cgroup: ")) << run.status();
+
+  const std::optional<std::pair<std::string, std::string>> cg =
+      scanner::MakeTestCgroup(absl::StrCat("registration-", ::getpid()));
+  if (!cg.has_value()) GTEST_SKIP() << "no writable cgroup v2 hierarchy";
+  const auto& [disk, path] = *cg;
+  ASSERT_OK_AND_ASSIGN(const std::string was_in, procfs_.ReadCgroup(child.pid()));
+  r.set_cgroup(path);
+  run = registrar_->Register(Caller{}, r);
+  EXPECT_EQ(run.status().code(), absl::StatusCode::kFailedPrecondition) << run.status();
+  EXPECT_EQ(run.status().message(), absl::StrCat("cgroup: \"", path,
+                                                 "\" does not hold the leader (it is in \"",
+                                                 was_in, "\")"));
+
+  {
+    std::ofstream procs(disk + "/cgroup.procs");
+    procs << child.pid() << std::endl;
+    ASSERT_TRUE(procs.good());
+  }
+  run = registrar_->Register(Caller{}, r);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->cgroup(), path);
+  EXPECT_EQ(run->state(), v1::RUN_STATE_RUNNING);
+  EXPECT_FALSE(run->identity_unverified());
+  child.Release();  // gone, so the directory can go
+  child.Reap();
+  rmdir(disk.c_str());
+}
+
+}  // namespace
+}  // namespace runreaper::server
