@@ -184,6 +184,18 @@ TEST_F(RegistrationTest, ByFullIdentityStoresExactlyWhatWasSentVerified) {
   EXPECT_EQ(again.registered_at().nanos(), run.registered_at().nanos());
 }
 
+// A zombie is read (it still has its pid and identity) but is not shown
+// alive: liveness is left for the pass, which decides ZOMBIE.
+TEST_F(RegistrationTest, AZombieLeaderIsNotShownAlive) {
+  TestChild child("rr-reg-zombie");
+  child.ExitToZombie();
+  ASSERT_OK_AND_ASSIGN(const v1::Run run,
+                       registrar_->Register(Caller{}, ByPid("zombie", child.pid())));
+  EXPECT_EQ(run.pid(), child.pid());
+  EXPECT_FALSE(run.identity_unverified());
+  EXPECT_NE(run.liveness(), v1::LIVENESS_ALIVE);
+}
+
 // A leader gone before it registers: with only a pid there is nothing to
 // store (for everyone); with its identity, root's late registration is
 // stored unverified and the arm reconciles it at once (EXITED); nobody's is
@@ -205,9 +217,9 @@ TEST_F(RegistrationTest, ALeaderThatExitedBeforeRegistration) {
 
   run = registrar_->Register(Nobody(), full);
   EXPECT_EQ(run.status().code(), absl::StatusCode::kPermissionDenied) << run.status();
-  EXPECT_TRUE(absl::StartsWith(run.status().message(),
-                               absl::StrCat("uid 65534: process ", pid,
-                                            " is not running in runreaperd's PID namespace")))
+  EXPECT_TRUE(absl::StartsWith(
+      run.status().message(),
+      absl::StrCat("uid 65534: process ", pid, " is not running in runreaperd's PID namespace")))
       << run.status();
 
   run = registrar_->Register(Caller{}, full);
@@ -305,9 +317,9 @@ TEST_F(RegistrationTest, TheCgroupClaimIsCheckedAgainstTheLeaderAsRead) {
   r.set_cgroup(path);
   run = registrar_->Register(Caller{}, r);
   EXPECT_EQ(run.status().code(), absl::StatusCode::kFailedPrecondition) << run.status();
-  EXPECT_EQ(run.status().message(), absl::StrCat("cgroup: \"", path,
-                                                 "\" does not hold the leader (it is in \"",
-                                                 was_in, "\")"));
+  EXPECT_EQ(
+      run.status().message(),
+      absl::StrCat("cgroup: \"", path, "\" does not hold the leader (it is in \"", was_in, "\")"));
 
   {
     std::ofstream procs(disk + "/cgroup.procs");
