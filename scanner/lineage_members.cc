@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "scanner/cgroup_path.h"
 #include "scanner/safe_signal.h"
 #include "scanner/signal_ladder.h"
 

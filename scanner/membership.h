@@ -51,7 +51,6 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 #include "scanner/identity.h"
 #include "scanner/procfs.h"
 
@@ -175,29 +174,6 @@ Membership FindMembers(const Snapshot& snapshot, const SweepObserver& observer,
 // not "/", and not holding the observer (when the observer's is known).
 // FAILED_PRECONDITION naming the run and cgroup otherwise.
 absl::Status CheckDedicatedCgroup(const RunSpec& run, const SweepObserver& observer);
-
-// The cgroup v2 mount in /proc/<pid>/mountinfo text: its mount point and the
-// hierarchy path mounted there (field 4, usually "/"). nullopt when there is
-// no cgroup2 mount.
-struct Cgroup2Mount {
-  std::string mount_point;
-  std::string root;
-};
-std::optional<Cgroup2Mount> FindCgroup2Mount(absl::string_view mountinfo);
-
-// A cgroup v2 path as the kernel writes it: absolute, and every component
-// non-empty and neither "." nor ".." ("/" itself is normal). A path from a
-// client that is not normal could name a directory outside the cgroup mount
-// once joined to it (".." climbs out of it).
-bool IsNormalCgroupPath(absl::string_view path);
-
-// The directory of cgroup v2 path `cgroup` under `mount`; nullopt when the
-// path is not normal (IsNormalCgroupPath) or lies outside the mounted part of
-// the hierarchy.
-std::optional<std::string> CgroupDir(const Cgroup2Mount& mount, absl::string_view cgroup);
-
-// "/a/b" is `root` or below it ("/a/b" under "/a", not under "/a/bc").
-bool CgroupIsWithin(absl::string_view path, absl::string_view root);
 
 }  // namespace runreaper::scanner
 

@@ -14,7 +14,7 @@
 #include "absl/time/time.h"
 #include "base/file_util.h"
 #include "gtest/gtest.h"
-#include "scanner/membership.h"
+#include "scanner/cgroup_path.h"
 #include "scanner/procfs.h"
 #include "scanner/safe_signal.h"
 

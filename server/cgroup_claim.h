@@ -11,7 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "scanner/membership.h"
+#include "scanner/cgroup_path.h"
 
 namespace runreaper::server {
 

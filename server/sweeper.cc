@@ -20,6 +20,7 @@
 #include "base/status_macros.h"
 #include "base/text.h"
 #include "proto/describe.h"
+#include "scanner/cgroup_path.h"
 #include "scanner/identity.h"
 #include "scanner/identity_proto.h"
 #include "scanner/lineage_members.h"

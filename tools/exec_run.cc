@@ -29,6 +29,7 @@
 #include "base/log.h"
 #include "base/syscalls.h"
 #include "grpcpp/grpcpp.h"
+#include "scanner/cgroup_path.h"
 #include "scanner/identity_proto.h"
 #include "scanner/membership.h"
 #include "scanner/procfs.h"

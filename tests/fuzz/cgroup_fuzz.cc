@@ -15,7 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "scanner/membership.h"
+#include "scanner/cgroup_path.h"
 #include "scanner/proc_parse.h"
 #include "tests/fuzz/fuzz_check.h"
 
