@@ -14,8 +14,8 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "scanner/cgroup_path.h"
+#include "scanner/member_listing.h"
 #include "scanner/safe_signal.h"
-#include "scanner/signal_ladder.h"
 
 namespace runreaper::scanner {
 namespace {

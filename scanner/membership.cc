@@ -79,6 +79,13 @@ WalkOptions MembershipWalkOptions(const std::vector<RunSpec>& runs) {
   return options;
 }
 
+ProcessRef RefOf(const Member& member) {
+  ProcessRef ref;
+  ref.pid = member.process.pid;
+  ref.start_time = member.process.start_time;
+  return ref;
+}
+
 absl::StatusOr<ProcessEvidence::Environ> ProcFsEvidence::ReadEnviron(int pid) {
   // One read of environ for both variables.
   ASSIGN_OR_RETURN(const std::string text, procfs_->ReadEnviron(pid));

@@ -156,6 +156,10 @@ struct Member {
   bool Signallable() const { return source != MatchSource::kNone && !zombie && !kept; }
 };
 
+// The process a member names: pid and start time (every member of a listing
+// is in the observer's namespace and boot).
+ProcessRef RefOf(const Member& member);
+
 struct Membership {
   // Ordered by run index, then pid.
   std::vector<Member> members;

@@ -1,12 +1,9 @@
 #include "scanner/signal_ladder.h"
 
 #include <signal.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <functional>
 #include <set>
-#include <string>
 #include <utility>
 #include <vector>
 
@@ -16,9 +13,6 @@
 
 namespace runreaper::scanner {
 namespace {
-
-// Re-lists until the member set stops changing, at most this many times.
-constexpr int kMaxRelists = 8;
 
 // Polls until every target is drained or `grace` passes.
 void WaitDrained(const ProcFs& procfs, const std::vector<Member>& targets, absl::Duration grace,
@@ -129,77 +123,11 @@ absl::StatusOr<LadderResult> RunLadder(const ProcFs& procfs, std::vector<Member>
   return result;
 }
 
-ProcessRef RefOf(const Member& member) {
-  ProcessRef ref;
-  ref.pid = member.process.pid;
-  ref.start_time = member.process.start_time;
-  return ref;
-}
-
 bool Drained(const ProcFs& procfs, const ProcessRef& process) {
   absl::StatusOr<ProcStat> st = procfs.ReadStat(process.pid);
   if (!st.ok()) return absl::IsNotFound(st.status());
   if (st->start_time != process.start_time) return true;
   return st->state == 'Z' || st->state == 'X' || st->state == 'x';
-}
-
-SweepObserver SelfObserver(const ProcFs& procfs, const Snapshot& snapshot) {
-  SweepObserver o;
-  o.pid = ::getpid();
-  o.pgid = ::getpgrp();
-  o.sid = ::getsid(0);
-  absl::StatusOr<uint64_t> ns = procfs.SelfPidNs();
-  o.pidns_inode = ns.ok() ? *ns : 0;  // unknown: no run has members
-  absl::StatusOr<std::string> cg = procfs.ReadCgroup(o.pid);
-  if (cg.ok()) o.cgroup = *cg;
-  o.ancestors = AncestorsIn(snapshot, o.pid);
-  return o;
-}
-
-absl::StatusOr<Membership> ListMembers(const ProcFs& procfs, const std::vector<RunSpec>& runs,
-                                       SweepObserver* observer) {
-  ASSIGN_OR_RETURN(Snapshot snap, procfs.Walk(MembershipWalkOptions(runs)));
-  SweepObserver o = SelfObserver(procfs, snap);
-  ProcFsEvidence evidence(&procfs);
-  Membership m = FindMembers(snap, o, runs, evidence);
-  if (observer != nullptr) *observer = std::move(o);
-  return m;
-}
-
-std::set<ProcessRef> RefsOf(const Membership& membership) {
-  std::set<ProcessRef> refs;
-  for (const Member& m : membership.members) refs.insert(RefOf(m));
-  return refs;
-}
-
-absl::StatusOr<Membership> ListStable(const ProcFs& procfs, const std::vector<RunSpec>& runs,
-                                      SweepObserver* observer) {
-  return ListStable([&]() { return ListMembers(procfs, runs, observer); });
-}
-
-absl::StatusOr<Membership> ListStable(const std::function<absl::StatusOr<Membership>()>& list) {
-  ASSIGN_OR_RETURN(Membership prev, list());
-  for (int i = 0; i < kMaxRelists; ++i) {
-    ASSIGN_OR_RETURN(Membership next, list());
-    const bool same = RefsOf(next) == RefsOf(prev);
-    prev = std::move(next);
-    if (same) break;
-  }
-  return prev;
-}
-
-std::vector<Member> Targets(const Membership& membership) {
-  std::vector<Member> out;
-  std::set<ProcessRef> seen;
-  for (const Member& m : membership.members) {
-    if (m.kept) seen.insert(RefOf(m));
-  }
-  for (const Member& m : membership.members) {
-    if (!m.Signallable()) continue;
-    if (!seen.insert(RefOf(m)).second) continue;
-    out.push_back(m);
-  }
-  return out;
 }
 
 }  // namespace runreaper::scanner

@@ -13,14 +13,13 @@
 // Every signal goes through scanner/safe_signal.h SignalProcess: the pid is
 // held by a pidfd and its start time re-checked before the signal, so a
 // recycled pid is never hit. LadderHooks add what a user needs around each
-// signal (the sweeper's store claims and audit events, exec's log lines).
+// signal (the sweeper's store claims and audit events, exec's log lines) and
+// give the re-listings (their users list with scanner/member_listing.h).
 #ifndef RUNREAPER_SCANNER_SIGNAL_LADDER_H_
 #define RUNREAPER_SCANNER_SIGNAL_LADDER_H_
 
 #include <cstdint>
-#include <functional>
 #include <optional>
-#include <set>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -55,7 +54,7 @@ struct LadderOptions {
 class LadderHooks {
  public:
   virtual ~LadderHooks() = default;
-  // The live targets now (see Targets). Called before every stage after the
+  // The live targets now (scanner/member_listing.h Targets). Called before every stage after the
   // first and once per round after SIGKILL. An error ends the ladder.
   virtual absl::StatusOr<std::vector<Member>> List() = 0;
   // Before `stage`'s signal to `target`: true sends it, false skips it
@@ -94,37 +93,8 @@ struct LadderResult {
 absl::StatusOr<LadderResult> RunLadder(const ProcFs& procfs, std::vector<Member> targets,
                                        const LadderOptions& options, LadderHooks& hooks);
 
-// The process a member names: pid and start time (every member of a listing
-// is in the observer's namespace and boot).
-ProcessRef RefOf(const Member& member);
-
 // Whether the process is drained: gone, its pid recycled, or a zombie.
 bool Drained(const ProcFs& procfs, const ProcessRef& process);
-
-// This process as the observer of `snapshot` (pid, group, session, PID
-// namespace, cgroup, ancestors). An unreadable namespace leaves it 0, so no
-// run has members.
-SweepObserver SelfObserver(const ProcFs& procfs, const Snapshot& snapshot);
-
-// One listing: a walk of procfs and the members of `runs` in it. Sets
-// *observer (when not null) to the observer of that walk.
-absl::StatusOr<Membership> ListMembers(const ProcFs& procfs, const std::vector<RunSpec>& runs,
-                                       SweepObserver* observer);
-
-// Lists until two listings in a row name the same processes (at most 9
-// listings), so a process forked while listing is caught.
-absl::StatusOr<Membership> ListStable(const ProcFs& procfs, const std::vector<RunSpec>& runs,
-                                      SweepObserver* observer);
-// The same over any one-listing function (the lineage tracker's,
-// scanner/lineage_members.h).
-absl::StatusOr<Membership> ListStable(const std::function<absl::StatusOr<Membership>()>& list);
-// The processes a listing names (pid and start time).
-std::set<ProcessRef> RefsOf(const Membership& membership);
-
-// Signallable members, one per process: a process that belongs to several
-// runs is handled once, under the first run listed. A process kept by any of
-// its runs (RUNREAPER_KEEP=1, or a keep-policy run) is no run's target.
-std::vector<Member> Targets(const Membership& membership);
 
 }  // namespace runreaper::scanner
 

@@ -20,6 +20,7 @@
 #include "base/test_util.h"
 #include "gtest/gtest.h"
 #include "scanner/identity.h"
+#include "scanner/member_listing.h"
 #include "scanner/membership.h"
 #include "scanner/procfs.h"
 #include "scanner/safe_signal.h"

@@ -24,6 +24,7 @@
 #include "scanner/identity.h"
 #include "scanner/identity_proto.h"
 #include "scanner/lineage_members.h"
+#include "scanner/member_listing.h"
 #include "scanner/membership.h"
 #include "scanner/safe_signal.h"
 #include "scanner/signal_ladder.h"

@@ -31,6 +31,7 @@
 #include "grpcpp/grpcpp.h"
 #include "scanner/cgroup_path.h"
 #include "scanner/identity_proto.h"
+#include "scanner/member_listing.h"
 #include "scanner/membership.h"
 #include "scanner/procfs.h"
 #include "scanner/safe_signal.h"
