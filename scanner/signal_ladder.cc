@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <initializer_list>
 #include <set>
 #include <utility>
 #include <vector>
@@ -33,39 +34,39 @@ void WaitDrained(const ProcFs& procfs, const std::vector<Member>& targets, absl:
 
 }  // namespace
 
-int StageSignal(int stage) {
+int StageSignal(Stage stage) {
   switch (stage) {
-    case kSigintStage:
+    case Stage::kSigint:
       return SIGINT;
-    case kSigtermStage:
+    case Stage::kSigterm:
       return SIGTERM;
-    case kSigkillStage:
+    case Stage::kSigkill:
       return SIGKILL;
   }
-  return 0;
+  return 0;  // not reached: every Stage is listed
 }
 
-const char* StageName(int stage) {
+const char* StageName(Stage stage) {
   switch (stage) {
-    case kSigintStage:
+    case Stage::kSigint:
       return "SIGINT";
-    case kSigtermStage:
+    case Stage::kSigterm:
       return "SIGTERM";
-    case kSigkillStage:
+    case Stage::kSigkill:
       return "SIGKILL";
   }
   return "";
 }
 
-absl::StatusOr<bool> LadderHooks::Claim(const Member&, int) { return true; }
+absl::StatusOr<bool> LadderHooks::Claim(const Member&, Stage) { return true; }
 
-absl::Status LadderHooks::Signalled(const Member&, int, const SignalOutcome&) {
+absl::Status LadderHooks::Signalled(const Member&, Stage, const SignalOutcome&) {
   return absl::OkStatus();
 }
 
-void LadderHooks::StageDone(int, const std::vector<Member>&) {}
+void LadderHooks::StageDone(Stage, const std::vector<Member>&) {}
 
-absl::Time LadderHooks::GraceStart(int, const std::vector<Member>&) { return absl::Now(); }
+absl::Time LadderHooks::GraceStart(Stage, const std::vector<Member>&) { return absl::Now(); }
 
 std::optional<uint32_t> LadderHooks::SignalOnlyUid(const Member&) { return std::nullopt; }
 
@@ -77,32 +78,36 @@ absl::StatusOr<LadderResult> RunLadder(const ProcFs& procfs, std::vector<Member>
   std::set<ProcessRef> killed_here;
   // Claims `stage` through the hook and, when granted, signals (the start
   // time is re-checked through a pidfd) and reports the outcome.
-  auto escalate = [&](const Member& m, int stage) -> absl::Status {
+  auto escalate = [&](const Member& m, Stage stage) -> absl::Status {
     ASSIGN_OR_RETURN(bool claimed, hooks.Claim(m, stage));
     if (!claimed) return absl::OkStatus();
     const SignalOutcome outcome = SignalProcess(procfs, m.process.pid, m.process.start_time,
                                                 StageSignal(stage), hooks.SignalOnlyUid(m));
-    if (stage == kSigkillStage) killed_here.insert(RefOf(m));
+    if (stage == Stage::kSigkill) killed_here.insert(RefOf(m));
     return hooks.Signalled(m, stage, outcome);
   };
 
   // Each stage re-lists, escalates every live target, then waits one grace
   // for all of them together.
+  // An empty listing ends the ladder before SIGKILL; one at SIGKILL still
+  // gets the rounds below.
   std::vector<Member> live = std::move(targets);
-  int stage = kSigintStage;
-  for (; stage <= kSigkillStage; ++stage) {
-    if (stage > kSigintStage) {
+  Stage stage = Stage::kSigint;
+  for (const Stage s : {Stage::kSigint, Stage::kSigterm, Stage::kSigkill}) {
+    stage = s;
+    if (stage != Stage::kSigint) {
       ASSIGN_OR_RETURN(live, hooks.List());
     }
     if (live.empty()) break;
     result.stage = stage;
     for (const Member& m : live) RETURN_IF_ERROR(escalate(m, stage));
     hooks.StageDone(stage, live);
-    if (stage == kSigkillStage) break;
-    WaitDrained(procfs, live, stage == kSigintStage ? options.sigint_grace : options.sigterm_grace,
+    if (stage == Stage::kSigkill) break;
+    WaitDrained(procfs, live,
+                stage == Stage::kSigint ? options.sigint_grace : options.sigterm_grace,
                 options.poll_step, hooks.GraceStart(stage, live));
   }
-  if (stage != kSigkillStage) return result;
+  if (stage != Stage::kSigkill) return result;
 
   // Catch processes forked just before SIGKILL landed.
   for (int round = 0; round < options.max_kill_rounds; ++round) {
@@ -115,7 +120,7 @@ absl::StatusOr<LadderResult> RunLadder(const ProcFs& procfs, std::vector<Member>
       // Not yet at SIGKILL (forked late), or a SIGKILL not known to be sent:
       // kill it now (or let its owner), and look again.
       fresh = true;
-      RETURN_IF_ERROR(escalate(m, kSigkillStage));
+      RETURN_IF_ERROR(escalate(m, Stage::kSigkill));
     }
     if (!fresh) break;
   }

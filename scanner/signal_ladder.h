@@ -1,10 +1,10 @@
 // The SIGINT -> SIGTERM -> SIGKILL ladder over the members of runs, shared
 // by the sweeper (server/sweeper.*) and `runreaperctl exec` (tools/exec_run.*).
 //
-// RunLadder sends stage 1 (SIGINT) to every target at once, waits up to
+// RunLadder sends Stage::kSigint to every target at once, waits up to
 // sigint_grace for all of them to drain (gone, pid recycled, or a zombie),
-// re-lists the targets, sends stage 2 (SIGTERM) to those still live, waits
-// up to sigterm_grace, re-lists, and sends stage 3 (SIGKILL). A stage whose
+// re-lists the targets, sends Stage::kSigterm to those still live, waits up
+// to sigterm_grace, re-lists, and sends Stage::kSigkill. A stage whose
 // re-listing is empty ends the ladder: a process that exits on SIGINT never
 // gets SIGTERM. After SIGKILL it waits up to kill_wait, re-lists, and sends
 // SIGKILL to targets that have not had it yet (forked just before it landed),
@@ -32,12 +32,16 @@
 
 namespace runreaper::scanner {
 
-// Stages 1..3: SIGINT, SIGTERM, SIGKILL.
-inline constexpr int kSigintStage = 1;
-inline constexpr int kSigtermStage = 2;
-inline constexpr int kSigkillStage = 3;
-int StageSignal(int stage);        // 0 outside 1..3
-const char* StageName(int stage);  // "SIGINT", "SIGTERM", "SIGKILL"; "" else
+// The ladder's stages, in the order they are sent. The numbers are what the
+// store keeps for a claimed stage (sweep_progress.stage, server/sweep_claims.*):
+// never renumber them.
+enum class Stage {
+  kSigint = 1,
+  kSigterm = 2,
+  kSigkill = 3,
+};
+int StageSignal(Stage stage);        // SIGINT, SIGTERM, SIGKILL
+const char* StageName(Stage stage);  // "SIGINT", "SIGTERM", "SIGKILL"
 
 struct LadderOptions {
   absl::Duration sigint_grace = absl::Seconds(2);   // SIGINT -> SIGTERM
@@ -59,17 +63,17 @@ class LadderHooks {
   virtual absl::StatusOr<std::vector<Member>> List() = 0;
   // Before `stage`'s signal to `target`: true sends it, false skips it
   // (another sweep owns that stage). An error ends the ladder.
-  virtual absl::StatusOr<bool> Claim(const Member& target, int stage);
+  virtual absl::StatusOr<bool> Claim(const Member& target, Stage stage);
   // After `stage`'s signal to `target` was attempted (the outcome says
   // whether it was sent). An error ends the ladder.
-  virtual absl::Status Signalled(const Member& target, int stage, const SignalOutcome& outcome);
+  virtual absl::Status Signalled(const Member& target, Stage stage, const SignalOutcome& outcome);
   // After every target of `stage` was handled, before its grace.
-  virtual void StageDone(int stage, const std::vector<Member>& targets);
+  virtual void StageDone(Stage stage, const std::vector<Member>& targets);
   // When `stage`'s grace started for `targets`: the latest time one of them
   // was sent that stage's signal. The ladder waits the grace from there, so
   // a ladder resumed after a crash does not serve a grace again. The default
   // answers now (the full grace).
-  virtual absl::Time GraceStart(int stage, const std::vector<Member>& targets);
+  virtual absl::Time GraceStart(Stage stage, const std::vector<Member>& targets);
   // The only real uid `target` may have to be signalled: SignalProcess
   // reads it right before each signal, after the start-time re-check, and a
   // target of another uid is not signalled (SignalResult::kOtherUid, passed
@@ -82,8 +86,9 @@ class LadderHooks {
 };
 
 struct LadderResult {
-  // The highest stage the ladder reached (0 when there was nothing to do).
-  int stage = 0;
+  // The highest stage the ladder reached (nullopt when there was nothing to
+  // do).
+  std::optional<Stage> stage;
   // Targets still live after SIGKILL and its rounds.
   std::vector<Member> survivors;
 };

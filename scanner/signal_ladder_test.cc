@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <map>
+#include <optional>
+#include <ostream>
 #include <utility>
 #include <vector>
 
@@ -26,9 +28,15 @@
 #include "scanner/safe_signal.h"
 
 namespace runreaper::scanner {
+
+// A stage as gtest prints it in a failure (by name).
+void PrintTo(Stage stage, std::ostream* os) { *os << StageName(stage); }
+
 namespace {
 
 constexpr char kInNsEnv[] = "RUNREAPER_LADDER_TEST_IN_NS";
+
+std::vector<Stage> EveryStage() { return {Stage::kSigint, Stage::kSigterm, Stage::kSigkill}; }
 
 // A process group of its own (setsid): a leader and `extra` children, each
 // ignoring SIGINT and SIGTERM when `stubborn`. Returns once all run.
@@ -97,25 +105,25 @@ class Recorder : public LadderHooks {
     ASSIGN_OR_RETURN(Membership m, ListMembers(*procfs_, {spec_}, nullptr));
     return Targets(m);
   }
-  absl::StatusOr<bool> Claim(const Member& m, int stage) override {
+  absl::StatusOr<bool> Claim(const Member& m, Stage stage) override {
     claims.push_back({m.process.pid, stage});
     return stage != refuse_stage;
   }
-  absl::Status Signalled(const Member& m, int stage, const SignalOutcome& outcome) override {
+  absl::Status Signalled(const Member& m, Stage stage, const SignalOutcome& outcome) override {
     signalled[m.process.pid].push_back(stage);
     results[m.process.pid].push_back(outcome.result);
     return absl::OkStatus();
   }
-  void StageDone(int stage, const std::vector<Member>&) override {
+  void StageDone(Stage stage, const std::vector<Member>&) override {
     stages.push_back(stage);
     stage_times.push_back(absl::Now());
   }
 
-  int refuse_stage = 0;
-  std::vector<std::pair<int, int>> claims;
-  std::map<int, std::vector<int>> signalled;
+  std::optional<Stage> refuse_stage;
+  std::vector<std::pair<int, Stage>> claims;
+  std::map<int, std::vector<Stage>> signalled;
   std::map<int, std::vector<SignalResult>> results;
-  std::vector<int> stages;
+  std::vector<Stage> stages;
   std::vector<absl::Time> stage_times;
 
  private:
@@ -150,12 +158,12 @@ TEST_F(SignalLadderTest, StubbornGroupEndsWithSigkillAfterBothGraces) {
   ASSERT_EQ(first.size(), 2u);
   ASSERT_OK_AND_ASSIGN(LadderResult result, RunLadder(procfs_, first, options, hooks));
 
-  EXPECT_EQ(result.stage, kSigkillStage);
+  EXPECT_EQ(result.stage, Stage::kSigkill);
   EXPECT_TRUE(result.survivors.empty());
   // The hook saw every stage, in order, each after its signals.
-  EXPECT_EQ(hooks.stages, (std::vector<int>{1, 2, 3}));
+  EXPECT_EQ(hooks.stages, EveryStage());
   for (const pid_t pid : {g.leader, g.children[0]}) {
-    EXPECT_EQ(hooks.signalled[pid], (std::vector<int>{1, 2, 3})) << pid;
+    EXPECT_EQ(hooks.signalled[pid], EveryStage()) << pid;
     EXPECT_EQ(
         hooks.results[pid],
         (std::vector<SignalResult>{SignalResult::kSent, SignalResult::kSent, SignalResult::kSent}))
@@ -179,10 +187,10 @@ TEST_F(SignalLadderTest, ProcessThatExitsOnSigintGetsNoSigterm) {
   ASSERT_OK_AND_ASSIGN(std::vector<Member> first, hooks.List());
   ASSERT_EQ(first.size(), 1u);
   ASSERT_OK_AND_ASSIGN(LadderResult result, RunLadder(procfs_, first, options, hooks));
-  EXPECT_EQ(result.stage, kSigintStage);
-  EXPECT_EQ(hooks.stages, (std::vector<int>{1}));
-  EXPECT_EQ(hooks.signalled[g.leader], (std::vector<int>{1}));
-  EXPECT_EQ(hooks.claims, (std::vector<std::pair<int, int>>{{g.leader, 1}}));
+  EXPECT_EQ(result.stage, Stage::kSigint);
+  EXPECT_EQ(hooks.stages, (std::vector<Stage>{Stage::kSigint}));
+  EXPECT_EQ(hooks.signalled[g.leader], (std::vector<Stage>{Stage::kSigint}));
+  EXPECT_EQ(hooks.claims, (std::vector<std::pair<int, Stage>>{{g.leader, Stage::kSigint}}));
   EXPECT_EQ(TermSignal(g.leader), SIGINT);
 }
 
@@ -190,17 +198,18 @@ TEST_F(SignalLadderTest, RefusedClaimSkipsThatSignalNotTheLadder) {
   SKIP_UNLESS_PRIVATE_PID_NS();
   const Group g = StartGroup(/*stubborn=*/true, /*extra=*/0);
   Recorder hooks(&procfs_, SpecOf(g.leader));
-  hooks.refuse_stage = kSigtermStage;  // another sweep owns SIGTERM
+  hooks.refuse_stage = Stage::kSigterm;  // another sweep owns SIGTERM
   LadderOptions options;
   options.sigint_grace = absl::Milliseconds(100);
   options.sigterm_grace = absl::Milliseconds(100);
   ASSERT_OK_AND_ASSIGN(std::vector<Member> first, hooks.List());
   ASSERT_OK_AND_ASSIGN(LadderResult result, RunLadder(procfs_, first, options, hooks));
-  EXPECT_EQ(result.stage, kSigkillStage);
-  EXPECT_EQ(hooks.stages, (std::vector<int>{1, 2, 3}));
-  EXPECT_EQ(hooks.claims,
-            (std::vector<std::pair<int, int>>{{g.leader, 1}, {g.leader, 2}, {g.leader, 3}}));
-  EXPECT_EQ(hooks.signalled[g.leader], (std::vector<int>{1, 3}));
+  EXPECT_EQ(result.stage, Stage::kSigkill);
+  EXPECT_EQ(hooks.stages, EveryStage());
+  EXPECT_EQ(hooks.claims, (std::vector<std::pair<int, Stage>>{{g.leader, Stage::kSigint},
+                                                              {g.leader, Stage::kSigterm},
+                                                              {g.leader, Stage::kSigkill}}));
+  EXPECT_EQ(hooks.signalled[g.leader], (std::vector<Stage>{Stage::kSigint, Stage::kSigkill}));
   EXPECT_EQ(TermSignal(g.leader), SIGKILL);
 }
 
@@ -224,7 +233,7 @@ TEST_F(SignalLadderTest, RecycledPidIsNeverSignalled) {
   gone.leader.pgid = gone.leader.sid = 0;
   Recorder hooks(&procfs_, gone);
   ASSERT_OK_AND_ASSIGN(LadderResult result, RunLadder(procfs_, {stale}, LadderOptions(), hooks));
-  EXPECT_EQ(hooks.signalled[g.leader], (std::vector<int>{1}));
+  EXPECT_EQ(hooks.signalled[g.leader], (std::vector<Stage>{Stage::kSigint}));
   EXPECT_EQ(hooks.results[g.leader], (std::vector<SignalResult>{SignalResult::kReused}));
   EXPECT_TRUE(result.survivors.empty());
   // Still running, never hit.
@@ -237,12 +246,16 @@ TEST_F(SignalLadderTest, RecycledPidIsNeverSignalled) {
 }
 
 TEST(SignalLadderNamesTest, StagesAndSignals) {
-  EXPECT_EQ(StageSignal(kSigintStage), SIGINT);
-  EXPECT_EQ(StageSignal(kSigtermStage), SIGTERM);
-  EXPECT_EQ(StageSignal(kSigkillStage), SIGKILL);
-  EXPECT_EQ(StageSignal(0), 0);
-  EXPECT_STREQ(StageName(kSigkillStage), "SIGKILL");
-  EXPECT_STREQ(StageName(4), "");
+  EXPECT_EQ(StageSignal(Stage::kSigint), SIGINT);
+  EXPECT_EQ(StageSignal(Stage::kSigterm), SIGTERM);
+  EXPECT_EQ(StageSignal(Stage::kSigkill), SIGKILL);
+  EXPECT_STREQ(StageName(Stage::kSigint), "SIGINT");
+  EXPECT_STREQ(StageName(Stage::kSigterm), "SIGTERM");
+  EXPECT_STREQ(StageName(Stage::kSigkill), "SIGKILL");
+  // The numbers the store keeps for a claimed stage (sweep_progress.stage).
+  EXPECT_EQ(static_cast<int>(Stage::kSigint), 1);
+  EXPECT_EQ(static_cast<int>(Stage::kSigterm), 2);
+  EXPECT_EQ(static_cast<int>(Stage::kSigkill), 3);
 }
 
 }  // namespace

@@ -43,7 +43,13 @@ using scanner::RunSpec;
 using Key = scanner::ProcessRef;
 using scanner::RefOf;
 
+using scanner::Stage;
 using store::IsTerminal;
+
+// The store keeps a claimed stage as its number (sweep_progress.stage: 0 for
+// none, then Stage's values); the sweeper compares and passes stages to the
+// store only through this.
+int StageNumber(Stage stage) { return static_cast<int>(stage); }
 
 }  // namespace
 
@@ -105,8 +111,9 @@ struct Sweeper::Impl {
   // and time set by the store), so a SweepResponse reports exactly what the
   // log holds. When that fails the claim stays
   // unsent, and a later sweep sends the same stage again after the lease.
-  void AppendSignal(int pid, uint64_t start_time, int stage, v1::Event& event) const {
-    Stored(store->RecordSweepSignal(event.run_id(), pid, start_time, stage, event), event);
+  void AppendSignal(int pid, uint64_t start_time, Stage stage, v1::Event& event) const {
+    Stored(store->RecordSweepSignal(event.run_id(), pid, start_time, StageNumber(stage), event),
+           event);
   }
 
   void Stored(const absl::StatusOr<int64_t>& id, v1::Event& event) const {
@@ -187,34 +194,34 @@ struct Sweeper::Impl {
     // was never recorded sent and is older than the lease (its sweep died
     // between claim and signal) is taken over and sent again: the same stage
     // twice is in order, never sending it is not.
-    absl::StatusOr<bool> Claim(const Member& m, int stage) override {
+    absl::StatusOr<bool> Claim(const Member& m, Stage stage) override {
       const std::string& run_id = (*specs_)[m.run_index].run_id;
       ASSIGN_OR_RETURN(store::SweepProgress recorded,
                        impl_->store->GetSweepProgress(run_id, m.process.pid, m.process.start_time));
       // Past this stage already: its grace is over for this target.
-      if (recorded.stage > stage) return false;
-      if (recorded.stage == stage && recorded.sent_at.has_value()) {
+      if (recorded.stage > StageNumber(stage)) return false;
+      if (recorded.stage == StageNumber(stage) && recorded.sent_at.has_value()) {
         // Sent before (by a sweep that died, or one in flight): its grace
         // counts from then.
         LaterGraceStart(stage, *recorded.sent_at);
         return false;
       }
       claimed_ = recorded;
-      ASSIGN_OR_RETURN(bool claimed,
-                       impl_->store->ClaimSweepStage(run_id, m.process.pid, m.process.start_time,
-                                                     stage, impl_->options.claim_lease));
+      ASSIGN_OR_RETURN(bool claimed, impl_->store->ClaimSweepStage(
+                                         run_id, m.process.pid, m.process.start_time,
+                                         StageNumber(stage), impl_->options.claim_lease));
       // Signalled now, here or by the live sweep holding the claim.
       LaterGraceStart(stage, absl::Now());
       return claimed;
     }
 
-    absl::Time GraceStart(int stage, const std::vector<Member>&) override {
+    absl::Time GraceStart(Stage stage, const std::vector<Member>&) override {
       auto it = grace_start_.find(stage);
       return it == grace_start_.end() ? absl::InfinitePast() : it->second;
     }
 
     // Records the claimed stage's signal as an event (and the claim sent).
-    absl::Status Signalled(const Member& m, int stage,
+    absl::Status Signalled(const Member& m, Stage stage,
                            const scanner::SignalOutcome& outcome) override {
       v1::Event ev;
       ev.set_type(v1::EVENT_TYPE_SIGNAL);
@@ -226,7 +233,7 @@ struct Sweeper::Impl {
       std::string detail =
           absl::StrCat("source=", scanner::MatchSourceName(m.source),
                        " comm=", ToValidUtf8(m.process.comm), " start_time=", m.process.start_time);
-      if (claimed_.stage == stage) {
+      if (claimed_.stage == StageNumber(stage)) {
         absl::StrAppend(&detail, " resumed=claim of ", absl::FormatTime(claimed_.claimed_at),
                         " never recorded sent");
       }
@@ -239,8 +246,8 @@ struct Sweeper::Impl {
       return absl::OkStatus();
     }
 
-    void StageDone(int stage, const std::vector<Member>& live) override {
-      if (stage != scanner::kSigkillStage) return;
+    void StageDone(Stage stage, const std::vector<Member>& live) override {
+      if (stage != Stage::kSigkill) return;
       std::set<int> runs_left;
       for (const Member& m : live) runs_left.insert(m.run_index);
       for (const int i : runs_left) {
@@ -258,7 +265,7 @@ struct Sweeper::Impl {
       ASSIGN_OR_RETURN(store::SweepProgress p,
                        impl_->store->GetSweepProgress((*specs_)[m.run_index].run_id, m.process.pid,
                                                       m.process.start_time));
-      return p.stage == scanner::kSigkillStage && p.sent_at.has_value();
+      return p.stage == StageNumber(Stage::kSigkill) && p.sent_at.has_value();
     }
 
    private:
@@ -279,9 +286,9 @@ struct Sweeper::Impl {
     std::set<int> tracker_pids_;
     // Per stage, the latest time one of its targets was sent that stage's
     // signal (now for those signalled in this ladder).
-    std::map<int, absl::Time> grace_start_;
+    std::map<Stage, absl::Time> grace_start_;
 
-    void LaterGraceStart(int stage, absl::Time t) {
+    void LaterGraceStart(Stage stage, absl::Time t) {
       auto [it, inserted] = grace_start_.emplace(stage, t);
       if (!inserted) it->second = std::max(it->second, t);
     }
@@ -307,8 +314,8 @@ struct Sweeper::Impl {
         break;
       }
     }
-    absl::StatusOr<bool> claimed =
-        store->ClaimSweepStage(spec.run_id, 0, spec.leader.start_time, 3, options.claim_lease);
+    absl::StatusOr<bool> claimed = store->ClaimSweepStage(
+        spec.run_id, 0, spec.leader.start_time, StageNumber(Stage::kSigkill), options.claim_lease);
     if (!claimed.ok() || !*claimed) return;
     if (result.empty()) {
       absl::StatusOr<std::string> mountinfo = procfs->ReadSelfMountInfo();
@@ -337,7 +344,7 @@ struct Sweeper::Impl {
     ev.set_stage("cgroup.kill");
     ev.set_result(result);
     ev.set_detail(absl::StrCat("cgroup=", spec.leader.cgroup, " ", detail));
-    AppendSignal(0, spec.leader.start_time, 3, ev);
+    AppendSignal(0, spec.leader.start_time, Stage::kSigkill, ev);
     *response->add_signals() = ev;
   }
 

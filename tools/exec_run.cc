@@ -98,14 +98,14 @@ class ExecLadder : public scanner::LadderHooks {
     return scanner::Targets(*m);
   }
 
-  absl::Status Signalled(const scanner::Member&, int,
+  absl::Status Signalled(const scanner::Member&, scanner::Stage,
                          const scanner::SignalOutcome& outcome) override {
     if (outcome.result == scanner::SignalResult::kSent) ++sent_;
     return absl::OkStatus();
   }
 
-  void StageDone(int stage, const std::vector<scanner::Member>&) override {
-    if (stage == scanner::kSigkillStage && !cgroup_dir_.empty()) {
+  void StageDone(scanner::Stage stage, const std::vector<scanner::Member>&) override {
+    if (stage == scanner::Stage::kSigkill && !cgroup_dir_.empty()) {
       // Refused while the cgroup holds a process the ladder may not signal
       // (RUNREAPER_KEEP=1, older than CMD, outside our namespace, ...).
       scanner::SignalOutcome out =
