@@ -1,8 +1,5 @@
 #include "server/sweeper.h"
 
-#include <signal.h>
-
-#include <algorithm>
 #include <map>
 #include <memory>
 #include <optional>
@@ -18,17 +15,15 @@
 #include "absl/time/time.h"
 #include "base/log.h"
 #include "base/status_macros.h"
-#include "base/text.h"
 #include "proto/describe.h"
-#include "scanner/cgroup_path.h"
 #include "scanner/identity.h"
 #include "scanner/identity_proto.h"
 #include "scanner/lineage_members.h"
 #include "scanner/member_listing.h"
 #include "scanner/membership.h"
-#include "scanner/safe_signal.h"
 #include "scanner/signal_ladder.h"
 #include "server/caller_policy.h"
+#include "server/sweep_claims.h"
 #include "server/sweep_specs.h"
 #include "store/run_state.h"
 
@@ -39,17 +34,7 @@ using scanner::Member;
 using scanner::Membership;
 using scanner::RunSpec;
 
-// One process, never confused with a recycled pid.
-using Key = scanner::ProcessRef;
-using scanner::RefOf;
-
-using scanner::Stage;
 using store::IsTerminal;
-
-// The store keeps a claimed stage as its number (sweep_progress.stage: 0 for
-// none, then Stage's values); the sweeper compares and passes stages to the
-// store only through this.
-int StageNumber(Stage stage) { return static_cast<int>(stage); }
 
 }  // namespace
 
@@ -104,248 +89,6 @@ struct Sweeper::Impl {
     o.sigint_grace = options.sigint_grace;
     o.sigterm_grace = options.sigterm_grace;
     return o;
-  }
-
-  // Records a claimed stage's signal: its event and the claim's "sent" mark
-  // in one transaction, and replaces `event` with the stored copy (event_id
-  // and time set by the store), so a SweepResponse reports exactly what the
-  // log holds. When that fails the claim stays
-  // unsent, and a later sweep sends the same stage again after the lease.
-  void AppendSignal(int pid, uint64_t start_time, Stage stage, v1::Event& event) const {
-    Stored(store->RecordSweepSignal(event.run_id(), pid, start_time, StageNumber(stage), event),
-           event);
-  }
-
-  void Stored(const absl::StatusOr<int64_t>& id, v1::Event& event) const {
-    if (!id.ok()) {
-      LogError(LogFields().Run(event.run_id()), "sweeper: cannot append ",
-               v1::EventType_Name(event.type()), " event: ", id.status().ToString());
-      return;
-    }
-    absl::StatusOr<std::vector<v1::Event>> stored = store->ListEvents(*id - 1, event.run_id(), 1);
-    if (stored.ok() && !stored->empty() && stored->front().event_id() == *id) {
-      event = std::move(stored->front());
-    } else {
-      event.set_event_id(*id);
-    }
-  }
-
-  // The ladder's hooks for one sweep: re-listings are stable and every
-  // target they name is kept for the response; each signal is claimed in the
-  // store first and recorded sent with its audit event; after SIGKILL, each
-  // run that still had targets gets its cgroup.kill.
-  class StoreClaims : public scanner::LadderHooks {
-   public:
-    StoreClaims(const Impl* impl, const std::vector<RunSpec>* specs,
-                const std::map<std::string, uint32_t>* only_uid, scanner::SweepObserver* observer,
-                std::map<Key, Member>* listed, v1::SweepResponse* response)
-        : impl_(impl),
-          specs_(specs),
-          only_uid_(only_uid),
-          observer_(observer),
-          listed_(listed),
-          response_(response) {}
-
-    // A run a non-root uid registered signals only processes of that uid
-    // (server/caller_policy.h); another is reported (OTHER_UID), not
-    // signalled.
-    std::optional<uint32_t> SignalOnlyUid(const Member& m) override {
-      return OnlyUidOf((*specs_)[m.run_index].run_id);
-    }
-
-    // Re-listings from the tracker (see SweepRuns) with the pids of the
-    // first listing: none of its members can drop out of view.
-    void RelistFromTracker(std::set<int> pids) {
-      tracker_pids_ = std::move(pids);
-      from_tracker_ = true;
-    }
-
-    absl::StatusOr<std::vector<Member>> List() override {
-      Membership members;
-      std::optional<Membership> tracked;
-      if (from_tracker_) {
-        absl::StatusOr<Membership> stable =
-            scanner::ListStable([&]() -> absl::StatusOr<Membership> {
-              std::optional<Membership> m =
-                  impl_->TrackerListing(*specs_, observer_, tracker_pids_);
-              if (!m.has_value()) {
-                return absl::FailedPreconditionError("lineage listing failed");
-              }
-              return *std::move(m);
-            });
-        if (stable.ok()) tracked = *std::move(stable);
-      }
-      if (tracked.has_value()) {
-        members = *std::move(tracked);
-      } else {
-        from_tracker_ = false;  // a gap appeared: walk from now on
-        ASSIGN_OR_RETURN(const std::vector<RunSpec> specs, impl_->WithLineage(*specs_));
-        ASSIGN_OR_RETURN(members, scanner::ListStable(*impl_->procfs, specs, observer_));
-      }
-      std::vector<Member> live = scanner::Targets(members);
-      for (const Member& m : live) listed_->emplace(RefOf(m), m);
-      return live;
-    }
-
-    // Claims `stage` for the target in the store; only a call that owns the
-    // claim signals. Not signalled: the target is at or past `stage` by
-    // another sweep's claim (a live one, or one younger than the lease), and
-    // the ladder continues above it, never below. A claim at `stage` that
-    // was never recorded sent and is older than the lease (its sweep died
-    // between claim and signal) is taken over and sent again: the same stage
-    // twice is in order, never sending it is not.
-    absl::StatusOr<bool> Claim(const Member& m, Stage stage) override {
-      const std::string& run_id = (*specs_)[m.run_index].run_id;
-      ASSIGN_OR_RETURN(store::SweepProgress recorded,
-                       impl_->store->GetSweepProgress(run_id, m.process.pid, m.process.start_time));
-      // Past this stage already: its grace is over for this target.
-      if (recorded.stage > StageNumber(stage)) return false;
-      if (recorded.stage == StageNumber(stage) && recorded.sent_at.has_value()) {
-        // Sent before (by a sweep that died, or one in flight): its grace
-        // counts from then.
-        LaterGraceStart(stage, *recorded.sent_at);
-        return false;
-      }
-      claimed_ = recorded;
-      ASSIGN_OR_RETURN(bool claimed, impl_->store->ClaimSweepStage(
-                                         run_id, m.process.pid, m.process.start_time,
-                                         StageNumber(stage), impl_->options.claim_lease));
-      // Signalled now, here or by the live sweep holding the claim.
-      LaterGraceStart(stage, absl::Now());
-      return claimed;
-    }
-
-    absl::Time GraceStart(Stage stage, const std::vector<Member>&) override {
-      auto it = grace_start_.find(stage);
-      return it == grace_start_.end() ? absl::InfinitePast() : it->second;
-    }
-
-    // Records the claimed stage's signal as an event (and the claim sent).
-    absl::Status Signalled(const Member& m, Stage stage,
-                           const scanner::SignalOutcome& outcome) override {
-      v1::Event ev;
-      ev.set_type(v1::EVENT_TYPE_SIGNAL);
-      ev.set_run_id((*specs_)[m.run_index].run_id);
-      ev.set_pid(m.process.pid);
-      ev.set_signal(scanner::StageSignal(stage));
-      ev.set_stage(scanner::StageName(stage));
-      ev.set_result(scanner::SignalResultName(outcome.result));
-      std::string detail =
-          absl::StrCat("source=", scanner::MatchSourceName(m.source),
-                       " comm=", ToValidUtf8(m.process.comm), " start_time=", m.process.start_time);
-      if (claimed_.stage == StageNumber(stage)) {
-        absl::StrAppend(&detail, " resumed=claim of ", absl::FormatTime(claimed_.claimed_at),
-                        " never recorded sent");
-      }
-      if (!outcome.status.ok()) {
-        absl::StrAppend(&detail, " status=", outcome.status.ToString());
-      }
-      ev.set_detail(detail);
-      impl_->AppendSignal(m.process.pid, m.process.start_time, stage, ev);
-      *response_->add_signals() = ev;
-      return absl::OkStatus();
-    }
-
-    void StageDone(Stage stage, const std::vector<Member>& live) override {
-      if (stage != Stage::kSigkill) return;
-      std::set<int> runs_left;
-      for (const Member& m : live) runs_left.insert(m.run_index);
-      for (const int i : runs_left) {
-        const RunSpec& spec = (*specs_)[i];
-        if (!spec.leader.cgroup.empty()) {
-          impl_->CgroupKill(spec, OnlyUidOf(spec.run_id), *observer_, response_);
-        }
-      }
-    }
-
-    // Survived SIGKILL: this or another sweep recorded it sent. A SIGKILL
-    // claimed but not recorded sent (in flight in another sweep, or stale:
-    // taken over) is not yet a survivor.
-    absl::StatusOr<bool> KillSent(const Member& m, bool) override {
-      ASSIGN_OR_RETURN(store::SweepProgress p,
-                       impl_->store->GetSweepProgress((*specs_)[m.run_index].run_id, m.process.pid,
-                                                      m.process.start_time));
-      return p.stage == StageNumber(Stage::kSigkill) && p.sent_at.has_value();
-    }
-
-   private:
-    std::optional<uint32_t> OnlyUidOf(const std::string& run_id) const {
-      auto it = only_uid_->find(run_id);
-      if (it == only_uid_->end()) return std::nullopt;
-      return it->second;
-    }
-
-    const Impl* impl_;
-    const std::vector<RunSpec>* specs_;
-    const std::map<std::string, uint32_t>* only_uid_;
-    scanner::SweepObserver* observer_;
-    std::map<Key, Member>* listed_;
-    v1::SweepResponse* response_;
-    store::SweepProgress claimed_;  // as read by the last Claim
-    bool from_tracker_ = false;
-    std::set<int> tracker_pids_;
-    // Per stage, the latest time one of its targets was sent that stage's
-    // signal (now for those signalled in this ladder).
-    std::map<Stage, absl::Time> grace_start_;
-
-    void LaterGraceStart(Stage stage, absl::Time t) {
-      auto [it, inserted] = grace_start_.emplace(stage, t);
-      if (!inserted) it->second = std::max(it->second, t);
-    }
-  };
-
-  // Writes "1" to the run's cgroup.kill. Only for a run with a dedicated
-  // cgroup that holds neither us nor any ancestor of ours, claimed once in
-  // the store under pid 0 so overlapping sweeps write it once (a claim never
-  // recorded sent is taken over after the lease, as in StoreClaims::Claim).
-  void CgroupKill(const RunSpec& spec, std::optional<uint32_t> only_uid,
-                  const scanner::SweepObserver& observer, v1::SweepResponse* response) const {
-    if (!scanner::CheckDedicatedCgroup(spec, observer).ok()) return;
-    if (spec.leader.pidns_inode == 0 || spec.leader.pidns_inode != observer.pidns_inode) {
-      return;
-    }
-    std::string result;
-    std::string detail;
-    for (const int a : observer.ancestors) {
-      absl::StatusOr<std::string> cg = procfs->ReadCgroup(a);
-      if (!cg.ok() || scanner::CgroupIsWithin(*cg, spec.leader.cgroup)) {
-        result = "REFUSED";
-        detail = absl::StrCat("ancestor ", a, " is in (or may be in) ", spec.leader.cgroup);
-        break;
-      }
-    }
-    absl::StatusOr<bool> claimed = store->ClaimSweepStage(
-        spec.run_id, 0, spec.leader.start_time, StageNumber(Stage::kSigkill), options.claim_lease);
-    if (!claimed.ok() || !*claimed) return;
-    if (result.empty()) {
-      absl::StatusOr<std::string> mountinfo = procfs->ReadSelfMountInfo();
-      std::optional<scanner::Cgroup2Mount> mount;
-      if (mountinfo.ok()) mount = scanner::FindCgroup2Mount(*mountinfo);
-      std::optional<std::string> dir;
-      if (mount.has_value()) dir = scanner::CgroupDir(*mount, spec.leader.cgroup);
-      if (!dir.has_value()) {
-        result = "ERROR";
-        detail = "no cgroup2 mount holds the run's cgroup";
-      } else {
-        // Refused while the cgroup holds anything the sweep may not signal
-        // (a kept member, an older process, one outside our namespace).
-        const scanner::SignalOutcome outcome =
-            scanner::KillCgroup(*procfs, *dir, spec.leader.start_time, only_uid);
-        result = scanner::SignalResultName(outcome.result);
-        detail =
-            outcome.status.ok() ? absl::StrCat(*dir, "/cgroup.kill") : outcome.status.ToString();
-      }
-    }
-    v1::Event ev;
-    ev.set_type(v1::EVENT_TYPE_SIGNAL);
-    ev.set_run_id(spec.run_id);
-    ev.set_pid(0);
-    ev.set_signal(SIGKILL);
-    ev.set_stage("cgroup.kill");
-    ev.set_result(result);
-    ev.set_detail(absl::StrCat("cgroup=", spec.leader.cgroup, " ", detail));
-    AppendSignal(0, spec.leader.start_time, Stage::kSigkill, ev);
-    *response->add_signals() = ev;
   }
 
   // Drops from `specs` (and renumbers `members` to match) every run with no
@@ -451,34 +194,55 @@ struct Sweeper::Impl {
       LogError("sweeper: cannot append the sweep's opening events: ", s.ToString());
     }
 
-    // Every target ever listed, for the response.
-    std::map<Key, Member> listed;
-    for (const Member& m : targets) listed.emplace(RefOf(m), m);
-
-    // One ladder for every run at once. A process already claimed at a stage
-    // or beyond (an overlapping sweep, or one resumed after a crash) is not
-    // signalled again, and never at a lower stage: it continues from where
-    // it is.
-    StoreClaims claims(this, &specs, &only_uid, &observer, &listed, &response);
     // The first listing walked /proc (it sees a process that joined a run's
     // group or carries its cookie from outside its descent). When the
     // tracker's listing of the same runs names the same processes, the
-    // ladder's re-listings come from the tracker: their cost is then the
-    // members', not the machine's. Otherwise every re-listing walks.
+    // ladder's re-listings come from the tracker, with the pids of the first
+    // listing (none of its members can drop out of view): their cost is then
+    // the members', not the machine's. Otherwise every re-listing walks.
+    bool from_tracker = false;
+    std::set<int> tracker_pids;
     if (TrackerAnswers(specs)) {
       std::set<int> pids;
       for (const Member& m : members.members) pids.insert(m.process.pid);
       scanner::SweepObserver tracker_observer;
       std::optional<Membership> tracked = TrackerListing(specs, &tracker_observer, pids);
       if (tracked.has_value() && scanner::RefsOf(*tracked) == scanner::RefsOf(members)) {
-        claims.RelistFromTracker(std::move(pids));
+        tracker_pids = std::move(pids);
+        from_tracker = true;
       }
     }
+    auto relist = [this, &specs, &observer, from_tracker,
+                   tracker_pids]() mutable -> absl::StatusOr<Membership> {
+      if (from_tracker) {
+        absl::StatusOr<Membership> stable =
+            scanner::ListStable([&]() -> absl::StatusOr<Membership> {
+              std::optional<Membership> m = TrackerListing(specs, &observer, tracker_pids);
+              if (!m.has_value()) {
+                return absl::FailedPreconditionError("lineage listing failed");
+              }
+              return *std::move(m);
+            });
+        if (stable.ok()) return stable;
+      }
+      from_tracker = false;  // a gap appeared: walk from now on
+      ASSIGN_OR_RETURN(const std::vector<RunSpec> with_lineage, WithLineage(specs));
+      return scanner::ListStable(*procfs, with_lineage, &observer);
+    };
+
+    // One ladder for every run at once. A process already claimed at a stage
+    // or beyond (an overlapping sweep, or one resumed after a crash) is not
+    // signalled again, and never at a lower stage: it continues from where
+    // it is. Every target ever listed is kept for the response.
+    SweepClaims claims(store, procfs, options.claim_lease, &specs, &only_uid, &observer,
+                       std::move(relist));
+    claims.AddListed(targets);
     ASSIGN_OR_RETURN(scanner::LadderResult ladder,
                      scanner::RunLadder(*procfs, targets, Ladder(), claims));
     const std::vector<Member>& survivors = ladder.survivors;
 
-    for (const auto& [key, m] : listed) *response.add_targets() = ToOrphan(specs, m);
+    for (const v1::Event& e : claims.signals()) *response.add_signals() = e;
+    for (const auto& [key, m] : claims.listed()) *response.add_targets() = ToOrphan(specs, m);
     std::vector<int> survivors_of(specs.size(), 0);
     for (const Member& m : survivors) {
       *response.add_survivors() = ToOrphan(specs, m);

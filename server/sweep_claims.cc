@@ -1,0 +1,209 @@
+#include "server/sweep_claims.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "base/log.h"
+#include "base/status_macros.h"
+#include "base/text.h"
+#include "scanner/cgroup_path.h"
+#include "scanner/member_listing.h"
+
+namespace runreaper::server {
+namespace {
+
+using scanner::Member;
+using scanner::RunSpec;
+using scanner::Stage;
+
+// The number the store keeps for `stage` (sweep_progress.stage).
+int StageNumber(Stage stage) { return static_cast<int>(stage); }
+
+}  // namespace
+
+SweepClaims::SweepClaims(store::RunStore* store, const scanner::ProcFs* procfs,
+                         absl::Duration claim_lease, const std::vector<RunSpec>* specs,
+                         const std::map<std::string, uint32_t>* only_uid,
+                         const scanner::SweepObserver* observer, Relist relist)
+    : store_(store),
+      procfs_(procfs),
+      claim_lease_(claim_lease),
+      specs_(specs),
+      only_uid_(only_uid),
+      observer_(observer),
+      relist_(std::move(relist)) {}
+
+void SweepClaims::AddListed(const std::vector<Member>& targets) {
+  for (const Member& m : targets) listed_.emplace(scanner::RefOf(m), m);
+}
+
+std::optional<uint32_t> SweepClaims::SignalOnlyUid(const Member& m) {
+  return OnlyUidOf((*specs_)[m.run_index].run_id);
+}
+
+absl::StatusOr<std::vector<Member>> SweepClaims::List() {
+  ASSIGN_OR_RETURN(const scanner::Membership members, relist_());
+  std::vector<Member> live = scanner::Targets(members);
+  AddListed(live);
+  return live;
+}
+
+absl::StatusOr<bool> SweepClaims::Claim(const Member& m, Stage stage) {
+  const std::string& run_id = (*specs_)[m.run_index].run_id;
+  ASSIGN_OR_RETURN(store::SweepProgress recorded,
+                   store_->GetSweepProgress(run_id, m.process.pid, m.process.start_time));
+  // Past this stage already: its grace is over for this target.
+  if (recorded.stage > StageNumber(stage)) return false;
+  if (recorded.stage == StageNumber(stage) && recorded.sent_at.has_value()) {
+    // Sent before (by a sweep that died, or one in flight): its grace
+    // counts from then.
+    LaterGraceStart(stage, *recorded.sent_at);
+    return false;
+  }
+  claimed_ = recorded;
+  ASSIGN_OR_RETURN(bool claimed,
+                   store_->ClaimSweepStage(run_id, m.process.pid, m.process.start_time,
+                                           StageNumber(stage), claim_lease_));
+  // Signalled now, here or by the live sweep holding the claim.
+  LaterGraceStart(stage, absl::Now());
+  return claimed;
+}
+
+absl::Time SweepClaims::GraceStart(Stage stage, const std::vector<Member>&) {
+  auto it = grace_start_.find(stage);
+  return it == grace_start_.end() ? absl::InfinitePast() : it->second;
+}
+
+absl::Status SweepClaims::Signalled(const Member& m, Stage stage,
+                                    const scanner::SignalOutcome& outcome) {
+  v1::Event ev;
+  ev.set_type(v1::EVENT_TYPE_SIGNAL);
+  ev.set_run_id((*specs_)[m.run_index].run_id);
+  ev.set_pid(m.process.pid);
+  ev.set_signal(scanner::StageSignal(stage));
+  ev.set_stage(scanner::StageName(stage));
+  ev.set_result(scanner::SignalResultName(outcome.result));
+  std::string detail =
+      absl::StrCat("source=", scanner::MatchSourceName(m.source),
+                   " comm=", ToValidUtf8(m.process.comm), " start_time=", m.process.start_time);
+  if (claimed_.stage == StageNumber(stage)) {
+    absl::StrAppend(&detail, " resumed=claim of ", absl::FormatTime(claimed_.claimed_at),
+                    " never recorded sent");
+  }
+  if (!outcome.status.ok()) {
+    absl::StrAppend(&detail, " status=", outcome.status.ToString());
+  }
+  ev.set_detail(detail);
+  AppendSignal(m.process.pid, m.process.start_time, stage, ev);
+  signals_.push_back(ev);
+  return absl::OkStatus();
+}
+
+void SweepClaims::StageDone(Stage stage, const std::vector<Member>& live) {
+  if (stage != Stage::kSigkill) return;
+  std::set<int> runs_left;
+  for (const Member& m : live) runs_left.insert(m.run_index);
+  for (const int i : runs_left) {
+    const RunSpec& spec = (*specs_)[i];
+    if (!spec.leader.cgroup.empty()) CgroupKill(spec);
+  }
+}
+
+absl::StatusOr<bool> SweepClaims::KillSent(const Member& m, bool) {
+  ASSIGN_OR_RETURN(
+      store::SweepProgress p,
+      store_->GetSweepProgress((*specs_)[m.run_index].run_id, m.process.pid, m.process.start_time));
+  return p.stage == StageNumber(Stage::kSigkill) && p.sent_at.has_value();
+}
+
+std::optional<uint32_t> SweepClaims::OnlyUidOf(const std::string& run_id) const {
+  auto it = only_uid_->find(run_id);
+  if (it == only_uid_->end()) return std::nullopt;
+  return it->second;
+}
+
+// Only for a run with a dedicated cgroup that holds neither us nor any
+// ancestor of ours, claimed once in the store under pid 0 so overlapping
+// sweeps write it once (a claim never recorded sent is taken over after the
+// lease, as in Claim).
+void SweepClaims::CgroupKill(const RunSpec& spec) {
+  const scanner::SweepObserver& observer = *observer_;
+  if (!scanner::CheckDedicatedCgroup(spec, observer).ok()) return;
+  if (spec.leader.pidns_inode == 0 || spec.leader.pidns_inode != observer.pidns_inode) {
+    return;
+  }
+  std::string result;
+  std::string detail;
+  for (const int a : observer.ancestors) {
+    absl::StatusOr<std::string> cg = procfs_->ReadCgroup(a);
+    if (!cg.ok() || scanner::CgroupIsWithin(*cg, spec.leader.cgroup)) {
+      result = "REFUSED";
+      detail = absl::StrCat("ancestor ", a, " is in (or may be in) ", spec.leader.cgroup);
+      break;
+    }
+  }
+  absl::StatusOr<bool> claimed = store_->ClaimSweepStage(
+      spec.run_id, 0, spec.leader.start_time, StageNumber(Stage::kSigkill), claim_lease_);
+  if (!claimed.ok() || !*claimed) return;
+  if (result.empty()) {
+    absl::StatusOr<std::string> mountinfo = procfs_->ReadSelfMountInfo();
+    std::optional<scanner::Cgroup2Mount> mount;
+    if (mountinfo.ok()) mount = scanner::FindCgroup2Mount(*mountinfo);
+    std::optional<std::string> dir;
+    if (mount.has_value()) dir = scanner::CgroupDir(*mount, spec.leader.cgroup);
+    if (!dir.has_value()) {
+      result = "ERROR";
+      detail = "no cgroup2 mount holds the run's cgroup";
+    } else {
+      // Refused while the cgroup holds anything the sweep may not signal
+      // (a kept member, an older process, one outside our namespace).
+      const scanner::SignalOutcome outcome =
+          scanner::KillCgroup(*procfs_, *dir, spec.leader.start_time, OnlyUidOf(spec.run_id));
+      result = scanner::SignalResultName(outcome.result);
+      detail = outcome.status.ok() ? absl::StrCat(*dir, "/cgroup.kill") : outcome.status.ToString();
+    }
+  }
+  v1::Event ev;
+  ev.set_type(v1::EVENT_TYPE_SIGNAL);
+  ev.set_run_id(spec.run_id);
+  ev.set_pid(0);
+  ev.set_signal(SIGKILL);
+  ev.set_stage("cgroup.kill");
+  ev.set_result(result);
+  ev.set_detail(absl::StrCat("cgroup=", spec.leader.cgroup, " ", detail));
+  AppendSignal(0, spec.leader.start_time, Stage::kSigkill, ev);
+  signals_.push_back(ev);
+}
+
+// Its event and the claim's "sent" mark in one transaction; `event` is then
+// the stored copy (event_id and time set by the store), so a SweepResponse
+// reports exactly what the log holds.
+void SweepClaims::AppendSignal(int pid, uint64_t start_time, Stage stage, v1::Event& event) {
+  const absl::StatusOr<int64_t> id =
+      store_->RecordSweepSignal(event.run_id(), pid, start_time, StageNumber(stage), event);
+  if (!id.ok()) {
+    LogError(LogFields().Run(event.run_id()), "sweeper: cannot append ",
+             v1::EventType_Name(event.type()), " event: ", id.status().ToString());
+    return;
+  }
+  absl::StatusOr<std::vector<v1::Event>> stored = store_->ListEvents(*id - 1, event.run_id(), 1);
+  if (stored.ok() && !stored->empty() && stored->front().event_id() == *id) {
+    event = std::move(stored->front());
+  } else {
+    event.set_event_id(*id);
+  }
+}
+
+void SweepClaims::LaterGraceStart(Stage stage, absl::Time t) {
+  auto [it, inserted] = grace_start_.emplace(stage, t);
+  if (!inserted) it->second = std::max(it->second, t);
+}
+
+}  // namespace runreaper::server
