@@ -12,7 +12,6 @@
 #include "absl/time/clock.h"
 #include "base/log.h"
 #include "base/status_macros.h"
-#include "base/text.h"
 #include "scanner/cgroup_path.h"
 #include "scanner/member_listing.h"
 
@@ -90,9 +89,10 @@ absl::Status SweepClaims::Signalled(const Member& m, Stage stage,
   ev.set_signal(scanner::StageSignal(stage));
   ev.set_stage(scanner::StageName(stage));
   ev.set_result(scanner::SignalResultName(outcome.result));
-  std::string detail =
-      absl::StrCat("source=", scanner::MatchSourceName(m.source),
-                   " comm=", ToValidUtf8(m.process.comm), " start_time=", m.process.start_time);
+  // The comm as read (any bytes): the store's read repairs it, as it does
+  // every text it reads back (store/rows.h ProtoText).
+  std::string detail = absl::StrCat("source=", scanner::MatchSourceName(m.source),
+                                    " comm=", m.process.comm, " start_time=", m.process.start_time);
   if (claimed_.stage == StageNumber(stage)) {
     absl::StrAppend(&detail, " resumed=claim of ", absl::FormatTime(claimed_.claimed_at),
                     " never recorded sent");

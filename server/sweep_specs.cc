@@ -5,7 +5,6 @@
 
 #include "absl/strings/string_view.h"
 #include "base/status_macros.h"
-#include "base/text.h"
 #include "scanner/identity_proto.h"
 
 namespace runreaper::server {
@@ -44,7 +43,7 @@ v1::Orphan ToOrphan(const std::vector<scanner::RunSpec>& specs, const scanner::M
   o.set_run_id(specs[m.run_index].run_id);
   o.set_pid(m.process.pid);
   o.set_ppid(m.process.ppid);
-  o.set_comm(ToValidUtf8(m.process.comm));
+  o.set_comm(m.process.comm);
   o.set_start_time_ticks(m.process.start_time);
   o.set_source(ToProto(m.source));
   o.set_zombie(m.zombie);

@@ -23,9 +23,9 @@ scanner::RunSpec SpecOf(const v1::Run& run);
 
 v1::MatchSource ToProto(scanner::MatchSource source);
 
-// A member of specs[m.run_index] as the API reports it. The comm came from
-// /proc and may hold any bytes: it is made valid UTF-8 (ToValidUtf8), or
-// every client would fail to parse the answer.
+// A member of specs[m.run_index] as the API reports it. The comm is /proc's,
+// as read: any bytes. What a peer receives is made valid UTF-8 at the
+// boundary (MakeValidUtf8 on every answer, server/service.cc).
 v1::Orphan ToOrphan(const std::vector<scanner::RunSpec>& specs, const scanner::Member& m);
 
 // Adds each run's descendants to its spec, in place (a listing of 10,000

@@ -2,6 +2,7 @@
 // words") end to end: what a hostile or careless client can send, the state
 // machine through the RPCs, ListRuns/ListEvents paging, and the daemon's
 // defaults and startup errors. Real runreaperd binary, real socket.
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
@@ -113,6 +114,93 @@ TEST_F(ContractE2ETest, ANonUtf8CommDoesNotMakeTheRecordUnreadable) {
   CtlResult list = RunCtl({"--socket=" + daemon_->socket(), "list"});
   EXPECT_EQ(list.exit_code, 0) << list.err;
   EXPECT_TRUE(absl::StrContains(list.out, "utf8-cli")) << list.out;
+}
+
+// An orphan whose comm is not UTF-8: a session of its own (so it is none of
+// the daemon's group or session) carrying the run's cookie, that names
+// itself with bytes that are not UTF-8 and then waits (its sleeps carry the
+// cookie too). Killed and reaped by the destructor.
+class BadlyNamedOrphan {
+ public:
+  explicit BadlyNamedOrphan(const std::string& run_id) {
+    const std::string cookie = "RUNREAPER_RUN_ID=" + run_id;
+    pid_ = fork();
+    if (pid_ == 0) {
+      setsid();
+      char* const argv[] = {const_cast<char*>("sh"), const_cast<char*>("-c"),
+                            const_cast<char*>("printf '\\377\\376bad' > /proc/self/comm; "
+                                              "while :; do sleep 1; done"),
+                            nullptr};
+      char* const envp[] = {const_cast<char*>(cookie.c_str()),
+                            const_cast<char*>("PATH=/usr/bin:/bin"), nullptr};
+      execve("/bin/sh", argv, envp);
+      _exit(127);
+    }
+  }
+  ~BadlyNamedOrphan() {
+    kill(pid_, SIGKILL);
+    int st;
+    while (waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
+    }
+  }
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+// The boundary repair (MakeValidUtf8 on every answer): the sweeper passes a
+// /proc comm on as read, and the orphan list and the sweep's answer still
+// parse in the client, with the bad bytes as \xNN. Without the repair the
+// client cannot parse either answer and the calls fail.
+TEST_F(ContractE2ETest, ANonUtf8OrphanCommDoesNotBreakListOrphansOrSweep) {
+  Sleeper leader;
+  ASSERT_OK(Register("utf8-orphan", leader.pid()).status());
+  BadlyNamedOrphan orphan("utf8-orphan");
+  const std::string bad =
+      "\xff\xfe"
+      "bad";
+  ASSERT_TRUE(WaitFor([&] {
+    std::ifstream in(absl::StrCat("/proc/", orphan.pid(), "/comm"));
+    std::string comm;
+    std::getline(in, comm);
+    return comm == bad;
+  }));
+  v1::FinishRunRequest finish;
+  finish.set_run_id("utf8-orphan");
+  ASSERT_OK(Call(&v1::Reconciler::Stub::FinishRun, finish).status());
+
+  v1::ListOrphansRequest list;
+  list.set_run_id("utf8-orphan");
+  list.set_walk(true);  // the tracker sees descendants only; this is no one's
+  ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse listed,
+                       Call(&v1::Reconciler::Stub::ListOrphans, list));
+  bool seen = false;
+  for (const v1::Orphan& o : listed.orphans()) {
+    if (o.pid() == orphan.pid()) {
+      seen = true;
+      EXPECT_EQ(o.comm(), "\\xff\\xfebad");
+    }
+  }
+  EXPECT_TRUE(seen) << listed.DebugString();
+
+  v1::SweepRequest sweep;
+  sweep.set_run_id("utf8-orphan");
+  ASSERT_OK_AND_ASSIGN(v1::SweepResponse swept, Call(&v1::Reconciler::Stub::Sweep, sweep));
+  bool targeted = false;
+  for (const v1::Orphan& o : swept.targets()) {
+    if (o.pid() == orphan.pid()) {
+      targeted = true;
+      EXPECT_EQ(o.comm(), "\\xff\\xfebad");
+    }
+  }
+  EXPECT_TRUE(targeted) << swept.DebugString();
+  EXPECT_EQ(swept.survivors_size(), 0) << swept.DebugString();
+  bool named = false;
+  for (const v1::Event& e : swept.signals()) {
+    named = named || absl::StrContains(e.detail(), "comm=\\xff\\xfebad");
+  }
+  EXPECT_TRUE(named) << swept.DebugString();
 }
 
 TEST_F(ContractE2ETest, HostileRequestsAreRejectedNamingTheFieldAndTheServerLives) {
