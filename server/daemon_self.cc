@@ -11,7 +11,7 @@
 #include "base/fd.h"
 #include "base/log.h"
 #include "base/syscalls.h"
-#include "scanner/membership.h"
+#include "scanner/cgroup_path.h"
 
 #ifndef SO_PEERPIDFD
 #define SO_PEERPIDFD 77  // Linux 6.5 (asm-generic/socket.h); newer than glibc's
