@@ -284,6 +284,7 @@ absl::Status Daemon::Start() {
   reconciler_ = std::make_unique<Reconciler>(store_.get(), &procfs_, watcher_.get(), ropts);
   SweeperOptions sweeper_options;
   sweeper_options.metrics = &metrics_;
+  sweeper_options.self = self_.get();
   sweeper_ = std::make_unique<Sweeper>(store_.get(), &procfs_, sweeper_options);
   RETURN_IF_ERROR(StartLineage());
   hub_ = std::make_unique<EventHub>(store_.get());

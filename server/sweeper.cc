@@ -40,11 +40,17 @@ using store::IsTerminal;
 
 struct Sweeper::Impl {
   Impl(store::RunStore* s, const scanner::ProcFs* p, SweeperOptions o)
-      : store(s), procfs(p), options(o) {}
+      : store(s),
+        procfs(p),
+        options(o),
+        owned_self(o.self == nullptr ? std::make_unique<DaemonSelf>(*p) : nullptr),
+        self(o.self != nullptr ? o.self : owned_self.get()) {}
 
   store::RunStore* const store;
   const scanner::ProcFs* const procfs;
   const SweeperOptions options;
+  const std::unique_ptr<DaemonSelf> owned_self;  // when options.self is null
+  const DaemonSelf* const self;
   scanner::LineageTracker* lineage = nullptr;  // nullptr = lineage off
 
   // Each run's descendants, added in place (server/sweep_specs.h), so
@@ -63,8 +69,8 @@ struct Sweeper::Impl {
   // run tracked without a gap, in our PID namespace).
   bool TrackerAnswers(const std::vector<RunSpec>& specs) const {
     if (lineage == nullptr || specs.empty()) return false;
-    absl::StatusOr<uint64_t> self_ns = procfs->SelfPidNs();
-    return self_ns.ok() && scanner::TrackerCanAnswer(*lineage, specs, *self_ns);
+    const uint64_t self_ns = self->pidns_inode();  // 0 = unknown
+    return self_ns != 0 && scanner::TrackerCanAnswer(*lineage, specs, self_ns);
   }
 
   // One listing from the tracker (scanner/lineage_members.h), `extra` pids
@@ -338,14 +344,14 @@ void Sweeper::TrackRuns(const std::vector<v1::Run>& runs) {
   // The connector's pids are the initial PID namespace's; a run recorded in
   // another namespace is followed through its translation (host_pid), and
   // one without a translation names pids we cannot follow.
-  absl::StatusOr<uint64_t> self_ns = impl_->procfs->SelfPidNs();
-  if (!self_ns.ok()) return;
+  const uint64_t self_ns = impl_->self->pidns_inode();  // 0 = unknown
+  if (self_ns == 0) return;
   std::vector<scanner::LineageRun> specs;
   for (const v1::Run& run : runs) {
     // A leader from another PID namespace is followed by its translation
     // (the daemon on the host sees that namespace's forks by host pid).
     const std::optional<scanner::ProcessRef> leader =
-        scanner::LeaderIn(scanner::IdentityOf(run), *self_ns);
+        scanner::LeaderIn(scanner::IdentityOf(run), self_ns);
     if (!leader.has_value() || run.start_time_ticks() == 0) continue;
     specs.push_back({run.run_id(), leader->pid, run.start_time_ticks()});
   }

@@ -14,6 +14,7 @@
 #include "runreaper/v1/runreaper.pb.h"
 #include "scanner/lineage.h"
 #include "scanner/procfs.h"
+#include "server/daemon_self.h"
 #include "server/metrics.h"
 #include "store/run_store.h"
 
@@ -32,6 +33,9 @@ struct SweeperOptions {
   // still in flight sends the same stage twice, never a lower one.
   absl::Duration claim_lease = absl::Seconds(30);
   Metrics* metrics = Metrics::Off();  // sweeps counted and timed; not owned
+  // runreaperd's own facts (its PID namespace: which runs the lineage tracker
+  // can follow); not owned. Null: the sweeper reads its own, once.
+  const DaemonSelf* self = nullptr;
 };
 
 class Sweeper {
