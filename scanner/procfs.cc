@@ -260,33 +260,6 @@ struct ProcFs::Cache {
 
 ProcFs::ProcFs(std::string root) : root_(std::move(root)), cache_(std::make_shared<Cache>()) {}
 
-absl::StatusOr<int> ProcFs::TranslatePid(uint64_t pidns_inode, int ns_pid,
-                                         uint64_t start_time) const {
-  WalkOptions options;
-  options.with_pidns = true;
-  ASSIGN_OR_RETURN(Snapshot snap, Walk(options));
-  // NSpid is read for the processes of that namespace only (a container's
-  // few), not for every process on the machine.
-  for (ProcessInfo& p : snap.processes) {
-    if (p.pidns_inode != pidns_inode) continue;
-    if (absl::StatusOr<ProcStatus> st = ReadStatus(p.pid); st.ok()) {
-      p.nspid = std::move(st->nspid);
-    }
-  }
-  ASSIGN_OR_RETURN(const ProcessInfo match,
-                   FindInPidNamespace(snap, pidns_inode, ns_pid, start_time));
-  // The walk read stat, status and ns/pid one by one by number; read the
-  // match again pinned, so all of it is one process.
-  ASSIGN_OR_RETURN(const Identity again, CaptureIdentity(match.pid));
-  if (again.start_time != start_time || again.pidns_inode != pidns_inode) {
-    return absl::NotFoundError(absl::StrCat("pid ", match.pid, " (pid ", ns_pid,
-                                            " of PID namespace ", pidns_inode,
-                                            ") changed while it was read: now namespace ",
-                                            again.pidns_inode, ", start time ", again.start_time));
-  }
-  return match.pid;
-}
-
 absl::StatusOr<ProcStat> ProcFs::ReadStat(int pid) const {
   const std::string path = absl::StrCat(root_, "/", pid, "/stat");
   return ReadStatAt(AT_FDCWD, path.c_str(), path, pid);

@@ -146,16 +146,6 @@ class ProcFs {
   // one process.
   absl::StatusOr<Identity> CaptureIdentity(int pid, ProcStatus* status) const;
 
-  // The pid, in this procfs's (the observer's) PID namespace, of the process
-  // that is `ns_pid` in PID namespace `pidns_inode` and started at
-  // `start_time`: one walk (with ns/pid; status, for NSpid, only of the
-  // processes in that namespace) and FindInPidNamespace,
-  // then the match is read again through a held <root>/<pid> directory fd
-  // (CaptureIdentity) and must still name that namespace and start time,
-  // so a pid reused during the walk is never returned. Errors as
-  // FindInPidNamespace, or the walk's.
-  absl::StatusOr<int> TranslatePid(uint64_t pidns_inode, int ns_pid, uint64_t start_time) const;
-
  private:
   // What ReadBootId and SelfPidNs keep, shared by copies of this ProcFs
   // (same root) and guarded for concurrent readers.

@@ -771,38 +771,6 @@ TEST(RealProcessTest, ChildPidNamespaceShowsInWalk) {
   EXPECT_EQ(id->pidns_inode, *info->pidns_inode);
 }
 
-TEST(RealProcessTest, TranslatePidFindsTheInitOfAChildNamespace) {
-  ProcFs fs;
-  int p[2];
-  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
-  const pid_t pid = ::clone(NsChildMain, g_ns_child_stack + sizeof(g_ns_child_stack),
-                            CLONE_NEWPID | SIGCHLD, &p[1]);
-  ASSERT_GT(pid, 0) << std::strerror(errno);
-  ::close(p[1]);
-  const ssize_t ready = ReadByte(p[0]);
-  ::close(p[0]);
-
-  absl::StatusOr<Identity> id = fs.CaptureIdentity(pid);
-  absl::StatusOr<int> host = absl::UnknownError("not read");
-  absl::StatusOr<int> other_start = absl::UnknownError("not read");
-  absl::StatusOr<int> other_pid = absl::UnknownError("not read");
-  if (id.ok()) {
-    // Inside its namespace the child is pid 1.
-    host = fs.TranslatePid(id->pidns_inode, 1, id->start_time);
-    other_start = fs.TranslatePid(id->pidns_inode, 1, id->start_time + 1);
-    other_pid = fs.TranslatePid(id->pidns_inode, 2, id->start_time);
-  }
-  ::kill(pid, SIGKILL);
-  Reap(pid);
-
-  ASSERT_EQ(ready, 1);
-  ASSERT_OK(id);
-  ASSERT_OK(host);
-  EXPECT_EQ(*host, pid);
-  EXPECT_TRUE(absl::IsNotFound(other_start.status())) << other_start.status();
-  EXPECT_TRUE(absl::IsNotFound(other_pid.status())) << other_pid.status();
-}
-
 ProcessInfo InNamespace(int host_pid, uint64_t ns, std::vector<int> nspid, uint64_t start) {
   ProcessInfo p;
   p.pid = host_pid;

@@ -5,13 +5,19 @@
 // without a real namespace (uid_e2e_test and pidns_e2e_test do that).
 #include "server/leader_view.h"
 
+#include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <string>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -171,6 +177,55 @@ TEST_F(LeaderViewTest, WhyAForeignLeaderIsNotTranslated) {
     RecordTranslation(self, v, &run);
     EXPECT_EQ(run.host_pid(), 0);
   }
+}
+
+// A real child PID namespace: its init (pid 1 there) is found through its
+// host pid, and neither another start time nor another pid there names it.
+alignas(16) char g_ns_child_stack[64 * 1024];
+int PauseForever(void*) {
+  for (;;) ::pause();
+  return 0;
+}
+
+TEST(RealNamespaceTest, AChildNamespacesInitIsTranslatedThroughItsHostPid) {
+  const scanner::ProcFs procfs;
+  const DaemonSelf self(procfs);
+  const pid_t pid = ::clone(PauseForever, g_ns_child_stack + sizeof(g_ns_child_stack),
+                            CLONE_NEWPID | SIGCHLD, nullptr);
+  ASSERT_GT(pid, 0) << std::strerror(errno);
+  const absl::Cleanup reap = [pid] {
+    ::kill(pid, SIGKILL);
+    while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  };
+  const absl::StatusOr<scanner::Identity> id = procfs.CaptureIdentity(pid);
+  ASSERT_TRUE(id.ok()) << id.status();
+  ASSERT_NE(id->pidns_inode, self.pidns_inode());
+
+  v1::RegisterRunRequest r;
+  r.set_run_id("ns-init");
+  r.set_pid(1);  // as the namespace numbers it
+  r.set_pgid(0);
+  r.set_sid(0);
+  r.set_pidns_inode(id->pidns_inode);
+  r.set_start_time_ticks(id->start_time);
+  r.set_boot_id(self.boot_id());
+  LeaderView v = ViewLeader(procfs, self, r);
+  ASSERT_EQ(v.where, LeaderView::Where::kTranslated) << v.error;
+  EXPECT_EQ(v.host_pid, pid);
+  EXPECT_EQ(v.live.pid, 1);
+  EXPECT_EQ(v.live.start_time, id->start_time);
+
+  r.set_start_time_ticks(id->start_time + 1);
+  v = ViewLeader(procfs, self, r);
+  EXPECT_EQ(v.where, LeaderView::Where::kOtherNamespace);
+  EXPECT_TRUE(absl::IsNotFound(v.error)) << v.error;
+
+  r.set_start_time_ticks(id->start_time);
+  r.set_pid(2);
+  v = ViewLeader(procfs, self, r);
+  EXPECT_EQ(v.where, LeaderView::Where::kOtherNamespace);
+  EXPECT_TRUE(absl::IsNotFound(v.error)) << v.error;
 }
 
 }  // namespace
