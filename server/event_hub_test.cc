@@ -58,9 +58,9 @@ class EventHubTest : public ::testing::Test {
     v1::Event e;
     e.set_type(v1::EVENT_TYPE_KEPT);
     e.set_run_id(run_id);
-    absl::StatusOr<int64_t> id = store_->AppendEvent(e);
-    EXPECT_TRUE(id.ok()) << id.status();
-    return id.ok() ? *id : -1;
+    absl::StatusOr<std::vector<int64_t>> ids = store_->AppendEvents({e});
+    EXPECT_TRUE(ids.ok()) << ids.status();
+    return ids.ok() && ids->size() == 1 ? ids->front() : -1;
   }
 
   std::string dir_;
@@ -91,9 +91,9 @@ TEST_F(EventHubTest, PollFindsEventsWrittenByAnotherHandle) {
   v1::Event e;
   e.set_type(v1::EVENT_TYPE_KEPT);
   e.set_run_id("cron");
-  ASSERT_OK_AND_ASSIGN(const int64_t id, other->AppendEvent(e));
+  ASSERT_OK_AND_ASSIGN(const std::vector<int64_t> ids, other->AppendEvents({e}));
   ASSERT_TRUE(WaitFor([&] { return !c->ids().empty(); }));
-  EXPECT_EQ(c->ids(), std::vector<int64_t>{id});
+  EXPECT_EQ(c->ids(), ids);
 }
 
 TEST_F(EventHubTest, UnsubscribedGetsNothingAndStopTellsSubscribers) {

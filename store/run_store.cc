@@ -259,28 +259,6 @@ absl::StatusOr<v1::Run> RunStore::Cancel(absl::string_view run_id, absl::string_
   return result;
 }
 
-absl::StatusOr<v1::Run> RunStore::MarkStale(absl::string_view run_id, v1::StaleReason reason,
-                                            v1::Liveness liveness) {
-  if (reason == v1::STALE_REASON_UNSPECIFIED || !v1::StaleReason_IsValid(reason) ||
-      !v1::Liveness_IsValid(liveness)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("mark run \"", run_id, "\" stale in ", path(), ": invalid stale reason ",
-                     static_cast<int>(reason), " or liveness ", static_cast<int>(liveness)));
-  }
-  Impl& m = *impl_;
-  v1::Run result;
-  RETURN_IF_ERROR(m.Write([&]() -> absl::Status {
-    ASSIGN_OR_RETURN(StoredRun r, m.FindOrNotFound(run_id));
-    if (IsTerminal(r.run.state())) return m.Terminal(r, "mark stale");
-    r.run.set_stale_reason(reason);
-    r.run.set_liveness(liveness);
-    RETURN_IF_ERROR(m.Terminate(r, v1::RUN_STATE_STALE, m.NowMicros(), ""));
-    result = std::move(r.run);
-    return absl::OkStatus();
-  }));
-  return result;
-}
-
 absl::StatusOr<v1::Run> RunStore::Get(absl::string_view run_id) {
   Impl& m = *impl_;
   v1::Run out;

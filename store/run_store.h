@@ -121,7 +121,6 @@ struct RunningRecord {
   absl::Time last_seen_alive;
 };
 
-// One process's record in sweep_progress.
 // Runs by state, and the terminal runs not swept clean yet.
 struct RunCounts {
   std::map<v1::RunState, int64_t> by_state;
@@ -178,6 +177,7 @@ struct PruneResult {
   absl::Duration longest_batch;
 };
 
+// One process's record in sweep_progress.
 struct SweepProgress {
   int stage = 0;                      // 0 none, 1..3 as in ClaimSweepStage
   absl::Time claimed_at;              // when `stage` was (last) claimed
@@ -220,11 +220,6 @@ class RunStore {
   // RUNNING -> CANCELLED. Cancelling a CANCELLED run returns it; other
   // terminal states are FAILED_PRECONDITION.
   absl::StatusOr<v1::Run> Cancel(absl::string_view run_id, absl::string_view reason);
-
-  // RUNNING -> STALE with the reason and liveness. FAILED_PRECONDITION when
-  // terminal.
-  absl::StatusOr<v1::Run> MarkStale(absl::string_view run_id, v1::StaleReason reason,
-                                    v1::Liveness liveness);
 
   absl::StatusOr<v1::Run> Get(absl::string_view run_id);
 
@@ -269,9 +264,6 @@ class RunStore {
   // How many runs are in each state (states with none are absent) and how
   // many terminal runs are not swept clean. One indexed read.
   absl::StatusOr<RunCounts> CountRuns();
-  // Marks a terminal run as swept clean (no members left) or not.
-  absl::Status SetSweepDone(absl::string_view run_id, bool done);
-
   // Marks every terminal run of `run_ids` swept clean and appends `events`
   // (SWEEP_FINISHED, SWEEP_STARTED, KEPT), all in one transaction: a sweep
   // over thousands of runs commits once. Ids that are unknown or RUNNING
@@ -296,16 +288,14 @@ class RunStore {
   absl::StatusOr<std::vector<AppliedUpdate>> ApplyPass(const std::vector<RunUpdate>& updates,
                                                        absl::string_view seen_by = kSeenByPass);
 
-  // Appends an audit event (SIGNAL, SWEEP_*, KEPT) and returns its id; the
-  // store sets event_id and time.
-  absl::StatusOr<int64_t> AppendEvent(const v1::Event& event);
-
   // Events with event_id > after_event_id, oldest first, at most `limit`
   // (capped at kMaxPageSize); `run_id` empty = all runs.
   absl::StatusOr<std::vector<v1::Event>> ListEvents(int64_t after_event_id,
                                                     absl::string_view run_id, int limit);
 
-  // AppendEvent for several events in one transaction; their ids, in order.
+  // Appends audit events (SIGNAL, SWEEP_*, KEPT) in one transaction and
+  // returns their ids, in order; the store sets event_id and time. Any other
+  // kind is INVALID_ARGUMENT and nothing is written.
   absl::StatusOr<std::vector<int64_t>> AppendEvents(const std::vector<v1::Event>& events);
 
   // Highest event id so far (0 when the log is empty).
@@ -334,9 +324,8 @@ class RunStore {
   absl::StatusOr<int64_t> RecordSweepSignal(absl::string_view run_id, int pid,
                                             uint64_t start_time_ticks, int stage,
                                             const v1::Event& event);
-  // Recorded stage for the process, 0 when none.
-  absl::StatusOr<int> GetSweepStage(absl::string_view run_id, int pid, uint64_t start_time_ticks);
-  // The whole record (stage 0 and no times when none).
+  // The recorded stage for the process and when it was claimed and sent
+  // (stage 0 and no times when none).
   absl::StatusOr<SweepProgress> GetSweepProgress(absl::string_view run_id, int pid,
                                                  uint64_t start_time_ticks);
 

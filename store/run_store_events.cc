@@ -29,11 +29,6 @@ absl::Status CheckAppendable(const v1::Event& event, const std::string& path) {
   }
 }
 
-absl::StatusOr<int64_t> RunStore::AppendEvent(const v1::Event& event) {
-  ASSIGN_OR_RETURN(std::vector<int64_t> ids, AppendEvents({event}));
-  return ids.front();
-}
-
 absl::StatusOr<std::vector<int64_t>> RunStore::AppendEvents(const std::vector<v1::Event>& events) {
   for (const v1::Event& e : events) RETURN_IF_ERROR(CheckAppendable(e, path()));
   std::vector<int64_t> ids;

@@ -63,7 +63,9 @@ TEST_F(RunStoreTest, AppendAndListEvents) {
   sig.set_detail("orphan of r1");
   sig.set_event_id(12345);  // ignored: the store assigns ids
   now_ += absl::Milliseconds(1500);
-  ASSERT_OK_AND_ASSIGN(int64_t id, store->AppendEvent(sig));
+  ASSERT_OK_AND_ASSIGN(std::vector<int64_t> ids, store->AppendEvents({sig}));
+  ASSERT_EQ(ids.size(), 1u);
+  const int64_t id = ids[0];
   ASSERT_OK_AND_ASSIGN(int64_t last, store->LastEventId());
   EXPECT_EQ(id, last);
   EXPECT_EQ(id, 4);
@@ -95,7 +97,7 @@ TEST_F(RunStoreTest, AppendAndListEvents) {
     Event e;
     e.set_type(type);
     e.set_run_id("r1");
-    EXPECT_OK(store->AppendEvent(e));
+    EXPECT_OK(store->AppendEvents({e}));
   }
   // State-change kinds are written only with the change itself.
   for (auto type : {v1::EVENT_TYPE_UNSPECIFIED, v1::EVENT_TYPE_REGISTERED,
@@ -103,7 +105,7 @@ TEST_F(RunStoreTest, AppendAndListEvents) {
     Event e;
     e.set_type(type);
     e.set_run_id("r1");
-    EXPECT_EQ(store->AppendEvent(e).status().code(), absl::StatusCode::kInvalidArgument) << type;
+    EXPECT_EQ(store->AppendEvents({e}).status().code(), absl::StatusCode::kInvalidArgument) << type;
   }
   ASSERT_OK_AND_ASSIGN(last, store->LastEventId());
   EXPECT_EQ(last, 7);
@@ -116,8 +118,8 @@ TEST_F(RunStoreTest, ClaimSweepStageIsMonotonic) {
   ASSERT_OK(store->Register(MakeRun("r1")));
   ASSERT_OK(store->Cancel("r1", ""));
   const uint64_t ticks = 0xFFFFFFFFFFFFFFF0ULL;
-  ASSERT_OK_AND_ASSIGN(int stage, store->GetSweepStage("r1", 100, ticks));
-  EXPECT_EQ(stage, 0);
+  ASSERT_OK_AND_ASSIGN(SweepProgress progress, store->GetSweepProgress("r1", 100, ticks));
+  EXPECT_EQ(progress.stage, 0);
   auto claim = [&](int s) {
     absl::StatusOr<bool> r = store->ClaimSweepStage("r1", 100, ticks, s);
     EXPECT_TRUE(r.ok()) << r.status();
@@ -128,15 +130,15 @@ TEST_F(RunStoreTest, ClaimSweepStageIsMonotonic) {
   EXPECT_TRUE(claim(2));
   EXPECT_FALSE(claim(1));
   EXPECT_FALSE(claim(2));
-  ASSERT_OK_AND_ASSIGN(stage, store->GetSweepStage("r1", 100, ticks));
-  EXPECT_EQ(stage, 2);
+  ASSERT_OK_AND_ASSIGN(progress, store->GetSweepProgress("r1", 100, ticks));
+  EXPECT_EQ(progress.stage, 2);
   EXPECT_TRUE(claim(3));
   EXPECT_FALSE(claim(3));
-  ASSERT_OK_AND_ASSIGN(stage, store->GetSweepStage("r1", 100, ticks));
-  EXPECT_EQ(stage, 3);
+  ASSERT_OK_AND_ASSIGN(progress, store->GetSweepProgress("r1", 100, ticks));
+  EXPECT_EQ(progress.stage, 3);
   // Another process (different start time, same pid) starts from scratch.
-  ASSERT_OK_AND_ASSIGN(stage, store->GetSweepStage("r1", 100, ticks - 1));
-  EXPECT_EQ(stage, 0);
+  ASSERT_OK_AND_ASSIGN(progress, store->GetSweepProgress("r1", 100, ticks - 1));
+  EXPECT_EQ(progress.stage, 0);
   ASSERT_OK_AND_ASSIGN(bool other, store->ClaimSweepStage("r1", 100, ticks - 1, 3));
   EXPECT_TRUE(other);
   EXPECT_EQ(store->ClaimSweepStage("r1", 100, ticks, 0).status().code(),
@@ -176,8 +178,8 @@ TEST_F(RunStoreTest, ClaimSweepStageIsExclusiveAcrossHandles) {
     for (int stage = 1; stage <= 3; ++stage) {
       EXPECT_EQ(claims[pid][stage].load(), 1) << pid << "/" << stage;
     }
-    ASSERT_OK_AND_ASSIGN(int stage, b->GetSweepStage("r1", 1000 + pid, 5));
-    EXPECT_EQ(stage, 3);
+    ASSERT_OK_AND_ASSIGN(SweepProgress progress, b->GetSweepProgress("r1", 1000 + pid, 5));
+    EXPECT_EQ(progress.stage, 3);
   }
 }
 

@@ -3,7 +3,7 @@
 // files implementing RunStore share. Internal to store/:
 //   run_store.cc         Open, registration, the state machine, run reads
 //   run_store_pass.cc    the reconcile pass: slim listing, ApplyBatch/ApplyPass
-//   run_store_events.cc  the audit log: AppendEvent, ListEvents, LastEventId
+//   run_store_events.cc  the audit log: AppendEvents, ListEvents, LastEventId
 //   run_store_sweep.cc   sweep bookkeeping: unswept runs, stage claims
 //   run_store_lineage.cc durable lineage: descendants of unswept runs
 //   run_store_retain.cc  retention: Prune, DatabaseBytes
@@ -43,7 +43,7 @@
 
 namespace runreaper::store {
 
-// OK when `event` is of a kind AppendEvent(s) and MarkSwept accept
+// OK when `event` is of a kind AppendEvents and MarkSwept accept
 // (SIGNAL, SWEEP_STARTED, SWEEP_FINISHED, KEPT); INVALID_ARGUMENT naming
 // the type and `path` otherwise (defined in run_store_events.cc).
 absl::Status CheckAppendable(const v1::Event& event, const std::string& path);

@@ -204,11 +204,11 @@ TEST_F(RunStoreTest, ListRunningAndTerminalUnswept) {
   ASSERT_EQ(unswept.size(), 2u);
   EXPECT_EQ(unswept[0].run_id(), "b");
   EXPECT_EQ(unswept[1].run_id(), "d");
-  ASSERT_OK(store->SetSweepDone("b", true));
+  ASSERT_OK(SetSweepDone(*store, "b", true));
   ASSERT_OK_AND_ASSIGN(unswept, store->ListTerminalUnswept());
   ASSERT_EQ(unswept.size(), 1u);
   EXPECT_EQ(unswept[0].run_id(), "d");
-  ASSERT_OK(store->SetSweepDone("b", false));
+  ASSERT_OK(SetSweepDone(*store, "b", false));
   ASSERT_OK_AND_ASSIGN(unswept, store->ListTerminalUnswept());
   EXPECT_EQ(unswept.size(), 2u);
   EXPECT_EQ(unswept[0].labels().size(), 2u);
@@ -221,7 +221,7 @@ TEST_F(RunStoreTest, ListRunningAndTerminalUnswept) {
     without.clear_labels();
     EXPECT_EQ(slim[i].SerializeAsString(), without.SerializeAsString()) << i;
   }
-  EXPECT_EQ(store->SetSweepDone("a", true).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(SetSweepDone(*store, "a", true).code(), absl::StatusCode::kFailedPrecondition);
 }
 
 // /proc text is any bytes (a process sets its own comm) and is stored as
@@ -244,7 +244,7 @@ TEST_F(RunStoreTest, TextReadBackIsValidUtf8) {
   e.set_detail(
       "source=pgid comm=\xff\xfe"
       "bad");
-  ASSERT_OK(store->AppendEvent(e).status());
+  ASSERT_OK(store->AppendEvents({e}));
 
   ASSERT_OK_AND_ASSIGN(RunProto got, store->Get("bytes"));
   EXPECT_EQ(got.comm(), "\\xff\\xfebad");
@@ -271,7 +271,7 @@ TEST_F(RunStoreTest, ListClaimedCgroupsIsRunningAndUnsweptWithACgroup) {
   }
   ASSERT_OK(store->Finish("done", 0));
   ASSERT_OK(store->Finish("swept", 0));
-  ASSERT_OK(store->SetSweepDone("swept", true));
+  ASSERT_OK(SetSweepDone(*store, "swept", true));
   ASSERT_OK(store->Cancel("cancelled", ""));
   ASSERT_OK_AND_ASSIGN(std::vector<RunStore::ClaimedCgroup> claimed, store->ListClaimedCgroups());
   std::map<std::string, std::string> got;

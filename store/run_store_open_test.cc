@@ -60,10 +60,10 @@ TEST_F(RunStoreTest, CountRunsByStateAndAwaitingSweep) {
   EXPECT_EQ(empty.awaiting_sweep, 0);
   transactions = 0;
   for (const char* id : {"a", "b", "c", "d"}) ASSERT_OK(store->Register(MakeRun(id)));
-  ASSERT_OK(store->MarkStale("a", v1::STALE_REASON_EXITED, v1::LIVENESS_DEAD));
-  ASSERT_OK(store->MarkStale("b", v1::STALE_REASON_ZOMBIE, v1::LIVENESS_ZOMBIE));
+  ASSERT_OK(MarkStale(*store, "a", v1::STALE_REASON_EXITED, v1::LIVENESS_DEAD));
+  ASSERT_OK(MarkStale(*store, "b", v1::STALE_REASON_ZOMBIE, v1::LIVENESS_ZOMBIE));
   ASSERT_OK(store->Finish("c", 0));
-  ASSERT_OK(store->SetSweepDone("b", true));
+  ASSERT_OK(SetSweepDone(*store, "b", true));
   EXPECT_EQ(transactions, 8);
   ASSERT_OK_AND_ASSIGN(RunCounts counts, store->CountRuns());
   EXPECT_EQ(counts.by_state[v1::RUN_STATE_RUNNING], 1);

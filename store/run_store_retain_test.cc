@@ -206,7 +206,7 @@ TEST_F(RetainTest, PrunesOldSweptRunsOnlyWithEverythingTheyOwn) {
   EXPECT_EQ(again.summary_event_id, 0);
   EXPECT_EQ(Events(*store).size(), all.size());
   // The store writes PRUNED itself; nobody appends one.
-  EXPECT_EQ(store->AppendEvent(pruned).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->AppendEvents({pruned}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 // The PRUNED summary is deleted once it is older than the retention, like
@@ -239,8 +239,8 @@ TEST_F(RetainTest, RunningAndUnsweptRunsAreNeverPruned) {
   ASSERT_NE(store, nullptr);
   ASSERT_OK(store->Register(MakeRun("running")));
   ASSERT_OK(store->Register(MakeRun("stale")));
-  ASSERT_OK(store->MarkStale("stale", v1::STALE_REASON_EXITED, v1::LIVENESS_DEAD));
-  ASSERT_OK(store->SetSweepDone("stale", false));
+  ASSERT_OK(MarkStale(*store, "stale", v1::STALE_REASON_EXITED, v1::LIVENESS_DEAD));
+  ASSERT_OK(SetSweepDone(*store, "stale", false));
   Advance(absl::Hours(24 * 365));
   PruneOptions po;
   po.retain = absl::Seconds(1);

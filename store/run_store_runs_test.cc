@@ -167,9 +167,6 @@ TEST_F(RunStoreTest, UnknownRunIsNotFoundEverywhere) {
   EXPECT_EQ(store->Heartbeat("nope").status().code(), nf);
   EXPECT_EQ(store->Finish("nope", 0).status().code(), nf);
   EXPECT_EQ(store->Cancel("nope", "x").status().code(), nf);
-  EXPECT_EQ(store->MarkStale("nope", v1::STALE_REASON_EXITED, v1::LIVENESS_DEAD).status().code(),
-            nf);
-  EXPECT_EQ(store->SetSweepDone("nope", true).code(), nf);
   EXPECT_EQ(store->ClaimSweepStage("nope", 10, 1, 1).status().code(), nf);
   EXPECT_EQ(Events(*store).size(), 0u);
 }
@@ -222,7 +219,7 @@ TEST_F(RunStoreTest, ResultAfterVerifiedExitIsAttachedToTheStaleRun) {
   for (auto reason : {v1::STALE_REASON_EXITED, v1::STALE_REASON_ZOMBIE}) {
     const std::string id = absl::StrCat("r", static_cast<int>(reason));
     ASSERT_OK(store->Register(MakeRun(id)));
-    ASSERT_OK(store->MarkStale(id, reason, v1::LIVENESS_DEAD));
+    ASSERT_OK(MarkStale(*store, id, reason, v1::LIVENESS_DEAD));
     const size_t before = Events(*store).size();
     ASSERT_OK_AND_ASSIGN(RunProto r, store->Finish(id, 42));
     EXPECT_EQ(r.state(), v1::RUN_STATE_STALE);
@@ -247,7 +244,7 @@ TEST_F(RunStoreTest, ResultForAStaleRunWithoutVerifiedExitIsRefused) {
        {v1::STALE_REASON_PID_REUSED, v1::STALE_REASON_REBOOTED, v1::STALE_REASON_TIMEOUT}) {
     const std::string id = absl::StrCat("r", static_cast<int>(reason));
     ASSERT_OK(store->Register(MakeRun(id)));
-    ASSERT_OK(store->MarkStale(id, reason, v1::LIVENESS_UNKNOWN));
+    ASSERT_OK(MarkStale(*store, id, reason, v1::LIVENESS_UNKNOWN));
     const size_t before = Events(*store).size();
     absl::Status s = store->Finish(id, 0).status();
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
@@ -276,11 +273,15 @@ TEST_F(RunStoreTest, CancelWritesTheReason) {
   EXPECT_EQ(Events(*store).size(), 2u);
 }
 
-TEST_F(RunStoreTest, MarkStaleRecordsReasonAndLiveness) {
+TEST_F(RunStoreTest, StaleUpdateRecordsReasonAndLiveness) {
   auto store = OpenOrDie();
   ASSERT_OK(store->Register(MakeRun("r1")));
-  ASSERT_OK_AND_ASSIGN(
-      RunProto r, store->MarkStale("r1", v1::STALE_REASON_PID_REUSED, v1::LIVENESS_PID_REUSED));
+  ASSERT_OK_AND_ASSIGN(std::vector<AppliedUpdate> applied,
+                       store->ApplyPass({{"r1", RunUpdate::Kind::kStale, v1::LIVENESS_PID_REUSED,
+                                          v1::STALE_REASON_PID_REUSED}}));
+  ASSERT_EQ(applied.size(), 1u);
+  ASSERT_TRUE(applied[0].applied);
+  const RunProto& r = applied[0].run;
   EXPECT_EQ(r.state(), v1::RUN_STATE_STALE);
   EXPECT_EQ(r.stale_reason(), v1::STALE_REASON_PID_REUSED);
   EXPECT_EQ(r.liveness(), v1::LIVENESS_PID_REUSED);
@@ -289,7 +290,11 @@ TEST_F(RunStoreTest, MarkStaleRecordsReasonAndLiveness) {
   ASSERT_EQ(events.size(), 2u);
   EXPECT_EQ(events[1].to_state(), v1::RUN_STATE_STALE);
   EXPECT_EQ(events[1].stale_reason(), v1::STALE_REASON_PID_REUSED);
-  EXPECT_EQ(store->MarkStale("r1", v1::STALE_REASON_UNSPECIFIED, v1::LIVENESS_DEAD).status().code(),
+  EXPECT_EQ(store
+                ->ApplyPass({{"r1", RunUpdate::Kind::kStale, v1::LIVENESS_DEAD,
+                              v1::STALE_REASON_UNSPECIFIED}})
+                .status()
+                .code(),
             absl::StatusCode::kInvalidArgument);
 }
 
@@ -300,9 +305,9 @@ TEST_F(RunStoreTest, TerminalRunsNeverChangeState) {
   ASSERT_OK(store->Register(MakeRun("finished")));
   ASSERT_OK(store->Finish("finished", 0));
   ASSERT_OK(store->Register(MakeRun("stale")));
-  ASSERT_OK(store->MarkStale("stale", v1::STALE_REASON_TIMEOUT, v1::LIVENESS_UNKNOWN));
+  ASSERT_OK(MarkStale(*store, "stale", v1::STALE_REASON_TIMEOUT, v1::LIVENESS_UNKNOWN));
   ASSERT_OK(store->Register(MakeRun("exited")));
-  ASSERT_OK(store->MarkStale("exited", v1::STALE_REASON_EXITED, v1::LIVENESS_DEAD));
+  ASSERT_OK(MarkStale(*store, "exited", v1::STALE_REASON_EXITED, v1::LIVENESS_DEAD));
   ASSERT_OK(store->Finish("exited", 0));  // result attached
   ASSERT_OK(store->Register(MakeRun("cancelled")));
   ASSERT_OK(store->Cancel("cancelled", ""));
@@ -314,7 +319,7 @@ TEST_F(RunStoreTest, TerminalRunsNeverChangeState) {
       {"cancel", [](RunStore& s, const std::string& id) { return s.Cancel(id, "").status(); }},
       {"mark stale",
        [](RunStore& s, const std::string& id) {
-         return s.MarkStale(id, v1::STALE_REASON_EXITED, v1::LIVENESS_DEAD).status();
+         return MarkStale(s, id, v1::STALE_REASON_EXITED, v1::LIVENESS_DEAD).status();
        }},
   };
   for (const std::string id : {"finished", "stale", "exited", "cancelled"}) {
@@ -349,7 +354,7 @@ TEST_F(RunStoreTest, StateChangeRollsBackWhenItsEventFails) {
   EXPECT_TRUE(Contains(s.message(), "events refused")) << s;
   EXPECT_TRUE(Contains(s.message(), path_)) << s;
   EXPECT_FALSE(store->Cancel("r1", "x").ok());
-  EXPECT_FALSE(store->MarkStale("r1", v1::STALE_REASON_EXITED, v1::LIVENESS_DEAD).ok());
+  EXPECT_FALSE(MarkStale(*store, "r1", v1::STALE_REASON_EXITED, v1::LIVENESS_DEAD).ok());
   EXPECT_FALSE(store->Register(MakeRun("r2")).ok());
   std::vector<RunUpdate> batch = {
       {"r1", RunUpdate::Kind::kAlive, v1::LIVENESS_ALIVE, v1::STALE_REASON_UNSPECIFIED},
@@ -480,9 +485,9 @@ TEST_F(RunStoreTest, ReadsAnswerWhileAWriteWaitsForTheLock) {
       if (unswept.size() != 1) return absl::InternalError("unswept");
       return absl::OkStatus();
     }));
-    ASSERT_OK(answer("GetSweepStage", [&]() -> absl::Status {
-      ASSIGN_OR_RETURN(int stage, store->GetSweepStage("done", 77, 5));
-      if (stage != 1) return absl::InternalError(absl::StrCat(stage));
+    ASSERT_OK(answer("GetSweepProgress", [&]() -> absl::Status {
+      ASSIGN_OR_RETURN(SweepProgress progress, store->GetSweepProgress("done", 77, 5));
+      if (progress.stage != 1) return absl::InternalError(absl::StrCat(progress.stage));
       return absl::OkStatus();
     }));
   } while (absl::Now() < reads_until);

@@ -103,22 +103,6 @@ absl::StatusOr<RunCounts> RunStore::CountRuns() {
   return counts;
 }
 
-absl::Status RunStore::SetSweepDone(absl::string_view run_id, bool done) {
-  Impl& m = *impl_;
-  return m.Write([&]() -> absl::Status {
-    ASSIGN_OR_RETURN(StoredRun r, m.FindOrNotFound(run_id));
-    if (!IsTerminal(r.run.state())) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("set sweep_done on run \"", run_id, "\" in ", m.path(),
-                       ": run is RUNNING, only a terminal run is swept"));
-    }
-    ASSIGN_OR_RETURN(ScopedStatement s,
-                     m.db->Prepare("UPDATE runs SET sweep_done = ?2 WHERE seq = ?1"));
-    s->BindInt(1, r.seq).BindInt(2, done ? 1 : 0);
-    return s->Run();
-  });
-}
-
 absl::StatusOr<int> RunStore::MarkSwept(const std::vector<std::string>& run_ids,
                                         const std::vector<v1::Event>& events) {
   for (const v1::Event& e : events) RETURN_IF_ERROR(CheckAppendable(e, path()));
@@ -228,12 +212,6 @@ absl::StatusOr<int64_t> RunStore::RecordSweepSignal(absl::string_view run_id, in
     return absl::OkStatus();
   }));
   return id;
-}
-
-absl::StatusOr<int> RunStore::GetSweepStage(absl::string_view run_id, int pid,
-                                            uint64_t start_time_ticks) {
-  ASSIGN_OR_RETURN(SweepProgress p, GetSweepProgress(run_id, pid, start_time_ticks));
-  return p.stage;
 }
 
 absl::StatusOr<SweepProgress> RunStore::GetSweepProgress(absl::string_view run_id, int pid,

@@ -133,11 +133,6 @@ bool Statement::ColumnIsNull(int col) const {
   return sqlite3_column_type(stmt_, col) == SQLITE_NULL;
 }
 
-std::optional<int64_t> Statement::ColumnOptionalInt(int col) const {
-  if (ColumnIsNull(col)) return std::nullopt;
-  return ColumnInt(col);
-}
-
 const char* Statement::sql() const { return sqlite3_sql(stmt_); }
 
 // ---- Database ----

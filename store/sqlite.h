@@ -56,7 +56,6 @@ class Statement {
   int64_t ColumnInt(int col) const;
   std::string ColumnText(int col) const;
   bool ColumnIsNull(int col) const;
-  std::optional<int64_t> ColumnOptionalInt(int col) const;
 
   const char* sql() const;
 

@@ -92,7 +92,6 @@ TEST(DatabaseTest, NullAndOptionalColumns) {
   ASSERT_OK_AND_ASSIGN(bool row, s->Step());
   ASSERT_TRUE(row);
   EXPECT_TRUE(s->ColumnIsNull(0));
-  EXPECT_FALSE(s->ColumnOptionalInt(0).has_value());
 }
 
 TEST(DatabaseTest, BindErrorIsReportedByStep) {

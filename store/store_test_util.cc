@@ -7,8 +7,10 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "gtest/gtest.h"
 
 namespace runreaper::store {
@@ -68,6 +70,36 @@ std::string RawQueryText(const std::string& path, const std::string& sql) {
     const unsigned char* text = sqlite3_column_text(st, 0);
     return text != nullptr ? std::string(reinterpret_cast<const char*>(text)) : std::string();
   });
+}
+
+absl::StatusOr<v1::Run> MarkStale(RunStore& store, const std::string& run_id,
+                                  v1::StaleReason reason, v1::Liveness liveness) {
+  RETURN_IF_ERROR(store.Get(run_id).status());
+  RunUpdate update;
+  update.run_id = run_id;
+  update.kind = RunUpdate::Kind::kStale;
+  update.liveness = liveness;
+  update.stale_reason = reason;
+  ASSIGN_OR_RETURN(std::vector<AppliedUpdate> applied, store.ApplyPass({update}));
+  if (applied.size() != 1 || !applied[0].applied) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("mark run \"", run_id, "\" stale in ", store.path(), ": run is terminal"));
+  }
+  return applied[0].run;
+}
+
+absl::Status SetSweepDone(RunStore& store, const std::string& run_id, bool done) {
+  if (done) {
+    ASSIGN_OR_RETURN(const int marked, store.MarkSwept({run_id}, {}));
+    if (marked == 1) return absl::OkStatus();
+  } else if (RawQueryInt(store.path(), absl::StrCat("SELECT COUNT(*) FROM runs WHERE run_id = '",
+                                                    run_id, "' AND state != 1")) == 1) {
+    RawExec(store.path(),
+            absl::StrCat("UPDATE runs SET sweep_done = 0 WHERE run_id = '", run_id, "'"));
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrCat("set sweep_done on run \"", run_id, "\" in ",
+                                                    store.path(), ": not a terminal run"));
 }
 
 void RawExec(const std::string& path, const std::string& sql) {

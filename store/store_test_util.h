@@ -1,7 +1,8 @@
 // What the store's tests share: a private directory for a store file, an
-// open that reports its error, the whole event log, and raw SQL on the file
-// through a connection of its own (to stage and inspect what the store's API
-// does not show). Test-only.
+// open that reports its error, the whole event log, the states the tests
+// stage (a STALE run, a run swept or not) and raw SQL on the file through a
+// connection of its own (to stage and inspect what the store's API does not
+// show). Test-only.
 #ifndef RUNREAPER_STORE_STORE_TEST_UTIL_H_
 #define RUNREAPER_STORE_STORE_TEST_UTIL_H_
 
@@ -10,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "runreaper/v1/runreaper.pb.h"
 #include "store/run_store.h"
@@ -27,6 +30,18 @@ std::unique_ptr<RunStore> OpenStore(const std::string& path, StoreOptions option
 // Every event in the store's log, or of `run` (tests keep it under
 // kMaxPageSize); on failure a non-fatal test failure and no events.
 std::vector<v1::Event> Events(RunStore& store, const std::string& run = "");
+
+// RUNNING -> STALE with `reason` and `liveness`, as a reconcile pass writes
+// it (RunStore::ApplyPass, one kStale update): the run after the change.
+// NOT_FOUND for an unknown run, FAILED_PRECONDITION for a terminal one (then
+// nothing is written), INVALID_ARGUMENT for an unspecified reason.
+absl::StatusOr<v1::Run> MarkStale(RunStore& store, const std::string& run_id,
+                                  v1::StaleReason reason, v1::Liveness liveness);
+
+// Marks a terminal run swept clean (`done`: RunStore::MarkSwept, as a sweep
+// does) or not swept (raw SQL: nothing in the store un-sweeps a run).
+// FAILED_PRECONDITION when the run was not marked (unknown or RUNNING).
+absl::Status SetSweepDone(RunStore& store, const std::string& run_id, bool done);
 
 // The first column of the first row of `sql`, through a read-write
 // connection of its own with a 5 s busy timeout: -1 (RawQueryInt) or

@@ -165,7 +165,7 @@ void AppendSignals(store::RunStore* writer, const std::string& run_id, pid_t pid
   signal.set_run_id(run_id);
   signal.set_pid(pid);
   signal.set_detail("SIGINT sent");
-  for (int i = 0; i < n; ++i) ASSERT_OK(writer->AppendEvent(signal).status());
+  for (int i = 0; i < n; ++i) ASSERT_OK(writer->AppendEvents({signal}));
 }
 
 absl::StatusOr<std::unique_ptr<store::RunStore>> OpenWriter(const std::string& db) {
