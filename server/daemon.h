@@ -16,7 +16,7 @@
 #include "absl/time/time.h"
 #include "base/fd.h"
 // The daemon's pieces, exposed for tests: PrepareSocketPath, MakeDirs,
-// IsLoopbackAddress, ReadTokenFile.
+// ReadTokenFile.
 #include "server/socket_path.h"
 #include "server/tcp_access.h"
 

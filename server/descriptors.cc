@@ -39,8 +39,6 @@ int64_t WantedFreeDescriptors() {
   return std::max<int64_t>(1, std::min<int64_t>(16, SoftDescriptorLimit() / 8));
 }
 
-bool HasDescriptorHeadroom() { return FreeDescriptors() >= WantedFreeDescriptors(); }
-
 void DescriptorAlarm::Report(absl::string_view where) {
   absl::MutexLock lock(&mu_);
   if (count_++ == 0) first_ = std::string(where);

@@ -4,7 +4,7 @@
 // answer that is RESOURCE_EXHAUSTED for lack of descriptors: a /proc read,
 // SQLite, a failed pass) it reports it here; the health monitor
 // (server/daemon_loops.h) turns health NOT_SERVING at its next tick and back
-// to SERVING once HasDescriptorHeadroom() says descriptors are free again.
+// to SERVING once FreeDescriptors() reaches WantedFreeDescriptors() again.
 #ifndef RUNREAPER_SERVER_DESCRIPTORS_H_
 #define RUNREAPER_SERVER_DESCRIPTORS_H_
 
@@ -35,8 +35,6 @@ int64_t FreeDescriptors();
 // min(16, soft limit / 8), at least 1. Running out is declared by a report,
 // or by a count below half of it (hysteresis: no flapping near the line).
 int64_t WantedFreeDescriptors();
-// FreeDescriptors() >= WantedFreeDescriptors().
-bool HasDescriptorHeadroom();
 
 // Reports of running out, from any thread; the health monitor takes them.
 class DescriptorAlarm {

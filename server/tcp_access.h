@@ -1,5 +1,5 @@
-// Who may reach the daemon over TCP: a non-loopback listener requires a
-// bearer token, read from a file (the checks themselves are in
+// Who may reach the daemon over TCP: every listener, loopback included,
+// requires a bearer token, read from a file (the checks themselves are in
 // server/bearer_auth.h).
 #ifndef RUNREAPER_SERVER_TCP_ACCESS_H_
 #define RUNREAPER_SERVER_TCP_ACCESS_H_
@@ -7,12 +7,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 
 namespace runreaper::server {
-
-// True for "localhost:N", "127.x.y.z:N", "[::1]:N".
-bool IsLoopbackAddress(absl::string_view host_port);
 
 // Reads a bearer token: the file's content with surrounding whitespace
 // removed; empty, unreadable or over 64 KiB is an error naming the file.
