@@ -83,7 +83,7 @@ absl::Status ParseProcEvents(absl::string_view datagram, std::vector<ProcEvent>*
                              ParseStats* stats = nullptr);
 
 // Builds the bytes of one netlink message holding `event` as the kernel
-// sends it (for tests and benchmarks of the parser and its consumers).
+// sends it (for the parser's tests).
 std::string EncodeProcEventForTest(const ProcEvent& event);
 
 struct ProcConnectorOptions {

@@ -28,7 +28,7 @@ struct ReconcilerOptions {
   // UNKNOWN records become STALE (TIMEOUT) once not seen alive for longer.
   // A leader verified alive has last_seen_alive_at written to the store at
   // most every stale_after / 4 (or when its liveness changes); between
-  // writes the reconciler keeps the time in memory (LastSeenAlive).
+  // writes the reconciler keeps the time in memory (OverlayLastSeen).
   absl::Duration stale_after = absl::Minutes(10);
   // Injectable clock (tests); defaults to absl::Now. Must agree with the
   // store's clock.

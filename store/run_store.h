@@ -4,7 +4,7 @@
 // group-committed by the handle's writer thread: concurrent write calls
 // share one transaction (and one fsync), and each returns only after the
 // COMMIT that made it durable (see docs/STORE.md); the read-only calls (Get,
-// List*, ListEvents, LastEventId, GetSweep*) are serialised on a second,
+// List*, ListEvents, LastEventId, GetSweepProgress) are serialised on a second,
 // read-only connection, so they never wait for a write, even one waiting up
 // to the busy timeout for another process's lock. A read sees every write
 // that returned before it started. Several handles, in one process or
