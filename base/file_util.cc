@@ -1,6 +1,9 @@
 #include "base/file_util.h"
 
 #include <fcntl.h>
+#include <ftw.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -131,6 +134,40 @@ absl::StatusOr<std::string> ReadFileToString(absl::string_view path, size_t max_
   std::string out;
   RETURN_IF_ERROR(ReadFileAt(AT_FDCWD, p.c_str(), p, max_bytes, &out));
   return out;
+}
+
+absl::StatusOr<std::string> MakeTempDir(absl::string_view parent, absl::string_view prefix) {
+  const std::string tmpl = absl::StrCat(parent, "/", prefix, "XXXXXX");
+  std::string path = tmpl;  // mkdtemp fills in the Xs even when it fails
+  if (::mkdtemp(path.data()) == nullptr) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("mkdtemp ", tmpl));
+  }
+  return path;
+}
+
+namespace {
+
+// nftw offers no context pointer: the first failure, for RemoveTree. One
+// walk at a time (nftw itself keeps no state between calls either).
+thread_local std::string* remove_tree_failure = nullptr;
+
+int RemoveEntry(const char* path, const struct stat*, int, struct FTW*) {
+  if (::remove(path) == 0 || errno == ENOENT) return 0;
+  *remove_tree_failure = absl::StrCat("remove ", path);
+  return errno;
+}
+
+}  // namespace
+
+absl::Status RemoveTree(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0 && errno == ENOENT) return absl::OkStatus();
+  std::string failure = absl::StrCat("walk ", path);
+  remove_tree_failure = &failure;
+  const int rc = ::nftw(path.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS);
+  remove_tree_failure = nullptr;
+  if (rc == 0) return absl::OkStatus();
+  return absl::ErrnoToStatus(rc > 0 ? rc : errno, failure);
 }
 
 }  // namespace runreaper::base

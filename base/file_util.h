@@ -1,7 +1,9 @@
 // Reading small files: the one read-to-end-of-file loop in runreaper. A new
 // small-file read (a token, a /proc or /sys file, mountinfo) goes through
 // these functions rather than a loop of its own; so does a fixed-size
-// message over a pipe (ReadFull / WriteFull).
+// message over a pipe (ReadFull / WriteFull). Also the private temporary
+// directory that tests (base/test_util.h TempDir) and benchmarks make and
+// remove (MakeTempDir / RemoveTree).
 //
 // Every open is O_CLOEXEC and retried on EINTR, every read is retried on
 // EINTR and short reads are looped until end of file. No read goes past the
@@ -69,6 +71,15 @@ ssize_t ReadFull(int fd, void* buf, size_t n);
 // errno set when a write fails (EPIPE: the reader went away). Async-signal-
 // safe.
 bool WriteFull(int fd, const void* buf, size_t n);
+
+// A new directory "<parent>/<prefix>XXXXXX" (mkdtemp: mode 0700, a name
+// nobody else holds); its path, or the errno status naming the template.
+absl::StatusOr<std::string> MakeTempDir(absl::string_view parent, absl::string_view prefix);
+
+// Removes `path` and everything below it, as `rm -rf` does: symlinks are
+// removed, never followed. OK when `path` is gone (or never existed); else
+// the errno status naming the first entry that could not be removed.
+absl::Status RemoveTree(const std::string& path);
 
 }  // namespace runreaper::base
 

@@ -21,27 +21,21 @@ namespace {
 
 class FileUtilTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    std::string tmpl = "/tmp/file_util_test.XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    dir_ = new std::string(tmpl);
-  }
+  static void SetUpTestSuite() { tmp_ = new TempDir("file_util_test."); }
   static void TearDownTestSuite() {
-    std::string cmd = "rm -rf " + *dir_;
-    (void)std::system(cmd.c_str());
-    delete dir_;
-    dir_ = nullptr;
+    delete tmp_;
+    tmp_ = nullptr;
   }
   static std::string Write(const std::string& name, const std::string& data) {
-    const std::string path = *dir_ + "/" + name;
+    const std::string path = tmp_->path() + "/" + name;
     Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
     EXPECT_TRUE(fd.valid());
     EXPECT_EQ(::write(fd.get(), data.data(), data.size()), static_cast<ssize_t>(data.size()));
     return path;
   }
-  static std::string* dir_;
+  static TempDir* tmp_;
 };
-std::string* FileUtilTest::dir_ = nullptr;
+TempDir* FileUtilTest::tmp_ = nullptr;
 
 TEST_F(FileUtilTest, ReadsWholeFile) {
   std::string data(100000, 'a');
@@ -77,16 +71,16 @@ TEST_F(FileUtilTest, EndlessFileStopsAtTheCap) {
 }
 
 TEST_F(FileUtilTest, MissingFileIsNotFoundWithPathAndErrno) {
-  const std::string path = *dir_ + "/missing";
+  const std::string path = tmp_->path() + "/missing";
   absl::StatusOr<std::string> got = ReadFileToString(path, 16);
   ASSERT_EQ(got.status().code(), absl::StatusCode::kNotFound) << got.status();
   EXPECT_EQ(got.status().message(), "open " + path + ": No such file or directory");
 }
 
 TEST_F(FileUtilTest, DirectoryIsAnError) {
-  absl::StatusOr<std::string> got = ReadFileToString(*dir_, 16);
+  absl::StatusOr<std::string> got = ReadFileToString(tmp_->path(), 16);
   ASSERT_EQ(got.status().code(), absl::StatusCode::kFailedPrecondition) << got.status();
-  EXPECT_EQ(got.status().message(), "read " + *dir_ + ": Is a directory");
+  EXPECT_EQ(got.status().message(), "read " + tmp_->path() + ": Is a directory");
 }
 
 TEST_F(FileUtilTest, UnreadableFileIsPermissionDenied) {
@@ -104,7 +98,7 @@ TEST_F(FileUtilTest, ProcFileIsRead) {
 
 TEST_F(FileUtilTest, ReadFileAtIsRelativeToDirfdAndNamesDisplay) {
   Write("rel", "hello\n");
-  Fd dir(::open(dir_->c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  Fd dir(::open(tmp_->path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   ASSERT_TRUE(dir.valid());
   std::string buf = "old contents that must go";
   ASSERT_OK(ReadFileAt(dir.get(), "rel", "", 16, &buf));
@@ -234,6 +228,32 @@ TEST(OpenAtCloexec, SetsCloexec) {
   Fd fd(OpenAtCloexec(AT_FDCWD, "/proc/self/stat", O_RDONLY));
   ASSERT_TRUE(fd.valid());
   EXPECT_NE(::fcntl(fd.get(), F_GETFD) & FD_CLOEXEC, 0);
+}
+
+// A tree with a nested directory, a file and a symlink out of the tree: all
+// of it goes, and what the symlink points at stays.
+TEST_F(FileUtilTest, RemoveTreeRemovesEverythingBelowAndFollowsNoSymlink) {
+  ASSERT_OK_AND_ASSIGN(const std::string tree, MakeTempDir(tmp_->path(), "tree."));
+  EXPECT_EQ(tree.rfind(tmp_->path() + "/tree.", 0), 0u) << tree;
+  const std::string outside = Write("outside", "keep");
+  ASSERT_EQ(::mkdir((tree + "/a").c_str(), 0700), 0);
+  ASSERT_EQ(::mkdir((tree + "/a/b").c_str(), 0700), 0);
+  ASSERT_EQ(::symlink(outside.c_str(), (tree + "/a/link").c_str()), 0);
+  Fd f(::open((tree + "/a/file").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
+  ASSERT_TRUE(f.valid());
+  ASSERT_OK(RemoveTree(tree));
+  struct stat st;
+  EXPECT_NE(::lstat(tree.c_str(), &st), 0);
+  EXPECT_EQ(::lstat(outside.c_str(), &st), 0);
+  EXPECT_OK(RemoveTree(tree));  // already gone
+}
+
+TEST(MakeTempDir, MissingParentNamesTheTemplate) {
+  absl::StatusOr<std::string> made = MakeTempDir("/nonexistent-rr", "x.");
+  ASSERT_FALSE(made.ok());
+  EXPECT_EQ(made.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(absl::StrContains(made.status().message(), "/nonexistent-rr/x.XXXXXX"))
+      << made.status();
 }
 
 }  // namespace

@@ -1,4 +1,6 @@
-// GoogleTest helpers for absl::Status (Abseil 20220623 ships no matchers).
+// GoogleTest helpers: absl::Status assertions (Abseil 20220623 ships no
+// matchers), waiting for a condition, a private temporary directory, and the
+// private PID namespace that tests which signal run in.
 #ifndef RUNREAPER_BASE_TEST_UTIL_H_
 #define RUNREAPER_BASE_TEST_UTIL_H_
 
@@ -20,8 +22,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/file_util.h"
 #include "base/status_macros.h"
 #include "gtest/gtest.h"
 
@@ -74,6 +79,42 @@ inline bool WaitFor(const std::function<bool()>& cond, absl::Duration deadline =
     absl::SleepFor(step);
   }
 }
+
+// A new directory /tmp/<prefix>XXXXXX, removed with everything in it when
+// the object goes (kept, and named on stderr, when RR_KEEP_TMP is set: for
+// reading a failed test's logs and database). Under /tmp and not
+// $TEST_TMPDIR, which is too long here for a unix socket path below it
+// (< 108 bytes): keep `prefix` short. A directory that cannot be made or
+// removed is a non-fatal test failure (path() is then the unfilled
+// template).
+//   TempDir dir("rr_sweep");
+//   const std::string db = dir.path() + "/runs.db";
+class TempDir {
+ public:
+  explicit TempDir(absl::string_view prefix = "rr.") {
+    absl::StatusOr<std::string> made = base::MakeTempDir("/tmp", prefix);
+    if (made.ok()) {
+      path_ = *std::move(made);
+    } else {
+      ADD_FAILURE() << made.status();
+      path_ = absl::StrCat("/tmp/", prefix, "XXXXXX");
+    }
+  }
+  ~TempDir() {
+    if (getenv("RR_KEEP_TMP") != nullptr) {
+      fprintf(stderr, "kept %s\n", path_.c_str());
+      return;
+    }
+    if (const absl::Status s = base::RemoveTree(path_); !s.ok()) ADD_FAILURE() << s;
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 // Uses up this process's file descriptors under a soft RLIMIT_NOFILE of
 // `soft_limit` (opens /dev/null until it fails with EMFILE), for tests of

@@ -28,8 +28,9 @@ v1::Run MakeRun(const std::string& id, int pid) {
 
 class RunStoreLineageTest : public ::testing::Test {
  protected:
-  void SetUp() override { path_ = MakeTempDir("lineage") + "/runs.db"; }
+  void SetUp() override { path_ = tmp_.path() + "/runs.db"; }
   std::unique_ptr<RunStore> Open() { return OpenStore(path_); }
+  const TempDir tmp_{"rr_lineage."};
   std::string path_;
 };
 

@@ -89,7 +89,7 @@ void InsertOldSweptRuns(const std::string& path, int n, absl::Time ended_at) {
 class RetainTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = MakeTempDir("retain");
+    dir_ = tmp_.path();
     path_ = dir_ + "/runs.db";
     now_ = absl::FromUnixSeconds(1700000000);
   }
@@ -119,6 +119,7 @@ class RetainTest : public ::testing::Test {
 
   int64_t Count(const std::string& sql) { return RawQueryInt(path_, sql); }
 
+  const TempDir tmp_{"rr_retain."};
   std::string dir_;
   std::string path_;
   absl::Mutex clock_mu_;

@@ -116,7 +116,7 @@ inline int WaitChild(pid_t pid) {
 class RunStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = MakeTempDir("store");
+    dir_ = tmp_.path();
     path_ = dir_ + "/runs.db";
     now_ = absl::FromUnixMicros(1700000000123456);
   }
@@ -130,6 +130,7 @@ class RunStoreTest : public ::testing::Test {
   std::unique_ptr<RunStore> OpenOrDie(StoreOptions o) { return OpenStore(path_, o); }
   std::unique_ptr<RunStore> OpenOrDie() { return OpenOrDie(FakeClock()); }
 
+  const TempDir tmp_{"rr_store."};
   std::string dir_;
   std::string path_;
   absl::Time now_;

@@ -17,13 +17,6 @@
 namespace runreaper::store {
 namespace {
 
-std::string TempDir() {
-  const char* base = getenv("TEST_TMPDIR");
-  std::string tmpl = absl::StrCat(base != nullptr ? base : "/tmp", "/sqlXXXXXX");
-  EXPECT_NE(mkdtemp(tmpl.data()), nullptr);
-  return tmpl;
-}
-
 constexpr int kFlags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
 
 TEST(SqliteStatusCodeTest, MapsFamilies) {
@@ -40,7 +33,8 @@ TEST(SqliteStatusCodeTest, MapsFamilies) {
 // Out of descriptors: SQLITE_CANTOPEN with errno EMFILE is the process's
 // resource, RESOURCE_EXHAUSTED, not UNAVAILABLE.
 TEST(SqliteErrorTest, OpenWithoutFreeDescriptorsIsResourceExhausted) {
-  const std::string path = TempDir() + "/full.db";
+  const TempDir dir("rr_sql.");
+  const std::string path = dir.path() + "/full.db";
   DescriptorsUsedUp used(64);
   ASSERT_TRUE(used.ok());
   absl::StatusOr<std::unique_ptr<Database>> db = Database::Open(path, kFlags);
@@ -54,7 +48,8 @@ TEST(SqliteErrorTest, OpenWithoutFreeDescriptorsIsResourceExhausted) {
 }
 
 TEST(DatabaseTest, CachedStatementIsReusedAndReset) {
-  const std::string path = TempDir() + "/a.db";
+  const TempDir dir("rr_sql.");
+  const std::string path = dir.path() + "/a.db";
   ASSERT_OK_AND_ASSIGN(auto db, Database::Open(path, kFlags));
   ASSERT_OK(db->Exec("CREATE TABLE t (x INTEGER, s TEXT)"));
   for (int i = 0; i < 3; ++i) {
@@ -80,7 +75,8 @@ TEST(DatabaseTest, CachedStatementIsReusedAndReset) {
 }
 
 TEST(DatabaseTest, NullAndOptionalColumns) {
-  const std::string path = TempDir() + "/n.db";
+  const TempDir dir("rr_sql.");
+  const std::string path = dir.path() + "/n.db";
   ASSERT_OK_AND_ASSIGN(auto db, Database::Open(path, kFlags));
   ASSERT_OK(db->Exec("CREATE TABLE t (x INTEGER)"));
   {
@@ -95,7 +91,8 @@ TEST(DatabaseTest, NullAndOptionalColumns) {
 }
 
 TEST(DatabaseTest, BindErrorIsReportedByStep) {
-  const std::string path = TempDir() + "/b.db";
+  const TempDir dir("rr_sql.");
+  const std::string path = dir.path() + "/b.db";
   ASSERT_OK_AND_ASSIGN(auto db, Database::Open(path, kFlags));
   ASSERT_OK_AND_ASSIGN(ScopedStatement s, db->Prepare("SELECT ?1"));
   s->BindInt(7, 1);  // out of range
@@ -106,7 +103,8 @@ TEST(DatabaseTest, BindErrorIsReportedByStep) {
 }
 
 TEST(DatabaseTest, ErrorsNameThePathAndStatement) {
-  const std::string path = TempDir() + "/c.db";
+  const TempDir dir("rr_sql.");
+  const std::string path = dir.path() + "/c.db";
   ASSERT_OK_AND_ASSIGN(auto db, Database::Open(path, kFlags));
   absl::Status s = db->Exec("SELECT * FROM no_such_table");
   ASSERT_FALSE(s.ok());
@@ -116,7 +114,8 @@ TEST(DatabaseTest, ErrorsNameThePathAndStatement) {
 }
 
 TEST(DatabaseTest, OpenFailureNamesPathAndErrno) {
-  const std::string path = TempDir() + "/missing/dir/x.db";
+  const TempDir dir("rr_sql.");
+  const std::string path = dir.path() + "/missing/dir/x.db";
   absl::StatusOr<std::unique_ptr<Database>> db = Database::Open(path, kFlags);
   ASSERT_FALSE(db.ok());
   EXPECT_EQ(db.status().code(), absl::StatusCode::kUnavailable);

@@ -1,10 +1,7 @@
 #include "store/store_test_util.h"
 
 #include <sqlite3.h>
-#include <stdlib.h>
 
-#include <cerrno>
-#include <cstring>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -37,15 +34,6 @@ T RawQuery(const std::string& path, const std::string& sql, T fallback, Column c
 }
 
 }  // namespace
-
-std::string MakeTempDir(absl::string_view prefix) {
-  const char* base = getenv("TEST_TMPDIR");
-  std::string tmpl = absl::StrCat(base != nullptr ? base : "/tmp", "/", prefix, "XXXXXX");
-  if (mkdtemp(tmpl.data()) == nullptr) {
-    ADD_FAILURE() << "mkdtemp " << tmpl << ": " << strerror(errno);
-  }
-  return tmpl;
-}
 
 std::unique_ptr<RunStore> OpenStore(const std::string& path, StoreOptions options) {
   absl::StatusOr<std::unique_ptr<RunStore>> s = RunStore::Open(path, std::move(options));

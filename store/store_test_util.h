@@ -1,8 +1,8 @@
-// What the store's tests share: a private directory for a store file, an
-// open that reports its error, the whole event log, the states the tests
-// stage (a STALE run, a run swept or not) and raw SQL on the file through a
-// connection of its own (to stage and inspect what the store's API does not
-// show). Test-only.
+// What the store's tests share: an open that reports its error, the whole
+// event log, the states the tests stage (a STALE run, a run swept or not)
+// and raw SQL on the file through a connection of its own (to stage and
+// inspect what the store's API does not show). The private directory for a
+// store file is base/test_util.h's TempDir. Test-only.
 #ifndef RUNREAPER_STORE_STORE_TEST_UTIL_H_
 #define RUNREAPER_STORE_STORE_TEST_UTIL_H_
 
@@ -13,15 +13,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 #include "runreaper/v1/runreaper.pb.h"
 #include "store/run_store.h"
 
 namespace runreaper::store {
-
-// A new directory "<$TEST_TMPDIR or /tmp>/<prefix>XXXXXX"; on failure a
-// non-fatal test failure and the unfilled template.
-std::string MakeTempDir(absl::string_view prefix);
 
 // RunStore::Open(path, options); on failure a non-fatal test failure naming
 // the status, and nullptr.

@@ -97,23 +97,6 @@ std::string HttpGet(int port, const std::string& path) {
   return out;
 }
 
-TempDir::TempDir() {
-  char tmpl[] = "/tmp/rr.XXXXXX";
-  if (mkdtemp(tmpl) == nullptr) {
-    ADD_FAILURE() << "mkdtemp: " << strerror(errno);
-  }
-  path_ = tmpl;
-}
-
-TempDir::~TempDir() {
-  if (getenv("RR_KEEP_TMP") != nullptr) {  // debugging: keep logs and db
-    fprintf(stderr, "kept %s\n", path_.c_str());
-    return;
-  }
-  const std::string cmd = "rm -rf '" + path_ + "'";
-  if (system(cmd.c_str()) != 0) ADD_FAILURE() << cmd;
-}
-
 Daemon::Daemon(std::string dir, std::vector<std::string> extra)
     : dir_(std::move(dir)), extra_(std::move(extra)) {
   static int n = 0;
@@ -314,10 +297,9 @@ namespace {
 CtlResult RunCtlImpl(const TestUser* user, const std::vector<std::string>& args,
                      absl::Duration deadline) {
   static int n = 0;
-  char tmpl[] = "/tmp/rrctl.XXXXXX";
   CtlResult result;
-  if (mkdtemp(tmpl) == nullptr) return result;
-  const std::string dir = tmpl;
+  const TempDir tmp("rrctl.");
+  const std::string& dir = tmp.path();
   const std::string out = dir + "/out", err = absl::StrCat(dir, "/err", ++n);
   std::string binary = kCtlPath;
   if (user != nullptr) {
@@ -356,8 +338,6 @@ CtlResult RunCtlImpl(const TestUser* user, const std::vector<std::string>& args,
   }
   result.out = ReadAll(out);
   result.err = ReadAll(err);
-  const std::string rm = "rm -rf '" + dir + "'";
-  if (system(rm.c_str()) != 0) ADD_FAILURE() << rm;
   return result;
 }
 

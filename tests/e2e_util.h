@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/test_util.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -31,16 +32,8 @@ std::string HttpGet(int port, const std::string& path);
 // A loopback TCP port nothing listens on right now (bound, read, closed).
 int FreePort();
 
-// mkdtemp("/tmp/rr.XXXXXX"), removed (rm -rf) on destruction.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+// /tmp/rr.XXXXXX by default, removed on destruction (base/test_util.h).
+using ::runreaper::TempDir;
 
 // One runreaperd process on <dir>/s.sock and <dir>/db.
 class Daemon {
