@@ -77,13 +77,10 @@ ProcConnector::Batch BatchOf(std::vector<ProcEvent> events, bool lost = false) {
 class FixtureTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/rr_lineage_XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    root_ = tmpl;
+    root_ = tmp_.path();
     procfs_ = std::make_unique<ProcFs>(root_);
     tracker_ = std::make_unique<LineageTracker>(procfs_.get());
   }
-  void TearDown() override { ASSERT_EQ(std::system(absl::StrCat("rm -rf ", root_).c_str()), 0); }
 
   void Proc(int pid, int ppid, uint64_t start, char state = 'S') {
     const std::string dir = absl::StrCat(root_, "/", pid);
@@ -94,9 +91,7 @@ class FixtureTest : public ::testing::Test {
       << " 8192 100 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 "
          "0 0 0\n";
   }
-  void Gone(int pid) {
-    ASSERT_EQ(std::system(absl::StrCat("rm -rf ", root_, "/", pid).c_str()), 0);
-  }
+  void Gone(int pid) { ASSERT_OK(base::RemoveTree(absl::StrCat(root_, "/", pid))); }
   // Gives the fixture root the kernel's children files (Track then seeds
   // from each leader's subtree instead of walking): `kids` listed in
   // <pid>/task/<pid>/children.
@@ -113,6 +108,7 @@ class FixtureTest : public ::testing::Test {
     tracker_->Apply(BatchOf(std::move(events), lost));
   }
 
+  const TempDir tmp_{"rr_lineage_"};
   std::string root_;
   std::unique_ptr<ProcFs> procfs_;
   std::unique_ptr<LineageTracker> tracker_;

@@ -256,8 +256,8 @@ TEST_F(LivenessE2eTest, EpermWithoutProcfsEvidenceIsUnknownNotDead) {
     return s.ok() && s->state == 'Z';
   }));
 
-  char dir[] = "/tmp/rr-hidepid-XXXXXX";
-  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const TempDir tmp("rr-hidepid-");
+  const char* const dir = tmp.path().c_str();
   int fds[2];
   ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
   Fd rd(fds[0]);
@@ -312,7 +312,6 @@ TEST_F(LivenessE2eTest, EpermWithoutProcfsEvidenceIsUnknownNotDead) {
   const bool got = base::ReadFull(rd.get(), &rep, sizeof(rep)) == static_cast<ssize_t>(sizeof(rep));
   Reap(observer);
   target.Reap();
-  ::rmdir(dir);
   ASSERT_TRUE(got);
   ASSERT_EQ(rep.error, 0);
   EXPECT_EQ(rep.hidden_probe, static_cast<int>(SignalProbe::kDenied));

@@ -1,7 +1,6 @@
 #include "scanner/procfs.h"
 
 #include <fcntl.h>
-#include <ftw.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -66,10 +65,7 @@ void MkDir(const std::string& path) {
 class FixtureTreeTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* tmp = std::getenv("TEST_TMPDIR");
-    std::string tmpl = absl::StrCat(tmp ? tmp : "/tmp", "/proc.XXXXXX");
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr) << std::strerror(errno);
-    root_ = tmpl;
+    root_ = tmp_.path();
 
     // pid 1: complete.
     MkPid(1);
@@ -131,20 +127,13 @@ class FixtureTreeTest : public ::testing::Test {
     WriteFile(P("sys/kernel/random/boot_id"), "4a8c1d2e-0000-4000-8000-0123456789ab\n");
   }
 
-  void TearDown() override {
-    if (root_.empty()) return;
-    ::nftw(
-        root_.c_str(),
-        [](const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }, 16,
-        FTW_DEPTH | FTW_PHYS);
-  }
-
   std::string P(absl::string_view rel) const { return absl::StrCat(root_, "/", rel); }
   void MkPid(int pid) {
     MkDir(P(absl::StrCat(pid)));
     MkDir(P(absl::StrCat(pid, "/ns")));
   }
 
+  const TempDir tmp_{"proc."};
   std::string root_;
 };
 

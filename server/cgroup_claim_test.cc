@@ -16,17 +16,11 @@ namespace {
 class CgroupClaimTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/rr-cg.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    root_ = tmpl;
+    root_ = tmp_.path();
     for (const char* d :
          {"/svc", "/svc/runner", "/svc/runner/job", "/runreaper", "/runreaper/r1", "/daemon"}) {
       ASSERT_EQ(mkdir((root_ + d).c_str(), 0755), 0) << d;
     }
-  }
-  void TearDown() override {
-    const std::string rm = "rm -rf '" + root_ + "'";
-    ASSERT_EQ(system(rm.c_str()), 0);
   }
   CgroupClaim Claim(const std::string& cgroup) {
     CgroupClaim c;
@@ -43,6 +37,7 @@ class CgroupClaimTest : public ::testing::Test {
     EXPECT_TRUE(absl::StartsWith(s.message(), "cgroup: ")) << s;
     EXPECT_TRUE(absl::StrContains(s.message(), says)) << s;
   }
+  const TempDir tmp_{"rr-cg."};
   std::string root_;
 };
 

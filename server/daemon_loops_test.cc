@@ -31,9 +31,7 @@ namespace {
 class DaemonLoopsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/rrl.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    dir_ = tmp_.path();
     ASSERT_OK_AND_ASSIGN(store_, store::RunStore::Open(dir_ + "/runs.db"));
     reconciler_ = std::make_unique<Reconciler>(store_.get(), &procfs_,
                                                /*watcher=*/nullptr, ReconcilerOptions());
@@ -44,7 +42,6 @@ class DaemonLoopsTest : public ::testing::Test {
     hub_.reset();
     reconciler_.reset();
     store_.reset();
-    ASSERT_EQ(system(("rm -rf " + dir_).c_str()), 0);
   }
 
   LoopDeps Deps() {
@@ -73,6 +70,7 @@ class DaemonLoopsTest : public ::testing::Test {
     return health_;
   }
 
+  const TempDir tmp_{"rrl."};
   std::string dir_;
   scanner::ProcFs procfs_;
   std::unique_ptr<store::RunStore> store_;

@@ -44,16 +44,10 @@ class Collector : public EventSubscriber {
 class EventHubTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/rrhub.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    dir_ = tmp_.path();
     ASSERT_OK_AND_ASSIGN(store_, store::RunStore::Open(dir_ + "/db"));
   }
-  void TearDown() override {
-    store_.reset();
-    std::string cmd = "rm -rf " + dir_;
-    ASSERT_EQ(system(cmd.c_str()), 0);
-  }
+  void TearDown() override { store_.reset(); }
   int64_t Append(const std::string& run_id) {
     v1::Event e;
     e.set_type(v1::EVENT_TYPE_KEPT);
@@ -63,6 +57,7 @@ class EventHubTest : public ::testing::Test {
     return ids.ok() && ids->size() == 1 ? ids->front() : -1;
   }
 
+  const TempDir tmp_{"rrhub."};
   std::string dir_;
   std::unique_ptr<store::RunStore> store_;
 };

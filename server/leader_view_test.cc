@@ -21,6 +21,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/test_util.h"
 #include "gtest/gtest.h"
 #include "server/caller_policy.h"
 #include "server/daemon_self.h"
@@ -35,10 +36,7 @@ constexpr char kBoot[] = "4a8c1d2e-0000-4000-8000-0123456789ab";
 class LeaderViewTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* tmp = getenv("TEST_TMPDIR");
-    std::string tmpl = absl::StrCat(tmp ? tmp : "/tmp", "/proc.XXXXXX");
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    root_ = tmpl;
+    root_ = tmp_.path();
     MkDirs("self/ns");
     Link(absl::StrCat("pid:[", kOurNs, "]"), "self/ns/pid");
     MkDirs("sys/kernel/random");
@@ -93,6 +91,7 @@ class LeaderViewTest : public ::testing::Test {
     return r;
   }
 
+  const TempDir tmp_{"proc."};
   std::string root_;
 };
 

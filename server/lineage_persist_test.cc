@@ -25,18 +25,13 @@ namespace {
 class LineagePersistTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/rr_persist_XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    dir_ = tmp_.path();
     root_ = dir_ + "/proc";
     ASSERT_EQ(::mkdir(root_.c_str(), 0755), 0);
     procfs_ = std::make_unique<scanner::ProcFs>(root_);
     OpenStore();
   }
-  void TearDown() override {
-    store_.reset();
-    ASSERT_EQ(std::system(absl::StrCat("rm -rf ", dir_).c_str()), 0);
-  }
+  void TearDown() override { store_.reset(); }
   void OpenStore() {
     store_.reset();
     absl::StatusOr<std::unique_ptr<store::RunStore>> s = store::RunStore::Open(dir_ + "/runs.db");
@@ -52,9 +47,7 @@ class LineagePersistTest : public ::testing::Test {
       << " 8192 100 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 "
          "0 0 0\n";
   }
-  void Gone(int pid) {
-    ASSERT_EQ(std::system(absl::StrCat("rm -rf ", root_, "/", pid).c_str()), 0);
-  }
+  void Gone(int pid) { ASSERT_OK(base::RemoveTree(absl::StrCat(root_, "/", pid))); }
   std::vector<int> StoredPids() {
     absl::StatusOr<std::vector<store::StoredDescendant>> rows = store_->ListDescendants();
     EXPECT_TRUE(rows.ok()) << rows.status();
@@ -70,6 +63,7 @@ class LineagePersistTest : public ::testing::Test {
     return pids;
   }
 
+  const TempDir tmp_{"rr_persist_"};
   std::string dir_;
   std::string root_;
   std::unique_ptr<scanner::ProcFs> procfs_;

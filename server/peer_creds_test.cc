@@ -15,6 +15,7 @@
 #include <cstring>
 #include <string>
 
+#include "base/test_util.h"
 #include "gtest/gtest.h"
 #include "scanner/procfs.h"
 
@@ -42,17 +43,11 @@ TEST(PeerCredsTest, LooksUpFdPeersOnly) {
 class PeerPidNamespaceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/rrpeer.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    dir_ = tmp_.path();
     path_ = dir_ + "/s";
     absl::StatusOr<Fd> fd = ListenUnix(path_, -1);
     ASSERT_TRUE(fd.ok()) << fd.status();
     listen_ = *std::move(fd);
-  }
-  void TearDown() override {
-    unlink(path_.c_str());
-    rmdir(dir_.c_str());
   }
   // Connects to the socket (async-signal-safe: for a forked child).
   bool Connect() const {
@@ -77,6 +72,7 @@ class PeerPidNamespaceTest : public ::testing::Test {
     return conn;
   }
 
+  const TempDir tmp_{"rrpeer."};
   std::string dir_;
   std::string path_;
   Fd listen_;

@@ -22,15 +22,7 @@ namespace {
 
 class SocketPathTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/rrd.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    std::string cmd = "rm -rf " + dir_;
-    ASSERT_EQ(system(cmd.c_str()), 0);
-  }
+  void SetUp() override { dir_ = tmp_.path(); }
   // A bound unix socket; listening when `listen`, else left as a stale file.
   Fd BindAt(const std::string& path, bool listen) {
     Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
@@ -43,6 +35,7 @@ class SocketPathTest : public ::testing::Test {
     }
     return fd;
   }
+  const TempDir tmp_{"rrd."};
   std::string dir_;
 };
 

@@ -53,9 +53,7 @@ Listed ByPid(const v1::ListOrphansResponse& r) {
 class SweeperLineageTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/rr_swlinXXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    dir_ = tmp_.path();
     ASSERT_OK_AND_ASSIGN(store_, store::RunStore::Open(dir_ + "/runs.db"));
     tracker_ = std::make_unique<scanner::LineageTracker>(&procfs_);
     SweeperOptions o;
@@ -73,7 +71,6 @@ class SweeperLineageTest : public ::testing::Test {
     }
     sweeper_.reset();
     store_.reset();
-    ASSERT_EQ(std::system(absl::StrCat("rm -rf ", dir_).c_str()), 0);
   }
 
   // Whether `pid` runs sleep with its environment laid out: comm changes
@@ -124,6 +121,7 @@ class SweeperLineageTest : public ::testing::Test {
     return leader;
   }
 
+  const TempDir tmp_{"rr_swlin"};
   std::string dir_;
   scanner::ProcFs procfs_;
   std::unique_ptr<store::RunStore> store_;

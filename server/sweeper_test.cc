@@ -123,9 +123,7 @@ int AwaitKeptOrphan(Sweeper& sweeper, const std::string& run_id) {
 class SweeperTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/rr_sweepXXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    dir_ = tmp_.path();
     db_path_ = dir_ + "/runs.db";
     ASSERT_OK_AND_ASSIGN(store_, store::RunStore::Open(db_path_));
   }
@@ -133,10 +131,6 @@ class SweeperTest : public ::testing::Test {
   void TearDown() override {
     scanner::KillEverythingElseInPrivatePidNs();
     store_.reset();
-    for (const char* f : {"/runs.db", "/runs.db-wal", "/runs.db-shm"}) {
-      unlink((dir_ + f).c_str());
-    }
-    rmdir(dir_.c_str());
   }
 
   v1::Run Register(const v1::Run& run) {
@@ -180,6 +174,7 @@ class SweeperTest : public ::testing::Test {
     return s;
   }
 
+  const TempDir tmp_{"rr_sweep"};
   std::string dir_;
   std::string db_path_;
   std::unique_ptr<store::RunStore> store_;

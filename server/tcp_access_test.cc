@@ -14,15 +14,8 @@ namespace {
 
 class TcpAccessTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/rrt.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    std::string cmd = "rm -rf " + dir_;
-    ASSERT_EQ(system(cmd.c_str()), 0);
-  }
+  void SetUp() override { dir_ = tmp_.path(); }
+  const TempDir tmp_{"rrt."};
   std::string dir_;
 };
 

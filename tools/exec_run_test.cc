@@ -82,9 +82,7 @@ class StoreService final : public v1::Reconciler::Service {
 class ExecRunTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/rr_execXXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    dir_ = tmp_.path();
     ASSERT_OK_AND_ASSIGN(store_, store::RunStore::Open(dir_ + "/runs.db"));
     service_ = std::make_unique<StoreService>(store_.get());
     grpc::ServerBuilder builder;
@@ -97,10 +95,6 @@ class ExecRunTest : public ::testing::Test {
     server_->Shutdown();
     server_.reset();
     store_.reset();
-    for (const char* f : {"/runs.db", "/runs.db-wal", "/runs.db-shm", "/ran"}) {
-      unlink((dir_ + f).c_str());
-    }
-    rmdir(dir_.c_str());
   }
 
   ExecOptions Opts(const std::string& run_id, std::vector<std::string> argv) {
@@ -112,6 +106,7 @@ class ExecRunTest : public ::testing::Test {
     return o;
   }
 
+  const TempDir tmp_{"rr_exec"};
   std::string dir_;
   std::unique_ptr<store::RunStore> store_;
   std::unique_ptr<StoreService> service_;
