@@ -33,6 +33,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/file_util.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
@@ -173,9 +174,7 @@ int Main() {
   const int records = absl::GetFlag(FLAGS_records);
   const int registrations = absl::GetFlag(FLAGS_registrations);
   const int rounds = std::max(1, absl::GetFlag(FLAGS_rounds));
-  char tmpl[] = "/tmp/rr-mbench.XXXXXX";
-  if (::mkdtemp(tmpl) == nullptr) Die("mkdtemp");
-  const std::string dir = tmpl;
+  const std::string dir = Check(base::MakeTempDir("/tmp", "rr-mbench."), "temporary directory");
 
   google::protobuf::Struct out;
   auto set = [&](const std::string& k, double v) {
@@ -291,7 +290,7 @@ int Main() {
   options.preserve_proto_field_names = true;
   (void)google::protobuf::util::MessageToJsonString(out, &json, options);
   printf("%s\n", json.c_str());
-  (void)!system(absl::StrCat("rm -rf ", dir).c_str());
+  base::RemoveTree(dir).IgnoreError();
   return 0;
 }
 

@@ -248,9 +248,8 @@ struct DaemonFigures {
 DaemonFigures MeasureDaemon(const std::string& binary, const std::vector<int>& pids, bool lineage,
                             bool time_register) {
   const std::string parent = absl::GetFlag(FLAGS_dir);
-  std::string templ = parent + "/rr-lineage-XXXXXX";
-  if (::mkdtemp(templ.data()) == nullptr) Die("mkdtemp " + templ);
-  const std::string db = templ + "/runs.db";
+  const std::string dir = MakeTempDirOrDie(parent, "rr-lineage-");
+  const std::string db = dir + "/runs.db";
   // Stored before the daemon starts: registering them through it would
   // time registration, which the register phase measures.
   PopulateRuns(db, pids, absl::GetFlag(FLAGS_runs), /*finish=*/false,
@@ -291,10 +290,7 @@ DaemonFigures MeasureDaemon(const std::string& binary, const std::vector<int>& p
       f.register_p99_ms = Percentile(ms, 99);
     }
   }
-  for (const char* file : {"/runs.db", "/runs.db-wal", "/runs.db-shm"}) {
-    ::unlink((templ + file).c_str());
-  }
-  ::rmdir(templ.c_str());
+  RemoveTempDir(dir);
   return f;
 }
 

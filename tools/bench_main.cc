@@ -86,9 +86,7 @@ int Main(const std::string& argv0) {
   pass_plan.passes = quick ? 1 : 3;
   const int reps = quick ? 5 : 7;
 
-  char tmpl[] = "/tmp/rr-bench-XXXXXX";
-  if (::mkdtemp(tmpl) == nullptr) Die("mkdtemp");
-  const std::string dir = tmpl;
+  const std::string dir = MakeTempDirOrDie("/tmp", "rr-bench-");
   // The exiters' pidfds and the pass's pidfds need room.
   EnsureFdLimit(static_cast<rlim_t>(processes + exit_plan.exits) + 4096);
 
@@ -120,7 +118,7 @@ int Main(const std::string& argv0) {
   report.pass = BenchPass(procfs, sleepers, pass_plan, dir);
 
   children.KillAll();
-  ::rmdir(dir.c_str());
+  RemoveTempDir(dir);
   if (absl::GetFlag(FLAGS_cost)) {
     // After the rows' sleepers are gone: each step spawns its own table.
     absl::StatusOr<tools::JsonLine> cost = RunCostSteps(argv0, CostSteps(quick));

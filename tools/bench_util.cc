@@ -59,6 +59,18 @@ double TimePerItem(int reps, size_t items, const std::function<void()>& body) {
   return Median(us);
 }
 
+std::string MakeTempDirOrDie(absl::string_view parent, absl::string_view prefix) {
+  absl::StatusOr<std::string> dir = base::MakeTempDir(parent, prefix);
+  if (!dir.ok()) Die(dir.status().ToString());
+  return *std::move(dir);
+}
+
+void RemoveTempDir(const std::string& dir) {
+  if (const absl::Status s = base::RemoveTree(dir); !s.ok()) {
+    fprintf(stderr, "bench: %s\n", s.ToString().c_str());
+  }
+}
+
 int PidfdOpenOrDie(int pid) {
   const int fd = base::PidfdOpen(pid, 0);
   if (fd < 0) Die(absl::StrCat("pidfd_open ", pid, ": ", strerror(errno)));

@@ -33,6 +33,14 @@ double Percentile(std::vector<double> v, double p);
 // per item in microseconds (time of one body run / items).
 double TimePerItem(int reps, size_t items, const std::function<void()>& body);
 
+// base::MakeTempDir(parent, prefix): a private directory for a benchmark's
+// database and sockets; dies naming it on failure.
+std::string MakeTempDirOrDie(absl::string_view parent, absl::string_view prefix);
+
+// base::RemoveTree(dir) once a benchmark is done with it; a failure is
+// printed to stderr, not fatal (the numbers are measured by then).
+void RemoveTempDir(const std::string& dir);
+
 // pidfd_open(pid, 0); dies naming the pid and errno on failure.
 int PidfdOpenOrDie(int pid);
 

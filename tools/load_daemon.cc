@@ -1,6 +1,5 @@
 #include "tools/load_daemon.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -9,7 +8,6 @@
 
 #include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -40,19 +38,8 @@ bool ReapWithin(pid_t pid, absl::Duration deadline) {
   }
 }
 
-// Removes the files the daemon and we made in `dir`, then `dir`.
-void RemoveDir(const std::string& dir) {
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (struct dirent* e = ::readdir(d)) {
-      if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) {
-        continue;
-      }
-      ::unlink(absl::StrCat(dir, "/", e->d_name).c_str());
-    }
-    ::closedir(d);
-  }
-  ::rmdir(dir.c_str());
-}
+// Removes `dir` and what the daemon and we made in it (best effort).
+void RemoveDir(const std::string& dir) { base::RemoveTree(dir).IgnoreError(); }
 
 std::string LogTail(const std::string& dir) {
   absl::StatusOr<std::string> log = base::ReadFileToString(dir + "/daemon.log", 1 << 20);
@@ -87,11 +74,9 @@ absl::StatusOr<std::string> FindDaemonBinary(const std::string& argv0) {
 absl::StatusOr<std::unique_ptr<OwnDaemon>> OwnDaemon::Start(
     const std::string& binary, const std::string& parent,
     const std::vector<std::string>& extra_flags, absl::Duration deadline) {
-  std::string tmpl = parent + "/rr-load-XXXXXX";
-  if (::mkdtemp(tmpl.data()) == nullptr) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("mkdtemp ", tmpl));
-  }
-  const std::string dir = tmpl;
+  absl::StatusOr<std::string> made = base::MakeTempDir(parent, "rr-load-");
+  if (!made.ok()) return made.status();
+  const std::string dir = *std::move(made);
   std::vector<std::string> args = {binary, "--db=" + dir + "/db", "--socket=" + dir + "/s.sock"};
   args.insert(args.end(), extra_flags.begin(), extra_flags.end());
   std::vector<char*> argv;

@@ -66,18 +66,7 @@ namespace v1 = ::runreaper::v1;
 
 using bench::Die;
 
-std::string MakeDir() {
-  std::string templ = absl::GetFlag(FLAGS_dir) + "/rr-storage-XXXXXX";
-  if (::mkdtemp(templ.data()) == nullptr) Die("mkdtemp " + templ);
-  return templ;
-}
-
-void RemoveDir(const std::string& dir) {
-  for (const char* f : {"/runs.db", "/runs.db-wal", "/runs.db-shm"}) {
-    ::unlink((dir + f).c_str());
-  }
-  ::rmdir(dir.c_str());
-}
+std::string MakeDir() { return bench::MakeTempDirOrDie(absl::GetFlag(FLAGS_dir), "rr-storage-"); }
 
 double CpuSeconds(pid_t pid) {
   absl::StatusOr<uint64_t> ticks = load::ReadCpuTicks(pid);
@@ -102,7 +91,7 @@ double IdleCpu(const std::string& binary, const std::vector<int>& pids, int runs
   const double cpu1 = CpuSeconds((*d)->pid());
   const double wall = absl::ToDoubleSeconds(absl::Now() - t0);
   d->reset();
-  RemoveDir(dir);
+  bench::RemoveTempDir(dir);
   return 100.0 * (cpu1 - cpu0) / wall;
 }
 
@@ -144,7 +133,7 @@ double CronTick(const std::string& binary, const std::vector<int>& pids, int run
     absl::StatusOr<std::vector<v1::Run>> left = (*s)->ListTerminalUnswept();
     if (!left.ok() || !left->empty()) Die("the cron tick left unswept runs");
   }
-  RemoveDir(dir);
+  bench::RemoveTempDir(dir);
   return took;
 }
 
@@ -185,7 +174,7 @@ double StorePairs(int threads, absl::Duration duration, double* writes_per_commi
         stats.commits > 0 ? static_cast<double>(stats.writes) / static_cast<double>(stats.commits)
                           : 0;
   }
-  RemoveDir(dir);
+  bench::RemoveTempDir(dir);
   return rate;
 }
 
@@ -338,7 +327,7 @@ void PruneUnderLoad(PruneFigures* f) {
     f->registers_idle = idle.size();
     f->registers_prune = during.size();
   }
-  RemoveDir(dir);
+  bench::RemoveTempDir(dir);
 }
 
 // Bytes per run at steady state: rounds of runs registered, finished and
@@ -382,7 +371,7 @@ void SteadyState(PruneFigures* f) {
     f->window_bytes = *bytes;
     f->bytes_per_run = runs > 0 ? static_cast<double>(*bytes) / static_cast<double>(runs) : 0;
   }
-  RemoveDir(dir);
+  bench::RemoveTempDir(dir);
 }
 
 int Main(int argc, char** argv) {
