@@ -63,7 +63,7 @@ scanner::SignalOutcome Sent() {
 class SweepClaimsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = store::MakeTempDir("sweep_claims");
+    dir_ = tmp_.path();
     store_ = store::OpenStore(dir_ + "/db");
     ASSERT_NE(store_, nullptr);
     v1::Run run;
@@ -101,6 +101,7 @@ class SweepClaimsTest : public ::testing::Test {
     return p.ok() ? *p : store::SweepProgress();
   }
 
+  const TempDir tmp_{"rr_claims."};
   std::string dir_;
   std::unique_ptr<store::RunStore> store_;
   scanner::ProcFs procfs_;
