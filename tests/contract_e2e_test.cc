@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/test_child.h"
 #include "base/test_util.h"
 #include "gtest/gtest.h"
 #include "tests/e2e_util.h"
@@ -65,38 +66,10 @@ class ContractE2ETest : public SharedDaemonTest {
   std::unique_ptr<v1::Reconciler::Stub> stub_;
 };
 
-// A direct child whose comm (PR_SET_NAME) is not valid UTF-8, as any process
-// may name itself. Killed and reaped by the destructor.
-class BadlyNamed {
- public:
-  BadlyNamed() {
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0) abort();
-    pid_ = fork();
-    if (pid_ == 0) {
-      prctl(PR_SET_NAME, "bad\xff\xfe)(\x80", 0, 0, 0);
-      (void)!write(fds[1], "x", 1);
-      for (;;) pause();
-    }
-    close(fds[1]);
-    char c;
-    (void)!read(fds[0], &c, 1);
-    close(fds[0]);
-  }
-  ~BadlyNamed() {
-    kill(pid_, SIGKILL);
-    int st;
-    while (waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
-    }
-  }
-  pid_t pid() const { return pid_; }
-
- private:
-  pid_t pid_ = -1;
-};
-
 TEST_F(ContractE2ETest, ANonUtf8CommDoesNotMakeTheRecordUnreadable) {
-  BadlyNamed proc;
+  // A direct child whose comm (PR_SET_NAME) is not valid UTF-8, as any
+  // process may name itself.
+  TestChild proc("bad\xff\xfe)(\x80");
   ASSERT_OK_AND_ASSIGN(v1::Run run, Register("utf8", proc.pid()));
   EXPECT_EQ(run.state(), v1::RUN_STATE_RUNNING);
   EXPECT_TRUE(absl::StartsWith(run.comm(), "bad")) << run.comm();
