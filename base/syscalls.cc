@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -16,6 +17,10 @@
 #ifndef SYS_pidfd_send_signal
 #define SYS_pidfd_send_signal 424
 #endif
+
+// PIDFD_GET_INFO: _IOWR(PIDFS_IOCTL_MAGIC 0xFF, 11, struct pidfd_info); the
+// size is part of the number, and the kernel takes any size >= 64.
+#define RUNREAPER_PIDFD_GET_INFO _IOWR(0xFF, 11, runreaper::base::PidfdInfo)
 
 namespace runreaper::base {
 
@@ -35,6 +40,14 @@ int PidfdPollExited(int pidfd) {
   } while (n < 0 && errno == EINTR);
   if (n < 0) return -1;
   return n > 0 ? 1 : 0;
+}
+
+int PidfdGetInfo(int pidfd, PidfdInfo* info) {
+  int r;
+  do {
+    r = ::ioctl(pidfd, RUNREAPER_PIDFD_GET_INFO, info);
+  } while (r < 0 && errno == EINTR);
+  return r;
 }
 
 pid_t RawFork() {

@@ -12,6 +12,7 @@
 #ifndef RUNREAPER_BASE_SYSCALLS_H_
 #define RUNREAPER_BASE_SYSCALLS_H_
 
+#include <linux/types.h>
 #include <signal.h>
 #include <sys/types.h>
 
@@ -39,6 +40,46 @@ int PidfdSendSignal(int pidfd, int sig, siginfo_t* info, unsigned int flags);
 // poll itself fails (the caller decides what that means for it). Never
 // blocks.
 int PidfdPollExited(int pidfd);
+
+// struct pidfd_info of Linux >= 6.15 (include/uapi/linux/pidfd.h), defined
+// here because bookworm's headers predate it. The kernel accepts any size
+// from PIDFD_INFO_SIZE_VER0 (64) up and fills what fits; later kernels
+// append fields (coredump_signal, supported_mask) this layout leaves out.
+struct PidfdInfo {
+  __u64 mask;
+  __u64 cgroupid;
+  __u32 pid;
+  __u32 tgid;
+  __u32 ppid;
+  __u32 ruid;
+  __u32 rgid;
+  __u32 euid;
+  __u32 egid;
+  __u32 suid;
+  __u32 sgid;
+  __u32 fsuid;
+  __u32 fsgid;
+  __s32 exit_code;  // a wait(2) status; valid only with kPidfdInfoExit
+  __u32 coredump_mask;
+  __u32 spare1;
+};
+static_assert(sizeof(PidfdInfo) == 72, "struct pidfd_info as of Linux 6.15");
+
+// pidfd_info mask bits (Linux 6.13: PID, CREDS, CGROUPID; 6.15: EXIT).
+inline constexpr __u64 kPidfdInfoPid = 1u << 0;
+inline constexpr __u64 kPidfdInfoCreds = 1u << 1;
+inline constexpr __u64 kPidfdInfoCgroupId = 1u << 2;
+// Only returned when requested, and only once the process was reaped (a
+// zombie has none yet): exit_code then holds its wait status, readable for
+// as long as the pidfd is held, whoever reaped it.
+inline constexpr __u64 kPidfdInfoExit = 1u << 3;
+
+// ioctl(pidfd, PIDFD_GET_INFO, info) (Linux >= 6.13), with `info->mask` the
+// bits asked for; on success the kernel rewrites mask to the bits it
+// filled. Errors: ENOTTY / EINVAL (a kernel without PIDFD_GET_INFO), ESRCH
+// (the process was reaped and PIDFD_INFO_EXIT not asked for, or not
+// available), EBADF. Retried on EINTR (it reads state, changes none).
+int PidfdGetInfo(int pidfd, PidfdInfo* info);
 
 // clone(2) with only SIGCHLD as flags: a fork that runs no pthread_atfork
 // handlers and takes none of glibc's fork locks, so a multi-threaded server

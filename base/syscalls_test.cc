@@ -93,5 +93,43 @@ TEST(RawFork, ChildRunsAndExitStatusReachesParent) {
   EXPECT_EQ(WEXITSTATUS(status), 7);
 }
 
+// Linux >= 6.15 (this machine runs 6.18): PIDFD_INFO_EXIT appears once the
+// process is reaped, not while it is a zombie, and stays readable.
+TEST(PidfdGetInfo, ExitStatusAppearsAtTheReap) {
+  TestChild child(nullptr, 7);
+  Fd pidfd(PidfdOpen(child.pid(), 0));
+  ASSERT_TRUE(pidfd.valid()) << strerror(errno);
+  PidfdInfo info = {};
+  info.mask = kPidfdInfoExit;
+  ASSERT_EQ(PidfdGetInfo(pidfd.get(), &info), 0) << strerror(errno);
+  EXPECT_EQ(info.mask & kPidfdInfoExit, 0u) << "alive: no exit status";
+  EXPECT_EQ(static_cast<pid_t>(info.pid), child.pid());
+
+  child.ExitToZombie();
+  info = {};
+  info.mask = kPidfdInfoExit;
+  ASSERT_EQ(PidfdGetInfo(pidfd.get(), &info), 0) << strerror(errno);
+  EXPECT_EQ(info.mask & kPidfdInfoExit, 0u) << "a zombie has none yet";
+
+  child.Reap();
+  info = {};
+  info.mask = kPidfdInfoExit;
+  ASSERT_EQ(PidfdGetInfo(pidfd.get(), &info), 0) << strerror(errno);
+  ASSERT_NE(info.mask & kPidfdInfoExit, 0u);
+  EXPECT_TRUE(WIFEXITED(info.exit_code));
+  EXPECT_EQ(WEXITSTATUS(info.exit_code), 7);
+}
+
+TEST(PidfdGetInfo, NotAPidfd) {
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+  Fd r(p[0]);
+  Fd w(p[1]);
+  PidfdInfo info = {};
+  errno = 0;
+  EXPECT_EQ(PidfdGetInfo(r.get(), &info), -1);
+  EXPECT_NE(errno, 0);
+}
+
 }  // namespace
 }  // namespace runreaper::base

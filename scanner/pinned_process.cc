@@ -1,10 +1,14 @@
 #include "scanner/pinned_process.h"
 
 #include <signal.h>
+#include <sys/types.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
+#include <cstring>
+#include <optional>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -123,6 +127,48 @@ absl::StatusOr<bool> PinnedProcess::Exited() const {
   const int ready = base::PidfdPollExited(pidfd_.get());
   if (ready < 0) return absl::ErrnoToStatus(errno, absl::StrFormat("poll(pidfd of pid %d)", pid_));
   return ready > 0;
+}
+
+absl::StatusOr<std::optional<int>> PinnedProcess::ReadExitStatus() const {
+  if (!valid()) return absl::FailedPreconditionError("no process pinned");
+  base::PidfdInfo info = {};
+  info.mask = base::kPidfdInfoExit;
+  if (base::PidfdGetInfo(pidfd_.get(), &info) != 0) {
+    const int err = errno;
+    switch (err) {
+      case ENOTTY:  // no PIDFD_GET_INFO (Linux < 6.13): an unknown ioctl
+      case EINVAL:
+        return absl::UnimplementedError(
+            absl::StrFormat("PIDFD_GET_INFO(pid %d): %s", pid_, std::strerror(err)));
+      case ESRCH:  // reaped, and the kernel keeps no exit status for it
+        return std::optional<int>();
+      default:
+        return absl::ErrnoToStatus(err, absl::StrFormat("PIDFD_GET_INFO(pid %d)", pid_));
+    }
+  }
+  if ((info.mask & base::kPidfdInfoExit) == 0) return std::optional<int>();
+  return std::optional<int>(info.exit_code);
+}
+
+PidfdFeatures ProbePidfdFeatures() {
+  PidfdFeatures features;
+  const pid_t child = base::RawFork();
+  if (child < 0) return features;
+  if (child == 0) ::_exit(42);  // async-signal-safe only: we may have threads
+  Fd pidfd(base::PidfdOpen(child, 0));
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  // Opened after the child may have exited but before the reap: a zombie
+  // is still pinnable.
+  if (!pidfd.valid()) return features;
+  base::PidfdInfo info = {};
+  info.mask = base::kPidfdInfoExit;
+  if (base::PidfdGetInfo(pidfd.get(), &info) != 0) return features;
+  features.get_info = true;
+  features.info_exit = (info.mask & base::kPidfdInfoExit) != 0 && WIFEXITED(info.exit_code) &&
+                       WEXITSTATUS(info.exit_code) == 42;
+  return features;
 }
 
 absl::Status PinnedProcess::Signal(int sig) const {

@@ -22,6 +22,10 @@
 //   pidfd_send_signal ESRCH     Signal() NOT_FOUND: exited and reaped
 //   pidfd_send_signal EPERM     Signal() PERMISSION_DENIED: exists, may not
 //                               signal it
+//   PIDFD_GET_INFO ENOTTY/EINVAL ReadExitStatus() UNIMPLEMENTED: the kernel
+//                               has no PIDFD_GET_INFO (Linux < 6.13)
+//   PIDFD_INFO_EXIT not in mask ReadExitStatus() nullopt: running, a zombie
+//                               not reaped yet, or Linux < 6.15
 //
 // The type holds the pidfd, the pid and the verified start time; a later
 // identity fact (the pidfs inode, PIDFD_GET_INFO) belongs in it too. Who may
@@ -40,6 +44,19 @@
 #include "scanner/procfs.h"
 
 namespace runreaper::scanner {
+
+// What this kernel's pidfds can tell (ProbePidfdFeatures).
+struct PidfdFeatures {
+  bool get_info = false;   // PIDFD_GET_INFO (Linux >= 6.13)
+  bool info_exit = false;  // PIDFD_INFO_EXIT (Linux >= 6.15): the exit
+                           // status of a reaped process through its pidfd
+};
+
+// Probes once: forks a child that _exits 42, pins it, reaps it and reads its
+// status through the pidfd; supported only when the status is exactly 42.
+// Forks with base::RawFork (safe in a threaded process); reaps only that
+// child. Callers cache the answer (the daemon probes at start and logs it).
+PidfdFeatures ProbePidfdFeatures();
 
 // What PinnedProcess::Open found.
 enum class PinResult {
@@ -106,6 +123,15 @@ class PinnedProcess {
   // readable, one poll with no timeout. An error when poll fails or nothing
   // is pinned; callers decide what that claims (nothing, usually).
   absl::StatusOr<bool> Exited() const;
+
+  // The pinned process's wait(2) status through PIDFD_GET_INFO with
+  // PIDFD_INFO_EXIT, whoever reaped it (its parent, init, a subreaper).
+  // nullopt when the kernel gave none: still running, a zombie whose parent
+  // has not reaped it yet, or a kernel before 6.15 (which ignores the bit).
+  // UNIMPLEMENTED: a kernel without PIDFD_GET_INFO (ENOTTY, EINVAL).
+  // FAILED_PRECONDITION: nothing pinned. Other errors as
+  // absl::ErrnoToStatus. One ioctl; never blocks.
+  absl::StatusOr<std::optional<int>> ReadExitStatus() const;
 
   // Sends `sig` through the pidfd, so only the pinned process can receive
   // it. Refuses (FAILED_PRECONDITION, nothing sent) pid <= 1, this very

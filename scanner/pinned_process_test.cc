@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -277,6 +278,49 @@ TEST(PinResultTest, Names) {
   EXPECT_STREQ(PinResultName(PinResult::kPinned), "PINNED");
   EXPECT_STREQ(PinResultName(PinResult::kReused), "REUSED");
   EXPECT_STREQ(PinResultName(PinResult::kNoDescriptor), "NO_DESCRIPTOR");
+}
+
+TEST_F(PinnedProcessTest, ExitStatusReadThroughThePinOnceReaped) {
+  const PidfdFeatures features = ProbePidfdFeatures();
+  if (!features.info_exit) GTEST_SKIP() << "no PIDFD_INFO_EXIT (Linux < 6.15)";
+  EXPECT_TRUE(features.get_info);
+  TestChild child("rr-pin-exit", 7);
+  PinOutcome pin = PinnedProcess::Open(procfs_, child.pid(), StartTime(child.pid()));
+  ASSERT_EQ(pin.result, PinResult::kPinned) << pin.status;
+  absl::StatusOr<std::optional<int>> status = pin.process.ReadExitStatus();
+  ASSERT_OK(status.status());
+  EXPECT_FALSE(status->has_value()) << "running: no status";
+
+  child.ExitToZombie();
+  status = pin.process.ReadExitStatus();
+  ASSERT_OK(status.status());
+  EXPECT_FALSE(status->has_value()) << "a zombie not reaped yet has none";
+
+  child.Reap();
+  status = pin.process.ReadExitStatus();
+  ASSERT_OK(status.status());
+  ASSERT_TRUE(status->has_value());
+  EXPECT_TRUE(WIFEXITED(**status));
+  EXPECT_EQ(WEXITSTATUS(**status), 7);
+}
+
+TEST_F(PinnedProcessTest, ExitStatusOfAKilledProcess) {
+  if (!ProbePidfdFeatures().info_exit) GTEST_SKIP() << "no PIDFD_INFO_EXIT";
+  TestChild child("rr-pin-kill");
+  PinOutcome pin = PinnedProcess::Open(procfs_, child.pid(), StartTime(child.pid()));
+  ASSERT_EQ(pin.result, PinResult::kPinned) << pin.status;
+  ASSERT_EQ(::kill(child.pid(), SIGKILL), 0);
+  child.Reap();
+  absl::StatusOr<std::optional<int>> status = pin.process.ReadExitStatus();
+  ASSERT_OK(status.status());
+  ASSERT_TRUE(status->has_value());
+  EXPECT_TRUE(WIFSIGNALED(**status));
+  EXPECT_EQ(WTERMSIG(**status), SIGKILL);
+}
+
+TEST_F(PinnedProcessTest, ExitStatusOfNothingPinned) {
+  PinnedProcess empty;
+  EXPECT_EQ(empty.ReadExitStatus().status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace
