@@ -27,6 +27,7 @@
 #include "base/fd.h"
 #include "base/log.h"
 #include "scanner/identity.h"
+#include "scanner/observed_exit.h"
 #include "scanner/pinned_process.h"
 #include "scanner/procfs.h"
 
@@ -57,6 +58,7 @@ ProcessRef WatchKey(const ProcessRef& process) {
 
 struct ExitWatcher::Impl {
   const ProcFs* procfs = nullptr;
+  ExitWatcherOptions options;
   Fd epoll;
   Fd wake;
   int budget = 0;
@@ -74,6 +76,10 @@ struct ExitWatcher::Impl {
   std::map<std::string, ProcessRef> waiting ABSL_GUARDED_BY(mu);
   bool rearm_due ABSL_GUARDED_BY(mu) = false;
   Fd* wake_fd = nullptr;  // &wake, for RemoveProcessLocked
+  // Wait statuses read at exit, by key, until taken (TakeObservedExit).
+  std::map<std::string, ObservedExit> observed ABSL_GUARDED_BY(mu);
+  int64_t status_reads ABSL_GUARDED_BY(mu) = 0;
+  int64_t status_missing ABSL_GUARDED_BY(mu) = 0;
   // Bumped by every change of the armed keys (arm, disarm, exit reported).
   std::atomic<uint64_t> generation{0};
 
@@ -81,6 +87,7 @@ struct ExitWatcher::Impl {
   // when no other key names it.
   void RemoveLocked(const std::string& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     waiting.erase(key);
+    observed.erase(key);
     auto it = by_key.find(key);
     if (it == by_key.end()) return;
     auto w = by_process.find(it->second);
@@ -91,11 +98,14 @@ struct ExitWatcher::Impl {
     if (w->second.keys.empty()) RemoveProcessLocked(w);
   }
 
-  void RemoveProcessLocked(absl::flat_hash_map<ProcessRef, Watch>::iterator w)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+  // `keep`, when not null, takes the pin instead of closing it (Wait reads
+  // the exit status through it after dropping mu).
+  void RemoveProcessLocked(absl::flat_hash_map<ProcessRef, Watch>::iterator w,
+                           PinnedProcess* keep = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     // EPOLL_CTL_DEL before close: a closed fd leaves the set by itself only
     // when no duplicate of it exists; be explicit.
     ::epoll_ctl(epoll.get(), EPOLL_CTL_DEL, w->second.process.pidfd(), nullptr);
+    if (keep != nullptr) *keep = std::move(w->second.process);
     by_id.erase(w->second.id);
     by_process.erase(w);
     generation.fetch_add(1);
@@ -144,6 +154,7 @@ absl::StatusOr<std::unique_ptr<ExitWatcher>> ExitWatcher::Create(const ProcFs* p
                               : std::min<int64_t>(ExitWatcherOptions::kDefaultReserve, soft / 2);
   auto impl = std::make_unique<Impl>();
   impl->procfs = procfs;
+  impl->options = options;
   impl->budget = static_cast<int>(std::max<int64_t>(0, soft - reserve));
   impl->epoll.Reset(::epoll_create1(EPOLL_CLOEXEC));
   if (!impl->epoll.valid()) {
@@ -363,6 +374,7 @@ void ExitWatcher::Disarm(const std::string& key) {
 
 std::vector<std::string> ExitWatcher::Wait(absl::Duration timeout) {
   std::vector<std::string> exited;
+  std::vector<Fired> fired;
   const absl::Time deadline = absl::Now() + timeout;
   struct epoll_event events[64];
   while (true) {
@@ -374,7 +386,7 @@ std::vector<std::string> ExitWatcher::Wait(absl::Duration timeout) {
     if (n < 0) {
       if (errno == EINTR) continue;
       LogError("exit_watcher: epoll_wait: ", std::strerror(errno));
-      return exited;
+      break;
     }
     bool woken = false;
     absl::MutexLock lock(&impl_->mu);
@@ -393,14 +405,78 @@ std::vector<std::string> ExitWatcher::Wait(absl::Duration timeout) {
       if (it == impl_->by_id.end()) continue;
       auto w = impl_->by_process.find(it->second);
       if (w == impl_->by_process.end()) continue;
+      Fired& f = fired.emplace_back();
       for (const std::string& key : w->second.keys) {
         impl_->by_key.erase(key);
         exited.push_back(key);
+        f.keys.push_back(key);
       }
-      impl_->RemoveProcessLocked(w);
+      impl_->RemoveProcessLocked(w, impl_->options.read_exit_status ? &f.process : nullptr);
     }
-    if (!exited.empty() || woken || n == 0) return exited;
+    if (!exited.empty() || woken || n == 0) break;
   }
+  if (impl_->options.read_exit_status && !fired.empty()) ReadExitStatuses(fired);
+  return exited;
+}
+
+void ExitWatcher::ReadExitStatuses(std::vector<Fired>& fired) {
+  // A pidfd turns readable at the exit, before the parent reaps; the
+  // kernel records the status at the reap. Re-read the ones still without
+  // one until reap_wait is spent (a parent blocked in waitpid reaps within
+  // microseconds; one that never reaps leaves a zombie, reported without).
+  const absl::Time deadline = absl::Now() + impl_->options.reap_wait;
+  std::vector<std::optional<ObservedExit>> got(fired.size());
+  size_t left = fired.size();
+  while (true) {
+    for (size_t i = 0; i < fired.size(); ++i) {
+      if (got[i].has_value() || !fired[i].process.valid()) continue;
+      absl::StatusOr<std::optional<int>> status = fired[i].process.ReadExitStatus();
+      if (!status.ok()) {
+        // No status to be had from this pin (an old kernel, an error): stop
+        // asking; the exit is reported without one.
+        fired[i].process = PinnedProcess();
+        --left;
+        continue;
+      }
+      if (!status->has_value()) continue;
+      got[i] = FromWaitStatus(**status, ObservedExit::Source::kPidfdInfo, absl::Now());
+      fired[i].process = PinnedProcess();  // close the pidfd now
+      --left;
+    }
+    if (left == 0 || absl::Now() >= deadline) break;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  absl::MutexLock lock(&impl_->mu);
+  for (size_t i = 0; i < fired.size(); ++i) {
+    if (!got[i].has_value()) {
+      ++impl_->status_missing;
+      continue;
+    }
+    ++impl_->status_reads;
+    for (const std::string& key : fired[i].keys) {
+      // A key re-armed meanwhile watches another process now.
+      if (impl_->by_key.count(key) == 0) impl_->observed[key] = *got[i];
+    }
+  }
+}
+
+std::optional<ObservedExit> ExitWatcher::TakeObservedExit(const std::string& key) {
+  absl::MutexLock lock(&impl_->mu);
+  auto it = impl_->observed.find(key);
+  if (it == impl_->observed.end()) return std::nullopt;
+  ObservedExit e = it->second;
+  impl_->observed.erase(it);
+  return e;
+}
+
+int64_t ExitWatcher::exit_status_reads() const {
+  absl::MutexLock lock(&impl_->mu);
+  return impl_->status_reads;
+}
+
+int64_t ExitWatcher::exit_status_missing() const {
+  absl::MutexLock lock(&impl_->mu);
+  return impl_->status_missing;
 }
 
 void ExitWatcher::Wake() {

@@ -12,12 +12,15 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "scanner/identity.h"
+#include "scanner/observed_exit.h"
+#include "scanner/pinned_process.h"
 #include "scanner/procfs.h"
 
 namespace runreaper::scanner {
@@ -27,6 +30,16 @@ struct ExitWatcherOptions {
   // min(kDefaultReserve, soft limit / 2).
   int reserve = -1;
   static constexpr int kDefaultReserve = 256;
+  // Read each exited process's wait status through its pidfd
+  // (PIDFD_INFO_EXIT) before closing it; TakeObservedExit hands it over.
+  // The daemon sets this from ProbePidfdFeatures() (and --pidfd_info);
+  // false makes the watcher behave as on a kernel without the feature.
+  bool read_exit_status = false;
+  // The status appears only once the exited process is reaped (a zombie
+  // has none yet): how long one Wait() keeps re-reading for the parent to
+  // reap, for all the exits it reports together. After that the exit is
+  // reported without a status (the caller falls back).
+  absl::Duration reap_wait = absl::Milliseconds(50);
 };
 
 class ExitWatcher {
@@ -88,6 +101,16 @@ class ExitWatcher {
   // Interrupts a Wait() in another thread. Thread-safe.
   void Wake();
 
+  // The wait status Wait() read for `key`'s process when it reported its
+  // exit (read_exit_status on, the status there before reap_wait ran out),
+  // removed as it is taken; nullopt otherwise. Source kPidfdInfo, observed
+  // at the time of the read. Disarm and a new Arm of the key drop it.
+  std::optional<ObservedExit> TakeObservedExit(const std::string& key);
+  // Statuses read so far, and reads that found none (a zombie that was not
+  // reaped in time, a kernel error).
+  int64_t exit_status_reads() const;
+  int64_t exit_status_missing() const;
+
   int armed() const;      // keys watched
   int pidfds() const;     // pidfds held (distinct processes)
   int budget() const;     // most pidfds it will hold
@@ -101,6 +124,14 @@ class ExitWatcher {
   ArmResult ArmImpl(const std::string& key, const ProcessRef& process, bool rearm);
   // kExited; a re-armed key leaves the wait.
   ArmResult Exited(const std::string& key, bool rearm);
+  // The processes one Wait() found exited: their pins, kept for the read.
+  struct Fired {
+    std::vector<std::string> keys;
+    PinnedProcess process;
+  };
+  // Reads each fired process's status (waiting up to reap_wait for the
+  // reaps) into the observed map, outside mu.
+  void ReadExitStatuses(std::vector<Fired>& fired);
   std::unique_ptr<Impl> impl_;
 };
 

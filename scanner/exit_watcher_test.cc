@@ -15,10 +15,12 @@
 #include <atomic>
 #include <cerrno>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/test_child.h"
 #include "base/test_util.h"
@@ -397,6 +399,79 @@ TEST_F(ExitWatcherTest, DefaultReserveLeavesHalfOfASmallLimit) {
   ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
   const int64_t soft = static_cast<int64_t>(now.rlim_cur);
   EXPECT_EQ(w->budget(), soft - std::min<int64_t>(256, soft / 2));
+}
+
+// The exit status read through the pidfd at exit (PIDFD_INFO_EXIT), for a
+// process whose parent (here the test, which is not the watcher's caller in
+// the daemon) reaps it a little later: the watcher waits for the reap.
+class ExitStatusTest : public ExitWatcherTest {
+ protected:
+  void SetUp() override {
+    if (!ProbePidfdFeatures().info_exit) GTEST_SKIP() << "no PIDFD_INFO_EXIT";
+    ExitWatcherOptions options;
+    options.read_exit_status = true;
+    options.reap_wait = absl::Seconds(2);
+    ASSERT_OK_AND_ASSIGN(watcher_, ExitWatcher::Create(&procfs_, options));
+  }
+};
+
+TEST_F(ExitStatusTest, ExitCodeReadAfterTheParentReaps) {
+  TestChild c(nullptr, 7);
+  ASSERT_EQ(watcher_->Arm("run-7", c.pid(), StartTime(c.pid())), ExitWatcher::ArmResult::kArmed);
+  ASSERT_EQ(watcher_->Arm("run-7b", c.pid(), StartTime(c.pid())), ExitWatcher::ArmResult::kArmed);
+  c.ExitToZombie();
+  // The parent reaps 20 ms after the pidfd fired: the status appears then.
+  std::thread reaper([&] {
+    absl::SleepFor(absl::Milliseconds(20));
+    c.Reap();
+  });
+  EXPECT_TRUE(AwaitReported("run-7", absl::Seconds(5)));
+  reaper.join();
+  for (const char* key : {"run-7", "run-7b"}) {
+    std::optional<ObservedExit> e = watcher_->TakeObservedExit(key);
+    ASSERT_TRUE(e.has_value()) << key;
+    EXPECT_EQ(e->kind, ObservedExit::Kind::kExited);
+    EXPECT_EQ(e->code, 7);
+    EXPECT_EQ(e->source, ObservedExit::Source::kPidfdInfo);
+    EXPECT_FALSE(watcher_->TakeObservedExit(key).has_value()) << "taken once";
+  }
+  EXPECT_EQ(watcher_->exit_status_reads(), 1);
+}
+
+TEST_F(ExitStatusTest, SignalReadForAKilledProcess) {
+  TestChild c;
+  ASSERT_EQ(watcher_->Arm("run-k", c.pid(), StartTime(c.pid())), ExitWatcher::ArmResult::kArmed);
+  ASSERT_EQ(::kill(c.pid(), SIGKILL), 0);
+  c.Reap();
+  EXPECT_TRUE(AwaitReported("run-k", absl::Seconds(5)));
+  std::optional<ObservedExit> e = watcher_->TakeObservedExit("run-k");
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->kind, ObservedExit::Kind::kSignaled);
+  EXPECT_EQ(e->signal, SIGKILL);
+}
+
+TEST_F(ExitStatusTest, AZombieNeverReapedIsReportedWithoutAStatus) {
+  ExitWatcherOptions options;
+  options.read_exit_status = true;
+  options.reap_wait = absl::Milliseconds(20);
+  ASSERT_OK_AND_ASSIGN(watcher_, ExitWatcher::Create(&procfs_, options));
+  TestChild c(nullptr, 3);
+  ASSERT_EQ(watcher_->Arm("run-z", c.pid(), StartTime(c.pid())), ExitWatcher::ArmResult::kArmed);
+  c.ExitToZombie();
+  EXPECT_TRUE(AwaitReported("run-z", absl::Seconds(5)));
+  EXPECT_FALSE(watcher_->TakeObservedExit("run-z").has_value()) << "never a guess";
+  EXPECT_EQ(watcher_->exit_status_missing(), 1);
+}
+
+TEST_F(ExitWatcherTest, NoStatusReadWhenTurnedOff) {
+  // The default (and --pidfd_info=false): behaves as a kernel without it.
+  TestChild c(nullptr, 7);
+  ASSERT_EQ(watcher_->Arm("run-off", c.pid(), StartTime(c.pid())), ExitWatcher::ArmResult::kArmed);
+  c.Release();
+  c.Reap();
+  EXPECT_TRUE(AwaitReported("run-off"));
+  EXPECT_FALSE(watcher_->TakeObservedExit("run-off").has_value());
+  EXPECT_EQ(watcher_->exit_status_reads(), 0);
 }
 
 }  // namespace
