@@ -1,5 +1,8 @@
 #include "store/rows.h"
 
+#include <cstdint>
+#include <optional>
+
 #include "base/text.h"
 
 namespace runreaper::store {
@@ -27,6 +30,28 @@ std::string ProtoText(const Statement& s, int col) {
   // copied a second time.
   if (IsValidUtf8(text)) return text;
   return ToValidUtf8(text);
+}
+
+void BindObservedExit(Statement& s, int first, const v1::ObservedExit& e) {
+  s.BindInt(first, e.kind())
+      .BindInt(first + 1, e.exit_code())
+      .BindInt(first + 2, e.signal())
+      .BindInt(first + 3, e.core_dumped() ? 1 : 0)
+      .BindOptionalInt(first + 4, e.has_observed_at()
+                                      ? std::optional<int64_t>(TimestampMicros(e.observed_at()))
+                                      : std::nullopt)
+      .BindInt(first + 5, e.source());
+}
+
+void ReadObservedExit(const Statement& s, int first, v1::ObservedExit* out) {
+  const int64_t kind = s.ColumnInt(first);
+  if (kind == v1::OBSERVED_EXIT_KIND_UNSPECIFIED) return;
+  out->set_kind(static_cast<v1::ObservedExitKind>(kind));
+  out->set_exit_code(static_cast<int32_t>(s.ColumnInt(first + 1)));
+  out->set_signal(static_cast<int32_t>(s.ColumnInt(first + 2)));
+  out->set_core_dumped(s.ColumnInt(first + 3) != 0);
+  if (!s.ColumnIsNull(first + 4)) SetTimestamp(s.ColumnInt(first + 4), out->mutable_observed_at());
+  out->set_source(static_cast<v1::ObservedExitSource>(s.ColumnInt(first + 5)));
 }
 
 // Decodes a row selected with kRunColumns (labels are read separately).
@@ -59,6 +84,8 @@ StoredRun ReadRunRow(const Statement& s) {
   r.set_identity_unverified(s.ColumnInt(21) != 0);
   r.set_host_pid(static_cast<int32_t>(s.ColumnInt(22)));
   r.set_host_pidns_inode(static_cast<uint64_t>(s.ColumnInt(23)));
+  ReadObservedExit(s, 24, r.mutable_observed_exit());
+  if (r.observed_exit().kind() == v1::OBSERVED_EXIT_KIND_UNSPECIFIED) r.clear_observed_exit();
   return out;
 }
 
@@ -77,6 +104,8 @@ v1::Event ReadEventRow(const Statement& s) {
   e.set_stage(ProtoText(s, 10));
   e.set_result(ProtoText(s, 11));
   e.set_detail(ProtoText(s, 12));
+  ReadObservedExit(s, 13, e.mutable_observed_exit());
+  if (e.observed_exit().kind() == v1::OBSERVED_EXIT_KIND_UNSPECIFIED) e.clear_observed_exit();
   return e;
 }
 

@@ -19,8 +19,23 @@ inline constexpr char kRunColumns[] =
     "seq, run_id, pid, pgid, sid, pidns_inode, start_time_ticks, boot_id, "
     "uid, comm, cgroup, keep, state, liveness, stale_reason, exit_code, "
     "registered_at_us, last_seen_alive_at_us, ended_at_us, sweep_done, "
-    "registered_uid, identity_unverified, host_pid, host_pidns_inode";
-inline constexpr int kRunColumnCount = 24;
+    "registered_uid, identity_unverified, host_pid, host_pidns_inode, "
+    "observed_kind, observed_code, observed_signal, observed_core, "
+    "observed_at_us, observed_source";
+inline constexpr int kRunColumnCount = 30;
+
+// The observed-exit columns, in the order of kObservedColumns, on both runs
+// and events (schema 7).
+inline constexpr char kObservedColumns[] =
+    "observed_kind, observed_code, observed_signal, observed_core, observed_at_us, "
+    "observed_source";
+
+// Binds `e` to parameters first..first+5 in kObservedColumns order (kind 0
+// and NULL time for a message that is not set).
+void BindObservedExit(Statement& s, int first, const ::runreaper::v1::ObservedExit& e);
+// Sets `out` from columns first..first+5 when a kind was stored (else
+// leaves it clear).
+void ReadObservedExit(const Statement& s, int first, ::runreaper::v1::ObservedExit* out);
 
 // A run row as stored: its registration sequence number and the message.
 struct StoredRun {
@@ -49,7 +64,8 @@ StoredRun ReadRunRow(const Statement& s);
 
 // Decodes the current row of a statement that selected event_id, time_us,
 // type, run_id, from_state, to_state, stale_reason, exit_code, pid, signal,
-// stage, result, detail (in that order). Text through ProtoText.
+// stage, result, detail, then kObservedColumns (in that order). Text
+// through ProtoText.
 ::runreaper::v1::Event ReadEventRow(const Statement& s);
 
 }  // namespace runreaper::store

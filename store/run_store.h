@@ -91,6 +91,10 @@ struct RunUpdate {
   // pass (docs/DESIGN.md, "The run record"). InfinitePast = not set. Never
   // moves the stored value backwards.
   absl::Time last_seen = absl::InfinitePast();
+  // kStale: the leader's observed exit, stored on the run and its
+  // STATE_CHANGED event in the same transaction (docs/DESIGN.md, "Observed
+  // exit"); unset = none recorded. The runner's exit_code is never touched.
+  std::optional<v1::ObservedExit> observed_exit = std::nullopt;
 };
 
 // The detail of a STATE_CHANGED event written by ApplyBatch/ApplyPass: which
@@ -187,7 +191,7 @@ struct SweepProgress {
 class RunStore {
  public:
   static constexpr int kMaxPageSize = 1000;
-  static constexpr int kSchemaVersion = 6;
+  static constexpr int kSchemaVersion = 7;
 
   // Opens or creates the database at `path` (its directory must exist).
   // Refuses a schema newer than kSchemaVersion, a file that is not a SQLite

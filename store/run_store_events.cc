@@ -52,10 +52,14 @@ absl::StatusOr<std::vector<v1::Event>> RunStore::ListEvents(int64_t after_event_
   Impl& m = *impl_;
   static const std::string* const kSql[2] = {
       new std::string("SELECT event_id, time_us, type, run_id, from_state, to_state, "
-                      "stale_reason, exit_code, pid, signal, stage, result, detail "
+                      "stale_reason, exit_code, pid, signal, stage, result, detail, observed_kind, "
+                      "observed_code, observed_signal, observed_core, observed_at_us, "
+                      "observed_source "
                       "FROM events WHERE event_id > ?1 ORDER BY event_id LIMIT ?2"),
       new std::string("SELECT event_id, time_us, type, run_id, from_state, to_state, "
-                      "stale_reason, exit_code, pid, signal, stage, result, detail "
+                      "stale_reason, exit_code, pid, signal, stage, result, detail, observed_kind, "
+                      "observed_code, observed_signal, observed_core, observed_at_us, "
+                      "observed_source "
                       "FROM events WHERE event_id > ?1 AND run_id = ?3 "
                       "ORDER BY event_id LIMIT ?2"),
   };

@@ -10,13 +10,15 @@ namespace {
 
 constexpr char kInsertEvent[] =
     "INSERT INTO events (time_us, type, run_id, from_state, to_state, "
-    "stale_reason, exit_code, pid, signal, stage, result, detail) "
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
+    "stale_reason, exit_code, pid, signal, stage, result, detail, observed_kind, "
+    "observed_code, observed_signal, observed_core, observed_at_us, observed_source) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)";
 
 constexpr char kUpdateRun[] =
     "UPDATE runs SET state = ?2, liveness = ?3, stale_reason = ?4, "
-    "exit_code = ?5, last_seen_alive_at_us = ?6, ended_at_us = ?7 "
-    "WHERE seq = ?1";
+    "exit_code = ?5, last_seen_alive_at_us = ?6, ended_at_us = ?7, observed_kind = ?8, "
+    "observed_code = ?9, observed_signal = ?10, observed_core = ?11, observed_at_us = ?12, "
+    "observed_source = ?13 WHERE seq = ?1";
 
 }  // namespace
 
@@ -262,6 +264,7 @@ absl::StatusOr<int64_t> RunStore::Impl::InsertEvent(const v1::Event& e, int64_t 
       .BindText(10, e.stage())
       .BindText(11, e.result())
       .BindText(12, e.detail());
+  BindObservedExit(*s, 13, e.observed_exit());
   RETURN_IF_ERROR(s->Run());
   return db->LastInsertRowid();
 }
@@ -279,6 +282,7 @@ absl::Status RunStore::Impl::WriteRun(const StoredRun& r) {
       .BindOptionalInt(7, run.has_ended_at()
                               ? std::optional<int64_t>(TimestampMicros(run.ended_at()))
                               : std::nullopt);
+  BindObservedExit(*s, 8, run.observed_exit());
   return s->Run();
 }
 
@@ -304,6 +308,7 @@ absl::Status RunStore::Impl::Terminate(StoredRun& r, v1::RunState to, int64_t no
   e.set_to_state(to);
   e.set_stale_reason(r.run.stale_reason());
   if (r.run.has_exit_code()) e.set_exit_code(r.run.exit_code());
+  if (r.run.has_observed_exit()) *e.mutable_observed_exit() = r.run.observed_exit();
   e.set_detail(std::string(detail));
   return InsertEvent(e, now_us).status();
 }

@@ -93,13 +93,13 @@ TEST_F(RunStoreLineageTest, MigratesASchemaTwoFile) {
   }
   // Later migrations' additions go too (3 -> 4: the runs_prunable index;
   // 4 -> 5: the runs columns registered_uid and identity_unverified).
-  RawExec(path_,
-          "DROP TABLE run_descendants; DROP INDEX runs_prunable; "
-          "ALTER TABLE runs DROP COLUMN registered_uid; "
-          "ALTER TABLE runs DROP COLUMN identity_unverified; "
-          "ALTER TABLE runs DROP COLUMN host_pid; "
-          "ALTER TABLE runs DROP COLUMN host_pidns_inode; "
-          "PRAGMA user_version = 2;");
+  RawExec(path_, std::string(kUndoSchemaSeven) +
+                     "DROP TABLE run_descendants; DROP INDEX runs_prunable; "
+                     "ALTER TABLE runs DROP COLUMN registered_uid; "
+                     "ALTER TABLE runs DROP COLUMN identity_unverified; "
+                     "ALTER TABLE runs DROP COLUMN host_pid; "
+                     "ALTER TABLE runs DROP COLUMN host_pidns_inode; "
+                     "PRAGMA user_version = 2;");
   ASSERT_EQ(RawQueryInt(path_,
                         "SELECT count(*) FROM sqlite_master WHERE "
                         "name = 'run_descendants'"),

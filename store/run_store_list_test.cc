@@ -536,5 +536,55 @@ TEST_F(RunStoreTest, ApplyPassWritesWhatApplyBatchWrites) {
   EXPECT_TRUE(empty.empty());
 }
 
+// The reconciler's kStale carries the observed exit: stored on the run and
+// on its STATE_CHANGED event in the pass's transaction; a result published
+// afterwards (finish) is kept apart, both readable.
+TEST_F(RunStoreTest, ApplyPassStoresTheObservedExitApartFromTheResult) {
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK(store->Register(MakeRun("r1")));
+  ASSERT_OK(store->Register(MakeRun("r2")));
+  RunUpdate segv{"r1", RunUpdate::Kind::kStale, v1::LIVENESS_DEAD, v1::STALE_REASON_EXITED};
+  v1::ObservedExit& e = segv.observed_exit.emplace();
+  e.set_kind(v1::OBSERVED_EXIT_KIND_SIGNALED);
+  e.set_signal(11);
+  e.set_core_dumped(true);
+  e.set_source(v1::OBSERVED_EXIT_SOURCE_PIDFD_INFO);
+  e.mutable_observed_at()->set_seconds(1700000000);
+  e.mutable_observed_at()->set_nanos(123000);
+  RunUpdate plain{"r2", RunUpdate::Kind::kStale, v1::LIVENESS_DEAD, v1::STALE_REASON_EXITED};
+  ASSERT_OK(store->ApplyPass({segv, plain}, kSeenByWatcher).status());
+
+  ASSERT_OK_AND_ASSIGN(RunProto r, store->Get("r1"));
+  ASSERT_TRUE(r.has_observed_exit());
+  EXPECT_EQ(r.observed_exit().kind(), v1::OBSERVED_EXIT_KIND_SIGNALED);
+  EXPECT_EQ(r.observed_exit().signal(), 11);
+  EXPECT_TRUE(r.observed_exit().core_dumped());
+  EXPECT_EQ(r.observed_exit().source(), v1::OBSERVED_EXIT_SOURCE_PIDFD_INFO);
+  EXPECT_EQ(r.observed_exit().observed_at().seconds(), 1700000000);
+  EXPECT_EQ(r.observed_exit().observed_at().nanos(), 123000);
+  EXPECT_FALSE(r.has_exit_code());
+  bool changed = false;
+  for (const v1::Event& ev : Events(*store, "r1")) {
+    if (ev.type() != v1::EVENT_TYPE_STATE_CHANGED) continue;
+    changed = true;
+    EXPECT_EQ(ev.observed_exit().signal(), 11);
+    EXPECT_EQ(ev.observed_exit().source(), v1::OBSERVED_EXIT_SOURCE_PIDFD_INFO);
+  }
+  EXPECT_TRUE(changed);
+
+  // The runner's own result, published late, stays separate.
+  ASSERT_OK_AND_ASSIGN(r, store->Finish("r1", 0));
+  EXPECT_EQ(r.exit_code(), 0);
+  EXPECT_EQ(r.observed_exit().signal(), 11);
+  ASSERT_OK_AND_ASSIGN(r, store->Get("r1"));
+  EXPECT_TRUE(r.has_exit_code());
+  EXPECT_EQ(r.exit_code(), 0);
+  EXPECT_EQ(r.observed_exit().kind(), v1::OBSERVED_EXIT_KIND_SIGNALED);
+
+  ASSERT_OK_AND_ASSIGN(r, store->Get("r2"));
+  EXPECT_FALSE(r.has_observed_exit()) << "none given, none stored";
+}
+
 }  // namespace
 }  // namespace runreaper::store

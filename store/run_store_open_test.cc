@@ -277,12 +277,12 @@ TEST_F(RunStoreTest, MigratesASchemaFourFile) {
   }
   // Schema 4 is schema 5 without the two runs columns of migration 4 -> 5
   // (and without the later 5 -> 6 columns).
-  RawExec(path_,
-          "ALTER TABLE runs DROP COLUMN registered_uid; "
-          "ALTER TABLE runs DROP COLUMN identity_unverified; "
-          "ALTER TABLE runs DROP COLUMN host_pid; "
-          "ALTER TABLE runs DROP COLUMN host_pidns_inode; "
-          "PRAGMA user_version = 4;");
+  RawExec(path_, std::string(kUndoSchemaSeven) +
+                     "ALTER TABLE runs DROP COLUMN registered_uid; "
+                     "ALTER TABLE runs DROP COLUMN identity_unverified; "
+                     "ALTER TABLE runs DROP COLUMN host_pid; "
+                     "ALTER TABLE runs DROP COLUMN host_pidns_inode; "
+                     "PRAGMA user_version = 4;");
   ASSERT_EQ(RawQueryInt(path_,
                         "SELECT count(*) FROM pragma_table_info('runs') "
                         "WHERE name IN ('registered_uid', 'identity_unverified')"),
@@ -316,15 +316,15 @@ TEST_F(RunStoreTest, MigratesASchemaOneFile) {
   // runs_prunable index (3 -> 4) and the runs columns registered_uid and
   // identity_unverified (4 -> 5) and host_pid/host_pidns_inode (5 -> 6);
   // dropping them rebuilds the shipped v1 file.
-  RawExec(path_,
-          "ALTER TABLE sweep_progress DROP COLUMN sent_at_us; "
-          "DROP TABLE run_descendants; "
-          "DROP INDEX runs_prunable; "
-          "ALTER TABLE runs DROP COLUMN registered_uid; "
-          "ALTER TABLE runs DROP COLUMN identity_unverified; "
-          "ALTER TABLE runs DROP COLUMN host_pid; "
-          "ALTER TABLE runs DROP COLUMN host_pidns_inode; "
-          "PRAGMA user_version = 1;");
+  RawExec(path_, std::string(kUndoSchemaSeven) +
+                     "ALTER TABLE sweep_progress DROP COLUMN sent_at_us; "
+                     "DROP TABLE run_descendants; "
+                     "DROP INDEX runs_prunable; "
+                     "ALTER TABLE runs DROP COLUMN registered_uid; "
+                     "ALTER TABLE runs DROP COLUMN identity_unverified; "
+                     "ALTER TABLE runs DROP COLUMN host_pid; "
+                     "ALTER TABLE runs DROP COLUMN host_pidns_inode; "
+                     "PRAGMA user_version = 1;");
   ASSERT_EQ(RawQueryInt(path_, "PRAGMA user_version"), 1);
   ASSERT_EQ(RawQueryInt(path_,
                         "SELECT count(*) FROM "
@@ -398,10 +398,10 @@ TEST_F(RunStoreTest, MigratesASchemaFiveFile) {
     auto store = OpenOrDie();
     ASSERT_OK(store->Register(MakeRun("r1")));
   }
-  RawExec(path_,
-          "ALTER TABLE runs DROP COLUMN host_pid; "
-          "ALTER TABLE runs DROP COLUMN host_pidns_inode; "
-          "PRAGMA user_version = 5;");
+  RawExec(path_, std::string(kUndoSchemaSeven) +
+                     "ALTER TABLE runs DROP COLUMN host_pid; "
+                     "ALTER TABLE runs DROP COLUMN host_pidns_inode; "
+                     "PRAGMA user_version = 5;");
   auto store = OpenOrDie();
   ASSERT_NE(store, nullptr);
   EXPECT_EQ(RawQueryInt(path_, "PRAGMA user_version"), RunStore::kSchemaVersion);
@@ -413,6 +413,24 @@ TEST_F(RunStoreTest, MigratesASchemaFiveFile) {
   EXPECT_EQ(r.pid(), 4242);
   EXPECT_EQ(r.host_pid(), 0);
   EXPECT_EQ(r.host_pidns_inode(), 0u);
+}
+
+// Schema 6 had no observed-exit columns: opening such a file adds them, and
+// its runs have no observed exit (their ends were not observed that way).
+TEST_F(RunStoreTest, MigratesASchemaSixFile) {
+  {
+    auto store = OpenOrDie();
+    ASSERT_OK(store->Register(MakeRun("r1")));
+    ASSERT_OK(MarkStale(*store, "r1", v1::STALE_REASON_EXITED, v1::LIVENESS_DEAD).status());
+  }
+  RawExec(path_, std::string(kUndoSchemaSeven) + "PRAGMA user_version = 6;");
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(RawQueryInt(path_, "PRAGMA user_version"), RunStore::kSchemaVersion);
+  ASSERT_OK_AND_ASSIGN(RunProto r, store->Get("r1"));
+  EXPECT_EQ(r.state(), v1::RUN_STATE_STALE);
+  EXPECT_FALSE(r.has_observed_exit());
+  for (const v1::Event& e : Events(*store, "r1")) EXPECT_FALSE(e.has_observed_exit());
 }
 
 }  // namespace

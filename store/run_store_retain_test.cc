@@ -538,13 +538,13 @@ TEST_F(RetainTest, MigratesASchemaThreeFile) {
     ASSERT_OK(store->Register(MakeRun("a")));
   }
   // (and without the runs columns of the later migration 4 -> 5)
-  RawExec(path_,
-          "DROP INDEX runs_prunable; "
-          "ALTER TABLE runs DROP COLUMN registered_uid; "
-          "ALTER TABLE runs DROP COLUMN identity_unverified; "
-          "ALTER TABLE runs DROP COLUMN host_pid; "
-          "ALTER TABLE runs DROP COLUMN host_pidns_inode; "
-          "PRAGMA user_version = 3;");
+  RawExec(path_, std::string(kUndoSchemaSeven) +
+                     "DROP INDEX runs_prunable; "
+                     "ALTER TABLE runs DROP COLUMN registered_uid; "
+                     "ALTER TABLE runs DROP COLUMN identity_unverified; "
+                     "ALTER TABLE runs DROP COLUMN host_pid; "
+                     "ALTER TABLE runs DROP COLUMN host_pidns_inode; "
+                     "PRAGMA user_version = 3;");
   ASSERT_EQ(Count("SELECT count(*) FROM sqlite_master WHERE name = 'runs_prunable'"), 0);
   auto store = Open(Clock());
   ASSERT_NE(store, nullptr);

@@ -127,6 +127,26 @@ ALTER TABLE runs ADD COLUMN identity_unverified INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE runs ADD COLUMN host_pid INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE runs ADD COLUMN host_pidns_inode INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // 6 -> 7: the observed exit of a run's leader (docs/DESIGN.md, "Observed
+    // exit"), on the run and on the STATE_CHANGED event that ended it, apart
+    // from the runner's exit_code. observed_kind and observed_source are
+    // v1::ObservedExitKind / v1::ObservedExitSource numbers; kind 0 = none
+    // observed, which is what every row of schema 6 has (their ends were
+    // not observed this way).
+    R"sql(
+ALTER TABLE runs ADD COLUMN observed_kind INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN observed_code INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN observed_signal INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN observed_core INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN observed_at_us INTEGER;
+ALTER TABLE runs ADD COLUMN observed_source INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE events ADD COLUMN observed_kind INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE events ADD COLUMN observed_code INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE events ADD COLUMN observed_signal INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE events ADD COLUMN observed_core INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE events ADD COLUMN observed_at_us INTEGER;
+ALTER TABLE events ADD COLUMN observed_source INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kVersion,
               "one migration per schema version");

@@ -49,6 +49,22 @@ std::string RawQueryText(const std::string& path, const std::string& sql);
 // the file cannot be opened or a statement fails.
 void RawExec(const std::string& path, const std::string& sql);
 
+// Undoes migration 6 -> 7 (the observed-exit columns of runs and events),
+// for tests that rebuild a file of an older schema from a new one.
+inline constexpr char kUndoSchemaSeven[] =
+    "ALTER TABLE runs DROP COLUMN observed_kind; "
+    "ALTER TABLE runs DROP COLUMN observed_code; "
+    "ALTER TABLE runs DROP COLUMN observed_signal; "
+    "ALTER TABLE runs DROP COLUMN observed_core; "
+    "ALTER TABLE runs DROP COLUMN observed_at_us; "
+    "ALTER TABLE runs DROP COLUMN observed_source; "
+    "ALTER TABLE events DROP COLUMN observed_kind; "
+    "ALTER TABLE events DROP COLUMN observed_code; "
+    "ALTER TABLE events DROP COLUMN observed_signal; "
+    "ALTER TABLE events DROP COLUMN observed_core; "
+    "ALTER TABLE events DROP COLUMN observed_at_us; "
+    "ALTER TABLE events DROP COLUMN observed_source; ";
+
 }  // namespace runreaper::store
 
 #endif  // RUNREAPER_STORE_STORE_TEST_UTIL_H_
