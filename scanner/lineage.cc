@@ -24,6 +24,7 @@ struct LineageTracker::Node {
   std::string owner;  // run id
   bool gone = false;
   bool exit_seen = false;
+  bool leads = false;  // a tracked run's leader
 };
 
 struct LineageTracker::Run {
@@ -58,6 +59,10 @@ struct LineageTracker::State {
   // Node ids by owning run, so a run's members cost its own nodes, not
   // every tracked process (kept by SetOwnerLocked / EraseNodeLocked).
   std::unordered_map<std::string, std::unordered_set<uint64_t>> by_owner;
+  // The last exit event of any thread of a leader, by (pid, start time):
+  // its wait status and when it came (LeaderExit). Kept past the node,
+  // which is forgotten once reaped; dropped by Untrack.
+  std::map<std::pair<int, uint64_t>, std::pair<uint32_t, absl::Time>> leader_exits;
 };
 
 LineageTracker::LineageTracker(const ProcFs* procfs) : LineageTracker(procfs, Options()) {}
@@ -236,6 +241,16 @@ void LineageTracker::ApplyEventLocked(const ProcEvent& ev, bool replay) {
       if (ev.IsProcess()) AddChildLocked(ev.parent_tgid, ev.tgid, replay);
       break;
     case ProcEvent::Kind::kExit: {
+      // A leader's status: the last exit event of any of its threads. In a
+      // group exit (exit_group, a fatal signal) every thread carries the
+      // group's status; a main thread that left early (pthread_exit) is
+      // followed by the thread that ends the process.
+      if (auto lt = st.live.find(ev.tgid); lt != st.live.end()) {
+        const Node& ln = st.nodes[lt->second];
+        if (ln.leads && ln.start_time != 0) {
+          st.leader_exits[{ln.pid, ln.start_time}] = {ev.exit_code, absl::Now()};
+        }
+      }
       // A thread's exit, even the main thread's while others run, does not
       // end the process; the recheck reads whether it is still there.
       if (!ev.IsProcess()) break;
@@ -434,6 +449,7 @@ absl::Status LineageTracker::Track(const std::vector<LineageRun>& runs) {
       // Already a descendant of an older run: this one, younger, owns it.
       const uint64_t id = live->second;
       run.leader = id;
+      st.nodes[id].leads = true;
       const std::string older = st.nodes[id].owner;  // copy: overwritten
       SetOwnerBelow(id, older, spec.run_id);
       continue;
@@ -453,6 +469,7 @@ absl::Status LineageTracker::Track(const std::vector<LineageRun>& runs) {
     SetOwnerLocked(id, spec.run_id);
     st.live[spec.pid] = id;
     run.leader = id;
+    n.leads = true;
   }
   AttachSnapshotLocked(*snapshot);
   // Forks and exits seen while the walk ran, on top of it.
@@ -492,12 +509,26 @@ int LineageTracker::Adopt(const std::string& run_id, const std::vector<LineageRu
   return adopted;
 }
 
+std::optional<ObservedExit> LineageTracker::LeaderExit(const std::string& run_id) const {
+  absl::MutexLock lock(&mu_);
+  const State& st = *state_;
+  auto rit = st.runs.find(run_id);
+  if (rit == st.runs.end()) return std::nullopt;
+  auto e = st.leader_exits.find({rit->second.pid, rit->second.start_time});
+  if (e == st.leader_exits.end()) return std::nullopt;
+  ObservedExit out = FromWaitStatus(static_cast<int>(e->second.first),
+                                    ObservedExit::Source::kProcConnector, e->second.second);
+  if (!out.known()) return std::nullopt;
+  return out;
+}
+
 void LineageTracker::Untrack(const std::string& run_id) {
   absl::MutexLock lock(&mu_);
   State& st = *state_;
   auto rit = st.runs.find(run_id);
   if (rit == st.runs.end()) return;
   const uint64_t leader = rit->second.leader;
+  st.leader_exits.erase({rit->second.pid, rit->second.start_time});
   if (rit->second.gap) --st.runs_with_gap;
   st.runs.erase(rit);
   ++st.version;

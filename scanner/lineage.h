@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -38,6 +39,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "scanner/observed_exit.h"
 #include "scanner/proc_events.h"
 #include "scanner/procfs.h"
 
@@ -114,6 +116,13 @@ class LineageTracker {
   // Stops tracking a run: its processes pass to the next tracked run up
   // their ancestry, or are forgotten.
   void Untrack(const std::string& run_id);
+
+  // The wait status the proc connector's exit events gave for the run's
+  // leader (the last exit event of any of its threads, decoded; source
+  // kProcConnector, observed when the event was applied); nullopt when
+  // none was seen (the leader runs, exited before it was tracked, or the
+  // event was lost) or the run is not tracked. Kept until Untrack.
+  std::optional<ObservedExit> LeaderExit(const std::string& run_id) const;
 
   // Flags a run's gap from outside (the daemon was down while it ran).
   void MarkGap(const std::string& run_id, const std::string& reason);

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -113,6 +114,54 @@ class FixtureTest : public ::testing::Test {
   std::unique_ptr<ProcFs> procfs_;
   std::unique_ptr<LineageTracker> tracker_;
 };
+
+// The connector's exit events give the leader's wait status (the observed
+// exit's fallback where pidfd info is missing): the last event of any of
+// its threads, kept after the leader is forgotten, dropped by Untrack; a
+// descendant's exit is not the run's.
+TEST_F(FixtureTest, LeaderExitStatusFromTheConnector) {
+  Proc(100, 1, 1000);  // leader
+  Proc(101, 100, 1001);
+  ASSERT_OK(tracker_->Track({{"r", 100, 1000}}));
+  EXPECT_FALSE(tracker_->LeaderExit("r").has_value()) << "running";
+  ProcEvent child = ExitEv(101);
+  child.exit_code = 3 << 8;
+  Apply({child});
+  EXPECT_FALSE(tracker_->LeaderExit("r").has_value()) << "a descendant's exit";
+
+  // The main thread leaves first (pthread_exit, status 0); the last thread
+  // ends the process with exit_group(7).
+  ProcEvent main_thread = ExitEv(100);
+  main_thread.exit_code = 0;
+  ProcEvent last_thread = ExitEv(100);
+  last_thread.pid = 150;
+  last_thread.exit_code = 7 << 8;
+  Apply({main_thread, last_thread});
+  Gone(100);
+  std::optional<ObservedExit> e = tracker_->LeaderExit("r");
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->kind, ObservedExit::Kind::kExited);
+  EXPECT_EQ(e->code, 7);
+  EXPECT_EQ(e->source, ObservedExit::Source::kProcConnector);
+  tracker_->Members("r");  // forgets the reaped leader
+  EXPECT_TRUE(tracker_->LeaderExit("r").has_value());
+  tracker_->Untrack("r");
+  EXPECT_FALSE(tracker_->LeaderExit("r").has_value());
+  EXPECT_FALSE(tracker_->LeaderExit("nope").has_value());
+}
+
+TEST_F(FixtureTest, LeaderKilledBySignalFromTheConnector) {
+  Proc(100, 1, 1000);
+  ASSERT_OK(tracker_->Track({{"r", 100, 1000}}));
+  ProcEvent ev = ExitEv(100);
+  ev.exit_code = SIGSEGV | 0x80;
+  Apply({ev});
+  std::optional<ObservedExit> e = tracker_->LeaderExit("r");
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->kind, ObservedExit::Kind::kSignaled);
+  EXPECT_EQ(e->signal, SIGSEGV);
+  EXPECT_TRUE(e->core_dumped);
+}
 
 TEST_F(FixtureTest, SeedsFromTheWalkAndFollowsForks) {
   Proc(100, 1, 1000);  // leader
