@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -277,10 +278,31 @@ absl::Status Daemon::Start() {
   // offers, read once and logged once; passed to all who need them.
   self_ = std::make_unique<DaemonSelf>(procfs_);
   self_->LogAtStart();
-  ASSIGN_OR_RETURN(watcher_, scanner::ExitWatcher::Create(&procfs_));
+  // Kernel features for the observed exit, probed once (this block may move
+  // to the daemon's self-description with the other kernel features).
+  scanner::ExitWatcherOptions wopts;
+  {
+    const scanner::PidfdFeatures pidfd = scanner::ProbePidfdFeatures();
+    wopts.read_exit_status = pidfd.info_exit && options_.pidfd_info;
+    LogInfo("observed exit: ",
+            wopts.read_exit_status
+                ? "pidfd info (PIDFD_INFO_EXIT)"
+                : absl::StrCat("no pidfd info (",
+                               !options_.pidfd_info ? "--pidfd_info=false"
+                               : pidfd.get_info     ? "kernel without PIDFD_INFO_EXIT"
+                                                    : "kernel without PIDFD_GET_INFO",
+                               "): the proc connector's exit event when lineage is on, "
+                               "else unknown"));
+  }
+  ASSIGN_OR_RETURN(watcher_, scanner::ExitWatcher::Create(&procfs_, wopts));
   ReconcilerOptions ropts;
   ropts.stale_after = options_.stale_after;
   ropts.self = self_.get();
+  // lineage_ is set by StartLineage below, before any run is reconciled.
+  ropts.connector_exit = [this](const std::string& run_id) -> std::optional<scanner::ObservedExit> {
+    if (lineage_ == nullptr) return std::nullopt;
+    return lineage_->LeaderExit(run_id);
+  };
   reconciler_ = std::make_unique<Reconciler>(store_.get(), &procfs_, watcher_.get(), ropts);
   SweeperOptions sweeper_options;
   sweeper_options.metrics = &metrics_;

@@ -51,6 +51,11 @@ struct DaemonOptions {
   // (only what changed, one transaction) for a restart (docs/ORPHANS.md
   // "Durable lineage").
   absl::Duration lineage_persist_interval = absl::Seconds(1);
+  // Read each exited leader's status through its pidfd (PIDFD_INFO_EXIT,
+  // Linux >= 6.15) when the kernel has it (probed once at start, logged).
+  // false = behave as on a kernel without it: the proc connector's exit
+  // event (lineage on) or "unknown" (docs/OPERATIONS.md, "Kernel features").
+  bool pidfd_info = true;
 };
 
 // Serves until SIGTERM/SIGINT. Returns the process exit code (0 after a clean

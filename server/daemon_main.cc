@@ -76,6 +76,11 @@ ABSL_FLAG(bool, lineage, true,
           "process that left the run's group, session and environment is "
           "still its member (MATCH_SOURCE_DESCENT). Unavailable = off, "
           "logged once; false = membership exactly as without lineage.");
+ABSL_FLAG(bool, pidfd_info, true,
+          "Read each exited leader's exit status through its pidfd "
+          "(PIDFD_INFO_EXIT, Linux >= 6.15; detected at start and logged). "
+          "false = as on an older kernel: the proc connector's exit event "
+          "when --lineage is on, otherwise the observed exit is unknown.");
 ABSL_FLAG(int, handler_threads, 16,
           "Threads that answer the calls that wait on the disk or walk /proc "
           "(RegisterRun, Heartbeat, FinishRun, CancelRun, Reconcile, "
@@ -123,6 +128,7 @@ int main(int argc, char** argv) {
   options.sweep_interval = absl::GetFlag(FLAGS_sweep_interval);
   options.retain = absl::GetFlag(FLAGS_retain);
   options.lineage = absl::GetFlag(FLAGS_lineage);
+  options.pidfd_info = absl::GetFlag(FLAGS_pidfd_info);
   options.lineage_persist_interval = absl::GetFlag(FLAGS_lineage_persist_interval);
   if (options.lineage_persist_interval <= absl::ZeroDuration()) {
     fprintf(stderr, "runreaperd: --lineage_persist_interval must be > 0\n");

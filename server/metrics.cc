@@ -22,6 +22,7 @@
 #include "prometheus/registry.h"
 #include "prometheus/text_serializer.h"
 #include "runreaper/v1/runreaper.grpc.pb.h"
+#include "scanner/observed_exit.h"
 #include "server/metrics_process.h"
 
 namespace runreaper::server {
@@ -292,7 +293,19 @@ struct Metrics::Families {
         refused(prometheus::BuildCounter()
                     .Name("runreaper_refused_callers_total")
                     .Help("Callers refused, by reason.")
-                    .Register(r)) {
+                    .Register(r)),
+        ended(prometheus::BuildCounter()
+                  .Name("runreaper_runs_ended_total")
+                  .Help("Runs whose leader's end runreaper observed, by how it ended (the "
+                        "observed exit: exited, signaled, unknown).")
+                  .Register(r)),
+        signaled(prometheus::BuildCounter()
+                     .Name("runreaper_runs_signaled_total")
+                     .Help("Runs whose leader was observed killed by a signal, by signal name.")
+                     .Register(r)) {
+    ended_exited = &ended.Add({{"how", "exited"}});
+    ended_signaled = &ended.Add({{"how", "signaled"}});
+    ended_unknown = &ended.Add({{"how", "unknown"}});
     for (v1::RunState s : {v1::RUN_STATE_RUNNING, v1::RUN_STATE_FINISHED, v1::RUN_STATE_STALE,
                            v1::RUN_STATE_CANCELLED}) {
       runs_by_state[s] = &runs.Add({{"state", LowerName(v1::RunState_Name(s), "RUN_STATE_")}});
@@ -342,6 +355,11 @@ struct Metrics::Families {
   Counter& proc_events;
   Counter& proc_events_lost;
   prometheus::Family<Counter>& refused;
+  prometheus::Family<Counter>& ended;
+  prometheus::Family<Counter>& signaled;
+  Counter* ended_exited;
+  Counter* ended_signaled;
+  Counter* ended_unknown;
 
   std::map<v1::RunState, Gauge*> runs_by_state;
   std::map<v1::StaleReason, Counter*> transitions_by_reason;
@@ -389,6 +407,25 @@ void Metrics::CountEvents(const std::vector<v1::Event>& events) {
         if (e.to_state() == v1::RUN_STATE_STALE) {
           auto it = f_->transitions_by_reason.find(e.stale_reason());
           (it == f_->transitions_by_reason.end() ? f_->transitions_other : it->second)->Increment();
+        }
+        if (e.has_observed_exit()) {
+          switch (e.observed_exit().kind()) {
+            case v1::OBSERVED_EXIT_KIND_EXITED:
+              f_->ended_exited->Increment();
+              break;
+            case v1::OBSERVED_EXIT_KIND_SIGNALED: {
+              f_->ended_signaled->Increment();
+              // Signal numbers are 1..64: the label set stays bounded.
+              const int sig = e.observed_exit().signal();
+              f_->signaled
+                  .Add({{"signal", sig >= 1 && sig <= 64 ? scanner::SignalName(sig) : "other"}})
+                  .Increment();
+              break;
+            }
+            default:
+              f_->ended_unknown->Increment();
+              break;
+          }
         }
         break;
       case v1::EVENT_TYPE_SIGNAL:

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -99,6 +100,36 @@ TEST(MetricsTest, ScrapeReturnsCurrentValues) {
   body = Get(server->port(), "/metrics");
   EXPECT_TRUE(Has(body, "runreaper_watcher_fallbacks_total 4")) << body;
   EXPECT_TRUE(Has(body, "runreaper_healthy 0")) << body;
+}
+
+// The observed exit of every run the reconciler ended: how it ended, and
+// for a signal, which one (bounded: signal names, "other" past 64).
+TEST(MetricsTest, RunsEndedByHowAndBySignal) {
+  Metrics metrics;
+  auto ended = [](v1::ObservedExitKind kind, int sig) {
+    v1::Event e;
+    e.set_type(v1::EVENT_TYPE_STATE_CHANGED);
+    e.set_to_state(v1::RUN_STATE_STALE);
+    e.set_stale_reason(v1::STALE_REASON_EXITED);
+    e.mutable_observed_exit()->set_kind(kind);
+    e.mutable_observed_exit()->set_signal(sig);
+    return e;
+  };
+  v1::Event finished;  // finish: no observed exit, not counted
+  finished.set_type(v1::EVENT_TYPE_STATE_CHANGED);
+  finished.set_to_state(v1::RUN_STATE_FINISHED);
+  metrics.CountEvents(
+      {ended(v1::OBSERVED_EXIT_KIND_EXITED, 0), ended(v1::OBSERVED_EXIT_KIND_SIGNALED, SIGKILL),
+       ended(v1::OBSERVED_EXIT_KIND_SIGNALED, SIGKILL),
+       ended(v1::OBSERVED_EXIT_KIND_SIGNALED, SIGSEGV), ended(v1::OBSERVED_EXIT_KIND_SIGNALED, 99),
+       ended(v1::OBSERVED_EXIT_KIND_UNKNOWN, 0), finished});
+  const std::string body = metrics.Render();
+  EXPECT_TRUE(Has(body, "runreaper_runs_ended_total{how=\"exited\"} 1")) << body;
+  EXPECT_TRUE(Has(body, "runreaper_runs_ended_total{how=\"signaled\"} 4")) << body;
+  EXPECT_TRUE(Has(body, "runreaper_runs_ended_total{how=\"unknown\"} 1")) << body;
+  EXPECT_TRUE(Has(body, "runreaper_runs_signaled_total{signal=\"SIGKILL\"} 2")) << body;
+  EXPECT_TRUE(Has(body, "runreaper_runs_signaled_total{signal=\"SIGSEGV\"} 1")) << body;
+  EXPECT_TRUE(Has(body, "runreaper_runs_signaled_total{signal=\"other\"} 1")) << body;
 }
 
 TEST(MetricsTest, RetentionCountsPrunedRunsAndTheDatabaseSize) {

@@ -60,6 +60,82 @@ bool BootMatches(const store::RunningRecord& run, const scanner::LivenessObserve
 
 }  // namespace
 
+v1::ObservedExit ObservedExitProto(const scanner::ObservedExit& e) {
+  v1::ObservedExit out;
+  switch (e.kind) {
+    case scanner::ObservedExit::Kind::kExited:
+      out.set_kind(v1::OBSERVED_EXIT_KIND_EXITED);
+      out.set_exit_code(e.code);
+      break;
+    case scanner::ObservedExit::Kind::kSignaled:
+      out.set_kind(v1::OBSERVED_EXIT_KIND_SIGNALED);
+      out.set_signal(e.signal);
+      out.set_core_dumped(e.core_dumped);
+      break;
+    case scanner::ObservedExit::Kind::kUnknown:
+      out.set_kind(v1::OBSERVED_EXIT_KIND_UNKNOWN);
+      break;
+  }
+  switch (e.known() ? e.source : scanner::ObservedExit::Source::kUnknown) {
+    case scanner::ObservedExit::Source::kPidfdInfo:
+      out.set_source(v1::OBSERVED_EXIT_SOURCE_PIDFD_INFO);
+      break;
+    case scanner::ObservedExit::Source::kProcConnector:
+      out.set_source(v1::OBSERVED_EXIT_SOURCE_PROC_CONNECTOR);
+      break;
+    case scanner::ObservedExit::Source::kUnknown:
+      out.set_source(v1::OBSERVED_EXIT_SOURCE_UNKNOWN);
+      break;
+  }
+  if (e.observed_at != absl::InfinitePast()) {
+    const int64_t us = absl::ToUnixMicros(e.observed_at);
+    int64_t secs = us / 1000000;
+    int64_t rem = us % 1000000;
+    if (rem < 0) {
+      rem += 1000000;
+      --secs;
+    }
+    out.mutable_observed_at()->set_seconds(secs);
+    out.mutable_observed_at()->set_nanos(static_cast<int32_t>(rem * 1000));
+  }
+  return out;
+}
+
+void Reconciler::AttachObservedExits(std::vector<store::RunUpdate>& updates, absl::Time now) {
+  std::vector<size_t> waiting;  // fresh ends the connector may still report
+  for (size_t i = 0; i < updates.size(); ++i) {
+    store::RunUpdate& u = updates[i];
+    if (u.kind != store::RunUpdate::Kind::kStale) continue;
+    std::optional<scanner::ObservedExit> e;
+    if (watcher_ != nullptr) e = watcher_->TakeObservedExit(u.run_id);
+    if (!e.has_value() && options_.connector_exit) e = options_.connector_exit(u.run_id);
+    if (e.has_value()) {
+      u.observed_exit = ObservedExitProto(*e);
+      continue;
+    }
+    u.observed_exit = ObservedExitProto(scanner::UnknownExit(now));
+    const bool fresh =
+        u.stale_reason == v1::STALE_REASON_EXITED || u.stale_reason == v1::STALE_REASON_ZOMBIE;
+    if (fresh && options_.connector_exit) waiting.push_back(i);
+  }
+  // The connector's event is sent before the exit completes, but the
+  // lineage thread applies it on its own time: give it a moment.
+  const absl::Time deadline = absl::Now() + options_.connector_wait;
+  while (!waiting.empty() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+    std::vector<size_t> still;
+    for (const size_t i : waiting) {
+      std::optional<scanner::ObservedExit> e = options_.connector_exit(updates[i].run_id);
+      if (e.has_value()) {
+        updates[i].observed_exit = ObservedExitProto(*e);
+      } else {
+        still.push_back(i);
+      }
+    }
+    waiting = std::move(still);
+  }
+}
+
 Reconciler::Reconciler(store::RunStore* store, const scanner::ProcFs* procfs,
                        scanner::ExitWatcher* watcher, ReconcilerOptions options)
     : store_(store), procfs_(procfs), watcher_(watcher), options_(std::move(options)) {
@@ -310,6 +386,7 @@ absl::StatusOr<PassResult> Reconciler::ReconcileLocked(
   }
 
   if (!updates.empty()) {
+    AttachObservedExits(updates, now);
     // One transaction for the whole pass, its events included.
     ASSIGN_OR_RETURN(std::vector<store::AppliedUpdate> applied,
                      store_->ApplyPass(updates, seen_by));

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "absl/time/time.h"
 #include "runreaper/v1/runreaper.pb.h"
 #include "scanner/exit_watcher.h"
+#include "scanner/observed_exit.h"
 #include "scanner/procfs.h"
 #include "server/daemon_self.h"
 #include "store/run_store.h"
@@ -36,7 +38,18 @@ struct ReconcilerOptions {
   // runreaperd's own PID namespace and boot id, read once (the daemon's);
   // null: the reconciler reads its own through its procfs at construction.
   const DaemonSelf* self = nullptr;
+  // The proc connector's account of a run's leader exit (the lineage
+  // tracker's LeaderExit), asked when the watcher read no status through
+  // the pidfd; null = no connector (lineage off). A run that just ended by
+  // EXITED or ZOMBIE waits up to connector_wait (per pass, for all such
+  // runs) for the event, which the lineage thread may not have applied yet.
+  std::function<std::optional<scanner::ObservedExit>(const std::string& run_id)> connector_exit;
+  absl::Duration connector_wait = absl::Milliseconds(50);
 };
+
+// The proto form of an observed exit (kind UNKNOWN with source UNKNOWN when
+// no status was observed).
+v1::ObservedExit ObservedExitProto(const scanner::ObservedExit& e);
 
 struct PassResult {
   std::vector<v1::Transition> transitions;  // RUNNING -> STALE changes
@@ -87,6 +100,11 @@ class Reconciler {
   // Reloads cache_ when the store or the armed set changed since the last
   // pass. Returns whether anything was reloaded.
   absl::StatusOr<bool> RefreshLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(pass_mu_);
+
+  // Sets each kStale update's observed exit: the status the watcher read
+  // through the leader's pidfd, else the connector's (waiting up to
+  // connector_wait for a fresh end), else unknown at `now`.
+  void AttachObservedExits(std::vector<store::RunUpdate>& updates, absl::Time now);
 
   // How often a verified-alive leader's last_seen_alive_at is written.
   absl::Duration PersistEvery() const { return options_.stale_after / 4; }

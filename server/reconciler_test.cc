@@ -11,10 +11,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -373,6 +375,72 @@ TEST_F(ReconcilerTest, OnePassIsOneTransactionWithContiguousEvents) {
     runs.insert(events[i].run_id());
   }
   EXPECT_EQ(runs, (std::set<std::string>{"gone0", "gone1", "gone2"}));
+}
+
+// The observed exit (docs/DESIGN.md): the status read through the leader's
+// pidfd, a process the reconciler's caller did not spawn (here the test is
+// its parent and reaps it), stored with the STALE transition; the runner's
+// exit_code stays unset.
+TEST_F(ReconcilerTest, WatchedLeaderExitCodeIsTheObservedExit) {
+  if (!scanner::ProbePidfdFeatures().info_exit) GTEST_SKIP() << "no PIDFD_INFO_EXIT";
+  scanner::ExitWatcherOptions wopts;
+  wopts.read_exit_status = true;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<scanner::ExitWatcher> watcher,
+                       scanner::ExitWatcher::Create(&procfs_, wopts));
+  reconciler_ = MakeReconciler(watcher.get());
+  TestChild child(nullptr, 7);
+  ASSERT_OK_AND_ASSIGN(v1::Run run, store_->Register(RunFor("seven", child.pid())));
+  ASSERT_OK(reconciler_->Watch(run));
+  child.Release();
+  child.Reap();
+  ASSERT_OK_AND_ASSIGN(PassResult r, reconciler_->ReconcileRuns(AwaitExit(watcher.get(), "seven")));
+  ASSERT_EQ(r.transitions.size(), 1u);
+  const v1::Run after = Get("seven");
+  EXPECT_EQ(after.state(), v1::RUN_STATE_STALE);
+  EXPECT_EQ(after.observed_exit().kind(), v1::OBSERVED_EXIT_KIND_EXITED);
+  EXPECT_EQ(after.observed_exit().exit_code(), 7);
+  EXPECT_EQ(after.observed_exit().source(), v1::OBSERVED_EXIT_SOURCE_PIDFD_INFO);
+  EXPECT_TRUE(after.observed_exit().has_observed_at());
+  EXPECT_FALSE(after.has_exit_code());
+}
+
+// Without pidfd info (read_exit_status off, as on Linux < 6.15): the
+// connector's status when it has one, waited for briefly; otherwise
+// unknown, never a guess.
+TEST_F(ReconcilerTest, WithoutPidfdInfoTheConnectorOrUnknown) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<scanner::ExitWatcher> watcher,
+                       scanner::ExitWatcher::Create(&procfs_));
+  ReconcilerOptions options;
+  options.stale_after = kStaleAfter;
+  options.clock = [this] { return now_; };
+  std::atomic<int> asked{0};
+  options.connector_exit = [&](const std::string& id) -> std::optional<scanner::ObservedExit> {
+    // The connector "applies" the event on the third look.
+    if (id != "by-connector" || ++asked < 3) return std::nullopt;
+    return scanner::FromWaitStatus(SIGSEGV, scanner::ObservedExit::Source::kProcConnector,
+                                   absl::Now());
+  };
+  reconciler_ = std::make_unique<Reconciler>(store_.get(), &procfs_, watcher.get(), options);
+  TestChild a;
+  TestChild b;
+  ASSERT_OK_AND_ASSIGN(v1::Run ra, store_->Register(RunFor("by-connector", a.pid())));
+  ASSERT_OK_AND_ASSIGN(v1::Run rb, store_->Register(RunFor("unknown", b.pid())));
+  a.Release();
+  a.Reap();
+  b.Release();
+  b.Reap();
+  ASSERT_OK(reconciler_->RunPass().status());
+  const v1::Run ga = Get("by-connector");
+  EXPECT_EQ(ga.state(), v1::RUN_STATE_STALE);
+  EXPECT_EQ(ga.observed_exit().kind(), v1::OBSERVED_EXIT_KIND_SIGNALED);
+  EXPECT_EQ(ga.observed_exit().signal(), SIGSEGV);
+  EXPECT_EQ(ga.observed_exit().source(), v1::OBSERVED_EXIT_SOURCE_PROC_CONNECTOR);
+  const v1::Run gb = Get("unknown");
+  EXPECT_EQ(gb.state(), v1::RUN_STATE_STALE);
+  EXPECT_EQ(gb.observed_exit().kind(), v1::OBSERVED_EXIT_KIND_UNKNOWN);
+  EXPECT_EQ(gb.observed_exit().source(), v1::OBSERVED_EXIT_SOURCE_UNKNOWN);
+  EXPECT_EQ(gb.observed_exit().exit_code(), 0);
+  EXPECT_EQ(gb.observed_exit().signal(), 0);
 }
 
 TEST_F(ReconcilerTest, WatchedChildKilledIsReconciledStaleExited) {

@@ -22,6 +22,7 @@ void FillWaitResponse(const v1::Run& run, v1::WaitRunResponse* response) {
   *response->mutable_run() = run;
   MakeValidUtf8(response->mutable_run());
   response->set_terminal(store::IsTerminal(run.state()));
+  if (run.has_observed_exit()) *response->mutable_observed_exit() = run.observed_exit();
   // Every stale reason but TIMEOUT is decided on verified evidence that the
   // leader is gone: an exit (ESRCH, state X), a zombie, another process on
   // its pid (start time differs), or a reboot. TIMEOUT proves nothing.
