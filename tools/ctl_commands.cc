@@ -233,7 +233,18 @@ int CmdWait(Client& c, const ParsedArgs& a) {
     if (resp.timed_out())
       printf("result:        timed out (still %s)\n", ShortStateName(resp.run().state()).c_str());
   }
-  return resp.timed_out() ? kExitError : kExitOk;
+  if (resp.timed_out()) return kExitError;
+  if (!a.Bool("job_code")) return kExitOk;
+  // The job's own code (the leader's observed exit, else the runner's
+  // result), so a shell script can wait on a process it never started.
+  v1::Run run = resp.run();
+  if (resp.has_observed_exit()) *run.mutable_observed_exit() = resp.observed_exit();
+  const int code = JobCode(run);
+  if (code < 0) {
+    fprintf(stderr, "runreaperctl: wait: the job's exit status is unknown\n");
+    return kExitError;
+  }
+  return code;
 }
 
 int CmdReconcile(Client& c, const ParsedArgs& a) {

@@ -53,6 +53,62 @@ std::string Liveness(v1::Liveness l) {
   return std::string(absl::StripPrefix(v1::Liveness_Name(l), "LIVENESS_"));
 }
 
+namespace {
+
+std::string SignalLabel(int sig) {
+  const char* abbrev = sig > 0 ? ::sigabbrev_np(sig) : nullptr;
+  return abbrev != nullptr ? absl::StrCat("SIG", abbrev) : absl::StrCat("signal ", sig);
+}
+
+std::string SourceLabel(v1::ObservedExitSource s) {
+  switch (s) {
+    case v1::OBSERVED_EXIT_SOURCE_PIDFD_INFO:
+      return "pidfd_info";
+    case v1::OBSERVED_EXIT_SOURCE_PROC_CONNECTOR:
+      return "proc_connector";
+    default:
+      return "unknown";
+  }
+}
+
+}  // namespace
+
+std::string DescribeObservedExit(const v1::ObservedExit& e) {
+  switch (e.kind()) {
+    case v1::OBSERVED_EXIT_KIND_EXITED:
+      return absl::StrCat("code ", e.exit_code(), " (", SourceLabel(e.source()), ")");
+    case v1::OBSERVED_EXIT_KIND_SIGNALED:
+      return absl::StrCat("signal ", SignalLabel(e.signal()),
+                          e.core_dumped() ? ", core dumped" : "", " (", SourceLabel(e.source()),
+                          ")");
+    case v1::OBSERVED_EXIT_KIND_UNKNOWN:
+      return "unknown";
+    default:
+      return "-";
+  }
+}
+
+std::string ShortObservedExit(const v1::ObservedExit& e) {
+  switch (e.kind()) {
+    case v1::OBSERVED_EXIT_KIND_EXITED:
+      return absl::StrCat(e.exit_code());
+    case v1::OBSERVED_EXIT_KIND_SIGNALED:
+      return absl::StrCat(SignalLabel(e.signal()), e.core_dumped() ? "+core" : "");
+    case v1::OBSERVED_EXIT_KIND_UNKNOWN:
+      return "unknown";
+    default:
+      return "-";
+  }
+}
+
+int JobCode(const v1::Run& run) {
+  const v1::ObservedExit& e = run.observed_exit();
+  if (e.kind() == v1::OBSERVED_EXIT_KIND_EXITED) return e.exit_code();
+  if (e.kind() == v1::OBSERVED_EXIT_KIND_SIGNALED) return 128 + e.signal();
+  if (run.has_exit_code()) return run.exit_code();
+  return -1;
+}
+
 void PrintRun(const v1::Run& r) {
   printf("run_id:        %s\n", EscapeForLog(r.run_id()).c_str());
   printf("state:         %s", ShortStateName(r.state()).c_str());
@@ -62,6 +118,11 @@ void PrintRun(const v1::Run& r) {
   printf("\n");
   printf("liveness:      %s\n", Liveness(r.liveness()).c_str());
   printf("exit_code:     %s\n", r.has_exit_code() ? absl::StrCat(r.exit_code()).c_str() : "-");
+  // How the leader ended as runreaperd observed it, apart from the result
+  // the runner published above.
+  if (r.has_observed_exit()) {
+    printf("observed_exit: %s\n", DescribeObservedExit(r.observed_exit()).c_str());
+  }
   printf("pid:           %d\n", r.pid());
   printf("pgid:          %d\n", r.pgid());
   printf("sid:           %d\n", r.sid());
@@ -109,16 +170,19 @@ std::string Age(const google::protobuf::Timestamp& t) {
 // One line per run: what a human needs to tell a healthy run from a stuck or
 // dead one (state, what the last pass saw, why it is stale, how old it is).
 void PrintRunTable(const std::vector<v1::Run>& runs) {
-  printf("%-24s %-10s %-11s %-9s %8s %8s %-16s %5s %7s %-10s %s\n", "RUN_ID", "STATE", "LIVENESS",
-         "REASON", "PID", "PGID", "COMM", "EXIT", "REG_UID", "IDENTITY", "AGE");
+  // The age stays last (scripts read it from the end of the line).
+  printf("%-24s %-10s %-11s %-9s %8s %8s %-16s %5s %7s %-10s %-12s %s\n", "RUN_ID", "STATE",
+         "LIVENESS", "REASON", "PID", "PGID", "COMM", "EXIT", "REG_UID", "IDENTITY", "OBSERVED",
+         "AGE");
   for (const v1::Run& r : runs) {
-    printf("%-24s %-10s %-11s %-9s %8d %8d %-16s %5s %7u %-10s %s\n",
+    printf("%-24s %-10s %-11s %-9s %8d %8d %-16s %5s %7u %-10s %-12s %s\n",
            EscapeForLog(r.run_id()).c_str(), ShortStateName(r.state()).c_str(),
            r.liveness() == v1::LIVENESS_UNSPECIFIED ? "-" : Liveness(r.liveness()).c_str(),
            r.state() == v1::RUN_STATE_STALE ? ShortReasonName(r.stale_reason()).c_str() : "-",
            r.pid(), r.pgid(), EscapeForLog(r.comm()).c_str(),
            r.has_exit_code() ? absl::StrCat(r.exit_code()).c_str() : "-", r.registered_uid(),
-           r.identity_unverified() ? "unverified" : "verified", Age(r.registered_at()).c_str());
+           r.identity_unverified() ? "unverified" : "verified",
+           ShortObservedExit(r.observed_exit()).c_str(), Age(r.registered_at()).c_str());
   }
 }
 

@@ -49,6 +49,15 @@ std::string Age(const google::protobuf::Timestamp& t);
 // PGID, SID, CGROUP, ... (the enum name without its prefix).
 std::string MatchName(::runreaper::v1::MatchSource s);
 
+// "code 7 (pidfd_info)", "signal SIGSEGV, core dumped (proc_connector)",
+// "unknown"; "-" when none was observed (unset).
+std::string DescribeObservedExit(const ::runreaper::v1::ObservedExit& e);
+// Short, for tables: "7", "SIGKILL", "SIGSEGV+core", "unknown", "-".
+std::string ShortObservedExit(const ::runreaper::v1::ObservedExit& e);
+// The job's own code by the shell's convention: the observed exit code, or
+// 128 + signal; else the runner's exit_code; else -1 (unknown).
+int JobCode(const ::runreaper::v1::Run& run);
+
 // One run as "field: value" lines.
 void PrintRun(const ::runreaper::v1::Run& r);
 // One line per run under a header.

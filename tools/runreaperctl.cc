@@ -7,7 +7,8 @@
 // (tools/ctl_commands.h), which prints through tools/ctl_output.h.
 //
 // Exit codes: 0 ok, 1 error (including a daemon that cannot be reached and
-// `wait` timing out), 2 usage, 3 not found.
+// `wait` timing out), 2 usage, 3 not found; `wait --job_code` exits with the
+// job's own code instead.
 #include <signal.h>
 
 #include <cstdio>
@@ -101,13 +102,18 @@ const std::vector<Command>& Commands() {
        0,
        0},
       {"wait",
-       "wait RUN_ID [--timeout=D]",
+       "wait RUN_ID [--timeout=D] [--job_code]",
        "Waits until the run is terminal and prints it (exited-without-result "
-       "when the leader's exit was verified but no result was published). "
-       "D like 30s, 5m; without it, waits indefinitely. Exit 1 when the "
-       "timeout passes first.",
+       "when the leader's exit was verified but no result was published; "
+       "observed_exit: how the leader ended as runreaperd saw it). D like "
+       "30s, 5m; without it, waits indefinitely. Exit 1 when the timeout "
+       "passes first. With --job_code, exits with the job's own code instead "
+       "of 0, so a script can wait on a process it never started: the "
+       "leader's observed exit code, or 128 + the signal that killed it; "
+       "else the exit_code the runner published; else 1 (unknown, said on "
+       "stderr).",
        {"timeout"},
-       {},
+       {"job_code"},
        1,
        1},
       {"reconcile",
