@@ -1,0 +1,231 @@
+// The observed exit end to end (docs/DESIGN.md, "Observed exit"): real jobs
+// that are nobody's child here (double-forked, reparented to init, which
+// reaps them), registered with the real daemon, and what runreaperctl shows:
+// the exit code, the signal, `wait --job_code` exiting with the job's code,
+// a runner's published result beside the leader's real end, and the kernel
+// path without pidfd info (--pidfd_info=false): the proc connector's code
+// with lineage on, "unknown" without it.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "base/syscalls.h"
+#include "base/test_util.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "tests/e2e_util.h"
+
+namespace runreaper::e2e {
+namespace {
+
+// A job the test did not keep as a child: a helper forks it and exits at
+// once, so it is reparented to init (or the nearest subreaper), which reaps
+// it when it ends. It blocks on a pipe; End() makes it _exit(code), Signal()
+// kills it through a pidfd opened while it is blocked.
+class Job {
+ public:
+  explicit Job(int code) {
+    int go[2];
+    int report[2];
+    if (::pipe2(go, O_CLOEXEC) != 0 || ::pipe2(report, O_CLOEXEC) != 0) std::abort();
+    const pid_t helper = ::fork();
+    if (helper < 0) std::abort();
+    if (helper == 0) {
+      const pid_t job = ::fork();
+      if (job == 0) {
+        ::close(go[1]);
+        ::close(report[0]);
+        ::close(report[1]);
+        char c;
+        while (::read(go[0], &c, 1) < 0 && errno == EINTR) {
+        }
+        ::_exit(code);
+      }
+      (void)!::write(report[1], &job, sizeof(job));
+      ::_exit(0);
+    }
+    ::close(go[0]);
+    ::close(report[1]);
+    go_ = go[1];
+    pid_t job = -1;
+    while (::read(report[0], &job, sizeof(job)) < 0 && errno == EINTR) {
+    }
+    ::close(report[0]);
+    int status;
+    while (::waitpid(helper, &status, 0) < 0 && errno == EINTR) {
+    }
+    pid_ = job;
+    pidfd_ = base::PidfdOpen(pid_, 0);
+  }
+  ~Job() {
+    if (pidfd_ >= 0) {
+      base::PidfdSendSignal(pidfd_, SIGKILL, nullptr, 0);
+      ::close(pidfd_);
+    }
+    if (go_ >= 0) ::close(go_);
+  }
+  pid_t pid() const { return pid_; }
+  bool IsChildOfInit() const {
+    // Not our child: waitpid says so.
+    return ::waitpid(pid_, nullptr, WNOHANG) < 0 && errno == ECHILD;
+  }
+  void End() {
+    const char c = 'x';
+    (void)!::write(go_, &c, 1);
+  }
+  void Signal(int sig) { ASSERT_EQ(base::PidfdSendSignal(pidfd_, sig, nullptr, 0), 0); }
+
+ private:
+  pid_t pid_ = -1;
+  int go_ = -1;
+  int pidfd_ = -1;
+};
+
+class ObservedExitE2ETest : public SharedDaemonTest {
+ protected:
+  CtlResult Ctl(std::vector<std::string> args, Daemon* d = nullptr) {
+    args.insert(args.begin(), "--socket=" + (d != nullptr ? d : daemon_)->socket());
+    return RunCtl(args);
+  }
+  // `wait --json` for the run: its WaitRunResponse.
+  v1::WaitRunResponse WaitJson(const std::string& run, Daemon* d = nullptr) {
+    CtlResult r = Ctl({"wait", run, "--timeout=20s", "--json"}, d);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    v1::WaitRunResponse w;
+    EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &w).ok()) << r.out;
+    return w;
+  }
+};
+
+TEST_F(ObservedExitE2ETest, ExitCodeOfAProcessThatIsNobodysChildHere) {
+  Job job(7);
+  ASSERT_TRUE(job.IsChildOfInit());
+  ASSERT_EQ(Ctl({"register", "oe-seven", absl::StrCat("--pid=", job.pid())}).exit_code, 0);
+  job.End();
+  const v1::WaitRunResponse w = WaitJson("oe-seven");
+  EXPECT_EQ(w.run().state(), v1::RUN_STATE_STALE);
+  EXPECT_EQ(w.observed_exit().kind(), v1::OBSERVED_EXIT_KIND_EXITED);
+  EXPECT_EQ(w.observed_exit().exit_code(), 7);
+  EXPECT_EQ(w.observed_exit().source(), v1::OBSERVED_EXIT_SOURCE_PIDFD_INFO);
+  EXPECT_FALSE(w.run().has_exit_code()) << "no result was published";
+
+  CtlResult get = Ctl({"get", "oe-seven"});
+  ASSERT_EQ(get.exit_code, 0) << get.err;
+  EXPECT_TRUE(absl::StrContains(get.out, "observed_exit: code 7 (pidfd_info)")) << get.out;
+  EXPECT_TRUE(absl::StrContains(get.out, "exit_code:     -")) << get.out;
+  CtlResult list = Ctl({"list"});
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_TRUE(absl::StrContains(list.out, "OBSERVED")) << list.out;
+
+  // wait --job_code exits with the job's own code.
+  CtlResult wait = Ctl({"wait", "oe-seven", "--timeout=10s", "--job_code"});
+  EXPECT_EQ(wait.exit_code, 7) << wait.out << wait.err;
+  EXPECT_EQ(Ctl({"wait", "oe-seven", "--timeout=10s"}).exit_code, 0) << "without it, 0 as before";
+
+  // The STATE_CHANGED event carries it too.
+  CtlResult events = Ctl({"events", "--run=oe-seven", "--json"});
+  ASSERT_EQ(events.exit_code, 0) << events.err;
+  EXPECT_TRUE(absl::StrContains(events.out, "\"observed_exit\"")) << events.out;
+}
+
+TEST_F(ObservedExitE2ETest, KilledBySigkillShowsTheSignal) {
+  Job job(0);
+  ASSERT_EQ(Ctl({"register", "oe-kill", absl::StrCat("--pid=", job.pid())}).exit_code, 0);
+  job.Signal(SIGKILL);
+  const v1::WaitRunResponse w = WaitJson("oe-kill");
+  EXPECT_EQ(w.observed_exit().kind(), v1::OBSERVED_EXIT_KIND_SIGNALED);
+  EXPECT_EQ(w.observed_exit().signal(), SIGKILL);
+  CtlResult get = Ctl({"get", "oe-kill"});
+  EXPECT_TRUE(absl::StrContains(get.out, "observed_exit: signal SIGKILL (pidfd_info)")) << get.out;
+  EXPECT_EQ(Ctl({"wait", "oe-kill", "--job_code"}).exit_code, 128 + SIGKILL);
+}
+
+// The runner says 0; its leader in fact died of SIGSEGV: both are kept and
+// shown, neither overwrites the other.
+TEST_F(ObservedExitE2ETest, PublishedResultAndTheRealEndAreBothShown) {
+  Job job(0);
+  ASSERT_EQ(Ctl({"register", "oe-segv", absl::StrCat("--pid=", job.pid())}).exit_code, 0);
+  job.Signal(SIGSEGV);
+  ASSERT_EQ(WaitJson("oe-segv").observed_exit().signal(), SIGSEGV);
+  CtlResult fin = Ctl({"finish", "oe-segv", "--exit_code=0"});
+  ASSERT_EQ(fin.exit_code, 0) << fin.err;
+  CtlResult get = Ctl({"get", "oe-segv"});
+  ASSERT_EQ(get.exit_code, 0) << get.err;
+  EXPECT_TRUE(absl::StrContains(get.out, "exit_code:     0")) << get.out;
+  EXPECT_TRUE(absl::StrContains(get.out, "observed_exit: signal SIGSEGV")) << get.out;
+  // The job's own code is the observed one, not the runner's claim.
+  EXPECT_EQ(Ctl({"wait", "oe-segv", "--job_code"}).exit_code, 128 + SIGSEGV);
+}
+
+// The kernel feature is detected once at start and said in the log.
+TEST_F(ObservedExitE2ETest, DaemonLogsTheDetectedFeature) {
+  EXPECT_TRUE(absl::StrContains(daemon_->log(), "observed exit: pidfd info (PIDFD_INFO_EXIT)"))
+      << daemon_->log();
+}
+
+// A kernel path without pidfd info, forced: the proc connector's exit event
+// (lineage on), else unknown, never a guess.
+TEST(ObservedExitFallbackE2ETest, WithoutPidfdInfoTheConnectorOrUnknown) {
+  TempDir with_dir;
+  Daemon with(with_dir.path(), {"--scan_interval=60s", "--pidfd_info=false"});
+  ASSERT_TRUE(with.Start()) << with.log();
+  TempDir without_dir;
+  Daemon without(without_dir.path(),
+                 {"--scan_interval=60s", "--pidfd_info=false", "--lineage=false"});
+  ASSERT_TRUE(without.Start()) << without.log();
+  EXPECT_TRUE(absl::StrContains(with.log(), "observed exit: no pidfd info (--pidfd_info=false)"))
+      << with.log();
+  const bool lineage_on = absl::StrContains(with.log(), "lineage: on");
+  std::fprintf(stderr, "fallback with lineage %s\n", lineage_on ? "on: proc connector" : "off");
+
+  auto ctl = [](Daemon& d, std::vector<std::string> args) {
+    args.insert(args.begin(), "--socket=" + d.socket());
+    return RunCtl(args);
+  };
+  Job a(7);
+  Job b(7);
+  ASSERT_EQ(ctl(with, {"register", "fb-conn", absl::StrCat("--pid=", a.pid())}).exit_code, 0);
+  ASSERT_EQ(ctl(without, {"register", "fb-none", absl::StrCat("--pid=", b.pid())}).exit_code, 0);
+  a.End();
+  b.End();
+  CtlResult wa = ctl(with, {"wait", "fb-conn", "--timeout=20s", "--json"});
+  ASSERT_EQ(wa.exit_code, 0) << wa.err;
+  v1::WaitRunResponse w;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(wa.out, &w).ok()) << wa.out;
+  if (lineage_on) {
+    EXPECT_EQ(w.observed_exit().kind(), v1::OBSERVED_EXIT_KIND_EXITED) << wa.out;
+    EXPECT_EQ(w.observed_exit().exit_code(), 7);
+    EXPECT_EQ(w.observed_exit().source(), v1::OBSERVED_EXIT_SOURCE_PROC_CONNECTOR);
+    EXPECT_TRUE(absl::StrContains(ctl(with, {"get", "fb-conn"}).out,
+                                  "observed_exit: code 7 (proc_connector)"));
+    EXPECT_EQ(ctl(with, {"wait", "fb-conn", "--job_code"}).exit_code, 7);
+  } else {
+    EXPECT_EQ(w.observed_exit().kind(), v1::OBSERVED_EXIT_KIND_UNKNOWN) << wa.out;
+  }
+
+  CtlResult wb = ctl(without, {"wait", "fb-none", "--timeout=20s", "--json"});
+  ASSERT_EQ(wb.exit_code, 0) << wb.err;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(wb.out, &w).ok()) << wb.out;
+  EXPECT_EQ(w.run().state(), v1::RUN_STATE_STALE);
+  EXPECT_EQ(w.observed_exit().kind(), v1::OBSERVED_EXIT_KIND_UNKNOWN) << wb.out;
+  EXPECT_EQ(w.observed_exit().source(), v1::OBSERVED_EXIT_SOURCE_UNKNOWN);
+  EXPECT_TRUE(absl::StrContains(ctl(without, {"get", "fb-none"}).out, "observed_exit: unknown"));
+  CtlResult code = ctl(without, {"wait", "fb-none", "--job_code"});
+  EXPECT_EQ(code.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(code.err, "unknown")) << code.err;
+}
+
+}  // namespace
+}  // namespace runreaper::e2e
