@@ -233,6 +233,50 @@ LatencyResult BenchExits(const scanner::ProcFs& procfs, Children* children, cons
   return r;
 }
 
+StatusReadResult BenchExitStatusRead(const scanner::ProcFs& procfs, Children* children, int exits) {
+  StatusReadResult r;
+  r.exits = exits;
+  r.supported = scanner::ProbePidfdFeatures().info_exit;
+  SharedSlots slots(exits);
+  std::vector<int> pids(exits);
+  for (int i = 0; i < exits; ++i) pids[i] = children->SpawnExiter(&slots.data()[i]);
+  std::unique_ptr<scanner::ExitWatcher> watchers[2];
+  for (int w = 0; w < 2; ++w) {
+    scanner::ExitWatcherOptions options;
+    options.read_exit_status = w == 1 && r.supported;
+    absl::StatusOr<std::unique_ptr<scanner::ExitWatcher>> watcher =
+        scanner::ExitWatcher::Create(&procfs, options);
+    if (!watcher.ok()) Die(watcher.status().ToString());
+    watchers[w] = *std::move(watcher);
+    for (int i = 0; i < exits; ++i) {
+      absl::StatusOr<scanner::ProcStat> st = procfs.ReadStat(pids[i]);
+      if (!st.ok()) Die(st.status().ToString());
+      if (watchers[w]->Arm(absl::StrCat(i), pids[i], st->start_time) !=
+          scanner::ExitWatcher::ArmResult::kArmed) {
+        Die(absl::StrCat("could not arm exiter ", pids[i]));
+      }
+    }
+  }
+  // Every exit happens and is reaped first: what is timed is the drain.
+  for (int i = 0; i < exits; ++i) ::kill(pids[i], SIGUSR1);
+  for (int pid : pids) children->Reap(pid);
+  double per_exit_us[2];
+  for (int w = 0; w < 2; ++w) {
+    int seen = 0;
+    const int64_t t0 = MonoNanos();
+    const int64_t give_up = t0 + 60LL * 1000000000;
+    while (seen < exits && MonoNanos() < give_up) {
+      seen += static_cast<int>(watchers[w]->Wait(absl::ZeroDuration()).size());
+    }
+    if (seen < exits) Die("exit-status phase: exits not reported");
+    per_exit_us[w] = (MonoNanos() - t0) / 1e3 / exits;
+  }
+  r.baseline_us = per_exit_us[0];
+  r.read_us = per_exit_us[1];
+  r.statuses = static_cast<int>(watchers[1]->exit_status_reads());
+  return r;
+}
+
 FloorResult BenchFloorOwn(const scanner::ProcFs& procfs, Children* children, const ExitPlan& plan) {
   const int e = plan.exits;
   SharedSlots slots(e);

@@ -34,6 +34,20 @@ struct FloorResult {
   long parent_pte_kb = -1;
 };
 
+// (3x): what reading each exit's status through its pidfd (PIDFD_INFO_EXIT)
+// adds to the watcher, per exit. Per exit: Wait() draining already-exited,
+// already-reaped watches with the read on, against the same Wait() with it
+// off (the baseline: epoll, bookkeeping, close), in the same run and on the
+// same exits (two watchers, one pidfd each per exiter).
+struct StatusReadResult {
+  int exits = 0;
+  bool supported = false;  // the kernel has PIDFD_INFO_EXIT
+  double read_us = 0;      // per exit, read on
+  double baseline_us = 0;  // per exit, read off
+  int statuses = 0;        // statuses read (should be `exits`)
+};
+StatusReadResult BenchExitStatusRead(const scanner::ProcFs& procfs, Children* children, int exits);
+
 // (3): plan.exits exiters of the benchmark, watched at the same time by an
 // ExitWatcher thread and by a polling loop that ticks every
 // plan.poll_interval_ms and checks stat state Z/X or ENOENT of each

@@ -115,6 +115,7 @@ int Main(const std::string& argv0) {
   report.latency = BenchExits(procfs, &children, exit_plan);
   report.floor_own = BenchFloorOwn(procfs, &children, exit_plan);
   report.floor_helper = BenchFloorHelper(procfs, &helper, helper_slots.data(), exit_plan);
+  report.status_read = BenchExitStatusRead(procfs, &children, exit_plan.exits);
   report.pass = BenchPass(procfs, sleepers, pass_plan, dir);
 
   children.KillAll();

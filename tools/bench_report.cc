@@ -99,6 +99,10 @@ void PrintTable(const BenchReport& b, const Tails& t, double load) {
       {t.helper_floor_p50, 3, "ms"}, none, "-");
   Row("(3h) small-parent exiters p99 (watch/floor)", {t.helper_watch_p99, 3, "ms"},
       {t.helper_floor_p99, 3, "ms"}, none, "-");
+  Row(b.status_read.supported ? "(3x) watcher per exit, status read (vs none)"
+                              : "(3x) no PIDFD_INFO_EXIT: both without read",
+      {b.status_read.read_us, 3, "us"}, {b.status_read.baseline_us, 3, "us"},
+      Ratio(b.status_read.read_us / std::max(b.status_read.baseline_us, 1e-9)), "-");
   Row(absl::StrFormat("(4) reconcile pass, %d records (vs no pidfds)", b.passes.records),
       {pass.pass_s, 3, "s"}, {pass.probe_pass_s, 3, "s"}, none,
       b.passes.records >= 100000 ? Ok(pass.pass_s < 2.0) : "-");
@@ -163,6 +167,9 @@ std::string JsonSummary(const BenchReport& b, const Tails& t, double load) {
       .Number("helper_watch_p50_ms", t.helper_watch_p50, 4)
       .Number("helper_watch_p99_ms", t.helper_watch_p99, 4)
       .Number("helper_watch_minus_floor_p99_ms", t.helper_diff_p99, 4)
+      .Number("exit_status_read_us", b.status_read.read_us, 4)
+      .Number("exit_status_baseline_us", b.status_read.baseline_us, 4)
+      .Int("exit_status_reads", b.status_read.statuses)
       .Int("parent_pte_kb", b.floor_own.parent_pte_kb)
       .Int("helper_pte_kb", b.floor_helper.parent_pte_kb)
       .Int("pass_records", pass.records)

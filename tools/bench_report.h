@@ -21,10 +21,11 @@ struct BenchReport {
   PassPlan passes;
   WalkResult walk;
   CheckResult checks;
-  LatencyResult latency;     // (3)
-  FloorResult floor_own;     // (3f)
-  FloorResult floor_helper;  // (3h)
-  PassBench pass;            // (4)
+  LatencyResult latency;         // (3)
+  FloorResult floor_own;         // (3f)
+  FloorResult floor_helper;      // (3h)
+  StatusReadResult status_read;  // (3x)
+  PassBench pass;                // (4)
   // --cost: the keys of the cost suite's benchmarks (tools/bench_cost.h),
   // added to the JSON line (a key the rows already have gets "cost_").
   tools::JsonLine cost;
