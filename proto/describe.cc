@@ -1,5 +1,7 @@
 #include "proto/describe.h"
 
+#include <string.h>
+
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -57,6 +59,28 @@ std::string DescribeEventChange(const v1::Event& e) {
     }
   }
   if (!e.detail().empty()) absl::StrAppend(&out, ": ", e.detail());
+  // The leader's observed exit (docs/DESIGN.md), after the detail so the
+  // line's start reads as before; apart from exit_code.
+  if (e.type() == v1::EVENT_TYPE_STATE_CHANGED) {
+    switch (e.observed_exit().kind()) {
+      case v1::OBSERVED_EXIT_KIND_EXITED:
+        absl::StrAppend(&out, "; observed exit ", e.observed_exit().exit_code());
+        break;
+      case v1::OBSERVED_EXIT_KIND_SIGNALED: {
+        const char* abbrev = ::sigabbrev_np(e.observed_exit().signal());
+        absl::StrAppend(&out, "; observed ",
+                        abbrev != nullptr ? absl::StrCat("SIG", abbrev)
+                                          : absl::StrCat("signal ", e.observed_exit().signal()),
+                        e.observed_exit().core_dumped() ? "+core" : "");
+        break;
+      }
+      case v1::OBSERVED_EXIT_KIND_UNKNOWN:
+        absl::StrAppend(&out, "; observed exit unknown");
+        break;
+      default:
+        break;
+    }
+  }
   return out;
 }
 

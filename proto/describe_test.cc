@@ -32,6 +32,29 @@ TEST(DescribeEventTest, OneLinePerEventType) {
   EXPECT_EQ(DescribeEventChange(e), "run r1 RUNNING -> STALE (EXITED): reconcile pass");
 }
 
+TEST(DescribeEventTest, ObservedExitFollowsTheDetail) {
+  v1::Event e;
+  e.set_event_id(13);
+  e.set_run_id("r2");
+  e.set_type(v1::EVENT_TYPE_STATE_CHANGED);
+  e.set_from_state(v1::RUN_STATE_RUNNING);
+  e.set_to_state(v1::RUN_STATE_STALE);
+  e.set_stale_reason(v1::STALE_REASON_EXITED);
+  e.set_detail("exit watcher");
+  e.mutable_observed_exit()->set_kind(v1::OBSERVED_EXIT_KIND_EXITED);
+  e.mutable_observed_exit()->set_exit_code(7);
+  EXPECT_EQ(DescribeEventChange(e),
+            "run r2 RUNNING -> STALE (EXITED): exit watcher; observed exit 7");
+  e.mutable_observed_exit()->set_kind(v1::OBSERVED_EXIT_KIND_SIGNALED);
+  e.mutable_observed_exit()->set_signal(11);
+  e.mutable_observed_exit()->set_core_dumped(true);
+  EXPECT_EQ(DescribeEventChange(e),
+            "run r2 RUNNING -> STALE (EXITED): exit watcher; observed SIGSEGV+core");
+  e.mutable_observed_exit()->set_kind(v1::OBSERVED_EXIT_KIND_UNKNOWN);
+  EXPECT_EQ(DescribeEventChange(e),
+            "run r2 RUNNING -> STALE (EXITED): exit watcher; observed exit unknown");
+}
+
 TEST(MakeValidUtf8Test, EveryStringFieldIsRepaired) {
   v1::SweepResponse resp;
   resp.add_targets()->set_comm("bad\xfe");
