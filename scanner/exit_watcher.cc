@@ -78,6 +78,9 @@ struct ExitWatcher::Impl {
   Fd* wake_fd = nullptr;  // &wake, for RemoveProcessLocked
   // Wait statuses read at exit, by key, until taken (TakeObservedExit).
   std::map<std::string, ObservedExit> observed ABSL_GUARDED_BY(mu);
+  // Keys reported exited whose status a Wait() is still reading (outside
+  // mu): TakeObservedExit waits for them rather than answer "none" early.
+  std::multiset<std::string> reading ABSL_GUARDED_BY(mu);
   int64_t status_reads ABSL_GUARDED_BY(mu) = 0;
   int64_t status_missing ABSL_GUARDED_BY(mu) = 0;
   // Bumped by every change of the armed keys (arm, disarm, exit reported).
@@ -410,6 +413,7 @@ std::vector<std::string> ExitWatcher::Wait(absl::Duration timeout) {
         impl_->by_key.erase(key);
         exited.push_back(key);
         f.keys.push_back(key);
+        if (impl_->options.read_exit_status) impl_->reading.insert(key);
       }
       impl_->RemoveProcessLocked(w, impl_->options.read_exit_status ? &f.process : nullptr);
     }
@@ -448,6 +452,9 @@ void ExitWatcher::ReadExitStatuses(std::vector<Fired>& fired) {
   }
   absl::MutexLock lock(&impl_->mu);
   for (size_t i = 0; i < fired.size(); ++i) {
+    for (const std::string& key : fired[i].keys) {
+      if (auto r = impl_->reading.find(key); r != impl_->reading.end()) impl_->reading.erase(r);
+    }
     if (!got[i].has_value()) {
       ++impl_->status_missing;
       continue;
@@ -461,7 +468,13 @@ void ExitWatcher::ReadExitStatuses(std::vector<Fired>& fired) {
 }
 
 std::optional<ObservedExit> ExitWatcher::TakeObservedExit(const std::string& key) {
-  absl::MutexLock lock(&impl_->mu);
+  // A pass that probes a run whose exit another thread's Wait() just
+  // reported must not find "no status" while that Wait() still reads it
+  // (at most reap_wait).
+  auto read = [this, &key]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(impl_->mu) {
+    return impl_->reading.count(key) == 0;
+  };
+  absl::MutexLock lock(&impl_->mu, absl::Condition(&read));
   auto it = impl_->observed.find(key);
   if (it == impl_->observed.end()) return std::nullopt;
   ObservedExit e = it->second;

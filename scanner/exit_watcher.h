@@ -104,7 +104,10 @@ class ExitWatcher {
   // The wait status Wait() read for `key`'s process when it reported its
   // exit (read_exit_status on, the status there before reap_wait ran out),
   // removed as it is taken; nullopt otherwise. Source kPidfdInfo, observed
-  // at the time of the read. Disarm and a new Arm of the key drop it.
+  // at the time of the read. Disarm and a new Arm of the key drop it. While
+  // a Wait() in another thread is still reading the status of `key` (it
+  // reported the exit, the reap has not come yet), waits for that read (at
+  // most reap_wait).
   std::optional<ObservedExit> TakeObservedExit(const std::string& key);
   // Statuses read so far, and reads that found none (a zombie that was not
   // reaped in time, a kernel error).

@@ -463,6 +463,28 @@ TEST_F(ExitStatusTest, AZombieNeverReapedIsReportedWithoutAStatus) {
   EXPECT_EQ(watcher_->exit_status_missing(), 1);
 }
 
+// A pass in another thread that finds the run unarmed (its exit reported)
+// while the reporting Wait() still waits for the reap must get the status,
+// not "none": TakeObservedExit waits for that read.
+TEST_F(ExitStatusTest, TakeWaitsForAReadInProgress) {
+  TestChild c(nullptr, 7);
+  ASSERT_EQ(watcher_->Arm("run-race", c.pid(), StartTime(c.pid())), ExitWatcher::ArmResult::kArmed);
+  c.ExitToZombie();
+  std::vector<std::string> reported;
+  std::thread waiter([&] { reported = watcher_->Wait(absl::Seconds(5)); });
+  ASSERT_TRUE(WaitFor([&] { return !watcher_->IsArmed("run-race"); }, absl::Seconds(5)));
+  std::thread reaper([&] {
+    absl::SleepFor(absl::Milliseconds(30));
+    c.Reap();
+  });
+  std::optional<ObservedExit> e = watcher_->TakeObservedExit("run-race");
+  reaper.join();
+  waiter.join();
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->code, 7);
+  EXPECT_EQ(reported, std::vector<std::string>{"run-race"});
+}
+
 TEST_F(ExitWatcherTest, NoStatusReadWhenTurnedOff) {
   // The default (and --pidfd_info=false): behaves as a kernel without it.
   TestChild c(nullptr, 7);
