@@ -105,4 +105,38 @@ bool HasIdentityFields(const v1::RegisterRunRequest& r) {
          r.has_boot_id() || r.has_uid() || r.has_comm() || r.has_cgroup();
 }
 
+std::optional<Identity> OwnerOf(const v1::Run& run) {
+  if (run.owner_pid() <= 0) return std::nullopt;
+  Identity id;
+  id.pid = run.owner_pid();
+  id.start_time = run.owner_start_time_ticks();
+  id.pidns_inode = run.owner_pidns_inode();
+  id.boot_id = run.owner_boot_id();
+  id.pgid = run.owner_pgid();
+  id.sid = run.owner_sid();
+  if (run.has_owner_uid()) id.uid = run.owner_uid();
+  id.comm = run.owner_comm();
+  return id;
+}
+
+void SetOwner(const std::optional<Identity>& owner, v1::Run* run) {
+  run->clear_owner_pid();
+  run->clear_owner_start_time_ticks();
+  run->clear_owner_pidns_inode();
+  run->clear_owner_boot_id();
+  run->clear_owner_pgid();
+  run->clear_owner_sid();
+  run->clear_owner_uid();
+  run->clear_owner_comm();
+  if (!owner.has_value() || owner->pid <= 0) return;
+  run->set_owner_pid(owner->pid);
+  run->set_owner_start_time_ticks(owner->start_time);
+  run->set_owner_pidns_inode(owner->pidns_inode);
+  run->set_owner_boot_id(owner->boot_id);
+  run->set_owner_pgid(owner->pgid);
+  run->set_owner_sid(owner->sid);
+  if (owner->uid.has_value()) run->set_owner_uid(*owner->uid);
+  run->set_owner_comm(owner->comm);
+}
+
 }  // namespace runreaper::scanner

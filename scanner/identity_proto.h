@@ -5,6 +5,8 @@
 #ifndef RUNREAPER_SCANNER_IDENTITY_PROTO_H_
 #define RUNREAPER_SCANNER_IDENTITY_PROTO_H_
 
+#include <optional>
+
 #include "runreaper/v1/runreaper.pb.h"
 #include "scanner/identity.h"
 
@@ -38,6 +40,14 @@ Identity IdentityOf(const ::runreaper::v1::RegisterRunRequest& request);
 // record holds exactly what was sent; otherwise the server reads the
 // identity from its own /proc.
 bool HasIdentityFields(const ::runreaper::v1::RegisterRunRequest& request);
+
+// A run's owner (Run.owner_*: the agent process executing the job, read in
+// runreaperd's PID namespace; docs/DESIGN.md "Owner"): nullopt when the run
+// has none (owner_pid 0). Its cgroup and host are always empty.
+std::optional<Identity> OwnerOf(const ::runreaper::v1::Run& run);
+// Sets the run's owner_* fields to `owner` (its cgroup and host ignored);
+// nullopt clears them.
+void SetOwner(const std::optional<Identity>& owner, ::runreaper::v1::Run* run);
 
 }  // namespace runreaper::scanner
 

@@ -197,7 +197,13 @@ RunPlan PlanRun(const RunSpec& run, const SweepObserver& observer,
     auto it = by_pid.find(number);
     return it != by_pid.end() && it->second->start_time != run.leader.start_time;
   };
-  if (run.leader.pgid > 1 && run.leader.pgid == run.leader.pid) {
+  // The owner's group and session hold its other jobs: never the run's.
+  const bool owner_group = run.owner.has_value() && run.owner->pgid == run.leader.pgid;
+  const bool owner_session = run.owner.has_value() && run.owner->sid == run.leader.sid;
+  if (run.leader.pgid > 1 && run.leader.pgid == run.leader.pid && owner_group) {
+    notes->push_back(absl::StrCat("run ", run.run_id, ": pgid ", run.leader.pgid,
+                                  " is its owner's group; group not swept"));
+  } else if (run.leader.pgid > 1 && run.leader.pgid == run.leader.pid) {
     if (reused(run.leader.pgid)) {
       notes->push_back(absl::StrCat("run ", run.run_id, ": pgid ", run.leader.pgid,
                                     " now names another process; group "
@@ -206,7 +212,10 @@ RunPlan PlanRun(const RunSpec& run, const SweepObserver& observer,
       plan.by_pgid = true;
     }
   }
-  if (run.leader.sid > 1 && run.leader.sid == run.leader.pid) {
+  if (run.leader.sid > 1 && run.leader.sid == run.leader.pid && owner_session) {
+    notes->push_back(absl::StrCat("run ", run.run_id, ": sid ", run.leader.sid,
+                                  " is its owner's session; session not swept"));
+  } else if (run.leader.sid > 1 && run.leader.sid == run.leader.pid) {
     if (reused(run.leader.sid)) {
       notes->push_back(absl::StrCat("run ", run.run_id, ": sid ", run.leader.sid,
                                     " now names another process; session "
@@ -342,6 +351,13 @@ Membership FindMembers(const Snapshot& snapshot, const SweepObserver& observer,
   if (index.by_start.empty()) return out;
 
   const std::unordered_set<int> ancestors(observer.ancestors.begin(), observer.ancestors.end());
+  // Every listed run's owner (pid, start time): never a member of any run.
+  std::set<std::pair<int, uint64_t>> owners;
+  for (const RunSpec& run : runs) {
+    if (run.owner.has_value() && run.owner->pid > 1) {
+      owners.emplace(run.owner->pid, run.owner->start_time);
+    }
+  }
 
   std::vector<std::vector<Member>> per_run(runs.size());
   // This process's matches, first source per run (the order below is the
@@ -352,6 +368,7 @@ Membership FindMembers(const Snapshot& snapshot, const SweepObserver& observer,
   size_t round = 0;
   for (const ProcessInfo& p : snapshot.processes) {
     if (Excluded(p, observer, ancestors)) continue;
+    if (!owners.empty() && owners.count({p.pid, p.start_time}) != 0) continue;
     // No run this process could belong to by the start-time rule: no
     // environ, cookie or KEEP can change that.
     if (!index.AnyCandidate(runs, p)) continue;

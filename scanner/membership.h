@@ -12,10 +12,14 @@
 //   - R.start_time != 0 and P.start_time >= R.start_time.
 //   - P is not excluded: pid <= 1, pgid <= 1, sid <= 0 (kernel threads and
 //     processes whose group or session lies outside our namespace), the
-//     observer itself, its process group, its session, or an ancestor.
+//     observer itself, its process group, its session, or an ancestor; nor
+//     the owner of any run in `runs` (pid and start time: an agent process
+//     is never a member, whatever it matches).
 //   - at least one source matches (first match is reported, in this order):
 //       kPgid    P.pgid == R.pgid, when R's leader led its group
-//                (R.pgid == R.pid) and the group number was not reused;
+//                (R.pgid == R.pid), the group number was not reused and
+//                R's owner is not in that group (an owner never lends its
+//                group or session: they hold its other jobs; likewise kSid);
 //                for R from a child PID namespace, in that namespace's
 //                numbers: P lives in R's PID namespace and its innermost
 //                NSpgid == R.pgid (likewise kSid with NSsid), and "reused"
@@ -83,6 +87,9 @@ struct RunSpec {
   // The leader (pid and start time equal to leader's) is a member even when
   // it led neither its group nor its session.
   bool include_leader = false;
+  // The run's owner (v1::Run owner_*), in the observer's PID namespace: never
+  // a member, and its group and session are never the run's.
+  std::optional<Identity> owner;
   // Processes known to descend from the leader, by (pid, start time), each
   // with its ancestor pids (nearest first, ending at the leader). Empty when
   // lineage is off or the run is not tracked.

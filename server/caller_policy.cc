@@ -111,6 +111,65 @@ absl::StatusOr<bool> CheckLeaderClaim(const Caller& caller, const v1::RegisterRu
   return false;
 }
 
+absl::Status CheckOwnerClaim(const Caller& caller, const v1::RegisterRunRequest& request,
+                             const LeaderView& owner, int self_pid, int leader_pid) {
+  const int pid = request.owner_pid();
+  if (pid == 0) return absl::OkStatus();
+  switch (owner.where) {
+    case LeaderView::Where::kHere:
+      break;
+    case LeaderView::Where::kUnreadable:
+      return absl::FailedPreconditionError(absl::StrCat(
+          "owner_pid: cannot read the identity of process ", pid, ": ", owner.error.message()));
+    case LeaderView::Where::kGone:
+    case LeaderView::Where::kTranslated:
+    case LeaderView::Where::kOtherNamespace:
+      if (owner.thread_of != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "owner_pid: ", pid, " is a thread of process ", owner.thread_of, ", not a process"));
+      }
+      return absl::InvalidArgumentError(
+          absl::StrCat("owner_pid: process ", pid,
+                       " not found in runreaperd's PID namespace (an owner is always named "
+                       "as runreaperd numbers it)"));
+  }
+  if (owner.state == 'Z' || owner.state == 'X') {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "owner_pid: process ", pid, " has exited (state ", std::string(1, owner.state), ")"));
+  }
+  if (request.has_owner_start_time_ticks() &&
+      request.owner_start_time_ticks() != owner.live.start_time) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("owner_pid: process ", pid, " started at ", owner.live.start_time,
+                     ", not at the sent owner_start_time_ticks ", request.owner_start_time_ticks(),
+                     " (the owner exited and its pid was reused)"));
+  }
+  if (self_pid > 0 && pid == self_pid) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("owner_pid: ", pid, " is runreaperd itself; name the agent process"));
+  }
+  if (leader_pid > 0 && pid == leader_pid) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("owner_pid: ", pid, " is the run's leader; the owner is never the run's own"));
+  }
+  if (caller.uid == 0) return absl::OkStatus();
+  const std::string who = absl::StrCat("uid ", caller.uid, ": ");
+  if (caller.pidns_inode == 0 || caller.pidns_inode != owner.named_pidns) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(who, "owner process ", pid, " is numbered in runreaperd's PID namespace ",
+                     owner.named_pidns, ", but the caller (pid ", caller.pid,
+                     ") is not in it; a non-root "
+                     "caller may name only an owner of its own PID namespace"));
+  }
+  if (!owner.live.uid.has_value() || *owner.live.uid != caller.uid) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(who, "owner process ", pid, " belongs to uid ",
+                     owner.live.uid.has_value() ? absl::StrCat(*owner.live.uid) : "unknown",
+                     "; a non-root caller may name only an owner of its own uid"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckRunOwner(uint32_t caller_uid, const v1::Run& run, const std::string& method) {
   if (caller_uid == 0 || run.registered_uid() == caller_uid) {
     return absl::OkStatus();

@@ -65,6 +65,18 @@ std::string SentIdentityMismatch(const v1::RegisterRunRequest& request,
 absl::StatusOr<bool> CheckLeaderClaim(const Caller& caller, const v1::RegisterRunRequest& request,
                                       const LeaderView& leader);
 
+// Whether the owner a RegisterRun request names (owner_pid, read by
+// ViewOwner) may be the run's owner. OK when there is none (owner_pid 0).
+// INVALID_ARGUMENT naming owner_pid: no such process in runreaperd's PID
+// namespace (or a thread id), a zombie, a start time other than the sent
+// owner_start_time_ticks (a recycled pid), runreaperd itself (`self_pid`),
+// or the leader itself (`leader_pid`: the leader as runreaperd numbers it,
+// 0 = unknown). FAILED_PRECONDITION: unreadable. PERMISSION_DENIED for a
+// non-root caller whose PID namespace is not runreaperd's, or whose uid is
+// not the owner's real uid.
+absl::Status CheckOwnerClaim(const Caller& caller, const v1::RegisterRunRequest& request,
+                             const LeaderView& owner, int self_pid, int leader_pid);
+
 // OK when `caller_uid` may change `run` (heartbeat, finish, cancel, sweep):
 // root, or the uid that registered it; PERMISSION_DENIED naming both uids
 // otherwise. `method` names the call in the message.

@@ -34,6 +34,7 @@
 #include "server/daemon_loops.h"
 #include "server/daemon_self.h"
 #include "server/descriptors.h"
+#include "server/end_sweeps.h"
 #include "server/event_hub.h"
 #include "server/lineage_persist.h"
 #include "server/metrics.h"
@@ -127,6 +128,10 @@ class Daemon {
   std::thread resume_;  // ResumeSweeps at start; joined by Stop
   std::unique_ptr<Reconciler> reconciler_;
   std::unique_ptr<Sweeper> sweeper_;
+  // Sweeps on end (registered sweep_on_end, or owner exited); subscribed to
+  // the hub as end_sweeps_id_.
+  std::shared_ptr<EndSweeps> end_sweeps_;
+  int64_t end_sweeps_id_ = 0;
   std::unique_ptr<scanner::LineageTracker> lineage_;  // null = lineage off
   std::unique_ptr<scanner::ProcEventStream> proc_events_;
   std::unique_ptr<LineagePersister> lineage_store_;  // null = lineage off
@@ -317,6 +322,15 @@ absl::Status Daemon::Start() {
   // The hub starts before the startup pass so its transitions are logged.
   RETURN_IF_ERROR(hub_->Start(options_.scan_interval));
   hub_->Subscribe(std::make_shared<EventLogger>(&metrics_));
+  // Runs that end from now on are swept on end as their events arrive
+  // (those of the startup pass included); the ended, unswept ones are
+  // scheduled from the store.
+  end_sweeps_ =
+      std::make_shared<EndSweeps>(store_.get(), sweeper_.get(), [this] { hub_->Notify(); });
+  end_sweeps_id_ = hub_->Subscribe(end_sweeps_);
+  if (absl::Status s = end_sweeps_->Start(); !s.ok()) {
+    LogError("sweep on end: ", s.ToString());
+  }
   for (const v1::Run& run : running) {
     if (absl::Status s = reconciler_->Watch(run); !s.ok()) {
       LogWarning(LogFields().Run(run.run_id()), "watch: ", s.ToString());
@@ -442,6 +456,10 @@ void Daemon::Stop() {
   if (loops_ != nullptr) loops_->Join();
   if (resume_.joinable()) resume_.join();
   loops_.reset();
+  if (end_sweeps_ != nullptr) {
+    if (hub_ != nullptr) hub_->Unsubscribe(end_sweeps_id_);
+    end_sweeps_.reset();  // pending timers dropped: the next start reschedules them
+  }
   if (service_ != nullptr) service_->WaitForBackgroundWork();
   server_.reset();
   acceptor_.reset();

@@ -127,6 +127,12 @@ LeaderView ViewLeader(const scanner::ProcFs& procfs, const DaemonSelf& self,
   return view;
 }
 
+LeaderView ViewOwner(const scanner::ProcFs& procfs, const DaemonSelf& self, int owner_pid) {
+  v1::RegisterRunRequest by_pid;  // only a pid: read in our namespace
+  by_pid.set_pid(owner_pid);
+  return ViewLeader(procfs, self, by_pid);
+}
+
 void RecordTranslation(const DaemonSelf& self, const LeaderView& leader, v1::Run* run) {
   const uint64_t own_ns = self.pidns_inode();
   if (own_ns == 0) return;

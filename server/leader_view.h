@@ -87,6 +87,11 @@ absl::StatusOr<scanner::Identity> LiveInOwnNamespace(const scanner::Identity& ho
 LeaderView ViewLeader(const scanner::ProcFs& procfs, const DaemonSelf& self,
                       const v1::RegisterRunRequest& request);
 
+// The one read of a RegisterRun request's owner (owner_pid): always in
+// runreaperd's own PID namespace, by pid, pinned, exactly as a leader sent
+// with only a pid (kHere, kGone with `thread_of`, or kUnreadable).
+LeaderView ViewOwner(const scanner::ProcFs& procfs, const DaemonSelf& self, int owner_pid);
+
 // For a leader sent from another PID namespace: when `leader` is
 // kTranslated, sets run->host_pid (and host_pidns_inode, ours) so the run
 // is watched, tracked and swept through it, and logs the translation;

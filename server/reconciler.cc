@@ -8,8 +8,10 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -39,7 +41,18 @@ store::RunningRecord ToRecord(const v1::Run& run) {
   r.liveness = run.liveness();
   r.last_seen_alive =
       run.has_last_seen_alive_at() ? TimeOf(run.last_seen_alive_at()) : TimeOf(run.registered_at());
+  if (const std::optional<scanner::Identity> owner = scanner::OwnerOf(run); owner.has_value()) {
+    r.owner = *owner;
+  }
   return r;
+}
+
+constexpr absl::string_view kOwnerKeySuffix = " owner";
+
+// Whether a verdict on a run's owner says it is gone: the run ends.
+bool OwnerGone(const scanner::Verdict& verdict) {
+  return verdict.stale_reason != v1::STALE_REASON_UNSPECIFIED &&
+         verdict.stale_reason != v1::STALE_REASON_TIMEOUT;
 }
 
 // What the observer knows about itself (server/daemon_self.h: read once,
@@ -113,6 +126,10 @@ void Reconciler::AttachObservedExits(std::vector<store::RunUpdate>& updates, abs
       u.observed_exit = ObservedExitProto(*e);
       continue;
     }
+    // A run ended by its owner's exit ended while its leader may still run:
+    // the owner's status (under OwnerKey) is never the run's observed exit,
+    // and an end not seen on the leader is not claimed as an UNKNOWN one.
+    if (u.stale_reason == v1::STALE_REASON_OWNER_EXITED) continue;
     u.observed_exit = ObservedExitProto(scanner::UnknownExit(now));
     const bool fresh =
         u.stale_reason == v1::STALE_REASON_EXITED || u.stale_reason == v1::STALE_REASON_ZOMBIE;
@@ -136,6 +153,16 @@ void Reconciler::AttachObservedExits(std::vector<store::RunUpdate>& updates, abs
   }
 }
 
+std::string OwnerKey(absl::string_view run_id) { return absl::StrCat(run_id, kOwnerKeySuffix); }
+
+std::pair<std::string, bool> RunOfKey(absl::string_view key) {
+  if (absl::EndsWith(key, kOwnerKeySuffix)) {
+    key.remove_suffix(kOwnerKeySuffix.size());
+    return {std::string(key), true};
+  }
+  return {std::string(key), false};
+}
+
 Reconciler::Reconciler(store::RunStore* store, const scanner::ProcFs* procfs,
                        scanner::ExitWatcher* watcher, ReconcilerOptions options)
     : store_(store), procfs_(procfs), watcher_(watcher), options_(std::move(options)) {
@@ -156,9 +183,13 @@ absl::StatusOr<bool> Reconciler::RefreshLocked() {
     ASSIGN_OR_RETURN(cache_, store_->ListRunningForReconcile());
   }
   cache_armed_.assign(cache_.size(), false);
+  cache_owner_armed_.assign(cache_.size(), false);
   if (watcher_ != nullptr) {
     for (size_t i = 0; i < cache_.size(); ++i) {
       cache_armed_[i] = watcher_->IsArmed(cache_[i].run_id);
+      if (cache_[i].owner.pid > 0) {
+        cache_owner_armed_[i] = watcher_->IsArmed(OwnerKey(cache_[i].run_id));
+      }
     }
   }
   cache_version_ = version;
@@ -177,8 +208,8 @@ absl::StatusOr<PassResult> Reconciler::RunPass(bool dry_run) {
   // store or the armed set changed since the last pass: a quiet pass reads
   // one PRAGMA and no rows.
   RETURN_IF_ERROR(RefreshLocked().status());
-  ASSIGN_OR_RETURN(PassResult result,
-                   ReconcileLocked(cache_, cache_armed_, dry_run, store::kSeenByPass));
+  ASSIGN_OR_RETURN(PassResult result, ReconcileLocked(cache_, cache_armed_, cache_owner_armed_,
+                                                      dry_run, store::kSeenByPass));
   if (!dry_run) {
     // Every armed record was verified by this pass; the probed ones are
     // kept only while RUNNING and unarmed.
@@ -199,19 +230,28 @@ absl::StatusOr<PassResult> Reconciler::ReconcileRuns(const std::vector<std::stri
   absl::MutexLock lock(&pass_mu_);
   std::vector<store::RunningRecord> runs;
   runs.reserve(run_ids.size());
-  for (const std::string& id : run_ids) {
+  absl::flat_hash_set<std::string> seen;
+  for (const std::string& key : run_ids) {
+    // An owner's key names its run; a run named twice is probed once.
+    const std::string id = RunOfKey(key).first;
+    if (!seen.insert(id).second) continue;
     absl::StatusOr<v1::Run> run = store_->Get(id);
     if (absl::IsNotFound(run.status())) continue;
     RETURN_IF_ERROR(run.status());
     if (run->state() != v1::RUN_STATE_RUNNING) {
-      // Terminal: nothing to reconcile, and its pidfd is no longer needed.
-      if (watcher_ != nullptr) watcher_->Disarm(id);
+      // Terminal: nothing to reconcile, and its pidfds are no longer needed.
+      if (watcher_ != nullptr) {
+        watcher_->Disarm(id);
+        watcher_->Disarm(OwnerKey(id));
+      }
       continue;
     }
     runs.push_back(ToRecord(*run));
   }
-  // These runs' pidfds fired (or never armed): every one is probed.
-  return ReconcileLocked(runs, /*armed=*/{}, /*dry_run=*/false, store::kSeenByWatcher);
+  // These runs' pidfds fired (or never armed): every one is probed, its
+  // owner too.
+  return ReconcileLocked(runs, /*armed=*/{}, /*owner_armed=*/{}, /*dry_run=*/false,
+                         store::kSeenByWatcher);
 }
 
 void Reconciler::OverlayLastSeen(v1::Run* run) const {
@@ -243,8 +283,8 @@ void Reconciler::OverlayLastSeen(v1::Run* run) const {
 }
 
 absl::StatusOr<PassResult> Reconciler::ReconcileLocked(
-    const std::vector<store::RunningRecord>& runs, const std::vector<bool>& armed, bool dry_run,
-    absl::string_view seen_by) {
+    const std::vector<store::RunningRecord>& runs, const std::vector<bool>& armed,
+    const std::vector<bool>& owner_armed, bool dry_run, absl::string_view seen_by) {
   const absl::Time now = options_.clock();
   const absl::Duration persist_every = PersistEvery();
   // Whether a record verified alive now needs last_seen_alive_at written:
@@ -259,6 +299,35 @@ absl::StatusOr<PassResult> Reconciler::ReconcileLocked(
   // Probed records verified alive this pass (kept in memory).
   std::vector<std::string> verified;
 
+  // Owners first: a run whose owner is gone ends (OWNER_EXITED) whatever
+  // its leader does. An armed, quiet owner pidfd is the verified owner alive
+  // (a comparison); any other owner is probed, once per process per pass,
+  // with the leader's evidence and decision table (Decide). An owner that
+  // cannot be verified (UNKNOWN) changes nothing: the leader decides.
+  std::vector<bool> owner_gone(runs.size(), false);
+  {
+    scanner::LivenessObserver owner_observer;
+    bool observed = false;
+    absl::flat_hash_map<scanner::ProcessRef, scanner::Verdict> owner_verdicts;
+    for (size_t i = 0; i < runs.size(); ++i) {
+      const store::RunningRecord& run = runs[i];
+      if (run.owner.pid <= 0) continue;
+      if (i < owner_armed.size() && owner_armed[i]) continue;
+      if (!observed) {
+        owner_observer = ObserverOf(*self_);
+        observed = true;
+      }
+      auto memo = owner_verdicts.find(run.owner);
+      if (memo == owner_verdicts.end()) {
+        memo = owner_verdicts
+                   .emplace(run.owner, scanner::Decide(scanner::GatherEvidence(
+                                           *procfs_, owner_observer, run.owner, nullptr)))
+                   .first;
+      }
+      owner_gone[i] = OwnerGone(memo->second);
+    }
+  }
+
   // Fast path first, without touching procfs: an armed pidfd that has not
   // fired is the very process that was verified (start time) when it was
   // armed, still running and not a zombie (RunPass drained the exits the
@@ -267,6 +336,15 @@ absl::StatusOr<PassResult> Reconciler::ReconcileLocked(
   for (size_t i = 0; i < runs.size(); ++i) {
     ++result.examined;
     const store::RunningRecord& run = runs[i];
+    if (owner_gone[i]) {
+      store::RunUpdate& update = updates.emplace_back();
+      update.run_id = run.run_id;
+      update.seq = run.seq;
+      update.kind = store::RunUpdate::Kind::kStale;
+      update.liveness = run.liveness;
+      update.stale_reason = v1::STALE_REASON_OWNER_EXITED;
+      continue;
+    }
     if (i < armed.size() && armed[i]) {
       if (!alive_due(run)) continue;
       store::RunUpdate& update = updates.emplace_back();
@@ -395,7 +473,10 @@ absl::StatusOr<PassResult> Reconciler::ReconcileLocked(
         continue;
       }
       result.transitions.push_back(transition(a.update));
-      if (watcher_ != nullptr) watcher_->Disarm(a.update.run_id);
+      if (watcher_ != nullptr) {
+        watcher_->Disarm(a.update.run_id);
+        watcher_->Disarm(OwnerKey(a.update.run_id));
+      }
     }
   }
   if (!verified.empty()) {
@@ -409,20 +490,42 @@ absl::Status Reconciler::Watch(const v1::Run& run) {
   if (watcher_ == nullptr || run.state() != v1::RUN_STATE_RUNNING) {
     return absl::OkStatus();
   }
+  const scanner::LivenessObserver observer = ObserverOf(*self_);
+  // The owner, always recorded in our namespace, under its own key; its
+  // exit is reconciled as the run's. Same conditions as a leader's below.
+  bool owner_exited = false;
+  if (const std::optional<scanner::Identity> owner = scanner::OwnerOf(run);
+      owner.has_value() && owner->start_time != 0 && owner->pidns_inode != 0 &&
+      owner->pidns_inode == observer.pidns_inode && !owner->boot_id.empty() &&
+      owner->boot_id == observer.boot_id) {
+    owner_exited =
+        watcher_->Arm(OwnerKey(run.run_id()), *owner) == scanner::ExitWatcher::ArmResult::kExited;
+  }
+  auto reconcile_now = [&]() -> absl::Status {
+    absl::StatusOr<PassResult> result = ReconcileRuns({run.run_id()});
+    if (!result.ok()) {
+      return absl::Status(result.status().code(), absl::StrCat("reconcile run ", run.run_id(), ": ",
+                                                               result.status().message()));
+    }
+    return absl::OkStatus();
+  };
   // Only a leader in our own namespace, with a start time to check, can be
   // held by a pidfd that is verifiably the recorded process. Anything else
   // (foreign or unknown namespace, no start time, another boot) is left to
   // the pass, which probes it.
   if (run.pidns_inode() == 0 || run.start_time_ticks() == 0 || run.pid() <= 0) {
-    return absl::OkStatus();
+    return owner_exited ? reconcile_now() : absl::OkStatus();
   }
-  const scanner::LivenessObserver observer = ObserverOf(*self_);
   // A leader from another PID namespace is watched through its translation.
   const std::optional<scanner::ProcessRef> leader =
       scanner::LeaderIn(scanner::IdentityOf(run), observer.pidns_inode);
   if (!leader.has_value() || run.boot_id().empty() || observer.boot_id.empty() ||
       run.boot_id() != observer.boot_id) {
-    return absl::OkStatus();
+    return owner_exited ? reconcile_now() : absl::OkStatus();
+  }
+  if (owner_exited) {
+    watcher_->Arm(run.run_id(), *leader);
+    return reconcile_now();
   }
   switch (watcher_->Arm(run.run_id(), *leader)) {
     case scanner::ExitWatcher::ArmResult::kArmed:
@@ -444,7 +547,9 @@ absl::Status Reconciler::Watch(const v1::Run& run) {
 }
 
 void Reconciler::Release(const std::string& run_id) {
-  if (watcher_ != nullptr) watcher_->Disarm(run_id);
+  if (watcher_ == nullptr) return;
+  watcher_->Disarm(run_id);
+  watcher_->Disarm(OwnerKey(run_id));
 }
 
 }  // namespace runreaper::server

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -51,6 +52,13 @@ struct ReconcilerOptions {
 // no status was observed).
 v1::ObservedExit ObservedExitProto(const scanner::ObservedExit& e);
 
+// The exit watcher's key for a run's owner (the run's own key is its run id):
+// the run id and " owner". A run id is printable ASCII without spaces, so no
+// run id is an owner key.
+std::string OwnerKey(absl::string_view run_id);
+// The run an exit watcher key names, and whether the key is its owner's.
+std::pair<std::string, bool> RunOfKey(absl::string_view key);
+
 struct PassResult {
   std::vector<v1::Transition> transitions;  // RUNNING -> STALE changes
   int examined = 0;                         // RUNNING records looked at
@@ -70,7 +78,11 @@ class Reconciler {
 
   // Reconciles only these runs now (the watcher reported their exit, or
   // arming found the leader already gone). Their STATE_CHANGED events say
-  // "exit watcher"; a pass's say "reconcile pass".
+  // "exit watcher"; a pass's say "reconcile pass". An owner's key
+  // (OwnerKey) names its run. A run with an owner has its owner probed too:
+  // an owner gone (exited, zombie, pid reused, another boot) makes the run
+  // STALE with OWNER_EXITED whatever its leader does; an owner that cannot
+  // be verified changes nothing.
   absl::StatusOr<PassResult> ReconcileRuns(const std::vector<std::string>& run_ids);
 
   // Sets `run`'s last_seen_alive_at to the last time this reconciler
@@ -80,11 +92,13 @@ class Reconciler {
   void OverlayLastSeen(v1::Run* run) const;
 
   // Arms the exit watcher for a RUNNING run in a verified namespace (after
-  // RegisterRun, and for every RUNNING record at startup). A run that has
-  // already exited is reconciled at once.
+  // RegisterRun, and for every RUNNING record at startup), and for its
+  // owner under OwnerKey. A run whose leader or owner has already exited is
+  // reconciled at once.
   absl::Status Watch(const v1::Run& run);
   // The run left RUNNING (finished, cancelled): its share of the leader's
-  // pidfd is released at once (closed when no other run names the process).
+  // (and owner's) pidfd is released at once (closed when no other run names
+  // the process).
   void Release(const std::string& run_id);
 
  private:
@@ -92,8 +106,10 @@ class Reconciler {
   // `armed[i]` says runs[i]'s pidfd is armed and has not fired (alive
   // without a probe); empty = none armed. `seen_by` names the path in the
   // events (store::kSeenByPass, ...).
+  // `owner_armed[i]` likewise for runs[i]'s owner; empty = none armed.
   absl::StatusOr<PassResult> ReconcileLocked(const std::vector<store::RunningRecord>& runs,
-                                             const std::vector<bool>& armed, bool dry_run,
+                                             const std::vector<bool>& armed,
+                                             const std::vector<bool>& owner_armed, bool dry_run,
                                              absl::string_view seen_by)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(pass_mu_);
 
@@ -103,7 +119,9 @@ class Reconciler {
 
   // Sets each kStale update's observed exit: the status the watcher read
   // through the leader's pidfd, else the connector's (waiting up to
-  // connector_wait for a fresh end), else unknown at `now`.
+  // connector_wait for a fresh end), else unknown at `now`. An OWNER_EXITED
+  // end gets the leader's status only when one was read (never the owner's,
+  // never unknown: its leader may still run).
   void AttachObservedExits(std::vector<store::RunUpdate>& updates, absl::Time now);
 
   // How often a verified-alive leader's last_seen_alive_at is written.
@@ -122,6 +140,8 @@ class Reconciler {
   // (nothing written, no arm or exit since) reads neither again.
   std::vector<store::RunningRecord> cache_ ABSL_GUARDED_BY(pass_mu_);
   std::vector<bool> cache_armed_ ABSL_GUARDED_BY(pass_mu_);
+  // Per record: its owner's pidfd is armed and quiet (false without owner).
+  std::vector<bool> cache_owner_armed_ ABSL_GUARDED_BY(pass_mu_);
   int64_t cache_version_ ABSL_GUARDED_BY(pass_mu_) = -1;
   uint64_t cache_generation_ ABSL_GUARDED_BY(pass_mu_) = 0;
   // Earliest time an armed record's last_seen_alive_at is due to be written.

@@ -121,6 +121,27 @@ absl::StatusOr<v1::Run> Registrar::Register(const Caller& caller,
   // Who may register this leader, and whether what is stored was checked
   // against it.
   ASSIGN_OR_RETURN(const bool unverified, CheckLeaderClaim(caller, r, leader));
+  // The owner: one pinned read in our namespace, the same policy.
+  if (r.owner_pid() != 0) {
+    const LeaderView owner = ViewOwner(*procfs_, *self_, r.owner_pid());
+    const std::optional<scanner::ProcessRef> here =
+        scanner::LeaderIn(scanner::IdentityOf(run), self.pidns_inode);
+    const int leader_pid = here.has_value() ? here->pid : 0;
+    RETURN_IF_ERROR(CheckOwnerClaim(caller, r, owner, self.pid, leader_pid));
+    scanner::Identity o = owner.live;
+    o.cgroup.clear();
+    o.host = scanner::ProcessRef();
+    o.comm = ToValidUtf8(o.comm);
+    o.boot_id = ToValidUtf8(o.boot_id);
+    scanner::SetOwner(o, &run);
+  }
+  if (r.sweep_on_end()) {
+    run.set_sweep_on_end(true);
+    const absl::Duration grace = SweepGraceOf(r);
+    run.mutable_sweep_grace()->set_seconds(absl::ToInt64Seconds(grace));
+    run.mutable_sweep_grace()->set_nanos(
+        static_cast<int32_t>(absl::ToInt64Nanoseconds(grace % absl::Seconds(1))));
+  }
   run.set_registered_uid(caller.uid);
   run.set_identity_unverified(unverified);
   if (SeenAliveAtRegistration(leader, self, run)) run.set_liveness(v1::LIVENESS_ALIVE);

@@ -338,3 +338,136 @@ TEST_F(RegistrationTest, TheCgroupClaimIsCheckedAgainstTheLeaderAsRead) {
 
 }  // namespace
 }  // namespace runreaper::server
+
+namespace runreaper::server {
+namespace {
+
+// The owner is read once like a leader sent by pid, recorded beside it, and
+// armed under its own key; the run's sweep on end is stored with it.
+TEST_F(RegistrationTest, AnOwnerIsRecordedAndArmedUnderItsOwnKey) {
+  TestChild owner("rr-reg-owner");
+  TestChild leader("rr-reg-leader");
+  ASSERT_OK_AND_ASSIGN(const scanner::ProcStat ostat, procfs_.ReadStat(owner.pid()));
+  v1::RegisterRunRequest r = ByPid("owned", leader.pid());
+  r.set_owner_pid(owner.pid());
+  r.set_owner_start_time_ticks(ostat.start_time);
+  r.set_sweep_on_end(true);
+  ASSERT_OK_AND_ASSIGN(const v1::Run run, registrar_->Register(Caller{}, r));
+  EXPECT_EQ(run.owner_pid(), owner.pid());
+  EXPECT_EQ(run.owner_start_time_ticks(), ostat.start_time);
+  EXPECT_EQ(run.owner_pidns_inode(), self_->pidns_inode());
+  EXPECT_EQ(run.owner_boot_id(), self_->boot_id());
+  EXPECT_EQ(run.owner_pgid(), ostat.pgrp);
+  EXPECT_EQ(run.owner_sid(), ostat.session);
+  EXPECT_EQ(run.owner_comm(), "rr-reg-owner");
+  EXPECT_TRUE(run.sweep_on_end());
+  EXPECT_EQ(run.sweep_grace().seconds(), 5);  // the default
+  EXPECT_TRUE(watcher_->IsArmed("owned"));
+  EXPECT_TRUE(watcher_->IsArmed(OwnerKey("owned")));
+}
+
+// The owner's exit ends the run (OWNER_EXITED) while its leader lives on.
+TEST_F(RegistrationTest, TheOwnersExitEndsTheRunWhateverItsLeaderDoes) {
+  TestChild owner("rr-reg-owner2");
+  TestChild leader("rr-reg-leader2");
+  v1::RegisterRunRequest r = ByPid("owner-exits", leader.pid());
+  r.set_owner_pid(owner.pid());
+  ASSERT_OK(registrar_->Register(Caller{}, r).status());
+  owner.ExitToZombie();
+  // The watcher reports the owner's key; the reconciler maps it to the run.
+  std::vector<std::string> keys;
+  ASSERT_TRUE(WaitFor([&] {
+    for (std::string& k : watcher_->Wait(absl::Milliseconds(100))) keys.push_back(std::move(k));
+    return !keys.empty();
+  }));
+  ASSERT_EQ(keys, std::vector<std::string>{OwnerKey("owner-exits")});
+  ASSERT_OK(reconciler_->ReconcileRuns(keys).status());
+  ASSERT_OK_AND_ASSIGN(const v1::Run run, store_->Get("owner-exits"));
+  EXPECT_EQ(run.state(), v1::RUN_STATE_STALE);
+  EXPECT_EQ(run.stale_reason(), v1::STALE_REASON_OWNER_EXITED);
+  EXPECT_FALSE(watcher_->IsArmed("owner-exits"));
+  EXPECT_EQ(::kill(leader.pid(), 0), 0);  // the leader is untouched by the reconciler
+}
+
+// The reconcile pass checks an owner it cannot see armed (a daemon that
+// restarted, a watcher without a pidfd) with the leader's decision table.
+TEST_F(RegistrationTest, APassFindsAnUnarmedOwnerGone) {
+  TestChild owner("rr-reg-owner3");
+  TestChild leader("rr-reg-leader3");
+  v1::RegisterRunRequest r = ByPid("pass-owner", leader.pid());
+  r.set_owner_pid(owner.pid());
+  ASSERT_OK(registrar_->Register(Caller{}, r).status());
+  watcher_->Disarm(OwnerKey("pass-owner"));
+  ASSERT_OK_AND_ASSIGN(PassResult quiet, reconciler_->RunPass());
+  EXPECT_TRUE(quiet.transitions.empty());
+  owner.ExitToZombie();
+  ASSERT_OK_AND_ASSIGN(PassResult pass, reconciler_->RunPass());
+  ASSERT_EQ(pass.transitions.size(), 1u);
+  EXPECT_EQ(pass.transitions[0].stale_reason(), v1::STALE_REASON_OWNER_EXITED);
+}
+
+TEST_F(RegistrationTest, BadOwnersAreRefusedNamingTheField) {
+  TestChild leader("rr-reg-leader4");
+  auto refused = [&](int owner_pid, absl::StatusCode code, absl::string_view text,
+                     const Caller& caller = Caller{}) {
+    v1::RegisterRunRequest r = ByPid(absl::StrCat("bad-owner-", owner_pid), leader.pid());
+    r.set_owner_pid(owner_pid);
+    absl::StatusOr<v1::Run> run = registrar_->Register(caller, r);
+    EXPECT_EQ(run.status().code(), code) << owner_pid << ": " << run.status();
+    EXPECT_TRUE(absl::StartsWith(run.status().message(), "owner_pid: ") ||
+                absl::StrContains(run.status().message(), "owner process"))
+        << run.status();
+    EXPECT_TRUE(absl::StrContains(run.status().message(), text)) << run.status();
+    EXPECT_TRUE(absl::IsNotFound(store_->Get(r.run_id()).status()));
+  };
+  refused(1, absl::StatusCode::kInvalidArgument, "init");
+  refused(::getpid(), absl::StatusCode::kInvalidArgument, "runreaperd itself");
+  refused(leader.pid(), absl::StatusCode::kInvalidArgument, "leader");
+  refused(-3, absl::StatusCode::kInvalidArgument, "must be > 0");
+  {
+    TestChild gone("rr-reg-gone");
+    const pid_t pid = gone.pid();
+    gone.ExitToZombie();
+    refused(pid, absl::StatusCode::kInvalidArgument, "has exited");
+    gone.Reap();
+    refused(pid, absl::StatusCode::kInvalidArgument, "not found");
+  }
+  // A recycled pid: the start time the caller read is not the process's.
+  TestChild owner("rr-reg-owner5");
+  v1::RegisterRunRequest r = ByPid("recycled", leader.pid());
+  r.set_owner_pid(owner.pid());
+  r.set_owner_start_time_ticks(1);
+  absl::StatusOr<v1::Run> run = registrar_->Register(Caller{}, r);
+  EXPECT_TRUE(absl::IsInvalidArgument(run.status())) << run.status();
+  EXPECT_TRUE(absl::StartsWith(run.status().message(), "owner_pid: ")) << run.status();
+  // sweep_grace without sweep_on_end, and out of range.
+  v1::RegisterRunRequest g = ByPid("grace", leader.pid());
+  g.mutable_sweep_grace()->set_seconds(1);
+  run = registrar_->Register(Caller{}, g);
+  EXPECT_TRUE(absl::StartsWith(run.status().message(), "sweep_grace: ")) << run.status();
+  g.set_sweep_on_end(true);
+  g.mutable_sweep_grace()->set_seconds(7200);
+  run = registrar_->Register(Caller{}, g);
+  EXPECT_TRUE(absl::StartsWith(run.status().message(), "sweep_grace: ")) << run.status();
+}
+
+// A caller that is not root may name only an owner of its own uid.
+TEST_F(RegistrationTest, NobodyMayNameOnlyItsOwnOwner) {
+  NobodyChild leader;
+  NobodyChild own_owner;
+  ASSERT_TRUE(leader.ok() && own_owner.ok());
+  TestChild roots("rr-reg-rootown");  // root's process
+  v1::RegisterRunRequest r = ByPid("nobody-owner", leader.pid());
+  r.set_owner_pid(roots.pid());
+  absl::StatusOr<v1::Run> run = registrar_->Register(Nobody(), r);
+  EXPECT_TRUE(absl::IsPermissionDenied(run.status())) << run.status();
+  EXPECT_TRUE(absl::StrContains(run.status().message(), "belongs to uid 0")) << run.status();
+  EXPECT_TRUE(absl::IsNotFound(store_->Get("nobody-owner").status()));
+  r.set_owner_pid(own_owner.pid());
+  ASSERT_OK_AND_ASSIGN(const v1::Run ok, registrar_->Register(Nobody(), r));
+  EXPECT_EQ(ok.owner_pid(), own_owner.pid());
+  EXPECT_EQ(ok.owner_uid(), kNobody);
+}
+
+}  // namespace
+}  // namespace runreaper::server

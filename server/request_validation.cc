@@ -104,7 +104,41 @@ absl::Status ValidateRegisterRequest(const v1::RegisterRunRequest& r) {
   for (const auto& [key, value] : r.labels()) {
     RETURN_IF_ERROR(ValidateName(key, "labels key", kMaxLabelKeyBytes));
   }
+  if (r.owner_pid() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("owner_pid: ", r.owner_pid(), " must be > 0 (0 = no owner)"));
+  }
+  if (r.owner_pid() == 1) {
+    return absl::InvalidArgumentError(
+        "owner_pid: 1 is init, whose exit ends everything; name the agent process");
+  }
+  if (r.owner_pid() != 0 && r.owner_pid() == r.pid()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "owner_pid: ", r.owner_pid(), " is the leader (pid); the owner is never the run's own"));
+  }
+  if (r.has_owner_start_time_ticks() && r.owner_pid() == 0) {
+    return absl::InvalidArgumentError("owner_start_time_ticks: sent without owner_pid");
+  }
+  if (r.has_owner_start_time_ticks() && r.owner_start_time_ticks() == 0) {
+    return absl::InvalidArgumentError("owner_start_time_ticks: must be > 0 when sent");
+  }
+  if (r.has_sweep_grace()) {
+    if (!r.sweep_on_end()) {
+      return absl::InvalidArgumentError("sweep_grace: sent without sweep_on_end");
+    }
+    const auto& g = r.sweep_grace();
+    if (g.seconds() < 0 || g.nanos() < 0 || g.nanos() > 999999999 ||
+        absl::Seconds(g.seconds()) + absl::Nanoseconds(g.nanos()) > kMaxSweepGrace) {
+      return absl::InvalidArgumentError(absl::StrCat("sweep_grace: must be between 0 and ",
+                                                     absl::FormatDuration(kMaxSweepGrace)));
+    }
+  }
   return absl::OkStatus();
+}
+
+absl::Duration SweepGraceOf(const v1::RegisterRunRequest& r) {
+  if (!r.has_sweep_grace()) return kDefaultSweepGrace;
+  return absl::Seconds(r.sweep_grace().seconds()) + absl::Nanoseconds(r.sweep_grace().nanos());
 }
 
 absl::Status ValidateCancelRequest(const v1::CancelRunRequest& r) {

@@ -50,7 +50,17 @@ absl::Status ValidatePageSize(int page_size);
 absl::Status ValidateLabels(const google::protobuf::Map<std::string, std::string>& labels,
                             absl::string_view field);
 
+// Sweep on end (RegisterRunRequest.sweep_grace): unset = kDefaultSweepGrace,
+// at most kMaxSweepGrace.
+inline constexpr absl::Duration kDefaultSweepGrace = absl::Seconds(5);
+inline constexpr absl::Duration kMaxSweepGrace = absl::Hours(1);
+
+// Also the owner's fields as far as they can be checked without /proc
+// (owner_pid not negative, not 1, not the leader; owner_start_time_ticks
+// only with an owner) and sweep_grace (only with sweep_on_end, 0..1 h).
 absl::Status ValidateRegisterRequest(const v1::RegisterRunRequest& request);
+// The grace of a validated request's sweep on end.
+absl::Duration SweepGraceOf(const v1::RegisterRunRequest& request);
 absl::Status ValidateCancelRequest(const v1::CancelRunRequest& request);
 absl::Status ValidateListRunsRequest(const v1::ListRunsRequest& request);
 absl::Status ValidateListEventsRequest(const v1::ListEventsRequest& request);

@@ -14,7 +14,12 @@ scanner::RunSpec SpecOf(const v1::Run& run) {
   s.run_id = run.run_id();
   s.leader = scanner::IdentityOf(run);  // its cgroup: the run's own
   s.keep = run.keep();
-  s.include_leader = run.state() == v1::RUN_STATE_CANCELLED;
+  // A run whose owner went is handled like a cancelled one: nobody is left
+  // to collect its leader's result.
+  s.include_leader =
+      run.state() == v1::RUN_STATE_CANCELLED ||
+      (run.state() == v1::RUN_STATE_STALE && run.stale_reason() == v1::STALE_REASON_OWNER_EXITED);
+  s.owner = scanner::OwnerOf(run);
   return s;
 }
 

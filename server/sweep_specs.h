@@ -17,8 +17,10 @@ namespace runreaper::server {
 namespace v1 = ::runreaper::v1;
 
 // The run as membership reads it: its run id, its recorded leader identity
-// (whose cgroup is the run's own), keep, and include_leader for a CANCELLED
-// run (CancelRun sweeps the leader too, even one that led no group).
+// (whose cgroup is the run's own), keep, include_leader for a CANCELLED
+// run (CancelRun sweeps the leader too, even one that led no group) and for
+// a STALE run whose owner exited (OWNER_EXITED: handled like a cancel), and
+// its owner (never a member).
 scanner::RunSpec SpecOf(const v1::Run& run);
 
 v1::MatchSource ToProto(scanner::MatchSource source);

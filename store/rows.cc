@@ -86,6 +86,22 @@ StoredRun ReadRunRow(const Statement& s) {
   r.set_host_pidns_inode(static_cast<uint64_t>(s.ColumnInt(23)));
   ReadObservedExit(s, 24, r.mutable_observed_exit());
   if (r.observed_exit().kind() == v1::OBSERVED_EXIT_KIND_UNSPECIFIED) r.clear_observed_exit();
+  if (const int owner_pid = static_cast<int>(s.ColumnInt(30)); owner_pid > 0) {
+    r.set_owner_pid(owner_pid);
+    r.set_owner_start_time_ticks(static_cast<uint64_t>(s.ColumnInt(31)));
+    r.set_owner_pidns_inode(static_cast<uint64_t>(s.ColumnInt(32)));
+    r.set_owner_boot_id(ProtoText(s, 33));
+    r.set_owner_pgid(static_cast<int32_t>(s.ColumnInt(34)));
+    r.set_owner_sid(static_cast<int32_t>(s.ColumnInt(35)));
+    if (!s.ColumnIsNull(36)) r.set_owner_uid(static_cast<uint32_t>(s.ColumnInt(36)));
+    r.set_owner_comm(ProtoText(s, 37));
+  }
+  if (s.ColumnInt(38) != 0) {
+    r.set_sweep_on_end(true);
+    const int64_t us = s.ColumnInt(39);
+    r.mutable_sweep_grace()->set_seconds(us / 1000000);
+    r.mutable_sweep_grace()->set_nanos(static_cast<int32_t>(us % 1000000) * 1000);
+  }
   return out;
 }
 

@@ -21,8 +21,10 @@ inline constexpr char kRunColumns[] =
     "registered_at_us, last_seen_alive_at_us, ended_at_us, sweep_done, "
     "registered_uid, identity_unverified, host_pid, host_pidns_inode, "
     "observed_kind, observed_code, observed_signal, observed_core, "
-    "observed_at_us, observed_source";
-inline constexpr int kRunColumnCount = 30;
+    "observed_at_us, observed_source, "
+    "owner_pid, owner_start_time_ticks, owner_pidns_inode, owner_boot_id, "
+    "owner_pgid, owner_sid, owner_uid, owner_comm, sweep_on_end, sweep_grace_us";
+inline constexpr int kRunColumnCount = 40;
 
 // The observed-exit columns, in the order of kObservedColumns, on both runs
 // and events (schema 7).

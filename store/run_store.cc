@@ -70,6 +70,10 @@ std::string IdentityDifference(const v1::Run& a, const v1::Run& b) {
     return "labels";
   }
   if (a.keep() != b.keep()) return "keep";
+  if (a.owner_pid() != b.owner_pid() || a.owner_start_time_ticks() != b.owner_start_time_ticks()) {
+    return absl::StrCat("owner ", a.owner_pid(), " vs ", b.owner_pid());
+  }
+  if (a.sweep_on_end() != b.sweep_on_end()) return "sweep_on_end";
   return "";
 }
 
@@ -131,9 +135,13 @@ absl::StatusOr<v1::Run> RunStore::Register(const v1::Run& run) {
                         "start_time_ticks, boot_id, uid, comm, cgroup, keep, state, "
                         "liveness, stale_reason, exit_code, registered_at_us, "
                         "last_seen_alive_at_us, ended_at_us, sweep_done, registered_uid, "
-                        "identity_unverified, host_pid, host_pidns_inode) VALUES (?1, ?2, "
+                        "identity_unverified, host_pid, host_pidns_inode, owner_pid, "
+                        "owner_start_time_ticks, owner_pidns_inode, owner_boot_id, "
+                        "owner_pgid, owner_sid, owner_uid, owner_comm, sweep_on_end, "
+                        "sweep_grace_us) VALUES (?1, ?2, "
                         "?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?14, 0, NULL, ?13, "
-                        "?13, NULL, 0, ?15, ?16, ?17, ?18)"));
+                        "?13, NULL, 0, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, "
+                        "?25, ?26, ?27, ?28)"));
       s->BindText(1, run.run_id())
           .BindInt(2, run.pid())
           .BindInt(3, run.pgid())
@@ -152,6 +160,21 @@ absl::StatusOr<v1::Run> RunStore::Register(const v1::Run& run) {
           .BindInt(16, run.identity_unverified() ? 1 : 0)
           .BindInt(17, run.host_pid() > 0 ? run.host_pid() : 0)
           .BindInt(18, run.host_pid() > 0 ? static_cast<int64_t>(run.host_pidns_inode()) : 0);
+      const bool owned = run.owner_pid() > 0;
+      s->BindInt(19, owned ? run.owner_pid() : 0)
+          .BindInt(20, owned ? static_cast<int64_t>(run.owner_start_time_ticks()) : 0)
+          .BindInt(21, owned ? static_cast<int64_t>(run.owner_pidns_inode()) : 0)
+          .BindText(22, owned ? run.owner_boot_id() : std::string())
+          .BindInt(23, owned ? run.owner_pgid() : 0)
+          .BindInt(24, owned ? run.owner_sid() : 0)
+          .BindOptionalInt(25, owned && run.has_owner_uid()
+                                   ? std::optional<int64_t>(run.owner_uid())
+                                   : std::nullopt)
+          .BindText(26, owned ? run.owner_comm() : std::string())
+          .BindInt(27, run.sweep_on_end() ? 1 : 0)
+          .BindInt(28, run.sweep_on_end() ? run.sweep_grace().seconds() * 1000000 +
+                                                run.sweep_grace().nanos() / 1000
+                                          : 0);
       RETURN_IF_ERROR(s->Run());
     }
     const int64_t seq = m.db->LastInsertRowid();

@@ -123,6 +123,9 @@ struct RunningRecord {
   scanner::ProcessRef host;
   v1::Liveness liveness = v1::LIVENESS_UNSPECIFIED;
   absl::Time last_seen_alive;
+  // The run's owner (v1::Run owner_*), in runreaperd's PID namespace; pid 0
+  // = no owner.
+  scanner::ProcessRef owner;
 };
 
 // Runs by state, and the terminal runs not swept clean yet.
@@ -191,7 +194,7 @@ struct SweepProgress {
 class RunStore {
  public:
   static constexpr int kMaxPageSize = 1000;
-  static constexpr int kSchemaVersion = 7;
+  static constexpr int kSchemaVersion = 8;
 
   // Opens or creates the database at `path` (its directory must exist).
   // Refuses a schema newer than kSchemaVersion, a file that is not a SQLite

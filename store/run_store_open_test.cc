@@ -277,7 +277,7 @@ TEST_F(RunStoreTest, MigratesASchemaFourFile) {
   }
   // Schema 4 is schema 5 without the two runs columns of migration 4 -> 5
   // (and without the later 5 -> 6 columns).
-  RawExec(path_, std::string(kUndoSchemaSeven) +
+  RawExec(path_, std::string(kDropOwnerColumns) + kUndoSchemaSeven +
                      "ALTER TABLE runs DROP COLUMN registered_uid; "
                      "ALTER TABLE runs DROP COLUMN identity_unverified; "
                      "ALTER TABLE runs DROP COLUMN host_pid; "
@@ -316,7 +316,7 @@ TEST_F(RunStoreTest, MigratesASchemaOneFile) {
   // runs_prunable index (3 -> 4) and the runs columns registered_uid and
   // identity_unverified (4 -> 5) and host_pid/host_pidns_inode (5 -> 6);
   // dropping them rebuilds the shipped v1 file.
-  RawExec(path_, std::string(kUndoSchemaSeven) +
+  RawExec(path_, std::string(kDropOwnerColumns) + kUndoSchemaSeven +
                      "ALTER TABLE sweep_progress DROP COLUMN sent_at_us; "
                      "DROP TABLE run_descendants; "
                      "DROP INDEX runs_prunable; "
@@ -398,7 +398,7 @@ TEST_F(RunStoreTest, MigratesASchemaFiveFile) {
     auto store = OpenOrDie();
     ASSERT_OK(store->Register(MakeRun("r1")));
   }
-  RawExec(path_, std::string(kUndoSchemaSeven) +
+  RawExec(path_, std::string(kDropOwnerColumns) + kUndoSchemaSeven +
                      "ALTER TABLE runs DROP COLUMN host_pid; "
                      "ALTER TABLE runs DROP COLUMN host_pidns_inode; "
                      "PRAGMA user_version = 5;");
@@ -423,7 +423,7 @@ TEST_F(RunStoreTest, MigratesASchemaSixFile) {
     ASSERT_OK(store->Register(MakeRun("r1")));
     ASSERT_OK(MarkStale(*store, "r1", v1::STALE_REASON_EXITED, v1::LIVENESS_DEAD).status());
   }
-  RawExec(path_, std::string(kUndoSchemaSeven) + "PRAGMA user_version = 6;");
+  RawExec(path_, std::string(kDropOwnerColumns) + kUndoSchemaSeven + "PRAGMA user_version = 6;");
   auto store = OpenOrDie();
   ASSERT_NE(store, nullptr);
   EXPECT_EQ(RawQueryInt(path_, "PRAGMA user_version"), RunStore::kSchemaVersion);
@@ -431,6 +431,70 @@ TEST_F(RunStoreTest, MigratesASchemaSixFile) {
   EXPECT_EQ(r.state(), v1::RUN_STATE_STALE);
   EXPECT_FALSE(r.has_observed_exit());
   for (const v1::Event& e : Events(*store, "r1")) EXPECT_FALSE(e.has_observed_exit());
+}
+
+// A run's owner and sweep on end round-trip, in full reads and in the
+// reconcile pass's slim rows; another owner is another registration.
+TEST_F(RunStoreTest, OwnerAndSweepOnEndRoundTrip) {
+  auto store = OpenOrDie();
+  RunProto in = MakeRun("owned", 5);
+  in.set_owner_pid(77);
+  in.set_owner_start_time_ticks(1234);
+  in.set_owner_pidns_inode(4026531836ULL);
+  in.set_owner_boot_id("boot");
+  in.set_owner_pgid(70);
+  in.set_owner_sid(71);
+  in.set_owner_uid(1000);
+  in.set_owner_comm("Runner.Worker");
+  in.set_sweep_on_end(true);
+  in.mutable_sweep_grace()->set_seconds(3);
+  in.mutable_sweep_grace()->set_nanos(500000000);
+  ASSERT_OK(store->Register(in));
+  ASSERT_OK_AND_ASSIGN(RunProto got, store->Get("owned"));
+  EXPECT_EQ(got.owner_pid(), 77);
+  EXPECT_EQ(got.owner_start_time_ticks(), 1234u);
+  EXPECT_EQ(got.owner_pidns_inode(), 4026531836ULL);
+  EXPECT_EQ(got.owner_boot_id(), "boot");
+  EXPECT_EQ(got.owner_pgid(), 70);
+  EXPECT_EQ(got.owner_sid(), 71);
+  ASSERT_TRUE(got.has_owner_uid());
+  EXPECT_EQ(got.owner_uid(), 1000u);
+  EXPECT_EQ(got.owner_comm(), "Runner.Worker");
+  EXPECT_TRUE(got.sweep_on_end());
+  EXPECT_EQ(got.sweep_grace().seconds(), 3);
+  EXPECT_EQ(got.sweep_grace().nanos(), 500000000);
+  ASSERT_OK_AND_ASSIGN(std::vector<RunningRecord> slim, store->ListRunningForReconcile());
+  ASSERT_EQ(slim.size(), 1u);
+  EXPECT_EQ(slim[0].owner.pid, 77);
+  EXPECT_EQ(slim[0].owner.start_time, 1234u);
+  EXPECT_EQ(slim[0].owner.pidns_inode, 4026531836ULL);
+  EXPECT_EQ(slim[0].owner.boot_id, "boot");
+  RunProto other = in;
+  other.set_owner_start_time_ticks(999);
+  EXPECT_EQ(store->Register(other).status().code(), absl::StatusCode::kAlreadyExists);
+  ASSERT_OK(store->Register(MakeRun("plain", 6)));
+  ASSERT_OK_AND_ASSIGN(RunProto plain, store->Get("plain"));
+  EXPECT_EQ(plain.owner_pid(), 0);
+  EXPECT_FALSE(plain.has_owner_uid());
+  EXPECT_FALSE(plain.sweep_on_end());
+}
+
+// A file from before owners gains the owner columns, empty for its runs (no
+// owner, no sweep on end).
+TEST_F(RunStoreTest, MigratesAFileWithoutOwners) {
+  {
+    auto store = OpenOrDie();
+    ASSERT_OK(store->Register(MakeRun("r1")));
+  }
+  RawExec(path_, std::string(kDropOwnerColumns) +
+                     absl::StrCat("PRAGMA user_version = ", RunStore::kSchemaVersion - 1, ";"));
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(RawQueryInt(path_, "PRAGMA user_version"), RunStore::kSchemaVersion);
+  ASSERT_OK_AND_ASSIGN(RunProto r, store->Get("r1"));
+  EXPECT_EQ(r.pid(), 4242);
+  EXPECT_EQ(r.owner_pid(), 0);
+  EXPECT_FALSE(r.sweep_on_end());
 }
 
 }  // namespace

@@ -85,10 +85,12 @@ absl::StatusOr<std::vector<RunningRecord>> RunStore::ListRunningForReconcile() {
   Impl& m = *impl_;
   std::vector<RunningRecord> out;
   RETURN_IF_ERROR(m.Read(false, [&](Database& d) -> absl::Status {
-    ASSIGN_OR_RETURN(ScopedStatement s,
-                     d.Prepare("SELECT seq, run_id, pid, pidns_inode, start_time_ticks, "
-                               "boot_id, liveness, last_seen_alive_at_us, host_pid, "
-                               "host_pidns_inode FROM runs WHERE state = ?1 ORDER BY seq"));
+    ASSIGN_OR_RETURN(
+        ScopedStatement s,
+        d.Prepare("SELECT seq, run_id, pid, pidns_inode, start_time_ticks, "
+                  "boot_id, liveness, last_seen_alive_at_us, host_pid, "
+                  "host_pidns_inode, owner_pid, owner_start_time_ticks, owner_pidns_inode, "
+                  "owner_boot_id FROM runs WHERE state = ?1 ORDER BY seq"));
     s->BindInt(1, v1::RUN_STATE_RUNNING);
     while (true) {
       ASSIGN_OR_RETURN(bool row, s->Step());
@@ -107,6 +109,12 @@ absl::StatusOr<std::vector<RunningRecord>> RunStore::ListRunningForReconcile() {
         r.host = r.leader;
         r.host.pid = host_pid;
         r.host.pidns_inode = static_cast<uint64_t>(s->ColumnInt(9));
+      }
+      if (const int owner_pid = static_cast<int>(s->ColumnInt(10)); owner_pid > 0) {
+        r.owner.pid = owner_pid;
+        r.owner.start_time = static_cast<uint64_t>(s->ColumnInt(11));
+        r.owner.pidns_inode = static_cast<uint64_t>(s->ColumnInt(12));
+        r.owner.boot_id = s->ColumnText(13);
       }
     }
     return absl::OkStatus();

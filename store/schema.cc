@@ -147,6 +147,21 @@ ALTER TABLE events ADD COLUMN observed_core INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE events ADD COLUMN observed_at_us INTEGER;
 ALTER TABLE events ADD COLUMN observed_source INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // 7 -> 8: a run's owner (the agent process executing the job, recorded
+    // like a leader; owner_pid 0 = none, what every older run has) and
+    // sweep on end (swept sweep_grace_us after it ends; off for older runs).
+    R"sql(
+ALTER TABLE runs ADD COLUMN owner_pid INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN owner_start_time_ticks INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN owner_pidns_inode INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN owner_boot_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN owner_pgid INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN owner_sid INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN owner_uid INTEGER;
+ALTER TABLE runs ADD COLUMN owner_comm TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN sweep_on_end INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN sweep_grace_us INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kVersion,
               "one migration per schema version");

@@ -65,6 +65,21 @@ inline constexpr char kUndoSchemaSeven[] =
     "ALTER TABLE events DROP COLUMN observed_at_us; "
     "ALTER TABLE events DROP COLUMN observed_source; ";
 
+// Undoes migration 7 -> 8 (the owner_* and sweep_on_end columns of runs),
+// for tests that rebuild an older schema by hand. A file taken below
+// schema 7 needs this first, then kUndoSchemaSeven.
+inline constexpr char kDropOwnerColumns[] =
+    "ALTER TABLE runs DROP COLUMN owner_pid; "
+    "ALTER TABLE runs DROP COLUMN owner_start_time_ticks; "
+    "ALTER TABLE runs DROP COLUMN owner_pidns_inode; "
+    "ALTER TABLE runs DROP COLUMN owner_boot_id; "
+    "ALTER TABLE runs DROP COLUMN owner_pgid; "
+    "ALTER TABLE runs DROP COLUMN owner_sid; "
+    "ALTER TABLE runs DROP COLUMN owner_uid; "
+    "ALTER TABLE runs DROP COLUMN owner_comm; "
+    "ALTER TABLE runs DROP COLUMN sweep_on_end; "
+    "ALTER TABLE runs DROP COLUMN sweep_grace_us; ";
+
 }  // namespace runreaper::store
 
 #endif  // RUNREAPER_STORE_STORE_TEST_UTIL_H_

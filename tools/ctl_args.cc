@@ -22,7 +22,8 @@ bool ParsedArgs::Bool(const std::string& name) const {
 
 absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
                                      const std::set<std::string>& value_flags,
-                                     const std::set<std::string>& bool_flags) {
+                                     const std::set<std::string>& bool_flags,
+                                     const std::set<std::string>& optional_value_flags) {
   ParsedArgs out;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -49,6 +50,10 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
       value = name.substr(eq + 1);
       name = name.substr(0, eq);
       has_value = true;
+    }
+    if (optional_value_flags.count(name)) {
+      out.flags[name].push_back(value);
+      continue;
     }
     if (bool_flags.count(name)) {
       if (has_value && value != "true" && value != "false" && value != "1" && value != "0" &&

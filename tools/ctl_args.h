@@ -29,11 +29,13 @@ struct ParsedArgs {
   bool Bool(const std::string& name) const;
 };
 
-// `value_flags` take a value; `bool_flags` may go without one. Any other
-// "--name" is INVALID_ARGUMENT naming it.
+// `value_flags` take a value; `bool_flags` may go without one;
+// `optional_value_flags` are "--name" (value "") or "--name=value", never
+// taking the next argument. Any other "--name" is INVALID_ARGUMENT naming it.
 absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
                                      const std::set<std::string>& value_flags,
-                                     const std::set<std::string>& bool_flags);
+                                     const std::set<std::string>& bool_flags,
+                                     const std::set<std::string>& optional_value_flags = {});
 
 // A flag value as a duration: whole seconds ("30") or Abseil's form ("30s",
 // "5m", "1h"), never negative. INVALID_ARGUMENT names --<name>=<text>.

@@ -1,6 +1,7 @@
 #include "tools/ctl_client.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <utility>
 #include <vector>
 
@@ -49,8 +50,15 @@ Client::Client(const ParsedArgs& args, absl::Duration rpc_timeout)
   if (args.Has("target")) {
     target_ = args.Get("target");
   } else {
-    target_ =
-        "unix:" + (args.Has("socket") ? args.Get("socket") : std::string("./var/runreaper.sock"));
+    // --socket, else $RUNREAPER_SOCKET (set and not empty), else the default.
+    const char* env = std::getenv("RUNREAPER_SOCKET");
+    std::string socket = "./var/runreaper.sock";
+    if (args.Has("socket")) {
+      socket = args.Get("socket");
+    } else if (env != nullptr && env[0] != '\0') {
+      socket = env;
+    }
+    target_ = "unix:" + socket;
   }
 }
 

@@ -114,16 +114,127 @@ absl::StatusOr<scanner::Identity> ReadableIdentity(const scanner::ProcFs& procfs
   return id;
 }
 
+absl::StatusOr<scanner::ProcStat> NearestAncestorNamed(const scanner::ProcFs& procfs, int from,
+                                                       absl::string_view comm,
+                                                       absl::string_view flag) {
+  // The ppid chain, nearest first; bounded (a cycle cannot happen in a
+  // live tree, but the reads are not atomic).
+  int pid = from;
+  for (int hops = 0; pid > 1 && hops < 4096; ++hops) {
+    absl::StatusOr<scanner::ProcStat> stat = procfs.ReadStat(pid);
+    if (!stat.ok()) {
+      return absl::Status(stat.status().code(),
+                          absl::StrCat("--", flag, "=ancestor:", comm, ": cannot read process ",
+                                       pid, ": ", stat.status().message()));
+    }
+    if (stat->comm == comm) return *std::move(stat);
+    pid = stat->ppid;
+  }
+  return absl::NotFoundError(absl::StrCat("--", flag, "=ancestor:", comm,
+                                          ": no ancestor of runreaperctl (pid ", ::getpid(),
+                                          ") has comm \"", comm, "\""));
+}
+
+absl::StatusOr<ResolvedPid> ResolvePidFlag(const scanner::ProcFs& procfs, absl::string_view flag,
+                                           absl::string_view text) {
+  constexpr absl::string_view kAncestor = "ancestor:";
+  ResolvedPid out;
+  if (absl::StartsWith(text, kAncestor)) {
+    const absl::string_view comm = text.substr(kAncestor.size());
+    if (comm.empty() || comm.size() > 15) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, "=ancestor:COMM: COMM must be 1..15 bytes (a comm), got \"",
+                       EscapeForLog(comm), "\""));
+    }
+    absl::StatusOr<scanner::ProcStat> stat = NearestAncestorNamed(procfs, ::getppid(), comm, flag);
+    if (!stat.ok()) return stat.status();
+    out.pid = stat->pid;
+    out.start_time = stat->start_time;
+    return out;
+  }
+  if (!absl::SimpleAtoi(text, &out.pid) || out.pid <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, "=", EscapeForLog(text), ": expected N > 0 or ancestor:COMM"));
+  }
+  return out;
+}
+
+std::string PrintEnvLine(absl::string_view run_id) {
+  // Bare when no shell would interpret any byte (what $GITHUB_ENV wants);
+  // single-quoted otherwise (run ids are printable ASCII without spaces).
+  bool plain = !run_id.empty();
+  for (const char ch : run_id) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(ch)) &&
+        std::string_view("._-:/@%+=,").find(ch) == std::string_view::npos) {
+      plain = false;
+    }
+  }
+  if (plain) return absl::StrCat("RUNREAPER_RUN_ID=", run_id, "\n");
+  std::string quoted = "'";
+  for (const char ch : run_id) {
+    if (ch == '\'') {
+      quoted += "'\\''";
+    } else {
+      quoted += ch;
+    }
+  }
+  quoted += "'";
+  return absl::StrCat("RUNREAPER_RUN_ID=", quoted, "\n");
+}
+
 int CmdRegister(Client& c, const ParsedArgs& a) {
   v1::RegisterRunRequest req;
   req.set_run_id(a.positional[1]);
-  int pid;
-  if (!a.Has("pid") || !absl::SimpleAtoi(a.Get("pid"), &pid) || pid <= 0) {
-    return Usage("register needs --pid=N (N > 0)");
-  }
-  req.set_pid(pid);
-  // The identity as this namespace sees it.
   scanner::ProcFs procfs;
+  if (!a.Has("pid")) return Usage("register needs --pid=N (N > 0) or --pid=ancestor:COMM");
+  absl::StatusOr<ResolvedPid> leader = ResolvePidFlag(procfs, "pid", a.Get("pid"));
+  if (!leader.ok()) {
+    if (absl::IsInvalidArgument(leader.status()))
+      return Usage(std::string(leader.status().message()));
+    fprintf(stderr, "runreaperctl: register: %s\n",
+            EscapeForLog(leader.status().message()).c_str());
+    return absl::IsNotFound(leader.status()) ? kExitNotFound : kExitError;
+  }
+  const int pid = leader->pid;
+  req.set_pid(pid);
+  if (a.Has("owner_pid") && a.Has("owner")) {
+    return Usage("--owner_pid and --owner are exclusive");
+  }
+  if (a.Has("owner_pid") || a.Has("owner")) {
+    const std::string flag = a.Has("owner") ? "owner" : "owner_pid";
+    const std::string text = a.Get(flag);
+    if (flag == "owner" && !absl::StartsWith(text, "ancestor:")) {
+      return Usage("--owner: expected ancestor:COMM (or --owner_pid=M)");
+    }
+    absl::StatusOr<ResolvedPid> owner = ResolvePidFlag(procfs, flag, text);
+    if (!owner.ok()) {
+      if (absl::IsInvalidArgument(owner.status()))
+        return Usage(std::string(owner.status().message()));
+      fprintf(stderr, "runreaperctl: register: %s\n",
+              EscapeForLog(owner.status().message()).c_str());
+      return absl::IsNotFound(owner.status()) ? kExitNotFound : kExitError;
+    }
+    req.set_owner_pid(owner->pid);
+    // The owner as found here, pinned: a pid recycled before runreaperd
+    // reads it is refused, not taken for the owner.
+    uint64_t start = owner->start_time;
+    if (start == 0) {
+      if (absl::StatusOr<scanner::ProcStat> st = procfs.ReadStat(owner->pid); st.ok()) {
+        start = st->start_time;
+      }
+    }
+    if (start != 0) req.set_owner_start_time_ticks(start);
+  }
+  if (a.Has("sweep_on_end")) {
+    req.set_sweep_on_end(true);
+    if (const std::string g = a.Get("sweep_on_end"); !g.empty()) {
+      absl::StatusOr<absl::Duration> grace = ParseDurationFlag("sweep_on_end", g);
+      if (!grace.ok()) return Usage(std::string(grace.status().message()));
+      *req.mutable_sweep_grace() = google::protobuf::util::TimeUtil::MicrosecondsToDuration(
+          absl::ToInt64Microseconds(*grace));
+    }
+  }
+  // The identity as this namespace sees it.
   absl::StatusOr<scanner::Identity> id = procfs.CaptureIdentity(pid);
   if (!id.ok() && !absl::IsPermissionDenied(id.status())) {
     fprintf(stderr, "runreaperctl: register: cannot read process %d here: %s\n", pid,
@@ -175,7 +286,14 @@ int CmdRegister(Client& c, const ParsedArgs& a) {
   req.set_keep(a.Bool("keep"));
   v1::Run run;
   auto ctx = c.Context();
-  return PrintRunResult(c.json(), c.stub()->RegisterRun(ctx.get(), req, &run), run, "register");
+  const grpc::Status s = c.stub()->RegisterRun(ctx.get(), req, &run);
+  if (a.Bool("print_env")) {
+    if (!s.ok()) return ExitFor(s, "register");
+    // Only the assignment on stdout: it goes to $GITHUB_ENV or eval.
+    fputs(PrintEnvLine(run.run_id()).c_str(), stdout);
+    return kExitOk;
+  }
+  return PrintRunResult(c.json(), s, run, "register");
 }
 
 int CmdList(Client& c, const ParsedArgs& a) {
@@ -378,12 +496,15 @@ int CmdRunCall(Client& c, const ParsedArgs& a) {
   if (name == "finish") {
     v1::FinishRunRequest req;
     req.set_run_id(run_id);
-    int code;
-    if (!a.Has("exit_code") || !absl::SimpleAtoi(a.Get("exit_code"), &code)) {
-      return Usage("finish needs --exit_code=N");
+    int code = 0;
+    if (a.Has("exit_code") && !absl::SimpleAtoi(a.Get("exit_code"), &code)) {
+      return Usage("--exit_code: expected a number");
     }
     req.set_exit_code(code);
-    return PrintRunResult(c.json(), c.stub()->FinishRun(ctx.get(), req, &run), run, name);
+    const grpc::Status s = c.stub()->FinishRun(ctx.get(), req, &run);
+    // --no_wait: the state is stored; any sweep on end is the daemon's.
+    if (a.Bool("no_wait") && s.ok() && !c.json()) return kExitOk;
+    return PrintRunResult(c.json(), s, run, name);
   }
   if (name == "cancel") {
     v1::CancelRunRequest req;

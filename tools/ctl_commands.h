@@ -7,6 +7,13 @@
 #ifndef RUNREAPER_TOOLS_CTL_COMMANDS_H_
 #define RUNREAPER_TOOLS_CTL_COMMANDS_H_
 
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "scanner/proc_parse.h"
+#include "scanner/procfs.h"
 #include "tools/ctl_args.h"
 #include "tools/ctl_client.h"
 
@@ -15,6 +22,27 @@ namespace runreaper::tools {
 // grpc.health.v1.Health/Check for the whole server (service ""); exit 0
 // only when SERVING.
 int CmdHealth(Client& c);
+// The nearest process of the ppid chain starting at `from` (itself
+// included) whose comm is `comm`: NOT_FOUND naming --<flag>=ancestor:COMM
+// when none up to pid 1, or the read error.
+absl::StatusOr<scanner::ProcStat> NearestAncestorNamed(const scanner::ProcFs& procfs, int from,
+                                                       absl::string_view comm,
+                                                       absl::string_view flag);
+// A pid flag's value: "N" (N > 0), or "ancestor:COMM", the nearest ancestor
+// of this process (from its parent up) whose comm is COMM, with its start
+// time. INVALID_ARGUMENT naming --<flag> for a malformed value; NOT_FOUND
+// when no ancestor has that comm.
+struct ResolvedPid {
+  int pid = 0;
+  uint64_t start_time = 0;  // 0 = not read
+};
+absl::StatusOr<ResolvedPid> ResolvePidFlag(const scanner::ProcFs& procfs, absl::string_view flag,
+                                           absl::string_view text);
+// register --print_env's one line: "RUNREAPER_RUN_ID=<id>\n", the id bare
+// when it holds only [A-Za-z0-9._-:/@%+=,], single-quoted for a shell
+// otherwise.
+std::string PrintEnvLine(absl::string_view run_id);
+
 // register RUN_ID --pid=N ...: reads --pid's identity here and sends it.
 int CmdRegister(Client& c, const ParsedArgs& a);
 // list: every page of ListRuns.

@@ -41,6 +41,9 @@ struct Command {
 
 const std::set<std::string> kGlobalValueFlags = {"socket", "target", "token_file", "rpc_timeout"};
 const std::set<std::string> kGlobalBoolFlags = {"json", "help"};
+// "--name" or "--name=value" (never the next argument); listed as a bool
+// flag of the commands they apply to.
+const std::set<std::string> kOptionalValueFlags = {"sweep_on_end"};
 
 const std::vector<Command>& Commands() {
   static const auto* commands = new std::vector<Command>{
@@ -53,7 +56,8 @@ const std::vector<Command>& Commands() {
        0,
        0},
       {"register",
-       "register RUN_ID --pid=N [--pgid=N] [--pidns=INODE] "
+       "register RUN_ID --pid=N|ancestor:COMM [--owner_pid=M | --owner=ancestor:COMM] "
+       "[--sweep_on_end[=GRACE]] [--print_env] [--pgid=N] [--pidns=INODE] "
        "[--cgroup=PATH] [--label=k=v]... [--keep]",
        "Registers a run. The identity of --pid (pgid, sid, PID-namespace inode, "
        "start time, boot id, uid, comm) is read here, in this namespace, and "
@@ -66,9 +70,24 @@ const std::vector<Command>& Commands() {
        "--pgid/--pidns override what was read. --cgroup names a "
        "cgroup v2 path that belongs to this run alone (its members are swept "
        "with it); it is never filled in automatically. --keep: members of this "
-       "run are reported, never signalled.",
-       {"pid", "pgid", "pidns", "cgroup", "label"},
-       {"keep"},
+       "run are reported, never signalled. "
+       "--pid=ancestor:COMM names the nearest ancestor of this runreaperctl "
+       "whose comm is COMM. "
+       "--owner_pid / --owner=ancestor:COMM name the run's owner, the agent "
+       "process executing the job (e.g. --owner=ancestor:Runner.Worker): when "
+       "it exits the run ends at once (STALE, OWNER_EXITED) and is swept like "
+       "a cancelled one, its leader included; the owner itself is never a "
+       "member, never signalled, and never lends the run its group or "
+       "session. It must be a live process of runreaperd's PID namespace, not "
+       "pid 1, runreaperd or the leader; a caller that is not root may name "
+       "only an owner of its own uid. "
+       "--sweep_on_end[=GRACE]: runreaperd sweeps the run GRACE (default 5s, "
+       "at most 1h) after it turns FINISHED, STALE or CANCELLED, by itself. "
+       "--print_env prints only RUNREAPER_RUN_ID=RUN_ID on stdout (for "
+       "$GITHUB_ENV or eval; single-quoted when the id holds a character a "
+       "shell would interpret), instead of the run.",
+       {"pid", "pgid", "pidns", "cgroup", "label", "owner_pid", "owner"},
+       {"keep", "sweep_on_end", "print_env"},
        1,
        1},
       {"heartbeat",
@@ -79,10 +98,13 @@ const std::vector<Command>& Commands() {
        1,
        1},
       {"finish",
-       "finish RUN_ID --exit_code=N",
-       "Publishes the run's result: RUNNING -> FINISHED.",
+       "finish RUN_ID [--exit_code=N] [--no_wait]",
+       "Publishes the run's result (default exit code 0): RUNNING -> FINISHED. "
+       "Returns as soon as the state is stored: a sweep on end runs in "
+       "runreaperd after its grace, never in this call. --no_wait says so "
+       "explicitly (for hooks) and prints nothing on success.",
        {"exit_code"},
-       {},
+       {"no_wait"},
        1,
        1},
       {"cancel",
@@ -177,12 +199,15 @@ void PrintUsage(FILE* out) {
   fprintf(out,
           "usage: runreaperctl [--socket=PATH | --target=HOST:PORT] "
           "[--token_file=F] [--json] [--rpc_timeout=D] COMMAND [ARGS]\n\n"
-          "Talks to runreaperd (default socket ./var/runreaper.sock).\n\n"
+          "Talks to runreaperd (default socket $RUNREAPER_SOCKET, else "
+          "./var/runreaper.sock).\n\n"
           "Commands:\n");
   for (const Command& c : Commands()) fprintf(out, "  %s\n", c.synopsis.c_str());
   fprintf(out,
           "\nGlobal flags (anywhere on the line):\n"
-          "  --socket=PATH      unix socket of the daemon (default ./var/runreaper.sock)\n"
+          "  --socket=PATH      unix socket of the daemon (default $RUNREAPER_SOCKET,\n"
+          "                     else ./var/runreaper.sock; the package's is\n"
+          "                     /run/runreaper/runreaper.sock)\n"
           "  --target=HOST:PORT TCP address instead of the socket\n"
           "  --token_file=F     bearer token for a TCP daemon started with --token_file\n"
           "  --json             print the response in protobuf's JSON mapping (proto "
@@ -205,7 +230,7 @@ int Main(int argc, char** argv) {
     value_flags.insert(c.value_flags.begin(), c.value_flags.end());
     bool_flags.insert(c.bool_flags.begin(), c.bool_flags.end());
   }
-  absl::StatusOr<ParsedArgs> parsed = ParseArgs(raw, value_flags, bool_flags);
+  absl::StatusOr<ParsedArgs> parsed = ParseArgs(raw, value_flags, bool_flags, kOptionalValueFlags);
   if (!parsed.ok()) return Usage(std::string(parsed.status().message()));
   ParsedArgs& a = *parsed;
   if (a.positional.empty()) {
