@@ -120,7 +120,7 @@ absl::StatusOr<scanner::ProcStat> NearestAncestorNamed(const scanner::ProcFs& pr
   // The ppid chain, nearest first; bounded (a cycle cannot happen in a
   // live tree, but the reads are not atomic).
   int pid = from;
-  for (int hops = 0; pid > 1 && hops < 4096; ++hops) {
+  for (int hops = 0; pid >= 1 && hops < 4096; ++hops) {
     absl::StatusOr<scanner::ProcStat> stat = procfs.ReadStat(pid);
     if (!stat.ok()) {
       return absl::Status(stat.status().code(),

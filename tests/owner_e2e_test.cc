@@ -1,0 +1,256 @@
+// A run's owner and sweep on end, end to end through the real runreaperd and
+// runreaperctl, inside a private PID namespace (the test is pid 1; the daemon
+// and an agent's processes are its children). The agent is shaped like a
+// runner service: a listener leading its own session, a bystander in that
+// session, and one worker per job, each the owner of its job's run; each job
+// leaks a signal-ignoring `setsid` escapee carrying the job's cookie. SIGKILL
+// of one worker ends its run (STALE, OWNER_EXITED) through the exit watcher
+// and the daemon sweeps that job (leader and escapee) by itself, while the
+// other job, its worker, the listener and the bystander are untouched.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "base/test_util.h"
+#include "gtest/gtest.h"
+#include "tests/e2e_util.h"
+
+namespace runreaper::e2e {
+namespace {
+
+constexpr char kInNsEnv[] = "RUNREAPER_OWNER_E2E_IN_NS";
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+}
+
+// The pid a script published in <dir>/<name> (written to a temporary file,
+// then renamed), 0 until it is there.
+pid_t PublishedPid(const std::string& dir, const std::string& name) {
+  int pid = 0;
+  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadFile(dir + "/" + name)), &pid)) return 0;
+  return pid;
+}
+
+// Alive: its /proc entry exists and it is not a zombie (the test, pid 1,
+// never reaps the orphans it inherits).
+bool Alive(pid_t pid) {
+  const std::string stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
+  const size_t paren = stat.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= stat.size()) return false;
+  const char state = stat[paren + 2];
+  return state != 'Z' && state != 'X';
+}
+
+v1::Run Get(Daemon& d, const std::string& run_id) {
+  auto stub = d.stub();
+  v1::GetRunRequest req;
+  req.set_run_id(run_id);
+  v1::Run run;
+  auto ctx = Ctx();
+  if (!stub->GetRun(ctx.get(), req, &run).ok()) return v1::Run();
+  return run;
+}
+
+std::vector<std::string> Ctl(Daemon& d, std::vector<std::string> args) {
+  args.insert(args.begin(), "--socket=" + d.socket());
+  return args;
+}
+
+class OwnerE2ETest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (getpid() != 1) GTEST_SKIP() << "needs a private PID namespace (unshare)";
+    d_ = dir_.path();
+    // pub NAME: this shell's pid in $D/NAME, atomically.
+    WriteFile(d_ + "/job.sh",
+              "D=$1; N=$2\n"
+              "echo $$ > $D/leader$N.t && mv $D/leader$N.t $D/leader$N\n"
+              // The escapee: its own session, SIGINT and SIGTERM ignored
+              // (kept across exec), the job's cookie inherited.
+              "setsid sh -c 'trap \"\" INT TERM; echo $$ > '$D'/escapee'$N'.t && "
+              "mv '$D'/escapee'$N'.t '$D'/escapee'$N'; exec sleep 1000' &\n"
+              "exec sleep 1000\n");
+    WriteFile(d_ + "/worker.sh",
+              "D=$1; N=$2\n"
+              "echo $$ > $D/worker$N.t && mv $D/worker$N.t $D/worker$N\n"
+              "RUNREAPER_RUN_ID=job$N sh $D/job.sh $D $N &\n"
+              "wait\n");
+    WriteFile(d_ + "/listener.sh",
+              "D=$1\n"
+              "echo $$ > $D/listener.t && mv $D/listener.t $D/listener\n"
+              "sh $D/worker.sh $D 1 &\n"
+              "sh $D/worker.sh $D 2 &\n"
+              "sleep 1000 & echo $! > $D/bystander.t && mv $D/bystander.t $D/bystander\n"
+              "wait\n");
+    listener_ = fork();
+    ASSERT_GE(listener_, 0);
+    if (listener_ == 0) {
+      // Its own session inside the namespace (the test's began outside it).
+      setsid();
+      execl("/bin/sh", "sh", (d_ + "/listener.sh").c_str(), d_.c_str(),
+            static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    for (const char* name :
+         {"listener", "bystander", "worker1", "worker2", "leader1", "leader2", "escapee1",
+          "escapee2"}) {
+      ASSERT_TRUE(WaitFor([&] { return PublishedPid(d_, name) > 0; })) << name;
+    }
+    // Every script has exec'd into its sleep (identities final).
+    for (const char* name : {"leader1", "leader2", "escapee1", "escapee2"}) {
+      const pid_t pid = PublishedPid(d_, name);
+      ASSERT_TRUE(WaitFor([&] {
+        return ReadFile(absl::StrCat("/proc/", pid, "/comm")) == "sleep\n";
+      })) << name;
+    }
+  }
+  void TearDown() override {
+    if (listener_ > 0) {
+      for (const char* name : {"listener", "bystander", "worker1", "worker2", "leader1",
+                               "leader2", "escapee1", "escapee2"}) {
+        if (const pid_t pid = PublishedPid(d_, name); pid > 1) kill(pid, SIGKILL);
+      }
+    }
+  }
+
+  pid_t Pid(const char* name) const { return PublishedPid(d_, name); }
+
+  TempDir dir_;
+  std::string d_;
+  pid_t listener_ = -1;
+};
+
+TEST_F(OwnerE2ETest, KilledOwnerEndsItsRunAndItsJobIsSweptAloneWithoutCron) {
+  ASSERT_EQ(system(("mkdir -p " + dir_.path() + "/daemon").c_str()), 0);
+  Daemon daemon(dir_.path() + "/daemon", {"--scan_interval=60s"});
+  ASSERT_TRUE(daemon.Start()) << daemon.log();
+
+  for (const int n : {1, 2}) {
+    const std::string job = absl::StrCat("job", n);
+    CtlResult reg = RunCtl(Ctl(daemon, {"register", job,
+                                        absl::StrCat("--pid=", Pid(("leader" + std::to_string(n)).c_str())),
+                                        absl::StrCat("--owner_pid=", Pid(("worker" + std::to_string(n)).c_str())),
+                                        "--sweep_on_end=1s", "--print_env"}));
+    ASSERT_EQ(reg.exit_code, 0) << reg.err;
+    // Only the assignment on stdout.
+    EXPECT_EQ(reg.out, absl::StrCat("RUNREAPER_RUN_ID=", job, "\n"));
+    const v1::Run run = Get(daemon, job);
+    EXPECT_EQ(run.owner_pid(), Pid(("worker" + std::to_string(n)).c_str()));
+    EXPECT_TRUE(run.sweep_on_end());
+  }
+
+  // The owner dies mid-job.
+  const absl::Time killed = absl::Now();
+  ASSERT_EQ(kill(Pid("worker1"), SIGKILL), 0);
+  v1::Run run;
+  ASSERT_TRUE(WaitFor([&] {
+    run = Get(daemon, "job1");
+    return run.state() == v1::RUN_STATE_STALE;
+  })) << daemon.log();
+  EXPECT_EQ(run.stale_reason(), v1::STALE_REASON_OWNER_EXITED);
+  std::printf("owner SIGKILL -> STALE/OWNER_EXITED seen after %s\n",
+              absl::FormatDuration(absl::Now() - killed).c_str());
+
+  // Swept by the daemon itself (no cron, no sweep call): the leader (like a
+  // cancel) and the escapee that ignores SIGINT and SIGTERM.
+  ASSERT_TRUE(WaitFor([&] { return !Alive(Pid("escapee1")) && !Alive(Pid("leader1")); },
+                      absl::Seconds(60)))
+      << daemon.log();
+
+  // Untouched: the other job (its run, worker, leader and escapee), the
+  // listener and the bystander in the owner's session.
+  EXPECT_EQ(Get(daemon, "job2").state(), v1::RUN_STATE_RUNNING);
+  for (const char* name : {"worker2", "leader2", "escapee2", "listener", "bystander"}) {
+    EXPECT_TRUE(Alive(Pid(name))) << name;
+  }
+  // Every signal of the sweep was for job1's processes.
+  auto stub = daemon.stub();
+  v1::ListEventsRequest req;
+  req.set_page_size(1000);
+  v1::ListEventsResponse events;
+  auto ctx = Ctx();
+  ASSERT_TRUE(stub->ListEvents(ctx.get(), req, &events).ok());
+  int signals = 0;
+  for (const v1::Event& e : events.events()) {
+    if (e.type() != v1::EVENT_TYPE_SIGNAL) continue;
+    ++signals;
+    EXPECT_EQ(e.run_id(), "job1");
+    EXPECT_TRUE(e.pid() == Pid("escapee1") || e.pid() == Pid("leader1")) << e.pid();
+  }
+  EXPECT_GT(signals, 0);
+}
+
+// runreaperctl finish --no_wait returns once the state is stored, printing
+// nothing; the daemon sweeps the run after its grace.
+TEST_F(OwnerE2ETest, FinishNoWaitLeavesTheSweepToTheDaemon) {
+  ASSERT_EQ(system(("mkdir -p " + dir_.path() + "/daemon2").c_str()), 0);
+  Daemon daemon(dir_.path() + "/daemon2", {"--scan_interval=60s"});
+  ASSERT_TRUE(daemon.Start()) << daemon.log();
+  CtlResult reg = RunCtl(Ctl(daemon, {"register", "job1", absl::StrCat("--pid=", Pid("leader1")),
+                                      "--sweep_on_end=1s"}));
+  ASSERT_EQ(reg.exit_code, 0) << reg.err;
+  CtlResult fin = RunCtl(Ctl(daemon, {"finish", "job1", "--exit_code=3", "--no_wait"}));
+  ASSERT_EQ(fin.exit_code, 0) << fin.err;
+  EXPECT_EQ(fin.out, "");
+  EXPECT_EQ(Get(daemon, "job1").state(), v1::RUN_STATE_FINISHED);
+  // The escapee and the leader (both carry the cookie) are swept; the
+  // other job and the agent's processes are not.
+  ASSERT_TRUE(WaitFor([&] { return !Alive(Pid("escapee1")); }, absl::Seconds(60))) << daemon.log();
+  for (const char* name : {"escapee2", "leader2", "worker2", "listener", "bystander"}) {
+    EXPECT_TRUE(Alive(Pid(name))) << name;
+  }
+}
+
+// Bad owners through the CLI: each a clear error naming the flag or field.
+TEST_F(OwnerE2ETest, BadOwnersAreClearErrors) {
+  ASSERT_EQ(system(("mkdir -p " + dir_.path() + "/daemon3").c_str()), 0);
+  Daemon daemon(dir_.path() + "/daemon3", {"--scan_interval=60s"});
+  ASSERT_TRUE(daemon.Start()) << daemon.log();
+  const std::string pid = absl::StrCat("--pid=", Pid("leader1"));
+  CtlResult r = RunCtl(Ctl(daemon, {"register", "b1", pid, "--owner_pid=1"}));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("owner_pid: 1"), std::string::npos) << r.err;
+  r = RunCtl(Ctl(daemon, {"register", "b2", pid, absl::StrCat("--owner_pid=", daemon.pid())}));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("runreaperd itself"), std::string::npos) << r.err;
+  r = RunCtl(Ctl(daemon, {"register", "b3", pid, absl::StrCat("--owner_pid=", Pid("leader1"))}));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("owner_pid"), std::string::npos) << r.err;
+  r = RunCtl(Ctl(daemon, {"register", "b4", pid, "--owner=ancestor:no-such-comm"}));
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_NE(r.err.find("--owner=ancestor:no-such-comm"), std::string::npos) << r.err;
+  // runreaperctl's nearest ancestor named like this test binary is the test,
+  // pid 1 of this namespace: found, and refused as init.
+  const std::string comm(absl::StripSuffix(ReadFile("/proc/self/comm"), "\n"));
+  r = RunCtl(Ctl(daemon, {"register", "b5", pid, "--owner=ancestor:" + comm}));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("owner_pid: 1 is init"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace runreaper::e2e
+
+int main(int argc, char** argv) {
+  runreaper::ReexecInPrivatePidNamespace(argc, argv, runreaper::e2e::kInNsEnv);
+  testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
