@@ -626,5 +626,40 @@ TEST(ChildNamespaceMembershipTest, WalkOptionsAskForNamespacesOnlyWhenNeeded) {
   EXPECT_TRUE(o.with_pidns);
 }
 
+// A run's owner is never a member, whatever it matches (here its cookie
+// and the leader's group and session, which it shares), and it never lends
+// the run its group or session: they hold the owner's other jobs.
+TEST(MembershipTest, TheOwnerIsNeverAMemberNorLendsItsGroupOrSession) {
+  Snapshot s = Base();
+  s.processes.push_back(Proc(100, 1, 100, 100, kLeaderStart));        // leader
+  s.processes.push_back(Proc(101, 100, 100, 100, kLeaderStart + 1));  // owner
+  s.processes.push_back(Proc(102, 101, 100, 100, kLeaderStart + 2));  // owner's other job
+  s.processes.push_back(Proc(103, 1, 103, 103, kLeaderStart + 3));    // the run's escapee
+  FakeEvidence ev;
+  ev.environ[101].run_id = "r1";
+  ev.environ[103].run_id = "r1";
+  RunSpec run = TheRun();
+  run.include_leader = true;
+  Identity owner;
+  owner.pid = 101;
+  owner.start_time = kLeaderStart + 1;
+  owner.pgid = 100;
+  owner.sid = 100;
+  run.owner = owner;
+  Membership m = FindMembers(s, TheObserver(), {run}, ev);
+  auto by = ByPid(m);
+  EXPECT_EQ(by.count(101), 0u);  // the owner
+  EXPECT_EQ(by.count(102), 0u);  // in the group and session only
+  ASSERT_EQ(by.count(103), 1u);
+  EXPECT_EQ(by[103].source, MatchSource::kCookie);
+  ASSERT_EQ(by.count(100), 1u);
+  EXPECT_EQ(by[100].source, MatchSource::kLeader);
+  // Without the owner the same run claims both by group and session.
+  RunSpec plain = TheRun();
+  auto without = ByPid(FindMembers(s, TheObserver(), {plain}, ev));
+  EXPECT_EQ(without.count(101), 1u);
+  EXPECT_EQ(without.count(102), 1u);
+}
+
 }  // namespace
 }  // namespace runreaper::scanner

@@ -53,7 +53,9 @@ ABSL_FLAG(bool, sweep, false,
           "is then 0 only when no member survived the ladder.");
 ABSL_FLAG(absl::Duration, sweep_interval, absl::ZeroDuration(),
           "Sweep orphans automatically at this interval; 0 = only on request "
-          "(Sweep RPC, CancelRun, --once --sweep).");
+          "(Sweep RPC, CancelRun, --once --sweep). Runs registered with "
+          "sweep_on_end are swept their grace after they end, and runs whose "
+          "owner exited at once, without this.");
 ABSL_FLAG(absl::Duration, retain, absl::Hours(24 * 7),
           "Delete runs that ended longer ago than this and were swept clean (or "
           "had nothing to sweep), with their labels and events, in small "
@@ -103,6 +105,9 @@ int main(int argc, char** argv) {
       "Serves runreaper.v1.Reconciler, grpc.health.v1.Health and reflection on "
       "a unix socket.\nDefaults need no configuration: database "
       "./var/runreaper.db, socket ./var/runreaper.sock.\n"
+      "A run ends when its leader dies, or its owner (the agent executing "
+      "it); a run registered with sweep_on_end is swept by the daemon when "
+      "it ends.\n"
       "  runreaperd [--db=PATH] [--socket=PATH] [--listen=HOST:PORT "
       "--token_file=F] [--retain=168h] ...\n  runreaperd --once [--sweep]   (cron)",
       "server/daemon_main");

@@ -110,9 +110,8 @@ class OwnerE2ETest : public ::testing::Test {
             static_cast<char*>(nullptr));
       _exit(127);
     }
-    for (const char* name :
-         {"listener", "bystander", "worker1", "worker2", "leader1", "leader2", "escapee1",
-          "escapee2"}) {
+    for (const char* name : {"listener", "bystander", "worker1", "worker2", "leader1", "leader2",
+                             "escapee1", "escapee2"}) {
       ASSERT_TRUE(WaitFor([&] { return PublishedPid(d_, name) > 0; })) << name;
     }
     // Every script has exec'd into its sleep (identities final).
@@ -125,8 +124,8 @@ class OwnerE2ETest : public ::testing::Test {
   }
   void TearDown() override {
     if (listener_ > 0) {
-      for (const char* name : {"listener", "bystander", "worker1", "worker2", "leader1",
-                               "leader2", "escapee1", "escapee2"}) {
+      for (const char* name : {"listener", "bystander", "worker1", "worker2", "leader1", "leader2",
+                               "escapee1", "escapee2"}) {
         if (const pid_t pid = PublishedPid(d_, name); pid > 1) kill(pid, SIGKILL);
       }
     }
@@ -146,10 +145,11 @@ TEST_F(OwnerE2ETest, KilledOwnerEndsItsRunAndItsJobIsSweptAloneWithoutCron) {
 
   for (const int n : {1, 2}) {
     const std::string job = absl::StrCat("job", n);
-    CtlResult reg = RunCtl(Ctl(daemon, {"register", job,
-                                        absl::StrCat("--pid=", Pid(("leader" + std::to_string(n)).c_str())),
-                                        absl::StrCat("--owner_pid=", Pid(("worker" + std::to_string(n)).c_str())),
-                                        "--sweep_on_end=1s", "--print_env"}));
+    CtlResult reg = RunCtl(
+        Ctl(daemon,
+            {"register", job, absl::StrCat("--pid=", Pid(("leader" + std::to_string(n)).c_str())),
+             absl::StrCat("--owner_pid=", Pid(("worker" + std::to_string(n)).c_str())),
+             "--sweep_on_end=1s", "--print_env"}));
     ASSERT_EQ(reg.exit_code, 0) << reg.err;
     // Only the assignment on stdout.
     EXPECT_EQ(reg.out, absl::StrCat("RUNREAPER_RUN_ID=", job, "\n"));
@@ -172,8 +172,8 @@ TEST_F(OwnerE2ETest, KilledOwnerEndsItsRunAndItsJobIsSweptAloneWithoutCron) {
 
   // Swept by the daemon itself (no cron, no sweep call): the leader (like a
   // cancel) and the escapee that ignores SIGINT and SIGTERM.
-  ASSERT_TRUE(WaitFor([&] { return !Alive(Pid("escapee1")) && !Alive(Pid("leader1")); },
-                      absl::Seconds(60)))
+  ASSERT_TRUE(
+      WaitFor([&] { return !Alive(Pid("escapee1")) && !Alive(Pid("leader1")); }, absl::Seconds(60)))
       << daemon.log();
 
   // Untouched: the other job (its run, worker, leader and escapee), the
@@ -205,8 +205,8 @@ TEST_F(OwnerE2ETest, FinishNoWaitLeavesTheSweepToTheDaemon) {
   ASSERT_EQ(system(("mkdir -p " + dir_.path() + "/daemon2").c_str()), 0);
   Daemon daemon(dir_.path() + "/daemon2", {"--scan_interval=60s"});
   ASSERT_TRUE(daemon.Start()) << daemon.log();
-  CtlResult reg = RunCtl(Ctl(daemon, {"register", "job1", absl::StrCat("--pid=", Pid("leader1")),
-                                      "--sweep_on_end=1s"}));
+  CtlResult reg = RunCtl(Ctl(
+      daemon, {"register", "job1", absl::StrCat("--pid=", Pid("leader1")), "--sweep_on_end=1s"}));
   ASSERT_EQ(reg.exit_code, 0) << reg.err;
   CtlResult fin = RunCtl(Ctl(daemon, {"finish", "job1", "--exit_code=3", "--no_wait"}));
   ASSERT_EQ(fin.exit_code, 0) << fin.err;
@@ -218,6 +218,31 @@ TEST_F(OwnerE2ETest, FinishNoWaitLeavesTheSweepToTheDaemon) {
   for (const char* name : {"escapee2", "leader2", "worker2", "listener", "bystander"}) {
     EXPECT_TRUE(Alive(Pid(name))) << name;
   }
+}
+
+// Durable: a run that ended with sweep on end and was not swept yet when
+// runreaperd was killed (-9) is swept by the next daemon by itself.
+TEST_F(OwnerE2ETest, SweepOnEndSurvivesKill9OfTheDaemon) {
+  ASSERT_EQ(system(("mkdir -p " + dir_.path() + "/daemon4").c_str()), 0);
+  {
+    Daemon first(dir_.path() + "/daemon4", {"--scan_interval=60s"});
+    ASSERT_TRUE(first.Start()) << first.log();
+    CtlResult reg = RunCtl(Ctl(
+        first, {"register", "job1", absl::StrCat("--pid=", Pid("leader1")), "--sweep_on_end=30s"}));
+    ASSERT_EQ(reg.exit_code, 0) << reg.err;
+    CtlResult fin = RunCtl(Ctl(first, {"finish", "job1", "--no_wait"}));
+    ASSERT_EQ(fin.exit_code, 0) << fin.err;
+    ASSERT_EQ(first.Stop(SIGKILL), 128 + SIGKILL);
+  }
+  // Within the grace: nothing was signalled.
+  EXPECT_TRUE(Alive(Pid("escapee1")));
+  Daemon second(dir_.path() + "/daemon4", {"--scan_interval=60s"});
+  ASSERT_TRUE(second.Start()) << second.log();
+  EXPECT_NE(second.log().find("sweep on end: 1 ended run(s) not yet swept scheduled"),
+            std::string::npos)
+      << second.log();
+  ASSERT_TRUE(WaitFor([&] { return !Alive(Pid("escapee1")); }, absl::Seconds(90))) << second.log();
+  EXPECT_TRUE(Alive(Pid("escapee2")));
 }
 
 // Bad owners through the CLI: each a clear error naming the flag or field.
