@@ -243,6 +243,11 @@ struct DaemonFigures {
   double idle_cpu_pct = 0;
   double register_p50_ms = 0;
   double register_p99_ms = 0;
+  // The same calls interleaved one to one with calls that also name an
+  // owner (another sleeper): the cost of an owner side by side with its
+  // baseline on the same daemon at the same time.
+  double register_owner_p50_ms = 0;
+  double register_owner_p99_ms = 0;
 };
 
 DaemonFigures MeasureDaemon(const std::string& binary, const std::vector<int>& pids, bool lineage,
@@ -274,20 +279,30 @@ DaemonFigures MeasureDaemon(const std::string& binary, const std::vector<int>& p
       std::unique_ptr<v1::Reconciler::Stub> stub = v1::Reconciler::NewStub(
           grpc::CreateChannel("unix:" + (*d)->socket(), grpc::InsecureChannelCredentials()));
       std::vector<double> ms;
+      std::vector<double> owner_ms;
       for (int i = 0; i < absl::GetFlag(FLAGS_register_calls); ++i) {
-        v1::RegisterRunRequest req;
-        req.set_run_id(absl::StrCat("timed-", i));
-        req.set_pid(pids[(i * 7919) % pids.size()]);
-        req.set_keep(true);
-        grpc::ClientContext ctx;
-        v1::Run resp;
-        const int64_t c = MonoNanos();
-        const grpc::Status s = stub->RegisterRun(&ctx, req, &resp);
-        if (!s.ok()) Die("RegisterRun: " + s.error_message());
-        ms.push_back((MonoNanos() - c) / 1e6);
+        // Alternate which kind goes first, so drift is shared.
+        for (int k = 0; k < 2; ++k) {
+          const bool with_owner = (k == 0) == (i % 2 == 1);
+          v1::RegisterRunRequest req;
+          req.set_run_id(absl::StrCat(with_owner ? "owned-" : "timed-", i));
+          req.set_pid(pids[(i * 7919) % pids.size()]);
+          if (with_owner && pids.size() > 1) {
+            req.set_owner_pid(pids[(i * 7919 + 1) % pids.size()]);
+          }
+          req.set_keep(true);
+          grpc::ClientContext ctx;
+          v1::Run resp;
+          const int64_t c = MonoNanos();
+          const grpc::Status s = stub->RegisterRun(&ctx, req, &resp);
+          if (!s.ok()) Die("RegisterRun: " + s.error_message());
+          (with_owner ? owner_ms : ms).push_back((MonoNanos() - c) / 1e6);
+        }
       }
       f.register_p50_ms = Median(ms);
       f.register_p99_ms = Percentile(ms, 99);
+      f.register_owner_p50_ms = Median(owner_ms);
+      f.register_owner_p99_ms = Percentile(owner_ms, 99);
     }
   }
   RemoveTempDir(dir);
@@ -344,6 +359,15 @@ int Main(int argc, char** argv) {
       out.Number("register_p99_ms_lineage", lin.register_p99_ms, 2);
       out.Number("register_p50_ms_walk", walk1.register_p50_ms, 2);
       out.Number("register_p99_ms_walk", walk1.register_p99_ms, 2);
+      printf(
+          "RegisterRun p50/p99 (lineage on), interleaved: no owner %.2f / %.2f ms, owner "
+          "%.2f / %.2f ms\n",
+          lin.register_p50_ms, lin.register_p99_ms, lin.register_owner_p50_ms,
+          lin.register_owner_p99_ms);
+      out.Number("register_owner_p50_ms_lineage", lin.register_owner_p50_ms, 2);
+      out.Number("register_owner_p99_ms_lineage", lin.register_owner_p99_ms, 2);
+      out.Number("register_owner_p50_ms_walk", walk1.register_owner_p50_ms, 2);
+      out.Number("register_owner_p99_ms_walk", walk1.register_owner_p99_ms, 2);
     }
   }
   double load1 = 0;

@@ -139,6 +139,18 @@ void PrintRun(const v1::Run& r) {
   printf("comm:          %s\n", EscapeForLog(r.comm()).c_str());
   printf("cgroup:        %s\n", r.cgroup().empty() ? "-" : EscapeForLog(r.cgroup()).c_str());
   printf("keep:          %s\n", r.keep() ? "yes" : "no");
+  if (r.owner_pid() > 0) {
+    printf("owner:         %d %s (start %llu, uid %s)\n", r.owner_pid(),
+           EscapeForLog(r.owner_comm()).c_str(),
+           static_cast<unsigned long long>(r.owner_start_time_ticks()),
+           r.has_owner_uid() ? absl::StrCat(r.owner_uid()).c_str() : "-");
+  }
+  if (r.sweep_on_end()) {
+    printf("sweep_on_end:  after %s\n",
+           absl::FormatDuration(absl::Seconds(r.sweep_grace().seconds()) +
+                                absl::Nanoseconds(r.sweep_grace().nanos()))
+               .c_str());
+  }
   printf("registered_by: uid %u\n", r.registered_uid());
   // Registered by root with identity fields that matched no live process
   // here (a late registration, another PID namespace, or differing fields).
