@@ -385,6 +385,9 @@ TEST_F(RegistrationTest, TheOwnersExitEndsTheRunWhateverItsLeaderDoes) {
   ASSERT_OK_AND_ASSIGN(const v1::Run run, store_->Get("owner-exits"));
   EXPECT_EQ(run.state(), v1::RUN_STATE_STALE);
   EXPECT_EQ(run.stale_reason(), v1::STALE_REASON_OWNER_EXITED);
+  // The owner's end is not the run's observed exit (that is the leader's,
+  // which still runs): none is recorded, not even an UNKNOWN one.
+  EXPECT_FALSE(run.has_observed_exit());
   EXPECT_FALSE(watcher_->IsArmed("owner-exits"));
   EXPECT_EQ(::kill(leader.pid(), 0), 0);  // the leader is untouched by the reconciler
 }

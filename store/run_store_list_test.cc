@@ -586,5 +586,83 @@ TEST_F(RunStoreTest, ApplyPassStoresTheObservedExitApartFromTheResult) {
   EXPECT_FALSE(r.has_observed_exit()) << "none given, none stored";
 }
 
+// A run with both an owner (schema 8) and an observed exit (schema 7): every
+// column of both sets reads back as written, through Get, List and the
+// ended run's event, and the raw columns hold what their names say (a
+// shifted column index in rows.cc would swap or lose values here).
+TEST_F(RunStoreTest, ObservedExitAndOwnerRoundTripTogether) {
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  RunProto in = MakeRun("both", 5);
+  in.set_owner_pid(77);
+  in.set_owner_start_time_ticks(1234);
+  in.set_owner_pidns_inode(4026531836ULL);
+  in.set_owner_boot_id("owner-boot");
+  in.set_owner_pgid(70);
+  in.set_owner_sid(71);
+  in.set_owner_uid(1000);
+  in.set_owner_comm("Runner.Worker");
+  in.set_sweep_on_end(true);
+  in.mutable_sweep_grace()->set_seconds(3);
+  in.mutable_sweep_grace()->set_nanos(250000000);
+  ASSERT_OK(store->Register(in));
+  RunUpdate end{"both", RunUpdate::Kind::kStale, v1::LIVENESS_DEAD, v1::STALE_REASON_EXITED};
+  v1::ObservedExit& e = end.observed_exit.emplace();
+  e.set_kind(v1::OBSERVED_EXIT_KIND_EXITED);
+  e.set_exit_code(42);
+  e.set_source(v1::OBSERVED_EXIT_SOURCE_PROC_CONNECTOR);
+  e.mutable_observed_at()->set_seconds(1700000001);
+  e.mutable_observed_at()->set_nanos(456000);
+  ASSERT_OK(store->ApplyPass({end}, kSeenByPass).status());
+
+  auto check = [](const RunProto& r) {
+    EXPECT_EQ(r.run_id(), "both");
+    EXPECT_EQ(r.pid(), 5);
+    EXPECT_EQ(r.host_pid(), 0);
+    EXPECT_EQ(r.state(), v1::RUN_STATE_STALE);
+    EXPECT_EQ(r.stale_reason(), v1::STALE_REASON_EXITED);
+    ASSERT_TRUE(r.has_observed_exit());
+    EXPECT_EQ(r.observed_exit().kind(), v1::OBSERVED_EXIT_KIND_EXITED);
+    EXPECT_EQ(r.observed_exit().exit_code(), 42);
+    EXPECT_EQ(r.observed_exit().signal(), 0);
+    EXPECT_FALSE(r.observed_exit().core_dumped());
+    EXPECT_EQ(r.observed_exit().source(), v1::OBSERVED_EXIT_SOURCE_PROC_CONNECTOR);
+    EXPECT_EQ(r.observed_exit().observed_at().seconds(), 1700000001);
+    EXPECT_EQ(r.observed_exit().observed_at().nanos(), 456000);
+    EXPECT_EQ(r.owner_pid(), 77);
+    EXPECT_EQ(r.owner_start_time_ticks(), 1234u);
+    EXPECT_EQ(r.owner_pidns_inode(), 4026531836ULL);
+    EXPECT_EQ(r.owner_boot_id(), "owner-boot");
+    EXPECT_EQ(r.owner_pgid(), 70);
+    EXPECT_EQ(r.owner_sid(), 71);
+    ASSERT_TRUE(r.has_owner_uid());
+    EXPECT_EQ(r.owner_uid(), 1000u);
+    EXPECT_EQ(r.owner_comm(), "Runner.Worker");
+    EXPECT_TRUE(r.sweep_on_end());
+    EXPECT_EQ(r.sweep_grace().seconds(), 3);
+    EXPECT_EQ(r.sweep_grace().nanos(), 250000000);
+  };
+  ASSERT_OK_AND_ASSIGN(RunProto got, store->Get("both"));
+  check(got);
+  ASSERT_OK_AND_ASSIGN(ListRunsPage page, store->List(ListRunsQuery()));
+  ASSERT_EQ(page.runs.size(), 1u);
+  check(page.runs[0]);
+  bool changed = false;
+  for (const v1::Event& ev : Events(*store, "both")) {
+    if (ev.type() != v1::EVENT_TYPE_STATE_CHANGED) continue;
+    changed = true;
+    EXPECT_EQ(ev.observed_exit().kind(), v1::OBSERVED_EXIT_KIND_EXITED);
+    EXPECT_EQ(ev.observed_exit().exit_code(), 42);
+  }
+  EXPECT_TRUE(changed);
+
+  EXPECT_EQ(RawQueryInt(path_, "SELECT observed_code FROM runs WHERE run_id = 'both'"), 42);
+  EXPECT_EQ(RawQueryInt(path_, "SELECT observed_kind FROM runs WHERE run_id = 'both'"),
+            v1::OBSERVED_EXIT_KIND_EXITED);
+  EXPECT_EQ(RawQueryInt(path_, "SELECT owner_pid FROM runs WHERE run_id = 'both'"), 77);
+  EXPECT_EQ(RawQueryInt(path_, "SELECT owner_uid FROM runs WHERE run_id = 'both'"), 1000);
+  EXPECT_EQ(RawQueryInt(path_, "SELECT sweep_grace_us FROM runs WHERE run_id = 'both'"), 3250000);
+}
+
 }  // namespace
 }  // namespace runreaper::store
