@@ -89,6 +89,20 @@ int PidfdGetInfo(int pidfd, PidfdInfo* info);
 // reports EINTR created no child, but the caller decides whether to retry).
 pid_t RawFork();
 
+// clone3(2) (Linux 5.3) with CLONE_INTO_CGROUP (Linux 5.7) and SIGCHLD as
+// the exit signal: a fork whose child starts life inside the cgroup v2
+// directory `cgroup_fd` (opened O_RDONLY | O_DIRECTORY), so it is never
+// seen in the parent's cgroup and never forks outside its own. Like RawFork
+// it runs no pthread_atfork handlers: the child of a multi-threaded parent
+// may make only async-signal-safe calls, then exec or _exit. Returns 0 in
+// the child, the child's pid in the parent, or -1 with errno: ENOSYS (no
+// clone3), E2BIG (a kernel whose struct clone_args has no cgroup field),
+// EINVAL (no CLONE_INTO_CGROUP, or a flag combination refused), EBADF (not a
+// cgroup directory), EOPNOTSUPP (a cgroup that cannot take processes, e.g.
+// a threaded or domain-invalid one), EBUSY, EACCES/EPERM (may not write its
+// cgroup.procs), EAGAIN (pids.max reached). Not retried.
+pid_t Clone3IntoCgroup(int cgroup_fd);
+
 }  // namespace runreaper::base
 
 #endif  // RUNREAPER_BASE_SYSCALLS_H_

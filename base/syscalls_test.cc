@@ -131,5 +131,16 @@ TEST(PidfdGetInfo, NotAPidfd) {
   EXPECT_NE(errno, 0);
 }
 
+TEST(Clone3IntoCgroup, ADirectoryThatIsNoCgroupCreatesNoChild) {
+  // "/" is a directory but not a cgroup: the kernel refuses before any child
+  // exists (EBADF; ENOSYS/E2BIG/EINVAL on kernels without the feature).
+  Fd root(::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  ASSERT_TRUE(root.valid());
+  const pid_t child = Clone3IntoCgroup(root.get());
+  if (child == 0) ::_exit(0);
+  EXPECT_EQ(child, -1);
+  EXPECT_TRUE(errno == EBADF || errno == ENOSYS || errno == E2BIG || errno == EINVAL) << errno;
+}
+
 }  // namespace
 }  // namespace runreaper::base

@@ -206,6 +206,22 @@ SignalOutcome KillCgroup(const ProcFs& procfs, const std::string& dir, uint64_t 
   return out;
 }
 
+absl::Status CheckCgroupMembers(const ProcFs& procfs, const std::string& dir,
+                                uint64_t min_start_time, std::optional<uint32_t> only_uid) {
+  if (min_start_time == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(dir, ": no leader start time"));
+  }
+  std::vector<std::string> pids;
+  RETURN_IF_ERROR(ListCgroupProcs(dir, 0, &pids));
+  for (const std::string& pid : pids) {
+    absl::Status ok = CheckCgroupMember(procfs, pid, min_start_time, only_uid);
+    if (!ok.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(dir, ": ", ok.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 const char* SignalResultName(SignalResult result) {
   switch (result) {
     case SignalResult::kSent:

@@ -58,6 +58,17 @@ SignalOutcome SignalProcess(const ProcFs& procfs, int pid, uint64_t start_time, 
 SignalOutcome KillCgroup(const ProcFs& procfs, const std::string& dir, uint64_t min_start_time,
                          std::optional<uint32_t> only_uid = std::nullopt);
 
+// KillCgroup's check alone: OK iff every process listed in the cgroup.procs
+// of `dir` and of every cgroup below it may be signalled (the same rules as
+// KillCgroup above; zombies and processes gone meanwhile pass).
+// FAILED_PRECONDITION naming the process and why when one may not;
+// NOT_FOUND when `dir` is gone; the read's error otherwise. Used before a
+// whole-cgroup action that has no identity check of its own (cgroup.freeze,
+// scanner/cgroup_freeze.h).
+absl::Status CheckCgroupMembers(const ProcFs& procfs, const std::string& dir,
+                                uint64_t min_start_time,
+                                std::optional<uint32_t> only_uid = std::nullopt);
+
 // Appends the lines (pids as text; 0 for a process outside our PID
 // namespace) of <dir>/cgroup.procs and of every cgroup below it, `depth`
 // levels down already (at most 64). Errors: the read's (NOT_FOUND when

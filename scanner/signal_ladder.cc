@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
 #include "base/status_macros.h"
@@ -66,6 +67,10 @@ absl::Status LadderHooks::Signalled(const Member&, Stage, const SignalOutcome&) 
 
 void LadderHooks::StageDone(Stage, const std::vector<Member>&) {}
 
+absl::StatusOr<bool> LadderHooks::Hold(Stage) { return false; }
+
+void LadderHooks::Release(Stage) {}
+
 absl::Time LadderHooks::GraceStart(Stage, const std::vector<Member>&) { return absl::Now(); }
 
 std::optional<uint32_t> LadderHooks::SignalOnlyUid(const Member&) { return std::nullopt; }
@@ -95,13 +100,20 @@ absl::StatusOr<LadderResult> RunLadder(const ProcFs& procfs, std::vector<Member>
   Stage stage = Stage::kSigint;
   for (const Stage s : {Stage::kSigint, Stage::kSigterm, Stage::kSigkill}) {
     stage = s;
-    if (stage != Stage::kSigint) {
+    // Held (frozen), nothing forks between this listing and the signals;
+    // released on every way out of this iteration, before the grace.
+    ASSIGN_OR_RETURN(const bool held, hooks.Hold(stage));
+    absl::Cleanup release = [&hooks, stage, held] {
+      if (held) hooks.Release(stage);
+    };
+    if (stage != Stage::kSigint || held) {
       ASSIGN_OR_RETURN(live, hooks.List());
     }
     if (live.empty()) break;
     result.stage = stage;
     for (const Member& m : live) RETURN_IF_ERROR(escalate(m, stage));
     hooks.StageDone(stage, live);
+    std::move(release).Invoke();
     if (stage == Stage::kSigkill) break;
     WaitDrained(procfs, live,
                 stage == Stage::kSigint ? options.sigint_grace : options.sigterm_grace,

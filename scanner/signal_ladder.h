@@ -67,8 +67,21 @@ class LadderHooks {
   // After `stage`'s signal to `target` was attempted (the outcome says
   // whether it was sent). An error ends the ladder.
   virtual absl::Status Signalled(const Member& target, Stage stage, const SignalOutcome& outcome);
-  // After every target of `stage` was handled, before its grace.
+  // After every target of `stage` was handled, before its grace (and,
+  // with a hold, before Release).
   virtual void StageDone(Stage stage, const std::vector<Member>& targets);
+  // Before `stage`'s listing: whether the targets are held still for the
+  // stage (the runs' dedicated cgroups frozen, scanner/cgroup_freeze.h), so
+  // that nothing forks between that listing and the stage's signals. When
+  // true, the ladder lists inside the hold (at SIGINT too, instead of the
+  // first listing), signals, calls StageDone, then Release before the grace,
+  // on every path (an error of List, Claim or Signalled included). A hold
+  // that cannot be taken is the hook's to report; it then answers false and
+  // the stage runs as without one. The default holds nothing. An error ends
+  // the ladder (nothing is held then).
+  virtual absl::StatusOr<bool> Hold(Stage stage);
+  // Ends the hold Hold(stage) took (thaws). Must not fail the ladder.
+  virtual void Release(Stage stage);
   // When `stage`'s grace started for `targets`: the latest time one of them
   // was sent that stage's signal. The ladder waits the grace from there, so
   // a ladder resumed after a crash does not serve a grace again. The default

@@ -422,6 +422,9 @@ absl::Status Daemon::Start() {
   // Cancels and sweeps that a crash interrupted continue now, in the
   // background (their remaining graces), while the daemon serves.
   resume_ = std::thread([this] {
+    // First, a job a crashed sweep left frozen runs again.
+    absl::StatusOr<std::vector<std::string>> thawed = sweeper_->ThawLeftFrozen();
+    if (!thawed.ok()) LogError("thawing cgroups left frozen: ", thawed.status().ToString());
     absl::StatusOr<v1::SweepResponse> resumed = sweeper_->ResumeSweeps();
     hub_->Notify();
     if (!resumed.ok()) LogError("resuming sweeps: ", resumed.status().ToString());

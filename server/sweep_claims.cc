@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "base/log.h"
 #include "base/status_macros.h"
+#include "scanner/cgroup_freeze.h"
 #include "scanner/cgroup_path.h"
 #include "scanner/member_listing.h"
 
@@ -21,6 +22,9 @@ namespace {
 using scanner::Member;
 using scanner::RunSpec;
 using scanner::Stage;
+
+// How long a freeze may take before the stage goes on without it.
+constexpr absl::Duration kFreezeTimeout = absl::Seconds(5);
 
 // The number the store keeps for `stage` (sweep_progress.stage).
 int StageNumber(Stage stage) { return static_cast<int>(stage); }
@@ -38,6 +42,113 @@ SweepClaims::SweepClaims(store::RunStore* store, const scanner::ProcFs* procfs,
       only_uid_(only_uid),
       observer_(observer),
       relist_(std::move(relist)) {}
+
+SweepClaims::~SweepClaims() { Thaw(); }
+
+std::optional<std::string> SweepClaims::FreezableDir(const RunSpec& spec, std::string* why) const {
+  const scanner::SweepObserver& observer = *observer_;
+  if (absl::Status s = scanner::CheckDedicatedCgroup(spec, observer); !s.ok()) {
+    *why = std::string(s.message());
+    return std::nullopt;
+  }
+  if (spec.leader.pidns_inode == 0 || spec.leader.pidns_inode != observer.pidns_inode) {
+    *why = "the run is not in our PID namespace";
+    return std::nullopt;
+  }
+  for (const int a : observer.ancestors) {
+    absl::StatusOr<std::string> cg = procfs_->ReadCgroup(a);
+    if (!cg.ok() || scanner::CgroupIsWithin(*cg, spec.leader.cgroup)) {
+      *why = absl::StrCat("ancestor ", a, " is in (or may be in) ", spec.leader.cgroup);
+      return std::nullopt;
+    }
+  }
+  absl::StatusOr<std::string> mountinfo = procfs_->ReadSelfMountInfo();
+  std::optional<scanner::Cgroup2Mount> mount;
+  if (mountinfo.ok()) mount = scanner::FindCgroup2Mount(*mountinfo);
+  std::optional<std::string> dir;
+  if (mount.has_value()) dir = scanner::CgroupDir(*mount, spec.leader.cgroup);
+  if (!dir.has_value()) {
+    *why = "no cgroup2 mount holds the run's cgroup";
+    return std::nullopt;
+  }
+  if (!scanner::ProbeCgroupFeatures(*dir).freeze) {
+    *why = absl::StrCat(*dir, " has no cgroup.freeze (Linux < 5.2, or gone)");
+    return std::nullopt;
+  }
+  return dir;
+}
+
+absl::StatusOr<bool> SweepClaims::Hold(Stage stage) {
+  if (!freeze_) return false;
+  Thaw();  // nothing is held across stages
+  for (size_t i = 0; i < specs_->size(); ++i) {
+    const RunSpec& spec = (*specs_)[i];
+    const int index = static_cast<int>(i);
+    if (spec.leader.cgroup.empty() || not_freezable_.count(index) > 0) continue;
+    std::string why;
+    std::optional<std::string> dir = FreezableDir(spec, &why);
+    absl::Status frozen = absl::OkStatus();
+    if (dir.has_value()) {
+      frozen = scanner::FreezeForSignals(*procfs_, *dir, spec.leader.start_time,
+                                         OnlyUidOf(spec.run_id), kFreezeTimeout);
+      if (!frozen.ok()) why = std::string(frozen.message());
+    }
+    if (!dir.has_value() || !frozen.ok()) {
+      // A refusal (a kept or foreign process) holds for the rest of the
+      // sweep: never try again, the stage re-lists as without a cgroup.
+      not_freezable_.insert(index);
+      LogWarning(LogFields().Run(spec.run_id), "sweeper: cgroup ", spec.leader.cgroup,
+                 " not frozen, re-listing instead: ", why);
+      freeze_notes_[index] = absl::StrCat("not frozen: ", why);
+      continue;
+    }
+    Frozen& f = frozen_.emplace_back();
+    f.run_index = index;
+    f.dir = *dir;
+    std::vector<std::string> procs;
+    const int count =
+        scanner::ListCgroupProcs(*dir, 0, &procs).ok() ? static_cast<int>(procs.size()) : -1;
+    std::string& note = freeze_notes_[index];
+    absl::StrAppend(&note, note.empty() ? "frozen for " : " ", scanner::StageName(stage), " (",
+                    count, ")");
+    if (stage == Stage::kSigkill) {
+      // Not a fork more, even between cgroup.kill and the last task's
+      // death. Needs the pids controller enabled by the parent; without it
+      // the freeze and cgroup.kill stand alone.
+      absl::StatusOr<std::string> old = scanner::ReadPidsMax(*dir);
+      if (old.ok() && scanner::WritePidsMax(*dir, "0").ok()) {
+        f.pids_max = *old;
+        absl::StrAppend(&note, " pids.max=0");
+      }
+    }
+  }
+  return !frozen_.empty();
+}
+
+void SweepClaims::Release(Stage) { Thaw(); }
+
+void SweepClaims::Thaw() {
+  for (const Frozen& f : frozen_) {
+    if (f.pids_max.has_value()) {
+      absl::Status s = scanner::WritePidsMax(f.dir, *f.pids_max);
+      if (!s.ok() && !absl::IsNotFound(s)) {
+        LogError("sweeper: cannot restore pids.max of ", f.dir, ": ", s.ToString());
+      }
+    }
+    absl::Status s = scanner::ThawCgroup(f.dir);
+    if (!s.ok() && !absl::IsNotFound(s)) {
+      // runreaperd thaws it at its next start (Sweeper::ThawLeftFrozen).
+      LogError(LogFields().Run((*specs_)[f.run_index].run_id), "sweeper: cannot thaw ", f.dir, ": ",
+               s.ToString());
+    }
+  }
+  frozen_.clear();
+}
+
+std::string SweepClaims::FreezeNote(int run_index) const {
+  auto it = freeze_notes_.find(run_index);
+  return it == freeze_notes_.end() ? "" : it->second;
+}
 
 void SweepClaims::AddListed(const std::vector<Member>& targets) {
   for (const Member& m : targets) listed_.emplace(scanner::RefOf(m), m);

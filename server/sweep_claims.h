@@ -16,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,15 @@ class SweepClaims : public scanner::LadderHooks {
               const std::map<std::string, uint32_t>* only_uid,
               const scanner::SweepObserver* observer, Relist relist);
 
+  // Thaws whatever a hold left frozen (a ladder that returned early).
+  ~SweepClaims() override;
+  SweepClaims(const SweepClaims&) = delete;
+  SweepClaims& operator=(const SweepClaims&) = delete;
+
+  // Whether Hold freezes the runs' dedicated cgroups (default on); off is
+  // today's path, re-listing only (SweeperOptions::freeze_cgroups).
+  void SetFreeze(bool on) { freeze_ = on; }
+
   // Keeps `targets` for the response (the first listing, made before the
   // ladder; every later one is kept by List).
   void AddListed(const std::vector<scanner::Member>& targets);
@@ -82,6 +92,22 @@ class SweepClaims : public scanner::LadderHooks {
                          const scanner::SignalOutcome& outcome) override;
   // After SIGKILL: cgroup.kill for each run in `live` with a cgroup.
   void StageDone(scanner::Stage stage, const std::vector<scanner::Member>& live) override;
+  // Freezes, for `stage`, the dedicated cgroup of every run that has one
+  // and may be frozen: the checks of cgroup.kill (a cgroup of its own, in
+  // our PID namespace, holding none of our ancestors, and every process in
+  // it signallable: scanner/cgroup_freeze.h FreezeForSignals); before
+  // SIGKILL its pids.max is also set to 0 where the pids controller is
+  // enabled (skipped otherwise). True when at least one cgroup is frozen.
+  // A run whose cgroup is not frozen keeps the re-listing: why is logged
+  // once per run and named in its FreezeNote.
+  absl::StatusOr<bool> Hold(scanner::Stage stage) override;
+  // Thaws every cgroup Hold froze (and restores its pids.max).
+  void Release(scanner::Stage stage) override;
+  // For run `run_index`'s SWEEP_FINISHED detail: "" when it has no cgroup
+  // or freezing is off; otherwise the stages it was frozen for, with the
+  // processes its cgroup held at each ("frozen for SIGINT (12)
+  // SIGTERM (12) SIGKILL (12)"), or why it was not ("not frozen: ...").
+  std::string FreezeNote(int run_index) const;
   // Survived SIGKILL: this or another sweep recorded it sent. A SIGKILL
   // claimed but not recorded sent (in flight in another sweep, or stale:
   // taken over) is not yet a survivor.
@@ -94,6 +120,10 @@ class SweepClaims : public scanner::LadderHooks {
   // RecordSweepSignal, then `event` replaced by the stored copy.
   void AppendSignal(int pid, uint64_t start_time, scanner::Stage stage, v1::Event& event);
   void LaterGraceStart(scanner::Stage stage, absl::Time t);
+  // The directory of `spec`'s cgroup when it may be frozen; else nullopt
+  // and *why.
+  std::optional<std::string> FreezableDir(const scanner::RunSpec& spec, std::string* why) const;
+  void Thaw();
 
   store::RunStore* const store_;
   const scanner::ProcFs* const procfs_;
@@ -109,6 +139,17 @@ class SweepClaims : public scanner::LadderHooks {
   // Per stage, the latest time one of its targets was sent that stage's
   // signal (now for those signalled in this ladder).
   std::map<scanner::Stage, absl::Time> grace_start_;
+
+  // The freeze (Hold/Release).
+  struct Frozen {
+    int run_index = 0;
+    std::string dir;
+    std::optional<std::string> pids_max;  // the value to restore, when set
+  };
+  bool freeze_ = true;
+  std::vector<Frozen> frozen_;
+  std::map<int, std::string> freeze_notes_;  // by run index
+  std::set<int> not_freezable_;              // by run index: not tried again
 };
 
 }  // namespace runreaper::server

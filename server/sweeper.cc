@@ -16,6 +16,8 @@
 #include "base/log.h"
 #include "base/status_macros.h"
 #include "proto/describe.h"
+#include "scanner/cgroup_freeze.h"
+#include "scanner/cgroup_path.h"
 #include "scanner/identity.h"
 #include "scanner/identity_proto.h"
 #include "scanner/lineage_members.h"
@@ -242,6 +244,7 @@ struct Sweeper::Impl {
     // it is. Every target ever listed is kept for the response.
     SweepClaims claims(store, procfs, options.claim_lease, &specs, &only_uid, &observer,
                        std::move(relist));
+    claims.SetFreeze(options.freeze_cgroups);
     claims.AddListed(targets);
     ASSIGN_OR_RETURN(scanner::LadderResult ladder,
                      scanner::RunLadder(*procfs, targets, Ladder(), claims));
@@ -266,6 +269,9 @@ struct Sweeper::Impl {
       ev.set_type(v1::EVENT_TYPE_SWEEP_FINISHED);
       ev.set_run_id(specs[i].run_id);
       ev.set_detail(absl::StrCat(signals, " signal(s), ", survivors_of[i], " survivor(s)"));
+      if (const std::string note = claims.FreezeNote(static_cast<int>(i)); !note.empty()) {
+        ev.set_detail(absl::StrCat(ev.detail(), "; cgroup ", note));
+      }
       if (survivors_of[i] == 0) {
         done.push_back(specs[i].run_id);
         // Swept clean: its descendants need not be followed any more.
@@ -316,6 +322,31 @@ absl::StatusOr<v1::ListOrphansResponse> Sweeper::ListOrphans(const std::string& 
     }
   }
   return response;
+}
+
+absl::StatusOr<std::vector<std::string>> Sweeper::ThawLeftFrozen() {
+  absl::MutexLock lock(&impl_->mu);  // not while a sweep holds a freeze
+  ASSIGN_OR_RETURN(std::vector<v1::Run> unswept, impl_->store->ListTerminalUnsweptWithoutLabels());
+  std::vector<std::string> thawed;
+  absl::StatusOr<std::string> mountinfo = impl_->procfs->ReadSelfMountInfo();
+  if (!mountinfo.ok()) return thawed;
+  const std::optional<scanner::Cgroup2Mount> mount = scanner::FindCgroup2Mount(*mountinfo);
+  if (!mount.has_value()) return thawed;
+  for (const v1::Run& r : unswept) {
+    if (r.cgroup().empty()) continue;
+    const std::optional<std::string> dir = scanner::CgroupDir(*mount, r.cgroup());
+    if (!dir.has_value() || *dir == mount->mount_point) continue;
+    absl::StatusOr<bool> frozen = scanner::FreezeRequested(*dir);
+    if (!frozen.ok() || !*frozen) continue;  // gone, no freezer, or not frozen
+    if (absl::Status s = scanner::ThawCgroup(*dir); !s.ok()) {
+      LogError(LogFields().Run(r.run_id()), "cannot thaw ", *dir, " left frozen: ", s.ToString());
+      continue;
+    }
+    LogWarning(LogFields().Run(r.run_id()), "thawed ", *dir,
+               ", left frozen by a sweep that did not finish");
+    thawed.push_back(*dir);
+  }
+  return thawed;
 }
 
 absl::StatusOr<int> Sweeper::MarkEmptyRunsSwept(absl::Time ended_before) {

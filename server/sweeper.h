@@ -32,6 +32,9 @@ struct SweeperOptions {
   // has to outlast a slow store write; a sweep that takes over a claim
   // still in flight sends the same stage twice, never a lower one.
   absl::Duration claim_lease = absl::Seconds(30);
+  // Freeze each run's dedicated cgroup around every stage's listing and
+  // signals (docs/ORPHANS.md "Frozen stages"); false: re-listing only.
+  bool freeze_cgroups = true;
   Metrics* metrics = Metrics::Off();  // sweeps counted and timed; not owned
   // runreaperd's own facts (its PID namespace: which runs the lineage tracker
   // can follow); not owned. Null: the sweeper reads its own, once.
@@ -66,6 +69,12 @@ class Sweeper {
   // counted from the recorded send time (no stage sent twice, no grace
   // served twice).
   absl::StatusOr<v1::SweepResponse> ResumeSweeps();
+  // At start: thaws the dedicated cgroup of every terminal, unswept run
+  // that a sweep left frozen (runreaperd killed between a stage's freeze and
+  // its thaw), so no job stays frozen for ever. Returns the directories
+  // thawed. Runs still RUNNING are never touched (a freeze there is not
+  // ours).
+  absl::StatusOr<std::vector<std::string>> ThawLeftFrozen();
   // Retention's check (docs/STORE.md "Retention"): every terminal, unswept
   // run that ended before `ended_before` and has no member now (one /proc
   // listing, nothing signalled) is marked swept with one "nothing to sweep"
