@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -28,6 +29,7 @@
 #include "base/file_util.h"
 #include "base/log.h"
 #include "base/syscalls.h"
+#include "base/text.h"
 #include "grpcpp/grpcpp.h"
 #include "scanner/cgroup_path.h"
 #include "scanner/identity_proto.h"
@@ -146,6 +148,10 @@ class SignalPipe {
     sa.sa_flags = SA_RESTART;
     ::sigaction(SIGINT, &sa, &old_int_);
     ::sigaction(SIGTERM, &sa, &old_term_);
+    // A child's exit (CMD's orphans, reparented to us as a subreaper) wakes
+    // the wait, which reaps it.
+    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    ::sigaction(SIGCHLD, &sa, &old_chld_);
     installed_ = true;
     return absl::OkStatus();
   }
@@ -153,19 +159,26 @@ class SignalPipe {
     if (!installed_) return;
     ::sigaction(SIGINT, &old_int_, nullptr);
     ::sigaction(SIGTERM, &old_term_, nullptr);
+    ::sigaction(SIGCHLD, &old_chld_, nullptr);
     g_signal_pipe = -1;
   }
   int read_fd() const { return r_.get(); }
   int write_fd() const { return w_.get(); }
-  void Drain() const {
+  // Empties the pipe; true when it held SIGINT or SIGTERM (not only
+  // SIGCHLD).
+  bool Drain() const {
     unsigned char buf[64];
-    while (::read(r_.get(), buf, sizeof(buf)) > 0) {
+    bool forward = false;
+    ssize_t n;
+    while ((n = ::read(r_.get(), buf, sizeof(buf))) > 0) {
+      for (ssize_t i = 0; i < n; ++i) forward = forward || buf[i] != SIGCHLD;
     }
+    return forward;
   }
 
  private:
   Fd r_, w_;
-  struct sigaction old_int_ = {}, old_term_ = {};
+  struct sigaction old_int_ = {}, old_term_ = {}, old_chld_ = {};
   bool installed_ = false;
 };
 
@@ -182,7 +195,8 @@ int Reap(pid_t pid) {
 // execs, and exits without running CMD at EOF.
 struct Child {
   pid_t pid = -1;
-  Fd status_r;  // one byte ('C' in the cgroup, 'N' not), then the exec errno
+  bool cloned = false;  // created in its cgroup by clone3
+  Fd status_r;          // one byte ('C' in the cgroup, 'N' not), then the exec errno
   Fd go_w;
 
   // Never run CMD: EOF on go_w, then reap.
@@ -193,10 +207,12 @@ struct Child {
 };
 
 // Forks CMD's process: a new session (so CMD leads its own group and
-// session), RUNREAPER_RUN_ID=<run id> in its environment, joined to `procs`
-// (the run's fresh cgroup.procs; "" = none) when it can be.
-absl::StatusOr<Child> Spawn(const ExecOptions& options, const std::string& procs,
+// session), RUNREAPER_RUN_ID=<run id> in its environment, in `cgroup_dir`
+// (the run's fresh cgroup; "" = none) when it can be: created there by
+// clone3 CLONE_INTO_CGROUP, or else forked and moved by cgroup.procs.
+absl::StatusOr<Child> Spawn(const ExecOptions& options, const std::string& cgroup_dir,
                             const SignalPipe& signals) {
+  const std::string procs = cgroup_dir.empty() ? "" : cgroup_dir + "/cgroup.procs";
   // Everything the child needs is prepared before fork: after it, only
   // async-signal-safe calls.
   const std::string cookie = absl::StrCat(scanner::kRunIdEnv, "=", options.run_id);
@@ -223,7 +239,36 @@ absl::StatusOr<Child> Spawn(const ExecOptions& options, const std::string& procs
   }
   Fd go_r(go_pipe[0]), go_w(go_pipe[1]);
 
-  const pid_t pid = ::fork();
+  // Straight into the cgroup where the kernel can (Linux >= 5.7): the child
+  // is never in our cgroup, not even for its first instruction.
+  Fd cgroup_fd;
+  if (!cgroup_dir.empty() && options.clone_into_cgroup) {
+    cgroup_fd = Fd(::open(cgroup_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  }
+  pid_t pid = -1;
+  bool cloned = false;
+  if (cgroup_fd.valid()) {
+    pid = base::Clone3IntoCgroup(cgroup_fd.get());
+    if (pid >= 0) {
+      cloned = true;  // in the child too
+    } else {
+      const int err = errno;
+      switch (err) {
+        case ENOSYS:      // no clone3 (Linux < 5.3)
+        case E2BIG:       // clone_args without the cgroup field (< 5.7)
+        case EINVAL:      // no CLONE_INTO_CGROUP
+        case EOPNOTSUPP:  // a cgroup that cannot take processes this way
+          LogInfo("exec: clone3 into ", cgroup_dir, " unavailable (", strerror(err),
+                  "); forking and joining cgroup.procs");
+          break;
+        default:  // EBUSY, EACCES, EAGAIN (pids.max)...: the fallback says
+          LogWarning("exec: clone3 into ", cgroup_dir, ": ", strerror(err),
+                     "; forking and joining cgroup.procs");
+          break;
+      }
+    }
+  }
+  if (!cloned) pid = ::fork();
   if (pid < 0) return absl::ErrnoToStatus(errno, "fork");
   if (pid == 0) {
     struct sigaction dfl = {};
@@ -237,8 +282,8 @@ absl::StatusOr<Child> Spawn(const ExecOptions& options, const std::string& procs
     ::close(signals.read_fd());
     ::close(signals.write_fd());
     ::setsid();
-    char state = 'N';
-    if (!procs.empty()) {
+    char state = cloned ? 'C' : 'N';
+    if (!procs.empty() && !cloned) {
       const int fd = ::open(procs.c_str(), O_WRONLY | O_CLOEXEC);
       if (fd >= 0 && ::write(fd, "0", 1) == 1) {
         state = 'C';
@@ -263,6 +308,7 @@ absl::StatusOr<Child> Spawn(const ExecOptions& options, const std::string& procs
   }
   Child child;
   child.pid = pid;
+  child.cloned = cloned;
   child.status_r = std::move(status_r);
   child.go_w = std::move(go_w);
   return child;
@@ -342,10 +388,45 @@ void Forward(const scanner::ProcFs& procfs, const scanner::RunSpec& spec,
   }
 }
 
-// Waits for CMD to exit and returns its wait status. The first SIGINT or
-// SIGTERM to this process runs `forward` once, then CMD is reaped.
-int Wait(pid_t pid, const SignalPipe& signals, const std::function<void()>& forward) {
+std::string DescribeWait(int wstatus) {
+  if (WIFEXITED(wstatus)) return absl::StrCat("exited ", WEXITSTATUS(wstatus));
+  if (WIFSIGNALED(wstatus)) {
+    return absl::StrCat("killed by signal ", WTERMSIG(wstatus), " (",
+                        EscapeForLog(strsignal(WTERMSIG(wstatus))), ")");
+  }
+  return absl::StrCat("wait status ", wstatus);
+}
+
+// Reaps every child that has exited (blocking until `leader` has when
+// `block`): `leader` is CMD, any other an orphan of CMD reparented to us (a
+// subreaper), logged and reported. True (and *leader_status) once CMD itself
+// was reaped.
+bool ReapChildren(pid_t leader, bool block, int* leader_status, const ExecOptions& options) {
+  bool leader_done = false;
+  while (true) {
+    int st = 0;
+    const pid_t got = ::waitpid(-1, &st, block && !leader_done ? 0 : WNOHANG);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;  // 0: nobody else has exited; ECHILD: no children
+    if (got == leader) {
+      *leader_status = st;
+      leader_done = true;
+      continue;
+    }
+    LogInfo(LogFields().Run(options.run_id), "exec: reaped orphan pid=", got, " ",
+            DescribeWait(st));
+    if (options.report != nullptr) options.report->orphans.push_back({got, st});
+  }
+  return leader_done;
+}
+
+// Waits for CMD to exit and returns its wait status, reaping CMD's orphans
+// as they exit. The first SIGINT or SIGTERM to this process runs `forward`
+// once, then CMD is reaped.
+int Wait(pid_t pid, const SignalPipe& signals, const std::function<void()>& forward,
+         const ExecOptions& options) {
   Fd pidfd(base::PidfdOpen(pid, 0));
+  int wstatus = 0;
   while (true) {
     struct pollfd fds[2] = {{pidfd.valid() ? pidfd.get() : -1, POLLIN, 0},
                             {signals.read_fd(), POLLIN, 0}};
@@ -355,19 +436,17 @@ int Wait(pid_t pid, const SignalPipe& signals, const std::function<void()>& forw
       LogError("exec: poll: ", strerror(errno));
       break;
     }
-    if (r > 0 && (fds[1].revents & POLLIN)) {
-      signals.Drain();
+    if (r > 0 && (fds[1].revents & POLLIN) && signals.Drain()) {
       forward();
       break;
     }
-    int wstatus = 0;
-    pid_t got;
-    do {
-      got = ::waitpid(pid, &wstatus, WNOHANG);
-    } while (got < 0 && errno == EINTR);
-    if (got == pid) return wstatus;
+    if (ReapChildren(pid, /*block=*/false, &wstatus, options)) {
+      ReapChildren(pid, false, &wstatus, options);  // orphans dead by now
+      return wstatus;
+    }
   }
-  return Reap(pid);
+  ReapChildren(pid, /*block=*/true, &wstatus, options);
+  return wstatus;
 }
 
 // Publishes the exit code with FinishRun and returns it.
@@ -444,8 +523,18 @@ int ExecRun(v1::Reconciler::StubInterface& stub, const ExecOptions& options) {
     LogError("exec: ", s.message());
     return 1;
   }
-  absl::StatusOr<Child> child =
-      Spawn(options, cgroup_dir.empty() ? "" : cgroup_dir + "/cgroup.procs", signals);
+  // Before the spawn: every orphan of CMD, from its first fork on,
+  // reparents to us instead of init (whose reaping we cannot count on in a
+  // container). Restored on return, for a caller that lives on.
+  int was_subreaper = 0;
+  ::prctl(PR_GET_CHILD_SUBREAPER, &was_subreaper);
+  if (options.subreaper && ::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
+    LogWarning("exec: cannot become a child subreaper: ", strerror(errno));
+  }
+  absl::Cleanup restore_subreaper = [&] {
+    if (options.subreaper && was_subreaper == 0) ::prctl(PR_SET_CHILD_SUBREAPER, 0);
+  };
+  absl::StatusOr<Child> child = Spawn(options, cgroup_dir, signals);
   if (!child.ok()) {
     LogError("exec: ", child.status().message());
     return 1;
@@ -456,15 +545,16 @@ int ExecRun(v1::Reconciler::StubInterface& stub, const ExecOptions& options) {
     child->Abandon();
     return 1;
   }
+  if (options.report != nullptr) options.report->cloned_into_cgroup = child->cloned;
   const bool exec_ok = Start(*child, options);
 
   scanner::RunSpec spec;
   spec.run_id = options.run_id;
   spec.leader = *id;
   spec.include_leader = true;
-  const int wstatus = Wait(child->pid, signals, [&] {
-    Forward(procfs, spec, id->cgroup.empty() ? "" : cgroup_dir, options);
-  });
+  const int wstatus = Wait(
+      child->pid, signals,
+      [&] { Forward(procfs, spec, id->cgroup.empty() ? "" : cgroup_dir, options); }, options);
   return Finish(stub, options, !exec_ok, wstatus);
 }
 

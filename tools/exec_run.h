@@ -14,6 +14,15 @@
 // grace -> SIGKILL, each member through scanner/safe_signal.h after a
 // start-time check; cgroup.kill at the last stage with a dedicated cgroup),
 // then publishes the exit code with FinishRun.
+//
+// CMD's process is created inside the fresh cgroup by clone3 with
+// CLONE_INTO_CGROUP where the kernel has it (so not even its first fork
+// happens outside), otherwise forked and moved by a write to cgroup.procs.
+// exec is a child subreaper: CMD's orphans reparent to it while it waits;
+// it reaps each (waitpid(-1), CMD's own exit told apart by its pid) and logs
+// "exec: reaped orphan pid=N exited M" (or "killed by signal S"). Orphans
+// still alive when CMD exits are left to the sweep, as before (they then
+// reparent to the next subreaper or init when exec exits).
 #ifndef RUNREAPER_TOOLS_EXEC_RUN_H_
 #define RUNREAPER_TOOLS_EXEC_RUN_H_
 
@@ -27,6 +36,24 @@
 
 namespace runreaper::tools {
 
+// An orphan of CMD that exec, as its child subreaper, reaped: its pid and
+// wait status (waitpid's).
+struct ReapedOrphan {
+  int pid = 0;
+  int wait_status = 0;
+};
+
+// What one ExecRun did, for a caller that wants more than the exit code.
+struct ExecReport {
+  // CMD's process was created inside its cgroup by clone3
+  // (CLONE_INTO_CGROUP); false: fork + a write to cgroup.procs, or no
+  // cgroup.
+  bool cloned_into_cgroup = false;
+  // Every orphan reaped while CMD ran (and those already dead when it
+  // exited), in the order reaped.
+  std::vector<ReapedOrphan> orphans;
+};
+
 struct ExecOptions {
   std::string run_id;
   std::vector<std::string> argv;  // CMD ARGS..., searched in PATH
@@ -34,6 +61,16 @@ struct ExecOptions {
   absl::Duration sigint_grace = absl::Seconds(2);
   absl::Duration sigterm_grace = absl::Seconds(5);
   bool use_cgroup = true;  // try a dedicated cgroup v2 directory
+  // Create CMD's process straight in its cgroup (clone3 CLONE_INTO_CGROUP,
+  // Linux >= 5.7); false forces the fallback (fork, then the child writes
+  // itself to cgroup.procs), taken anyway when clone3 answers ENOSYS, E2BIG,
+  // EINVAL or EOPNOTSUPP.
+  bool clone_into_cgroup = true;
+  // Become a child subreaper (PR_SET_CHILD_SUBREAPER) before spawning:
+  // orphans of CMD reparent to exec, which reaps them (so none is left a
+  // zombie under a PID 1 that does not reap) and logs each one's exit.
+  bool subreaper = true;
+  ExecReport* report = nullptr;  // filled when set; not owned
   std::string proc_root = "/proc";
   absl::Duration rpc_timeout = absl::Seconds(10);  // per RPC
 };

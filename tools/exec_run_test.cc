@@ -8,9 +8,13 @@
 #include <limits.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -201,6 +205,131 @@ TEST_F(ExecRunTest, SigtermReachesTheWholeGroupThroughTheLadder) {
   }
 }
 
+// Both ways into the cgroup: clone3 CLONE_INTO_CGROUP, and the fallback
+// (fork + cgroup.procs) forced by the option. CMD checks it runs there.
+TEST_F(ExecRunTest, CmdStartsInItsCgroupByClone3OrByTheFallback) {
+  for (const bool clone : {true, false}) {
+    SCOPED_TRACE(clone ? "clone3" : "fallback");
+    const std::string id = clone ? "exec-clone3" : "exec-fallback";
+    ExecOptions o = Opts(id, {"sh", "-c",
+                              absl::StrCat("grep -qx '0::/runreaper/", id,
+                                           "' /proc/self/cgroup || exit 9; exit 0")});
+    o.clone_into_cgroup = clone;
+    ExecReport report;
+    o.report = &report;
+    const int code = ExecRun(*stub_, o);
+    ASSERT_OK_AND_ASSIGN(v1::Run run, store_->Get(id));
+    if (run.cgroup().empty()) GTEST_SKIP() << "no writable cgroup v2 hierarchy here";
+    EXPECT_EQ(code, 0);
+    EXPECT_EQ(run.cgroup(), "/runreaper/" + id);
+    if (!clone) {
+      EXPECT_FALSE(report.cloned_into_cgroup);
+    }
+    // Linux >= 5.7 has CLONE_INTO_CGROUP (this test machine's kernel does;
+    // an older one takes the fallback and still passes the check above).
+    if (clone) {
+      struct utsname u;
+      int major = 0, minor = 0;
+      if (uname(&u) == 0 && sscanf(u.release, "%d.%d", &major, &minor) == 2 &&
+          (major > 5 || (major == 5 && minor >= 7))) {
+        EXPECT_TRUE(report.cloned_into_cgroup);
+      }
+    }
+  }
+}
+
+// Runs this test binary as a separate exec process (ExecHelperMain below):
+// not pid 1, so an orphan that exec does not adopt reparents to us, the
+// namespace's init, and stays a zombie while we do not reap it.
+int RunHelper(const std::string& dir, bool subreaper, const std::string& script) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setenv("RR_EXEC_HELPER_DIR", dir.c_str(), 1);
+    setenv("RR_EXEC_HELPER_SUBREAPER", subreaper ? "1" : "0", 1);
+    setenv("RR_EXEC_HELPER_SCRIPT", script.c_str(), 1);
+    execl("/proc/self/exe", "exec_run_test", static_cast<char*>(nullptr));
+    _exit(126);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// CMD leaks an orphan that exits with 5 while CMD still runs: it would be a
+// zombie under an init that does not reap it (here: us, blocked in
+// waitpid for exec). CMD exits 0 only once the orphan's pid is gone, i.e.
+// reaped by exec as its subreaper; 9 when it stays a zombie.
+TEST_F(ExecRunTest, AnOrphanOfCmdIsReapedByExecAndReported) {
+  if (getpid() != 1) GTEST_SKIP() << "not in a private PID namespace";
+  const std::string script = absl::StrCat(
+      "d=", dir_,
+      "; (sh -c 'echo $$ > \"$0\"/o.tmp && mv \"$0\"/o.tmp \"$0\"/o; exit 5' \"$d\" &); "
+      "while [ ! -s \"$d/o\" ]; do sleep 0.01; done; o=$(cat \"$d/o\"); n=0; "
+      "while kill -0 \"$o\" 2>/dev/null; do n=$((n+1)); [ $n -gt 300 ] && exit 9; "
+      "sleep 0.01; done; exit 0");
+  const std::string helper_dir = dir_ + "/helper";
+  ASSERT_EQ(mkdir(helper_dir.c_str(), 0700), 0);
+  EXPECT_EQ(RunHelper(helper_dir, /*subreaper=*/true, script), 0);
+  std::string reaped;
+  FILE* f = fopen((helper_dir + "/orphans").c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  char line[128];
+  while (fgets(line, sizeof(line), f) != nullptr) reaped += line;
+  fclose(f);
+  int opid = 0, ostatus = 0;
+  ASSERT_EQ(sscanf(reaped.c_str(), "%d %d", &opid, &ostatus), 2) << reaped;
+  EXPECT_TRUE(WIFEXITED(ostatus) && WEXITSTATUS(ostatus) == 5) << ostatus;
+  // Nothing of it is left for us to reap: no zombie behind.
+  EXPECT_EQ(waitpid(-1, nullptr, WNOHANG), -1);
+  EXPECT_EQ(errno, ECHILD);
+
+  // Without the subreaper the orphan is ours and stays a zombie meanwhile:
+  // CMD gives up (9). The control that the test sees the difference.
+  unlink((dir_ + "/o").c_str());
+  const std::string plain_dir = dir_ + "/plain";
+  ASSERT_EQ(mkdir(plain_dir.c_str(), 0700), 0);
+  EXPECT_EQ(RunHelper(plain_dir, /*subreaper=*/false, script), 9);
+  EXPECT_GT(waitpid(-1, nullptr, WNOHANG), 0) << "the orphan was left to us as a zombie";
+  while (waitpid(-1, nullptr, WNOHANG) > 0) {
+  }
+  for (const std::string& d : {helper_dir, plain_dir}) {
+    for (const char* f : {"/runs.db", "/runs.db-wal", "/runs.db-shm", "/orphans"}) {
+      unlink((d + f).c_str());
+    }
+    rmdir(d.c_str());
+  }
+  unlink((dir_ + "/o").c_str());
+}
+
+// The separate exec process of RunHelper: its own store and in-process
+// server, ExecRun of the script, each reaped orphan written to
+// <dir>/orphans as "pid wait_status".
+int ExecHelperMain(const std::string& dir, bool subreaper, const std::string& script) {
+  absl::StatusOr<std::unique_ptr<store::RunStore>> store = store::RunStore::Open(dir + "/runs.db");
+  if (!store.ok()) return 120;
+  StoreService service(store->get());
+  grpc::ServerBuilder builder;
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr) return 121;
+  std::unique_ptr<v1::Reconciler::Stub> stub =
+      v1::Reconciler::NewStub(server->InProcessChannel(grpc::ChannelArguments()));
+  ExecOptions o;
+  o.run_id = subreaper ? "exec-subreaper" : "exec-plain";
+  o.argv = {"sh", "-c", script};
+  o.subreaper = subreaper;
+  ExecReport report;
+  o.report = &report;
+  const int code = ExecRun(*stub, o);
+  FILE* f = fopen((dir + "/orphans").c_str(), "w");
+  if (f == nullptr) return 122;
+  for (const ReapedOrphan& r : report.orphans) fprintf(f, "%d %d\n", r.pid, r.wait_status);
+  fclose(f);
+  server->Shutdown();
+  return code;
+}
+
 TEST(CgroupNameTest, SafeAndDistinct) {
   EXPECT_EQ(CgroupNameForRun("ci-1.a_b"), "ci-1.a_b");
   const std::string a = CgroupNameForRun("a/b");
@@ -216,6 +345,12 @@ TEST(CgroupNameTest, SafeAndDistinct) {
 }  // namespace runreaper::tools
 
 int main(int argc, char** argv) {
+  if (const char* dir = getenv("RR_EXEC_HELPER_DIR")) {
+    const char* sub = getenv("RR_EXEC_HELPER_SUBREAPER");
+    const char* script = getenv("RR_EXEC_HELPER_SCRIPT");
+    return runreaper::tools::ExecHelperMain(dir, sub != nullptr && sub[0] == '1',
+                                            script == nullptr ? "exit 2" : script);
+  }
   runreaper::ReexecInPrivatePidNamespace(argc, argv, runreaper::tools::kInNsEnv);
   testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
