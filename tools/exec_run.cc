@@ -31,6 +31,7 @@
 #include "base/syscalls.h"
 #include "base/text.h"
 #include "grpcpp/grpcpp.h"
+#include "scanner/cgroup_freeze.h"
 #include "scanner/cgroup_path.h"
 #include "scanner/identity_proto.h"
 #include "scanner/member_listing.h"
@@ -106,6 +107,35 @@ class ExecLadder : public scanner::LadderHooks {
     return absl::OkStatus();
   }
 
+  // With a dedicated cgroup every stage runs frozen (as the sweeper's,
+  // server/sweep_claims.h): nothing CMD runs forks between the listing and
+  // the signals. A refusal (a kept process there) re-lists instead.
+  absl::StatusOr<bool> Hold(scanner::Stage stage) override {
+    if (cgroup_dir_.empty() || !freezable_) return false;
+    absl::Status s = scanner::FreezeForSignals(*procfs_, cgroup_dir_, spec_.leader.start_time,
+                                               std::nullopt, absl::Seconds(5));
+    if (!s.ok()) {
+      freezable_ = false;
+      LogWarning(LogFields().Run(spec_.run_id),
+                 "exec: cgroup not frozen, re-listing instead: ", s.message());
+      return false;
+    }
+    if (stage == scanner::Stage::kSigkill) {
+      // No fork at all from here on, where the pids controller is enabled.
+      absl::StatusOr<std::string> old = scanner::ReadPidsMax(cgroup_dir_);
+      if (old.ok() && scanner::WritePidsMax(cgroup_dir_, "0").ok()) pids_max_ = *old;
+    }
+    return true;
+  }
+  void Release(scanner::Stage) override {
+    if (pids_max_.has_value()) scanner::WritePidsMax(cgroup_dir_, *pids_max_).IgnoreError();
+    pids_max_.reset();
+    absl::Status s = scanner::ThawCgroup(cgroup_dir_);
+    if (!s.ok() && !absl::IsNotFound(s)) {
+      LogError(LogFields().Run(spec_.run_id), "exec: cannot thaw ", cgroup_dir_, ": ", s.message());
+    }
+  }
+
   void StageDone(scanner::Stage stage, const std::vector<scanner::Member>&) override {
     if (stage == scanner::Stage::kSigkill && !cgroup_dir_.empty()) {
       // Refused while the cgroup holds a process the ladder may not signal
@@ -127,6 +157,8 @@ class ExecLadder : public scanner::LadderHooks {
   const scanner::RunSpec spec_;
   const std::string cgroup_dir_;
   int sent_ = 0;
+  bool freezable_ = true;
+  std::optional<std::string> pids_max_;  // to restore after SIGKILL
 };
 
 // SIGINT and SIGTERM to this process, as bytes on a non-blocking pipe (the

@@ -1,0 +1,225 @@
+// The sweeper's frozen stages (docs/ORPHANS.md "Frozen stages") against a
+// real store, real cgroups and real processes: a fork storm in a run's
+// cgroup swept with every stage reaching every process the frozen cgroup
+// held, a kept member that forbids the freeze (the sweep re-lists and says
+// why), and the thaw at start of a cgroup a crashed sweep left frozen.
+// main() re-executes the test as pid 1 of a private PID namespace.
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "base/test_util.h"
+#include "gtest/gtest.h"
+#include "runreaper/v1/runreaper.pb.h"
+#include "scanner/cgroup_freeze.h"
+#include "scanner/identity_proto.h"
+#include "scanner/process_test_util.h"
+#include "scanner/procfs.h"
+#include "scanner/safe_signal.h"
+#include "server/sweeper.h"
+#include "store/run_store.h"
+
+namespace runreaper::server {
+namespace {
+
+constexpr char kInNsEnv[] = "RR_SWEEPER_FREEZE_TEST_IN_PIDNS";
+
+int ProcsIn(const std::string& dir) {
+  std::vector<std::string> lines;
+  if (!scanner::ListCgroupProcs(dir, 0, &lines).ok()) return -1;
+  return static_cast<int>(lines.size());
+}
+
+class SweeperFreezeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/rr_sfreezeXXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    ASSERT_OK_AND_ASSIGN(store_, store::RunStore::Open(dir_ + "/runs.db"));
+    options_.sigint_grace = absl::Milliseconds(100);
+    options_.sigterm_grace = absl::Milliseconds(100);
+  }
+  void TearDown() override {
+    scanner::KillEverythingElseInPrivatePidNs();
+    store_.reset();
+    for (const char* f : {"/runs.db", "/runs.db-wal", "/runs.db-shm"}) {
+      unlink((dir_ + f).c_str());
+    }
+    rmdir(dir_.c_str());
+    if (!cgroup_.empty()) rmdir(cgroup_.c_str());
+  }
+
+  // A cgroup of the test's own, or "" (the test then skips).
+  std::string MakeCgroup(const std::string& tag) {
+    auto cg = scanner::MakeTestCgroup(absl::StrCat(tag, "-", dir_.substr(dir_.rfind('/') + 1)));
+    if (!cg.has_value() || !scanner::ProbeCgroupFeatures(cg->first).freeze) return "";
+    cgroup_ = cg->first;
+    return cg->first;
+  }
+
+  // `script` as a run's leader in `dir`, registered with that cgroup as its
+  // own; finished once the leader has exited (its leftovers are orphans).
+  void StartFinished(const std::string& run_id, const std::string& script, const std::string& dir,
+                     bool finish = true) {
+    scanner::Spawned s = scanner::SpawnSh(script, {}, dir);
+    v1::Run run;
+    run.set_run_id(run_id);
+    scanner::SetIdentity(s.id, &run);
+    run.set_cgroup(s.id.cgroup);
+    ASSERT_OK(store_->Register(run));
+    if (!finish) return;
+    int status = 0;
+    ASSERT_EQ(waitpid(s.pid, &status, 0), s.pid);
+    ASSERT_OK(store_->Finish(run_id, 0));
+  }
+
+  std::string FinishedDetail(const std::string& run_id) {
+    std::string detail;
+    int64_t after = 0;
+    while (true) {  // a storm's sweep writes thousands of events: every page
+      absl::StatusOr<std::vector<v1::Event>> page =
+          store_->ListEvents(after, run_id, store::RunStore::kMaxPageSize);
+      EXPECT_TRUE(page.ok()) << page.status();
+      if (!page.ok() || page->empty()) return detail;
+      for (const v1::Event& e : *page) {
+        if (e.type() == v1::EVENT_TYPE_SWEEP_FINISHED) detail = e.detail();
+        after = e.event_id();
+      }
+    }
+  }
+
+  std::string dir_;
+  std::string cgroup_;
+  std::unique_ptr<store::RunStore> store_;
+  scanner::ProcFs procfs_;
+  SweeperOptions options_;
+};
+
+// A leftover shell that ignores SIGINT and SIGTERM keeps forking sleepers
+// (which ignore them too) while the sweep runs. Each stage's SENT count is
+// exactly the number of processes the frozen cgroup held at that stage (the
+// SWEEP_FINISHED detail's "frozen for SIGINT (N) ..."), and nothing is left.
+TEST_F(SweeperFreezeTest, AStormInTheRunsCgroupIsSweptFrozenStageByStage) {
+  SKIP_UNLESS_PRIVATE_PID_NS();
+  const std::string dir = MakeCgroup("storm");
+  if (dir.empty()) GTEST_SKIP() << "no writable cgroup v2 with cgroup.freeze";
+  StartFinished("storm",
+                "(trap '' INT TERM; i=0; while [ $i -lt 1500 ]; do sleep 1000 & "
+                "i=$((i+1)); done; wait) & echo started",
+                dir);
+  ASSERT_TRUE(
+      WaitFor([&] { return ProcsIn(dir) >= 500; }, absl::Seconds(120), absl::Milliseconds(20)));
+  Sweeper sweeper(store_.get(), &procfs_, options_);
+  ASSERT_OK_AND_ASSIGN(v1::SweepResponse resp, sweeper.Sweep({}));
+  EXPECT_EQ(resp.survivors_size(), 0);
+  std::map<std::string, int> sent;
+  for (const v1::Event& e : resp.signals()) {
+    if (e.result() == "SENT") ++sent[e.stage()];
+  }
+  const std::string detail = FinishedDetail("storm");
+  printf("SWEEP_FINISHED: %s\n", detail.c_str());
+  // "...; cgroup frozen for SIGINT (N) SIGTERM (M) SIGKILL (K)[ pids.max=0]"
+  const size_t at = detail.find("cgroup frozen for ");
+  ASSERT_NE(at, std::string::npos) << detail;
+  std::vector<std::string> words =
+      absl::StrSplit(detail.substr(at + strlen("cgroup frozen for ")), ' ');
+  std::map<std::string, int> frozen;
+  for (size_t i = 0; i + 1 < words.size(); i += 2) {
+    if (words[i] == "pids.max=0") break;
+    int n = 0;
+    ASSERT_TRUE(absl::SimpleAtoi(absl::StripPrefix(absl::StripSuffix(words[i + 1], ")"), "("), &n))
+        << detail;
+    frozen[words[i]] = n;
+  }
+  for (const char* stage : {"SIGINT", "SIGTERM", "SIGKILL"}) {
+    SCOPED_TRACE(stage);
+    EXPECT_GE(frozen[stage], 500);
+    EXPECT_EQ(sent[stage], frozen[stage]) << detail;
+  }
+  EXPECT_EQ(sent["cgroup.kill"], 1);
+  ASSERT_OK_AND_ASSIGN(bool requested, scanner::FreezeRequested(dir));
+  EXPECT_FALSE(requested) << "thawed after the sweep";
+  EXPECT_TRUE(WaitFor([&] {
+    while (waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+    return ProcsIn(dir) == 0;
+  }));
+}
+
+// A kept member: the cgroup is never frozen (nor killed whole), the sweep
+// re-lists as without a cgroup, and its SWEEP_FINISHED detail says why.
+TEST_F(SweeperFreezeTest, AKeptMemberMeansNoFreezeAndTheAuditSaysWhy) {
+  SKIP_UNLESS_PRIVATE_PID_NS();
+  const std::string dir = MakeCgroup("kept");
+  if (dir.empty()) GTEST_SKIP() << "no writable cgroup v2 with cgroup.freeze";
+  StartFinished("kept",
+                "RUNREAPER_KEEP=1 sleep 1000 & (trap '' INT TERM; while :; do sleep 1; done) & "
+                "echo started",
+                dir);
+  Sweeper sweeper(store_.get(), &procfs_, options_);
+  ASSERT_TRUE(WaitFor([&] {
+    absl::StatusOr<v1::ListOrphansResponse> o = sweeper.ListOrphans("kept");
+    if (!o.ok()) return false;
+    for (const v1::Orphan& x : o->orphans()) {
+      if (x.kept()) return true;
+    }
+    return false;
+  }));
+  ASSERT_OK_AND_ASSIGN(v1::SweepResponse resp, sweeper.Sweep({}));
+  EXPECT_EQ(resp.survivors_size(), 0);
+  const std::string detail = FinishedDetail("kept");
+  EXPECT_NE(detail.find("cgroup not frozen: "), std::string::npos) << detail;
+  EXPECT_NE(detail.find("RUNREAPER_KEEP=1"), std::string::npos) << detail;
+  ASSERT_OK_AND_ASSIGN(bool requested, scanner::FreezeRequested(dir));
+  EXPECT_FALSE(requested);
+  EXPECT_EQ(ProcsIn(dir), 1) << "the kept sleep lives on";
+}
+
+// A sweep killed between a stage's freeze and its thaw leaves the job
+// frozen; runreaperd's start (Sweeper::ThawLeftFrozen) thaws the cgroups of
+// terminal unswept runs, and leaves a RUNNING run's alone.
+TEST_F(SweeperFreezeTest, ACgroupLeftFrozenIsThawedAtStart) {
+  SKIP_UNLESS_PRIVATE_PID_NS();
+  const std::string dir = MakeCgroup("left");
+  if (dir.empty()) GTEST_SKIP() << "no writable cgroup v2 with cgroup.freeze";
+  StartFinished("left", "sleep 1000 & echo started", dir);
+  ASSERT_TRUE(WaitFor([&] { return ProcsIn(dir) == 1; }));
+  ASSERT_OK(scanner::FreezeCgroup(dir, absl::Seconds(30)));  // as a crash leaves it
+
+  auto running_cg = scanner::MakeTestCgroup(absl::StrCat("run-", dir_.substr(dir_.rfind('/') + 1)));
+  ASSERT_TRUE(running_cg.has_value());
+  StartFinished("running", "sleep 1000", running_cg->first, /*finish=*/false);
+  ASSERT_OK(scanner::FreezeCgroup(running_cg->first, absl::Seconds(30)));  // someone else's
+
+  Sweeper sweeper(store_.get(), &procfs_, options_);
+  ASSERT_OK_AND_ASSIGN(std::vector<std::string> thawed, sweeper.ThawLeftFrozen());
+  EXPECT_EQ(thawed, std::vector<std::string>{dir});
+  ASSERT_OK_AND_ASSIGN(bool requested, scanner::FreezeRequested(dir));
+  EXPECT_FALSE(requested);
+  ASSERT_OK_AND_ASSIGN(requested, scanner::FreezeRequested(running_cg->first));
+  EXPECT_TRUE(requested) << "a RUNNING run's freeze is not ours";
+  ASSERT_OK(scanner::ThawCgroup(running_cg->first));
+  scanner::KillEverythingElseInPrivatePidNs();
+  ASSERT_TRUE(WaitFor([&] { return ProcsIn(running_cg->first) == 0; }));
+  rmdir(running_cg->first.c_str());
+}
+
+}  // namespace
+}  // namespace runreaper::server
+
+int main(int argc, char** argv) {
+  runreaper::ReexecInPrivatePidNamespace(argc, argv, runreaper::server::kInNsEnv);
+  testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
