@@ -192,8 +192,7 @@ int Main() {
   const double frozen = Median(ms[true]), relist = Median(ms[false]);
   printf("frozen-cgroup sweep vs re-listing, %d members (all stubborn), %d rep(s), graces 0\n",
          members, reps);
-  printf("  %-22s %10s %10s %10s %10s\n", "mode", "sweep ms", "us/member", "signals",
-         "survivors");
+  printf("  %-22s %10s %10s %10s %10s\n", "mode", "sweep ms", "us/member", "signals", "survivors");
   for (const bool freeze : {true, false}) {
     const double m = freeze ? frozen : relist;
     printf("  %-22s %10.1f %10.1f %10d %10d\n", freeze ? "frozen (default)" : "re-listing (today)",

@@ -308,6 +308,7 @@ absl::StatusOr<Child> Spawn(const ExecOptions& options, const std::string& cgrou
     sigemptyset(&dfl.sa_mask);
     ::sigaction(SIGINT, &dfl, nullptr);
     ::sigaction(SIGTERM, &dfl, nullptr);
+    ::sigaction(SIGCHLD, &dfl, nullptr);
     // The parent's ends: holding go's write end would hide the parent's EOF.
     ::close(go_pipe[1]);
     ::close(status_pipe[0]);
