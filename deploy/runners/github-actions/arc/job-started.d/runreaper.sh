@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# actions-runner-controller drop-in: ARC's /etc/arc/hooks/job-started.sh (the
+# runner's ACTIONS_RUNNER_HOOK_JOB_STARTED) runs every file in
+# /etc/arc/hooks/job-started.d/. This one runs runreaper's hook the way the runner
+# itself would (bash -e FILE); it never fails the job.
+hook="${RUNREAPER_RUNNERS_DIR:-/usr/share/runreaper/runners}/github-actions/job-started.sh"
+if [ ! -f "$hook" ]; then
+  echo "runreaper: $hook is missing; job not tracked" >&2
+  exit 0
+fi
+bash -e "$hook" || true
+exit 0

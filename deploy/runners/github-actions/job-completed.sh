@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# GitHub Actions runner job-completed hook for runreaper.
+#
+# Runner.Worker runs it as `bash -e FILE` (ACTIONS_RUNNER_HOOK_JOB_COMPLETED)
+# after the job's last step, also when the job failed or was cancelled, and
+# waits for it. It publishes the end of the run job-started.sh registered
+# (same id, from the same variables) with `finish --no_wait`: it returns as
+# soon as the state is stored; runreaperd sweeps the run's leftovers after
+# the grace (--sweep_on_end). Always exits 0. See README.md beside this file.
+# --- runreaper hook helpers (the same block in every shipped hook) ---------
+# A hook never fails the job because of runreaper: rr_ctl prints one line
+# `runreaper: <why>` on stderr and returns 1; callers then go on (exit 0).
+rr_sock="${RUNREAPER_SOCKET:-/run/runreaper/runreaper.sock}"
+rr_ctl() {
+  local out
+  if ! command -v runreaperctl >/dev/null 2>&1; then
+    echo "runreaper: runreaperctl not found on PATH; this job is not tracked" >&2
+    return 1
+  fi
+  # stdout (the run as stored) is dropped: it would only clutter the job log.
+  if out="$(runreaperctl --socket="$rr_sock" --rpc_timeout="${RUNREAPER_HOOK_TIMEOUT:-2s}" \
+              "$@" 2>&1 >/dev/null)"; then
+    return 0
+  fi
+  echo "runreaper: runreaperctl $1 ${2:-} failed (socket $rr_sock): $(printf '%s' "$out" |
+        tr -s '\n' ' ' | cut -c1-400)" >&2
+  return 1
+}
+# A run id runreaperd accepts: printable ASCII without space, at most 256 bytes.
+rr_id() {
+  local s="$1"
+  s="${s//[^A-Za-z0-9._:+=@-]/_}"
+  printf '%s' "${s:0:256}"
+}
+# --sweep_on_end, with $RUNREAPER_SWEEP_GRACE (e.g. 10s) when set.
+rr_sweep_flag() {
+  if [ -n "${RUNREAPER_SWEEP_GRACE:-}" ]; then
+    printf '%s' "--sweep_on_end=$RUNREAPER_SWEEP_GRACE"
+  else
+    printf '%s' "--sweep_on_end"
+  fi
+}
+# The systemd unit this hook runs in ("" outside one), for end-runs.sh.
+rr_unit() {
+  sed -n 's#^0::.*/\([^/]*\.service\)$#\1#p' /proc/self/cgroup 2>/dev/null || true
+}
+# ---------------------------------------------------------------------------
+
+if [ -z "${GITHUB_RUN_ID:-}" ]; then
+  echo "runreaper: GITHUB_RUN_ID is not set (not run by the Actions runner?); nothing to finish" >&2
+  exit 0
+fi
+id="$(rr_id "gha-${GITHUB_RUN_ID}-${GITHUB_RUN_ATTEMPT:-1}-${GITHUB_JOB:-job}-${RUNNER_NAME:-runner}")"
+rr_ctl finish "$id" --no_wait || true
+exit 0

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Jenkins: ends the run register.sh started (same id, from BUILD_TAG and
+# JENKINS_NODE_COOKIE) with `finish --no_wait` and $RUNREAPER_EXIT_CODE when
+# set (withRunreaper sets 0 or 1), then stops the anchor; runreaperd sweeps
+# the build's leftovers after the grace. Always exits 0.
+# --- runreaper hook helpers (the same block in every shipped hook) ---------
+# A hook never fails the job because of runreaper: rr_ctl prints one line
+# `runreaper: <why>` on stderr and returns 1; callers then go on (exit 0).
+rr_sock="${RUNREAPER_SOCKET:-/run/runreaper/runreaper.sock}"
+rr_ctl() {
+  local out
+  if ! command -v runreaperctl >/dev/null 2>&1; then
+    echo "runreaper: runreaperctl not found on PATH; this job is not tracked" >&2
+    return 1
+  fi
+  # stdout (the run as stored) is dropped: it would only clutter the job log.
+  if out="$(runreaperctl --socket="$rr_sock" --rpc_timeout="${RUNREAPER_HOOK_TIMEOUT:-2s}" \
+              "$@" 2>&1 >/dev/null)"; then
+    return 0
+  fi
+  echo "runreaper: runreaperctl $1 ${2:-} failed (socket $rr_sock): $(printf '%s' "$out" |
+        tr -s '\n' ' ' | cut -c1-400)" >&2
+  return 1
+}
+# A run id runreaperd accepts: printable ASCII without space, at most 256 bytes.
+rr_id() {
+  local s="$1"
+  s="${s//[^A-Za-z0-9._:+=@-]/_}"
+  printf '%s' "${s:0:256}"
+}
+# --sweep_on_end, with $RUNREAPER_SWEEP_GRACE (e.g. 10s) when set.
+rr_sweep_flag() {
+  if [ -n "${RUNREAPER_SWEEP_GRACE:-}" ]; then
+    printf '%s' "--sweep_on_end=$RUNREAPER_SWEEP_GRACE"
+  else
+    printf '%s' "--sweep_on_end"
+  fi
+}
+# The systemd unit this hook runs in ("" outside one), for end-runs.sh.
+rr_unit() {
+  sed -n 's#^0::.*/\([^/]*\.service\)$#\1#p' /proc/self/cgroup 2>/dev/null || true
+}
+# ---------------------------------------------------------------------------
+# The job's anchor: a runner that has no process per job (gitlab-runner,
+# the Jenkins agent JVM) gets one, a `sleep` in its own session that leads
+# the run from the start hook to the end hook. Its argv[0] names the run, so
+# the end hook kills only that very process (a recycled pid has another
+# cmdline). Its pid is kept in $RUNREAPER_STATE_DIR (default /tmp).
+rr_anchor_file() { printf '%s/runreaper-%s.anchor' "${RUNREAPER_STATE_DIR:-/tmp}" "$1"; }
+rr_anchor_start() {  # RUN_ID -> prints the anchor's pid
+  local pid
+  # Not a group leader (a background job of this shell), so setsid does not
+  # fork: $! is the anchor. No inherited pipes: the runner waits for EOF.
+  setsid bash -c 'exec -a "runreaper-anchor $0" sleep infinity' "$1" \
+    </dev/null >/dev/null 2>&1 &
+  pid=$!
+  printf '%s\n' "$pid" > "$(rr_anchor_file "$1")" 2>/dev/null || true
+  printf '%s' "$pid"
+}
+rr_anchor_stop() {  # RUN_ID
+  local f pid cmd
+  f="$(rr_anchor_file "$1")"
+  pid="$(cat "$f" 2>/dev/null || true)"
+  rm -f "$f" 2>/dev/null || true
+  case "$pid" in ''|*[!0-9]*) return 0 ;; esac
+  cmd="$(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null || true)"
+  if [ "$cmd" = "runreaper-anchor $1 infinity " ]; then kill "$pid" 2>/dev/null || true; fi
+}
+
+if [ -z "${BUILD_TAG:-}" ]; then
+  echo "runreaper: BUILD_TAG is not set (not a Jenkins build?); nothing to finish" >&2
+  exit 0
+fi
+id="$(rr_id "jenkins-${BUILD_TAG}-${JENKINS_NODE_COOKIE:-freestyle}")"
+args=(finish "$id" --no_wait)
+case "${RUNREAPER_EXIT_CODE:-}" in
+  ''|*[!0-9]*) ;;
+  *) args+=("--exit_code=$RUNREAPER_EXIT_CODE") ;;
+esac
+rr_ctl "${args[@]}" || true
+rr_anchor_stop "$id"
+exit 0

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Nomad: a `poststop` task (lifecycle { hook = "poststop" }, driver
+# raw_exec), started once the allocation's main tasks are dead. It publishes
+# the end of nomad-<NOMAD_ALLOC_ID> with `finish --no_wait`; runreaperd then
+# sweeps, after the grace, every process still carrying this NOMAD_ALLOC_ID.
+# Always exits 0 (a failed poststop task would only confuse the allocation's
+# status).
+# --- runreaper hook helpers (the same block in every shipped hook) ---------
+# A hook never fails the job because of runreaper: rr_ctl prints one line
+# `runreaper: <why>` on stderr and returns 1; callers then go on (exit 0).
+rr_sock="${RUNREAPER_SOCKET:-/run/runreaper/runreaper.sock}"
+rr_ctl() {
+  local out
+  if ! command -v runreaperctl >/dev/null 2>&1; then
+    echo "runreaper: runreaperctl not found on PATH; this job is not tracked" >&2
+    return 1
+  fi
+  # stdout (the run as stored) is dropped: it would only clutter the job log.
+  if out="$(runreaperctl --socket="$rr_sock" --rpc_timeout="${RUNREAPER_HOOK_TIMEOUT:-2s}" \
+              "$@" 2>&1 >/dev/null)"; then
+    return 0
+  fi
+  echo "runreaper: runreaperctl $1 ${2:-} failed (socket $rr_sock): $(printf '%s' "$out" |
+        tr -s '\n' ' ' | cut -c1-400)" >&2
+  return 1
+}
+# A run id runreaperd accepts: printable ASCII without space, at most 256 bytes.
+rr_id() {
+  local s="$1"
+  s="${s//[^A-Za-z0-9._:+=@-]/_}"
+  printf '%s' "${s:0:256}"
+}
+# --sweep_on_end, with $RUNREAPER_SWEEP_GRACE (e.g. 10s) when set.
+rr_sweep_flag() {
+  if [ -n "${RUNREAPER_SWEEP_GRACE:-}" ]; then
+    printf '%s' "--sweep_on_end=$RUNREAPER_SWEEP_GRACE"
+  else
+    printf '%s' "--sweep_on_end"
+  fi
+}
+# The systemd unit this hook runs in ("" outside one), for end-runs.sh.
+rr_unit() {
+  sed -n 's#^0::.*/\([^/]*\.service\)$#\1#p' /proc/self/cgroup 2>/dev/null || true
+}
+# ---------------------------------------------------------------------------
+
+if [ -z "${NOMAD_ALLOC_ID:-}" ]; then
+  echo "runreaper: NOMAD_ALLOC_ID is not set (not a Nomad task?); nothing to finish" >&2
+  exit 0
+fi
+rr_ctl finish "$(rr_id "nomad-$NOMAD_ALLOC_ID")" --no_wait || true
+exit 0
