@@ -71,7 +71,7 @@ if [ -z "${BUILD_TAG:-}" ]; then
   echo "runreaper: BUILD_TAG is not set (not a Jenkins build?); nothing to finish" >&2
   exit 0
 fi
-id="$(rr_id "jenkins-${BUILD_TAG}-${JENKINS_NODE_COOKIE:-freestyle}")"
+id="$(rr_id "${BUILD_TAG}-${JENKINS_NODE_COOKIE:-freestyle}")"
 args=(finish "$id" --no_wait)
 case "${RUNREAPER_EXIT_CODE:-}" in
   ''|*[!0-9]*) ;;

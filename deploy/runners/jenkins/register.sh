@@ -3,7 +3,8 @@
 # the shared-library step withRunreaper { } (vars/withRunreaper.groovy) as an
 # `sh` step on the agent, or as the first "Execute shell" step of a freestyle
 # job. The agent JVM has no process per build, so this starts the build's
-# anchor and registers the run jenkins-<BUILD_TAG>-<JENKINS_NODE_COOKIE>:
+# anchor and registers the run <BUILD_TAG>-<JENKINS_NODE_COOKIE> (BUILD_TAG is
+# jenkins-<JOB_NAME>-<BUILD_NUMBER>):
 # leader the anchor, owner the agent JVM (the nearest `java` ancestor, or
 # $RUNREAPER_JENKINS_AGENT_COMM), cookie JENKINS_NODE_COOKIE (Pipeline; a
 # `JENKINS_NODE_COOKIE=dontKillMe` process stays out) or, for freestyle
@@ -82,7 +83,7 @@ if [ -n "${JENKINS_NODE_COOKIE:-}" ]; then
 else
   cookie="BUILD_TAG=$BUILD_TAG"
 fi
-id="$(rr_id "jenkins-${BUILD_TAG}-${JENKINS_NODE_COOKIE:-freestyle}")"
+id="$(rr_id "${BUILD_TAG}-${JENKINS_NODE_COOKIE:-freestyle}")"
 anchor="$(rr_anchor_start "$id")"
 args=(register "$id" "--pid=$anchor" "--owner=ancestor:${RUNREAPER_JENKINS_AGENT_COMM:-java}"
       "$(rr_sweep_flag)" "--cookie=$cookie" --label=runner=jenkins)
