@@ -47,6 +47,33 @@ for f in lib/systemd/system/runreaperd.service lib/systemd/system/runreaper-swee
          usr/share/doc/runreaper/changelog.gz; do
   [ -f "$root/$f" ] || fail "$f missing"
 done
+# The runner integrations (deploy/runners/), each where its README says;
+# scripts executable, sourced hooks and drop-ins not.
+runners="$root/usr/share/runreaper/runners"
+for f in github-actions/job-started.sh github-actions/job-completed.sh \
+         github-actions/arc/job-started.d/runreaper.sh github-actions/arc/job-completed.d/runreaper.sh \
+         gitlab/prepare gitlab/run gitlab/cleanup jenkins/register.sh jenkins/finish.sh \
+         nomad/anchor.sh nomad/poststop.sh common/end-runs.sh; do
+  [ -x "$runners/$f" ] || fail "runners/$f missing or not executable"
+done
+for f in github-actions/systemd/runreaper.conf gitlab/shell-pre-build.sh buildkite/environment \
+         buildkite/pre-exit buildkite/systemd/runreaper.conf jenkins/vars/withRunreaper.groovy \
+         nomad/runreaper.nomad.hcl; do
+  [ -f "$runners/$f" ] && [ ! -x "$runners/$f" ] || fail "runners/$f missing or executable"
+done
+for r in github-actions gitlab buildkite jenkins nomad; do
+  [ -f "$runners/$r/README.md" ] || fail "runners/$r/README.md missing"
+done
+# Every file of deploy/runners/ is in the package, byte for byte.
+while IFS= read -r -d '' f; do
+  cmp -s "deploy/runners/$f" "$runners/$f" || fail "runners/$f differs from deploy/runners/$f"
+done < <(cd deploy/runners && find -L . -type f -printf '%P\0')
+# The drop-ins name the packaged end-runs.sh.
+for u in github-actions buildkite; do
+  exe="$(sed -n 's/^ExecStopPost=-//p' "$runners/$u/systemd/runreaper.conf" | cut -d' ' -f1)"
+  [ "$exe" = /usr/share/runreaper/runners/common/end-runs.sh ] && [ -x "$root$exe" ] ||
+    fail "$u drop-in ExecStopPost $exe"
+done
 if dpkg-deb -c "$deb" | awk '{print $2}' | grep -vqx 'root/root'; then fail "owner not root/root"; fi
 # The packaged binaries are the real ones.
 help="$("$root/usr/bin/runreaperd" --help 2>&1 || true)"
@@ -74,6 +101,20 @@ done
 SYSTEMD_LOG_LEVEL=notice systemd-analyze verify --root="$vroot" \
   lib/systemd/system/runreaperd.service lib/systemd/system/runreaper-sweep.service \
   lib/systemd/system/runreaper-sweep.timer || fail "systemd-analyze verify"
+# The runner drop-ins, installed as their READMEs say on a runner's unit
+# (a stand-in with the runner's KillMode=process), verify too.
+for u in actions.runner.org-repo.node-7.service:github-actions buildkite-agent.service:buildkite; do
+  unit="${u%%:*}"
+  printf '[Unit]\nDescription=stand-in runner\n[Service]\nExecStart=/usr/bin/runreaperctl health\nKillMode=process\n' \
+    > "$vroot/etc/systemd/system/$unit" 2>/dev/null ||
+    { mkdir -p "$vroot/etc/systemd/system" &&
+      printf '[Unit]\nDescription=stand-in runner\n[Service]\nExecStart=/usr/bin/runreaperctl health\nKillMode=process\n' \
+        > "$vroot/etc/systemd/system/$unit"; }
+  mkdir -p "$vroot/etc/systemd/system/$unit.d"
+  cp "$vroot/usr/share/runreaper/runners/${u##*:}/systemd/runreaper.conf" "$vroot/etc/systemd/system/$unit.d/"
+  SYSTEMD_LOG_LEVEL=notice systemd-analyze verify --root="$vroot" "etc/systemd/system/$unit" ||
+    fail "systemd-analyze verify $unit with the runreaper drop-in"
+done
 # ... and it does catch a unit whose binary is missing.
 rm "$vroot/usr/bin/runreaperd"
 if SYSTEMD_LOG_LEVEL=notice systemd-analyze verify --root="$vroot" \

@@ -5,6 +5,7 @@
 #   /usr/share/doc/runreaper/                            README, docs, copyright, changelog
 #   /usr/share/runreaper/prometheus/runreaper-rules.yml  alert rules
 #   /usr/share/runreaper/grafana/runreaper.json          dashboard
+#   /usr/share/runreaper/runners/<runner>/               runner hooks (deploy/runners/)
 # and maintainer scripts that create the `runreaper` system group and
 # /var/lib/runreaper (the daemon's state; the socket's group, see
 # docs/OPERATIONS.md). Nothing is installed on this machine.
@@ -60,6 +61,13 @@ install -m 0644 "$SRC"/deploy/systemd/runreaperd.service \
   "$SRC"/deploy/systemd/runreaper-sweep.timer "$ROOT/lib/systemd/system/"
 install -m 0644 "$SRC/deploy/prometheus/runreaper-rules.yml" "$ROOT/usr/share/runreaper/prometheus/"
 install -m 0644 "$SRC/deploy/grafana/runreaper.json" "$ROOT/usr/share/runreaper/grafana/"
+# The runner integrations, tree as is: scripts (a #! line) 0755, the rest
+# (sourced hooks, drop-ins, the Groovy step, the Nomad job) 0644.
+while IFS= read -r -d '' f; do
+  mode=0644
+  if [ "$(head -c 2 "$SRC/deploy/runners/$f")" = '#!' ]; then mode=0755; fi
+  install -D -m "$mode" "$SRC/deploy/runners/$f" "$ROOT/usr/share/runreaper/runners/$f"
+done < <(cd "$SRC/deploy/runners" && find -L . -type f -printf '%P\0' | sort -z)
 install -m 0644 "$SRC/README.md" "$SRC"/docs/*.md "$DOC/"
 
 cat > "$DOC/copyright" <<'EOF'
