@@ -13,7 +13,8 @@
 #      on stderr, exits 0 and the job goes on. Each invocation is timed.
 #   C. the real daemon: a failing job leaks a setsid, SIGINT/SIGTERM-ignoring
 #      process carrying the runner's cookie; the hook registers the run, the
-#      job fails, the end hook returns, and the leak must be gone. Needs the
+#      job fails, the end hook returns, and the leak must be gone while a
+#      RUNREAPER_KEEP=1 process it also started is kept. Needs the
 #      agreed flags (register --owner/--cookie/--sweep_on_end/--print_env,
 #      finish --no_wait): each case prints `SKIP <case>: ... lacks <flag>` when
 #      the runreaperctl under test does not have them yet.
@@ -30,7 +31,7 @@ started_pids=()
 cleanup() {
   for p in "${started_pids[@]}"; do kill -9 "$p" 2>/dev/null; done
   # Leaks a failed case left behind (their pid files): ours, by pid.
-  for f in "$T"/*/leak.pid; do
+  for f in "$T"/*/leak.pid "$T"/*/keep.pid; do
     [ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null
   done
   rm -rf "$T"
@@ -111,7 +112,7 @@ bash -e "\$HOOK_COMPLETED" 2>>"$d/stderr"; echo "completed rc=\$? ms=\$(( \$(dat
 EOF
   echo "\"$BIN/Runner.Worker\" \"$d/worker.sh\"" > "$d/listener.sh"
   # shellcheck disable=SC2046
-  env -i $(base_env) GITHUB_RUN_ID=9001 GITHUB_RUN_ATTEMPT=2 GITHUB_JOB=build \
+  env -i $(base_env) GITHUB_RUN_ID="${GHA_RUN_ID:-9001}" GITHUB_RUN_ATTEMPT=2 GITHUB_JOB=build \
     "RUNNER_NAME=node 7" RUNNER_TRACKING_ID="github_$$-$RANDOM" GITHUB_WORKSPACE="$d/work/repo/repo" \
     GITHUB_ENV="$d/github_env" RUNNER_OS=Linux RUNNER_TEMP="$d/tmp" \
     HOOK_STARTED="${GHA_STARTED:-$HOOKS/github-actions/job-started.sh}" \
@@ -346,7 +347,16 @@ anchor="$(calls 1 | sed -n 's/^arg: --pid=//p')"
 [[ "$anchor" =~ ^[0-9]+$ ]] || fail "A-glc: --pid is '$anchor', not the anchor's pid"
 expect_call A-glc 2 "arg: finish" "arg: gitlab-4242" "arg: --no_wait"
 expect_times A-glc "^prepare rc=0" "^run build_script rc=77" "^cleanup rc=0"
-[ -e "/proc/$anchor" ] && fail "A-glc: the anchor $anchor outlived cleanup"
+gone_within() {  # PID SECONDS: true once PID is gone (or a zombie)
+  local st i
+  for ((i = 0; i <= $2 * 10; i++)); do
+    st="$(awk '{ s = $0; sub(/^.*\) /, "", s); print substr(s, 1, 1) }' "/proc/$1/stat" 2>/dev/null)"
+    if [ -z "$st" ] || [ "$st" = Z ]; then return 0; fi
+    [ "$i" -lt $(($2 * 10)) ] && sleep 0.1
+  done
+  return 1
+}
+gone_within "$anchor" 5 || fail "A-glc: the anchor $anchor outlived cleanup"
 expect_quiet A-glc
 pass "A gitlab custom executor prepare/run/cleanup"
 
@@ -397,7 +407,7 @@ expect_why() {  # CASE: every hook's stderr is `runreaper: ...` lines only
   bad="$(grep -v '^runreaper: ' "$T/$case/stderr" | grep -v '^+ ' || true)"
   [ -z "$bad" ] || fail "$case: stderr has lines other than 'runreaper: ': $bad"
 }
-show_times() { echo "   times $1: $(grep -o '^[a-z_ -]*rc=[0-9]* ms=[0-9]*\|^poststop ms=[0-9]*' "$T/$1/times" | tr '\n' ';')"; }
+show_times() { echo "   times $1: $(grep -o '^[a-z_ -]*\(rc=[0-9]* \)\?ms=[0-9]*' "$T/$1/times" | tr '\n' ';')"; }
 
 gha_job "$T/B-gha" "exit 1"
 expect_times B-gha "^started rc=0" "^completed rc=0"; expect_why B-gha; show_times B-gha
@@ -432,7 +442,12 @@ done
 grep -q -- --no_wait <<<"$fin_help" || missing="$missing finish--no_wait"
 grep -q -- 'ancestor:' <<<"$reg_help" || missing="$missing register--pid=ancestor:COMM"
 
-LEAK='setsid bash -c '"'"'echo $$ > "$LEAK_PID"; trap "" INT TERM HUP; exec sleep 1000'"'"' </dev/null >/dev/null 2>&1 & sleep 0.2; exit 1'
+# The job leaks two setsid processes that ignore SIGINT/SIGTERM/SIGHUP: one
+# plain (must be swept) and one with RUNREAPER_KEEP=1 (must be kept); then
+# it fails.
+LEAK='setsid bash -c '"'"'echo $$ > "$LEAK_PID"; trap "" INT TERM HUP; exec sleep 1000'"'"' </dev/null >/dev/null 2>&1 &
+RUNREAPER_KEEP=1 setsid bash -c '"'"'echo $$ > "$KEEP_PID"; trap "" INT TERM HUP; exec sleep 1000'"'"' </dev/null >/dev/null 2>&1 &
+sleep 0.2; exit 1'
 C_CASES="gha gha_arc gitlab_custom gitlab_shell buildkite jenkins nomad"
 if [ -n "$missing" ]; then
   for c in $C_CASES; do
@@ -448,28 +463,33 @@ else
     sleep 0.1
   done
   SOCK="$T/d/s.sock"
+  n=0
   for c in $C_CASES; do
+    case_failures=$failures
+    n=$((n + 1))
     d="$T/C-$c"
     mkdir -p "$d"
     job="${LEAK//\$LEAK_PID/$d/leak.pid}"
-    "${c}_job" "$d" "$job"
+    job="${job//\$KEEP_PID/$d/keep.pid}"
+    # A run id of its own per case (the GitHub cases share a runner).
+    GHA_RUN_ID="900$n" "${c}_job" "$d" "$job"
     leak="$(cat "$d/leak.pid" 2>/dev/null)"
     if [ -z "$leak" ]; then fail "C-$c: the job leaked nothing"; continue; fi
     [ -s "$d/stderr" ] && grep -q '^runreaper: ' "$d/stderr" &&
       fail "C-$c: a hook complained: $(head -3 "$d/stderr")"
-    gone=""
-    for _ in $(seq 300); do
-      st="$(awk '{ s = $0; sub(/^.*\) /, "", s); print substr(s, 1, 1) }' "/proc/$leak/stat" 2>/dev/null)"
-      if [ -z "$st" ] || [ "$st" = Z ]; then gone=1; break; fi
-      sleep 0.1
-    done
-    if [ -n "$gone" ]; then
+    if gone_within "$leak" 30; then
       rm -f "$d/leak.pid"
-      pass "C-$c: registered, the job failed, the leak $leak is swept"
+      kept="$(cat "$d/keep.pid" 2>/dev/null)"
+      if [ -z "$kept" ] || gone_within "$kept" 0; then
+        fail "C-$c: the RUNREAPER_KEEP=1 process ${kept:-?} did not survive the sweep"
+      fi
+      [ -n "$kept" ] && kill -9 "$kept" 2>/dev/null
+      pass "C-$c: registered, the job failed, the leak $leak is swept, the kept one is not"
       show_times "C-$c"
     else
       fail "C-$c: the leak $leak is still alive 30 s after the job"
       "$CTL_BIN" --socket="$SOCK" list >&2
+      kill -9 "$leak" 2>/dev/null
     fi
   done
 fi

@@ -9,9 +9,10 @@
 # It registers the run gha-<GITHUB_RUN_ID>-<GITHUB_RUN_ATTEMPT>-<GITHUB_JOB>-<RUNNER_NAME>:
 # leader the Runner.Worker ancestor (one per job), owner the Runner.Listener
 # (the runner itself: if it dies, runreaperd ends the run), cookie
-# RUNNER_TRACKING_ID (the runner's own per-job cookie, so `RUNNER_TRACKING_ID=""`
-# still opts a process out), and --sweep_on_end: when the job completes or its
-# Worker dies, runreaperd sweeps what is left. See README.md beside this file.
+# RUNNER_TRACKING_ID (the runner's own per-job cookie, matched exactly: an
+# empty one is never named), and --sweep_on_end: when the job completes or its
+# Worker dies, runreaperd sweeps what is left (RUNREAPER_KEEP=1 keeps a
+# process). See README.md beside this file.
 # --- runreaper hook helpers (the same block in every shipped hook) ---------
 # A hook never fails the job because of runreaper: rr_ctl prints one line
 # `runreaper: <why>` on stderr and returns 1; callers then go on (exit 0).
