@@ -18,6 +18,8 @@
 #      agreed flags (register --owner/--cookie/--sweep_on_end/--print_env,
 #      finish --no_wait): each case prints `SKIP <case>: ... lacks <flag>` when
 #      the runreaperctl under test does not have them yet.
+#   D. the systemd drop-ins' end-runs.sh against the real daemon: the
+#      stopped unit's runs are cancelled and swept, another unit's are not.
 # Times (ms) are printed, never asserted.
 set -uo pipefail
 
@@ -436,7 +438,7 @@ pass "B every hook, daemon unreachable: one 'runreaper:' line, exit 0, the job g
 missing=""
 reg_help="$("$CTL_BIN" register --help 2>&1 || true)"
 fin_help="$("$CTL_BIN" finish --help 2>&1 || true)"
-for f in --owner --owner_pid --cookie --sweep_on_end --print_env; do
+for f in --owner= --owner_pid --cookie --sweep_on_end --print_env; do
   grep -q -- "$f" <<<"$reg_help" || missing="$missing register$f"
 done
 grep -q -- --no_wait <<<"$fin_help" || missing="$missing finish--no_wait"
@@ -449,20 +451,20 @@ LEAK='setsid bash -c '"'"'echo $$ > "$LEAK_PID"; trap "" INT TERM HUP; exec slee
 RUNREAPER_KEEP=1 setsid bash -c '"'"'echo $$ > "$KEEP_PID"; trap "" INT TERM HUP; exec sleep 1000'"'"' </dev/null >/dev/null 2>&1 &
 sleep 0.2; exit 1'
 C_CASES="gha gha_arc gitlab_custom gitlab_shell buildkite jenkins nomad"
+mkdir -p "$T/d"
+"$DAEMON_BIN" --socket="$T/d/s.sock" --db="$T/d/db" --scan_interval=1s \
+  --sweep_interval=1s 2> "$T/d/log" &
+started_pids+=($!)
+for _ in $(seq 100); do
+  "$CTL_BIN" --socket="$T/d/s.sock" health >/dev/null 2>&1 && break
+  sleep 0.1
+done
+SOCK="$T/d/s.sock"
 if [ -n "$missing" ]; then
   for c in $C_CASES; do
     echo "SKIP C-$c: the runreaperctl under test lacks:$missing"
   done
 else
-  mkdir -p "$T/d"
-  "$DAEMON_BIN" --socket="$T/d/s.sock" --db="$T/d/db" --scan_interval=1s \
-    --sweep_interval=1s 2> "$T/d/log" &
-  started_pids+=($!)
-  for _ in $(seq 100); do
-    "$CTL_BIN" --socket="$T/d/s.sock" health >/dev/null 2>&1 && break
-    sleep 0.1
-  done
-  SOCK="$T/d/s.sock"
   n=0
   for c in $C_CASES; do
     case_failures=$failures
@@ -493,6 +495,47 @@ else
     fi
   done
 fi
+
+# ---------------------------------------------------------------------------
+# D. The systemd drop-ins: runs labelled unit=<the stopped unit> are
+# cancelled (and swept), others are not. ExecStopPost runs end-runs.sh with
+# %n expanded, in /, with SERVICE_RESULT, EXIT_CODE and EXIT_STATUS set
+# (systemd.exec(5)); it uses only flags this tree's runreaperctl has.
+case_failures=$failures
+d="$T/D"
+mkdir -p "$d"
+unit=actions.runner.org-repo.node-7.service
+# A leader in its own session, and in that session a child that ignores
+# SIGINT/SIGTERM (the job's leftover).
+setsid bash -c 'echo $$ > "$0/leader.pid"; (trap "" INT TERM HUP; echo $BASHPID > "$0/leak.pid"; exec sleep 1000) & exec sleep 1000' "$d" </dev/null >/dev/null 2>&1 &
+sleep 1000 &
+other_leader=$!
+started_pids+=("$other_leader")
+for _ in $(seq 50); do [ -s "$d/leak.pid" ] && [ -s "$d/leader.pid" ] && break; sleep 0.1; done
+leader="$(cat "$d/leader.pid")"; leak="$(cat "$d/leak.pid")"
+started_pids+=("$leader")
+"$CTL_BIN" --socket="$SOCK" register d-gha-1 --pid="$leader" "--label=unit=$unit" >/dev/null ||
+  fail "D: register d-gha-1"
+"$CTL_BIN" --socket="$SOCK" register d-other-1 --pid="$other_leader" \
+  --label=unit=buildkite-agent.service >/dev/null || fail "D: register d-other-1"
+t0=$(now_ms)
+(cd / && env -i PATH="$REAL:/usr/bin:/bin" RUNREAPER_SOCKET="$SOCK" SERVICE_RESULT=success \
+   EXIT_CODE=exited EXIT_STATUS=0 "$HOOKS/common/end-runs.sh" "$unit") 2> "$d/stderr"
+rc=$?
+echo "   times D end-runs.sh: rc=$rc ms=$(( $(now_ms) - t0 ))"
+[ "$rc" -eq 0 ] || fail "D: end-runs.sh exited $rc"
+grep -q "^runreaper: $unit stopped; 1 run(s) cancelled" "$d/stderr" || fail "D: $(cat "$d/stderr")"
+"$CTL_BIN" --socket="$SOCK" get d-gha-1 | grep -q CANCELLED || fail "D: d-gha-1 not CANCELLED"
+"$CTL_BIN" --socket="$SOCK" get d-other-1 | grep -q RUNNING || fail "D: another unit's run changed"
+gone_within "$leak" 30 || { fail "D: the leak $leak outlived the cancel"; kill -9 "$leak"; }
+pass "D systemd drop-in: the stopped unit's runs cancelled and swept, others untouched"
+# ... and with the daemon unreachable it says why and exits 0.
+(cd / && env -i PATH="$REAL:/usr/bin:/bin" RUNREAPER_SOCKET="$T/nothing-listens.sock" \
+   "$HOOKS/common/end-runs.sh" "$unit") 2> "$d/stderr2"
+rc=$?
+[ "$rc" -eq 0 ] && [ "$(wc -l < "$d/stderr2")" -eq 1 ] && grep -q '^runreaper: ' "$d/stderr2" ||
+  fail "D: unreachable: rc=$rc $(cat "$d/stderr2")"
+pass "D end-runs.sh, daemon unreachable: one 'runreaper:' line, exit 0"
 
 if [ "$failures" -gt 0 ]; then
   echo "$failures failure(s)" >&2
