@@ -253,7 +253,10 @@ step() {
 }
 step register register.sh
 step body body.sh
-RUNREAPER_EXIT_CODE=1 step finish finish.sh
+# withRunreaper's finish step: the exit code, and the build's cookie moved
+# aside (withEnv) so that the sweep never takes the step itself.
+RUNREAPER_EXIT_CODE=1 RUNREAPER_NODE_COOKIE="\$JENKINS_NODE_COOKIE" JENKINS_NODE_COOKIE=runreaper-finish \
+  step finish finish.sh
 EOF
   # shellcheck disable=SC2046
   env -i $(base_env) BUILD_TAG=jenkins-demo-17 JENKINS_NODE_COOKIE="c0ffee-$RANDOM" \
@@ -386,7 +389,8 @@ expect_call A-jk 1 "arg: register" "arg: --owner=ancestor:java"
 grep -q '^arg: jenkins-demo-17-c0ffee-' <<<"$(calls 1)" || fail "A-jk: run id"
 grep -q '^arg: --cookie=JENKINS_NODE_COOKIE=c0ffee-' <<<"$(calls 1)" || fail "A-jk: cookie"
 expect_ancestors A-jk 1 java
-expect_call A-jk 2 "arg: finish" "arg: --exit_code=1" "arg: --no_wait"
+expect_call A-jk 2 "arg: finish" "arg: --exit_code=1" "arg: --no_wait" \
+  "$(calls 1 | grep '^arg: jenkins-demo-17-c0ffee-')"
 expect_times A-jk "^register rc=0" "^body rc=1" "^finish rc=0"
 pass "A jenkins register.sh/finish.sh as sh steps"
 

@@ -23,8 +23,7 @@ __rr_pre_build() {
     echo "runreaper: runreaperctl not found on PATH; this job is not tracked" >&2
     return 0
   fi
-  grace="--sweep_on_end"
-  if [ -n "${RUNREAPER_SWEEP_GRACE:-}" ]; then grace="--sweep_on_end=$RUNREAPER_SWEEP_GRACE"; fi
+  grace="--sweep_on_end=${RUNREAPER_SWEEP_GRACE:-5s}"
   err="$(mktemp 2>/dev/null || echo /dev/null)"
   if ! out="$(runreaperctl --socket="$sock" --rpc_timeout="${RUNREAPER_HOOK_TIMEOUT:-2s}" \
                 register "gitlab-$CI_JOB_ID" "--pid=$$" --owner=ancestor:gitlab-runner "$grace" \

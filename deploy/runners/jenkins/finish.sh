@@ -28,13 +28,10 @@ rr_id() {
   s="${s//[^A-Za-z0-9._:+=@-]/_}"
   printf '%s' "${s:0:256}"
 }
-# --sweep_on_end, with $RUNREAPER_SWEEP_GRACE (e.g. 10s) when set.
+# --sweep_on_end=GRACE: $RUNREAPER_SWEEP_GRACE, default 5s, so that the end
+# hook itself (which carries the job's cookie) is gone before the sweep.
 rr_sweep_flag() {
-  if [ -n "${RUNREAPER_SWEEP_GRACE:-}" ]; then
-    printf '%s' "--sweep_on_end=$RUNREAPER_SWEEP_GRACE"
-  else
-    printf '%s' "--sweep_on_end"
-  fi
+  printf '%s' "--sweep_on_end=${RUNREAPER_SWEEP_GRACE:-5s}"
 }
 # The systemd unit this hook runs in ("" outside one), for end-runs.sh.
 rr_unit() {
@@ -71,7 +68,10 @@ if [ -z "${BUILD_TAG:-}" ]; then
   echo "runreaper: BUILD_TAG is not set (not a Jenkins build?); nothing to finish" >&2
   exit 0
 fi
-id="$(rr_id "${BUILD_TAG}-${JENKINS_NODE_COOKIE:-freestyle}")"
+# withRunreaper runs this step with JENKINS_NODE_COOKIE changed (so the sweep
+# never takes this step's own processes) and the build's in RUNREAPER_NODE_COOKIE.
+cookie="${RUNREAPER_NODE_COOKIE:-${JENKINS_NODE_COOKIE:-}}"
+id="$(rr_id "${BUILD_TAG}-${cookie:-freestyle}")"
 args=(finish "$id" --no_wait)
 case "${RUNREAPER_EXIT_CODE:-}" in
   ''|*[!0-9]*) ;;

@@ -35,13 +35,10 @@ rr_id() {
   s="${s//[^A-Za-z0-9._:+=@-]/_}"
   printf '%s' "${s:0:256}"
 }
-# --sweep_on_end, with $RUNREAPER_SWEEP_GRACE (e.g. 10s) when set.
+# --sweep_on_end=GRACE: $RUNREAPER_SWEEP_GRACE, default 5s, so that the end
+# hook itself (which carries the job's cookie) is gone before the sweep.
 rr_sweep_flag() {
-  if [ -n "${RUNREAPER_SWEEP_GRACE:-}" ]; then
-    printf '%s' "--sweep_on_end=$RUNREAPER_SWEEP_GRACE"
-  else
-    printf '%s' "--sweep_on_end"
-  fi
+  printf '%s' "--sweep_on_end=${RUNREAPER_SWEEP_GRACE:-5s}"
 }
 # The systemd unit this hook runs in ("" outside one), for end-runs.sh.
 rr_unit() {
