@@ -274,13 +274,30 @@ nomad_job() {
   cat > "$d/executor.sh" <<EOF
 cd "$d/alloc/\$TASK"
 export NOMAD_TASK_NAME="\$TASK" NOMAD_TASK_DIR="$d/alloc/\$TASK"
-exec bash -c "\$TASK_CMD"
+# The executor starts the task as its child and passes a stop on to it.
+bash -c "\$TASK_CMD" &
+task=\$!
+echo \$task > "$d/alloc/\$TASK/task.pid"
+trap 'kill \$task 2>/dev/null' TERM
+wait \$task
+rc=\$?
+wait \$task 2>/dev/null
+exit \$rc
 EOF
   cat > "$d/client.sh" <<EOF
 TASK=anchor TASK_CMD='exec "$HOOKS/nomad/anchor.sh" 2>>"$d/stderr"' "$BIN/nomad" "$d/executor.sh" &
 anchor_exec=\$!
 echo \$anchor_exec > "$d/anchor.pid"
-sleep 0.5
+# Nomad starts the main tasks once the sidecar runs; here, once it has
+# registered (it then waits in a child sleep), so that a loaded machine
+# cannot reorder the calls the test checks.
+for _ in \$(seq 100); do
+  anchor=\$(cat "$d/alloc/anchor/task.pid" 2>/dev/null)
+  for c in \$(cat /proc/\${anchor:-0}/task/*/children 2>/dev/null); do
+    [ "\$(cat /proc/\$c/comm 2>/dev/null)" = sleep ] && break 2
+  done
+  sleep 0.1
+done
 TASK=build TASK_CMD='bash "$d/job.sh"' "$BIN/nomad" "$d/executor.sh" >/dev/null 2>&1; echo "main rc=\$?" >> "$d/times"
 t=\$(( \$(date +%s%N) / 1000000 ))
 TASK=finish TASK_CMD='"$HOOKS/nomad/poststop.sh" 2>>"$d/stderr"; echo "poststop rc=\$?" >> "$d/times"' "$BIN/nomad" "$d/executor.sh"
