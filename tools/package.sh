@@ -117,7 +117,8 @@ Description: keeps job runners honest about their processes
  or had its pid reused STALE, and sweeps their leaked descendants with a
  SIGINT, SIGTERM, SIGKILL ladder. runreaperctl is its client.
  .
- Ships systemd units, Prometheus alert rules and a Grafana dashboard under
+ Ships systemd units, Prometheus alert rules, a Grafana dashboard and drop-in
+ hooks for CI runners (GitHub Actions, GitLab, Buildkite, Jenkins, Nomad) under
  /usr/share/runreaper.
 EOF
 
