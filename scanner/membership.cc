@@ -1,5 +1,7 @@
 #include "scanner/membership.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <map>
@@ -16,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "base/status_macros.h"
 #include "scanner/cgroup_path.h"
 #include "scanner/proc_parse.h"
@@ -86,16 +89,40 @@ ProcessRef RefOf(const Member& member) {
   return ref;
 }
 
-absl::StatusOr<ProcessEvidence::Environ> ProcFsEvidence::ReadEnviron(int pid) {
-  // One read of environ for both variables.
-  ASSIGN_OR_RETURN(const std::string text, procfs_->ReadEnviron(pid));
-  Environ env;
-  if (std::optional<absl::string_view> run_id = FindEnvVar(text, kRunIdEnv)) {
-    env.run_id = std::string(*run_id);
+ProcessEvidence::Environ ParseEnviron(absl::string_view text,
+                                      const std::vector<std::string>& cookie_names) {
+  absl::InlinedVector<absl::string_view, 8> names = {kRunIdEnv, kKeepEnv};
+  for (const std::string& name : cookie_names) {
+    if (name != kRunIdEnv && name != kKeepEnv) names.push_back(name);
   }
-  const std::optional<absl::string_view> keep = FindEnvVar(text, kKeepEnv);
-  env.keep = keep.has_value() && *keep == "1";
+  const std::vector<std::optional<absl::string_view>> found = FindEnvVars(text, names);
+  ProcessEvidence::Environ env;
+  if (found[0].has_value()) env.run_id = std::string(*found[0]);
+  if (found[1].has_value()) {
+    const KeepValue keep = ParseKeepValue(*found[1]);
+    env.keep = keep.forever;
+    env.keep_lease = keep.lease;
+  }
+  for (size_t i = 2; i < names.size(); ++i) {
+    if (found[i].has_value()) env.cookies.emplace_back(names[i], *found[i]);
+  }
   return env;
+}
+
+std::vector<std::string> CookieNamesOf(const std::vector<RunSpec>& runs) {
+  std::set<std::string> names;
+  for (const RunSpec& run : runs) {
+    for (const auto& [name, value] : run.cookies) {
+      if (name != kRunIdEnv) names.insert(name);
+    }
+  }
+  return std::vector<std::string>(names.begin(), names.end());
+}
+
+absl::StatusOr<ProcessEvidence::Environ> ProcFsEvidence::ReadEnviron(int pid) {
+  // One read of environ and one pass for every variable.
+  ASSIGN_OR_RETURN(const std::string text, procfs_->ReadEnviron(pid));
+  return ParseEnviron(text, cookie_names_);
 }
 
 absl::StatusOr<std::string> ProcFsEvidence::ReadCgroup(int pid) {
@@ -266,6 +293,8 @@ struct RunIndex {
   std::map<std::pair<uint64_t, int>, RunList> by_ns_sid;
   // Keys view the runs' own strings (`runs` outlives the index).
   absl::flat_hash_map<absl::string_view, RunList> by_cookie;
+  // Named cookies other than RUNREAPER_RUN_ID: (NAME, VALUE) -> runs.
+  absl::flat_hash_map<std::pair<absl::string_view, absl::string_view>, RunList> by_named_cookie;
   absl::flat_hash_map<absl::string_view, RunList> by_cgroup;
   absl::flat_hash_map<int, RunList> by_leader_pid;  // include_leader
   // Descendants by fork (lineage): (pid, start time) -> runs.
@@ -289,6 +318,17 @@ struct RunIndex {
         if (plan.by_sid) by_sid[leader.sid].push_back(i);
       }
       by_cookie[runs[i].run_id].push_back(i);
+      for (const auto& [name, value] : runs[i].cookies) {
+        // An empty value never matches (the runners' opt-out is an empty
+        // value); validation refuses one before it gets here.
+        if (value.empty()) continue;
+        if (name == kRunIdEnv) {
+          RunList& list = by_cookie[value];
+          if (std::find(list.begin(), list.end(), i) == list.end()) list.push_back(i);
+        } else {
+          by_named_cookie[{name, value}].push_back(i);
+        }
+      }
       if (plan.by_cgroup) {
         by_cgroup[leader.cgroup].push_back(i);
         min_cgroup_start = std::min(min_cgroup_start, leader.start_time);
@@ -335,7 +375,8 @@ const RunList* ChildNsSessionRuns(const RunIndex& index, const ProcessInfo& p) {
 }  // namespace
 
 Membership FindMembers(const Snapshot& snapshot, const SweepObserver& observer,
-                       const std::vector<RunSpec>& runs, ProcessEvidence& evidence) {
+                       const std::vector<RunSpec>& runs, ProcessEvidence& evidence,
+                       const LeaseMap* leases) {
   Membership out;
   std::unordered_map<int, const ProcessInfo*> by_pid;
   by_pid.reserve(snapshot.processes.size());
@@ -381,7 +422,7 @@ Membership FindMembers(const Snapshot& snapshot, const SweepObserver& observer,
     const bool zombie = p.state == 'Z';
     absl::StatusOr<ProcessEvidence::Environ> env =
         zombie ? absl::StatusOr<ProcessEvidence::Environ>(ProcessEvidence::Environ())
-               : evidence.ReadEnviron(p.pid);
+               : evidence.ReadEnvironOf(p);
     // NOT_FOUND: exited since the walk (gone, or a zombie now: drained).
     if (!env.ok() && absl::IsNotFound(env.status())) continue;
     const bool env_ok = env.ok();
@@ -404,6 +445,13 @@ Membership FindMembers(const Snapshot& snapshot, const SweepObserver& observer,
     add(ChildNsSessionRuns(index, p), MatchSource::kSid);
     if (env_ok && env->run_id.has_value()) {
       add(Lookup(index.by_cookie, *env->run_id), MatchSource::kCookie);
+    }
+    if (env_ok && !index.by_named_cookie.empty()) {
+      for (const auto& [name, value] : env->cookies) {
+        add(Lookup(index.by_named_cookie,
+                   std::make_pair(absl::string_view(name), absl::string_view(value))),
+            MatchSource::kCookie);
+      }
     }
     if (p.start_time >= index.min_cgroup_start) {
       absl::StatusOr<std::string> cgroup = evidence.ReadCgroup(p.pid);
@@ -454,6 +502,22 @@ Membership FindMembers(const Snapshot& snapshot, const SweepObserver& observer,
       // Unreadable environ: KEEP cannot be checked; the run's policy still
       // applies.
       m.kept = runs[i].keep || (env_ok && env->keep);
+      if (env_ok && env->keep_lease.has_value()) {
+        const uint64_t until = KeepLeaseEndTicks(p.start_time, *env->keep_lease, TicksPerSecond());
+        if (observer.now_ticks == 0 || observer.now_ticks < until) {
+          m.kept = true;
+          m.lease_until_ticks = until;
+          m.lease_reason = "RUNREAPER_KEEP=" + absl::FormatDuration(*env->keep_lease);
+        }
+      }
+      if (leases != nullptr) {
+        auto lease = leases->find({p.pid, p.start_time});
+        if (lease != leases->end()) {
+          m.kept = true;
+          m.lease_until_unix_micros = lease->second.until_unix_micros;
+          m.lease_reason = lease->second.reason;
+        }
+      }
       per_run[i].push_back(std::move(m));
     }
   }

@@ -26,7 +26,9 @@
 //                means a process of that namespace has that pid there;
 //       kSid     P.sid == R.sid, when R's leader led its session
 //                (R.sid == R.pid) and the session number was not reused;
-//       kCookie  P's environ has RUNREAPER_RUN_ID=<R.run_id>;
+//       kCookie  P's environ has RUNREAPER_RUN_ID=<R.run_id>, or one of
+//                R.cookies (NAME=VALUE, the value matched exactly: an
+//                opt-out such as RUNNER_TRACKING_ID="" never matches);
 //       kCgroup  P's cgroup v2 path is R.cgroup or below it, when R.cgroup is
 //                a dedicated cgroup (not empty, not "/", and not holding the
 //                observer itself);
@@ -39,7 +41,9 @@
 // group (session) now and nothing in it is R's.
 //
 // Flags: zombie (state Z: never signalled, reaper_pid = its ppid), kept
-// (RUNREAPER_KEEP=1 in its environ, or R.keep: never signalled), unverified
+// (RUNREAPER_KEEP=1 in its environ, or R.keep, or a lease that has not
+// ended: RUNREAPER_KEEP=DURATION counted from its start time, or one of
+// `leases`; never signalled), unverified
 // (its environ could not be read). A process whose environ is unreadable and
 // that matches no other source is reported with source kNone and
 // unverified=true: it might carry the cookie, so it is listed, but it is not
@@ -55,6 +59,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "scanner/identity.h"
 #include "scanner/procfs.h"
 
@@ -84,6 +90,9 @@ struct RunSpec {
   // ("" = none), never a cgroup it merely runs in.
   Identity leader;
   bool keep = false;
+  // Match cookies besides RUNREAPER_RUN_ID=<run_id>: (NAME, VALUE), the
+  // value matched exactly.
+  std::vector<std::pair<std::string, std::string>> cookies;
   // The leader (pid and start time equal to leader's) is a member even when
   // it led neither its group nor its session.
   bool include_leader = false;
@@ -106,7 +115,19 @@ struct SweepObserver {
   uint64_t pidns_inode = 0;    // 0 = unknown: no run has members
   std::string cgroup;          // "" = unknown
   std::vector<int> ancestors;  // ppid chain, nearest first
+  // When it looks, in clock ticks since boot (CLOCK_BOOTTIME, the clock of
+  // a process's start time): RUNREAPER_KEEP=DURATION leases end at start
+  // time + DURATION. 0 = unknown: every such lease counts as running.
+  uint64_t now_ticks = 0;
 };
+
+// A lease from the store (runreaperctl keep), for a process by (pid, start
+// time). Only leases that have not ended are passed to FindMembers.
+struct ProcessLease {
+  int64_t until_unix_micros = 0;
+  std::string reason;
+};
+using LeaseMap = std::map<std::pair<int, uint64_t>, ProcessLease>;
 
 // Whether `run` is from a child PID namespace and was translated to the
 // observer's at registration: its pgid/sid are matched inside that
@@ -130,23 +151,42 @@ class ProcessEvidence {
   struct Environ {
     std::optional<std::string> run_id;  // RUNREAPER_RUN_ID, nullopt = unset
     bool keep = false;                  // RUNREAPER_KEEP=1
+    // RUNREAPER_KEEP=DURATION: kept until start time + lease.
+    std::optional<absl::Duration> keep_lease;
+    // The other cookie names asked for that it carries: (NAME, VALUE).
+    std::vector<std::pair<std::string, std::string>> cookies;
   };
   virtual ~ProcessEvidence() = default;
   virtual absl::StatusOr<Environ> ReadEnviron(int pid) = 0;
+  // The same for a process known by (pid, start time, comm as the walk read
+  // it); the default reads. A caching evidence answers from its cache.
+  virtual absl::StatusOr<Environ> ReadEnvironOf(const ProcessInfo& p) { return ReadEnviron(p.pid); }
   // cgroup v2 path; "" when the process has none.
   virtual absl::StatusOr<std::string> ReadCgroup(int pid) = 0;
 };
 
-// ProcessEvidence backed by a ProcFs (not owned).
+// Parses environ text (one FindEnvVars pass) for RUNREAPER_RUN_ID,
+// RUNREAPER_KEEP and `cookie_names` (the others; RUNREAPER_RUN_ID among
+// them is ignored, it is always read). Pure.
+ProcessEvidence::Environ ParseEnviron(absl::string_view text,
+                                      const std::vector<std::string>& cookie_names);
+
+// ProcessEvidence backed by a ProcFs (not owned), reading RUNREAPER_RUN_ID,
+// RUNREAPER_KEEP and `cookie_names` in one read and one pass per process.
 class ProcFsEvidence : public ProcessEvidence {
  public:
-  explicit ProcFsEvidence(const ProcFs* procfs) : procfs_(procfs) {}
+  explicit ProcFsEvidence(const ProcFs* procfs, std::vector<std::string> cookie_names = {})
+      : procfs_(procfs), cookie_names_(std::move(cookie_names)) {}
   absl::StatusOr<Environ> ReadEnviron(int pid) override;
   absl::StatusOr<std::string> ReadCgroup(int pid) override;
 
  private:
   const ProcFs* procfs_;
+  std::vector<std::string> cookie_names_;
 };
+
+// The cookie names `runs` ask for besides RUNREAPER_RUN_ID (sorted, unique).
+std::vector<std::string> CookieNamesOf(const std::vector<RunSpec>& runs);
 
 struct Member {
   int run_index = 0;  // index into the `runs` argument
@@ -155,6 +195,12 @@ struct Member {
   bool zombie = false;
   int reaper_pid = 0;  // zombies: the parent that is not reaping it
   bool kept = false;
+  // Kept by a lease (a store lease or RUNREAPER_KEEP=DURATION): when it
+  // ends, as a Unix time in microseconds for a store lease, or as clock
+  // ticks since boot for RUNREAPER_KEEP=DURATION (lease_until_ticks).
+  int64_t lease_until_unix_micros = 0;
+  uint64_t lease_until_ticks = 0;
+  std::string lease_reason;
   bool unverified = false;
   // kDescent: its ancestor pids, nearest first, ending at the leader.
   std::vector<int> ancestors;
@@ -177,9 +223,11 @@ struct Membership {
 
 // Members of every run in `runs` among `snapshot`'s processes. A process may
 // be a member of more than one run. Reads environ/cgroup through `evidence`
-// at most once per process.
+// at most once per process. A member in `leases` (not null) is kept with
+// that lease.
 Membership FindMembers(const Snapshot& snapshot, const SweepObserver& observer,
-                       const std::vector<RunSpec>& runs, ProcessEvidence& evidence);
+                       const std::vector<RunSpec>& runs, ProcessEvidence& evidence,
+                       const LeaseMap* leases = nullptr);
 
 // OK when run.cgroup may be used as the run's own cgroup: nonempty, absolute,
 // not "/", and not holding the observer (when the observer's is known).

@@ -249,4 +249,60 @@ std::optional<absl::string_view> FindEnvVar(absl::string_view environ, absl::str
   return std::nullopt;
 }
 
+std::vector<std::optional<absl::string_view>> FindEnvVars(
+    absl::string_view environ, absl::Span<const absl::string_view> names) {
+  std::vector<std::optional<absl::string_view>> out(names.size());
+  size_t wanted = 0;
+  for (const absl::string_view name : names) wanted += name.empty() ? 0 : 1;
+  while (!environ.empty() && wanted > 0) {
+    const size_t end = environ.find('\0');
+    // The last entry may lack its NUL (e.g. text cut at a buffer boundary).
+    const absl::string_view entry = environ.substr(0, end);
+    environ.remove_prefix(end == absl::string_view::npos ? environ.size() : end + 1);
+    const size_t eq = entry.find('=');
+    if (eq == absl::string_view::npos || eq == 0) continue;
+    const absl::string_view key = entry.substr(0, eq);
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (out[i].has_value() || names[i] != key) continue;
+      out[i] = entry.substr(eq + 1);
+      --wanted;
+    }
+  }
+  return out;
+}
+
+KeepValue ParseKeepValue(absl::string_view value) {
+  KeepValue out;
+  if (value == "1") {
+    out.forever = true;
+    return out;
+  }
+  // A bare number other than 1 is not a duration (absl wants a unit): it
+  // keeps nothing, as before leases.
+  absl::Duration d;
+  if (value.size() <= 32 && absl::ParseDuration(value, &d) && d > absl::ZeroDuration() &&
+      d != absl::InfiniteDuration()) {
+    out.lease = d;
+  }
+  return out;
+}
+
+uint64_t KeepLeaseEndTicks(uint64_t start_ticks, absl::Duration lease, int64_t ticks_per_second) {
+  const int64_t hz = ticks_per_second > 0 ? ticks_per_second : 100;
+  // Saturating: a lease of centuries must not wrap to a past tick.
+  const double ticks = absl::ToDoubleSeconds(lease) * static_cast<double>(hz);
+  const double room = static_cast<double>(UINT64_MAX - start_ticks);
+  if (ticks >= room) return UINT64_MAX;
+  return start_ticks + static_cast<uint64_t>(ticks);
+}
+
+bool KeepHolds(absl::string_view value, uint64_t start_ticks, uint64_t now_ticks,
+               int64_t ticks_per_second) {
+  const KeepValue keep = ParseKeepValue(value);
+  if (keep.forever) return true;
+  if (!keep.lease.has_value()) return false;
+  return now_ticks == 0 ||
+         now_ticks < KeepLeaseEndTicks(start_ticks, *keep.lease, ticks_per_second);
+}
+
 }  // namespace runreaper::scanner

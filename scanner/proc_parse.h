@@ -11,6 +11,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
 
 namespace runreaper::scanner {
 
@@ -63,6 +65,33 @@ absl::StatusOr<std::vector<int>> ParseChildrenList(absl::string_view text);
 // Finds NAME=value in NUL-separated environ text without copying it;
 // returns a view into `environ`, or nullopt when absent.
 std::optional<absl::string_view> FindEnvVar(absl::string_view environ, absl::string_view name);
+
+// Finds every one of `names` in ONE pass over NUL-separated environ text:
+// element i is the value of the first NAME=value entry for names[i] (the
+// entry FindEnvVar(environ, names[i]) finds), a view into `environ`, or
+// nullopt when absent. An empty name, or one holding '=', is never found.
+// The pass stops early once every name is found.
+std::vector<std::optional<absl::string_view>> FindEnvVars(
+    absl::string_view environ, absl::Span<const absl::string_view> names);
+
+// RUNREAPER_KEEP's value: "1" keeps for ever; a positive duration of at
+// most 32 bytes ("90m", "2h", absl::ParseDuration syntax) keeps until the
+// process's start time plus that duration; anything else keeps nothing.
+struct KeepValue {
+  bool forever = false;
+  std::optional<absl::Duration> lease;
+};
+KeepValue ParseKeepValue(absl::string_view value);
+
+// The tick (clock ticks since boot, as /proc/<pid>/stat's start time) at
+// which a RUNREAPER_KEEP=`lease` lease of a process started at `start_ticks`
+// ends.
+uint64_t KeepLeaseEndTicks(uint64_t start_ticks, absl::Duration lease, int64_t ticks_per_second);
+
+// Whether RUNREAPER_KEEP=`value` on a process started at `start_ticks`
+// still keeps it at `now_ticks` (0 = unknown: a lease still keeps).
+bool KeepHolds(absl::string_view value, uint64_t start_ticks, uint64_t now_ticks,
+               int64_t ticks_per_second);
 
 }  // namespace runreaper::scanner
 

@@ -313,6 +313,38 @@ std::string Env(std::initializer_list<absl::string_view> entries, bool trailing_
   return out;
 }
 
+TEST(FindEnvVarsTest, FindsEveryNameInOnePassAsFindEnvVarWould) {
+  const std::string env = Env({"PATH=/bin", "RUNNER_TRACKING_ID=github_x", "RUNREAPER_RUN_ID=r-17",
+                               "CI_JOB_ID=", "RUNNER_TRACKING_ID=second", "BUILD_ID=dontKillMe"});
+  const std::vector<absl::string_view> names = {"RUNREAPER_RUN_ID", "RUNNER_TRACKING_ID",
+                                                "CI_JOB_ID", "NOMAD_ALLOC_ID", ""};
+  const std::vector<std::optional<absl::string_view>> v = FindEnvVars(env, names);
+  ASSERT_EQ(v.size(), names.size());
+  EXPECT_EQ(v[0], absl::string_view("r-17"));
+  EXPECT_EQ(v[1], absl::string_view("github_x"));  // the first entry, like FindEnvVar
+  ASSERT_TRUE(v[2].has_value());                   // set, and empty: the opt-out
+  EXPECT_EQ(*v[2], "");
+  EXPECT_FALSE(v[3].has_value());
+  EXPECT_FALSE(v[4].has_value());  // an empty name is never found
+  for (size_t i = 0; i < names.size(); ++i) EXPECT_EQ(v[i], FindEnvVar(env, names[i])) << names[i];
+  ASSERT_TRUE(v[0].has_value());
+  EXPECT_GE(v[0]->data(), env.data());
+  EXPECT_LE(v[0]->data() + v[0]->size(), env.data() + env.size());
+}
+
+TEST(FindEnvVarsTest, PrefixTrapsAndHostileText) {
+  const std::vector<absl::string_view> names = {"NAME", "A=B"};
+  EXPECT_EQ(FindEnvVars(Env({"NAMEX=1", "XNAME=2", "NAME", "OTHER=NAME=1", "A=B=c"}), names),
+            (std::vector<std::optional<absl::string_view>>{std::nullopt, std::nullopt}));
+  // The last entry may lack its NUL.
+  EXPECT_EQ(FindEnvVars(Env({"X=1", "NAME=tail"}, /*trailing_nul=*/false), names)[0],
+            absl::string_view("tail"));
+  EXPECT_EQ(FindEnvVars("", names).size(), 2u);
+  EXPECT_TRUE(FindEnvVars(Env({"NAME=1"}), {}).empty());
+  // A NUL-only or '='-leading environ finds nothing.
+  EXPECT_FALSE(FindEnvVars(std::string("\0\0=NAME\0", 8), names)[0].has_value());
+}
+
 TEST(FindEnvVarTest, PresentAndPointsIntoInput) {
   const std::string env = Env({"PATH=/bin", "RUNREAPER_RUN_ID=r-17", "X=1"});
   std::optional<absl::string_view> v = FindEnvVar(env, "RUNREAPER_RUN_ID");

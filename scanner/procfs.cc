@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -518,6 +519,19 @@ absl::StatusOr<Identity> ProcFs::CaptureIdentity(int pid, ProcStatus* status_out
   id.uid = status.uid;
   if (status_out != nullptr) *status_out = std::move(status);
   return id;
+}
+
+int64_t TicksPerSecond() {
+  const long hz = ::sysconf(_SC_CLK_TCK);
+  return hz > 0 ? hz : 100;
+}
+
+uint64_t NowBootTicks() {
+  struct timespec ts;
+  if (::clock_gettime(CLOCK_BOOTTIME, &ts) != 0) return 0;
+  const int64_t hz = TicksPerSecond();
+  return static_cast<uint64_t>(ts.tv_sec) * static_cast<uint64_t>(hz) +
+         static_cast<uint64_t>(ts.tv_nsec) / (1000000000 / static_cast<uint64_t>(hz));
 }
 
 }  // namespace runreaper::scanner

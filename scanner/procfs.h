@@ -154,6 +154,13 @@ class ProcFs {
   std::shared_ptr<Cache> cache_;
 };
 
+// Clock ticks per second of /proc's times (USER_HZ, sysconf(_SC_CLK_TCK);
+// 100 when it cannot be read).
+int64_t TicksPerSecond();
+// Now on the clock of /proc/<pid>/stat's start time (CLOCK_BOOTTIME), in
+// those ticks; 0 when the clock cannot be read (0 = unknown).
+uint64_t NowBootTicks();
+
 }  // namespace runreaper::scanner
 
 #endif  // RUNREAPER_SCANNER_PROCFS_H_

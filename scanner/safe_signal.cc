@@ -21,7 +21,9 @@
 #include "base/fd.h"
 #include "base/file_util.h"
 #include "base/status_macros.h"
+#include "base/text.h"
 #include "scanner/pinned_process.h"
+#include "scanner/proc_parse.h"
 #include "scanner/procfs.h"
 
 namespace runreaper::scanner {
@@ -130,8 +132,9 @@ absl::Status CheckCgroupMember(const ProcFs& procfs, absl::string_view text,
     if (absl::IsNotFound(keep.status())) return absl::OkStatus();  // gone
     return Refuse(pid, absl::StrCat("cannot check RUNREAPER_KEEP: ", keep.status().ToString()));
   }
-  if (keep->has_value() && **keep == "1") {
-    return Refuse(pid, "it carries RUNREAPER_KEEP=1");
+  // "1" keeps for ever; a duration keeps until start time + duration.
+  if (keep->has_value() && KeepHolds(**keep, stat->start_time, NowBootTicks(), TicksPerSecond())) {
+    return Refuse(pid, absl::StrCat("it carries RUNREAPER_KEEP=", EscapeForLog(**keep)));
   }
   return absl::OkStatus();
 }
