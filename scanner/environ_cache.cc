@@ -64,8 +64,8 @@ EnvironCache::Stats EnvironCache::stats() const {
 bool EnvironCache::Find(const ProcessInfo& p, ProcessEvidence::Environ* out) {
   absl::MutexLock lock(&mu_);
   auto it = entries_.find(p.pid);
-  if (it == entries_.end() || it->second.start_time != p.start_time ||
-      it->second.comm != p.comm || p.start_time == 0) {
+  if (it == entries_.end() || it->second.start_time != p.start_time || it->second.comm != p.comm ||
+      p.start_time == 0) {
     ++stats_.reads;
     return false;
   }

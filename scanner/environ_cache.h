@@ -73,7 +73,8 @@ class EnvironCache {
   // `procfs` (and then kept), cgroups read from `procfs`. Not owned.
   class Evidence : public ProcessEvidence {
    public:
-    Evidence(EnvironCache* cache, const ProcFs* procfs) : cache_(cache), fresh_(procfs, cache->cookie_names_) {}
+    Evidence(EnvironCache* cache, const ProcFs* procfs)
+        : cache_(cache), fresh_(procfs, cache->cookie_names_) {}
     absl::StatusOr<Environ> ReadEnviron(int pid) override { return fresh_.ReadEnviron(pid); }
     absl::StatusOr<Environ> ReadEnvironOf(const ProcessInfo& p) override;
     absl::StatusOr<std::string> ReadCgroup(int pid) override { return fresh_.ReadCgroup(pid); }

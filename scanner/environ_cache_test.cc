@@ -142,10 +142,9 @@ TEST_P(EnvironCacheLiveTest, AnExecWithoutTheCookieEndsTheVerdict) {
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   // sh waits on the fifo, then becomes `sh` again through env: same pid,
   // same start time, same comm, another environment.
-  const Spawned child =
-      SpawnSh(absl::StrCat("read x < ", fifo, "; exec env ", GetParam(),
-                           " /bin/sh -c 'sleep 1000; :'"),
-              {absl::StrCat(kName, "=github_x")});
+  const Spawned child = SpawnSh(
+      absl::StrCat("read x < ", fifo, "; exec env ", GetParam(), " /bin/sh -c 'sleep 1000; :'"),
+      {absl::StrCat(kName, "=github_x")});
   ASSERT_GT(child.pid, 0);
   RunSpec run;
   run.run_id = "cache-run";

@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <optional>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "base/text.h"
 
 namespace runreaper::store {
@@ -54,6 +56,25 @@ void ReadObservedExit(const Statement& s, int first, v1::ObservedExit* out) {
   out->set_source(static_cast<v1::ObservedExitSource>(s.ColumnInt(first + 5)));
 }
 
+std::string EncodeCookies(const v1::Run& run) {
+  std::string out;
+  for (const v1::Cookie& c : run.cookies()) {
+    if (!out.empty()) out.push_back('\n');
+    absl::StrAppend(&out, c.name(), "=", c.value());
+  }
+  return out;
+}
+
+void DecodeCookies(absl::string_view text, v1::Run* run) {
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    const size_t eq = line.find('=');
+    if (eq == absl::string_view::npos || eq == 0) continue;
+    v1::Cookie* c = run->add_cookies();
+    c->set_name(std::string(line.substr(0, eq)));
+    c->set_value(std::string(line.substr(eq + 1)));
+  }
+}
+
 // Decodes a row selected with kRunColumns (labels are read separately).
 StoredRun ReadRunRow(const Statement& s) {
   StoredRun out;
@@ -102,6 +123,7 @@ StoredRun ReadRunRow(const Statement& s) {
     r.mutable_sweep_grace()->set_seconds(us / 1000000);
     r.mutable_sweep_grace()->set_nanos(static_cast<int32_t>(us % 1000000) * 1000);
   }
+  DecodeCookies(ProtoText(s, 40), &r);
   return out;
 }
 

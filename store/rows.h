@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/strings/string_view.h"
 #include "google/protobuf/timestamp.pb.h"
 #include "runreaper/v1/runreaper.pb.h"
 #include "store/sqlite.h"
@@ -23,8 +24,9 @@ inline constexpr char kRunColumns[] =
     "observed_kind, observed_code, observed_signal, observed_core, "
     "observed_at_us, observed_source, "
     "owner_pid, owner_start_time_ticks, owner_pidns_inode, owner_boot_id, "
-    "owner_pgid, owner_sid, owner_uid, owner_comm, sweep_on_end, sweep_grace_us";
-inline constexpr int kRunColumnCount = 40;
+    "owner_pgid, owner_sid, owner_uid, owner_comm, sweep_on_end, sweep_grace_us, "
+    "cookies";
+inline constexpr int kRunColumnCount = 41;
 
 // The observed-exit columns, in the order of kObservedColumns, on both runs
 // and events (schema 7).
@@ -38,6 +40,11 @@ void BindObservedExit(Statement& s, int first, const ::runreaper::v1::ObservedEx
 // Sets `out` from columns first..first+5 when a kind was stored (else
 // leaves it clear).
 void ReadObservedExit(const Statement& s, int first, ::runreaper::v1::ObservedExit* out);
+
+// A run's cookies as the runs.cookies column holds them (NAME=VALUE, one
+// per line; validation keeps '\n' out of names and values), and back.
+std::string EncodeCookies(const ::runreaper::v1::Run& run);
+void DecodeCookies(absl::string_view text, ::runreaper::v1::Run* run);
 
 // A run row as stored: its registration sequence number and the message.
 struct StoredRun {

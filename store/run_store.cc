@@ -138,10 +138,10 @@ absl::StatusOr<v1::Run> RunStore::Register(const v1::Run& run) {
                         "identity_unverified, host_pid, host_pidns_inode, owner_pid, "
                         "owner_start_time_ticks, owner_pidns_inode, owner_boot_id, "
                         "owner_pgid, owner_sid, owner_uid, owner_comm, sweep_on_end, "
-                        "sweep_grace_us) VALUES (?1, ?2, "
+                        "sweep_grace_us, cookies) VALUES (?1, ?2, "
                         "?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?14, 0, NULL, ?13, "
                         "?13, NULL, 0, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, "
-                        "?25, ?26, ?27, ?28)"));
+                        "?25, ?26, ?27, ?28, ?29)"));
       s->BindText(1, run.run_id())
           .BindInt(2, run.pid())
           .BindInt(3, run.pgid())
@@ -174,7 +174,8 @@ absl::StatusOr<v1::Run> RunStore::Register(const v1::Run& run) {
           .BindInt(27, run.sweep_on_end() ? 1 : 0)
           .BindInt(28, run.sweep_on_end() ? run.sweep_grace().seconds() * 1000000 +
                                                 run.sweep_grace().nanos() / 1000
-                                          : 0);
+                                          : 0)
+          .BindText(29, EncodeCookies(run));
       RETURN_IF_ERROR(s->Run());
     }
     const int64_t seq = m.db->LastInsertRowid();

@@ -174,6 +174,7 @@ struct PruneOptions {
 struct PruneResult {
   absl::Time cutoff;             // runs that ended before this were eligible
   int64_t runs = 0;              // runs deleted
+  int64_t leases = 0;            // leases that ended before the cutoff, deleted
   int64_t events = 0;            // events deleted (of those runs, and run-less
                                  // summary events older than the cutoff)
   int64_t transactions = 0;      // delete transactions committed
@@ -194,7 +195,7 @@ struct SweepProgress {
 class RunStore {
  public:
   static constexpr int kMaxPageSize = 1000;
-  static constexpr int kSchemaVersion = 8;
+  static constexpr int kSchemaVersion = 9;
 
   // Opens or creates the database at `path` (its directory must exist).
   // Refuses a schema newer than kSchemaVersion, a file that is not a SQLite
@@ -349,6 +350,14 @@ class RunStore {
   // Every stored descendant of a run not swept clean (RUNNING, or terminal
   // with sweep_done unset), ordered by run registration, then pid.
   absl::StatusOr<std::vector<StoredDescendant>> ListDescendants();
+
+  // Leases (runreaperctl keep; docs/ORPHANS.md "Leases"). PutLease stores
+  // `lease` (pid, start time and boot id name the process; until, reason,
+  // leased_by_uid), replacing a lease of the same process, with created_at
+  // set to now; returns it as stored.
+  absl::StatusOr<v1::Lease> PutLease(const v1::Lease& lease);
+  // Every lease that has not ended at `at` (until > at), by pid.
+  absl::StatusOr<std::vector<v1::Lease>> ListLeases(absl::Time at);
 
   // Retention (docs/STORE.md "Retention"). Deletes every terminal run that
   // is swept clean (sweep_done) and ended before now - options.retain,

@@ -93,7 +93,7 @@ TEST_F(RunStoreLineageTest, MigratesASchemaTwoFile) {
   }
   // Later migrations' additions go too (3 -> 4: the runs_prunable index;
   // 4 -> 5: the runs columns registered_uid and identity_unverified).
-  RawExec(path_, std::string(kDropOwnerColumns) + kUndoSchemaSeven +
+  RawExec(path_, std::string(kDropCookiesAndLeases) + kDropOwnerColumns + kUndoSchemaSeven +
                      "DROP TABLE run_descendants; DROP INDEX runs_prunable; "
                      "ALTER TABLE runs DROP COLUMN registered_uid; "
                      "ALTER TABLE runs DROP COLUMN identity_unverified; "

@@ -277,7 +277,7 @@ TEST_F(RunStoreTest, MigratesASchemaFourFile) {
   }
   // Schema 4 is schema 5 without the two runs columns of migration 4 -> 5
   // (and without the later 5 -> 6 columns).
-  RawExec(path_, std::string(kDropOwnerColumns) + kUndoSchemaSeven +
+  RawExec(path_, std::string(kDropCookiesAndLeases) + kDropOwnerColumns + kUndoSchemaSeven +
                      "ALTER TABLE runs DROP COLUMN registered_uid; "
                      "ALTER TABLE runs DROP COLUMN identity_unverified; "
                      "ALTER TABLE runs DROP COLUMN host_pid; "
@@ -316,7 +316,7 @@ TEST_F(RunStoreTest, MigratesASchemaOneFile) {
   // runs_prunable index (3 -> 4) and the runs columns registered_uid and
   // identity_unverified (4 -> 5) and host_pid/host_pidns_inode (5 -> 6);
   // dropping them rebuilds the shipped v1 file.
-  RawExec(path_, std::string(kDropOwnerColumns) + kUndoSchemaSeven +
+  RawExec(path_, std::string(kDropCookiesAndLeases) + kDropOwnerColumns + kUndoSchemaSeven +
                      "ALTER TABLE sweep_progress DROP COLUMN sent_at_us; "
                      "DROP TABLE run_descendants; "
                      "DROP INDEX runs_prunable; "
@@ -398,7 +398,7 @@ TEST_F(RunStoreTest, MigratesASchemaFiveFile) {
     auto store = OpenOrDie();
     ASSERT_OK(store->Register(MakeRun("r1")));
   }
-  RawExec(path_, std::string(kDropOwnerColumns) + kUndoSchemaSeven +
+  RawExec(path_, std::string(kDropCookiesAndLeases) + kDropOwnerColumns + kUndoSchemaSeven +
                      "ALTER TABLE runs DROP COLUMN host_pid; "
                      "ALTER TABLE runs DROP COLUMN host_pidns_inode; "
                      "PRAGMA user_version = 5;");
@@ -423,7 +423,7 @@ TEST_F(RunStoreTest, MigratesASchemaSixFile) {
     ASSERT_OK(store->Register(MakeRun("r1")));
     ASSERT_OK(MarkStale(*store, "r1", v1::STALE_REASON_EXITED, v1::LIVENESS_DEAD).status());
   }
-  RawExec(path_, std::string(kDropOwnerColumns) + kUndoSchemaSeven + "PRAGMA user_version = 6;");
+  RawExec(path_, std::string(kDropCookiesAndLeases) + kDropOwnerColumns + kUndoSchemaSeven + "PRAGMA user_version = 6;");
   auto store = OpenOrDie();
   ASSERT_NE(store, nullptr);
   EXPECT_EQ(RawQueryInt(path_, "PRAGMA user_version"), RunStore::kSchemaVersion);
@@ -486,8 +486,7 @@ TEST_F(RunStoreTest, MigratesAFileWithoutOwners) {
     auto store = OpenOrDie();
     ASSERT_OK(store->Register(MakeRun("r1")));
   }
-  RawExec(path_, std::string(kDropOwnerColumns) +
-                     absl::StrCat("PRAGMA user_version = ", RunStore::kSchemaVersion - 1, ";"));
+  RawExec(path_, std::string(kDropCookiesAndLeases) + kDropOwnerColumns + "PRAGMA user_version = 7;");
   auto store = OpenOrDie();
   ASSERT_NE(store, nullptr);
   EXPECT_EQ(RawQueryInt(path_, "PRAGMA user_version"), RunStore::kSchemaVersion);
@@ -495,6 +494,24 @@ TEST_F(RunStoreTest, MigratesAFileWithoutOwners) {
   EXPECT_EQ(r.pid(), 4242);
   EXPECT_EQ(r.owner_pid(), 0);
   EXPECT_FALSE(r.sweep_on_end());
+}
+
+// Schema 8 had no runs.cookies and no leases table: opening such a file
+// adds both, its runs have no cookies and nothing is leased.
+TEST_F(RunStoreTest, MigratesASchemaEightFile) {
+  {
+    auto store = OpenOrDie();
+    ASSERT_OK(store->Register(MakeRun("r1")));
+  }
+  RawExec(path_, std::string(kDropCookiesAndLeases) + "PRAGMA user_version = 8;");
+  ASSERT_EQ(RawQueryInt(path_, "SELECT count(*) FROM sqlite_master WHERE name = 'leases'"), 0);
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(RawQueryInt(path_, "PRAGMA user_version"), RunStore::kSchemaVersion);
+  ASSERT_OK_AND_ASSIGN(RunProto r, store->Get("r1"));
+  EXPECT_EQ(r.pid(), 4242);
+  EXPECT_EQ(r.cookies_size(), 0);
+  EXPECT_EQ(RawQueryInt(path_, "SELECT count(*) FROM leases"), 0);
 }
 
 }  // namespace

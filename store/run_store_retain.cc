@@ -151,6 +151,16 @@ absl::StatusOr<PruneResult> RunStore::Prune(const PruneOptions& options) {
       result.events += events;
     }
 
+    // Leases that ended before the cutoff (one statement: the index by end
+    // time finds them; a lease is one small row).
+    RETURN_IF_ERROR(m.WriteBackground([&]() -> absl::Status {
+      ASSIGN_OR_RETURN(ScopedStatement d, m.db->Prepare("DELETE FROM leases WHERE until_us < ?1"));
+      d->BindInt(1, cutoff_us);
+      RETURN_IF_ERROR(d->Run());
+      result.leases = m.db->Changes();
+      return absl::OkStatus();
+    }));
+
     // Only a prune that deleted runs is summarised: one that deleted only
     // old run-less events (among them the previous PRUNED event) would
     // otherwise write a new one each retention period, forever.

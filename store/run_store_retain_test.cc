@@ -538,7 +538,7 @@ TEST_F(RetainTest, MigratesASchemaThreeFile) {
     ASSERT_OK(store->Register(MakeRun("a")));
   }
   // (and without the runs columns of the later migration 4 -> 5)
-  RawExec(path_, std::string(kDropOwnerColumns) + kUndoSchemaSeven +
+  RawExec(path_, std::string(kDropCookiesAndLeases) + kDropOwnerColumns + kUndoSchemaSeven +
                      "DROP INDEX runs_prunable; "
                      "ALTER TABLE runs DROP COLUMN registered_uid; "
                      "ALTER TABLE runs DROP COLUMN identity_unverified; "

@@ -162,6 +162,26 @@ ALTER TABLE runs ADD COLUMN owner_comm TEXT NOT NULL DEFAULT '';
 ALTER TABLE runs ADD COLUMN sweep_on_end INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE runs ADD COLUMN sweep_grace_us INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // 8 -> 9: match cookies and leases (docs/ORPHANS.md "Cookies", "Leases").
+    // cookies: a run's NAME=VALUE pairs, one per line (validated: names
+    // [A-Za-z0-9_], values printable, no newline); '' for every older run.
+    // leases: a process kept until until_us, by pid + start time + boot id
+    // (a recycled pid, or a reboot, is never leased); deleted by retention
+    // once ended.
+    R"sql(
+ALTER TABLE runs ADD COLUMN cookies TEXT NOT NULL DEFAULT '';
+CREATE TABLE leases (
+  pid              INTEGER NOT NULL,
+  start_time_ticks INTEGER NOT NULL,
+  boot_id          TEXT NOT NULL,
+  until_us         INTEGER NOT NULL,
+  reason           TEXT NOT NULL,
+  leased_by_uid    INTEGER NOT NULL,
+  created_at_us    INTEGER NOT NULL,
+  PRIMARY KEY (pid, start_time_ticks, boot_id)
+) WITHOUT ROWID;
+CREATE INDEX leases_by_end ON leases(until_us);
+)sql",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kVersion,
               "one migration per schema version");

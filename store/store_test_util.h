@@ -67,7 +67,8 @@ inline constexpr char kUndoSchemaSeven[] =
 
 // Undoes migration 7 -> 8 (the owner_* and sweep_on_end columns of runs),
 // for tests that rebuild an older schema by hand. A file taken below
-// schema 7 needs this first, then kUndoSchemaSeven.
+// schema 7 needs this first, then kUndoSchemaSeven (and below 9,
+// kDropCookiesAndLeases before both).
 inline constexpr char kDropOwnerColumns[] =
     "ALTER TABLE runs DROP COLUMN owner_pid; "
     "ALTER TABLE runs DROP COLUMN owner_start_time_ticks; "
@@ -79,6 +80,14 @@ inline constexpr char kDropOwnerColumns[] =
     "ALTER TABLE runs DROP COLUMN owner_comm; "
     "ALTER TABLE runs DROP COLUMN sweep_on_end; "
     "ALTER TABLE runs DROP COLUMN sweep_grace_us; ";
+
+// Undoes migration 8 -> 9 (runs.cookies and the leases table), for tests
+// that rebuild an older schema by hand. A file taken below schema 8 needs
+// this first, then kDropOwnerColumns (and below 7 kUndoSchemaSeven).
+inline constexpr char kDropCookiesAndLeases[] =
+    "ALTER TABLE runs DROP COLUMN cookies; "
+    "DROP INDEX leases_by_end; "
+    "DROP TABLE leases; ";
 
 }  // namespace runreaper::store
 

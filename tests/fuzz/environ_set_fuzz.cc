@@ -35,7 +35,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     const std::optional<absl::string_view> one = runreaper::scanner::FindEnvVar(environ, names[i]);
     FUZZ_CHECK(one.has_value() == found[i].has_value());
-    if (one.has_value()) FUZZ_CHECK(one->data() == found[i]->data() && one->size() == found[i]->size());
+    if (one.has_value())
+      FUZZ_CHECK(one->data() == found[i]->data() && one->size() == found[i]->size());
   }
   return 0;
 }
