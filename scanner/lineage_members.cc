@@ -40,7 +40,8 @@ bool TrackerCanAnswer(const LineageTracker& tracker, const std::vector<RunSpec>&
 absl::StatusOr<Membership> ListTrackedMembers(const ProcFs& procfs, LineageTracker& tracker,
                                               const std::vector<RunSpec>& runs,
                                               SweepObserver* observer,
-                                              const std::set<int>& extra_pids) {
+                                              const std::set<int>& extra_pids,
+                                              ProcessEvidence* evidence) {
   ASSIGN_OR_RETURN(const uint64_t self_ns, procfs.SelfPidNs());
   if (!TrackerCanAnswer(tracker, runs, self_ns)) {
     return absl::FailedPreconditionError(
@@ -113,8 +114,8 @@ absl::StatusOr<Membership> ListTrackedMembers(const ProcFs& procfs, LineageTrack
   snapshot.processes.reserve(found.size());
   for (auto& [p, info] : found) snapshot.processes.push_back(std::move(info));
   SweepObserver o = SelfObserver(procfs, snapshot);
-  ProcFsEvidence evidence(&procfs);
-  Membership members = FindMembers(snapshot, o, specs, evidence);
+  ProcFsEvidence fresh(&procfs, CookieNamesOf(specs));
+  Membership members = FindMembers(snapshot, o, specs, evidence != nullptr ? *evidence : fresh);
   if (observer != nullptr) *observer = std::move(o);
   return members;
 }

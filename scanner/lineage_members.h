@@ -43,7 +43,8 @@ bool TrackerCanAnswer(const LineageTracker& tracker, const std::vector<RunSpec>&
 absl::StatusOr<Membership> ListTrackedMembers(const ProcFs& procfs, LineageTracker& tracker,
                                               const std::vector<RunSpec>& runs,
                                               SweepObserver* observer,
-                                              const std::set<int>& extra_pids = {});
+                                              const std::set<int>& extra_pids = {},
+                                              ProcessEvidence* evidence = nullptr);
 
 }  // namespace runreaper::scanner
 

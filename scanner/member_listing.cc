@@ -29,15 +29,16 @@ SweepObserver SelfObserver(const ProcFs& procfs, const Snapshot& snapshot) {
   absl::StatusOr<std::string> cg = procfs.ReadCgroup(o.pid);
   if (cg.ok()) o.cgroup = *cg;
   o.ancestors = AncestorsIn(snapshot, o.pid);
+  o.now_ticks = NowBootTicks();
   return o;
 }
 
 absl::StatusOr<Membership> ListMembers(const ProcFs& procfs, const std::vector<RunSpec>& runs,
-                                       SweepObserver* observer) {
+                                       SweepObserver* observer, ProcessEvidence* evidence) {
   ASSIGN_OR_RETURN(Snapshot snap, procfs.Walk(MembershipWalkOptions(runs)));
   SweepObserver o = SelfObserver(procfs, snap);
-  ProcFsEvidence evidence(&procfs);
-  Membership m = FindMembers(snap, o, runs, evidence);
+  ProcFsEvidence fresh(&procfs, CookieNamesOf(runs));
+  Membership m = FindMembers(snap, o, runs, evidence != nullptr ? *evidence : fresh);
   if (observer != nullptr) *observer = std::move(o);
   return m;
 }

@@ -27,8 +27,12 @@ SweepObserver SelfObserver(const ProcFs& procfs, const Snapshot& snapshot);
 
 // One listing: a walk of procfs and the members of `runs` in it. Sets
 // *observer (when not null) to the observer of that walk.
+// `evidence` (optional) answers the environ and cgroup reads (a cache's,
+// scanner/environ_cache.h); by default ProcFsEvidence for the runs' cookie
+// names (CookieNamesOf).
 absl::StatusOr<Membership> ListMembers(const ProcFs& procfs, const std::vector<RunSpec>& runs,
-                                       SweepObserver* observer);
+                                       SweepObserver* observer,
+                                       ProcessEvidence* evidence = nullptr);
 
 // Lists until two listings in a row name the same processes (at most 9
 // listings), so a process forked while listing is caught.

@@ -375,8 +375,7 @@ const RunList* ChildNsSessionRuns(const RunIndex& index, const ProcessInfo& p) {
 }  // namespace
 
 Membership FindMembers(const Snapshot& snapshot, const SweepObserver& observer,
-                       const std::vector<RunSpec>& runs, ProcessEvidence& evidence,
-                       const LeaseMap* leases) {
+                       const std::vector<RunSpec>& runs, ProcessEvidence& evidence) {
   Membership out;
   std::unordered_map<int, const ProcessInfo*> by_pid;
   by_pid.reserve(snapshot.processes.size());
@@ -510,7 +509,7 @@ Membership FindMembers(const Snapshot& snapshot, const SweepObserver& observer,
           m.lease_reason = "RUNREAPER_KEEP=" + absl::FormatDuration(*env->keep_lease);
         }
       }
-      if (leases != nullptr) {
+      if (const LeaseMap* leases = runs[i].leases.get(); leases != nullptr) {
         auto lease = leases->find({p.pid, p.start_time});
         if (lease != leases->end()) {
           m.kept = true;

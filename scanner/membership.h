@@ -53,6 +53,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -83,6 +84,14 @@ enum class MatchSource {
 };
 const char* MatchSourceName(MatchSource source);
 
+// A lease from the store (runreaperctl keep), for a process by (pid, start
+// time). Only leases that have not ended are passed to FindMembers.
+struct ProcessLease {
+  int64_t until_unix_micros = 0;
+  std::string reason;
+};
+using LeaseMap = std::map<std::pair<int, uint64_t>, ProcessLease>;
+
 // What membership needs of a run record.
 struct RunSpec {
   std::string run_id;
@@ -93,6 +102,9 @@ struct RunSpec {
   // Match cookies besides RUNREAPER_RUN_ID=<run_id>: (NAME, VALUE), the
   // value matched exactly.
   std::vector<std::pair<std::string, std::string>> cookies;
+  // Store leases that have not ended (the same map for every run of a
+  // listing; null = none): a member listed there is kept with its lease.
+  std::shared_ptr<const LeaseMap> leases;
   // The leader (pid and start time equal to leader's) is a member even when
   // it led neither its group nor its session.
   bool include_leader = false;
@@ -121,14 +133,6 @@ struct SweepObserver {
   uint64_t now_ticks = 0;
 };
 
-// A lease from the store (runreaperctl keep), for a process by (pid, start
-// time). Only leases that have not ended are passed to FindMembers.
-struct ProcessLease {
-  int64_t until_unix_micros = 0;
-  std::string reason;
-};
-using LeaseMap = std::map<std::pair<int, uint64_t>, ProcessLease>;
-
 // Whether `run` is from a child PID namespace and was translated to the
 // observer's at registration: its pgid/sid are matched inside that
 // namespace, everything else (cookie, cgroup, descent, the leader) by the
@@ -155,6 +159,9 @@ class ProcessEvidence {
     std::optional<absl::Duration> keep_lease;
     // The other cookie names asked for that it carries: (NAME, VALUE).
     std::vector<std::pair<std::string, std::string>> cookies;
+    // Store leases that have not ended (the same map for every run of a
+    // listing; null = none): a member listed there is kept with its lease.
+    std::shared_ptr<const LeaseMap> leases;
   };
   virtual ~ProcessEvidence() = default;
   virtual absl::StatusOr<Environ> ReadEnviron(int pid) = 0;
@@ -223,11 +230,10 @@ struct Membership {
 
 // Members of every run in `runs` among `snapshot`'s processes. A process may
 // be a member of more than one run. Reads environ/cgroup through `evidence`
-// at most once per process. A member in `leases` (not null) is kept with
+// at most once per process. A member in its run's `leases` is kept with
 // that lease.
 Membership FindMembers(const Snapshot& snapshot, const SweepObserver& observer,
-                       const std::vector<RunSpec>& runs, ProcessEvidence& evidence,
-                       const LeaseMap* leases = nullptr);
+                       const std::vector<RunSpec>& runs, ProcessEvidence& evidence);
 
 // OK when run.cgroup may be used as the run's own cgroup: nonempty, absolute,
 // not "/", and not holding the observer (when the observer's is known).

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -89,7 +90,8 @@ absl::Status CheckWithStat(const ProcFs& procfs, int pid, const ProcStat& stat) 
 
 // Why the process `text` (a line of cgroup.procs) forbids cgroup.kill, or OK.
 absl::Status CheckCgroupMember(const ProcFs& procfs, absl::string_view text,
-                               uint64_t min_start_time, std::optional<uint32_t> only_uid) {
+                               uint64_t min_start_time, std::optional<uint32_t> only_uid,
+                               const std::set<std::pair<int, uint64_t>>* leased) {
   int pid = 0;
   if (!absl::SimpleAtoi(text, &pid)) {
     return absl::FailedPreconditionError(
@@ -113,6 +115,9 @@ absl::Status CheckCgroupMember(const ProcFs& procfs, absl::string_view text,
   if (stat->start_time < min_start_time) {
     return Refuse(pid, absl::StrCat("started (", stat->start_time, ") before the run's leader (",
                                     min_start_time, ")"));
+  }
+  if (leased != nullptr && leased->count({pid, stat->start_time}) != 0) {
+    return Refuse(pid, "it is leased (runreaperctl keep)");
   }
   absl::Status guard = CheckWithStat(procfs, pid, *stat);
   if (!guard.ok()) return guard;
@@ -166,7 +171,8 @@ absl::Status ListCgroupProcs(const std::string& dir, int depth, std::vector<std:
 }
 
 SignalOutcome KillCgroup(const ProcFs& procfs, const std::string& dir, uint64_t min_start_time,
-                         std::optional<uint32_t> only_uid) {
+                         std::optional<uint32_t> only_uid,
+                         const std::set<std::pair<int, uint64_t>>* leased) {
   SignalOutcome out;
   if (min_start_time == 0) {
     out.result = SignalResult::kRefused;
@@ -182,7 +188,7 @@ SignalOutcome KillCgroup(const ProcFs& procfs, const std::string& dir, uint64_t 
     return out;
   }
   for (const std::string& pid : pids) {
-    absl::Status ok = CheckCgroupMember(procfs, pid, min_start_time, only_uid);
+    absl::Status ok = CheckCgroupMember(procfs, pid, min_start_time, only_uid, leased);
     if (!ok.ok()) {
       out.result = SignalResult::kRefused;
       out.status = absl::FailedPreconditionError(

@@ -7,7 +7,9 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -55,8 +57,11 @@ SignalOutcome SignalProcess(const ProcFs& procfs, int pid, uint64_t start_time, 
 // and processes gone since the listing are skipped. kSent when written; kRefused (status says why)
 // when a process forbids it; kGone when the directory no longer exists; kError otherwise. A process
 // that joins the cgroup after the check is not re-examined.
+// `leased` (optional): processes (pid, start time) kept by a lease; any of
+// them in the cgroup refuses it, as RUNREAPER_KEEP=1 does.
 SignalOutcome KillCgroup(const ProcFs& procfs, const std::string& dir, uint64_t min_start_time,
-                         std::optional<uint32_t> only_uid = std::nullopt);
+                         std::optional<uint32_t> only_uid = std::nullopt,
+                         const std::set<std::pair<int, uint64_t>>* leased = nullptr);
 
 // KillCgroup's check alone: OK iff every process listed in the cgroup.procs
 // of `dir` and of every cgroup below it may be signalled (the same rules as

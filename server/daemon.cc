@@ -18,6 +18,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "base/log.h"
@@ -27,6 +28,7 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "proto/describe.h"
+#include "scanner/environ_cache.h"
 #include "scanner/exit_watcher.h"
 #include "scanner/lineage.h"
 #include "scanner/proc_events.h"
@@ -41,6 +43,7 @@
 #include "server/peer_creds.h"
 #include "server/reconciler.h"
 #include "server/request_errors.h"
+#include "server/request_validation.h"
 #include "server/service.h"
 #include "server/sweeper.h"
 #include "store/run_store.h"
@@ -115,6 +118,11 @@ class Daemon {
   absl::Status StartLineage();
   void StopLineage();
   v1::DaemonStatus Status() const;
+  // --cookie_names, or the default list.
+  std::vector<std::string> CookieNames() const {
+    if (!options_.cookie_names.empty()) return options_.cookie_names;
+    return absl::StrSplit(kDefaultCookieNames, ',');
+  }
 
   DaemonOptions options_;
   absl::Duration pass_deadline_;
@@ -133,6 +141,9 @@ class Daemon {
   std::shared_ptr<EndSweeps> end_sweeps_;
   int64_t end_sweeps_id_ = 0;
   std::unique_ptr<scanner::LineageTracker> lineage_;  // null = lineage off
+  // Environ verdicts per process until its exec (lineage on only): read by
+  // ListOrphans, fed by proc_events_ (declared after it: stopped first).
+  std::unique_ptr<scanner::EnvironCache> environ_cache_;
   std::unique_ptr<scanner::ProcEventStream> proc_events_;
   std::unique_ptr<LineagePersister> lineage_store_;  // null = lineage off
   std::string lineage_off_;                          // why lineage is off ("" = on)
@@ -168,14 +179,17 @@ absl::Status Daemon::StartLineage() {
   }
   const int rcvbuf = (*connector)->rcvbuf_bytes();
   lineage_ = std::make_unique<scanner::LineageTracker>(&procfs_);
+  environ_cache_ = std::make_unique<scanner::EnvironCache>(CookieNames());
   proc_events_ = std::make_unique<scanner::ProcEventStream>(
       *std::move(connector), [this](const scanner::ProcConnector::Batch& b) {
         lineage_->Apply(b);
+        environ_cache_->Apply(b);
         metrics_.ProcEvents(static_cast<int64_t>(b.events.size()), b.lost ? 1 : 0);
         metrics_.SetRunsWithLineageGap(static_cast<int64_t>(lineage_->stats().runs_with_gap));
       });
   proc_events_->Start();
   sweeper_->SetLineage(lineage_.get());
+  sweeper_->SetEnvironCache(environ_cache_.get());
   ASSIGN_OR_RETURN(std::vector<v1::Run> running, store_->ListRunning());
   ASSIGN_OR_RETURN(std::vector<v1::Run> unswept, store_->ListTerminalUnsweptWithoutLabels());
   std::vector<v1::Run> all = running;
@@ -356,6 +370,9 @@ absl::Status Daemon::Start() {
   sopts.watch_queue_limit = options_.watch_queue_limit;
   sopts.daemon_status = [this] { return Status(); };
   sopts.handler_threads = options_.handler_threads;
+  sopts.cookie_names = CookieNames();
+  sopts.max_lease = options_.max_lease;
+  sopts.metrics = &metrics_;
   service_ = std::make_unique<ReconcilerService>(
       store_.get(), &procfs_, self_.get(), reconciler_.get(), hub_.get(), sweeper_.get(), sopts);
 

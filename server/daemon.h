@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -56,6 +57,11 @@ struct DaemonOptions {
   // false = behave as on a kernel without it: the proc connector's exit
   // event (lineage on) or "unknown" (docs/OPERATIONS.md, "Kernel features").
   bool pidfd_info = true;
+  // The environment variable names a run may ask to be matched by
+  // (--cookie_names, validated by main); empty = kDefaultCookieNames.
+  std::vector<std::string> cookie_names;
+  // The longest lease runreaperctl keep may ask for (--max_lease).
+  absl::Duration max_lease = absl::Hours(24);
 };
 
 // Serves until SIGTERM/SIGINT. Returns the process exit code (0 after a clean

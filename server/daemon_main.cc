@@ -5,10 +5,12 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "base/flags_usage.h"
 #include "base/log.h"
 #include "server/daemon.h"
+#include "server/request_validation.h"
 
 ABSL_FLAG(std::string, db, "./var/runreaper.db",
           "SQLite database file (its directory is created if missing).");
@@ -99,6 +101,18 @@ ABSL_FLAG(int, watch_queue_limit, 10000,
           "RESOURCE_EXHAUSTED (slow consumer; the message names the id to "
           "resume from).");
 
+ABSL_FLAG(std::string, cookie_names,
+          "RUNREAPER_RUN_ID,RUNNER_TRACKING_ID,CI_JOB_ID,BUILDKITE_JOB_ID,JENKINS_NODE_COOKIE,"
+          "NOMAD_ALLOC_ID",
+          "Environment variable names a run may ask to be matched by "
+          "(runreaperctl register --cookie=NAME=VALUE; comma-separated, at most "
+          "16). A process whose environment holds one of its run's NAME=VALUE "
+          "pairs exactly is a member; every environ is read once for all of "
+          "these names.");
+ABSL_FLAG(absl::Duration, max_lease, absl::Hours(24),
+          "The longest lease runreaperctl keep PID --for=DURATION may ask for; "
+          "a leased process is kept until its lease ends, then swept.");
+
 int main(int argc, char** argv) {
   runreaper::base::SetFlagsUsage(
       "keeps job runners honest about their processes.\n"
@@ -137,6 +151,16 @@ int main(int argc, char** argv) {
   options.lineage_persist_interval = absl::GetFlag(FLAGS_lineage_persist_interval);
   if (options.lineage_persist_interval <= absl::ZeroDuration()) {
     fprintf(stderr, "runreaperd: --lineage_persist_interval must be > 0\n");
+    return 2;
+  }
+  options.cookie_names = absl::StrSplit(absl::GetFlag(FLAGS_cookie_names), ',');
+  if (absl::Status s = runreaper::server::ValidateCookieNames(options.cookie_names); !s.ok()) {
+    fprintf(stderr, "runreaperd: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  options.max_lease = absl::GetFlag(FLAGS_max_lease);
+  if (options.max_lease <= absl::ZeroDuration()) {
+    fprintf(stderr, "runreaperd: --max_lease must be > 0\n");
     return 2;
   }
   options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);

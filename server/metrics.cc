@@ -290,6 +290,17 @@ struct Metrics::Families {
                                    "buffer overruns).")
                              .Register(r)
                              .Add({})),
+        leases_granted(prometheus::BuildCounter()
+                           .Name("runreaper_leases_granted_total")
+                           .Help("Leases granted (runreaperctl keep).")
+                           .Register(r)
+                           .Add({})),
+        leased_kept(prometheus::BuildGauge()
+                        .Name("runreaper_leased_members")
+                        .Help("Orphans kept by a lease (runreaperctl keep or "
+                              "RUNREAPER_KEEP=DURATION), as of the last listing or sweep.")
+                        .Register(r)
+                        .Add({})),
         refused(prometheus::BuildCounter()
                     .Name("runreaper_refused_callers_total")
                     .Help("Callers refused, by reason.")
@@ -354,6 +365,8 @@ struct Metrics::Families {
   Gauge& lineage_gaps;
   Counter& proc_events;
   Counter& proc_events_lost;
+  Counter& leases_granted;
+  Gauge& leased_kept;
   prometheus::Family<Counter>& refused;
   prometheus::Family<Counter>& ended;
   prometheus::Family<Counter>& signaled;
@@ -561,6 +574,16 @@ void Metrics::SetLineageEnabled(bool on) {
 void Metrics::SetRunsWithLineageGap(int64_t runs) {
   if (!enabled_) return;
   f_->lineage_gaps.Set(static_cast<double>(runs));
+}
+
+void Metrics::LeaseGranted() {
+  if (!enabled_) return;
+  f_->leases_granted.Increment();
+}
+
+void Metrics::SetLeasedMembers(int64_t members) {
+  if (!enabled_) return;
+  f_->leased_kept.Set(static_cast<double>(members));
 }
 
 void Metrics::ProcEvents(int64_t received, int64_t lost) {

@@ -110,6 +110,10 @@ class Metrics {
   // Proc connector events received in a batch, and losses (1 per ENOBUFS
   // report: the kernel does not say how many events it dropped).
   void ProcEvents(int64_t received, int64_t lost);
+  // Leases: one granted; how many orphans a lease kept in the last listing
+  // or sweep.
+  void LeaseGranted();
+  void SetLeasedMembers(int64_t members);
   // Issue 10 (trust): a caller refused; `reason` one of "unauthenticated",
   // "permission_denied", "peer_credentials" (others count as "other").
   void CallerRefused(absl::string_view reason);

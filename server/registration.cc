@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "base/log.h"
 #include "base/status_macros.h"
 #include "base/text.h"
@@ -96,11 +97,16 @@ bool SeenAliveAtRegistration(const LeaderView& leader, const SelfFacts& self, co
 
 Registrar::Registrar(store::RunStore* store, const scanner::ProcFs* procfs, const DaemonSelf* self,
                      RegistrationHooks hooks)
-    : store_(store), procfs_(procfs), self_(self), hooks_(std::move(hooks)) {}
+    : store_(store),
+      procfs_(procfs),
+      self_(self),
+      hooks_(std::move(hooks)),
+      cookie_names_(absl::StrSplit(kDefaultCookieNames, ',')) {}
 
 absl::StatusOr<v1::Run> Registrar::Register(const Caller& caller,
                                             const v1::RegisterRunRequest& r) const {
   RETURN_IF_ERROR(ValidateRegisterRequest(r));
+  RETURN_IF_ERROR(ValidateCookies(r.cookies(), cookie_names_));
   const SelfFacts self = self_->Facts();
   const LeaderView leader = ViewLeader(*procfs_, *self_, r);
 
@@ -109,6 +115,7 @@ absl::StatusOr<v1::Run> Registrar::Register(const Caller& caller,
   run.set_pid(r.pid());
   *run.mutable_labels() = r.labels();
   run.set_keep(r.keep());
+  *run.mutable_cookies() = r.cookies();
   if (scanner::HasIdentityFields(r)) {
     // The caller may live in another namespace: store exactly what it sent
     // (a sent cgroup is the run's own).

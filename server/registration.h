@@ -24,6 +24,9 @@
 #define RUNREAPER_SERVER_REGISTRATION_H_
 
 #include <functional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -74,11 +77,16 @@ class Registrar {
   absl::StatusOr<v1::Run> Register(const Caller& caller,
                                    const v1::RegisterRunRequest& request) const;
 
+  // The cookie names a run may ask for (runreaperd --cookie_names, already
+  // validated); kDefaultCookieNames until set. Set before serving.
+  void SetCookieNames(std::vector<std::string> names) { cookie_names_ = std::move(names); }
+
  private:
   store::RunStore* store_;
   const scanner::ProcFs* procfs_;
   const DaemonSelf* self_;
   RegistrationHooks hooks_;
+  std::vector<std::string> cookie_names_;
 };
 
 }  // namespace runreaper::server

@@ -1,7 +1,11 @@
 #include "server/request_validation.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/status_macros.h"
+#include "base/text.h"
 #include "store/run_store.h"
 
 namespace runreaper::server {
@@ -191,6 +195,124 @@ absl::StatusOr<absl::Duration> WaitTimeout(const v1::WaitRunRequest& r) {
     return absl::InvalidArgumentError("timeout: must be >= 0");
   }
   return absl::Seconds(t.seconds()) + absl::Nanoseconds(t.nanos());
+}
+
+namespace {
+
+bool IsEnvNameChar(char c, bool first) {
+  return c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+         (!first && c >= '0' && c <= '9');
+}
+
+}  // namespace
+
+absl::Status ValidateCookieNames(const std::vector<std::string>& names) {
+  if (names.empty() || names.size() > static_cast<size_t>(kMaxCookieNames)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--cookie_names: ", names.size(), " names, allowed are 1..", kMaxCookieNames));
+  }
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string& name = names[i];
+    bool ok = !name.empty() && name.size() <= kMaxCookieNameBytes;
+    for (size_t k = 0; ok && k < name.size(); ++k) ok = IsEnvNameChar(name[k], k == 0);
+    if (!ok) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--cookie_names: \"", EscapeForLog(name),
+                       "\" is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*, at most ",
+                       kMaxCookieNameBytes, " bytes)"));
+    }
+    if (name == "RUNREAPER_KEEP") {
+      return absl::InvalidArgumentError(
+          "--cookie_names: RUNREAPER_KEEP is the keep exemption, never a cookie");
+    }
+    for (size_t k = 0; k < i; ++k) {
+      if (names[k] == name) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--cookie_names: \"", name, "\" is listed twice"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateCookies(const google::protobuf::RepeatedPtrField<v1::Cookie>& cookies,
+                             const std::vector<std::string>& allowed) {
+  if (cookies.size() > kMaxCookies) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cookies: ", cookies.size(), " cookies, at most ", kMaxCookies));
+  }
+  for (int i = 0; i < cookies.size(); ++i) {
+    const v1::Cookie& c = cookies.Get(i);
+    const std::string field = absl::StrCat("cookies[", i, "]");
+    if (std::find(allowed.begin(), allowed.end(), c.name()) == allowed.end()) {
+      // The name escaped and cut: it is the client's, and goes to logs.
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".name: \"", EscapeForLog(c.name().substr(0, kMaxCookieNameBytes)),
+                       "\" is not a cookie name runreaperd allows (--cookie_names: ",
+                       absl::StrJoin(allowed, ","), ")"));
+    }
+    if (c.value().empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field,
+                       ".value: must not be empty (an empty value is a runner's opt-out, never a "
+                       "match)"));
+    }
+    if (c.value().size() > kMaxCookieValueBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ".value: ", c.value().size(),
+                                                     " bytes, at most ", kMaxCookieValueBytes));
+    }
+    for (size_t k = 0; k < c.value().size(); ++k) {
+      const unsigned char b = static_cast<unsigned char>(c.value()[k]);
+      if (b < 0x20 || b > 0x7e) {
+        return absl::InvalidArgumentError(absl::StrCat(field, ".value: byte ", k, " is 0x",
+                                                       absl::Hex(b, absl::kZeroPad2),
+                                                       "; allowed are printable ASCII 0x20..0x7e"));
+      }
+    }
+    if (c.value() == "dontKillMe") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".value: \"dontKillMe\" is the runners' opt-out (Jenkins), never a match"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateKeepRequest(const v1::KeepProcessRequest& r, absl::Duration max_lease) {
+  if (r.pid() <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("pid: ", r.pid(), " must be > 0"));
+  }
+  if (r.duration().seconds() < 0 || r.duration().nanos() < 0 ||
+      r.duration().nanos() >= 1000000000 || r.duration().seconds() > 315576000000) {
+    return absl::InvalidArgumentError("duration: not a valid duration");
+  }
+  const absl::Duration d =
+      absl::Seconds(r.duration().seconds()) + absl::Nanoseconds(r.duration().nanos());
+  if (d <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("duration: must be > 0");
+  }
+  if (d > max_lease) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("duration: ", absl::FormatDuration(d), " is past the maximum lease of ",
+                     absl::FormatDuration(max_lease), " (runreaperd --max_lease)"));
+  }
+  if (r.reason().empty()) {
+    return absl::InvalidArgumentError("reason: must not be empty");
+  }
+  if (r.reason().size() > 256) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("reason: ", r.reason().size(), " bytes, at most 256"));
+  }
+  if (!IsValidUtf8(r.reason())) {
+    return absl::InvalidArgumentError("reason: not valid UTF-8");
+  }
+  for (size_t k = 0; k < r.reason().size(); ++k) {
+    const unsigned char b = static_cast<unsigned char>(r.reason()[k]);
+    if (b < 0x20 || b == 0x7f) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "reason: byte ", k, " is 0x", absl::Hex(b, absl::kZeroPad2), ", a control character"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace runreaper::server

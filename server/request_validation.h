@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -61,6 +62,33 @@ inline constexpr absl::Duration kMaxSweepGrace = absl::Hours(1);
 absl::Status ValidateRegisterRequest(const v1::RegisterRunRequest& request);
 // The grace of a validated request's sweep on end.
 absl::Duration SweepGraceOf(const v1::RegisterRunRequest& request);
+
+// Match cookies (docs/ORPHANS.md "Cookies").
+inline constexpr int kMaxCookies = 8;
+inline constexpr size_t kMaxCookieNameBytes = 64;
+inline constexpr size_t kMaxCookieValueBytes = 256;
+inline constexpr int kMaxCookieNames = 16;
+// runreaperd --cookie_names by default: RUNREAPER_RUN_ID and the runners'
+// job cookies (GitHub Actions, GitLab CI, Buildkite, Jenkins, Nomad).
+inline constexpr char kDefaultCookieNames[] =
+    "RUNREAPER_RUN_ID,RUNNER_TRACKING_ID,CI_JOB_ID,BUILDKITE_JOB_ID,JENKINS_NODE_COOKIE,"
+    "NOMAD_ALLOC_ID";
+// The names runreaperd lets runs ask for (--cookie_names): 1..16 names, each
+// [A-Za-z_][A-Za-z0-9_]*, at most 64 bytes, never RUNREAPER_KEEP, no
+// duplicates. INVALID_ARGUMENT naming the flag and the name otherwise.
+absl::Status ValidateCookieNames(const std::vector<std::string>& names);
+// A request's cookies: at most kMaxCookies; each name one of `allowed`;
+// each value 1..256 bytes of printable ASCII (0x20..0x7e) and not a
+// runner's documented opt-out ("dontKillMe"). INVALID_ARGUMENT naming
+// cookies[i].name or cookies[i].value otherwise.
+absl::Status ValidateCookies(const google::protobuf::RepeatedPtrField<v1::Cookie>& cookies,
+                             const std::vector<std::string>& allowed);
+
+// Leases (runreaperctl keep).
+inline constexpr absl::Duration kDefaultMaxLease = absl::Hours(24);
+// pid > 0; 0 < duration <= max_lease; reason 1..256 bytes, valid UTF-8
+// without control characters. INVALID_ARGUMENT naming the field otherwise.
+absl::Status ValidateKeepRequest(const v1::KeepProcessRequest& request, absl::Duration max_lease);
 absl::Status ValidateCancelRequest(const v1::CancelRunRequest& request);
 absl::Status ValidateListRunsRequest(const v1::ListRunsRequest& request);
 absl::Status ValidateListEventsRequest(const v1::ListEventsRequest& request);

@@ -28,8 +28,11 @@ ReconcilerService::ReconcilerService(store::RunStore* store, const scanner::Proc
       sweeper_(sweeper),
       options_(std::move(options)),
       registrar_(store, procfs, self, RegistrarHooks()),
+      leaser_(store, procfs, self, options_.max_lease,
+              options_.metrics != nullptr ? options_.metrics : Metrics::Off()),
       timers_(std::make_unique<Timers>()),
       worker_(options_.sweep_queue_limit) {
+  if (!options_.cookie_names.empty()) registrar_.SetCookieNames(options_.cookie_names);
   if (options_.handler_threads > 0) {
     handlers_ =
         std::make_unique<HandlerPool>(options_.handler_threads, options_.handler_queue_limit);
@@ -212,6 +215,27 @@ grpc::ServerUnaryReactor* ReconcilerService::RegisterRun(grpc::CallbackServerCon
           return run.status();
         }
         *response = *std::move(run);
+        return absl::OkStatus();
+      },
+      Blocks::kYes);
+}
+
+grpc::ServerUnaryReactor* ReconcilerService::KeepProcess(grpc::CallbackServerContext* ctx,
+                                                         const v1::KeepProcessRequest* request,
+                                                         v1::Lease* response) {
+  return Serve(
+      ctx, "KeepProcess", Access::kOwn, response,
+      [this, ctx, request, response]() -> absl::Status {
+        Caller caller;
+        if (const std::optional<PeerCred> cred = UnixCred(ctx); cred.has_value()) {
+          caller = {cred->uid, cred->pid, cred->pidns_inode};
+        }
+        absl::StatusOr<v1::Lease> lease = leaser_.Keep(caller, *request);
+        if (absl::IsPermissionDenied(lease.status())) {  // the uid rule's refusal
+          return Refused(ctx, "KeepProcess", lease.status(), "permission_denied");
+        }
+        if (!lease.ok()) return lease.status();
+        *response = *std::move(lease);
         return absl::OkStatus();
       },
       Blocks::kYes);

@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
@@ -35,6 +36,8 @@
 #include "server/daemon_self.h"
 #include "server/event_hub.h"
 #include "server/handler_pool.h"
+#include "server/leases.h"
+#include "server/metrics.h"
 #include "server/peer_creds.h"
 #include "server/reconciler.h"
 #include "server/registration.h"
@@ -86,6 +89,13 @@ struct ServiceOptions {
   // gRPC's callback threads (tests).
   int handler_threads = 16;
   size_t handler_queue_limit = 4096;
+  // The cookie names a run may ask for (runreaperd --cookie_names,
+  // validated); empty = kDefaultCookieNames.
+  std::vector<std::string> cookie_names;
+  // The longest lease KeepProcess grants (runreaperd --max_lease).
+  absl::Duration max_lease = absl::Hours(24);
+  // Counts leases granted. Not owned; Metrics::Off() by default.
+  Metrics* metrics = nullptr;
 };
 
 class ReconcilerService final : public v1::Reconciler::CallbackService {
@@ -113,6 +123,9 @@ class ReconcilerService final : public v1::Reconciler::CallbackService {
   grpc::ServerUnaryReactor* RegisterRun(grpc::CallbackServerContext* ctx,
                                         const v1::RegisterRunRequest* request,
                                         v1::Run* response) override;
+  grpc::ServerUnaryReactor* KeepProcess(grpc::CallbackServerContext* ctx,
+                                        const v1::KeepProcessRequest* request,
+                                        v1::Lease* response) override;
   grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx,
                                       const v1::HeartbeatRequest* request,
                                       v1::Run* response) override;
@@ -198,6 +211,7 @@ class ReconcilerService final : public v1::Reconciler::CallbackService {
   ServiceOptions options_;
   // After the pointers its hooks test.
   Registrar registrar_;
+  Leaser leaser_;
   std::unique_ptr<Timers> timers_;
 
   absl::Mutex bg_mu_;

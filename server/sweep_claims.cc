@@ -15,6 +15,7 @@
 #include "scanner/cgroup_freeze.h"
 #include "scanner/cgroup_path.h"
 #include "scanner/member_listing.h"
+#include "server/sweep_specs.h"
 
 namespace runreaper::server {
 namespace {
@@ -275,8 +276,21 @@ void SweepClaims::CgroupKill(const RunSpec& spec) {
     } else {
       // Refused while the cgroup holds anything the sweep may not signal
       // (a kept member, an older process, one outside our namespace).
+      // Leases read now, not at the sweep's start: one made during the
+      // ladder blocks cgroup.kill too. Unreadable: refused (kept is safe).
+      absl::StatusOr<std::shared_ptr<const scanner::LeaseMap>> leases =
+          ActiveLeases(*store_, *procfs_, absl::Now());
+      std::set<std::pair<int, uint64_t>> leased;
+      if (leases.ok()) {
+        for (const auto& [key, lease] : **leases) leased.insert(key);
+      }
       const scanner::SignalOutcome outcome =
-          scanner::KillCgroup(*procfs_, *dir, spec.leader.start_time, OnlyUidOf(spec.run_id));
+          leases.ok()
+              ? scanner::KillCgroup(*procfs_, *dir, spec.leader.start_time, OnlyUidOf(spec.run_id),
+                                    &leased)
+              : scanner::SignalOutcome{scanner::SignalResult::kRefused,
+                                       absl::FailedPreconditionError(absl::StrCat(
+                                           "cannot read leases: ", leases.status().ToString()))};
       result = scanner::SignalResultName(outcome.result);
       detail = outcome.status.ok() ? absl::StrCat(*dir, "/cgroup.kill") : outcome.status.ToString();
     }

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
 #include "base/status_macros.h"
 #include "scanner/identity_proto.h"
 
@@ -14,6 +15,7 @@ scanner::RunSpec SpecOf(const v1::Run& run) {
   s.run_id = run.run_id();
   s.leader = scanner::IdentityOf(run);  // its cgroup: the run's own
   s.keep = run.keep();
+  for (const v1::Cookie& c : run.cookies()) s.cookies.emplace_back(c.name(), c.value());
   // A run whose owner went is handled like a cancelled one: nobody is left
   // to collect its leader's result.
   s.include_leader =
@@ -56,6 +58,24 @@ v1::Orphan ToOrphan(const std::vector<scanner::RunSpec>& specs, const scanner::M
   o.set_kept(m.kept);
   o.set_unverified(m.unverified);
   for (const int a : m.ancestors) o.add_ancestors(a);
+  if (m.lease_until_unix_micros != 0) {
+    const int64_t us = m.lease_until_unix_micros;
+    o.mutable_lease_until()->set_seconds(us / 1000000);
+    o.mutable_lease_until()->set_nanos(static_cast<int32_t>(us % 1000000) * 1000);
+  } else if (m.lease_until_ticks != 0) {
+    // RUNREAPER_KEEP=DURATION ends at a tick since boot: as wall time, now
+    // plus what is left of it.
+    const uint64_t now_ticks = scanner::NowBootTicks();
+    const int64_t hz = scanner::TicksPerSecond();
+    const absl::Duration left =
+        m.lease_until_ticks > now_ticks
+            ? absl::Milliseconds(static_cast<int64_t>((m.lease_until_ticks - now_ticks) * 1000 /
+                                                      static_cast<uint64_t>(hz)))
+            : absl::ZeroDuration();
+    const absl::Time until = absl::Now() + left;
+    o.mutable_lease_until()->set_seconds(absl::ToUnixSeconds(until));
+  }
+  o.set_lease_reason(m.lease_reason);
   return o;
 }
 
@@ -80,6 +100,32 @@ absl::Status AddDescendants(store::RunStore& store, scanner::LineageTracker* lin
       it->second->descendants[{d.pid, d.start_time_ticks}] = {};
     }
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<const scanner::LeaseMap>> ActiveLeases(store::RunStore& store,
+                                                                      const scanner::ProcFs& procfs,
+                                                                      absl::Time now) {
+  ASSIGN_OR_RETURN(std::vector<v1::Lease> leases, store.ListLeases(now));
+  auto map = std::make_shared<scanner::LeaseMap>();
+  if (leases.empty()) return std::shared_ptr<const scanner::LeaseMap>(map);
+  absl::StatusOr<std::string> boot = procfs.ReadBootId();
+  for (const v1::Lease& l : leases) {
+    // Another boot's lease names no process of this one; an unreadable boot
+    // id keeps every lease (kept is the safe side).
+    if (boot.ok() && l.boot_id() != *boot) continue;
+    scanner::ProcessLease& p = (*map)[{l.pid(), l.start_time_ticks()}];
+    p.until_unix_micros = l.until().seconds() * 1000000 + l.until().nanos() / 1000;
+    p.reason = l.reason();
+  }
+  return std::shared_ptr<const scanner::LeaseMap>(map);
+}
+
+absl::Status AttachLeases(store::RunStore& store, const scanner::ProcFs& procfs,
+                          std::vector<scanner::RunSpec>* specs) {
+  ASSIGN_OR_RETURN(std::shared_ptr<const scanner::LeaseMap> leases,
+                   ActiveLeases(store, procfs, absl::Now()));
+  for (scanner::RunSpec& spec : *specs) spec.leases = leases;
   return absl::OkStatus();
 }
 

@@ -4,6 +4,7 @@
 #ifndef RUNREAPER_SERVER_SWEEP_SPECS_H_
 #define RUNREAPER_SERVER_SWEEP_SPECS_H_
 
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -39,6 +40,15 @@ v1::Orphan ToOrphan(const std::vector<scanner::RunSpec>& specs, const scanner::M
 // that process; a row whose process is gone matches nothing.
 absl::Status AddDescendants(store::RunStore& store, scanner::LineageTracker* lineage,
                             std::vector<scanner::RunSpec>* specs);
+
+// The store's leases that have not ended at `now`, of this boot (a lease
+// names pid + start time + boot id), by (pid, start time); attached to
+// every spec (RunSpec::leases) so each listing keeps those members.
+absl::StatusOr<std::shared_ptr<const scanner::LeaseMap>> ActiveLeases(store::RunStore& store,
+                                                                      const scanner::ProcFs& procfs,
+                                                                      absl::Time now);
+absl::Status AttachLeases(store::RunStore& store, const scanner::ProcFs& procfs,
+                          std::vector<scanner::RunSpec>* specs);
 
 }  // namespace runreaper::server
 

@@ -18,6 +18,7 @@
 #include "proto/describe.h"
 #include "scanner/cgroup_freeze.h"
 #include "scanner/cgroup_path.h"
+#include "scanner/environ_cache.h"
 #include "scanner/identity.h"
 #include "scanner/identity_proto.h"
 #include "scanner/lineage_members.h"
@@ -54,6 +55,7 @@ struct Sweeper::Impl {
   const std::unique_ptr<DaemonSelf> owned_self;  // when options.self is null
   const DaemonSelf* const self;
   scanner::LineageTracker* lineage = nullptr;  // nullptr = lineage off
+  scanner::EnvironCache* cache = nullptr;      // ListOrphans' verdicts; nullptr = none
 
   // Each run's descendants, added in place (server/sweep_specs.h), so
   // every listing (first, and each re-listing of the ladder) sees new ones.
@@ -67,6 +69,15 @@ struct Sweeper::Impl {
   }
   absl::Mutex mu;  // one sweep at a time
 
+  // The metric of orphans kept by a lease (each process once).
+  void CountLeased(const Membership& members) const {
+    std::set<scanner::ProcessRef> leased;
+    for (const Member& m : members.members) {
+      if (m.kept && !m.lease_reason.empty()) leased.insert(scanner::RefOf(m));
+    }
+    options.metrics->SetLeasedMembers(static_cast<int64_t>(leased.size()));
+  }
+
   // Whether the tracker can answer a listing of `specs` (lineage on, every
   // run tracked without a gap, in our PID namespace).
   bool TrackerAnswers(const std::vector<RunSpec>& specs) const {
@@ -79,10 +90,11 @@ struct Sweeper::Impl {
   // considered too; nullopt when it cannot answer (then the caller walks).
   std::optional<Membership> TrackerListing(const std::vector<RunSpec>& specs,
                                            scanner::SweepObserver* observer,
-                                           const std::set<int>& extra) const {
+                                           const std::set<int>& extra,
+                                           scanner::ProcessEvidence* evidence = nullptr) const {
     if (!TrackerAnswers(specs)) return std::nullopt;
     absl::StatusOr<Membership> m =
-        scanner::ListTrackedMembers(*procfs, *lineage, specs, observer, extra);
+        scanner::ListTrackedMembers(*procfs, *lineage, specs, observer, extra, evidence);
     if (!m.ok()) {
       if (!absl::IsFailedPrecondition(m.status())) {
         LogWarning("sweeper: lineage listing failed, walking /proc: ", m.status().ToString());
@@ -155,6 +167,7 @@ struct Sweeper::Impl {
       specs.push_back(SpecOf(r));
       if (std::optional<uint32_t> uid = SignalOnlyUid(r)) only_uid[r.run_id()] = *uid;
     }
+    RETURN_IF_ERROR(AttachLeases(*store, *procfs, &specs));
 
     scanner::SweepObserver observer;
     // A dry run signals nothing, so nothing forked between two listings can
@@ -163,6 +176,7 @@ struct Sweeper::Impl {
     ASSIGN_OR_RETURN(Membership members, dry_run ? scanner::ListMembers(*procfs, specs, &observer)
                                                  : scanner::ListStable(*procfs, specs, &observer));
     std::vector<Member> targets = scanner::Targets(members);
+    CountLeased(members);
     if (dry_run) {
       for (const Member& m : targets) {
         *response.add_targets() = ToOrphan(specs, m);
@@ -194,7 +208,9 @@ struct Sweeper::Impl {
       ev.set_type(v1::EVENT_TYPE_KEPT);
       ev.set_run_id(specs[m.run_index].run_id);
       ev.set_pid(m.process.pid);
-      ev.set_detail(absl::StrCat(specs[m.run_index].keep ? "run keep policy" : "RUNREAPER_KEEP=1",
+      ev.set_detail(absl::StrCat(specs[m.run_index].keep   ? "run keep policy"
+                                 : !m.lease_reason.empty() ? absl::StrCat("lease: ", m.lease_reason)
+                                                           : "RUNREAPER_KEEP=1",
                                  " comm=", m.process.comm));
     }
     // One transaction for every run's SWEEP_STARTED and KEPT events.
@@ -304,16 +320,23 @@ absl::StatusOr<v1::ListOrphansResponse> Sweeper::ListOrphans(const std::string& 
   std::vector<RunSpec> specs;
   specs.reserve(runs.size());
   for (const v1::Run& r : runs) specs.push_back(SpecOf(r));
+  RETURN_IF_ERROR(AttachLeases(*impl_->store, *impl_->procfs, &specs));
+  // A listing signals nothing: environ verdicts may come from the cache
+  // (kept per process until its exec; a sweep reads afresh).
+  std::optional<scanner::EnvironCache::Evidence> cached;
+  if (impl_->cache != nullptr) cached.emplace(impl_->cache, impl_->procfs);
+  scanner::ProcessEvidence* evidence = cached.has_value() ? &*cached : nullptr;
   std::optional<Membership> tracked;
-  if (!walk) tracked = impl_->TrackerListing(specs, nullptr, {});
+  if (!walk) tracked = impl_->TrackerListing(specs, nullptr, {}, evidence);
   Membership members;
   if (tracked.has_value()) {
     members = *std::move(tracked);
     response.set_from_lineage(true);
   } else {
     RETURN_IF_ERROR(impl_->AddLineage(&specs));
-    ASSIGN_OR_RETURN(members, scanner::ListMembers(*impl_->procfs, specs, nullptr));
+    ASSIGN_OR_RETURN(members, scanner::ListMembers(*impl_->procfs, specs, nullptr, evidence));
   }
+  impl_->CountLeased(members);
   for (const Member& m : members.members) {
     v1::Orphan* o = response.add_orphans();
     *o = ToOrphan(specs, m);
@@ -369,6 +392,8 @@ absl::StatusOr<int> Sweeper::MarkEmptyRunsSwept(absl::Time ended_before) {
 }
 
 void Sweeper::SetLineage(scanner::LineageTracker* lineage) { impl_->lineage = lineage; }
+
+void Sweeper::SetEnvironCache(scanner::EnvironCache* cache) { impl_->cache = cache; }
 
 void Sweeper::TrackRuns(const std::vector<v1::Run>& runs) {
   if (impl_->lineage == nullptr || runs.empty()) return;

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "runreaper/v1/runreaper.pb.h"
+#include "scanner/environ_cache.h"
 #include "scanner/lineage.h"
 #include "scanner/procfs.h"
 #include "server/daemon_self.h"
@@ -84,6 +85,11 @@ class Sweeper {
   // the tracker, or without one by the durable lineage rows a daemon
   // stored. Returns how many runs were marked.
   absl::StatusOr<int> MarkEmptyRunsSwept(absl::Time ended_before);
+  // The environ verdict cache ListOrphans reads through (not owned; set
+  // before serving, only with a running proc connector: it is dropped per
+  // process at exec, docs/ORPHANS.md). nullptr (the default): every listing
+  // reads every environment. Sweeps never read through it.
+  void SetEnvironCache(scanner::EnvironCache* cache);
   // Lineage (docs/ORPHANS.md "Descent"): with a tracker set, every listing
   // adds the run's descendants by fork (MATCH_SOURCE_DESCENT, with the
   // ancestor chain) to the other sources, a run swept clean (or marked

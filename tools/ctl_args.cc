@@ -102,4 +102,19 @@ absl::StatusOr<std::map<std::string, std::string>> ParseLabels(const ParsedArgs&
   return labels;
 }
 
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseCookies(
+    const ParsedArgs& args) {
+  std::vector<std::pair<std::string, std::string>> cookies;
+  auto it = args.flags.find("cookie");
+  if (it == args.flags.end()) return cookies;
+  for (const std::string& kv : it->second) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--cookie=", kv, ": expected NAME=VALUE"));
+    }
+    cookies.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  return cookies;
+}
+
 }  // namespace runreaper::tools

@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -44,6 +45,12 @@ absl::StatusOr<absl::Duration> ParseDurationFlag(const std::string& name, const 
 // Every --label=key=value of `args` (a later key wins). INVALID_ARGUMENT for
 // a value without '=' or with an empty key.
 absl::StatusOr<std::map<std::string, std::string>> ParseLabels(const ParsedArgs& args);
+
+// Every --cookie=NAME=VALUE of `args`, in order. INVALID_ARGUMENT for a
+// value without '=' or with an empty name (the value is the daemon's to
+// judge: an empty one is refused there, naming the field).
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseCookies(
+    const ParsedArgs& args);
 
 }  // namespace runreaper::tools
 

@@ -283,6 +283,13 @@ int CmdRegister(Client& c, const ParsedArgs& a) {
   absl::StatusOr<std::map<std::string, std::string>> labels = ParseLabels(a);
   if (!labels.ok()) return Usage(std::string(labels.status().message()));
   for (const auto& [k, v] : *labels) (*req.mutable_labels())[k] = v;
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> cookies = ParseCookies(a);
+  if (!cookies.ok()) return Usage(std::string(cookies.status().message()));
+  for (const auto& [name, value] : *cookies) {
+    v1::Cookie* cookie = req.add_cookies();
+    cookie->set_name(name);
+    cookie->set_value(value);
+  }
   req.set_keep(a.Bool("keep"));
   v1::Run run;
   auto ctx = c.Context();
@@ -518,6 +525,39 @@ int CmdRunCall(Client& c, const ParsedArgs& a) {
     return PrintRunResult(c.json(), c.stub()->GetRun(ctx.get(), req, &run), run, name);
   }
   return Usage(absl::StrCat("unknown command \"", name, "\""));
+}
+
+int CmdKeep(Client& c, const ParsedArgs& a) {
+  v1::KeepProcessRequest req;
+  int pid = 0;
+  if (!absl::SimpleAtoi(a.positional[1], &pid) || pid <= 0) {
+    return Usage("keep: PID must be a number > 0");
+  }
+  req.set_pid(pid);
+  if (!a.Has("for") || !a.Has("reason")) {
+    return Usage("usage: runreaperctl keep PID --for=DURATION --reason=TEXT");
+  }
+  absl::StatusOr<absl::Duration> d = ParseDurationFlag("for", a.Get("for"));
+  if (!d.ok()) return Usage(std::string(d.status().message()));
+  req.mutable_duration()->set_seconds(absl::ToInt64Seconds(*d));
+  req.mutable_duration()->set_nanos(
+      static_cast<int32_t>(absl::ToInt64Nanoseconds(*d % absl::Seconds(1))));
+  req.set_reason(a.Get("reason"));
+  v1::Lease lease;
+  auto ctx = c.Context();
+  const grpc::Status s = c.stub()->KeepProcess(ctx.get(), req, &lease);
+  if (!s.ok()) return ExitFor(s, "keep");
+  if (c.json()) {
+    printf("%s\n", ToJson(lease).c_str());
+  } else {
+    printf("kept %d (start time %llu) until %s: %s\n", lease.pid(),
+           static_cast<unsigned long long>(lease.start_time_ticks()),
+           absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixSeconds(lease.until().seconds()),
+                            absl::UTCTimeZone())
+               .c_str(),
+           EscapeForLog(lease.reason()).c_str());
+  }
+  return kExitOk;
 }
 
 }  // namespace runreaper::tools

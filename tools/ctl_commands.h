@@ -45,6 +45,8 @@ std::string PrintEnvLine(absl::string_view run_id);
 
 // register RUN_ID --pid=N ...: reads --pid's identity here and sends it.
 int CmdRegister(Client& c, const ParsedArgs& a);
+// keep PID --for=DURATION --reason=TEXT: a lease (KeepProcess).
+int CmdKeep(Client& c, const ParsedArgs& a);
 // list: every page of ListRuns.
 int CmdList(Client& c, const ParsedArgs& a);
 // wait RUN_ID [--timeout=D]: exit 1 when the timeout passes first.

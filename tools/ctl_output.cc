@@ -161,6 +161,12 @@ void PrintRun(const v1::Run& r) {
   std::sort(labels.begin(), labels.end());
   printf("labels:        %s\n",
          labels.empty() ? "-" : EscapeForLog(absl::StrJoin(labels, ",")).c_str());
+  if (r.cookies_size() > 0) {
+    std::vector<std::string> cookies;
+    for (const v1::Cookie& c : r.cookies())
+      cookies.push_back(absl::StrCat(c.name(), "=", c.value()));
+    printf("cookies:       %s\n", EscapeForLog(absl::StrJoin(cookies, ",")).c_str());
+  }
   printf("registered_at: %s\n", Time(r.registered_at()).c_str());
   printf("last_seen:     %s\n", Time(r.last_seen_alive_at()).c_str());
   printf("ended_at:      %s\n", Time(r.ended_at()).c_str());
@@ -213,7 +219,18 @@ void PrintOrphans(const google::protobuf::RepeatedPtrField<v1::Orphan>& orphans)
   for (const v1::Orphan& o : orphans) {
     std::vector<std::string> flags;
     if (o.zombie()) flags.push_back(absl::StrCat("zombie(reaper ", o.reaper_pid(), ")"));
-    if (o.kept()) flags.push_back("kept");
+    if (o.kept()) {
+      if (o.has_lease_until()) {
+        // kept(lease until 2026-12-02T01:00:00Z: bazel server)
+        flags.push_back(absl::StrCat(
+            "kept(lease until ",
+            absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixSeconds(o.lease_until().seconds()),
+                             absl::UTCTimeZone()),
+            ": ", o.lease_reason(), ")"));
+      } else {
+        flags.push_back("kept");
+      }
+    }
     if (o.unverified()) flags.push_back("unverified");
     if (o.ancestors_size() > 0) {
       flags.push_back(absl::StrCat("via ", absl::StrJoin(o.ancestors(), "<")));

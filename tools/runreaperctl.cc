@@ -58,7 +58,7 @@ const std::vector<Command>& Commands() {
       {"register",
        "register RUN_ID --pid=N|ancestor:COMM [--owner_pid=M | --owner=ancestor:COMM] "
        "[--sweep_on_end[=GRACE]] [--print_env] [--pgid=N] [--pidns=INODE] "
-       "[--cgroup=PATH] [--label=k=v]... [--keep]",
+       "[--cgroup=PATH] [--label=k=v]... [--cookie=NAME=VALUE]... [--keep]",
        "Registers a run. The identity of --pid (pgid, sid, PID-namespace inode, "
        "start time, boot id, uid, comm) is read here, in this namespace, and "
        "sent, so the record is right even when the daemon lives in another "
@@ -85,9 +85,27 @@ const std::vector<Command>& Commands() {
        "at most 1h) after it turns FINISHED, STALE or CANCELLED, by itself. "
        "--print_env prints only RUNREAPER_RUN_ID=RUN_ID on stdout (for "
        "$GITHUB_ENV or eval; single-quoted when the id holds a character a "
-       "shell would interpret), instead of the run.",
-       {"pid", "pgid", "pidns", "cgroup", "label", "owner_pid", "owner"},
+       "shell would interpret), instead of the run. "
+       "--cookie=NAME=VALUE (repeatable, "
+       "NAME one of runreaperd --cookie_names, e.g. RUNNER_TRACKING_ID): a "
+       "process started after the run whose environment holds exactly that "
+       "pair is a member, as RUNREAPER_RUN_ID=RUN_ID makes it; the runners' "
+       "opt-outs (an empty value, dontKillMe) never match.",
+       {"pid", "pgid", "pidns", "cgroup", "label", "owner_pid", "owner", "cookie"},
        {"keep", "sweep_on_end", "print_env"},
+       1,
+       1},
+      {"keep",
+       "keep PID --for=DURATION --reason=TEXT",
+       "Leases a live process (pid + start time, in runreaperd's PID namespace): "
+       "it is listed as kept, with its lease and reason, and never signalled "
+       "until the lease ends (at most runreaperd --max_lease, 24h by default); "
+       "the next sweep after that sweeps it. Leasing it again replaces the "
+       "lease. A caller that is not root may lease only its own processes. "
+       "RUNREAPER_KEEP=DURATION in a process's environment does the same from "
+       "its start time; RUNREAPER_KEEP=1 keeps it for ever.",
+       {"for", "reason"},
+       {},
        1,
        1},
       {"heartbeat",
@@ -293,6 +311,7 @@ int Main(int argc, char** argv) {
   if (name == "exec") return CmdExec(client, a);
   if (name == "health") return CmdHealth(client);
   if (name == "register") return CmdRegister(client, a);
+  if (name == "keep") return CmdKeep(client, a);
   if (name == "list") return CmdList(client, a);
   if (name == "wait") return CmdWait(client, a);
   if (name == "reconcile") return CmdReconcile(client, a);
