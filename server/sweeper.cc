@@ -273,6 +273,12 @@ struct Sweeper::Impl {
       *response.add_survivors() = ToOrphan(specs, m);
       ++survivors_of[m.run_index];
     }
+    // A member kept by a lease keeps its run unswept: the next sweep after
+    // the lease ends must see the run again to sweep it.
+    std::vector<int> leased_of(specs.size(), 0);
+    for (const Member& m : members.members) {
+      if (m.kept && !m.zombie && !m.lease_reason.empty()) ++leased_of[m.run_index];
+    }
     // Every SWEEP_FINISHED and every sweep_done mark in one transaction.
     std::vector<v1::Event> closing;
     std::vector<std::string> done;
@@ -284,11 +290,13 @@ struct Sweeper::Impl {
       v1::Event& ev = closing.emplace_back();
       ev.set_type(v1::EVENT_TYPE_SWEEP_FINISHED);
       ev.set_run_id(specs[i].run_id);
-      ev.set_detail(absl::StrCat(signals, " signal(s), ", survivors_of[i], " survivor(s)"));
+      ev.set_detail(
+          absl::StrCat(signals, " signal(s), ", survivors_of[i], " survivor(s)",
+                       leased_of[i] > 0 ? absl::StrCat(", ", leased_of[i], " leased") : ""));
       if (const std::string note = claims.FreezeNote(static_cast<int>(i)); !note.empty()) {
         ev.set_detail(absl::StrCat(ev.detail(), "; cgroup ", note));
       }
-      if (survivors_of[i] == 0) {
+      if (survivors_of[i] == 0 && leased_of[i] == 0) {
         done.push_back(specs[i].run_id);
         // Swept clean: its descendants need not be followed any more.
         if (lineage != nullptr) lineage->Untrack(specs[i].run_id);
