@@ -137,12 +137,14 @@ double TimeCommand(const std::vector<std::string>& argv, int reps) {
 
 // Median time of one ListOrphans call (all runs), in ms; *listed = the
 // orphans of the last answer.
-double TimeListOrphans(Stub* stub, int reps, int* listed, const std::string& run_id = "") {
+double TimeListOrphans(Stub* stub, int reps, int* listed, const std::string& run_id = "",
+                       bool walk = false) {
   std::vector<double> ms;
   for (int r = 0; r <= reps; ++r) {
     grpc::ClientContext ctx;
     v1::ListOrphansRequest req;
     req.set_run_id(run_id);
+    req.set_walk(walk);
     v1::ListOrphansResponse resp;
     const int64_t t0 = MonoNanos();
     CheckOk(stub->ListOrphans(&ctx, req, &resp), "ListOrphans");
@@ -282,6 +284,50 @@ int Main() {
   const double pgrep_ms = TimeCommand({"/usr/bin/pgrep", "-g", pgid}, reps);
   const double ps_ms =
       TimeCommand({"/usr/bin/ps", "-e", "-o", "pid,ppid,pgid,sid,stat,comm"}, reps);
+  // Cookies (docs/BENCHMARK.md "Cookies"), on the lineage daemon, whose
+  // environ verdicts are kept per process until its exec: RegisterRun with
+  // five cookie names against the same call without, interleaved so drift
+  // hits both alike; then `few` runs with five cookies each (every sleeper
+  // is a candidate: younger than them all), and a repeat walk listing,
+  // next to pgrep -g timed just before and after it.
+  const std::vector<std::string> kCookieNames = {"RUNNER_TRACKING_ID", "CI_JOB_ID",
+                                                 "BUILDKITE_JOB_ID", "JENKINS_NODE_COOKIE",
+                                                 "NOMAD_ALLOC_ID"};
+  std::vector<double> plain_reg_ms;
+  std::vector<double> cookie_reg_ms;
+  const int reg_pairs = std::min<int>(200, static_cast<int>(free_pids.size()) / 2);
+  for (int i = 0; i < 2 * reg_pairs; ++i) {
+    const bool with = i % 2 == 1;
+    const int pid = free_pids[i];
+    v1::RegisterRunRequest req;
+    req.set_run_id(absl::StrCat(with ? "cookie-" : "plain-", i));
+    req.set_pid(pid);
+    req.set_pgid(pid);
+    req.set_sid(pid);
+    req.set_pidns_inode(*ns);
+    req.set_start_time_ticks(self->start_time);
+    req.set_boot_id(*boot);
+    req.set_keep(true);
+    if (with) {
+      for (const std::string& name : kCookieNames) {
+        v1::Cookie* c = req.add_cookies();
+        c->set_name(name);
+        c->set_value(absl::StrCat("job-", i));
+      }
+    }
+    const int64_t t0 = MonoNanos();
+    RegisterAndFinish(lineage_stub.get(), req);
+    (with ? cookie_reg_ms : plain_reg_ms).push_back((MonoNanos() - t0) / 1e6);
+  }
+  const double plain_reg = Median(plain_reg_ms);
+  const double cookie_reg = Median(cookie_reg_ms);
+  int listed_cached = 0;
+  const double pgrep_cached_before = TimeCommand({"/usr/bin/pgrep", "-g", pgid}, reps);
+  const double cached_ms =
+      TimeListOrphans(lineage_stub.get(), reps, &listed_cached, "", /*walk=*/true);
+  const double pgrep_cached_after = TimeCommand({"/usr/bin/pgrep", "-g", pgid}, reps);
+  const double pgrep_cached = std::min(pgrep_cached_before, pgrep_cached_after);
+
   const int64_t t_reg = MonoNanos();
   register_upto(many);
   const double register_s = (MonoNanos() - t_reg) / 1e9;
@@ -330,6 +376,12 @@ int Main() {
       "%.1fx\n",
       run_walk_ms, listed_walk, run_lineage_ms, listed_lineage, run_walk_ms / run_lineage_ms);
   std::printf("  %d runs / %d runs                %9.2fx\n", many, few, many_ms / few_ms);
+  std::printf(
+      "  cookies: RegisterRun %.3f ms with 5 cookie names, %.3f ms without (%+.1f%%)\n"
+      "  cookies: repeat walk listing, %d runs with 5 cookie names each, verdicts kept:"
+      " %.2f ms (%d listed); pgrep -g %.2f ms: %.2fx\n",
+      cookie_reg, plain_reg, 100.0 * (cookie_reg - plain_reg) / plain_reg, 2 * reg_pairs, cached_ms,
+      listed_cached, pgrep_cached, pgrep_cached / cached_ms);
   std::printf("  (registering %d more runs took %.1f s; load average %.2f)\n", many - few,
               register_s, load[0]);
   tools::JsonLine json;
@@ -352,6 +404,12 @@ int Main() {
       .Int("orphans_run_listed_walk", listed_walk)
       .Int("orphans_run_listed_lineage", listed_lineage)
       .Number("orphans_lineage_vs_walk", run_walk_ms / run_lineage_ms, 2)
+      .Number("register_ms", plain_reg, 3)
+      .Number("register_cookies_ms", cookie_reg, 3)
+      .Number("register_cookies_vs_plain", cookie_reg / plain_reg, 3)
+      .Number("orphans_cached_ms", cached_ms, 2)
+      .Number("pgrep_g_cached_side_ms", pgrep_cached, 2)
+      .Number("orphans_cached_vs_pgrep", pgrep_cached / cached_ms, 2)
       .Number("loadavg", load[0], 2);
   absl::StatusOr<std::string> line = json.ToString();
   if (!line.ok()) Die(line.status().ToString());
