@@ -4,6 +4,7 @@
 #include "scanner/membership.h"
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -659,6 +660,66 @@ TEST(MembershipTest, TheOwnerIsNeverAMemberNorLendsItsGroupOrSession) {
   auto without = ByPid(FindMembers(s, TheObserver(), {plain}, ev));
   EXPECT_EQ(without.count(101), 1u);
   EXPECT_EQ(without.count(102), 1u);
+}
+
+TEST(MembershipTest, NativeCookiesMatchExactlyAndSpareTheOptOuts) {
+  Snapshot s = Base();
+  for (int pid = 210; pid <= 216; ++pid) {
+    s.processes.push_back(Proc(pid, 1, pid, pid, kLeaderStart + 5));
+  }
+  s.processes.push_back(Proc(217, 1, 217, 217, kLeaderStart - 1));  // older than the run
+  FakeEvidence ev;
+  ev.environ[210].cookies = {{"RUNNER_TRACKING_ID", "github_x"}};
+  ev.environ[211].cookies = {{"CI_JOB_ID", "4711"}};
+  ev.environ[212].cookies = {{"RUNNER_TRACKING_ID", ""}};  // GitHub's opt-out
+  ev.environ[213].cookies = {{"JENKINS_NODE_COOKIE", "dontKillMe"}};
+  ev.environ[214].cookies = {{"RUNNER_TRACKING_ID", "github_x2"}};
+  ev.environ[215].cookies = {{"CI_JOB_ID", "github_x"}};  // right value, other name
+  ev.environ[216].run_id = "via-run-id-cookie";           // RUNREAPER_RUN_ID as a cookie
+  ev.environ[217].cookies = {{"RUNNER_TRACKING_ID", "github_x"}};
+  RunSpec run = TheRun();
+  run.cookies = {{"RUNNER_TRACKING_ID", "github_x"},
+                 {"CI_JOB_ID", "4711"},
+                 {"JENKINS_NODE_COOKIE", "jenkins-7"},
+                 {"RUNREAPER_RUN_ID", "via-run-id-cookie"}};
+  auto by = ByPid(FindMembers(s, TheObserver(), {run}, ev));
+  ASSERT_EQ(by.size(), 3u);
+  EXPECT_EQ(by[210].source, MatchSource::kCookie);
+  EXPECT_EQ(by[211].source, MatchSource::kCookie);
+  EXPECT_EQ(by[216].source, MatchSource::kCookie);
+  EXPECT_TRUE(by[210].Signallable());
+}
+
+TEST(MembershipTest, LeasesKeepUntilTheyEnd) {
+  Snapshot s = Base();
+  s.processes.push_back(Proc(220, 1, 220, 220, kLeaderStart + 5));
+  s.processes.push_back(Proc(221, 1, 221, 221, kLeaderStart + 5));
+  s.processes.push_back(Proc(222, 1, 222, 222, kLeaderStart + 5));
+  FakeEvidence ev;
+  for (int pid : {220, 221, 222}) ev.environ[pid].run_id = "r1";
+  ev.environ[221].keep_lease = absl::Seconds(3);
+  ev.environ[222].keep_lease = absl::Seconds(3);
+  RunSpec run = TheRun();
+  auto leases = std::make_shared<LeaseMap>();
+  (*leases)[{220, kLeaderStart + 5}] = ProcessLease{1'800'000'000'000'000, "bazel server"};
+  run.leases = leases;
+  SweepObserver o = TheObserver();
+  const int64_t hz = TicksPerSecond();
+  o.now_ticks = kLeaderStart + 5 + static_cast<uint64_t>(hz);  // 1 s into the 3 s leases
+  auto by = ByPid(FindMembers(s, o, {run}, ev));
+  ASSERT_EQ(by.size(), 3u);
+  EXPECT_TRUE(by[220].kept);
+  EXPECT_EQ(by[220].lease_reason, "bazel server");
+  EXPECT_EQ(by[220].lease_until_unix_micros, 1'800'000'000'000'000);
+  EXPECT_TRUE(by[221].kept);
+  EXPECT_EQ(by[221].lease_until_ticks, kLeaderStart + 5 + 3 * static_cast<uint64_t>(hz));
+  EXPECT_FALSE(by[220].Signallable());
+  // The env lease has ended: an ordinary member again.
+  o.now_ticks = kLeaderStart + 5 + 3 * static_cast<uint64_t>(hz);
+  by = ByPid(FindMembers(s, o, {run}, ev));
+  EXPECT_TRUE(by[220].kept);
+  EXPECT_FALSE(by[222].kept);
+  EXPECT_TRUE(by[222].Signallable());
 }
 
 }  // namespace

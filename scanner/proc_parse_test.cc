@@ -420,5 +420,26 @@ TEST(ParseChildrenListTest, RefusesWhatIsNotAPid) {
   EXPECT_FALSE(ParseChildrenList(with_nul).ok());
 }
 
+TEST(KeepValueTest, OneIsForeverADurationIsALeaseAnythingElseNothing) {
+  EXPECT_TRUE(ParseKeepValue("1").forever);
+  EXPECT_FALSE(ParseKeepValue("1").lease.has_value());
+  ASSERT_TRUE(ParseKeepValue("90m").lease.has_value());
+  EXPECT_EQ(*ParseKeepValue("90m").lease, absl::Minutes(90));
+  for (const char* v : {"", "0", "2", "yes", "-5m", "0s", "inf", "1h\n", "99999999999999999999h"}) {
+    const KeepValue k = ParseKeepValue(v);
+    EXPECT_FALSE(k.forever) << v;
+    EXPECT_FALSE(k.lease.has_value()) << v;
+  }
+  // Start at tick 1000, 100 Hz: a 3 s lease ends at tick 1300.
+  EXPECT_EQ(KeepLeaseEndTicks(1000, absl::Seconds(3), 100), 1300u);
+  EXPECT_TRUE(KeepHolds("3s", 1000, 1299, 100));
+  EXPECT_FALSE(KeepHolds("3s", 1000, 1300, 100));
+  EXPECT_TRUE(KeepHolds("3s", 1000, 0, 100));  // now unknown: still kept
+  EXPECT_TRUE(KeepHolds("1", 1000, UINT64_MAX, 100));
+  EXPECT_FALSE(KeepHolds("0", 1000, 1001, 100));
+  // Saturates instead of wrapping.
+  EXPECT_EQ(KeepLeaseEndTicks(UINT64_MAX - 5, absl::Hours(1), 100), UINT64_MAX);
+}
+
 }  // namespace
 }  // namespace runreaper::scanner

@@ -3,8 +3,10 @@
 #include "server/request_validation.h"
 
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "base/test_util.h"
 #include "gtest/gtest.h"
@@ -189,6 +191,95 @@ TEST(ValidateLabelsTest, RegisteredKeysAreLikeRunIdsValuesMayBeUtf8) {
   EXPECT_OK(ValidateRegisterRequest(r));
   (*r.mutable_labels())["bad key"] = "v";
   ExpectBadStatus(ValidateRegisterRequest(r), "labels key");
+}
+
+google::protobuf::RepeatedPtrField<v1::Cookie> Cookies(
+    std::initializer_list<std::pair<std::string, std::string>> pairs) {
+  google::protobuf::RepeatedPtrField<v1::Cookie> out;
+  for (const auto& [name, value] : pairs) {
+    v1::Cookie* c = out.Add();
+    c->set_name(name);
+    c->set_value(value);
+  }
+  return out;
+}
+
+TEST(ValidateCookiesTest, AcceptsAllowedNamesAndBoundedValues) {
+  const std::vector<std::string> allowed = absl::StrSplit(kDefaultCookieNames, ',');
+  EXPECT_OK(ValidateCookieNames(allowed));
+  EXPECT_OK(ValidateCookies(Cookies({}), allowed));
+  EXPECT_OK(ValidateCookies(Cookies({{"RUNNER_TRACKING_ID", "github_x"},
+                                     {"CI_JOB_ID", std::string(kMaxCookieValueBytes, '7')},
+                                     {"RUNREAPER_RUN_ID", "r 1=2"}}),
+                            allowed));
+}
+
+TEST(ValidateCookiesTest, NamesTheBadField) {
+  const std::vector<std::string> allowed = {"RUNREAPER_RUN_ID", "RUNNER_TRACKING_ID"};
+  ExpectBadStatus(ValidateCookies(Cookies({{"CI_JOB_ID", "1"}}), allowed), "cookies[0].name");
+  ExpectBadStatus(
+      ValidateCookies(Cookies({{"RUNNER_TRACKING_ID", "a"}, {"PATH", "/bin"}}), allowed),
+      "cookies[1].name");
+  ExpectBadStatus(ValidateCookies(Cookies({{"RUNNER_TRACKING_ID", ""}}), allowed),
+                  "cookies[0].value");
+  ExpectBadStatus(
+      ValidateCookies(Cookies({{"RUNNER_TRACKING_ID", std::string(kMaxCookieValueBytes + 1, 'x')}}),
+                      allowed),
+      "cookies[0].value");
+  ExpectBadStatus(ValidateCookies(Cookies({{"RUNNER_TRACKING_ID", "a\nb"}}), allowed),
+                  "cookies[0].value");
+  ExpectBadStatus(ValidateCookies(Cookies({{"RUNNER_TRACKING_ID", "dontKillMe"}}), allowed),
+                  "cookies[0].value");
+  google::protobuf::RepeatedPtrField<v1::Cookie> many;
+  for (int i = 0; i <= kMaxCookies; ++i) {
+    v1::Cookie* c = many.Add();
+    c->set_name("RUNNER_TRACKING_ID");
+    c->set_value("x");
+  }
+  ExpectBadStatus(ValidateCookies(many, allowed), "cookies");
+  // A hostile name is escaped in the message, never echoed raw.
+  const absl::Status s = ValidateCookies(Cookies({{"A\x1b[31m", "1"}}), allowed);
+  EXPECT_FALSE(absl::StrContains(s.message(), "\x1b")) << s;
+}
+
+TEST(ValidateCookieNamesTest, RefusesBadLists) {
+  ExpectBadStatus(ValidateCookieNames({}), "--cookie_names");
+  ExpectBadStatus(ValidateCookieNames({"GOOD", "1BAD"}), "--cookie_names");
+  ExpectBadStatus(ValidateCookieNames({"A-B"}), "--cookie_names");
+  ExpectBadStatus(ValidateCookieNames({"RUNREAPER_KEEP"}), "--cookie_names");
+  ExpectBadStatus(ValidateCookieNames({"A", "A"}), "--cookie_names");
+  ExpectBadStatus(ValidateCookieNames({std::string(kMaxCookieNameBytes + 1, 'A')}),
+                  "--cookie_names");
+}
+
+TEST(ValidateKeepRequestTest, NamesTheBadField) {
+  v1::KeepProcessRequest r;
+  r.set_pid(42);
+  r.mutable_duration()->set_seconds(3600);
+  r.set_reason("bazel server");
+  EXPECT_OK(ValidateKeepRequest(r, kDefaultMaxLease));
+  auto bad = r;
+  bad.set_pid(0);
+  ExpectBadStatus(ValidateKeepRequest(bad, kDefaultMaxLease), "pid");
+  bad = r;
+  bad.mutable_duration()->set_seconds(0);
+  ExpectBadStatus(ValidateKeepRequest(bad, kDefaultMaxLease), "duration");
+  bad = r;
+  bad.mutable_duration()->set_seconds(-5);
+  ExpectBadStatus(ValidateKeepRequest(bad, kDefaultMaxLease), "duration");
+  bad = r;
+  bad.mutable_duration()->set_seconds(25 * 3600);
+  ExpectBadStatus(ValidateKeepRequest(bad, kDefaultMaxLease), "duration");
+  EXPECT_OK(ValidateKeepRequest(bad, absl::Hours(48)));
+  bad = r;
+  bad.set_reason("");
+  ExpectBadStatus(ValidateKeepRequest(bad, kDefaultMaxLease), "reason");
+  bad.set_reason(std::string(257, 'r'));
+  ExpectBadStatus(ValidateKeepRequest(bad, kDefaultMaxLease), "reason");
+  bad.set_reason("a\nb");
+  ExpectBadStatus(ValidateKeepRequest(bad, kDefaultMaxLease), "reason");
+  bad.set_reason("\xff");
+  ExpectBadStatus(ValidateKeepRequest(bad, kDefaultMaxLease), "reason");
 }
 
 }  // namespace
