@@ -476,6 +476,70 @@ TEST_F(SweeperTest, CgroupKillSparesAKeptMember) {
   rmdir((cg->first.substr(0, cg->first.rfind('/'))).c_str());
 }
 
+// A leased member blocks cgroup.kill as RUNREAPER_KEEP=1 does, is never
+// signalled, and keeps its run unswept; the stubborn member still gets
+// SIGKILL.
+TEST_F(SweeperTest, CgroupKillSparesALeasedMember) {
+  SKIP_UNLESS_PRIVATE_PID_NS();
+  const std::string name = absl::StrCat("lease-", dir_.substr(dir_.rfind('/') + 1));
+  auto cg = scanner::MakeTestCgroup(name);
+  if (!cg.has_value()) GTEST_SKIP() << "cgroup v2 hierarchy not writable here";
+  const std::string script =
+      "tail -f /dev/null & (trap '' INT TERM; while :; do sleep 1; done) & echo ready";
+  Spawned s = StartFinished("cg-lease", script, {}, cg->first);
+  std::vector<int> tails;
+  ASSERT_TRUE(WaitFor([&] {
+    tails = LiveWhere(
+        [&](const scanner::ProcessInfo& p) { return p.pgid == s.pid && p.comm == "tail"; });
+    return tails.size() == 1;
+  }));
+  const int leased = tails.front();
+  ASSERT_OK_AND_ASSIGN(scanner::ProcStat stat, procfs_.ReadStat(leased));
+  ASSERT_OK_AND_ASSIGN(std::string boot, procfs_.ReadBootId());
+  v1::Lease lease;
+  lease.set_pid(leased);
+  lease.set_start_time_ticks(stat.start_time);
+  lease.set_boot_id(boot);
+  lease.mutable_until()->set_seconds(absl::ToUnixSeconds(absl::Now() + absl::Hours(1)));
+  lease.set_reason("cache daemon");
+  ASSERT_OK(store_->PutLease(lease));
+
+  Sweeper sweeper(store_.get(), &procfs_, Fast());
+  ASSERT_OK_AND_ASSIGN(v1::SweepResponse resp, sweeper.Sweep({}));
+  EXPECT_EQ(resp.survivors_size(), 0);
+  std::map<std::string, int> sent = SentByStage("cg-lease");
+  EXPECT_GE(sent["SIGKILL"], 1);
+  EXPECT_EQ(sent["cgroup.kill"], 0);
+  EXPECT_EQ(LiveInGroup(s.pid), std::vector<int>{leased});
+  bool refused = false;
+  for (const v1::Event& e : Events("cg-lease", v1::EVENT_TYPE_SIGNAL)) {
+    EXPECT_NE(e.pid(), leased);
+    if (e.stage() == "cgroup.kill") {
+      EXPECT_EQ(e.result(), "REFUSED") << e.detail();
+      EXPECT_NE(e.detail().find("leased"), std::string::npos) << e.detail();
+      refused = true;
+    }
+  }
+  EXPECT_TRUE(refused);
+  // Still listed, as kept by its lease: the run was not marked swept.
+  ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse orphans, sweeper.ListOrphans("cg-lease"));
+  int listed = 0;
+  for (const v1::Orphan& o : orphans.orphans()) {
+    if (o.pid() != leased) {
+      EXPECT_TRUE(o.zombie()) << o.ShortDebugString();  // the killed, not yet reaped
+      continue;
+    }
+    ++listed;
+    EXPECT_TRUE(o.kept());
+    EXPECT_EQ(o.lease_reason(), "cache daemon");
+    EXPECT_TRUE(o.has_lease_until());
+  }
+  EXPECT_EQ(listed, 1);
+  scanner::KillEverythingElseInPrivatePidNs();
+  EXPECT_EQ(rmdir(cg->first.c_str()), 0) << strerror(errno);
+  rmdir((cg->first.substr(0, cg->first.rfind('/'))).c_str());
+}
+
 // A run registered by a non-root uid signals only processes of that uid
 // (docs/SECURITY.md), checked at signal time. Here every member is root's
 // (the test's): the stubborn one is reported OTHER_UID at each stage, never
