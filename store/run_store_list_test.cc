@@ -664,5 +664,92 @@ TEST_F(RunStoreTest, ObservedExitAndOwnerRoundTripTogether) {
   EXPECT_EQ(RawQueryInt(path_, "SELECT sweep_grace_us FROM runs WHERE run_id = 'both'"), 3250000);
 }
 
+// Schema 9 put runs.cookies at column 40, behind the observed exit (24..29)
+// and the owner (30..39): a run with all three round-trips through Get,
+// List, the terminal-unswept listing and a reopen, each value in its own
+// column, so a shifted index in rows.cc or the INSERT would show here.
+TEST_F(RunStoreTest, ObservedExitOwnerAndCookiesRoundTripTogether) {
+  RunProto in = MakeRun("all", 6);
+  in.set_owner_pid(78);
+  in.set_owner_start_time_ticks(4321);
+  in.set_owner_pidns_inode(4026531837ULL);
+  in.set_owner_boot_id("owner-boot");
+  in.set_owner_pgid(72);
+  in.set_owner_sid(73);
+  in.set_owner_uid(1001);
+  in.set_owner_comm("Runner.Worker");
+  in.set_sweep_on_end(true);
+  in.mutable_sweep_grace()->set_seconds(2);
+  in.mutable_sweep_grace()->set_nanos(500000000);
+  v1::Cookie* c = in.add_cookies();
+  c->set_name("RUNNER_TRACKING_ID");
+  c->set_value("github_a=b");
+  c = in.add_cookies();
+  c->set_name("CI_JOB_ID");
+  c->set_value("4711");
+  {
+    auto store = OpenOrDie();
+    ASSERT_NE(store, nullptr);
+    ASSERT_OK(store->Register(in));
+    RunUpdate end{"all", RunUpdate::Kind::kStale, v1::LIVENESS_DEAD, v1::STALE_REASON_EXITED};
+    v1::ObservedExit& e = end.observed_exit.emplace();
+    e.set_kind(v1::OBSERVED_EXIT_KIND_SIGNALED);
+    e.set_signal(9);
+    e.set_source(v1::OBSERVED_EXIT_SOURCE_PIDFD_INFO);
+    e.mutable_observed_at()->set_seconds(1700000002);
+    e.mutable_observed_at()->set_nanos(789000);
+    ASSERT_OK(store->ApplyPass({end}, kSeenByPass).status());
+  }
+
+  auto check = [](const RunProto& r) {
+    EXPECT_EQ(r.run_id(), "all");
+    EXPECT_EQ(r.pid(), 6);
+    EXPECT_EQ(r.host_pid(), 0);
+    EXPECT_EQ(r.host_pidns_inode(), 0u);
+    EXPECT_EQ(r.state(), v1::RUN_STATE_STALE);
+    EXPECT_EQ(r.stale_reason(), v1::STALE_REASON_EXITED);
+    ASSERT_TRUE(r.has_observed_exit());
+    EXPECT_EQ(r.observed_exit().kind(), v1::OBSERVED_EXIT_KIND_SIGNALED);
+    EXPECT_EQ(r.observed_exit().exit_code(), 0);
+    EXPECT_EQ(r.observed_exit().signal(), 9);
+    EXPECT_EQ(r.observed_exit().source(), v1::OBSERVED_EXIT_SOURCE_PIDFD_INFO);
+    EXPECT_EQ(r.observed_exit().observed_at().seconds(), 1700000002);
+    EXPECT_EQ(r.observed_exit().observed_at().nanos(), 789000);
+    EXPECT_EQ(r.owner_pid(), 78);
+    EXPECT_EQ(r.owner_start_time_ticks(), 4321u);
+    EXPECT_EQ(r.owner_pidns_inode(), 4026531837ULL);
+    EXPECT_EQ(r.owner_boot_id(), "owner-boot");
+    EXPECT_EQ(r.owner_pgid(), 72);
+    EXPECT_EQ(r.owner_sid(), 73);
+    ASSERT_TRUE(r.has_owner_uid());
+    EXPECT_EQ(r.owner_uid(), 1001u);
+    EXPECT_EQ(r.owner_comm(), "Runner.Worker");
+    EXPECT_TRUE(r.sweep_on_end());
+    EXPECT_EQ(r.sweep_grace().seconds(), 2);
+    EXPECT_EQ(r.sweep_grace().nanos(), 500000000);
+    ASSERT_EQ(r.cookies_size(), 2);
+    EXPECT_EQ(r.cookies(0).name(), "RUNNER_TRACKING_ID");
+    EXPECT_EQ(r.cookies(0).value(), "github_a=b");
+    EXPECT_EQ(r.cookies(1).name(), "CI_JOB_ID");
+    EXPECT_EQ(r.cookies(1).value(), "4711");
+  };
+  auto store = OpenOrDie();  // reopened: read back from the file
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK_AND_ASSIGN(RunProto got, store->Get("all"));
+  check(got);
+  ASSERT_OK_AND_ASSIGN(ListRunsPage page, store->List(ListRunsQuery()));
+  ASSERT_EQ(page.runs.size(), 1u);
+  check(page.runs[0]);
+  ASSERT_OK_AND_ASSIGN(std::vector<RunProto> unswept, store->ListTerminalUnsweptWithoutLabels());
+  ASSERT_EQ(unswept.size(), 1u);
+  check(unswept[0]);
+
+  EXPECT_EQ(RawQueryInt(path_, "SELECT observed_signal FROM runs WHERE run_id = 'all'"), 9);
+  EXPECT_EQ(RawQueryInt(path_, "SELECT owner_pid FROM runs WHERE run_id = 'all'"), 78);
+  EXPECT_EQ(RawQueryInt(path_, "SELECT sweep_grace_us FROM runs WHERE run_id = 'all'"), 2500000);
+  EXPECT_EQ(RawQueryText(path_, "SELECT cookies FROM runs WHERE run_id = 'all'"),
+            "RUNNER_TRACKING_ID=github_a=b\nCI_JOB_ID=4711");
+}
+
 }  // namespace
 }  // namespace runreaper::store

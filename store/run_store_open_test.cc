@@ -423,7 +423,8 @@ TEST_F(RunStoreTest, MigratesASchemaSixFile) {
     ASSERT_OK(store->Register(MakeRun("r1")));
     ASSERT_OK(MarkStale(*store, "r1", v1::STALE_REASON_EXITED, v1::LIVENESS_DEAD).status());
   }
-  RawExec(path_, std::string(kDropCookiesAndLeases) + kDropOwnerColumns + kUndoSchemaSeven + "PRAGMA user_version = 6;");
+  RawExec(path_, std::string(kDropCookiesAndLeases) + kDropOwnerColumns + kUndoSchemaSeven +
+                     "PRAGMA user_version = 6;");
   auto store = OpenOrDie();
   ASSERT_NE(store, nullptr);
   EXPECT_EQ(RawQueryInt(path_, "PRAGMA user_version"), RunStore::kSchemaVersion);
@@ -486,7 +487,8 @@ TEST_F(RunStoreTest, MigratesAFileWithoutOwners) {
     auto store = OpenOrDie();
     ASSERT_OK(store->Register(MakeRun("r1")));
   }
-  RawExec(path_, std::string(kDropCookiesAndLeases) + kDropOwnerColumns + "PRAGMA user_version = 7;");
+  RawExec(path_,
+          std::string(kDropCookiesAndLeases) + kDropOwnerColumns + "PRAGMA user_version = 7;");
   auto store = OpenOrDie();
   ASSERT_NE(store, nullptr);
   EXPECT_EQ(RawQueryInt(path_, "PRAGMA user_version"), RunStore::kSchemaVersion);

@@ -67,8 +67,8 @@ inline constexpr char kUndoSchemaSeven[] =
 
 // Undoes migration 7 -> 8 (the owner_* and sweep_on_end columns of runs),
 // for tests that rebuild an older schema by hand. A file taken below
-// schema 7 needs this first, then kUndoSchemaSeven (and below 9,
-// kDropCookiesAndLeases before both).
+// schema 7 needs this first, then kUndoSchemaSeven; kDropCookiesAndLeases
+// (migration 8 -> 9) goes before this one.
 inline constexpr char kDropOwnerColumns[] =
     "ALTER TABLE runs DROP COLUMN owner_pid; "
     "ALTER TABLE runs DROP COLUMN owner_start_time_ticks; "
