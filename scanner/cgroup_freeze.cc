@@ -149,14 +149,15 @@ absl::Status WritePidsMax(const std::string& dir, absl::string_view value) {
 }
 
 absl::Status FreezeForSignals(const ProcFs& procfs, const std::string& dir, uint64_t min_start_time,
-                              std::optional<uint32_t> only_uid, absl::Duration timeout) {
+                              std::optional<uint32_t> only_uid, absl::Duration timeout,
+                              const std::set<std::pair<int, uint64_t>>* leased) {
   // Checked first: a cgroup holding a process we may not signal is never
   // frozen, not even for a moment.
-  RETURN_IF_ERROR(CheckCgroupMembers(procfs, dir, min_start_time, only_uid));
+  RETURN_IF_ERROR(CheckCgroupMembers(procfs, dir, min_start_time, only_uid, leased));
   RETURN_IF_ERROR(FreezeCgroup(dir, timeout));
   // Frozen, nothing in it forks any more; but a process may have been
   // forked or moved in between the check and the freeze.
-  absl::Status again = CheckCgroupMembers(procfs, dir, min_start_time, only_uid);
+  absl::Status again = CheckCgroupMembers(procfs, dir, min_start_time, only_uid, leased);
   if (!again.ok()) {
     absl::Status thaw = ThawCgroup(dir);
     if (!thaw.ok() && !absl::IsNotFound(thaw)) {

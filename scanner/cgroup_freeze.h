@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "absl/status/status.h"
@@ -71,9 +72,12 @@ absl::Status WritePidsMax(const std::string& dir, absl::string_view value);
 // kept process is never frozen, and again once frozen (a process moved in
 // between the two). OK: frozen, the caller must thaw (ThawCgroup).
 // FAILED_PRECONDITION (why) when a process forbids it, and then `dir` is
-// not frozen; FreezeCgroup's errors otherwise.
+// not frozen; FreezeCgroup's errors otherwise. `leased` (optional), as
+// KillCgroup's: a leased member forbids the freeze too (a frozen cgroup's
+// last stage sets pids.max to 0, which a leased survivor must never get).
 absl::Status FreezeForSignals(const ProcFs& procfs, const std::string& dir, uint64_t min_start_time,
-                              std::optional<uint32_t> only_uid, absl::Duration timeout);
+                              std::optional<uint32_t> only_uid, absl::Duration timeout,
+                              const std::set<std::pair<int, uint64_t>>* leased = nullptr);
 
 }  // namespace runreaper::scanner
 

@@ -216,14 +216,15 @@ SignalOutcome KillCgroup(const ProcFs& procfs, const std::string& dir, uint64_t 
 }
 
 absl::Status CheckCgroupMembers(const ProcFs& procfs, const std::string& dir,
-                                uint64_t min_start_time, std::optional<uint32_t> only_uid) {
+                                uint64_t min_start_time, std::optional<uint32_t> only_uid,
+                                const std::set<std::pair<int, uint64_t>>* leased) {
   if (min_start_time == 0) {
     return absl::FailedPreconditionError(absl::StrCat(dir, ": no leader start time"));
   }
   std::vector<std::string> pids;
   RETURN_IF_ERROR(ListCgroupProcs(dir, 0, &pids));
   for (const std::string& pid : pids) {
-    absl::Status ok = CheckCgroupMember(procfs, pid, min_start_time, only_uid);
+    absl::Status ok = CheckCgroupMember(procfs, pid, min_start_time, only_uid, leased);
     if (!ok.ok()) {
       return absl::FailedPreconditionError(absl::StrCat(dir, ": ", ok.message()));
     }

@@ -70,9 +70,11 @@ SignalOutcome KillCgroup(const ProcFs& procfs, const std::string& dir, uint64_t 
 // NOT_FOUND when `dir` is gone; the read's error otherwise. Used before a
 // whole-cgroup action that has no identity check of its own (cgroup.freeze,
 // scanner/cgroup_freeze.h).
+// `leased` as KillCgroup's: a leased member refuses too.
 absl::Status CheckCgroupMembers(const ProcFs& procfs, const std::string& dir,
                                 uint64_t min_start_time,
-                                std::optional<uint32_t> only_uid = std::nullopt);
+                                std::optional<uint32_t> only_uid = std::nullopt,
+                                const std::set<std::pair<int, uint64_t>>* leased = nullptr);
 
 // Appends the lines (pids as text; 0 for a process outside our PID
 // namespace) of <dir>/cgroup.procs and of every cgroup below it, `depth`

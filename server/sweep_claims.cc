@@ -90,8 +90,19 @@ absl::StatusOr<bool> SweepClaims::Hold(Stage stage) {
     std::optional<std::string> dir = FreezableDir(spec, &why);
     absl::Status frozen = absl::OkStatus();
     if (dir.has_value()) {
-      frozen = scanner::FreezeForSignals(*procfs_, *dir, spec.leader.start_time,
-                                         OnlyUidOf(spec.run_id), kFreezeTimeout);
+      // Leases read now, as for cgroup.kill: a leased member is never frozen
+      // (nor given pids.max 0). Unreadable: not frozen (today's re-listing).
+      absl::StatusOr<std::shared_ptr<const scanner::LeaseMap>> leases =
+          ActiveLeases(*store_, *procfs_, absl::Now());
+      std::set<std::pair<int, uint64_t>> leased;
+      if (leases.ok()) {
+        for (const auto& [key, lease] : **leases) leased.insert(key);
+        frozen = scanner::FreezeForSignals(*procfs_, *dir, spec.leader.start_time,
+                                           OnlyUidOf(spec.run_id), kFreezeTimeout, &leased);
+      } else {
+        frozen = absl::FailedPreconditionError(
+            absl::StrCat("cannot read leases: ", leases.status().ToString()));
+      }
       if (!frozen.ok()) why = std::string(frozen.message());
     }
     if (!dir.has_value() || !frozen.ok()) {
