@@ -4,7 +4,7 @@
 
 #include <unistd.h>
 
-namespace runreaper {
+namespace runreaper::base {
 
 // Owns a file descriptor and closes it once. close() is never retried on
 // EINTR: on Linux the descriptor is released even when close reports EINTR.
@@ -37,6 +37,6 @@ class Fd {
   int fd_ = -1;
 };
 
-}  // namespace runreaper
+}  // namespace runreaper::base
 
 #endif  // RUNREAPER_BASE_FD_H_

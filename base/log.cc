@@ -12,7 +12,7 @@
 #include "base/file_util.h"
 #include "base/text.h"
 
-namespace runreaper {
+namespace runreaper::base {
 
 namespace {
 
@@ -181,4 +181,4 @@ void Log(LogLevel level, const LogFields& fields, absl::string_view message) {
   (void)base::WriteFull(sink_fd, line.data(), line.size());
 }
 
-}  // namespace runreaper
+}  // namespace runreaper::base

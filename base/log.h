@@ -28,7 +28,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
-namespace runreaper {
+namespace runreaper::base {
 
 enum class LogLevel { kDebug = 0, kInfo = 1, kWarning = 2, kError = 3 };
 
@@ -136,6 +136,6 @@ RUNREAPER_LOG_FUNCTION_(LogWarning, LogLevel::kWarning)
 RUNREAPER_LOG_FUNCTION_(LogError, LogLevel::kError)
 #undef RUNREAPER_LOG_FUNCTION_
 
-}  // namespace runreaper
+}  // namespace runreaper::base
 
 #endif  // RUNREAPER_BASE_LOG_H_

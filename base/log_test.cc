@@ -17,7 +17,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 
-namespace runreaper {
+namespace runreaper::base {
 namespace {
 
 absl::Time At() {
@@ -215,4 +215,4 @@ TEST_F(LogToFileTest, LinesFromManyThreadsNeverInterleave) {
 }
 
 }  // namespace
-}  // namespace runreaper
+}  // namespace runreaper::base

@@ -5,7 +5,7 @@
 #include "base/test_util.h"
 #include "gtest/gtest.h"
 
-namespace runreaper {
+namespace runreaper::base {
 namespace {
 
 absl::StatusOr<int> Half(int x) {
@@ -37,4 +37,4 @@ TEST(StatusMacrosTest, ReturnIfErrorReturnsTheError) {
 }
 
 }  // namespace
-}  // namespace runreaper
+}  // namespace runreaper::base

@@ -15,7 +15,7 @@
 #include <cerrno>
 #include <cstdlib>
 
-namespace runreaper {
+namespace runreaper::base {
 
 class TestChild {
  public:
@@ -97,6 +97,6 @@ class TestChild {
   bool reaped_ = false;
 };
 
-}  // namespace runreaper
+}  // namespace runreaper::base
 
 #endif  // RUNREAPER_BASE_TEST_CHILD_H_

@@ -30,16 +30,16 @@
 #include "base/status_macros.h"
 #include "gtest/gtest.h"
 
-#define ASSERT_OK(expr)                                       \
-  do {                                                        \
-    const ::absl::Status rr_s_ = ::runreaper::AsStatus(expr); \
-    ASSERT_TRUE(rr_s_.ok()) << rr_s_;                         \
+#define ASSERT_OK(expr)                                             \
+  do {                                                              \
+    const ::absl::Status rr_s_ = ::runreaper::base::AsStatus(expr); \
+    ASSERT_TRUE(rr_s_.ok()) << rr_s_;                               \
   } while (0)
 
-#define EXPECT_OK(expr)                                       \
-  do {                                                        \
-    const ::absl::Status rr_s_ = ::runreaper::AsStatus(expr); \
-    EXPECT_TRUE(rr_s_.ok()) << rr_s_;                         \
+#define EXPECT_OK(expr)                                             \
+  do {                                                              \
+    const ::absl::Status rr_s_ = ::runreaper::base::AsStatus(expr); \
+    EXPECT_TRUE(rr_s_.ok()) << rr_s_;                               \
   } while (0)
 
 // `ASSERT_OK_AND_ASSIGN(auto x, F());`
@@ -60,7 +60,7 @@
     }                                                                  \
   } while (0)
 
-namespace runreaper {
+namespace runreaper::base {
 
 inline absl::Status AsStatus(const absl::Status& s) { return s; }
 template <typename T>
@@ -195,6 +195,6 @@ inline void ReexecInPrivatePidNamespace(int argc, char** argv, const char* marke
   fprintf(stderr, "%s: exec unshare: %s; running in place\n", argv[0], strerror(errno));
 }
 
-}  // namespace runreaper
+}  // namespace runreaper::base
 
 #endif  // RUNREAPER_BASE_TEST_UTIL_H_

@@ -2,7 +2,7 @@
 
 #include <cstdint>
 
-namespace runreaper {
+namespace runreaper::base {
 
 namespace {
 
@@ -139,4 +139,4 @@ std::string EscapeForLog(absl::string_view text) {
   return out;
 }
 
-}  // namespace runreaper
+}  // namespace runreaper::base

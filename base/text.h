@@ -7,7 +7,7 @@
 
 #include "absl/strings/string_view.h"
 
-namespace runreaper {
+namespace runreaper::base {
 
 // Text that came from /proc or a client (comm, cgroup paths, run ids, event
 // details built from them) may be any bytes, but proto3 `string` fields must
@@ -41,6 +41,6 @@ std::string ToValidUtf8(absl::string_view text);
 // returned unchanged.
 std::string EscapeForLog(absl::string_view text);
 
-}  // namespace runreaper
+}  // namespace runreaper::base
 
 #endif  // RUNREAPER_BASE_TEXT_H_

@@ -4,7 +4,7 @@
 
 #include "gtest/gtest.h"
 
-namespace runreaper {
+namespace runreaper::base {
 namespace {
 
 TEST(Utf8Test, ValidTextIsUnchangedAndInvalidBytesAreWrittenAsHex) {
@@ -103,4 +103,4 @@ TEST(EscapeForLogTest, ResultIsAlwaysOneSafeLine) {
 }
 
 }  // namespace
-}  // namespace runreaper
+}  // namespace runreaper::base

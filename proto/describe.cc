@@ -96,11 +96,11 @@ void MakeValidUtf8(google::protobuf::Message* message) {
       if (f->is_repeated()) {
         for (int i = 0; i < refl->FieldSize(*message, f); ++i) {
           std::string v = refl->GetRepeatedString(*message, f, i);
-          if (!IsValidUtf8(v)) refl->SetRepeatedString(message, f, i, ToValidUtf8(v));
+          if (!base::IsValidUtf8(v)) refl->SetRepeatedString(message, f, i, base::ToValidUtf8(v));
         }
       } else {
         std::string v = refl->GetString(*message, f);
-        if (!IsValidUtf8(v)) refl->SetString(message, f, ToValidUtf8(v));
+        if (!base::IsValidUtf8(v)) refl->SetString(message, f, base::ToValidUtf8(v));
       }
     } else if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
       if (f->is_repeated()) {

@@ -36,7 +36,7 @@ absl::Status MissingFileStatus(const std::string& dir, const std::string& path) 
 
 absl::Status WriteCgroupFile(const std::string& dir, const char* name, absl::string_view value) {
   const std::string path = absl::StrCat(dir, "/", name);
-  Fd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  base::Fd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
   if (!fd.valid()) {
     if (errno == ENOENT) return MissingFileStatus(dir, path);
     return absl::ErrnoToStatus(errno, absl::StrCat("open ", path));
@@ -94,7 +94,7 @@ CgroupFeatures ProbeCgroupFeatures(const std::string& dir) {
 absl::Status FreezeCgroup(const std::string& dir, absl::Duration timeout) {
   // Opened before the write, so no notification of the change is missed.
   const std::string events_path = dir + "/cgroup.events";
-  Fd events(::open(events_path.c_str(), O_RDONLY | O_CLOEXEC));
+  base::Fd events(::open(events_path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!events.valid()) {
     if (errno == ENOENT) return MissingFileStatus(dir, events_path);
     return absl::ErrnoToStatus(errno, absl::StrCat("open ", events_path));

@@ -171,7 +171,7 @@ TEST(CgroupFreeze, AKeptProcessForbidsTheFreezeAndTheLadderReLists) {
   ProcFs procfs;
   // Until the kept child has exec'd with its variable (before, it is a copy
   // of the shell, with the shell's environment).
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(base::WaitFor([&] {
     for (const int pid : ProcsOf(dir)) {
       absl::StatusOr<std::optional<std::string>> keep = procfs.ReadEnvVar(pid, "RUNREAPER_KEEP");
       if (keep.ok() && keep->has_value() && **keep == "1") return true;
@@ -200,10 +200,10 @@ TEST(CgroupFreeze, AKeptProcessForbidsTheFreezeAndTheLadderReLists) {
   // The leader got every stage; the kept child none, nor cgroup.kill.
   EXPECT_EQ(hooks.sent_[Stage::kSigkill].count(s.pid), 1u);
   EXPECT_EQ(hooks.kill_.result, SignalResult::kRefused);
-  ASSERT_TRUE(WaitFor([&] { return ProcsOf(dir).size() == 1; }));
+  ASSERT_TRUE(base::WaitFor([&] { return ProcsOf(dir).size() == 1; }));
   ReapAll();
   KillEverythingElseInPrivatePidNs();
-  ASSERT_TRUE(WaitFor([&] { return ProcsOf(dir).empty(); }));
+  ASSERT_TRUE(base::WaitFor([&] { return ProcsOf(dir).empty(); }));
   rmdir(dir.c_str());
 }
 
@@ -225,8 +225,8 @@ TEST(CgroupFreeze, AForkStormIsSweptWithEveryStageReachingEveryMember) {
                                    " ]; do sleep 1000 & i=$((i+1)); done; wait"),
                       {}, dir);
   // Start while the storm is still going (three quarters of it forked).
-  ASSERT_TRUE(WaitFor([&] { return ProcsOf(dir).size() >= kForks * 3 / 4; }, absl::Seconds(240),
-                      absl::Milliseconds(20)));
+  ASSERT_TRUE(base::WaitFor([&] { return ProcsOf(dir).size() >= kForks * 3 / 4; },
+                            absl::Seconds(240), absl::Milliseconds(20)));
   ProcFs procfs;
   RunSpec spec = SpecFor(s, "storm");
   spec.leader.cgroup = cg->second;
@@ -256,7 +256,7 @@ TEST(CgroupFreeze, AForkStormIsSweptWithEveryStageReachingEveryMember) {
   EXPECT_GE(hooks.frozen_[Stage::kSigterm].size(), hooks.frozen_[Stage::kSigint].size());
   EXPECT_EQ(hooks.kill_.result, SignalResult::kSent) << hooks.kill_.status;
   // Nothing survives: not a member frozen at SIGKILL, not one forked after.
-  EXPECT_TRUE(WaitFor([&] {
+  EXPECT_TRUE(base::WaitFor([&] {
     ReapAll();
     return ProcsOf(dir).empty();
   }));
@@ -269,7 +269,7 @@ TEST(Clone3IntoCgroup, TheChildIsBornInTheCgroup) {
   SKIP_UNLESS_PRIVATE_PID_NS();
   auto cg = MakeTestCgroup("clone3");
   if (!cg.has_value()) GTEST_SKIP() << "no writable cgroup v2";
-  Fd dirfd(open(cg->first.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  base::Fd dirfd(open(cg->first.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   ASSERT_TRUE(dirfd.valid());
   int pipefd[2];
   ASSERT_EQ(pipe2(pipefd, O_CLOEXEC), 0);
@@ -302,7 +302,7 @@ TEST(Clone3IntoCgroup, TheChildIsBornInTheCgroup) {
 }  // namespace runreaper::scanner
 
 int main(int argc, char** argv) {
-  runreaper::ReexecInPrivatePidNamespace(argc, argv, runreaper::scanner::kInNsEnv);
+  runreaper::base::ReexecInPrivatePidNamespace(argc, argv, runreaper::scanner::kInNsEnv);
   testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

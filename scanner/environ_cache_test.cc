@@ -155,7 +155,7 @@ TEST_P(EnvironCacheLiveTest, AnExecWithoutTheCookieEndsTheVerdict) {
   run.leader.sid = 999999;
   run.cookies = {{kName, "github_x"}};
 
-  ASSERT_TRUE(WaitFor([&] { return IsMember(run, child.pid); }));
+  ASSERT_TRUE(base::WaitFor([&] { return IsMember(run, child.pid); }));
   const uint64_t hits = cache_->stats().hits;
   EXPECT_TRUE(IsMember(run, child.pid));
   EXPECT_GT(cache_->stats().hits, hits);  // the second listing read nothing
@@ -169,13 +169,13 @@ TEST_P(EnvironCacheLiveTest, AnExecWithoutTheCookieEndsTheVerdict) {
   }
   // The new image runs (comm "sh" again, environ without the cookie) and the
   // exec events have reached the cache.
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(base::WaitFor([&] {
     absl::StatusOr<std::string> env = procfs_.ReadEnviron(child.pid);
     absl::StatusOr<ProcStat> stat = procfs_.ReadStat(child.pid);
     return env.ok() && stat.ok() && stat->comm == "sh" &&
            env->find("github_x") == std::string::npos;
   }));
-  ASSERT_TRUE(WaitFor([&] { return cache_->stats().dropped > dropped; }));
+  ASSERT_TRUE(base::WaitFor([&] { return cache_->stats().dropped > dropped; }));
   EXPECT_FALSE(IsMember(run, child.pid));
   EXPECT_FALSE(IsMember(run, child.pid));
 

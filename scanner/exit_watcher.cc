@@ -59,8 +59,8 @@ ProcessRef WatchKey(const ProcessRef& process) {
 struct ExitWatcher::Impl {
   const ProcFs* procfs = nullptr;
   ExitWatcherOptions options;
-  Fd epoll;
-  Fd wake;
+  base::Fd epoll;
+  base::Fd wake;
   int budget = 0;
   mutable absl::Mutex mu;
   absl::flat_hash_map<ProcessRef, Watch> by_process ABSL_GUARDED_BY(mu);
@@ -75,7 +75,7 @@ struct ExitWatcher::Impl {
   // pidfd was released or a process newly held since it last looked).
   std::map<std::string, ProcessRef> waiting ABSL_GUARDED_BY(mu);
   bool rearm_due ABSL_GUARDED_BY(mu) = false;
-  Fd* wake_fd = nullptr;  // &wake, for RemoveProcessLocked
+  base::Fd* wake_fd = nullptr;  // &wake, for RemoveProcessLocked
   // Wait statuses read at exit, by key, until taken (TakeObservedExit).
   std::map<std::string, ObservedExit> observed ABSL_GUARDED_BY(mu);
   // Keys reported exited whose status a Wait() is still reading (outside
@@ -143,7 +143,7 @@ absl::StatusOr<std::unique_ptr<ExitWatcher>> ExitWatcher::Create(const ProcFs* p
   if (::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
     lim.rlim_cur = lim.rlim_max;
     if (::setrlimit(RLIMIT_NOFILE, &lim) != 0) {
-      LogWarning("exit_watcher: setrlimit(RLIMIT_NOFILE): ", std::strerror(errno));
+      base::LogWarning("exit_watcher: setrlimit(RLIMIT_NOFILE): ", std::strerror(errno));
     }
   }
   int64_t soft = 1024;
@@ -213,8 +213,8 @@ ExitWatcher::ArmResult ExitWatcher::ArmImpl(const std::string& key, const Proces
     }
     ++impl_->fallbacks;
     if (wait) impl_->waiting[key] = ref;
-    LogWarning(LogFields().Run(key).Pid(pid), "exit_watcher: ", what, err != 0 ? ": " : "",
-               err != 0 ? std::strerror(err) : "", "; polling instead");
+    base::LogWarning(base::LogFields().Run(key).Pid(pid), "exit_watcher: ", what,
+                     err != 0 ? ": " : "", err != 0 ? std::strerror(err) : "", "; polling instead");
     return ArmResult::kFallback;
   };
   {
@@ -229,7 +229,8 @@ ExitWatcher::ArmResult ExitWatcher::ArmImpl(const std::string& key, const Proces
     if (!rearm) impl_->RemoveLocked(key);
     if (pid <= 0) {
       ++impl_->fallbacks;
-      LogWarning(LogFields().Run(key).Pid(pid), "exit_watcher: not a pid; polling instead");
+      base::LogWarning(base::LogFields().Run(key).Pid(pid),
+                       "exit_watcher: not a pid; polling instead");
       return ArmResult::kFallback;
     }
     if (impl_->by_process.contains(ref)) {
@@ -245,10 +246,10 @@ ExitWatcher::ArmResult ExitWatcher::ArmImpl(const std::string& key, const Proces
       impl_->waiting[key] = ref;
       if (!impl_->budget_logged) {
         impl_->budget_logged = true;
-        LogWarning(LogFields().Run(key).Pid(pid), "exit_watcher: ", impl_->budget,
-                   " pidfds held (the descriptor budget: soft RLIMIT_NOFILE "
-                   "minus the reserve); this and further runs are polled "
-                   "instead until pidfds are released, then watched");
+        base::LogWarning(base::LogFields().Run(key).Pid(pid), "exit_watcher: ", impl_->budget,
+                         " pidfds held (the descriptor budget: soft RLIMIT_NOFILE "
+                         "minus the reserve); this and further runs are polled "
+                         "instead until pidfds are released, then watched");
       }
       return ArmResult::kFallback;
     }
@@ -312,8 +313,8 @@ ExitWatcher::ArmResult ExitWatcher::ArmImpl(const std::string& key, const Proces
   if (::epoll_ctl(impl_->epoll.get(), EPOLL_CTL_ADD, pin.process.pidfd(), &ev) != 0) {
     const int err = errno;
     ++impl_->fallbacks;
-    LogWarning(LogFields().Run(key).Pid(pid), "exit_watcher: epoll_ctl: ", std::strerror(err),
-               "; polling instead");
+    base::LogWarning(base::LogFields().Run(key).Pid(pid),
+                     "exit_watcher: epoll_ctl: ", std::strerror(err), "; polling instead");
     return ArmResult::kFallback;
   }
   Watch& w = impl_->by_process[ref];
@@ -388,7 +389,7 @@ std::vector<std::string> ExitWatcher::Wait(absl::Duration timeout) {
                                static_cast<int>(std::min<int64_t>(ms, 1 << 30)));
     if (n < 0) {
       if (errno == EINTR) continue;
-      LogError("exit_watcher: epoll_wait: ", std::strerror(errno));
+      base::LogError("exit_watcher: epoll_wait: ", std::strerror(errno));
       break;
     }
     bool woken = false;

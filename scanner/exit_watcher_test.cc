@@ -44,7 +44,7 @@ class ExitWatcherTest : public ::testing::Test {
 
   // Calls Wait() until `key` is reported or `deadline` passes.
   bool AwaitReported(const std::string& key, absl::Duration deadline = kReportDeadline) {
-    return WaitFor(
+    return base::WaitFor(
         [&] {
           for (const std::string& k : watcher_->Wait(absl::Milliseconds(10))) {
             reported_.push_back(k);
@@ -66,7 +66,7 @@ TEST_F(ExitWatcherTest, CreateRaisesFdSoftLimitToHard) {
 }
 
 TEST_F(ExitWatcherTest, ReportsWatchedChildThatExitsAndIsReaped) {
-  TestChild c(nullptr, 7);
+  base::TestChild c(nullptr, 7);
   ASSERT_GT(c.pid(), 0);
   ASSERT_EQ(watcher_->Arm("run-a", c.pid(), StartTime(c.pid())), ExitWatcher::ArmResult::kArmed);
   EXPECT_EQ(watcher_->armed(), 1);
@@ -79,7 +79,7 @@ TEST_F(ExitWatcherTest, ReportsWatchedChildThatExitsAndIsReaped) {
 }
 
 TEST_F(ExitWatcherTest, ReportsWatchedChildThatBecomesAZombie) {
-  TestChild c(nullptr, 7);
+  base::TestChild c(nullptr, 7);
   ASSERT_GT(c.pid(), 0);
   ASSERT_EQ(watcher_->Arm("run-z", c.pid(), StartTime(c.pid())), ExitWatcher::ArmResult::kArmed);
   c.Release();  // exits; we do not reap it yet
@@ -91,11 +91,11 @@ TEST_F(ExitWatcherTest, ReportsWatchedChildThatBecomesAZombie) {
 }
 
 TEST_F(ExitWatcherTest, ZombieBeforeArmIsReportedByNextWait) {
-  TestChild c(nullptr, 7);
+  base::TestChild c(nullptr, 7);
   ASSERT_GT(c.pid(), 0);
   const uint64_t start = StartTime(c.pid());
   c.Release();
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(base::WaitFor([&] {
     absl::StatusOr<ProcStat> s = procfs_.ReadStat(c.pid());
     return s.ok() && s->state == 'Z';
   }));
@@ -111,7 +111,7 @@ TEST_F(ExitWatcherTest, ZombieBeforeArmIsReportedByNextWait) {
 }
 
 TEST_F(ExitWatcherTest, ReapedBeforeArmIsExited) {
-  TestChild c(nullptr, 7);
+  base::TestChild c(nullptr, 7);
   ASSERT_GT(c.pid(), 0);
   const uint64_t start = StartTime(c.pid());
   c.Release();
@@ -122,7 +122,7 @@ TEST_F(ExitWatcherTest, ReapedBeforeArmIsExited) {
 }
 
 TEST_F(ExitWatcherTest, WrongStartTimeIsExitedAndNotWatched) {
-  TestChild c(nullptr, 7);
+  base::TestChild c(nullptr, 7);
   ASSERT_GT(c.pid(), 0);
   EXPECT_EQ(watcher_->Arm("run-reused", c.pid(), StartTime(c.pid()) + 1),
             ExitWatcher::ArmResult::kExited);
@@ -139,7 +139,7 @@ TEST_F(ExitWatcherTest, ThreadIdIsExited) {
     tid = ::gettid();
     while (!done) absl::SleepFor(absl::Milliseconds(1));
   });
-  ASSERT_TRUE(WaitFor([&] { return tid.load() != 0; }));
+  ASSERT_TRUE(base::WaitFor([&] { return tid.load() != 0; }));
   // pidfd_open refuses a thread that is not its group's leader (EINVAL).
   EXPECT_EQ(watcher_->Arm("run-thread", tid, 0), ExitWatcher::ArmResult::kExited);
   done = true;
@@ -153,12 +153,12 @@ TEST_F(ExitWatcherTest, WakeInterruptsWait) {
     returned = true;
   });
   watcher_->Wake();
-  EXPECT_TRUE(WaitFor([&] { return returned.load(); }));
+  EXPECT_TRUE(base::WaitFor([&] { return returned.load(); }));
   waiter.join();
 }
 
 TEST_F(ExitWatcherTest, ArmFromAnotherThreadWhileWaiting) {
-  TestChild c(nullptr, 7);
+  base::TestChild c(nullptr, 7);
   ASSERT_GT(c.pid(), 0);
   std::vector<std::string> keys;
   std::thread waiter([&] {
@@ -175,14 +175,14 @@ TEST_F(ExitWatcherTest, ArmFromAnotherThreadWhileWaiting) {
 }
 
 TEST_F(ExitWatcherTest, DisarmStopsReporting) {
-  TestChild c(nullptr, 7);
+  base::TestChild c(nullptr, 7);
   ASSERT_GT(c.pid(), 0);
   ASSERT_EQ(watcher_->Arm("run-d", c.pid(), StartTime(c.pid())), ExitWatcher::ArmResult::kArmed);
   watcher_->Disarm("run-d");
   EXPECT_EQ(watcher_->armed(), 0);
   c.Release();
   // Wait until the kernel shows the exit, then make sure nothing is reported.
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(base::WaitFor([&] {
     absl::StatusOr<ProcStat> s = procfs_.ReadStat(c.pid());
     return s.ok() && s->state == 'Z';
   }));
@@ -191,8 +191,8 @@ TEST_F(ExitWatcherTest, DisarmStopsReporting) {
 }
 
 TEST_F(ExitWatcherTest, RearmReplacesThePidfd) {
-  TestChild a(nullptr, 7);
-  TestChild b(nullptr, 7);
+  base::TestChild a(nullptr, 7);
+  base::TestChild b(nullptr, 7);
   ASSERT_GT(a.pid(), 0);
   ASSERT_GT(b.pid(), 0);
   ASSERT_EQ(watcher_->Arm("run-r", a.pid(), StartTime(a.pid())), ExitWatcher::ArmResult::kArmed);
@@ -207,7 +207,7 @@ TEST_F(ExitWatcherTest, RearmReplacesThePidfd) {
 }
 
 TEST_F(ExitWatcherTest, WatchedUntilTheProcessExitsAndReportedAsAZombie) {
-  TestChild c(nullptr, 7);
+  base::TestChild c(nullptr, 7);
   ASSERT_GT(c.pid(), 0);
   EXPECT_FALSE(watcher_->IsArmed("run-i"));  // not armed
   ASSERT_EQ(watcher_->Arm("run-i", c.pid(), StartTime(c.pid())), ExitWatcher::ArmResult::kArmed);
@@ -225,7 +225,7 @@ TEST_F(ExitWatcherTest, WatchedUntilTheProcessExitsAndReportedAsAZombie) {
 }
 
 TEST_F(ExitWatcherTest, OutOfDescriptorsFallsBackToPolling) {
-  TestChild c(nullptr, 7);
+  base::TestChild c(nullptr, 7);
   ASSERT_GT(c.pid(), 0);
   const uint64_t start = StartTime(c.pid());
   struct rlimit saved;
@@ -259,7 +259,7 @@ int CountOpenFds() {
 }
 
 TEST_F(ExitWatcherTest, KeysNamingOneProcessShareOnePidfd) {
-  TestChild c(nullptr, 7);
+  base::TestChild c(nullptr, 7);
   ASSERT_GT(c.pid(), 0);
   const uint64_t start = StartTime(c.pid());
   const int before = CountOpenFds();
@@ -286,7 +286,7 @@ TEST_F(ExitWatcherTest, KeysNamingOneProcessShareOnePidfd) {
 }
 
 TEST_F(ExitWatcherTest, LastDisarmClosesThePidfd) {
-  TestChild c(nullptr, 7);
+  base::TestChild c(nullptr, 7);
   ASSERT_GT(c.pid(), 0);
   const int before = CountOpenFds();
   for (int i = 0; i < 100; ++i) {
@@ -306,8 +306,8 @@ TEST_F(ExitWatcherTest, PastTheBudgetRunsArePolledAndSharingStillWorks) {
   options.reserve = static_cast<int>(lim.rlim_cur) - 1;  // budget: one pidfd
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<ExitWatcher> w, ExitWatcher::Create(&procfs_, options));
   EXPECT_EQ(w->budget(), 1);
-  TestChild a(nullptr, 7);
-  TestChild b(nullptr, 7);
+  base::TestChild a(nullptr, 7);
+  base::TestChild b(nullptr, 7);
   ASSERT_EQ(w->Arm("a1", a.pid(), StartTime(a.pid())), ExitWatcher::ArmResult::kArmed);
   EXPECT_EQ(w->Arm("b1", b.pid(), StartTime(b.pid())), ExitWatcher::ArmResult::kFallback);
   EXPECT_EQ(w->Arm("a2", a.pid(), StartTime(a.pid())),
@@ -329,9 +329,9 @@ TEST_F(ExitWatcherTest, WaitingKeysAreArmedWhenAPidfdIsReleased) {
   ExitWatcherOptions options;
   options.reserve = static_cast<int>(lim.rlim_cur) - 1;  // budget: one pidfd
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<ExitWatcher> w, ExitWatcher::Create(&procfs_, options));
-  TestChild a(nullptr, 7);
-  TestChild b(nullptr, 7);
-  TestChild c(nullptr, 7);
+  base::TestChild a(nullptr, 7);
+  base::TestChild b(nullptr, 7);
+  base::TestChild c(nullptr, 7);
   ASSERT_EQ(w->Arm("a", a.pid(), StartTime(a.pid())), ExitWatcher::ArmResult::kArmed);
   EXPECT_EQ(w->Arm("b1", b.pid(), StartTime(b.pid())), ExitWatcher::ArmResult::kFallback);
   EXPECT_EQ(w->Arm("b2", b.pid(), StartTime(b.pid())), ExitWatcher::ArmResult::kFallback);
@@ -353,7 +353,7 @@ TEST_F(ExitWatcherTest, WaitingKeysAreArmedWhenAPidfdIsReleased) {
   EXPECT_EQ(w->fallbacks(), 3);  // the re-arm is not another fallback
   b.Release();
   std::vector<std::string> exited;
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(base::WaitFor([&] {
     for (std::string& k : w->Wait(absl::Milliseconds(10))) exited.push_back(k);
     return exited.size() == 2;
   }));
@@ -369,8 +369,8 @@ TEST_F(ExitWatcherTest, AWaitingKeyWhoseProcessIsGoneIsReturnedAsExited) {
   ExitWatcherOptions options;
   options.reserve = static_cast<int>(lim.rlim_cur) - 1;
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<ExitWatcher> w, ExitWatcher::Create(&procfs_, options));
-  TestChild a(nullptr, 7);
-  TestChild b(nullptr, 7);
+  base::TestChild a(nullptr, 7);
+  base::TestChild b(nullptr, 7);
   ASSERT_EQ(w->Arm("a", a.pid(), StartTime(a.pid())), ExitWatcher::ArmResult::kArmed);
   ASSERT_EQ(w->Arm("b", b.pid(), StartTime(b.pid())), ExitWatcher::ArmResult::kFallback);
   b.Release();
@@ -416,7 +416,7 @@ class ExitStatusTest : public ExitWatcherTest {
 };
 
 TEST_F(ExitStatusTest, ExitCodeReadAfterTheParentReaps) {
-  TestChild c(nullptr, 7);
+  base::TestChild c(nullptr, 7);
   ASSERT_EQ(watcher_->Arm("run-7", c.pid(), StartTime(c.pid())), ExitWatcher::ArmResult::kArmed);
   ASSERT_EQ(watcher_->Arm("run-7b", c.pid(), StartTime(c.pid())), ExitWatcher::ArmResult::kArmed);
   c.ExitToZombie();
@@ -439,7 +439,7 @@ TEST_F(ExitStatusTest, ExitCodeReadAfterTheParentReaps) {
 }
 
 TEST_F(ExitStatusTest, SignalReadForAKilledProcess) {
-  TestChild c;
+  base::TestChild c;
   ASSERT_EQ(watcher_->Arm("run-k", c.pid(), StartTime(c.pid())), ExitWatcher::ArmResult::kArmed);
   ASSERT_EQ(::kill(c.pid(), SIGKILL), 0);
   c.Reap();
@@ -455,7 +455,7 @@ TEST_F(ExitStatusTest, AZombieNeverReapedIsReportedWithoutAStatus) {
   options.read_exit_status = true;
   options.reap_wait = absl::Milliseconds(20);
   ASSERT_OK_AND_ASSIGN(watcher_, ExitWatcher::Create(&procfs_, options));
-  TestChild c(nullptr, 3);
+  base::TestChild c(nullptr, 3);
   ASSERT_EQ(watcher_->Arm("run-z", c.pid(), StartTime(c.pid())), ExitWatcher::ArmResult::kArmed);
   c.ExitToZombie();
   EXPECT_TRUE(AwaitReported("run-z", absl::Seconds(5)));
@@ -467,12 +467,12 @@ TEST_F(ExitStatusTest, AZombieNeverReapedIsReportedWithoutAStatus) {
 // while the reporting Wait() still waits for the reap must get the status,
 // not "none": TakeObservedExit waits for that read.
 TEST_F(ExitStatusTest, TakeWaitsForAReadInProgress) {
-  TestChild c(nullptr, 7);
+  base::TestChild c(nullptr, 7);
   ASSERT_EQ(watcher_->Arm("run-race", c.pid(), StartTime(c.pid())), ExitWatcher::ArmResult::kArmed);
   c.ExitToZombie();
   std::vector<std::string> reported;
   std::thread waiter([&] { reported = watcher_->Wait(absl::Seconds(5)); });
-  ASSERT_TRUE(WaitFor([&] { return !watcher_->IsArmed("run-race"); }, absl::Seconds(5)));
+  ASSERT_TRUE(base::WaitFor([&] { return !watcher_->IsArmed("run-race"); }, absl::Seconds(5)));
   std::thread reaper([&] {
     absl::SleepFor(absl::Milliseconds(30));
     c.Reap();
@@ -487,7 +487,7 @@ TEST_F(ExitStatusTest, TakeWaitsForAReadInProgress) {
 
 TEST_F(ExitWatcherTest, NoStatusReadWhenTurnedOff) {
   // The default (and --pidfd_info=false): behaves as a kernel without it.
-  TestChild c(nullptr, 7);
+  base::TestChild c(nullptr, 7);
   ASSERT_EQ(watcher_->Arm("run-off", c.pid(), StartTime(c.pid())), ExitWatcher::ArmResult::kArmed);
   c.Release();
   c.Reap();

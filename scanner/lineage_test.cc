@@ -109,7 +109,7 @@ class FixtureTest : public ::testing::Test {
     tracker_->Apply(BatchOf(std::move(events), lost));
   }
 
-  const TempDir tmp_{"rr_lineage_"};
+  const base::TempDir tmp_{"rr_lineage_"};
   std::string root_;
   std::unique_ptr<ProcFs> procfs_;
   std::unique_ptr<LineageTracker> tracker_;
@@ -583,12 +583,12 @@ TEST_F(LiveTest, DoubleForkSetsidEnvIExecIsStillADescendant) {
   const int sleeper = pids[0];
   KillLater(sleeper);
   ASSERT_EQ(::waitpid(l.pid, nullptr, 0), l.pid);  // the leader is gone
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(base::WaitFor([&] {
     absl::StatusOr<ProcStat> s = procfs_.ReadStat(sleeper);
     return s.ok() && s->comm == "sleep" && s->ppid != l.pid;
   }));
   RunLineage lin;
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(base::WaitFor([&] {
     lin = tracker_->Members("run");
     const std::vector<int> p = Pids(lin);
     return std::find(p.begin(), p.end(), sleeper) != p.end();
@@ -618,7 +618,7 @@ TEST_F(LiveTest, ARunRegisteredAfterItsJobForkedIsSeeded) {
   ASSERT_EQ(pids.size(), 1u);
   const int sleeper = pids[0];
   KillLater(sleeper);
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(base::WaitFor([&] {
     absl::StatusOr<ProcStat> s = procfs_.ReadStat(sleeper);
     return s.ok() && s->comm == "sleep";
   }));
@@ -650,7 +650,7 @@ TEST_F(LiveTest, AChildForkedByALeadersThreadIsSeeded) {
     char x;
     (void)!::read(hold[0], &x, 1);
   });
-  ASSERT_TRUE(WaitFor([&] { return child.load() != -1; }));
+  ASSERT_TRUE(base::WaitFor([&] { return child.load() != -1; }));
   ASSERT_GT(child.load(), 0);
   KillLater(child);
   ASSERT_OK(tracker_->Track({{"self", ::getpid(), StartOf(::getpid())}}));
@@ -676,10 +676,10 @@ TEST_F(LiveTest, AnUnrelatedProcessReusingAMembersPidIsNotAMember) {
   // member, the tracker has applied every event before it.
   Leader marker = StartLeader("sleep 60 3>&- & echo $! >&3; exec 3>&-; wait");
   ASSERT_OK(tracker_->Track({{"marker", marker.pid, StartOf(marker.pid)}}));
-  ASSERT_TRUE(WaitFor([&] { return IsMember("run", member); }));
+  ASSERT_TRUE(base::WaitFor([&] { return IsMember("run", member); }));
   ::kill(member, SIGKILL);  // the leader's `wait` reaps it
   ASSERT_EQ(::waitpid(l.pid, nullptr, 0), l.pid);
-  ASSERT_TRUE(WaitFor([&] { return !procfs_.ReadStat(member).ok(); }));
+  ASSERT_TRUE(base::WaitFor([&] { return !procfs_.ReadStat(member).ok(); }));
   // Have this (untracked) process fork a child with that number:
   // ns_last_pid makes the next pid member; others may race us, so retry.
   pid_t reused = -1;
@@ -708,7 +708,7 @@ TEST_F(LiveTest, AnUnrelatedProcessReusingAMembersPidIsNotAMember) {
   const std::vector<int> mpids = ReadPids(marker.report);
   ASSERT_EQ(mpids.size(), 1u);
   KillLater(mpids[0]);
-  ASSERT_TRUE(WaitFor([&] { return IsMember("marker", mpids[0]); }));
+  ASSERT_TRUE(base::WaitFor([&] { return IsMember("marker", mpids[0]); }));
   EXPECT_FALSE(IsMember("run", reused));
   EXPECT_FALSE(IsMember("marker", reused));
   ::kill(mpids[0], SIGKILL);
@@ -768,7 +768,7 @@ void StormKeepsEveryDescendantOrFlagsAGap(LiveTest* t, LineageTracker* tracker,
   ASSERT_EQ(sleepers.size(), 6u);
   RunLineage lin;
   bool all = false;
-  WaitFor([&] {
+  base::WaitFor([&] {
     lin = tracker->Members("storm");
     const std::vector<int> p = Pids(lin);
     for (int b : bpids) EXPECT_EQ(std::count(p.begin(), p.end(), b), 0);

@@ -55,7 +55,7 @@ SignalProbe ProbeInNamespace(const ProcFs& procfs, int ns_member, uint64_t ns_in
                              int inner_pid) {
   if (inner_pid <= 0) return SignalProbe::kNotProbed;
   const std::string path = absl::StrCat(procfs.root(), "/", ns_member, "/ns/pid");
-  Fd ns(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  base::Fd ns(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!ns.valid()) return SignalProbe::kNotProbed;
   // The member may have exited and its pid been recycled since the walk:
   // probe only the namespace the fd really names.

@@ -74,7 +74,7 @@ class LivenessE2eTest : public ::testing::Test {
 };
 
 TEST_F(LivenessE2eTest, LiveSleeperIsAlive) {
-  TestChild c;
+  base::TestChild c;
   ASSERT_GT(c.pid(), 0);
   const Verdict v = Check(Record(c.pid()));
   EXPECT_EQ(v.liveness, v1::LIVENESS_ALIVE);
@@ -86,7 +86,7 @@ TEST_F(LivenessE2eTest, LiveSleeperIsAlive) {
 }
 
 TEST_F(LivenessE2eTest, StartTimeZeroIsNeverReused) {
-  TestChild c;
+  base::TestChild c;
   ASSERT_GT(c.pid(), 0);
   ProcessRef r = Record(c.pid());
   r.start_time = 0;
@@ -96,7 +96,7 @@ TEST_F(LivenessE2eTest, StartTimeZeroIsNeverReused) {
 }
 
 TEST_F(LivenessE2eTest, ExitedAndReapedIsDeadExited) {
-  TestChild c;
+  base::TestChild c;
   ASSERT_GT(c.pid(), 0);
   const ProcessRef r = Record(c.pid());
   c.Release();
@@ -108,15 +108,15 @@ TEST_F(LivenessE2eTest, ExitedAndReapedIsDeadExited) {
 }
 
 TEST_F(LivenessE2eTest, RealZombieWithParenthesesInCommIsZombie) {
-  TestChild c("a) Z (b");
+  base::TestChild c("a) Z (b");
   ASSERT_GT(c.pid(), 0);
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(base::WaitFor([&] {
     absl::StatusOr<ProcStat> s = procfs_.ReadStat(c.pid());
     return s.ok() && s->comm == "a) Z (b";
   }));
   const ProcessRef r = Record(c.pid());
   c.Release();  // it exits; we do not wait for it until asserted
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(base::WaitFor([&] {
     absl::StatusOr<ProcStat> s = procfs_.ReadStat(c.pid());
     return s.ok() && s->state == 'Z';
   }));
@@ -129,7 +129,7 @@ TEST_F(LivenessE2eTest, RealZombieWithParenthesesInCommIsZombie) {
 }
 
 TEST_F(LivenessE2eTest, RightPidOtherStartTimeIsPidReused) {
-  TestChild c;
+  base::TestChild c;
   ASSERT_GT(c.pid(), 0);
   ProcessRef r = Record(c.pid());
   r.start_time += 1;
@@ -141,7 +141,7 @@ TEST_F(LivenessE2eTest, RightPidOtherStartTimeIsPidReused) {
 }
 
 TEST_F(LivenessE2eTest, OtherBootIdIsDeadRebooted) {
-  TestChild c;
+  base::TestChild c;
   ASSERT_GT(c.pid(), 0);
   ProcessRef r = Record(c.pid());
   r.boot_id = "00000000-0000-0000-0000-000000000000";
@@ -153,7 +153,7 @@ TEST_F(LivenessE2eTest, OtherBootIdIsDeadRebooted) {
 }
 
 TEST_F(LivenessE2eTest, NamespaceNoProcessHasIsUnknown) {
-  TestChild c;
+  base::TestChild c;
   ASSERT_GT(c.pid(), 0);
   ProcessRef r = Record(c.pid());
   ASSERT_OK_AND_ASSIGN(Snapshot snap, procfs_.Walk({/*with_status=*/true,
@@ -190,7 +190,7 @@ TEST_F(LivenessE2eTest, ChildPidNamespaceTranslatesThroughNSpid) {
   // Find sh (child of unshare) and the sleeper (child of sh) by walking.
   int sh = 0;
   int sleeper = 0;
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(base::WaitFor([&] {
     absl::StatusOr<Snapshot> snap = procfs_.Walk();
     if (!snap.ok()) return false;
     for (const ProcessInfo& p : snap->processes) {
@@ -225,7 +225,7 @@ TEST_F(LivenessE2eTest, ChildPidNamespaceTranslatesThroughNSpid) {
 
   ASSERT_EQ(::kill(sleeper, SIGKILL), 0);
   // sh reaps it (then execs another sleep as pid 1): await the ESRCH.
-  ASSERT_TRUE(WaitFor([&] { return ::kill(sleeper, 0) != 0 && errno == ESRCH; }));
+  ASSERT_TRUE(base::WaitFor([&] { return ::kill(sleeper, 0) != 0 && errno == ESRCH; }));
   ASSERT_OK_AND_ASSIGN(snap, procfs_.Walk({/*with_status=*/true,
                                            /*with_pidns=*/true}));
   bool ns_visible = false;
@@ -247,21 +247,21 @@ TEST_F(LivenessE2eTest, ChildPidNamespaceTranslatesThroughNSpid) {
 // same observer reading an ordinary proc instance sees state Z: with a
 // readable stat the stat decides.
 TEST_F(LivenessE2eTest, EpermWithoutProcfsEvidenceIsUnknownNotDead) {
-  TestChild target;
+  base::TestChild target;
   ASSERT_GT(target.pid(), 0);
   const ProcessRef r = Record(target.pid());
   target.Release();
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(base::WaitFor([&] {
     absl::StatusOr<ProcStat> s = procfs_.ReadStat(target.pid());
     return s.ok() && s->state == 'Z';
   }));
 
-  const TempDir tmp("rr-hidepid-");
+  const base::TempDir tmp("rr-hidepid-");
   const char* const dir = tmp.path().c_str();
   int fds[2];
   ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
-  Fd rd(fds[0]);
-  Fd wr(fds[1]);
+  base::Fd rd(fds[0]);
+  base::Fd wr(fds[1]);
   struct Report {
     int error;  // 0 = ok, else the step that failed
     int hidden_probe;
@@ -328,8 +328,8 @@ TEST_F(LivenessE2eTest, EpermWithoutProcfsEvidenceIsUnknownNotDead) {
 TEST_F(LivenessE2eTest, ThreadIdIsDeadExitedAndNeverSignalled) {
   int fds[2];
   ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
-  Fd rd(fds[0]);
-  Fd wr(fds[1]);
+  base::Fd rd(fds[0]);
+  base::Fd wr(fds[1]);
   const pid_t child = ::fork();
   if (child == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);

@@ -53,7 +53,7 @@ PinOutcome PinnedProcess::Open(const ProcFs& procfs, int pid, uint64_t start_tim
     out.status = absl::InvalidArgumentError(absl::StrCat("pin pid ", pid, ": not a pid"));
     return out;
   }
-  Fd pidfd(base::PidfdOpen(pid, 0));
+  base::Fd pidfd(base::PidfdOpen(pid, 0));
   if (!pidfd.valid()) {
     const int err = errno;
     out.error = err;
@@ -155,7 +155,7 @@ PidfdFeatures ProbePidfdFeatures() {
   const pid_t child = base::RawFork();
   if (child < 0) return features;
   if (child == 0) ::_exit(42);  // async-signal-safe only: we may have threads
-  Fd pidfd(base::PidfdOpen(child, 0));
+  base::Fd pidfd(base::PidfdOpen(child, 0));
   int status = 0;
   while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }

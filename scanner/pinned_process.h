@@ -143,10 +143,10 @@ class PinnedProcess {
   absl::Status Signal(int sig) const;
 
  private:
-  PinnedProcess(Fd pidfd, int pid, uint64_t start_time)
+  PinnedProcess(base::Fd pidfd, int pid, uint64_t start_time)
       : pidfd_(std::move(pidfd)), pid_(pid), start_time_(start_time) {}
 
-  Fd pidfd_;
+  base::Fd pidfd_;
   int pid_ = 0;
   uint64_t start_time_ = 0;
 };

@@ -48,7 +48,7 @@ class PinnedProcessTest : public ::testing::Test {
 };
 
 TEST_F(PinnedProcessTest, LiveChildIsPinnedAndItsStatRead) {
-  TestChild child("rr-pin-live");
+  base::TestChild child("rr-pin-live");
   const uint64_t start = StartTime(child.pid());
   ASSERT_NE(start, 0u);
   PinOutcome pin = PinnedProcess::Open(procfs_, child.pid(), start);
@@ -71,7 +71,7 @@ TEST_F(PinnedProcessTest, LiveChildIsPinnedAndItsStatRead) {
 }
 
 TEST_F(PinnedProcessTest, NoStartTimePinsWhateverHoldsThePid) {
-  TestChild child;
+  base::TestChild child;
   const uint64_t start = StartTime(child.pid());
   PinOutcome pin = PinnedProcess::Open(procfs_, child.pid(), 0);
   ASSERT_EQ(pin.result, PinResult::kPinned) << PinResultName(pin.result) << " " << pin.status;
@@ -79,7 +79,7 @@ TEST_F(PinnedProcessTest, NoStartTimePinsWhateverHoldsThePid) {
 }
 
 TEST_F(PinnedProcessTest, RealZombieIsPinnedExitedAndStillReadable) {
-  TestChild child;
+  base::TestChild child;
   const uint64_t start = StartTime(child.pid());
   child.ExitToZombie();
   PinOutcome pin = PinnedProcess::Open(procfs_, child.pid(), start);
@@ -95,13 +95,13 @@ TEST_F(PinnedProcessTest, RealZombieIsPinnedExitedAndStillReadable) {
 }
 
 TEST_F(PinnedProcessTest, PinTurnsExitedWhenItsProcessExitsAndGoneWhenReaped) {
-  TestChild child;
+  base::TestChild child;
   PinOutcome pin = PinnedProcess::Open(procfs_, child.pid(), StartTime(child.pid()));
   ASSERT_EQ(pin.result, PinResult::kPinned) << PinResultName(pin.result) << " " << pin.status;
   ASSERT_OK_AND_ASSIGN(const bool before, pin.process.Exited());
   EXPECT_FALSE(before);
   child.Release();
-  EXPECT_TRUE(WaitFor([&] {
+  EXPECT_TRUE(base::WaitFor([&] {
     absl::StatusOr<bool> exited = pin.process.Exited();
     return exited.ok() && *exited;
   }));
@@ -113,7 +113,7 @@ TEST_F(PinnedProcessTest, PinTurnsExitedWhenItsProcessExitsAndGoneWhenReaped) {
 }
 
 TEST_F(PinnedProcessTest, ReapedPidIsGone) {
-  TestChild child;
+  base::TestChild child;
   const int pid = child.pid();
   const uint64_t start = StartTime(pid);
   child.Release();
@@ -127,7 +127,7 @@ TEST_F(PinnedProcessTest, ReapedPidIsGone) {
 }
 
 TEST_F(PinnedProcessTest, OtherRecordedStartTimeIsReusedAndNotHeld) {
-  TestChild child;
+  base::TestChild child;
   const uint64_t start = StartTime(child.pid());
   PinOutcome pin = PinnedProcess::Open(procfs_, child.pid(), start + 1);
   EXPECT_EQ(pin.result, PinResult::kReused) << PinResultName(pin.result) << " " << pin.status;
@@ -140,8 +140,8 @@ TEST_F(PinnedProcessTest, OtherRecordedStartTimeIsReusedAndNotHeld) {
 TEST_F(PinnedProcessTest, ThreadIdIsNotAProcess) {
   int fds[2];
   ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
-  Fd rd(fds[0]);
-  Fd wr(fds[1]);
+  base::Fd rd(fds[0]);
+  base::Fd wr(fds[1]);
   std::atomic<pid_t> tid{0};
   std::thread t([&] {
     tid = ::gettid();
@@ -149,7 +149,7 @@ TEST_F(PinnedProcessTest, ThreadIdIsNotAProcess) {
     while (::read(rd.get(), &c, 1) < 0 && errno == EINTR) {
     }
   });
-  ASSERT_TRUE(WaitFor([&] { return tid.load() != 0; }));
+  ASSERT_TRUE(base::WaitFor([&] { return tid.load() != 0; }));
   PinOutcome pin = PinnedProcess::Open(procfs_, tid, 0);
   EXPECT_EQ(pin.result, PinResult::kNotProcess) << PinResultName(pin.result) << " " << pin.status;
   EXPECT_FALSE(pin.process.valid());
@@ -162,7 +162,7 @@ TEST_F(PinnedProcessTest, UnreadableStatIsHeldButUnverified) {
   // ENOENT, but the process exists, so it is neither gone nor verified.
   const char* tmp = std::getenv("TEST_TMPDIR");
   const ProcFs empty(tmp != nullptr ? tmp : "/tmp");
-  TestChild child;
+  base::TestChild child;
   PinOutcome pin = PinnedProcess::Open(empty, child.pid(), StartTime(child.pid()));
   ASSERT_EQ(pin.result, PinResult::kUnreadable) << PinResultName(pin.result) << " " << pin.status;
   EXPECT_TRUE(absl::IsNotFound(pin.status)) << pin.status;
@@ -174,9 +174,9 @@ TEST_F(PinnedProcessTest, UnreadableStatIsHeldButUnverified) {
 }
 
 TEST_F(PinnedProcessTest, OutOfDescriptorsIsNoDescriptor) {
-  TestChild child;
+  base::TestChild child;
   const uint64_t start = StartTime(child.pid());
-  DescriptorsUsedUp used(64);
+  base::DescriptorsUsedUp used(64);
   ASSERT_TRUE(used.ok());
   PinOutcome pin = PinnedProcess::Open(procfs_, child.pid(), start);
   ASSERT_TRUE(used.Release());
@@ -210,8 +210,8 @@ TEST_F(PinnedProcessTest, GuardsBelowTwoAndSelf) {
 
 TEST_F(PinnedProcessTest, SignalThroughThePinReachesThatProcess) {
   SKIP_UNLESS_PRIVATE_PID_NS();
-  TestChild target;
-  TestChild bystander;
+  base::TestChild target;
+  base::TestChild bystander;
   PinOutcome pin = PinnedProcess::Open(procfs_, target.pid(), StartTime(target.pid()));
   ASSERT_EQ(pin.result, PinResult::kPinned) << PinResultName(pin.result) << " " << pin.status;
   ASSERT_OK(pin.process.Signal(SIGKILL));
@@ -227,7 +227,7 @@ TEST_F(PinnedProcessTest, SignalThroughThePinReachesThatProcess) {
 // Writes `last` to this PID namespace's ns_last_pid: the next fork gets
 // last + 1 when that is free.
 bool SetNsLastPid(int last) {
-  Fd fd(::open("/proc/sys/kernel/ns_last_pid", O_WRONLY | O_CLOEXEC));
+  base::Fd fd(::open("/proc/sys/kernel/ns_last_pid", O_WRONLY | O_CLOEXEC));
   if (!fd.valid()) return false;
   const std::string text = absl::StrCat(last);
   return ::write(fd.get(), text.data(), text.size()) == static_cast<ssize_t>(text.size());
@@ -237,7 +237,7 @@ bool SetNsLastPid(int last) {
 // gets its pid (ns_last_pid; nothing else forks in this namespace).
 TEST_F(PinnedProcessTest, RealPidReuseIsReusedAndThePinReachesNoOne) {
   SKIP_UNLESS_PRIVATE_PID_NS();
-  auto first = std::make_unique<TestChild>();
+  auto first = std::make_unique<base::TestChild>();
   const int pid = first->pid();
   const uint64_t start = StartTime(pid);
   PinOutcome old = PinnedProcess::Open(procfs_, pid, start);
@@ -248,7 +248,7 @@ TEST_F(PinnedProcessTest, RealPidReuseIsReusedAndThePinReachesNoOne) {
   // start time differs from the old one's.
   absl::SleepFor(absl::Seconds(3.0 / static_cast<double>(::sysconf(_SC_CLK_TCK))));
   ASSERT_TRUE(SetNsLastPid(pid - 1));
-  TestChild second;
+  base::TestChild second;
   ASSERT_EQ(second.pid(), pid) << "the pid was not reused";
   const uint64_t second_start = StartTime(pid);
   ASSERT_NE(second_start, start);
@@ -284,7 +284,7 @@ TEST_F(PinnedProcessTest, ExitStatusReadThroughThePinOnceReaped) {
   const PidfdFeatures features = ProbePidfdFeatures();
   if (!features.info_exit) GTEST_SKIP() << "no PIDFD_INFO_EXIT (Linux < 6.15)";
   EXPECT_TRUE(features.get_info);
-  TestChild child("rr-pin-exit", 7);
+  base::TestChild child("rr-pin-exit", 7);
   PinOutcome pin = PinnedProcess::Open(procfs_, child.pid(), StartTime(child.pid()));
   ASSERT_EQ(pin.result, PinResult::kPinned) << pin.status;
   absl::StatusOr<std::optional<int>> status = pin.process.ReadExitStatus();
@@ -306,7 +306,7 @@ TEST_F(PinnedProcessTest, ExitStatusReadThroughThePinOnceReaped) {
 
 TEST_F(PinnedProcessTest, ExitStatusOfAKilledProcess) {
   if (!ProbePidfdFeatures().info_exit) GTEST_SKIP() << "no PIDFD_INFO_EXIT";
-  TestChild child("rr-pin-kill");
+  base::TestChild child("rr-pin-kill");
   PinOutcome pin = PinnedProcess::Open(procfs_, child.pid(), StartTime(child.pid()));
   ASSERT_EQ(pin.result, PinResult::kPinned) << pin.status;
   ASSERT_EQ(::kill(child.pid(), SIGKILL), 0);
@@ -327,7 +327,7 @@ TEST_F(PinnedProcessTest, ExitStatusOfNothingPinned) {
 }  // namespace runreaper::scanner
 
 int main(int argc, char** argv) {
-  runreaper::ReexecInPrivatePidNamespace(argc, argv, runreaper::scanner::kInNsEnv);
+  runreaper::base::ReexecInPrivatePidNamespace(argc, argv, runreaper::scanner::kInNsEnv);
   testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

@@ -140,7 +140,7 @@ class ProcConnector {
   // returns the number received (0 when none is queued).
   absl::StatusOr<int> ReceiveQueued(Batch* batch);
 
-  Fd fd_;
+  base::Fd fd_;
   int rcvbuf_bytes_ = 0;
   std::vector<ProcEvent> pending_;  // arrived while waiting for the ack
 };
@@ -173,7 +173,7 @@ class ProcEventStream {
 
   std::unique_ptr<ProcConnector> connector_;
   Handler handler_;
-  Fd wake_;  // eventfd: Stop() wakes the thread
+  base::Fd wake_;  // eventfd: Stop() wakes the thread
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> events_{0};

@@ -249,7 +249,7 @@ TEST(ProcConnectorTest, SeesAChildsForkAndExit) {
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   bool forked = false;
   bool exited = false;
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(base::WaitFor([&] {
     ProcConnector::Batch batch;
     EXPECT_OK(c->Receive(absl::Milliseconds(50), &batch));
     for (const ProcEvent& ev : batch.events) {
@@ -278,7 +278,7 @@ TEST(ProcConnectorTest, OverflowIsReportedAsLoss) {
     ASSERT_EQ(::waitpid(child, nullptr, 0), child);
   }
   bool lost = false;
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(base::WaitFor([&] {
     ProcConnector::Batch batch;
     EXPECT_OK(c->Receive(absl::Milliseconds(10), &batch));
     lost = lost || batch.lost;
@@ -307,7 +307,7 @@ TEST(ProcEventStreamTest, DrainThreadHandsOverBatchesAndStops) {
     ASSERT_EQ(::waitpid(child, nullptr, 0), child);
     children.push_back(child);
   }
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(base::WaitFor([&] {
     absl::MutexLock lock(&mu);
     for (pid_t child : children) {
       if (std::find(exited.begin(), exited.end(), child) == exited.end()) {

@@ -91,7 +91,7 @@ int ReadStatLine(int fd, char* buf, size_t* len) {
 
 absl::StatusOr<ProcStat> ReadStatAt(int dirfd, const char* rel, absl::string_view display,
                                     int pid) {
-  Fd fd(base::OpenAtCloexec(dirfd, rel, O_RDONLY));
+  base::Fd fd(base::OpenAtCloexec(dirfd, rel, O_RDONLY));
   if (!fd.valid()) return ErrnoStatus(errno, "open", display);
   char buf[kStatBufSize];
   size_t len = 0;
@@ -373,7 +373,7 @@ bool ProcFs::HasChildrenFiles() const {
 
 absl::StatusOr<std::vector<int>> ProcFs::ReadChildren(int pid) const {
   const std::string task = absl::StrCat(root_, "/", pid, "/task");
-  Fd dir(base::OpenAtCloexec(AT_FDCWD, task.c_str(), O_RDONLY | O_DIRECTORY));
+  base::Fd dir(base::OpenAtCloexec(AT_FDCWD, task.c_str(), O_RDONLY | O_DIRECTORY));
   if (!dir.valid()) return ErrnoStatus(errno, "open", task);
   std::vector<int> tids;
   RETURN_IF_ERROR(ListPids(dir.get(), task, &tids));
@@ -399,7 +399,7 @@ absl::StatusOr<std::vector<int>> ProcFs::ReadChildren(int pid) const {
 }
 
 absl::StatusOr<Snapshot> ProcFs::Walk(const WalkOptions& options) const {
-  Fd root(base::OpenAtCloexec(AT_FDCWD, root_.c_str(), O_RDONLY | O_DIRECTORY));
+  base::Fd root(base::OpenAtCloexec(AT_FDCWD, root_.c_str(), O_RDONLY | O_DIRECTORY));
   if (!root.valid()) return ErrnoStatus(errno, "open", root_);
 
   // List first, then read: the listing is one short burst of getdents64 and
@@ -415,7 +415,7 @@ absl::StatusOr<Snapshot> ProcFs::Walk(const WalkOptions& options) const {
   std::string status_buf;
   for (const int pid : pids) {
     PidPath(pid, "stat", rel);
-    Fd fd(base::OpenAtCloexec(root.get(), rel, O_RDONLY));
+    base::Fd fd(base::OpenAtCloexec(root.get(), rel, O_RDONLY));
     if (!fd.valid()) {
       // ENOENT: reaped between getdents64 and openat.
       if (errno == ENOENT || errno == ESRCH) {
@@ -487,7 +487,7 @@ absl::StatusOr<Identity> ProcFs::CaptureIdentity(int pid, ProcStatus* status_out
   // (scanner/pinned_process.h, which reads through ProcFs): it works for
   // any procfs root, fixture trees included, and needs no pidfd.
   const std::string dir = absl::StrCat(root_, "/", pid);
-  Fd dirfd(base::OpenAtCloexec(AT_FDCWD, dir.c_str(), O_PATH | O_DIRECTORY));
+  base::Fd dirfd(base::OpenAtCloexec(AT_FDCWD, dir.c_str(), O_PATH | O_DIRECTORY));
   if (!dirfd.valid()) return ErrnoStatus(errno, "open", dir);
 
   Identity id;

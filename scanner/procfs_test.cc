@@ -133,7 +133,7 @@ class FixtureTreeTest : public ::testing::Test {
     MkDir(P(absl::StrCat(pid, "/ns")));
   }
 
-  const TempDir tmp_{"proc."};
+  const base::TempDir tmp_{"proc."};
   std::string root_;
 };
 
@@ -477,7 +477,7 @@ TEST(RealProcessTest, ThreadIdIsNotAProcess) {
     tid = ::gettid();
     while (!done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   });
-  ASSERT_TRUE(WaitFor([&] { return tid.load() != 0; }));
+  ASSERT_TRUE(base::WaitFor([&] { return tid.load() != 0; }));
   const pid_t thread_id = tid.load();
   ASSERT_NE(thread_id, ::getpid());
 
@@ -508,7 +508,7 @@ TEST(RealProcessTest, ZombieIsListedWithStateZ) {
     ::_exit(3);
   }
   // Not waited for yet: it stays a zombie.
-  const bool zombie = WaitFor([&] {
+  const bool zombie = base::WaitFor([&] {
     absl::StatusOr<ProcStat> st = fs.ReadStat(pid);
     return st.ok() && st->state == 'Z';
   });
@@ -543,7 +543,7 @@ TEST(RealProcessTest, CraftedCommsParseBackExactly) {
   // the sleeping state instead of assuming it (it read 'R' under load).
   for (const auto& child : children) {
     const pid_t pid = child->pid();
-    ASSERT_TRUE(WaitFor([&] {
+    ASSERT_TRUE(base::WaitFor([&] {
       absl::StatusOr<ProcStat> st = fs.ReadStat(pid);
       return st.ok() && st->state == 'S';
     })) << "pid "
@@ -586,7 +586,7 @@ TEST(RealProcessTest, ReadEnvVarOfExecedChild) {
   ::close(p[0]);
   ProcFs fs;
   absl::StatusOr<std::optional<std::string>> run_id;
-  EXPECT_TRUE(WaitFor([&] {
+  EXPECT_TRUE(base::WaitFor([&] {
     run_id = fs.ReadEnvVar(pid, "RUNREAPER_RUN_ID");
     return !absl::IsUnavailable(run_id.status());
   }));
@@ -616,7 +616,7 @@ TEST(RealProcessTest, EmptyEnvironmentIsUnset) {
   }
   ProcFs fs;
   absl::StatusOr<std::optional<std::string>> v;
-  EXPECT_TRUE(WaitFor([&] {
+  EXPECT_TRUE(base::WaitFor([&] {
     absl::StatusOr<ProcStat> st = fs.ReadStat(pid);
     if (!st.ok() || st->comm != "sleep") return false;
     v = fs.ReadEnvVar(pid, "RUNREAPER_RUN_ID");
@@ -635,7 +635,7 @@ TEST(RealProcessTest, ZombieEnvironIsNotFound) {
   ASSERT_GE(pid, 0);
   if (pid == 0) ::_exit(0);
   ProcFs fs;
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(base::WaitFor([&] {
     absl::StatusOr<ProcStat> st = fs.ReadStat(pid);
     return st.ok() && st->state == 'Z';
   }));

@@ -139,7 +139,7 @@ absl::Status CheckCgroupMember(const ProcFs& procfs, absl::string_view text,
   }
   // "1" keeps for ever; a duration keeps until start time + duration.
   if (keep->has_value() && KeepHolds(**keep, stat->start_time, NowBootTicks(), TicksPerSecond())) {
-    return Refuse(pid, absl::StrCat("it carries RUNREAPER_KEEP=", EscapeForLog(**keep)));
+    return Refuse(pid, absl::StrCat("it carries RUNREAPER_KEEP=", base::EscapeForLog(**keep)));
   }
   return absl::OkStatus();
 }
@@ -197,7 +197,7 @@ SignalOutcome KillCgroup(const ProcFs& procfs, const std::string& dir, uint64_t 
     }
   }
   const std::string path = dir + "/cgroup.kill";
-  Fd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  base::Fd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
   ssize_t n = -1;
   if (fd.valid()) {
     do {

@@ -70,8 +70,8 @@ uint64_t StartTime(const ProcFs& procfs, int pid) {
 std::string RunInPidNamespace(const std::function<std::string()>& body) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return "pipe2 failed";
-  Fd rd(fds[0]);
-  Fd wr(fds[1]);
+  base::Fd rd(fds[0]);
+  base::Fd wr(fds[1]);
   const pid_t outer = ::fork();
   if (outer < 0) return "fork failed";
   if (outer == 0) {
@@ -121,7 +121,7 @@ std::string RunInPidNamespace(const std::function<std::string()>& body) {
 std::string ForkSessionLeader(const ProcFs& procfs, pid_t* out) {
   const pid_t child = *out = ForkSleeper(/*own_session=*/true);
   NS_CHECK(child > 1, "fork");
-  NS_CHECK(WaitFor([&] {
+  NS_CHECK(base::WaitFor([&] {
              absl::StatusOr<ProcStat> s = procfs.ReadStat(child);
              return s.ok() && s->session == child;
            }),
@@ -172,7 +172,7 @@ TEST(SafeSignalTest, RefusesChildInOurProcessGroup) {
   const ProcFs procfs;
   const pid_t child = ForkSleeper(/*own_session=*/false);
   ASSERT_GT(child, 0);
-  ASSERT_TRUE(WaitFor([&] { return StartTime(procfs, child) != 0; }));
+  ASSERT_TRUE(base::WaitFor([&] { return StartTime(procfs, child) != 0; }));
   const uint64_t start = StartTime(procfs, child);
   const absl::Status check = CheckSignalTarget(procfs, child);
   EXPECT_TRUE(absl::IsFailedPrecondition(check)) << check;

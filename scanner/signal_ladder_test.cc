@@ -85,7 +85,7 @@ Group StartGroup(bool stubborn, int extra) {
 int TermSignal(pid_t pid) {
   int status = 0;
   int sig = -1;
-  WaitFor([&] {
+  base::WaitFor([&] {
     const pid_t r = ::waitpid(pid, &status, WNOHANG);
     if (r == pid) {
       sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
@@ -262,7 +262,7 @@ TEST(SignalLadderNamesTest, StagesAndSignals) {
 }  // namespace runreaper::scanner
 
 int main(int argc, char** argv) {
-  runreaper::ReexecInPrivatePidNamespace(argc, argv, runreaper::scanner::kInNsEnv);
+  runreaper::base::ReexecInPrivatePidNamespace(argc, argv, runreaper::scanner::kInNsEnv);
   testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

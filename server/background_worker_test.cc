@@ -20,7 +20,7 @@ namespace {
 TEST(BackgroundWorkerTest, ABurstPastTheCapacityIsRefusedAndAddsNoThread) {
   constexpr size_t kCapacity = 4;
   BackgroundWorker worker(kCapacity);
-  const int threads = CountThreads();
+  const int threads = base::CountThreads();
   absl::Notification started, release;
   // The first job blocks the worker, as a long sweep ladder would.
   ASSERT_OK(worker.Post([&] {
@@ -44,7 +44,7 @@ TEST(BackgroundWorkerTest, ABurstPastTheCapacityIsRefusedAndAddsNoThread) {
     }
   }
   EXPECT_EQ(refused, 100 - static_cast<int>(kCapacity));
-  EXPECT_EQ(CountThreads(), threads);
+  EXPECT_EQ(base::CountThreads(), threads);
   release.Notify();
   worker.WaitIdle();
   absl::MutexLock lock(&mu);

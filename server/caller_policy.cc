@@ -28,7 +28,7 @@ std::string SentIdentityMismatch(const v1::RegisterRunRequest& request,
   if (sent.pidns_inode != 0 && sent.pidns_inode != live.pidns_inode) {
     return Differs("pidns_inode", sent.pidns_inode, live.pidns_inode, pid);
   }
-  if (!sent.boot_id.empty() && sent.boot_id != ToValidUtf8(live.boot_id)) {
+  if (!sent.boot_id.empty() && sent.boot_id != base::ToValidUtf8(live.boot_id)) {
     return absl::StrCat("boot_id: differs from process ", pid, "'s boot");
   }
   if (sent.pgid != 0 && sent.pgid != live.pgid) {
@@ -174,9 +174,10 @@ absl::Status CheckRunOwner(uint32_t caller_uid, const v1::Run& run, const std::s
   if (caller_uid == 0 || run.registered_uid() == caller_uid) {
     return absl::OkStatus();
   }
-  return absl::PermissionDeniedError(absl::StrCat(
-      "uid ", caller_uid, ": ", method, " of run \"", EscapeForLog(run.run_id()), "\", which uid ",
-      run.registered_uid(), " registered; a non-root caller may change only its own runs"));
+  return absl::PermissionDeniedError(
+      absl::StrCat("uid ", caller_uid, ": ", method, " of run \"", base::EscapeForLog(run.run_id()),
+                   "\", which uid ", run.registered_uid(),
+                   " registered; a non-root caller may change only its own runs"));
 }
 
 std::optional<uint32_t> SignalOnlyUid(const v1::Run& run) {

@@ -37,7 +37,7 @@ class CgroupClaimTest : public ::testing::Test {
     EXPECT_TRUE(absl::StartsWith(s.message(), "cgroup: ")) << s;
     EXPECT_TRUE(absl::StrContains(s.message(), says)) << s;
   }
-  const TempDir tmp_{"rr-cg."};
+  const base::TempDir tmp_{"rr-cg."};
   std::string root_;
 };
 

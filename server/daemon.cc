@@ -57,7 +57,8 @@ class EventLogger : public EventSubscriber {
   explicit EventLogger(Metrics* metrics) : metrics_(metrics) {}
   void OnEvents(const std::vector<v1::Event>& events) override {
     for (const v1::Event& e : events) {
-      LogInfo(LogFields().Run(e.run_id()).Pid(e.pid()).NamedInMessage(), DescribeEvent(e));
+      base::LogInfo(base::LogFields().Run(e.run_id()).Pid(e.pid()).NamedInMessage(),
+                    DescribeEvent(e));
     }
     metrics_->CountEvents(events);
   }
@@ -128,7 +129,7 @@ class Daemon {
   absl::Duration pass_deadline_;
   Metrics metrics_;              // before everything that reports to it
   DescriptorAlarm descriptors_;  // likewise
-  Fd lock_fd_;
+  base::Fd lock_fd_;
   std::unique_ptr<store::RunStore> store_;
   scanner::ProcFs procfs_;
   std::unique_ptr<DaemonSelf> self_;  // read once, at start
@@ -166,15 +167,15 @@ class Daemon {
 absl::Status Daemon::StartLineage() {
   if (!options_.lineage) {
     lineage_off_ = "--lineage=false";
-    LogInfo("lineage: off (--lineage=false)");
+    base::LogInfo("lineage: off (--lineage=false)");
     return absl::OkStatus();
   }
   absl::StatusOr<std::unique_ptr<scanner::ProcConnector>> connector =
       scanner::ProcConnector::Open();
   if (!connector.ok()) {
     lineage_off_ = std::string(connector.status().message());
-    LogWarning("lineage: off (", connector.status().message(),
-               "); membership by pgid, sid, cookie and cgroup only");
+    base::LogWarning("lineage: off (", connector.status().message(),
+                     "); membership by pgid, sid, cookie and cgroup only");
     return absl::OkStatus();
   }
   const int rcvbuf = (*connector)->rcvbuf_bytes();
@@ -206,13 +207,13 @@ absl::Status Daemon::StartLineage() {
   ASSIGN_OR_RETURN(const int adopted, lineage_store_->Restore());
   metrics_.SetLineageEnabled(true);
   metrics_.SetRunsWithLineageGap(static_cast<int64_t>(lineage_->stats().runs_with_gap));
-  LogInfo("lineage: on (proc connector, receive buffer ", rcvbuf, " bytes, ", all.size(),
-          " run(s) followed, ", adopted, " stored descendant(s) re-attached, stored every ",
-          absl::FormatDuration(options_.lineage_persist_interval), ")");
+  base::LogInfo("lineage: on (proc connector, receive buffer ", rcvbuf, " bytes, ", all.size(),
+                " run(s) followed, ", adopted, " stored descendant(s) re-attached, stored every ",
+                absl::FormatDuration(options_.lineage_persist_interval), ")");
   lineage_flush_ = std::thread([this] {
     while (!lineage_stop_.WaitForNotificationWithTimeout(options_.lineage_persist_interval)) {
       if (absl::Status s = lineage_store_->Flush(); !s.ok()) {
-        LogWarning("lineage: cannot store descendants: ", s.ToString());
+        base::LogWarning("lineage: cannot store descendants: ", s.ToString());
       }
     }
   });
@@ -246,7 +247,7 @@ void Daemon::StopLineage() {
     lineage_stop_.Notify();
     lineage_flush_.join();
     if (absl::Status s = lineage_store_->Flush(); !s.ok()) {
-      LogWarning("lineage: cannot store descendants: ", s.ToString());
+      base::LogWarning("lineage: cannot store descendants: ", s.ToString());
     }
   }
   proc_events_.reset();  // stops the drain thread before the tracker goes
@@ -303,15 +304,15 @@ absl::Status Daemon::Start() {
   {
     const scanner::PidfdFeatures pidfd = scanner::ProbePidfdFeatures();
     wopts.read_exit_status = pidfd.info_exit && options_.pidfd_info;
-    LogInfo("observed exit: ",
-            wopts.read_exit_status
-                ? "pidfd info (PIDFD_INFO_EXIT)"
-                : absl::StrCat("no pidfd info (",
-                               !options_.pidfd_info ? "--pidfd_info=false"
-                               : pidfd.get_info     ? "kernel without PIDFD_INFO_EXIT"
-                                                    : "kernel without PIDFD_GET_INFO",
-                               "): the proc connector's exit event when lineage is on, "
-                               "else unknown"));
+    base::LogInfo("observed exit: ",
+                  wopts.read_exit_status
+                      ? "pidfd info (PIDFD_INFO_EXIT)"
+                      : absl::StrCat("no pidfd info (",
+                                     !options_.pidfd_info ? "--pidfd_info=false"
+                                     : pidfd.get_info     ? "kernel without PIDFD_INFO_EXIT"
+                                                          : "kernel without PIDFD_GET_INFO",
+                                     "): the proc connector's exit event when lineage is on, "
+                                     "else unknown"));
   }
   ASSIGN_OR_RETURN(watcher_, scanner::ExitWatcher::Create(&procfs_, wopts));
   ReconcilerOptions ropts;
@@ -343,11 +344,11 @@ absl::Status Daemon::Start() {
       std::make_shared<EndSweeps>(store_.get(), sweeper_.get(), [this] { hub_->Notify(); });
   end_sweeps_id_ = hub_->Subscribe(end_sweeps_);
   if (absl::Status s = end_sweeps_->Start(); !s.ok()) {
-    LogError("sweep on end: ", s.ToString());
+    base::LogError("sweep on end: ", s.ToString());
   }
   for (const v1::Run& run : running) {
     if (absl::Status s = reconciler_->Watch(run); !s.ok()) {
-      LogWarning(LogFields().Run(run.run_id()), "watch: ", s.ToString());
+      base::LogWarning(base::LogFields().Run(run.run_id()), "watch: ", s.ToString());
     }
   }
   ASSIGN_OR_RETURN(PassResult first, reconciler_->RunPass());
@@ -358,10 +359,10 @@ absl::Status Daemon::Start() {
   metrics_.SetDatabaseBytes(store_->DatabaseBytes());
   metrics_.SetWatcher(watcher_->armed(), watcher_->fallbacks());
   const size_t still_running = running.size() - first.transitions.size();
-  LogInfo(absl::StrCat("exit detection: ", watcher_->armed(), " running runs watched by ",
-                       watcher_->pidfds(), " pidfds (budget ", watcher_->budget(), "), ",
-                       still_running - std::min<size_t>(still_running, watcher_->armed()),
-                       " probed each pass"));
+  base::LogInfo(absl::StrCat("exit detection: ", watcher_->armed(), " running runs watched by ",
+                             watcher_->pidfds(), " pidfds (budget ", watcher_->budget(), "), ",
+                             still_running - std::min<size_t>(still_running, watcher_->armed()),
+                             " probed each pass"));
 
   ServiceOptions sopts;
   sopts.tokens = std::move(tokens);
@@ -381,7 +382,7 @@ absl::Status Daemon::Start() {
   grpc::ServerBuilder builder;
   // The unix socket is ours (server/peer_creds.h): every connection's
   // SO_PEERCRED is recorded before gRPC sees it.
-  ASSIGN_OR_RETURN(Fd unix_listen, ListenUnix(options_.socket, socket_gid));
+  ASSIGN_OR_RETURN(base::Fd unix_listen, ListenUnix(options_.socket, socket_gid));
   int tcp_port = 0;
   if (!options_.listen.empty()) {
     builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(), &tcp_port);
@@ -441,12 +442,12 @@ absl::Status Daemon::Start() {
   resume_ = std::thread([this] {
     // First, a job a crashed sweep left frozen runs again.
     absl::StatusOr<std::vector<std::string>> thawed = sweeper_->ThawLeftFrozen();
-    if (!thawed.ok()) LogError("thawing cgroups left frozen: ", thawed.status().ToString());
+    if (!thawed.ok()) base::LogError("thawing cgroups left frozen: ", thawed.status().ToString());
     absl::StatusOr<v1::SweepResponse> resumed = sweeper_->ResumeSweeps();
     hub_->Notify();
-    if (!resumed.ok()) LogError("resuming sweeps: ", resumed.status().ToString());
+    if (!resumed.ok()) base::LogError("resuming sweeps: ", resumed.status().ToString());
   });
-  LogInfo(absl::StrCat(
+  base::LogInfo(absl::StrCat(
       "serving on unix:", options_.socket,
       options_.listen.empty() ? ""
                               : absl::StrCat(" and ", options_.listen, " (port ", tcp_port, ")"),
@@ -468,8 +469,8 @@ void Daemon::Stop() {
   // period to answer; then the server closes every connection at once
   // (waiting for idle clients to hang up could take as long as they like).
   if (service_ != nullptr && !service_->Drain(options_.shutdown_grace)) {
-    LogWarning("calls still in flight after ", absl::FormatDuration(options_.shutdown_grace),
-               "; cancelling them");
+    base::LogWarning("calls still in flight after ", absl::FormatDuration(options_.shutdown_grace),
+                     "; cancelling them");
   }
   if (acceptor_ != nullptr) acceptor_->Stop();  // no new connections
   if (server_ != nullptr) server_->Shutdown(std::chrono::system_clock::now());
@@ -510,16 +511,16 @@ int Daemon::Run() {
   ::signal(SIGPIPE, SIG_IGN);
 
   if (absl::Status s = Start(); !s.ok()) {
-    LogError(s.message());
+    base::LogError(s.message());
     Stop();
     return 1;
   }
   int sig = 0;
   while (sigwait(&set, &sig) != 0) {
   }
-  LogInfo("received ", sig == SIGTERM ? "SIGTERM" : "SIGINT", ", shutting down");
+  base::LogInfo("received ", sig == SIGTERM ? "SIGTERM" : "SIGINT", ", shutting down");
   Stop();
-  LogInfo("stopped");
+  base::LogInfo("stopped");
   return 0;
 }
 
@@ -532,12 +533,12 @@ int RunDaemon(const DaemonOptions& options) {
 
 int RunOnce(const DaemonOptions& options, bool sweep) {
   if (absl::Status s = CreateDatabaseFile(options.db); !s.ok()) {
-    LogError("--once: ", s.message());
+    base::LogError("--once: ", s.message());
     return 1;
   }
   absl::StatusOr<std::unique_ptr<store::RunStore>> store = store::RunStore::Open(options.db);
   if (!store.ok()) {
-    LogError("--once: ", store.status().message());
+    base::LogError("--once: ", store.status().message());
     return 1;
   }
   scanner::ProcFs procfs;
@@ -546,7 +547,7 @@ int RunOnce(const DaemonOptions& options, bool sweep) {
   Reconciler reconciler(store->get(), &procfs, /*watcher=*/nullptr, ropts);
   absl::StatusOr<PassResult> pass = reconciler.RunPass();
   if (!pass.ok()) {
-    LogError("--once: reconcile pass: ", pass.status().message());
+    base::LogError("--once: reconcile pass: ", pass.status().message());
     return 1;
   }
   std::string line = absl::StrCat("runreaperd --once: examined ", pass->examined, " running, ",
@@ -590,7 +591,7 @@ int RunOnce(const DaemonOptions& options, bool sweep) {
       rc = 1;
     }
   }
-  printf("%s\n", EscapeForLog(line).c_str());  // run ids are any UTF-8
+  printf("%s\n", base::EscapeForLog(line).c_str());  // run ids are any UTF-8
   fflush(stdout);
   return rc;
 }

@@ -64,8 +64,8 @@ void DaemonLoops::WatcherLoop() {
     // Wait). Nothing to do, and no system call, otherwise.
     scanner::ExitWatcher::RearmResult rearmed = deps_.watcher->RearmWaiting();
     if (rearmed.armed > 0) {
-      LogInfo("exit_watcher: ", rearmed.armed, " probed run(s) watched by pidfd again (",
-              deps_.watcher->waiting(), " still waiting for one)");
+      base::LogInfo("exit_watcher: ", rearmed.armed, " probed run(s) watched by pidfd again (",
+                    deps_.watcher->waiting(), " still waiting for one)");
     }
     exited.insert(exited.end(), rearmed.exited.begin(), rearmed.exited.end());
     if (exited.empty()) {
@@ -78,7 +78,7 @@ void DaemonLoops::WatcherLoop() {
                                    result.ok() ? result->transitions.size() : 0, result.ok());
     deps_.hub->Notify();
     if (!result.ok()) {
-      LogError("reconcile of exited runs: ", result.status().ToString());
+      base::LogError("reconcile of exited runs: ", result.status().ToString());
       NoteFailure(result.status(), "reconcile of exited runs");
     }
     UpdateWatchGauges();
@@ -108,7 +108,7 @@ void DaemonLoops::RunOnePass() {
   metrics.SetRunCounts(deps_.store->CountRuns());
   metrics.SetDatabaseBytes(deps_.store->DatabaseBytes());
   if (!pass.ok()) {
-    LogError("reconcile pass: ", pass.status().ToString());
+    base::LogError("reconcile pass: ", pass.status().ToString());
     NoteFailure(pass.status(), "reconcile pass");
   }
   absl::MutexLock lock(&mu_);
@@ -132,9 +132,9 @@ void DaemonLoops::UpdateHealthLocked(const std::string& why) {
   deps_.metrics->SetHealthy(serving);
   deps_.set_serving(serving);
   if (serving) {
-    LogInfo("health: SERVING (", why, ")");
+    base::LogInfo("health: SERVING (", why, ")");
   } else {
-    LogWarning("health: NOT_SERVING (", why, ")");
+    base::LogWarning("health: NOT_SERVING (", why, ")");
   }
 }
 
@@ -194,7 +194,7 @@ void DaemonLoops::SweepLoop() {
     absl::StatusOr<v1::SweepResponse> swept = deps_.sweeper->Sweep(v1::SweepRequest());
     deps_.hub->Notify();
     if (!swept.ok()) {
-      LogError("automatic sweep: ", swept.status().ToString());
+      base::LogError("automatic sweep: ", swept.status().ToString());
     }
   }
 }
@@ -207,9 +207,10 @@ absl::StatusOr<store::PruneResult> DaemonLoops::RunOnePrune() {
   if (deps_.sweeper != nullptr && options_.retain > absl::ZeroDuration()) {
     absl::StatusOr<int> marked = deps_.sweeper->MarkEmptyRunsSwept(absl::Now() - options_.retain);
     if (!marked.ok()) {
-      LogError("prune: cannot check old unswept runs for members: ", marked.status().ToString());
+      base::LogError("prune: cannot check old unswept runs for members: ",
+                     marked.status().ToString());
     } else if (*marked > 0) {
-      LogInfo("prune: ", *marked, " old unswept run(s) without members marked swept");
+      base::LogInfo("prune: ", *marked, " old unswept run(s) without members marked swept");
       deps_.hub->Notify();  // their summary event
     }
   }
@@ -223,8 +224,8 @@ absl::StatusOr<store::PruneResult> DaemonLoops::RunOnePrune() {
   deps_.metrics->PruneDone(result);
   deps_.metrics->SetDatabaseBytes(deps_.store->DatabaseBytes());
   if (!result.ok()) {
-    LogError("prune (--retain=", absl::FormatDuration(options_.retain),
-             "): ", result.status().ToString());
+    base::LogError("prune (--retain=", absl::FormatDuration(options_.retain),
+                   "): ", result.status().ToString());
   } else if (result->summary_event_id != 0) {
     deps_.hub->Notify();  // the PRUNED event, logged by the event logger
   }

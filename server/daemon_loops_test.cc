@@ -70,7 +70,7 @@ class DaemonLoopsTest : public ::testing::Test {
     return health_;
   }
 
-  const TempDir tmp_{"rrl."};
+  const base::TempDir tmp_{"rrl."};
   std::string dir_;
   scanner::ProcFs procfs_;
   std::unique_ptr<store::RunStore> store_;
@@ -91,7 +91,7 @@ class DaemonLoopsTest : public ::testing::Test {
 };
 
 TEST_F(DaemonLoopsTest, OnePassReconcilesAnExitAndCountsIt) {
-  TestChild child;
+  base::TestChild child;
   ASSERT_OK(Register("gone", child.pid()));
   child.Kill();
   child.Reap();  // gone: ESRCH
@@ -110,7 +110,7 @@ TEST_F(DaemonLoopsTest, OnePassReconcilesAnExitAndCountsIt) {
 
 TEST_F(DaemonLoopsTest, StalledPassFlipsHealthUntilAPassCompletes) {
   // A RUNNING run whose leader lives: every pass writes (last seen alive).
-  TestChild child;
+  base::TestChild child;
   ASSERT_OK(Register("alive", child.pid()));
 
   sqlite3* db = nullptr;
@@ -123,14 +123,14 @@ TEST_F(DaemonLoopsTest, StalledPassFlipsHealthUntilAPassCompletes) {
   options.pass_deadline = absl::Milliseconds(300);
   DaemonLoops loops(Deps(), options);
   loops.Start();
-  ASSERT_TRUE(WaitFor([&] { return !health().empty(); }, absl::Seconds(4)));
+  ASSERT_TRUE(base::WaitFor([&] { return !health().empty(); }, absl::Seconds(4)));
   EXPECT_EQ(health(), std::vector<bool>{false});
   EXPECT_EQ(Sample("runreaper_healthy"), 0);
   EXPECT_GE(Sample("runreaper_pass_overruns_total"), 1);
 
   ASSERT_EQ(sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr), SQLITE_OK);
   sqlite3_close(db);
-  ASSERT_TRUE(WaitFor([&] { return health().size() >= 2; }, absl::Seconds(10)));
+  ASSERT_TRUE(base::WaitFor([&] { return health().size() >= 2; }, absl::Seconds(10)));
   // (A later pass slowed by load may flip it again; the first two matter.)
   const std::vector<bool> flips = health();
   EXPECT_EQ(flips[0], false);
@@ -152,7 +152,7 @@ TEST_F(DaemonLoopsTest, OutOfDescriptorsFlipsHealthUntilDescriptorsAreFree) {
   DaemonLoops loops(std::move(deps), options);
   loops.Start();
   alarm.Report("accept on the unix socket");
-  ASSERT_TRUE(WaitFor([&] { return health().size() >= 2; }, absl::Seconds(10)));
+  ASSERT_TRUE(base::WaitFor([&] { return health().size() >= 2; }, absl::Seconds(10)));
   EXPECT_EQ(health()[0], false);
   EXPECT_EQ(health()[1], true);
   EXPECT_EQ(Sample("runreaper_healthy"), 1);
@@ -170,7 +170,7 @@ TEST(PruneIntervalTest, ATenthOfTheRetentionBetweenOneSecondAndTenMinutes) {
 // goes once it ended more than 2 s ago, counted and summarised; a RUNNING
 // run and an unswept one that ended before it stay.
 TEST_F(DaemonLoopsTest, PruneLoopDeletesOnlySweptRunsOlderThanTheRetention) {
-  TestChild running;
+  base::TestChild running;
   ASSERT_OK(Register("running", running.pid()));
   ASSERT_OK(Register("unswept", running.pid()));
   ASSERT_OK(store_->Finish("unswept", 0));
@@ -183,7 +183,7 @@ TEST_F(DaemonLoopsTest, PruneLoopDeletesOnlySweptRunsOlderThanTheRetention) {
   options.retain = absl::Seconds(2);
   DaemonLoops loops(Deps(), options);
   loops.Start();
-  ASSERT_TRUE(WaitFor([&] { return !store_->Get("swept").ok(); }, absl::Seconds(20)));
+  ASSERT_TRUE(base::WaitFor([&] { return !store_->Get("swept").ok(); }, absl::Seconds(20)));
   EXPECT_EQ(store_->Get("swept").status().code(), absl::StatusCode::kNotFound);
   loops.RequestStop();
   loops.Join();
@@ -208,13 +208,13 @@ TEST_F(DaemonLoopsTest, DescriptorsUsedUpWithoutAReportAreSeenByTheCount) {
   options.descriptor_check = absl::Milliseconds(50);
   DaemonLoops loops(std::move(deps), options);
   loops.Start();
-  DescriptorsUsedUp used(128);
+  base::DescriptorsUsedUp used(128);
   ASSERT_TRUE(used.ok());
-  const bool flipped = WaitFor([&] { return !health().empty(); }, absl::Seconds(10));
+  const bool flipped = base::WaitFor([&] { return !health().empty(); }, absl::Seconds(10));
   ASSERT_TRUE(used.Release());
   ASSERT_TRUE(flipped);
   EXPECT_EQ(health()[0], false);
-  ASSERT_TRUE(WaitFor([&] { return health().size() >= 2; }, absl::Seconds(10)));
+  ASSERT_TRUE(base::WaitFor([&] { return health().size() >= 2; }, absl::Seconds(10)));
   EXPECT_EQ(health()[1], true);
   loops.RequestStop();
   loops.Join();

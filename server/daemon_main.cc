@@ -126,14 +126,14 @@ int main(int argc, char** argv) {
       "--token_file=F] [--retain=168h] ...\n  runreaperd --once [--sweep]   (cron)",
       "server/daemon_main");
   absl::ParseCommandLine(argc, argv);
-  absl::StatusOr<runreaper::LogFormat> log_format =
-      runreaper::ParseLogFormat(absl::GetFlag(FLAGS_log_format));
+  absl::StatusOr<runreaper::base::LogFormat> log_format =
+      runreaper::base::ParseLogFormat(absl::GetFlag(FLAGS_log_format));
   if (!log_format.ok()) {
     fprintf(stderr, "runreaperd: --log_format: %s\n",
             std::string(log_format.status().message()).c_str());
     return 2;
   }
-  runreaper::SetLogFormat(*log_format);
+  runreaper::base::SetLogFormat(*log_format);
   runreaper::server::DaemonOptions options;
   options.db = absl::GetFlag(FLAGS_db);
   options.socket = absl::GetFlag(FLAGS_socket);

@@ -21,7 +21,7 @@ namespace runreaper::server {
 namespace {
 
 bool ProbePidfd() {
-  const Fd pidfd(base::PidfdOpen(::getpid(), 0));
+  const base::Fd pidfd(base::PidfdOpen(::getpid(), 0));
   return pidfd.valid();
 }
 
@@ -30,12 +30,12 @@ bool ProbePidfd() {
 bool ProbePeerPidfd() {
   int pair[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) return false;
-  const Fd a(pair[0]);
-  const Fd b(pair[1]);
+  const base::Fd a(pair[0]);
+  const base::Fd b(pair[1]);
   int pidfd = -1;
   socklen_t len = sizeof(pidfd);
   if (::getsockopt(a.get(), SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) != 0) return false;
-  const Fd held(pidfd);
+  const base::Fd held(pidfd);
   return held.valid();
 }
 
@@ -107,13 +107,14 @@ void DaemonSelf::LogAtStart() const {
     absl::MutexLock lock(&mu_);
     errors = errors_;
   }
-  LogInfo(LogFields().Pid(facts.pid), "runreaperd itself: PID namespace ",
-          facts.pidns_inode == 0 ? std::string("unknown") : absl::StrCat(facts.pidns_inode),
-          ", boot id ", facts.boot_id.empty() ? std::string("unknown") : facts.boot_id,
-          "; kernel: pidfd ", YesNo(features_.pidfd), ", SO_PEERPIDFD ",
-          YesNo(features_.peer_pidfd), ", children files ", YesNo(features_.children_files),
-          ", cgroup v2 ", YesNo(features_.cgroup2));
-  if (!errors.empty()) LogWarning(LogFields().Pid(facts.pid), "runreaperd itself: ", errors);
+  base::LogInfo(base::LogFields().Pid(facts.pid), "runreaperd itself: PID namespace ",
+                facts.pidns_inode == 0 ? std::string("unknown") : absl::StrCat(facts.pidns_inode),
+                ", boot id ", facts.boot_id.empty() ? std::string("unknown") : facts.boot_id,
+                "; kernel: pidfd ", YesNo(features_.pidfd), ", SO_PEERPIDFD ",
+                YesNo(features_.peer_pidfd), ", children files ", YesNo(features_.children_files),
+                ", cgroup v2 ", YesNo(features_.cgroup2));
+  if (!errors.empty())
+    base::LogWarning(base::LogFields().Pid(facts.pid), "runreaperd itself: ", errors);
 }
 
 }  // namespace runreaper::server

@@ -63,7 +63,8 @@ absl::Status EndSweeps::Start() {
     ++scheduled;
   }
   if (scheduled > 0) {
-    LogInfo(absl::StrCat("sweep on end: ", scheduled, " ended run(s) not yet swept scheduled"));
+    base::LogInfo(
+        absl::StrCat("sweep on end: ", scheduled, " ended run(s) not yet swept scheduled"));
   }
   return absl::OkStatus();
 }
@@ -78,14 +79,14 @@ void EndSweeps::OnEvents(const std::vector<v1::Event>& events) {
       if (state_->stopping) return;
       absl::StatusOr<v1::Run> run = store_->Get(run_id);
       if (!run.ok()) {
-        LogWarning(LogFields().Run(run_id), "sweep on end: ", run.status().ToString());
+        base::LogWarning(base::LogFields().Run(run_id), "sweep on end: ", run.status().ToString());
         return;
       }
       Schedule(*run);
     });
     if (!s.ok()) {
-      LogWarning(LogFields().Run(e.run_id()), "sweep on end: ", s.ToString(),
-                 "; swept at the next start");
+      base::LogWarning(base::LogFields().Run(e.run_id()), "sweep on end: ", s.ToString(),
+                       "; swept at the next start");
     }
   }
 }
@@ -104,15 +105,16 @@ void EndSweeps::Schedule(const v1::Run& run) {
         absl::StatusOr<v1::SweepResponse> swept = sweeper_->Sweep(request);
         if (notify_) notify_();
         if (!swept.ok()) {
-          LogError(LogFields().Run(run_id), "sweep on end: ", swept.status().ToString());
+          base::LogError(base::LogFields().Run(run_id),
+                         "sweep on end: ", swept.status().ToString());
         }
       }
       --state_->pending;
     });
     if (!s.ok()) {
       --state_->pending;
-      LogWarning(LogFields().Run(run_id), "sweep on end: ", s.ToString(),
-                 "; swept at the next start");
+      base::LogWarning(base::LogFields().Run(run_id), "sweep on end: ", s.ToString(),
+                       "; swept at the next start");
     }
   });
 }

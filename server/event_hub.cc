@@ -87,7 +87,7 @@ void EventHub::Loop(absl::Duration poll_interval) {
     }
     if (absl::Now() >= next_poll) next_poll = absl::Now() + poll_interval;
     if (absl::Status s = Pump(); !s.ok()) {
-      LogError("event pump: ", s.ToString());
+      base::LogError("event pump: ", s.ToString());
     }
   }
 }

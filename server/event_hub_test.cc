@@ -57,7 +57,7 @@ class EventHubTest : public ::testing::Test {
     return ids.ok() && ids->size() == 1 ? ids->front() : -1;
   }
 
-  const TempDir tmp_{"rrhub."};
+  const base::TempDir tmp_{"rrhub."};
   std::string dir_;
   std::unique_ptr<store::RunStore> store_;
 };
@@ -71,7 +71,7 @@ TEST_F(EventHubTest, PublishesOnlyNewEventsInOrderWithoutGaps) {
   std::vector<int64_t> want;
   for (int i = 0; i < 1100; ++i) want.push_back(Append("r"));  // > one page
   hub.Notify();
-  ASSERT_TRUE(WaitFor([&] { return c->ids().size() >= want.size(); }));
+  ASSERT_TRUE(base::WaitFor([&] { return c->ids().size() >= want.size(); }));
   EXPECT_EQ(c->ids(), want);
   EXPECT_EQ(hub.last_published(), want.back());
 }
@@ -87,7 +87,7 @@ TEST_F(EventHubTest, PollFindsEventsWrittenByAnotherHandle) {
   e.set_type(v1::EVENT_TYPE_KEPT);
   e.set_run_id("cron");
   ASSERT_OK_AND_ASSIGN(const std::vector<int64_t> ids, other->AppendEvents({e}));
-  ASSERT_TRUE(WaitFor([&] { return !c->ids().empty(); }));
+  ASSERT_TRUE(base::WaitFor([&] { return !c->ids().empty(); }));
   EXPECT_EQ(c->ids(), ids);
 }
 

@@ -139,12 +139,13 @@ void RecordTranslation(const DaemonSelf& self, const LeaderView& leader, v1::Run
   if (leader.where == LeaderView::Where::kTranslated) {
     run->set_host_pid(leader.host_pid);
     run->set_host_pidns_inode(own_ns);
-    LogInfo(LogFields().Run(run->run_id()), "leader pid ", run->pid(), " of PID namespace ",
-            run->pidns_inode(), " is pid ", leader.host_pid, " here");
+    base::LogInfo(base::LogFields().Run(run->run_id()), "leader pid ", run->pid(),
+                  " of PID namespace ", run->pidns_inode(), " is pid ", leader.host_pid, " here");
   } else if (leader.where == LeaderView::Where::kOtherNamespace) {
-    LogWarning(LogFields().Run(run->run_id()), "leader pid ", run->pid(), " of PID namespace ",
-               run->pidns_inode(), " not translated to runreaperd's (", own_ns,
-               "): ", leader.error.ToString(), "; the run's orphans cannot be verified");
+    base::LogWarning(base::LogFields().Run(run->run_id()), "leader pid ", run->pid(),
+                     " of PID namespace ", run->pidns_inode(), " not translated to runreaperd's (",
+                     own_ns, "): ", leader.error.ToString(),
+                     "; the run's orphans cannot be verified");
   }
 }
 

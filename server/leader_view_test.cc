@@ -91,7 +91,7 @@ class LeaderViewTest : public ::testing::Test {
     return r;
   }
 
-  const TempDir tmp_{"proc."};
+  const base::TempDir tmp_{"proc."};
   std::string root_;
 };
 

@@ -66,9 +66,9 @@ absl::StatusOr<v1::Lease> Leaser::Keep(const Caller& caller,
   lease.set_leased_by_uid(caller.uid);
   ASSIGN_OR_RETURN(v1::Lease stored, store_->PutLease(lease));
   metrics_->LeaseGranted();
-  LogInfo("lease: process ", r.pid(), " (start time ", stat->start_time, ") kept until ",
-          absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", until, absl::UTCTimeZone()), " by uid ",
-          caller.uid, ": ", r.reason());
+  base::LogInfo("lease: process ", r.pid(), " (start time ", stat->start_time, ") kept until ",
+                absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", until, absl::UTCTimeZone()), " by uid ",
+                caller.uid, ": ", r.reason());
   return stored;
 }
 

@@ -29,7 +29,7 @@ absl::StatusOr<int> LineagePersister::Restore() {
   // by ppid.
   if (adopted > 0) {
     if (absl::Status s = tracker_->Resync(); !s.ok()) {
-      LogWarning("lineage: re-walk after restoring stored descendants: ", s.ToString());
+      base::LogWarning("lineage: re-walk after restoring stored descendants: ", s.ToString());
     }
   }
   return adopted;

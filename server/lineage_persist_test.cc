@@ -63,7 +63,7 @@ class LineagePersistTest : public ::testing::Test {
     return pids;
   }
 
-  const TempDir tmp_{"rr_persist_"};
+  const base::TempDir tmp_{"rr_persist_"};
   std::string dir_;
   std::string root_;
   std::unique_ptr<scanner::ProcFs> procfs_;

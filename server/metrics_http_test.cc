@@ -24,20 +24,20 @@
 namespace runreaper::server {
 namespace {
 
-Fd Connect(int port) {
-  Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+base::Fd Connect(int port) {
+  base::Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(port);
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return Fd();
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return base::Fd();
   return fd;
 }
 
 // One scrape; returns the whole response if it completed before `deadline`,
 // "" otherwise.
 std::string ScrapeBy(int port, absl::Time deadline) {
-  Fd fd = Connect(port);
+  base::Fd fd = Connect(port);
   if (!fd.valid()) return "";
   const std::string req = "GET /metrics HTTP/1.0\r\n\r\n";
   if (::write(fd.get(), req.data(), req.size()) != static_cast<ssize_t>(req.size())) return "";
@@ -63,7 +63,7 @@ TEST(MetricsHttpTest, IdleConnectionsAndASlowClientDoNotDelayAScrape) {
   // A slowloris: a request head, one byte every 0.9 s, never finished.
   std::atomic<bool> stop{false};
   std::thread slow([&] {
-    Fd fd = Connect(port);
+    base::Fd fd = Connect(port);
     const std::string head = "GET /metrics HTTP/1.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaa";
     for (size_t i = 0; i < head.size() && !stop; ++i) {
       if (::write(fd.get(), &head[i], 1) != 1) return;  // the server hung up: fine
@@ -71,7 +71,7 @@ TEST(MetricsHttpTest, IdleConnectionsAndASlowClientDoNotDelayAScrape) {
     }
   });
   // 100 connections that never send a byte.
-  std::vector<Fd> idle;
+  std::vector<base::Fd> idle;
   for (int i = 0; i < 100; ++i) {
     idle.push_back(Connect(port));
     ASSERT_TRUE(idle.back().valid()) << i;

@@ -20,7 +20,7 @@ namespace {
 
 // A real HTTP exchange over loopback: what a Prometheus scrape does.
 std::string Get(int port, const std::string& path) {
-  Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  base::Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(port);

@@ -36,7 +36,7 @@ uint64_t PeerPidNamespace(int conn, pid_t pid) {
   // ENOPROTOOPT: a kernel before 6.5, read by pid alone. Anything else
   // (EINVAL: the peer has exited already) leaves it unknown.
   if (!pinned && errno != ENOPROTOOPT) return 0;
-  const Fd held(pinned ? pidfd : -1);
+  const base::Fd held(pinned ? pidfd : -1);
   absl::StatusOr<uint64_t> ns = scanner::ProcFs().ReadPidNs(pid);
   if (!ns.ok()) return 0;
   // Still running after the read: `pid` named the peer all along (a number
@@ -61,8 +61,8 @@ std::optional<PeerCred> PeerCreds::Lookup(absl::string_view peer) const {
   return it->second;
 }
 
-absl::StatusOr<Fd> ListenUnix(const std::string& path, int gid) {
-  Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+absl::StatusOr<base::Fd> ListenUnix(const std::string& path, int gid) {
+  base::Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (fd.get() < 0) return absl::ErrnoToStatus(errno, "socket(AF_UNIX)");
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
@@ -86,7 +86,7 @@ absl::StatusOr<Fd> ListenUnix(const std::string& path, int gid) {
   return fd;
 }
 
-UnixAcceptor::UnixAcceptor(Fd listen_fd, PeerCreds* creds, grpc::Server* server,
+UnixAcceptor::UnixAcceptor(base::Fd listen_fd, PeerCreds* creds, grpc::Server* server,
                            std::function<void()> on_out_of_descriptors)
     : listen_fd_(std::move(listen_fd)),
       stop_fd_(::eventfd(0, EFD_CLOEXEC)),
@@ -111,7 +111,7 @@ void UnixAcceptor::Loop() {
     pollfd fds[2] = {{listen_fd_.get(), POLLIN, 0}, {stop_fd_.get(), POLLIN, 0}};
     if (::poll(fds, 2, -1) < 0) {
       if (errno == EINTR) continue;
-      LogError("unix socket: poll: ", std::strerror(errno));
+      base::LogError("unix socket: poll: ", std::strerror(errno));
       return;
     }
     if (fds[1].revents != 0) return;
@@ -127,27 +127,27 @@ void UnixAcceptor::Loop() {
         case EMFILE:  // out of descriptors: report, do not spin, log once
         case ENFILE:
           if (!out_of_descriptors) {
-            LogWarning("unix socket: accept: ", std::strerror(err),
-                       "; new connections wait until descriptors are free");
+            base::LogWarning("unix socket: accept: ", std::strerror(err),
+                             "; new connections wait until descriptors are free");
           }
           out_of_descriptors = true;
           if (on_out_of_descriptors_) on_out_of_descriptors_();
           ::usleep(100 * 1000);
           break;
         default:
-          LogWarning("unix socket: accept: ", std::strerror(err));
+          base::LogWarning("unix socket: accept: ", std::strerror(err));
           break;
       }
       continue;
     }
     if (out_of_descriptors) {
       out_of_descriptors = false;
-      LogInfo("unix socket: accepting connections again");
+      base::LogInfo("unix socket: accepting connections again");
     }
     ucred cred{};
     socklen_t len = sizeof(cred);
     if (::getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
-      LogWarning("unix socket: SO_PEERCRED: ", std::strerror(errno), "; connection closed");
+      base::LogWarning("unix socket: SO_PEERCRED: ", std::strerror(errno), "; connection closed");
       ::close(conn);
       continue;
     }

@@ -71,15 +71,15 @@ uint64_t PeerPidNamespace(int conn, pid_t pid);
 // first accept after it are logged, once each.
 class UnixAcceptor {
  public:
-  UnixAcceptor(Fd listen_fd, PeerCreds* creds, grpc::Server* server,
+  UnixAcceptor(base::Fd listen_fd, PeerCreds* creds, grpc::Server* server,
                std::function<void()> on_out_of_descriptors = nullptr);
   ~UnixAcceptor();  // Stop()
   void Stop();
 
  private:
   void Loop();
-  Fd listen_fd_;
-  Fd stop_fd_;  // eventfd
+  base::Fd listen_fd_;
+  base::Fd stop_fd_;  // eventfd
   PeerCreds* creds_;
   grpc::Server* server_;
   std::function<void()> on_out_of_descriptors_;
@@ -88,7 +88,7 @@ class UnixAcceptor {
 
 // A listening unix socket at `path` (which must not exist), created mode
 // 0660 (under a umask, no wider window); `gid` >= 0 sets its group.
-absl::StatusOr<Fd> ListenUnix(const std::string& path, int gid);
+absl::StatusOr<base::Fd> ListenUnix(const std::string& path, int gid);
 
 }  // namespace runreaper::server
 

@@ -45,7 +45,7 @@ class PeerPidNamespaceTest : public ::testing::Test {
   void SetUp() override {
     dir_ = tmp_.path();
     path_ = dir_ + "/s";
-    absl::StatusOr<Fd> fd = ListenUnix(path_, -1);
+    absl::StatusOr<base::Fd> fd = ListenUnix(path_, -1);
     ASSERT_TRUE(fd.ok()) << fd.status();
     listen_ = *std::move(fd);
   }
@@ -58,13 +58,13 @@ class PeerPidNamespaceTest : public ::testing::Test {
     return s >= 0 && connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
   }
   // Accepts one connection; its SO_PEERCRED pid in *pid.
-  Fd Accept(pid_t* pid) const {
+  base::Fd Accept(pid_t* pid) const {
     pollfd p = {listen_.get(), POLLIN, 0};
     if (poll(&p, 1, 30000) != 1) {
       ADD_FAILURE() << "no connection";
-      return Fd();
+      return base::Fd();
     }
-    Fd conn(accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    base::Fd conn(accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
     ucred cred{};
     socklen_t len = sizeof(cred);
     EXPECT_EQ(getsockopt(conn.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len), 0);
@@ -72,10 +72,10 @@ class PeerPidNamespaceTest : public ::testing::Test {
     return conn;
   }
 
-  const TempDir tmp_{"rrpeer."};
+  const base::TempDir tmp_{"rrpeer."};
   std::string dir_;
   std::string path_;
-  Fd listen_;
+  base::Fd listen_;
 };
 
 TEST_F(PeerPidNamespaceTest, IsTheNamespaceOfThePeersProcessNotOurs) {
@@ -102,7 +102,7 @@ TEST_F(PeerPidNamespaceTest, IsTheNamespaceOfThePeersProcessNotOurs) {
   }
   close(hold[0]);
   pid_t peer = 0;
-  const Fd conn = Accept(&peer);
+  const base::Fd conn = Accept(&peer);
   ASSERT_GT(peer, 0);
   scanner::ProcFs procfs;
   absl::StatusOr<uint64_t> theirs = procfs.ReadPidNs(peer);
@@ -127,7 +127,7 @@ TEST_F(PeerPidNamespaceTest, IsUnknownWhenThePeerHasExited) {
   ASSERT_EQ(waitpid(child, &st, 0), child);  // exited and reaped
   ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
   pid_t peer = 0;
-  const Fd conn = Accept(&peer);
+  const base::Fd conn = Accept(&peer);
   EXPECT_EQ(peer, child);
   EXPECT_EQ(PeerPidNamespace(conn.get(), peer), 0u);
   EXPECT_EQ(PeerPidNamespace(conn.get(), 0), 0u);

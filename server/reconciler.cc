@@ -409,8 +409,8 @@ absl::StatusOr<PassResult> Reconciler::ReconcileLocked(
           if (!snapshot.ok()) {
             // Without the walk a foreign namespace cannot be verified: those
             // records stay UNKNOWN (stale only past the threshold).
-            LogWarning("reconciler: walk of ", procfs_->root(),
-                       " failed: ", snapshot.status().ToString());
+            base::LogWarning("reconciler: walk of ", procfs_->root(),
+                             " failed: ", snapshot.status().ToString());
           }
         }
         if (snapshot.ok()) snap = &*snapshot;

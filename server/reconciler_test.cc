@@ -38,7 +38,7 @@ absl::Time FromTimestamp(const google::protobuf::Timestamp& ts) {
   return absl::FromUnixSeconds(ts.seconds()) + absl::Nanoseconds(ts.nanos());
 }
 
-using Child = TestChild;
+using Child = base::TestChild;
 
 class ReconcilerTest : public ::testing::Test {
  protected:
@@ -94,7 +94,7 @@ class ReconcilerTest : public ::testing::Test {
   // Awaits the watcher's report of `run_id` (Wait returns early on an exit).
   std::vector<std::string> AwaitExit(scanner::ExitWatcher* watcher, const std::string& run_id) {
     std::vector<std::string> keys;
-    EXPECT_TRUE(WaitFor(
+    EXPECT_TRUE(base::WaitFor(
         [&] {
           for (std::string& k : watcher->Wait(absl::Milliseconds(20))) {
             keys.push_back(std::move(k));
@@ -388,7 +388,7 @@ TEST_F(ReconcilerTest, WatchedLeaderExitCodeIsTheObservedExit) {
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<scanner::ExitWatcher> watcher,
                        scanner::ExitWatcher::Create(&procfs_, wopts));
   reconciler_ = MakeReconciler(watcher.get());
-  TestChild child(nullptr, 7);
+  base::TestChild child(nullptr, 7);
   ASSERT_OK_AND_ASSIGN(v1::Run run, store_->Register(RunFor("seven", child.pid())));
   ASSERT_OK(reconciler_->Watch(run));
   child.Release();
@@ -421,8 +421,8 @@ TEST_F(ReconcilerTest, WithoutPidfdInfoTheConnectorOrUnknown) {
                                    absl::Now());
   };
   reconciler_ = std::make_unique<Reconciler>(store_.get(), &procfs_, watcher.get(), options);
-  TestChild a;
-  TestChild b;
+  base::TestChild a;
+  base::TestChild b;
   ASSERT_OK_AND_ASSIGN(v1::Run ra, store_->Register(RunFor("by-connector", a.pid())));
   ASSERT_OK_AND_ASSIGN(v1::Run rb, store_->Register(RunFor("unknown", b.pid())));
   a.Release();

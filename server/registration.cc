@@ -49,8 +49,8 @@ absl::Status SetReadIdentity(const v1::RegisterRunRequest& r, const LeaderView& 
   }
   scanner::SetIdentity(leader.live, run);
   // /proc text may be any bytes; a proto3 string must be UTF-8.
-  run->set_comm(ToValidUtf8(leader.live.comm));
-  run->set_boot_id(ToValidUtf8(run->boot_id()));
+  run->set_comm(base::ToValidUtf8(leader.live.comm));
+  run->set_boot_id(base::ToValidUtf8(run->boot_id()));
   // SetIdentity left out the cgroup: a leader's current cgroup is usually
   // shared with its runner (a systemd scope or service), and a recorded
   // cgroup makes every process in it a member to sweep. Only a caller that
@@ -138,8 +138,8 @@ absl::StatusOr<v1::Run> Registrar::Register(const Caller& caller,
     scanner::Identity o = owner.live;
     o.cgroup.clear();
     o.host = scanner::ProcessRef();
-    o.comm = ToValidUtf8(o.comm);
-    o.boot_id = ToValidUtf8(o.boot_id);
+    o.comm = base::ToValidUtf8(o.comm);
+    o.boot_id = base::ToValidUtf8(o.boot_id);
     scanner::SetOwner(o, &run);
   }
   if (r.sweep_on_end()) {
@@ -201,7 +201,7 @@ absl::StatusOr<v1::Run> Registrar::Register(const Caller& caller,
   if (hooks_.arm) {
     // Armed before the answer: an exit from now on is seen at once.
     if (absl::Status s = hooks_.arm(stored); !s.ok()) {
-      LogWarning(LogFields().Run(stored.run_id()), "watch: ", s.ToString());
+      base::LogWarning(base::LogFields().Run(stored.run_id()), "watch: ", s.ToString());
     }
     // Arming reconciles a leader that is already gone: answer with that.
     if (absl::StatusOr<v1::Run> again = store_->Get(stored.run_id()); again.ok()) {

@@ -136,7 +136,7 @@ class RegistrationTest : public ::testing::Test {
 };
 
 TEST_F(RegistrationTest, ByPidStoresWhatProcSaysAliveAndArmed) {
-  TestChild child("rr-reg-pid");
+  base::TestChild child("rr-reg-pid");
   ASSERT_OK_AND_ASSIGN(const scanner::ProcStat stat, procfs_.ReadStat(child.pid()));
   ASSERT_OK_AND_ASSIGN(const v1::Run run,
                        registrar_->Register(Caller{}, ByPid("by-pid", child.pid())));
@@ -163,7 +163,7 @@ TEST_F(RegistrationTest, ByPidStoresWhatProcSaysAliveAndArmed) {
 }
 
 TEST_F(RegistrationTest, ByFullIdentityStoresExactlyWhatWasSentVerified) {
-  TestChild child("rr-reg-full");
+  base::TestChild child("rr-reg-full");
   const v1::RegisterRunRequest r = FullIdentity("full", child.pid());
   ASSERT_OK_AND_ASSIGN(const v1::Run run, registrar_->Register(Caller{}, r));
   EXPECT_EQ(run.state(), v1::RUN_STATE_RUNNING);
@@ -187,7 +187,7 @@ TEST_F(RegistrationTest, ByFullIdentityStoresExactlyWhatWasSentVerified) {
 // A zombie is read (it still has its pid and identity) but is not shown
 // alive: liveness is left for the pass, which decides ZOMBIE.
 TEST_F(RegistrationTest, AZombieLeaderIsNotShownAlive) {
-  TestChild child("rr-reg-zombie");
+  base::TestChild child("rr-reg-zombie");
   child.ExitToZombie();
   ASSERT_OK_AND_ASSIGN(const v1::Run run,
                        registrar_->Register(Caller{}, ByPid("zombie", child.pid())));
@@ -204,7 +204,7 @@ TEST_F(RegistrationTest, ALeaderThatExitedBeforeRegistration) {
   v1::RegisterRunRequest full;
   pid_t pid = 0;
   {
-    TestChild child("rr-reg-gone");
+    base::TestChild child("rr-reg-gone");
     pid = child.pid();
     full = FullIdentity("late", pid);
   }  // killed and reaped
@@ -267,7 +267,7 @@ TEST_F(RegistrationTest, AMismatchedStartTimeIsUnverifiedOrRefused) {
 
 // A non-root caller may register only a process of its own uid.
 TEST_F(RegistrationTest, NobodyCannotRegisterRootsProcess) {
-  TestChild child("rr-reg-root");
+  base::TestChild child("rr-reg-root");
   for (const v1::RegisterRunRequest& r :
        {ByPid("roots", child.pid()), FullIdentity("roots", child.pid())}) {
     const absl::StatusOr<v1::Run> run = registrar_->Register(Nobody(), r);
@@ -302,7 +302,7 @@ TEST_F(RegistrationTest, AThreadIdIsNotAProcess) {
 // a cgroup that does not hold the live leader (as the view read it), and one
 // that holds it.
 TEST_F(RegistrationTest, TheCgroupClaimIsCheckedAgainstTheLeaderAsRead) {
-  TestChild child("rr-reg-cg");
+  base::TestChild child("rr-reg-cg");
   v1::RegisterRunRequest r = FullIdentity("cg", child.pid());
   r.set_cgroup("/a/../b");
   absl::StatusOr<v1::Run> run = registrar_->Register(Caller{}, r);
@@ -345,8 +345,8 @@ namespace {
 // The owner is read once like a leader sent by pid, recorded beside it, and
 // armed under its own key; the run's sweep on end is stored with it.
 TEST_F(RegistrationTest, AnOwnerIsRecordedAndArmedUnderItsOwnKey) {
-  TestChild owner("rr-reg-owner");
-  TestChild leader("rr-reg-leader");
+  base::TestChild owner("rr-reg-owner");
+  base::TestChild leader("rr-reg-leader");
   ASSERT_OK_AND_ASSIGN(const scanner::ProcStat ostat, procfs_.ReadStat(owner.pid()));
   v1::RegisterRunRequest r = ByPid("owned", leader.pid());
   r.set_owner_pid(owner.pid());
@@ -368,15 +368,15 @@ TEST_F(RegistrationTest, AnOwnerIsRecordedAndArmedUnderItsOwnKey) {
 
 // The owner's exit ends the run (OWNER_EXITED) while its leader lives on.
 TEST_F(RegistrationTest, TheOwnersExitEndsTheRunWhateverItsLeaderDoes) {
-  TestChild owner("rr-reg-owner2");
-  TestChild leader("rr-reg-leader2");
+  base::TestChild owner("rr-reg-owner2");
+  base::TestChild leader("rr-reg-leader2");
   v1::RegisterRunRequest r = ByPid("owner-exits", leader.pid());
   r.set_owner_pid(owner.pid());
   ASSERT_OK(registrar_->Register(Caller{}, r).status());
   owner.ExitToZombie();
   // The watcher reports the owner's key; the reconciler maps it to the run.
   std::vector<std::string> keys;
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(base::WaitFor([&] {
     for (std::string& k : watcher_->Wait(absl::Milliseconds(100))) keys.push_back(std::move(k));
     return !keys.empty();
   }));
@@ -395,8 +395,8 @@ TEST_F(RegistrationTest, TheOwnersExitEndsTheRunWhateverItsLeaderDoes) {
 // The reconcile pass checks an owner it cannot see armed (a daemon that
 // restarted, a watcher without a pidfd) with the leader's decision table.
 TEST_F(RegistrationTest, APassFindsAnUnarmedOwnerGone) {
-  TestChild owner("rr-reg-owner3");
-  TestChild leader("rr-reg-leader3");
+  base::TestChild owner("rr-reg-owner3");
+  base::TestChild leader("rr-reg-leader3");
   v1::RegisterRunRequest r = ByPid("pass-owner", leader.pid());
   r.set_owner_pid(owner.pid());
   ASSERT_OK(registrar_->Register(Caller{}, r).status());
@@ -410,7 +410,7 @@ TEST_F(RegistrationTest, APassFindsAnUnarmedOwnerGone) {
 }
 
 TEST_F(RegistrationTest, BadOwnersAreRefusedNamingTheField) {
-  TestChild leader("rr-reg-leader4");
+  base::TestChild leader("rr-reg-leader4");
   auto refused = [&](int owner_pid, absl::StatusCode code, absl::string_view text,
                      const Caller& caller = Caller{}) {
     v1::RegisterRunRequest r = ByPid(absl::StrCat("bad-owner-", owner_pid), leader.pid());
@@ -428,7 +428,7 @@ TEST_F(RegistrationTest, BadOwnersAreRefusedNamingTheField) {
   refused(leader.pid(), absl::StatusCode::kInvalidArgument, "leader");
   refused(-3, absl::StatusCode::kInvalidArgument, "must be > 0");
   {
-    TestChild gone("rr-reg-gone");
+    base::TestChild gone("rr-reg-gone");
     const pid_t pid = gone.pid();
     gone.ExitToZombie();
     refused(pid, absl::StatusCode::kInvalidArgument, "has exited");
@@ -436,7 +436,7 @@ TEST_F(RegistrationTest, BadOwnersAreRefusedNamingTheField) {
     refused(pid, absl::StatusCode::kInvalidArgument, "not found");
   }
   // A recycled pid: the start time the caller read is not the process's.
-  TestChild owner("rr-reg-owner5");
+  base::TestChild owner("rr-reg-owner5");
   v1::RegisterRunRequest r = ByPid("recycled", leader.pid());
   r.set_owner_pid(owner.pid());
   r.set_owner_start_time_ticks(1);
@@ -459,7 +459,7 @@ TEST_F(RegistrationTest, NobodyMayNameOnlyItsOwnOwner) {
   NobodyChild leader;
   NobodyChild own_owner;
   ASSERT_TRUE(leader.ok() && own_owner.ok());
-  TestChild roots("rr-reg-rootown");  // root's process
+  base::TestChild roots("rr-reg-rootown");  // root's process
   v1::RegisterRunRequest r = ByPid("nobody-owner", leader.pid());
   r.set_owner_pid(roots.pid());
   absl::StatusOr<v1::Run> run = registrar_->Register(Nobody(), r);

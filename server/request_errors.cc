@@ -41,17 +41,17 @@ void ProtobufLog(pb::LogLevel level, const char* filename, int line, const std::
   const std::string text = absl::StrCat("protobuf: ", message, " (", filename, ":", line, ")");
   switch (level) {
     case pb::LOGLEVEL_INFO:
-      LogInfo(text);
+      base::LogInfo(text);
       return;
     case pb::LOGLEVEL_WARNING:
-      LogWarning(text);
+      base::LogWarning(text);
       return;
     case pb::LOGLEVEL_ERROR:
     case pb::LOGLEVEL_FATAL:
-      LogError(text);
+      base::LogError(text);
       return;
   }
-  LogError(text);
+  base::LogError(text);
 }
 
 const pb::Descriptor* RequestType(absl::string_view method) {

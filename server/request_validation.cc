@@ -217,7 +217,7 @@ absl::Status ValidateCookieNames(const std::vector<std::string>& names) {
     for (size_t k = 0; ok && k < name.size(); ++k) ok = IsEnvNameChar(name[k], k == 0);
     if (!ok) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--cookie_names: \"", EscapeForLog(name),
+          absl::StrCat("--cookie_names: \"", base::EscapeForLog(name),
                        "\" is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*, at most ",
                        kMaxCookieNameBytes, " bytes)"));
     }
@@ -246,10 +246,10 @@ absl::Status ValidateCookies(const google::protobuf::RepeatedPtrField<v1::Cookie
     const std::string field = absl::StrCat("cookies[", i, "]");
     if (std::find(allowed.begin(), allowed.end(), c.name()) == allowed.end()) {
       // The name escaped and cut: it is the client's, and goes to logs.
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ".name: \"", EscapeForLog(c.name().substr(0, kMaxCookieNameBytes)),
-                       "\" is not a cookie name runreaperd allows (--cookie_names: ",
-                       absl::StrJoin(allowed, ","), ")"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".name: \"", base::EscapeForLog(c.name().substr(0, kMaxCookieNameBytes)),
+          "\" is not a cookie name runreaperd allows (--cookie_names: ",
+          absl::StrJoin(allowed, ","), ")"));
     }
     if (c.value().empty()) {
       return absl::InvalidArgumentError(
@@ -302,7 +302,7 @@ absl::Status ValidateKeepRequest(const v1::KeepProcessRequest& r, absl::Duration
     return absl::InvalidArgumentError(
         absl::StrCat("reason: ", r.reason().size(), " bytes, at most 256"));
   }
-  if (!IsValidUtf8(r.reason())) {
+  if (!base::IsValidUtf8(r.reason())) {
     return absl::InvalidArgumentError("reason: not valid UTF-8");
   }
   for (size_t k = 0; k < r.reason().size(); ++k) {

@@ -118,9 +118,10 @@ uint32_t ReconcilerService::CallerUid(grpc::CallbackServerContext* ctx) const {
 absl::Status ReconcilerService::Refused(grpc::CallbackServerContext* ctx, absl::string_view method,
                                         absl::Status s, absl::string_view reason) const {
   const std::optional<PeerCred> cred = UnixCred(ctx);
-  LogWarning("refused ", method, " from ",
-             cred.has_value() ? absl::StrCat("uid ", cred->uid, " pid ", cred->pid) : ctx->peer(),
-             ": ", s.ToString());
+  base::LogWarning(
+      "refused ", method, " from ",
+      cred.has_value() ? absl::StrCat("uid ", cred->uid, " pid ", cred->pid) : ctx->peer(), ": ",
+      s.ToString());
   if (options_.on_refused) options_.on_refused(reason);
   return s;
 }
@@ -210,7 +211,8 @@ grpc::ServerUnaryReactor* ReconcilerService::RegisterRun(grpc::CallbackServerCon
         }
         if (!run.ok()) {
           if (!absl::IsInvalidArgument(run.status()) && !absl::IsAlreadyExists(run.status())) {
-            LogError(LogFields().Run(request->run_id()), "RegisterRun: ", run.status().ToString());
+            base::LogError(base::LogFields().Run(request->run_id()),
+                           "RegisterRun: ", run.status().ToString());
           }
           return run.status();
         }
@@ -295,7 +297,8 @@ grpc::ServerUnaryReactor* ReconcilerService::CancelRun(grpc::CallbackServerConte
           absl::StatusOr<v1::SweepResponse> swept = sweeper_->SweepRun(run_id);
           hub_->Notify();
           if (!swept.ok()) {
-            LogError(LogFields().Run(run_id), "sweep after cancel: ", swept.status().ToString());
+            base::LogError(base::LogFields().Run(run_id),
+                           "sweep after cancel: ", swept.status().ToString());
           }
         });
         return absl::OkStatus();
@@ -364,7 +367,7 @@ grpc::ServerUnaryReactor* ReconcilerService::Reconcile(grpc::CallbackServerConte
         absl::StatusOr<PassResult> pass = reconciler_->RunPass(request->dry_run());
         hub_->Notify();
         if (!pass.ok()) {
-          LogError("Reconcile: ", pass.status().ToString());
+          base::LogError("Reconcile: ", pass.status().ToString());
           return pass.status();
         }
         for (v1::Transition& t : pass->transitions) {

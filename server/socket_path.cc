@@ -37,7 +37,7 @@ absl::Status MakeDirs(const std::string& dir, mode_t mode) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Fd> PrepareSocketPath(const std::string& path) {
+absl::StatusOr<base::Fd> PrepareSocketPath(const std::string& path) {
   sockaddr_un addr;
   if (path.empty() || path.size() >= sizeof(addr.sun_path)) {
     return absl::InvalidArgumentError(absl::StrCat("--socket=", path,
@@ -46,7 +46,7 @@ absl::StatusOr<Fd> PrepareSocketPath(const std::string& path) {
   }
   RETURN_IF_ERROR(MakeDirs(DirName(path), 0750));
   const std::string lock_path = path + ".lock";
-  Fd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0660));
+  base::Fd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0660));
   if (!lock.valid()) {
     return absl::ErrnoToStatus(errno, absl::StrCat("open ", lock_path));
   }
@@ -68,7 +68,7 @@ absl::StatusOr<Fd> PrepareSocketPath(const std::string& path) {
     return absl::FailedPreconditionError(
         absl::StrCat(path, " exists and is not a socket; not touching it"));
   }
-  Fd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  base::Fd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!probe.valid()) return absl::ErrnoToStatus(errno, "socket(AF_UNIX)");
   memset(&addr, 0, sizeof(addr));
   addr.sun_family = AF_UNIX;
@@ -86,7 +86,7 @@ absl::StatusOr<Fd> PrepareSocketPath(const std::string& path) {
       if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
         return absl::ErrnoToStatus(errno, absl::StrCat("unlink stale socket ", path));
       }
-      LogInfo("removed stale socket ", path);
+      base::LogInfo("removed stale socket ", path);
       return lock;
     default:
       return absl::ErrnoToStatus(errno, absl::StrCat("connect ", path));

@@ -20,7 +20,7 @@ namespace runreaper::server {
 // a socket that accepts a connection -> FAILED_PRECONDITION naming the socket
 // (nothing is touched); anything else at the path -> FAILED_PRECONDITION.
 // A path that does not fit in sockaddr_un is INVALID_ARGUMENT.
-absl::StatusOr<Fd> PrepareSocketPath(const std::string& path);
+absl::StatusOr<base::Fd> PrepareSocketPath(const std::string& path);
 
 // Creates `dir` and its parents (mode for new ones). An existing directory
 // is OK; an existing non-directory is FAILED_PRECONDITION.

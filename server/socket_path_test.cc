@@ -24,8 +24,8 @@ class SocketPathTest : public ::testing::Test {
  protected:
   void SetUp() override { dir_ = tmp_.path(); }
   // A bound unix socket; listening when `listen`, else left as a stale file.
-  Fd BindAt(const std::string& path, bool listen) {
-    Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  base::Fd BindAt(const std::string& path, bool listen) {
+    base::Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     memcpy(addr.sun_path, path.data(), path.size());
@@ -35,13 +35,13 @@ class SocketPathTest : public ::testing::Test {
     }
     return fd;
   }
-  const TempDir tmp_{"rrd."};
+  const base::TempDir tmp_{"rrd."};
   std::string dir_;
 };
 
 TEST_F(SocketPathTest, CreatesDirectoryWhenMissing) {
   const std::string path = dir_ + "/a/b/s.sock";
-  ASSERT_OK_AND_ASSIGN(Fd lock, PrepareSocketPath(path));
+  ASSERT_OK_AND_ASSIGN(base::Fd lock, PrepareSocketPath(path));
   struct stat st;
   ASSERT_EQ(::stat((dir_ + "/a/b").c_str(), &st), 0);
   EXPECT_TRUE(S_ISDIR(st.st_mode));
@@ -49,16 +49,16 @@ TEST_F(SocketPathTest, CreatesDirectoryWhenMissing) {
 
 TEST_F(SocketPathTest, StaleSocketIsRemoved) {
   const std::string path = dir_ + "/s.sock";
-  { Fd closed = BindAt(path, /*listen=*/false); }  // file left, nobody listens
+  { base::Fd closed = BindAt(path, /*listen=*/false); }  // file left, nobody listens
   ASSERT_EQ(::access(path.c_str(), F_OK), 0);
-  ASSERT_OK_AND_ASSIGN(Fd lock, PrepareSocketPath(path));
+  ASSERT_OK_AND_ASSIGN(base::Fd lock, PrepareSocketPath(path));
   EXPECT_NE(::access(path.c_str(), F_OK), 0);
 }
 
 TEST_F(SocketPathTest, LiveSocketIsAnErrorNamingItAndIsKept) {
   const std::string path = dir_ + "/s.sock";
-  Fd live = BindAt(path, /*listen=*/true);
-  absl::StatusOr<Fd> lock = PrepareSocketPath(path);
+  base::Fd live = BindAt(path, /*listen=*/true);
+  absl::StatusOr<base::Fd> lock = PrepareSocketPath(path);
   ASSERT_FALSE(lock.ok());
   EXPECT_TRUE(absl::StrContains(lock.status().message(), path)) << lock.status();
   EXPECT_EQ(::access(path.c_str(), F_OK), 0);
@@ -66,15 +66,15 @@ TEST_F(SocketPathTest, LiveSocketIsAnErrorNamingItAndIsKept) {
 
 TEST_F(SocketPathTest, HeldLockIsAnErrorNamingTheSocket) {
   const std::string path = dir_ + "/s.sock";
-  ASSERT_OK_AND_ASSIGN(Fd first, PrepareSocketPath(path));
-  absl::StatusOr<Fd> second = PrepareSocketPath(path);
+  ASSERT_OK_AND_ASSIGN(base::Fd first, PrepareSocketPath(path));
+  absl::StatusOr<base::Fd> second = PrepareSocketPath(path);
   ASSERT_FALSE(second.ok());
   EXPECT_TRUE(absl::StrContains(second.status().message(), path)) << second.status();
 }
 
 TEST_F(SocketPathTest, RegularFileAtSocketPathIsNeverRemoved) {
   const std::string path = dir_ + "/s.sock";
-  Fd f(::open(path.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
+  base::Fd f(::open(path.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
   ASSERT_TRUE(f.valid());
   EXPECT_FALSE(PrepareSocketPath(path).ok());
   EXPECT_EQ(::access(path.c_str(), F_OK), 0);
@@ -86,7 +86,7 @@ TEST_F(SocketPathTest, OverlongSocketPathIsRejected) {
 
 TEST_F(SocketPathTest, MakeDirsRefusesAFileInTheWay) {
   const std::string file = dir_ + "/f";
-  Fd f(::open(file.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
+  base::Fd f(::open(file.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
   ASSERT_TRUE(f.valid());
   const absl::Status s = MakeDirs(file + "/sub", 0750);
   EXPECT_FALSE(s.ok());

@@ -223,7 +223,7 @@ class WatchReactor : public grpc::ServerWriteReactor<v1::Event> {
         StartWrite(&current_);
         return;
       case WatchStep::kFinish:
-        if (!step.log.empty()) LogWarning(step.log);
+        if (!step.log.empty()) base::LogWarning(step.log);
         Finish(ToGrpcStatus(step.status));
         return;
       case WatchStep::kIdle:

@@ -109,8 +109,8 @@ absl::StatusOr<bool> SweepClaims::Hold(Stage stage) {
       // A refusal (a kept or foreign process) holds for the rest of the
       // sweep: never try again, the stage re-lists as without a cgroup.
       not_freezable_.insert(index);
-      LogWarning(LogFields().Run(spec.run_id), "sweeper: cgroup ", spec.leader.cgroup,
-                 " not frozen, re-listing instead: ", why);
+      base::LogWarning(base::LogFields().Run(spec.run_id), "sweeper: cgroup ", spec.leader.cgroup,
+                       " not frozen, re-listing instead: ", why);
       freeze_notes_[index] = absl::StrCat("not frozen: ", why);
       continue;
     }
@@ -144,14 +144,14 @@ void SweepClaims::Thaw() {
     if (f.pids_max.has_value()) {
       absl::Status s = scanner::WritePidsMax(f.dir, *f.pids_max);
       if (!s.ok() && !absl::IsNotFound(s)) {
-        LogError("sweeper: cannot restore pids.max of ", f.dir, ": ", s.ToString());
+        base::LogError("sweeper: cannot restore pids.max of ", f.dir, ": ", s.ToString());
       }
     }
     absl::Status s = scanner::ThawCgroup(f.dir);
     if (!s.ok() && !absl::IsNotFound(s)) {
       // runreaperd thaws it at its next start (Sweeper::ThawLeftFrozen).
-      LogError(LogFields().Run((*specs_)[f.run_index].run_id), "sweeper: cannot thaw ", f.dir, ": ",
-               s.ToString());
+      base::LogError(base::LogFields().Run((*specs_)[f.run_index].run_id), "sweeper: cannot thaw ",
+                     f.dir, ": ", s.ToString());
     }
   }
   frozen_.clear();
@@ -325,8 +325,8 @@ void SweepClaims::AppendSignal(int pid, uint64_t start_time, Stage stage, v1::Ev
   const absl::StatusOr<int64_t> id =
       store_->RecordSweepSignal(event.run_id(), pid, start_time, StageNumber(stage), event);
   if (!id.ok()) {
-    LogError(LogFields().Run(event.run_id()), "sweeper: cannot append ",
-             v1::EventType_Name(event.type()), " event: ", id.status().ToString());
+    base::LogError(base::LogFields().Run(event.run_id()), "sweeper: cannot append ",
+                   v1::EventType_Name(event.type()), " event: ", id.status().ToString());
     return;
   }
   absl::StatusOr<std::vector<v1::Event>> stored = store_->ListEvents(*id - 1, event.run_id(), 1);

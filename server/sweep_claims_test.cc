@@ -101,7 +101,7 @@ class SweepClaimsTest : public ::testing::Test {
     return p.ok() ? *p : store::SweepProgress();
   }
 
-  const TempDir tmp_{"rr_claims."};
+  const base::TempDir tmp_{"rr_claims."};
   std::string dir_;
   std::unique_ptr<store::RunStore> store_;
   scanner::ProcFs procfs_;

@@ -97,7 +97,7 @@ struct Sweeper::Impl {
         scanner::ListTrackedMembers(*procfs, *lineage, specs, observer, extra, evidence);
     if (!m.ok()) {
       if (!absl::IsFailedPrecondition(m.status())) {
-        LogWarning("sweeper: lineage listing failed, walking /proc: ", m.status().ToString());
+        base::LogWarning("sweeper: lineage listing failed, walking /proc: ", m.status().ToString());
       }
       return std::nullopt;
     }
@@ -142,8 +142,8 @@ struct Sweeper::Impl {
           clean.front(), clean.size() > 1 ? absl::StrCat(" .. ", clean.back()) : "", ")"));
       absl::StatusOr<int> marked = store->MarkSwept(clean, {summary});
       if (!marked.ok()) {
-        LogError("sweeper: cannot mark ", clean.size(),
-                 " run(s) without members swept: ", marked.status().ToString());
+        base::LogError("sweeper: cannot mark ", clean.size(),
+                       " run(s) without members swept: ", marked.status().ToString());
       } else {
         if (marked_out != nullptr) *marked_out = static_cast<int>(clean.size());
         // Swept clean: their descendants need not be followed any more.
@@ -185,7 +185,7 @@ struct Sweeper::Impl {
     }
 
     for (const std::string& note : members.notes) {
-      LogWarning("sweeper: ", note);
+      base::LogWarning("sweeper: ", note);
     }
     // Runs with no member at all (the common case: a run that left nothing
     // behind) get no ladder and no SWEEP_STARTED/FINISHED pair: they are
@@ -215,7 +215,7 @@ struct Sweeper::Impl {
     }
     // One transaction for every run's SWEEP_STARTED and KEPT events.
     if (absl::Status s = store->AppendEvents(opening).status(); !s.ok()) {
-      LogError("sweeper: cannot append the sweep's opening events: ", s.ToString());
+      base::LogError("sweeper: cannot append the sweep's opening events: ", s.ToString());
     }
 
     // The first listing walked /proc (it sees a process that joined a run's
@@ -303,7 +303,7 @@ struct Sweeper::Impl {
       }
     }
     if (absl::Status s = store->MarkSwept(done, closing).status(); !s.ok()) {
-      LogError("sweeper: cannot record the end of the sweep: ", s.ToString());
+      base::LogError("sweeper: cannot record the end of the sweep: ", s.ToString());
     }
     return response;
   }
@@ -370,11 +370,12 @@ absl::StatusOr<std::vector<std::string>> Sweeper::ThawLeftFrozen() {
     absl::StatusOr<bool> frozen = scanner::FreezeRequested(*dir);
     if (!frozen.ok() || !*frozen) continue;  // gone, no freezer, or not frozen
     if (absl::Status s = scanner::ThawCgroup(*dir); !s.ok()) {
-      LogError(LogFields().Run(r.run_id()), "cannot thaw ", *dir, " left frozen: ", s.ToString());
+      base::LogError(base::LogFields().Run(r.run_id()), "cannot thaw ", *dir,
+                     " left frozen: ", s.ToString());
       continue;
     }
-    LogWarning(LogFields().Run(r.run_id()), "thawed ", *dir,
-               ", left frozen by a sweep that did not finish");
+    base::LogWarning(base::LogFields().Run(r.run_id()), "thawed ", *dir,
+                     ", left frozen by a sweep that did not finish");
     thawed.push_back(*dir);
   }
   return thawed;
@@ -421,7 +422,7 @@ void Sweeper::TrackRuns(const std::vector<v1::Run>& runs) {
   }
   if (specs.empty()) return;
   absl::Status s = impl_->lineage->Track(specs);
-  if (!s.ok()) LogWarning("sweeper: lineage: ", s.ToString());
+  if (!s.ok()) base::LogWarning("sweeper: lineage: ", s.ToString());
 }
 
 void Sweeper::AnnotateRun(v1::Run* run) const {
@@ -464,8 +465,8 @@ absl::StatusOr<v1::SweepResponse> Sweeper::ResumeSweeps() {
   const absl::Time started = absl::Now();
   ASSIGN_OR_RETURN(std::vector<v1::Run> runs, impl_->store->ListSweepsToResume());
   if (runs.empty()) return v1::SweepResponse();
-  LogInfo("resuming ", runs.size(),
-          " sweep(s) claimed or cancelled before the last stop and not finished");
+  base::LogInfo("resuming ", runs.size(),
+                " sweep(s) claimed or cancelled before the last stop and not finished");
   return impl_->options.metrics->SweepDone(started, false,
                                            impl_->SweepRuns(runs, /*dry_run=*/false));
 }

@@ -118,8 +118,8 @@ TEST_F(SweeperFreezeTest, AStormInTheRunsCgroupIsSweptFrozenStageByStage) {
                 "(trap '' INT TERM; i=0; while [ $i -lt 1500 ]; do sleep 1000 & "
                 "i=$((i+1)); done; wait) & echo started",
                 dir);
-  ASSERT_TRUE(
-      WaitFor([&] { return ProcsIn(dir) >= 500; }, absl::Seconds(120), absl::Milliseconds(20)));
+  ASSERT_TRUE(base::WaitFor([&] { return ProcsIn(dir) >= 500; }, absl::Seconds(120),
+                            absl::Milliseconds(20)));
   Sweeper sweeper(store_.get(), &procfs_, options_);
   ASSERT_OK_AND_ASSIGN(v1::SweepResponse resp, sweeper.Sweep({}));
   EXPECT_EQ(resp.survivors_size(), 0);
@@ -150,7 +150,7 @@ TEST_F(SweeperFreezeTest, AStormInTheRunsCgroupIsSweptFrozenStageByStage) {
   EXPECT_EQ(sent["cgroup.kill"], 1);
   ASSERT_OK_AND_ASSIGN(bool requested, scanner::FreezeRequested(dir));
   EXPECT_FALSE(requested) << "thawed after the sweep";
-  EXPECT_TRUE(WaitFor([&] {
+  EXPECT_TRUE(base::WaitFor([&] {
     while (waitpid(-1, nullptr, WNOHANG) > 0) {
     }
     return ProcsIn(dir) == 0;
@@ -168,7 +168,7 @@ TEST_F(SweeperFreezeTest, AKeptMemberMeansNoFreezeAndTheAuditSaysWhy) {
                 "echo started",
                 dir);
   Sweeper sweeper(store_.get(), &procfs_, options_);
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(base::WaitFor([&] {
     absl::StatusOr<v1::ListOrphansResponse> o = sweeper.ListOrphans("kept");
     if (!o.ok()) return false;
     for (const v1::Orphan& x : o->orphans()) {
@@ -194,7 +194,7 @@ TEST_F(SweeperFreezeTest, ACgroupLeftFrozenIsThawedAtStart) {
   const std::string dir = MakeCgroup("left");
   if (dir.empty()) GTEST_SKIP() << "no writable cgroup v2 with cgroup.freeze";
   StartFinished("left", "sleep 1000 & echo started", dir);
-  ASSERT_TRUE(WaitFor([&] { return ProcsIn(dir) == 1; }));
+  ASSERT_TRUE(base::WaitFor([&] { return ProcsIn(dir) == 1; }));
   ASSERT_OK(scanner::FreezeCgroup(dir, absl::Seconds(30)));  // as a crash leaves it
 
   auto running_cg = scanner::MakeTestCgroup(absl::StrCat("run-", dir_.substr(dir_.rfind('/') + 1)));
@@ -211,7 +211,7 @@ TEST_F(SweeperFreezeTest, ACgroupLeftFrozenIsThawedAtStart) {
   EXPECT_TRUE(requested) << "a RUNNING run's freeze is not ours";
   ASSERT_OK(scanner::ThawCgroup(running_cg->first));
   scanner::KillEverythingElseInPrivatePidNs();
-  ASSERT_TRUE(WaitFor([&] { return ProcsIn(running_cg->first) == 0; }));
+  ASSERT_TRUE(base::WaitFor([&] { return ProcsIn(running_cg->first) == 0; }));
   rmdir(running_cg->first.c_str());
 }
 
@@ -219,7 +219,7 @@ TEST_F(SweeperFreezeTest, ACgroupLeftFrozenIsThawedAtStart) {
 }  // namespace runreaper::server
 
 int main(int argc, char** argv) {
-  runreaper::ReexecInPrivatePidNamespace(argc, argv, runreaper::server::kInNsEnv);
+  runreaper::base::ReexecInPrivatePidNamespace(argc, argv, runreaper::server::kInNsEnv);
   testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

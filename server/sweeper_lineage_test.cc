@@ -103,7 +103,7 @@ class SweeperLineageTest : public ::testing::Test {
                      "RUNREAPER_RUN_ID=", run_id, " setsid sleep 123 & ", "while [ ! -e ", dir_,
                      "/go ]; do sleep 0.05; done");
     const pid_t leader = scanner::SpawnSh(script).pid;
-    EXPECT_TRUE(WaitFor([&] { return ChildrenOf(leader) == 4; }));
+    EXPECT_TRUE(base::WaitFor([&] { return ChildrenOf(leader) == 4; }));
     absl::StatusOr<scanner::Identity> id = procfs_.CaptureIdentity(leader);
     EXPECT_TRUE(id.ok()) << id.status();
     v1::Run run;
@@ -121,7 +121,7 @@ class SweeperLineageTest : public ::testing::Test {
     return leader;
   }
 
-  const TempDir tmp_{"rr_swlin"};
+  const base::TempDir tmp_{"rr_swlin"};
   std::string dir_;
   scanner::ProcFs procfs_;
   std::unique_ptr<store::RunStore> store_;
@@ -135,7 +135,7 @@ TEST_F(SweeperLineageTest, TrackerPathAndWalkPathListTheSameMembers) {
   const int leader = StartTrackedJob("ci-1");
   // A bystander started after the leader: shares nothing with the run.
   const pid_t bystander = scanner::SpawnSh("exec sleep 124").pid;
-  ASSERT_TRUE(WaitFor([&] { return ExecedSleep(bystander); }));
+  ASSERT_TRUE(base::WaitFor([&] { return ExecedSleep(bystander); }));
 
   ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse tracked, sweeper_->ListOrphans("ci-1"));
   ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse walked,
@@ -182,7 +182,7 @@ TEST_F(SweeperLineageTest, AnOutsiderWithTheCookieIsListedByTheWalkOnly) {
   SKIP_UNLESS_PRIVATE_PID_NS();
   StartTrackedJob("ci-2");
   const pid_t outsider = scanner::SpawnSh("exec sleep 125", {"RUNREAPER_RUN_ID=ci-2"}).pid;
-  ASSERT_TRUE(WaitFor([&] { return ExecedSleep(outsider); }));
+  ASSERT_TRUE(base::WaitFor([&] { return ExecedSleep(outsider); }));
   ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse tracked, sweeper_->ListOrphans("ci-2"));
   ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse walked,
                        sweeper_->ListOrphans("ci-2", /*walk=*/true));
@@ -196,7 +196,7 @@ TEST_F(SweeperLineageTest, AnOutsiderWithTheCookieIsListedByTheWalkOnly) {
 
   ASSERT_OK_AND_ASSIGN(v1::SweepResponse swept, sweeper_->Sweep({}));
   EXPECT_EQ(swept.survivors_size(), 0);
-  EXPECT_TRUE(WaitFor([&] {
+  EXPECT_TRUE(base::WaitFor([&] {
     absl::StatusOr<scanner::ProcStat> st = procfs_.ReadStat(outsider);
     return !st.ok() || st->state == 'Z';
   }));
@@ -213,7 +213,7 @@ TEST_F(SweeperLineageTest, TheTrackerPathReadsTheRunsCgroup) {
                                                      "/go ]; do sleep 0.05; done"),
                                         {}, cg->first)
                            .pid;
-  ASSERT_TRUE(WaitFor([&] { return ChildrenOf(leader) == 1; }));
+  ASSERT_TRUE(base::WaitFor([&] { return ChildrenOf(leader) == 1; }));
   ASSERT_OK_AND_ASSIGN(scanner::Identity id, procfs_.CaptureIdentity(leader));
   ASSERT_EQ(id.cgroup, cg->second);
   v1::Run run;
@@ -224,7 +224,7 @@ TEST_F(SweeperLineageTest, TheTrackerPathReadsTheRunsCgroup) {
   sweeper_->TrackRuns({stored});
   // Not a descendant, its own session: only the cgroup ties it to the run.
   const pid_t outsider = scanner::SpawnSh("exec sleep 127", {}, cg->first).pid;
-  ASSERT_TRUE(WaitFor([&] { return ExecedSleep(outsider); }));
+  ASSERT_TRUE(base::WaitFor([&] { return ExecedSleep(outsider); }));
   const int fd = ::open((dir_ + "/go").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
   ASSERT_GE(fd, 0);
   ::close(fd);
@@ -287,7 +287,7 @@ TEST_F(SweeperLineageTest, WithoutATrackerStoredDescendantsCount) {
   ASSERT_OK_AND_ASSIGN(v1::SweepResponse swept, plain.Sweep({}));
   EXPECT_EQ(swept.survivors_size(), 0);
   EXPECT_EQ(swept.targets_size(), 3);
-  EXPECT_TRUE(WaitFor([&] {
+  EXPECT_TRUE(base::WaitFor([&] {
     absl::StatusOr<scanner::ProcStat> st = procfs_.ReadStat(escaped[0]);
     return !st.ok() || st->state == 'Z';
   }));
@@ -297,7 +297,7 @@ TEST_F(SweeperLineageTest, WithoutATrackerStoredDescendantsCount) {
 }  // namespace runreaper::server
 
 int main(int argc, char** argv) {
-  runreaper::ReexecInPrivatePidNamespace(argc, argv, runreaper::server::kInNsEnv);
+  runreaper::base::ReexecInPrivatePidNamespace(argc, argv, runreaper::server::kInNsEnv);
   testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

@@ -109,7 +109,7 @@ std::vector<int> LiveWithCookie(const std::string& run_id) {
 // the variable, and a sweep would signal it.
 int AwaitKeptOrphan(Sweeper& sweeper, const std::string& run_id) {
   int kept_pid = 0;
-  WaitFor([&] {
+  base::WaitFor([&] {
     absl::StatusOr<v1::ListOrphansResponse> o = sweeper.ListOrphans(run_id);
     if (!o.ok()) return false;
     for (const v1::Orphan& x : o->orphans()) {
@@ -174,7 +174,7 @@ class SweeperTest : public ::testing::Test {
     return s;
   }
 
-  const TempDir tmp_{"rr_sweep"};
+  const base::TempDir tmp_{"rr_sweep"};
   std::string dir_;
   std::string db_path_;
   std::unique_ptr<store::RunStore> store_;
@@ -188,7 +188,7 @@ class SweeperTest : public ::testing::Test {
 TEST_F(SweeperTest, MotivatingCaseLeavesNoSurvivor) {
   SKIP_UNLESS_PRIVATE_PID_NS();
   Spawned s = StartFinished("ci-1", kStubborn);
-  ASSERT_TRUE(WaitFor([&] { return !LiveInGroup(s.pid).empty(); }));
+  ASSERT_TRUE(base::WaitFor([&] { return !LiveInGroup(s.pid).empty(); }));
 
   Sweeper sweeper(store_.get(), &procfs_, Fast());
   ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse orphans, sweeper.ListOrphans(""));
@@ -253,7 +253,7 @@ struct Counter {
   Spawned leader;
   int member = 0;  // set by FinishCounterRun
   uint64_t member_start = 0;
-  Fd report;  // read end; EOF once the member is gone
+  base::Fd report;  // read end; EOF once the member is gone
 };
 
 int g_report_fd = -1;
@@ -295,7 +295,7 @@ Counter ForkCounter() {
   close(report[1]);
   Counter c;
   c.leader.pid = pid;
-  c.report = Fd(report[0]);
+  c.report = base::Fd(report[0]);
   EXPECT_EQ(ReadByte(ready[0]), 'S');
   scanner::ProcFs procfs;
   absl::StatusOr<scanner::Identity> id = procfs.CaptureIdentity(pid);
@@ -329,7 +329,7 @@ TEST_F(SweeperTest, MemberThatExitsOnSigintEndsAtStageOne) {
   Register(run);
   WaitExit(s.pid);
   ASSERT_OK(store_->Finish("polite", 0));
-  ASSERT_TRUE(WaitFor([&] { return LiveInGroup(s.pid).size() == 2; }));
+  ASSERT_TRUE(base::WaitFor([&] { return LiveInGroup(s.pid).size() == 2; }));
   Sweeper sweeper(store_.get(), &procfs_, Fast());
   ASSERT_OK_AND_ASSIGN(v1::SweepResponse resp, sweeper.Sweep({}));
   EXPECT_EQ(resp.survivors_size(), 0);
@@ -356,7 +356,7 @@ TEST_F(SweeperTest, RunsWithNothingToSweepAreMarkedSweptWithOneSummaryEvent) {
   Register(RunOf("leaky", s.id));
   WaitExit(s.pid);
   ASSERT_OK(store_->Finish("leaky", 0));
-  ASSERT_TRUE(WaitFor([&] { return LiveInGroup(s.pid).size() == 1; }));
+  ASSERT_TRUE(base::WaitFor([&] { return LiveInGroup(s.pid).size() == 1; }));
   ASSERT_OK_AND_ASSIGN(const int64_t before, store_->LastEventId());
 
   Sweeper sweeper(store_.get(), &procfs_, Fast());
@@ -388,7 +388,7 @@ TEST_F(SweeperTest, EscapedDescendantWithCookieIsSwept) {
   Spawned s = StartFinished("cookie-run", script, {"RUNREAPER_RUN_ID=cookie-run"});
   Sweeper sweeper(store_.get(), &procfs_, Fast());
   // The escapee leads its own session: only the cookie ties it to the run.
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(base::WaitFor([&] {
     absl::StatusOr<v1::ListOrphansResponse> o = sweeper.ListOrphans("");
     if (!o.ok()) return false;
     for (const v1::Orphan& x : o->orphans()) {
@@ -398,7 +398,7 @@ TEST_F(SweeperTest, EscapedDescendantWithCookieIsSwept) {
     }
     return false;
   }));
-  EXPECT_TRUE(WaitFor([&] { return LiveInGroup(s.pid).empty(); }));
+  EXPECT_TRUE(base::WaitFor([&] { return LiveInGroup(s.pid).empty(); }));
   ASSERT_FALSE(LiveWithCookie("cookie-run").empty());
 
   ASSERT_OK_AND_ASSIGN(v1::SweepResponse resp, sweeper.Sweep({}));
@@ -420,7 +420,7 @@ TEST_F(SweeperTest, EscapedDescendantInDedicatedCgroupIsSwept) {
   Spawned s = StartFinished("cg-run", script, {}, cg->first);
   EXPECT_EQ(s.id.cgroup, cg->second);
   Sweeper sweeper(store_.get(), &procfs_, Fast());
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(base::WaitFor([&] {
     absl::StatusOr<v1::ListOrphansResponse> o = sweeper.ListOrphans("cg-run");
     if (!o.ok()) return false;
     for (const v1::Orphan& x : o->orphans()) {
@@ -488,7 +488,7 @@ TEST_F(SweeperTest, CgroupKillSparesALeasedMember) {
       "tail -f /dev/null & (trap '' INT TERM; while :; do sleep 1; done) & echo ready";
   Spawned s = StartFinished("cg-lease", script, {}, cg->first);
   std::vector<int> tails;
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(base::WaitFor([&] {
     tails = LiveWhere(
         [&](const scanner::ProcessInfo& p) { return p.pgid == s.pid && p.comm == "tail"; });
     return tails.size() == 1;
@@ -558,7 +558,7 @@ TEST_F(SweeperTest, ARunOfAnotherUidSignalsNoneOfRootsProcesses) {
   Register(run);
   WaitExit(s.pid);
   ASSERT_OK(store_->Finish("nobodys", 0));
-  ASSERT_TRUE(WaitFor([&] { return LiveInGroup(s.pid).size() == 1; }));
+  ASSERT_TRUE(base::WaitFor([&] { return LiveInGroup(s.pid).size() == 1; }));
   const int member = LiveInGroup(s.pid).front();
 
   Sweeper sweeper(store_.get(), &procfs_, Fast());
@@ -596,7 +596,7 @@ TEST_F(SweeperTest, LeaderThatDidNotLeadItsGroupIsNotSweptByPgid) {
   Spawned runner = SpawnSh("sleep 30 & sleep 30 & wait");
   // Find the first sleep: the oldest child of the runner.
   int leader = 0;
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(base::WaitFor([&] {
     absl::StatusOr<scanner::Snapshot> snap = procfs_.Walk();
     if (!snap.ok()) return false;
     uint64_t best = 0;
@@ -697,7 +697,7 @@ TEST_F(SweeperTest, OlderProcessInTheGroupIsNeverSignalled) {
 TEST_F(SweeperTest, KeptMemberSurvivesAndIsReported) {
   SKIP_UNLESS_PRIVATE_PID_NS();
   Spawned s = StartFinished("keep-run", "RUNREAPER_KEEP=1 sleep 30 & sleep 30 & echo ready");
-  ASSERT_TRUE(WaitFor([&] { return LiveInGroup(s.pid).size() == 2; }));
+  ASSERT_TRUE(base::WaitFor([&] { return LiveInGroup(s.pid).size() == 2; }));
   Sweeper sweeper(store_.get(), &procfs_, Fast());
   // Two live members can still include the kept one before its exec.
   const int kept_pid = AwaitKeptOrphan(sweeper, "keep-run");
@@ -724,7 +724,7 @@ TEST_F(SweeperTest, MemberOfAKeepRunIsNotSignalledThroughAnotherRun) {
   Spawned b = StartFinished("plain-b", "RUNREAPER_RUN_ID=keep-a sleep 30 & echo ready");
   // Until sh has exec'd sleep, the forked child lacks the cookie and is
   // plain-b's member: wait for the exec.
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(base::WaitFor([&] {
     return LiveInGroup(b.pid).size() == 1u && LiveWithCookie("keep-a") == LiveInGroup(b.pid);
   }));
   const int sleeper = LiveInGroup(b.pid)[0];
@@ -744,7 +744,7 @@ TEST_F(SweeperTest, MemberOfAKeepRunIsNotSignalledThroughAnotherRun) {
 TEST_F(SweeperTest, DeniedMemberIsASurvivorAndTheSweepFinishes) {
   SKIP_UNLESS_PRIVATE_PID_NS();
   Spawned s = StartFinished("denied", "sleep 30 & echo ready");
-  ASSERT_TRUE(WaitFor([&] { return LiveInGroup(s.pid).size() == 1u; }));
+  ASSERT_TRUE(base::WaitFor([&] { return LiveInGroup(s.pid).size() == 1u; }));
   const int sleeper = LiveInGroup(s.pid)[0];
   // The unprivileged sweeper opens the same database.
   ASSERT_EQ(chmod(dir_.c_str(), 0777), 0);
@@ -829,7 +829,7 @@ TEST_F(SweeperTest, ZombieMemberDoesNotBlockTheDrain) {
   ASSERT_EQ(read(info[0], msg, sizeof(msg)), static_cast<ssize_t>(sizeof(msg)));
   close(info[0]);
   const int l = msg[0], z = msg[1], w = msg[2];
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(base::WaitFor([&] {
     absl::StatusOr<scanner::ProcStat> zs = procfs_.ReadStat(z);
     absl::StatusOr<scanner::ProcStat> ls = procfs_.ReadStat(l);
     return zs.ok() && zs->state == 'Z' && zs->ppid == h && ls.ok() && ls->state == 'Z';
@@ -875,7 +875,7 @@ TEST_F(SweeperTest, ChildForkedDuringTheLadderIsSwept) {
       "(trap 'sleep 30 &' INT; trap '' TERM; "
       "while :; do sleep 0.05; done) & echo ready";
   Spawned s = StartFinished("forker", script);
-  ASSERT_TRUE(WaitFor([&] { return LiveInGroup(s.pid).size() >= 2; }));
+  ASSERT_TRUE(base::WaitFor([&] { return LiveInGroup(s.pid).size() >= 2; }));
   Sweeper sweeper(store_.get(), &procfs_, Fast());
   ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse before, sweeper.ListOrphans(""));
   std::set<int> initial;
@@ -899,7 +899,7 @@ TEST_F(SweeperTest, FiftyStubbornGroupsInOneLadder) {
     groups.push_back(StartFinished(absl::StrCat("g", i), kStubborn));
   }
   for (const Spawned& g : groups) {
-    ASSERT_TRUE(WaitFor([&] { return !LiveInGroup(g.pid).empty(); }));
+    ASSERT_TRUE(base::WaitFor([&] { return !LiveInGroup(g.pid).empty(); }));
   }
   Sweeper sweeper(store_.get(), &procfs_, Fast());
   const absl::Time start = absl::Now();
@@ -934,7 +934,7 @@ TEST_F(SweeperTest, FiftyStubbornGroupsInOneLadder) {
 TEST_F(SweeperTest, DryRunSendsNothing) {
   SKIP_UNLESS_PRIVATE_PID_NS();
   Spawned s = StartFinished("dry", kStubborn);
-  ASSERT_TRUE(WaitFor([&] { return !LiveInGroup(s.pid).empty(); }));
+  ASSERT_TRUE(base::WaitFor([&] { return !LiveInGroup(s.pid).empty(); }));
   const std::vector<int> before = LiveInGroup(s.pid);
   Sweeper sweeper(store_.get(), &procfs_, Fast());
   v1::SweepRequest req;
@@ -972,7 +972,7 @@ TEST_F(SweeperTest, ACommThatIsNotUtf8IsValidTextInEveryStoredEvent) {
       "\xff\xfe"
       "bad";
   int member = 0;
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(base::WaitFor([&] {
     for (int pid : LiveInGroup(s.pid)) {
       absl::StatusOr<scanner::ProcStat> st = procfs_.ReadStat(pid);
       if (st.ok() && st->comm == bad) member = pid;
@@ -1000,7 +1000,7 @@ TEST_F(SweeperTest, ACommThatIsNotUtf8IsValidTextInEveryStoredEvent) {
   EXPECT_TRUE(named);
   bool reported = false;
   for (const v1::Event& e : swept.signals()) {
-    EXPECT_TRUE(IsValidUtf8(e.detail())) << e.event_id();
+    EXPECT_TRUE(base::IsValidUtf8(e.detail())) << e.event_id();
     reported = reported || absl::StrContains(e.detail(), "comm=\\xff\\xfebad");
   }
   EXPECT_TRUE(reported);
@@ -1014,7 +1014,7 @@ TEST_F(SweeperTest, ConcurrentSweepsSignalEachStageOnce) {
     groups.push_back(StartFinished(absl::StrCat("c", i), kStubborn));
   }
   for (const Spawned& g : groups) {
-    ASSERT_TRUE(WaitFor([&] { return !LiveInGroup(g.pid).empty(); }));
+    ASSERT_TRUE(base::WaitFor([&] { return !LiveInGroup(g.pid).empty(); }));
   }
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<store::RunStore> second, store::RunStore::Open(db_path_));
   Sweeper a(store_.get(), &procfs_, Fast());
@@ -1083,7 +1083,7 @@ TEST_F(SweeperTest, CancelledLeaderThatLedNoGroupIsMatchedAsLeaderOnly) {
   // run owns neither group nor session, so only the leader itself is its.
   Spawned runner = SpawnSh("sleep 30 & sleep 30 & wait");
   int leader = 0;
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(base::WaitFor([&] {
     absl::StatusOr<scanner::Snapshot> snap = procfs_.Walk();
     if (!snap.ok()) return false;
     int count = 0;
@@ -1113,7 +1113,7 @@ TEST_F(SweeperTest, CancelledLeaderThatLedNoGroupIsMatchedAsLeaderOnly) {
   ASSERT_EQ(resp.targets_size(), 1);
   EXPECT_EQ(resp.targets(0).source(), v1::MATCH_SOURCE_LEADER);
   // The leader is gone; the runner and the sibling were never signalled.
-  ASSERT_TRUE(WaitFor([&] { return LiveInGroup(runner.pid).size() == 2u; }));
+  ASSERT_TRUE(base::WaitFor([&] { return LiveInGroup(runner.pid).size() == 2u; }));
   for (const v1::Event& e : Events("cancel-led-nothing", v1::EVENT_TYPE_SIGNAL)) {
     EXPECT_EQ(e.pid(), leader);
     EXPECT_NE(e.detail().find("source=leader"), std::string::npos) << e.detail();
@@ -1262,7 +1262,7 @@ TEST_F(SweeperTest, SweepKilledMidLadderIsResumedUpTheLadder) {
   ASSERT_GT(crashing, 1);
   // Its SIGINT is in the audit log: it is now in its 10 s SIGINT grace.
   const bool signalled =
-      WaitFor([&] { return !Events("crashed-sweep", v1::EVENT_TYPE_SIGNAL).empty(); });
+      base::WaitFor([&] { return !Events("crashed-sweep", v1::EVENT_TYPE_SIGNAL).empty(); });
   ASSERT_EQ(kill(crashing, SIGKILL), 0);
   const int status = WaitExit(crashing);
   ASSERT_TRUE(signalled);
@@ -1303,7 +1303,7 @@ int main(int argc, char** argv) {
   if (const char* db = getenv(runreaper::server::kCrashDbEnv)) {
     return runreaper::server::RunSweepUntilKilled(db);
   }
-  runreaper::ReexecInPrivatePidNamespace(argc, argv, runreaper::server::kInNsEnv);
+  runreaper::base::ReexecInPrivatePidNamespace(argc, argv, runreaper::server::kInNsEnv);
   testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

@@ -15,7 +15,7 @@ namespace {
 class TcpAccessTest : public ::testing::Test {
  protected:
   void SetUp() override { dir_ = tmp_.path(); }
-  const TempDir tmp_{"rrt."};
+  const base::TempDir tmp_{"rrt."};
   std::string dir_;
 };
 

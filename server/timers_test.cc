@@ -41,7 +41,7 @@ TEST(TimersTest, DueCallbacksRunInDeadlineOrder) {
   timers.Add(now + absl::Milliseconds(30), rec.Mark(3));
   timers.Add(now - absl::Seconds(1), rec.Mark(1));
   timers.Add(now + absl::Milliseconds(10), rec.Mark(2));
-  ASSERT_TRUE(WaitFor([&] { return rec.size() == 3; }, absl::Seconds(10)));
+  ASSERT_TRUE(base::WaitFor([&] { return rec.size() == 3; }, absl::Seconds(10)));
   EXPECT_EQ(rec.order(), (std::vector<int>{1, 2, 3}));
   EXPECT_EQ(timers.pending(), 0);
 }
@@ -57,7 +57,7 @@ TEST(TimersTest, CancelledTimerNeverRuns) {
   timers.Cancel(12345);      // unknown: no-op
   // Due after the cancelled one: once it ran, the cancelled one would have.
   timers.Add(now + absl::Milliseconds(40), rec.Mark(2));
-  ASSERT_TRUE(WaitFor([&] { return rec.size() >= 1; }, absl::Seconds(10)));
+  ASSERT_TRUE(base::WaitFor([&] { return rec.size() >= 1; }, absl::Seconds(10)));
   EXPECT_EQ(rec.order(), (std::vector<int>{2}));
 }
 

@@ -30,8 +30,8 @@ std::string ProtoText(const Statement& s, int col) {
   std::string text = s.ColumnText(col);
   // Valid text (every row written since the first wave) is moved out, not
   // copied a second time.
-  if (IsValidUtf8(text)) return text;
-  return ToValidUtf8(text);
+  if (base::IsValidUtf8(text)) return text;
+  return base::ToValidUtf8(text);
 }
 
 void BindObservedExit(Statement& s, int first, const v1::ObservedExit& e) {

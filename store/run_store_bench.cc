@@ -33,7 +33,7 @@ double CpuMs() {
 }
 
 void Die(const absl::Status& s) {
-  runreaper::LogError(s.ToString());
+  runreaper::base::LogError(s.ToString());
   exit(1);
 }
 

@@ -146,7 +146,7 @@ TEST_F(RunStoreTest, QueuedWritesShareOneCommitAndAFailureStaysItsOwn) {
   }
   // Every write is made and none answered: the writer thread holds the
   // first batch it took, waiting for the lock, and the rest queue behind.
-  ASSERT_TRUE(WaitFor([&] { return store->GetWriteStats().pending == kWriters + 1; }));
+  ASSERT_TRUE(base::WaitFor([&] { return store->GetWriteStats().pending == kWriters + 1; }));
   ASSERT_EQ(sqlite3_exec(other, "COMMIT", nullptr, nullptr, nullptr), SQLITE_OK);
   for (std::thread& t : writers) t.join();
 
@@ -188,7 +188,7 @@ void KillWriterAfterAcks(const std::string& path, size_t min_acks,
                          std::vector<std::string>* ids) {
   int fds[2];
   ASSERT_EQ(pipe2(fds, O_CLOEXEC), 0);
-  Fd rd(fds[0]), wr(fds[1]);
+  base::Fd rd(fds[0]), wr(fds[1]);
   pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {

@@ -140,7 +140,7 @@ void RunStore::Impl::RunBatch(const std::vector<WriteOp*>& batch) {
       if (!op.status.ok()) {
         // Undo this op's statements only; the others keep theirs.
         const absl::Status undo = d.Exec("ROLLBACK TO write_op");
-        if (!undo.ok()) LogError("store: ", undo.ToString());
+        if (!undo.ok()) base::LogError("store: ", undo.ToString());
         (void)d.Exec("RELEASE write_op");
       }
     }
@@ -150,7 +150,7 @@ void RunStore::Impl::RunBatch(const std::vector<WriteOp*>& batch) {
       if (in_transaction()) {
         // COMMIT failed without an automatic rollback.
         const absl::Status rollback = d.Exec("ROLLBACK");
-        if (!rollback.ok()) LogError("store: ", rollback.ToString());
+        if (!rollback.ok()) base::LogError("store: ", rollback.ToString());
       }
       for (size_t j = first; j < i; ++j) {
         if (batch[j]->status.ok()) batch[j]->status = commit;
@@ -180,7 +180,7 @@ absl::Status RunStore::Impl::Read(bool snapshot, const std::function<absl::Statu
     }();
     if (!end.ok() && sqlite3_get_autocommit(d.get()) == 0) {
       const absl::Status rollback = d.Exec("ROLLBACK");
-      if (!rollback.ok()) LogError("store: ", rollback.ToString());
+      if (!rollback.ok()) base::LogError("store: ", rollback.ToString());
     }
     if (status.ok()) status = end;
   }

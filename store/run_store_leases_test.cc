@@ -40,7 +40,7 @@ v1::Lease MakeLease(int pid, absl::Time until, const std::string& reason) {
 }
 
 TEST(RunStoreCookiesTest, CookiesSurviveTheRoundTripAndAReopen) {
-  TempDir dir("rr_cookies.");
+  base::TempDir dir("rr_cookies.");
   const std::string path = dir.path() + "/runs.db";
   v1::Run run = MakeRun("c", 100);
   v1::Cookie* a = run.add_cookies();
@@ -67,7 +67,7 @@ TEST(RunStoreCookiesTest, CookiesSurviveTheRoundTripAndAReopen) {
 }
 
 TEST(RunStoreLeasesTest, PutReplacesListShowsOnlyRunningAndRetentionDeletesEnded) {
-  TempDir dir("rr_leases.");
+  base::TempDir dir("rr_leases.");
   const std::string path = dir.path() + "/runs.db";
   absl::Time now = absl::FromUnixSeconds(1'800'000'000);
   StoreOptions options;

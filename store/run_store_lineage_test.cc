@@ -30,7 +30,7 @@ class RunStoreLineageTest : public ::testing::Test {
  protected:
   void SetUp() override { path_ = tmp_.path() + "/runs.db"; }
   std::unique_ptr<RunStore> Open() { return OpenStore(path_); }
-  const TempDir tmp_{"rr_lineage."};
+  const base::TempDir tmp_{"rr_lineage."};
   std::string path_;
 };
 

@@ -203,7 +203,7 @@ TEST_F(RunStoreTest, UnwritableDirectoryIsAClearError) {
 
   int fds[2];
   ASSERT_EQ(pipe2(fds, O_CLOEXEC), 0);
-  Fd rd(fds[0]), wr(fds[1]);
+  base::Fd rd(fds[0]), wr(fds[1]);
   const pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {

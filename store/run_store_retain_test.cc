@@ -119,7 +119,7 @@ class RetainTest : public ::testing::Test {
 
   int64_t Count(const std::string& sql) { return RawQueryInt(path_, sql); }
 
-  const TempDir tmp_{"rr_retain."};
+  const base::TempDir tmp_{"rr_retain."};
   std::string dir_;
   std::string path_;
   absl::Mutex clock_mu_;
@@ -366,7 +366,7 @@ TEST_F(RetainTest, RegisterKeepsAnsweringWhileAHundredThousandRunsArePruned) {
       if (in_prune && pruning.load()) ++during_prune;
     }
   });
-  ASSERT_TRUE(WaitFor([&] { return registered.load() > 0; }));
+  ASSERT_TRUE(base::WaitFor([&] { return registered.load() > 0; }));
   pruning = true;
   PruneOptions po;
   po.retain = absl::Hours(24);

@@ -130,7 +130,7 @@ class RunStoreTest : public ::testing::Test {
   std::unique_ptr<RunStore> OpenOrDie(StoreOptions o) { return OpenStore(path_, o); }
   std::unique_ptr<RunStore> OpenOrDie() { return OpenOrDie(FakeClock()); }
 
-  const TempDir tmp_{"rr_store."};
+  const base::TempDir tmp_{"rr_store."};
   std::string dir_;
   std::string path_;
   absl::Time now_;

@@ -200,10 +200,10 @@ absl::Status EnsureIncrementalVacuum(Database& db) {
   if (mode == 2) return absl::OkStatus();  // FULL -> INCREMENTAL needs no VACUUM
   ASSIGN_OR_RETURN(int64_t pages, db.QueryInt("PRAGMA page_count"));
   ASSIGN_OR_RETURN(int64_t page_size, db.QueryInt("PRAGMA page_size"));
-  LogInfo("store: converting ", db.path(),
-          " to auto_vacuum=INCREMENTAL (a "
-          "one-time VACUUM of ",
-          pages * page_size, " bytes)");
+  base::LogInfo("store: converting ", db.path(),
+                " to auto_vacuum=INCREMENTAL (a "
+                "one-time VACUUM of ",
+                pages * page_size, " bytes)");
   const absl::Time started = absl::Now();
   if (absl::Status s = db.Exec("VACUUM"); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("converting ", db.path(),
@@ -215,8 +215,8 @@ absl::Status EnsureIncrementalVacuum(Database& db) {
                                             " after VACUUM, not 2 (INCREMENTAL)"));
   }
   ASSIGN_OR_RETURN(pages, db.QueryInt("PRAGMA page_count"));
-  LogInfo("store: ", db.path(), " converted to auto_vacuum=INCREMENTAL in ",
-          absl::FormatDuration(absl::Now() - started), " (", pages * page_size, " bytes)");
+  base::LogInfo("store: ", db.path(), " converted to auto_vacuum=INCREMENTAL in ",
+                absl::FormatDuration(absl::Now() - started), " (", pages * page_size, " bytes)");
   return absl::OkStatus();
 }
 

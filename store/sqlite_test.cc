@@ -33,9 +33,9 @@ TEST(SqliteStatusCodeTest, MapsFamilies) {
 // Out of descriptors: SQLITE_CANTOPEN with errno EMFILE is the process's
 // resource, RESOURCE_EXHAUSTED, not UNAVAILABLE.
 TEST(SqliteErrorTest, OpenWithoutFreeDescriptorsIsResourceExhausted) {
-  const TempDir dir("rr_sql.");
+  const base::TempDir dir("rr_sql.");
   const std::string path = dir.path() + "/full.db";
-  DescriptorsUsedUp used(64);
+  base::DescriptorsUsedUp used(64);
   ASSERT_TRUE(used.ok());
   absl::StatusOr<std::unique_ptr<Database>> db = Database::Open(path, kFlags);
   ASSERT_TRUE(used.Release());
@@ -48,7 +48,7 @@ TEST(SqliteErrorTest, OpenWithoutFreeDescriptorsIsResourceExhausted) {
 }
 
 TEST(DatabaseTest, CachedStatementIsReusedAndReset) {
-  const TempDir dir("rr_sql.");
+  const base::TempDir dir("rr_sql.");
   const std::string path = dir.path() + "/a.db";
   ASSERT_OK_AND_ASSIGN(auto db, Database::Open(path, kFlags));
   ASSERT_OK(db->Exec("CREATE TABLE t (x INTEGER, s TEXT)"));
@@ -75,7 +75,7 @@ TEST(DatabaseTest, CachedStatementIsReusedAndReset) {
 }
 
 TEST(DatabaseTest, NullAndOptionalColumns) {
-  const TempDir dir("rr_sql.");
+  const base::TempDir dir("rr_sql.");
   const std::string path = dir.path() + "/n.db";
   ASSERT_OK_AND_ASSIGN(auto db, Database::Open(path, kFlags));
   ASSERT_OK(db->Exec("CREATE TABLE t (x INTEGER)"));
@@ -91,7 +91,7 @@ TEST(DatabaseTest, NullAndOptionalColumns) {
 }
 
 TEST(DatabaseTest, BindErrorIsReportedByStep) {
-  const TempDir dir("rr_sql.");
+  const base::TempDir dir("rr_sql.");
   const std::string path = dir.path() + "/b.db";
   ASSERT_OK_AND_ASSIGN(auto db, Database::Open(path, kFlags));
   ASSERT_OK_AND_ASSIGN(ScopedStatement s, db->Prepare("SELECT ?1"));
@@ -103,7 +103,7 @@ TEST(DatabaseTest, BindErrorIsReportedByStep) {
 }
 
 TEST(DatabaseTest, ErrorsNameThePathAndStatement) {
-  const TempDir dir("rr_sql.");
+  const base::TempDir dir("rr_sql.");
   const std::string path = dir.path() + "/c.db";
   ASSERT_OK_AND_ASSIGN(auto db, Database::Open(path, kFlags));
   absl::Status s = db->Exec("SELECT * FROM no_such_table");
@@ -114,7 +114,7 @@ TEST(DatabaseTest, ErrorsNameThePathAndStatement) {
 }
 
 TEST(DatabaseTest, OpenFailureNamesPathAndErrno) {
-  const TempDir dir("rr_sql.");
+  const base::TempDir dir("rr_sql.");
   const std::string path = dir.path() + "/missing/dir/x.db";
   absl::StatusOr<std::unique_ptr<Database>> db = Database::Open(path, kFlags);
   ASSERT_FALSE(db.ok());

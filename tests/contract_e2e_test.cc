@@ -69,7 +69,7 @@ class ContractE2ETest : public SharedDaemonTest {
 TEST_F(ContractE2ETest, ANonUtf8CommDoesNotMakeTheRecordUnreadable) {
   // A direct child whose comm (PR_SET_NAME) is not valid UTF-8, as any
   // process may name itself.
-  TestChild proc("bad\xff\xfe)(\x80");
+  base::TestChild proc("bad\xff\xfe)(\x80");
   ASSERT_OK_AND_ASSIGN(v1::Run run, Register("utf8", proc.pid()));
   EXPECT_EQ(run.state(), v1::RUN_STATE_RUNNING);
   EXPECT_TRUE(absl::StartsWith(run.comm(), "bad")) << run.comm();
@@ -133,7 +133,7 @@ TEST_F(ContractE2ETest, ANonUtf8OrphanCommDoesNotBreakListOrphansOrSweep) {
   const std::string bad =
       "\xff\xfe"
       "bad";
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(base::WaitFor([&] {
     std::ifstream in(absl::StrCat("/proc/", orphan.pid(), "/comm"));
     std::string comm;
     std::getline(in, comm);
@@ -347,7 +347,7 @@ std::string DaemonBinary() {
 }
 
 TEST(DaemonStartupTest, DefaultsCreateVarWithTheDatabaseAndA0660Socket) {
-  TempDir dir;
+  base::TempDir dir;
   const std::string bin = DaemonBinary();
   ASSERT_FALSE(bin.empty());
   const std::string log = dir.path() + "/log";
@@ -361,15 +361,15 @@ TEST(DaemonStartupTest, DefaultsCreateVarWithTheDatabaseAndA0660Socket) {
   }
   const std::string sock = dir.path() + "/var/runreaper.sock";
   struct stat st;
-  const bool up = WaitFor([&] { return stat(sock.c_str(), &st) == 0 && S_ISSOCK(st.st_mode); },
-                          absl::Seconds(20));
+  const bool up = base::WaitFor(
+      [&] { return stat(sock.c_str(), &st) == 0 && S_ISSOCK(st.st_mode); }, absl::Seconds(20));
   if (up) {
     EXPECT_EQ(st.st_mode & 07777, 0660u);
     EXPECT_EQ(access((dir.path() + "/var/runreaper.db").c_str(), F_OK), 0);
     auto channel = grpc::CreateChannel("unix:" + sock, grpc::InsecureChannelCredentials());
     auto stub = v1::Reconciler::NewStub(channel);
     v1::ListRunsResponse resp;
-    EXPECT_TRUE(WaitFor(
+    EXPECT_TRUE(base::WaitFor(
         [&] {
           auto ctx = Ctx(absl::Seconds(2));
           return stub->ListRuns(ctx.get(), v1::ListRunsRequest(), &resp).ok();
@@ -386,7 +386,7 @@ TEST(DaemonStartupTest, DefaultsCreateVarWithTheDatabaseAndA0660Socket) {
 }
 
 TEST(DaemonStartupTest, CorruptDatabaseIsAClearErrorAndIsLeftUntouched) {
-  TempDir dir;
+  base::TempDir dir;
   Daemon d(dir.path(), {"--scan_interval=60s"});
   const std::string garbage(8192, 'G');
   {
@@ -403,7 +403,7 @@ TEST(DaemonStartupTest, CorruptDatabaseIsAClearErrorAndIsLeftUntouched) {
 }
 
 TEST(DaemonStartupTest, UnwritableLocationsAreAClearErrorNamingThePath) {
-  TempDir dir;
+  base::TempDir dir;
   // /proc refuses new files and directories even to root.
   const std::string bad_db = "/proc/rr-no-such-dir/x.db";
   Daemon d(dir.path(), {"--db=" + bad_db});

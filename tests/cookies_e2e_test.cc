@@ -57,7 +57,7 @@ struct CookieDaemon {
     }
     return -1;
   }
-  TempDir dir;
+  base::TempDir dir;
   int metrics_port;
   std::unique_ptr<Daemon> daemon;
 };
@@ -94,7 +94,7 @@ pid_t Escapee(const std::vector<std::string>& vars, bool as_nobody = false) {
     execv("/usr/bin/env", cargv.data());
     _exit(127);
   }
-  EXPECT_TRUE(WaitFor([&] { return IsSleep(pid); }));
+  EXPECT_TRUE(base::WaitFor([&] { return IsSleep(pid); }));
   return pid;
 }
 
@@ -146,8 +146,8 @@ TEST(CookiesE2ETest, ANativeCookieFindsAnEnvIEscapeeAndSparesTheOptOuts) {
 
   r = d.Ctl({"sweep"});
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
-  EXPECT_TRUE(WaitFor([&] { return Reaped(member); }));
-  EXPECT_TRUE(WaitFor([&] { return Reaped(by_second); }));
+  EXPECT_TRUE(base::WaitFor([&] { return Reaped(member); }));
+  EXPECT_TRUE(base::WaitFor([&] { return Reaped(by_second); }));
   for (const pid_t spared : {blank, other, dont_kill, prefix}) {
     EXPECT_FALSE(Reaped(spared)) << spared;
     EXPECT_TRUE(IsSleep(spared)) << spared;
@@ -236,7 +236,7 @@ TEST(CookiesE2ETest, ALeaseKeepsAProcessThroughOneSweepAndNotAfterItEnds) {
 
   // Once both leases have ended (the listing no longer says kept), the
   // next sweep takes them.
-  ASSERT_TRUE(WaitFor(
+  ASSERT_TRUE(base::WaitFor(
       [&] {
         if (absl::Now() < leased_at + absl::Seconds(3)) return false;
         const std::string out = d.Ctl({"orphans", "--walk"}).out;
@@ -247,8 +247,8 @@ TEST(CookiesE2ETest, ALeaseKeepsAProcessThroughOneSweepAndNotAfterItEnds) {
       absl::Seconds(30), absl::Milliseconds(200)));
   r = d.Ctl({"sweep", "bz-1"});
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
-  EXPECT_TRUE(WaitFor([&] { return Reaped(server); }));
-  EXPECT_TRUE(WaitFor([&] { return Reaped(by_env); }));
+  EXPECT_TRUE(base::WaitFor([&] { return Reaped(server); }));
+  EXPECT_TRUE(base::WaitFor([&] { return Reaped(by_env); }));
   leader.Kill();
 }
 
@@ -274,7 +274,7 @@ TEST(CookiesE2ETest, NobodyLeasesOnlyItsOwnProcesses) {
 }  // namespace runreaper::e2e
 
 int main(int argc, char** argv) {
-  runreaper::ReexecInPrivatePidNamespace(argc, argv, runreaper::e2e::kInNsEnv);
+  runreaper::base::ReexecInPrivatePidNamespace(argc, argv, runreaper::e2e::kInNsEnv);
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

@@ -62,13 +62,13 @@ TEST(CrashResumeE2ETest,
     execl("/bin/sleep", "sleep", "1000", static_cast<char*>(nullptr));
     _exit(127);
   }
-  ASSERT_TRUE(WaitFor([&] {  // exec'd: its identity is final
+  ASSERT_TRUE(base::WaitFor([&] {  // exec'd: its identity is final
     char exe[64] = {};
     return readlink(("/proc/" + std::to_string(leader) + "/exe").c_str(), exe, sizeof(exe) - 1) >
                0 &&
            std::string(exe).find("sleep") != std::string::npos;
   }));
-  TempDir dir;
+  base::TempDir dir;
   Daemon first(dir.path(), {"--scan_interval=60s"});
   ASSERT_TRUE(first.Start()) << first.log();
   auto stub = first.stub();
@@ -89,7 +89,8 @@ TEST(CrashResumeE2ETest,
     ASSERT_TRUE(s.ok()) << s.error_message();
   }
   // Killed during the SIGTERM grace: SIGINT and SIGTERM are recorded sent.
-  ASSERT_TRUE(WaitFor([&] { return SignalEvents(stub.get(), "c").size() == 2; }, absl::Seconds(30)))
+  ASSERT_TRUE(
+      base::WaitFor([&] { return SignalEvents(stub.get(), "c").size() == 2; }, absl::Seconds(30)))
       << first.log();
   ASSERT_EQ(first.Stop(SIGKILL), 128 + SIGKILL);
   const absl::Time restarted = absl::Now();
@@ -99,13 +100,13 @@ TEST(CrashResumeE2ETest,
   // The run's process is killed without a second cancel.
   int status = 0;
   ASSERT_TRUE(
-      WaitFor([&] { return waitpid(leader, &status, WNOHANG) == leader; }, absl::Seconds(30)))
+      base::WaitFor([&] { return waitpid(leader, &status, WNOHANG) == leader; }, absl::Seconds(30)))
       << second.log();
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 
   auto stub2 = second.stub();
   std::vector<v1::Event> signals;
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(base::WaitFor([&] {
     signals = SignalEvents(stub2.get(), "c");
     return signals.size() >= 3;
   }));
@@ -133,7 +134,7 @@ TEST(CrashResumeE2ETest,
 }  // namespace runreaper::e2e
 
 int main(int argc, char** argv) {
-  runreaper::ReexecInPrivatePidNamespace(argc, argv, runreaper::e2e::kInNsEnv);
+  runreaper::base::ReexecInPrivatePidNamespace(argc, argv, runreaper::e2e::kInNsEnv);
   testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

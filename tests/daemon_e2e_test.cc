@@ -77,7 +77,7 @@ class DaemonE2ETest : public ::testing::Test {
     return resp;
   }
 
-  TempDir dir_;
+  base::TempDir dir_;
   std::unique_ptr<Daemon> daemon_;
   std::unique_ptr<v1::Reconciler::Stub> stub_;
 };
@@ -459,7 +459,7 @@ TEST_F(DaemonE2ETest, RestartKeepsRecordsRearmsWatchersAndReconcilesExitsWhileDo
   ASSERT_OK(Register("down", dies_while_down.pid()));
   ASSERT_EQ(daemon_->Stop(SIGTERM), 0) << daemon_->log();
   dies_while_down.Kill();
-  ASSERT_TRUE(WaitFor([&] { return kill(dies_while_down.pid(), 0) != 0; }));
+  ASSERT_TRUE(base::WaitFor([&] { return kill(dies_while_down.pid(), 0) != 0; }));
 
   daemon_ = std::make_unique<Daemon>(dir_.path(), std::vector<std::string>{kSlowScan});
   ASSERT_TRUE(daemon_->Start()) << daemon_->log();
@@ -479,7 +479,7 @@ TEST_F(DaemonE2ETest, RestartKeepsRecordsRearmsWatchersAndReconcilesExitsWhileDo
 }
 
 TEST_F(DaemonE2ETest, SecondDaemonOnTheSameSocketFailsClearly) {
-  TempDir other;
+  base::TempDir other;
   Daemon second(dir_.path(), {kSlowScan, "--db=" + other.path() + "/db2"});
   second.Spawn();
   EXPECT_EQ(second.Wait(), 1);
@@ -525,7 +525,7 @@ TEST_F(DaemonE2ETest, CancelRunSweepsTheLeaderAndOrphanRpcsAnswer) {
   ASSERT_OK_AND_ASSIGN(v1::Run run, Call(&v1::Reconciler::Stub::CancelRun, req));
   EXPECT_EQ(run.state(), v1::RUN_STATE_CANCELLED);
   // The sweep runs in the background: the leader gets SIGINT and is gone.
-  EXPECT_TRUE(WaitFor([&] { return kill(sleeper.pid(), 0) != 0; }, absl::Seconds(20)));
+  EXPECT_TRUE(base::WaitFor([&] { return kill(sleeper.pid(), 0) != 0; }, absl::Seconds(20)));
   v1::ListOrphansRequest orphans;
   orphans.set_run_id("cx");
   EXPECT_OK(Call(&v1::Reconciler::Stub::ListOrphans, orphans));
@@ -535,13 +535,13 @@ TEST_F(DaemonE2ETest, CancelRunSweepsTheLeaderAndOrphanRpcsAnswer) {
 }
 
 TEST(DaemonMetricsTest, ScrapeCountsRegistrationsAndTransitions) {
-  TempDir dir;
+  base::TempDir dir;
   Daemon d(dir.path(), {kSlowScan, "--metrics=127.0.0.1:0"});
   ASSERT_TRUE(d.Start()) << d.log();
   // The daemon names the port it bound, in the "serving on" line it writes
   // after the server already answers calls (which is all Start awaits).
   std::string log;
-  ASSERT_TRUE(WaitFor(
+  ASSERT_TRUE(base::WaitFor(
       [&] {
         log = d.log();
         return log.find("metrics on 127.0.0.1:0 (port ") != std::string::npos;
@@ -563,7 +563,7 @@ TEST(DaemonMetricsTest, ScrapeCountsRegistrationsAndTransitions) {
   sleeper.Kill();
   // Both are counted when the event hub hands the REGISTERED and
   // STATE_CHANGED events to the logger: await both.
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(base::WaitFor([&] {
     const std::string body = HttpGet(port, "/metrics");
     return absl::StrContains(body, "\nrunreaper_transitions_total{reason=\"exited\"} 1\n") &&
            absl::StrContains(body, "\nrunreaper_registrations_total 1\n");
@@ -576,7 +576,7 @@ TEST(DaemonMetricsTest, ScrapeCountsRegistrationsAndTransitions) {
 }
 
 TEST(DaemonTcpTest, TcpListenerRequiresTheBearerToken) {
-  TempDir dir;
+  base::TempDir dir;
   const std::string token_file = dir.path() + "/token";
   { std::ofstream(token_file) << "s3cret\n"; }
   const int port = 20000 + getpid() % 20000;
@@ -600,7 +600,7 @@ TEST(DaemonTcpTest, TcpListenerRequiresTheBearerToken) {
 }
 
 TEST(DaemonTcpTest, NonLoopbackListenWithoutTokenIsRefused) {
-  TempDir dir;
+  base::TempDir dir;
   Daemon d(dir.path(), {"--listen=0.0.0.0:1"});
   d.Spawn();
   EXPECT_EQ(d.Wait(), 1);
@@ -608,7 +608,7 @@ TEST(DaemonTcpTest, NonLoopbackListenWithoutTokenIsRefused) {
 }
 
 TEST(DaemonOnceTest, OnceReconcilesAnExitAndExitsZero) {
-  TempDir dir;
+  base::TempDir dir;
   Sleeper sleeper;
   {
     Daemon d(dir.path(), {kSlowScan});
@@ -622,7 +622,7 @@ TEST(DaemonOnceTest, OnceReconcilesAnExitAndExitsZero) {
     ASSERT_EQ(d.Stop(SIGTERM), 0);
   }
   sleeper.Kill();
-  ASSERT_TRUE(WaitFor([&] { return kill(sleeper.pid(), 0) != 0; }));
+  ASSERT_TRUE(base::WaitFor([&] { return kill(sleeper.pid(), 0) != 0; }));
   Daemon once(dir.path(), {"--once"});
   once.Spawn();
   EXPECT_EQ(once.Wait(), 0) << once.log();
@@ -636,7 +636,7 @@ TEST(DaemonOnceTest, OnceReconcilesAnExitAndExitsZero) {
 // The one-line summary names the runs that changed; a crafted run id is
 // printed escaped, so it cannot add a line to cron's mail or a terminal.
 TEST(DaemonOnceTest, OnceSummaryEscapesRunIds) {
-  TempDir dir;
+  base::TempDir dir;
   Sleeper sleeper;
   {
     // As an older daemon accepted it (a registration now takes printable
@@ -650,7 +650,7 @@ TEST(DaemonOnceTest, OnceSummaryEscapesRunIds) {
     ASSERT_OK(store->Register(run));
   }
   sleeper.Kill();
-  ASSERT_TRUE(WaitFor([&] { return kill(sleeper.pid(), 0) != 0; }));
+  ASSERT_TRUE(base::WaitFor([&] { return kill(sleeper.pid(), 0) != 0; }));
   Daemon once(dir.path(), {"--once"});
   once.Spawn();
   EXPECT_EQ(once.Wait(), 0) << once.log();
@@ -666,7 +666,7 @@ TEST(DaemonOnceTest, OnceSummaryEscapesRunIds) {
 // survivor as root: the one-shot daemon runs as nobody (65534), so the
 // root-owned member answers every stage with EPERM and outlives the ladder.
 TEST(DaemonOnceTest, OnceSweepExitsNonZeroWhenAMemberSurvives) {
-  TempDir dir;
+  base::TempDir dir;
   Sleeper member(/*own_group=*/true);
   {
     ASSERT_OK_AND_ASSIGN(auto store, store::RunStore::Open(dir.path() + "/db"));

@@ -298,7 +298,7 @@ CtlResult RunCtlImpl(const TestUser* user, const std::vector<std::string>& args,
                      absl::Duration deadline) {
   static int n = 0;
   CtlResult result;
-  const TempDir tmp("rrctl.");
+  const base::TempDir tmp("rrctl.");
   const std::string& dir = tmp.path();
   const std::string out = dir + "/out", err = absl::StrCat(dir, "/err", ++n);
   std::string binary = kCtlPath;

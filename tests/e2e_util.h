@@ -33,7 +33,7 @@ std::string HttpGet(int port, const std::string& path);
 int FreePort();
 
 // /tmp/rr.XXXXXX by default, removed on destruction (base/test_util.h).
-using ::runreaper::TempDir;
+using ::runreaper::base::TempDir;
 
 // One runreaperd process on <dir>/s.sock and <dir>/db.
 class Daemon {
@@ -152,7 +152,7 @@ std::unique_ptr<grpc::ClientContext> Ctx(absl::Duration deadline = absl::Seconds
 class SharedDaemonTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new TempDir();
+    dir_ = new base::TempDir();
     daemon_ = new Daemon(dir_->path(), {"--scan_interval=60s"});
     ASSERT_TRUE(daemon_->Start()) << daemon_->log();
   }
@@ -162,7 +162,7 @@ class SharedDaemonTest : public ::testing::Test {
     daemon_ = nullptr;
     dir_ = nullptr;
   }
-  static inline TempDir* dir_ = nullptr;
+  static inline base::TempDir* dir_ = nullptr;
   static inline Daemon* daemon_ = nullptr;
 };
 

@@ -77,12 +77,12 @@ class ErrorsE2ETest : public ::testing::Test {
         dir_.path(), std::vector<std::string>{"--scan_interval=60s", "--metrics=127.0.0.1:0"});
     ASSERT_TRUE(daemon_->Start()) << daemon_->log();
     const std::string marker = "metrics on 127.0.0.1:0 (port ";
-    ASSERT_TRUE(WaitFor([&] { return absl::StrContains(daemon_->log(), marker); }));
+    ASSERT_TRUE(base::WaitFor([&] { return absl::StrContains(daemon_->log(), marker); }));
     const std::string log = daemon_->log();
     metrics_port_ = atoi(log.c_str() + log.find(marker) + marker.size());
   }
 
-  TempDir dir_;
+  base::TempDir dir_;
   std::unique_ptr<Daemon> daemon_;
   int metrics_port_ = 0;
 };

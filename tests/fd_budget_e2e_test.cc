@@ -91,7 +91,7 @@ int Parallel(int n, int threads, F body) {
 // the identity the daemon reads), stops it, and adds `per_leader - 1` more
 // RUNNING runs per leader with the same identity straight into the database
 // (synchronous=NORMAL: setting up thousands of records, not testing them).
-void SeedRunning(const TempDir& dir, const std::vector<pid_t>& leaders, int per_leader) {
+void SeedRunning(const base::TempDir& dir, const std::vector<pid_t>& leaders, int per_leader) {
   {
     Daemon first(dir.path(), {"--scan_interval=60s"});
     ASSERT_TRUE(first.Start()) << first.log();
@@ -117,13 +117,13 @@ void SeedRunning(const TempDir& dir, const std::vector<pid_t>& leaders, int per_
 }
 
 bool AwaitLog(Daemon& d, const std::string& needle, absl::Duration deadline = absl::Seconds(60)) {
-  return WaitFor([&] { return absl::StrContains(d.log(), needle); }, deadline);
+  return base::WaitFor([&] { return absl::StrContains(d.log(), needle); }, deadline);
 }
 
 // Finding 3: every RUNNING run held its own pidfd, so 20,000 runs on one pid
 // used 20,000 descriptors and registration then failed.
 TEST(FdBudgetE2ETest, TwentyThousandRunsOnOnePidHoldOnePidfdAndRegistrationKeepsAnswering) {
-  TempDir dir;
+  base::TempDir dir;
   Sleeper leader;
   SeedRunning(dir, {leader.pid()}, 19500);
   Daemon d(dir.path(), {"--scan_interval=60s"});
@@ -148,14 +148,14 @@ TEST(FdBudgetE2ETest, TwentyThousandRunsOnOnePidHoldOnePidfdAndRegistrationKeeps
   leader.Kill();
   v1::GetRunRequest get;
   get.set_run_id("more-499");
-  EXPECT_TRUE(WaitFor(
+  EXPECT_TRUE(base::WaitFor(
       [&] {
         v1::Run run;
         auto ctx = Ctx();
         return stub->GetRun(ctx.get(), get, &run).ok() && run.state() == v1::RUN_STATE_STALE;
       },
       absl::Seconds(60)));
-  EXPECT_TRUE(WaitFor([&] { return CountFds(d.pid()).pidfds == 0; }));
+  EXPECT_TRUE(base::WaitFor([&] { return CountFds(d.pid()).pidfds == 0; }));
 }
 
 // Finding 6: a registered-then-finished run kept its leader's pidfd until the
@@ -164,7 +164,7 @@ TEST(FdBudgetE2ETest, TwentyThousandRunsOnOnePidHoldOnePidfdAndRegistrationKeeps
 // (server/handler_pool.h) concurrent writes share a commit: 22 s here while
 // another test suite ran (it would have taken ~150 s before the pool).
 TEST(FdBudgetE2ETest, FiftyThousandRegisterFinishPairsOnOneLivePidLeaveTheFdCountWhereItStarted) {
-  TempDir dir;
+  base::TempDir dir;
   Sleeper leader;
   Daemon d(dir.path(), {"--scan_interval=60s"});
   ASSERT_TRUE(d.Start()) << d.log();
@@ -191,7 +191,7 @@ TEST(FdBudgetE2ETest, FiftyThousandRegisterFinishPairsOnOneLivePidLeaveTheFdCoun
 // Finding 3: a restart with few descriptors and thousands of RUNNING runs
 // aborted inside gRPC (eventfd: too many open files) at every start.
 TEST(FdBudgetE2ETest, StartWithNofile64AndFiveThousandRunningRunsServes) {
-  TempDir dir;
+  base::TempDir dir;
   std::vector<std::unique_ptr<Sleeper>> sleepers;
   std::vector<pid_t> leaders;
   for (int i = 0; i < 50; ++i) {
@@ -240,7 +240,7 @@ TEST(FdBudgetE2ETest, StartWithNofile64AndFiveThousandRunningRunsServes) {
 // (the metric says so); then their leaders' exits are seen by the exit
 // watcher, not by a pass (the pass interval is 60 s).
 TEST(FdBudgetE2ETest, ProbedRunsAreWatchedOncePidfdsAreReleased) {
-  TempDir dir;
+  base::TempDir dir;
   std::vector<std::unique_ptr<Sleeper>> sleepers;
   std::vector<pid_t> leaders;
   for (int i = 0; i < 40; ++i) {
@@ -273,8 +273,9 @@ TEST(FdBudgetE2ETest, ProbedRunsAreWatchedOncePidfdsAreReleased) {
       << d.log();
   // (The gauges are as of the last change the watcher loop made; finishes
   // after the last re-arm are counted at the next pass.)
-  EXPECT_TRUE(WaitFor([&] { return metric("runreaper_running_runs{detection=\"probe\"} 0"); }))
-      << HttpGet(port, "/metrics");
+  EXPECT_TRUE(base::WaitFor([&] {
+    return metric("runreaper_running_runs{detection=\"probe\"} 0");
+  })) << HttpGet(port, "/metrics");
   EXPECT_EQ(CountFds(d.pid()).pidfds, 20);
 
   for (int i = 20; i < 40; ++i) sleepers[i]->Kill();
@@ -283,9 +284,10 @@ TEST(FdBudgetE2ETest, ProbedRunsAreWatchedOncePidfdsAreReleased) {
         << d.log();
   }
   EXPECT_FALSE(absl::StrContains(d.log(), "reconcile pass")) << d.log();
-  EXPECT_TRUE(WaitFor([&] { return metric("runreaper_running_runs{detection=\"pidfd\"} 0"); }))
-      << HttpGet(port, "/metrics");
-  EXPECT_TRUE(WaitFor([&] { return CountFds(d.pid()).pidfds == 0; }));
+  EXPECT_TRUE(base::WaitFor([&] {
+    return metric("runreaper_running_runs{detection=\"pidfd\"} 0");
+  })) << HttpGet(port, "/metrics");
+  EXPECT_TRUE(base::WaitFor([&] { return CountFds(d.pid()).pidfds == 0; }));
 }
 
 // Health stays SERVING only while the daemon can still answer: connections
@@ -300,7 +302,7 @@ TEST(FdBudgetE2ETest, OutOfDescriptorsIsNotServingUntilDescriptorsAreFree) {
   // (seen: the daemon halted in RegisterRunRequest's constructor).
   GTEST_SKIP() << "a sanitized daemon cannot run out of descriptors";
 #endif
-  TempDir dir;
+  base::TempDir dir;
   Sleeper leader;
   Daemon d(dir.path(), {"--scan_interval=60s", "--metrics=127.0.0.1:0"});
   d.set_nofile(64);
@@ -334,8 +336,8 @@ TEST(FdBudgetE2ETest, OutOfDescriptorsIsNotServingUntilDescriptorsAreFree) {
               CountFds(d.pid()).total);
 
   flood.clear();  // the connections close; the daemon's descriptors are free
-  EXPECT_TRUE(WaitFor([&] { return HealthCheck(first, "").value_or(-1) == kHealthServing; },
-                      absl::Seconds(30)))
+  EXPECT_TRUE(base::WaitFor([&] { return HealthCheck(first, "").value_or(-1) == kHealthServing; },
+                            absl::Seconds(30)))
       << d.log();
   EXPECT_TRUE(AwaitLog(d, "health: SERVING (file descriptors are free again)")) << d.log();
   EXPECT_TRUE(AwaitLog(d, "unix socket: accepting connections again")) << d.log();

@@ -72,7 +72,7 @@ TEST(FreezeThawE2ETest, AJobLeftFrozenByACrashedSweepIsThawedAtStart) {
   if (getpid() != 1) GTEST_SKIP() << "needs a private PID namespace (unshare)";
   const std::string root = Cgroup2Root();
   if (root.empty()) GTEST_SKIP() << "no cgroup v2 hierarchy";
-  TempDir tmp;
+  base::TempDir tmp;
   const std::string tag = tmp.path().substr(tmp.path().rfind('.') + 1);
   const std::string parent = root + "/runreaper-test";
   mkdir(parent.c_str(), 0755);
@@ -82,7 +82,7 @@ TEST(FreezeThawE2ETest, AJobLeftFrozenByACrashedSweepIsThawedAtStart) {
     GTEST_SKIP() << "cannot make cgroups with cgroup.freeze under " << parent;
   }
   const pid_t a = SleeperIn(left), b = SleeperIn(running);
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(base::WaitFor([&] {
     return ReadText(left + "/cgroup.procs") != "" && ReadText(running + "/cgroup.procs") != "";
   }));
 
@@ -103,8 +103,8 @@ TEST(FreezeThawE2ETest, AJobLeftFrozenByACrashedSweepIsThawedAtStart) {
 
   Daemon d(tmp.path());
   ASSERT_TRUE(d.Start()) << d.log();
-  EXPECT_TRUE(WaitFor([&] { return Freeze(left) == "0"; })) << d.log();
-  EXPECT_TRUE(WaitFor([&] {
+  EXPECT_TRUE(base::WaitFor([&] { return Freeze(left) == "0"; })) << d.log();
+  EXPECT_TRUE(base::WaitFor([&] {
     return d.log().find("left frozen by a sweep that did not finish") != std::string::npos;
   })) << d.log();
   EXPECT_EQ(Freeze(running), "1") << "a RUNNING run's freeze is not ours";
@@ -115,7 +115,7 @@ TEST(FreezeThawE2ETest, AJobLeftFrozenByACrashedSweepIsThawedAtStart) {
   waitpid(a, nullptr, 0);
   waitpid(b, nullptr, 0);
   d.Stop(SIGTERM);
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(base::WaitFor([&] {
     return ReadText(left + "/cgroup.procs").empty() && ReadText(running + "/cgroup.procs").empty();
   }));
   rmdir(left.c_str());
@@ -126,7 +126,7 @@ TEST(FreezeThawE2ETest, AJobLeftFrozenByACrashedSweepIsThawedAtStart) {
 }  // namespace runreaper::e2e
 
 int main(int argc, char** argv) {
-  runreaper::ReexecInPrivatePidNamespace(argc, argv, runreaper::e2e::kInNsEnv);
+  runreaper::base::ReexecInPrivatePidNamespace(argc, argv, runreaper::e2e::kInNsEnv);
   testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

@@ -130,7 +130,7 @@ class LineageE2ETest : public ::testing::Test {
     extra.push_back("--scan_interval=60s");
     daemon_ = std::make_unique<Daemon>(dir_.path(), extra);
     ASSERT_TRUE(daemon_->Start()) << daemon_->log();
-    ASSERT_TRUE(WaitFor([&] { return absl::StrContains(daemon_->log(), "lineage: "); }))
+    ASSERT_TRUE(base::WaitFor([&] { return absl::StrContains(daemon_->log(), "lineage: "); }))
         << daemon_->log();
   }
   bool LineageOn() { return absl::StrContains(daemon_->log(), "lineage: on"); }
@@ -173,7 +173,7 @@ class LineageE2ETest : public ::testing::Test {
     }
   }
 
-  TempDir dir_;
+  base::TempDir dir_;
   std::unique_ptr<Daemon> daemon_;
   scanner::ProcFs procfs_;
   std::vector<std::pair<int, uint64_t>> cleanup_;
@@ -213,7 +213,7 @@ TEST_F(LineageE2ETest, EscapedDescendantIsListedByDescentAndSwept) {
 
   CtlResult sweep = RunCtl({"--socket=" + daemon_->socket(), "sweep", "ci-1"}, absl::Seconds(60));
   EXPECT_EQ(sweep.exit_code, 0) << sweep.out << sweep.err;
-  EXPECT_TRUE(WaitFor([&] { return !Alive(leaked); })) << sweep.out;
+  EXPECT_TRUE(base::WaitFor([&] { return !Alive(leaked); })) << sweep.out;
   CtlResult events = RunCtl({"--socket=" + daemon_->socket(), "events", "--since=0"});
   EXPECT_TRUE(absl::StrContains(events.out, "source=descent")) << events.out;
 }
@@ -296,7 +296,8 @@ TEST_F(LineageE2ETest, StoredDescendantsOutliveAKill9AndAreSwept) {
                        "exit 0"));
   const int leaked = LeakFrom(job, "ci-5");
   ASSERT_TRUE(Alive(leaked));
-  ASSERT_TRUE(WaitFor([&] { return StoredRows(daemon_->db(), leaked) == 1; })) << daemon_->log();
+  ASSERT_TRUE(base::WaitFor([&] { return StoredRows(daemon_->db(), leaked) == 1; }))
+      << daemon_->log();
 
   daemon_->Stop(SIGKILL);
   {
@@ -305,7 +306,7 @@ TEST_F(LineageE2ETest, StoredDescendantsOutliveAKill9AndAreSwept) {
     ::close(fd);
   }
   int child = -1;
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(base::WaitFor([&] {
     absl::StatusOr<std::string> text = base::ReadFileToString(child_file, 64);
     return text.ok() && absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &child) && child > 1;
   }));
@@ -329,9 +330,9 @@ TEST_F(LineageE2ETest, StoredDescendantsOutliveAKill9AndAreSwept) {
 
   CtlResult sweep = RunCtl({"--socket=" + daemon_->socket(), "sweep", "ci-5"}, absl::Seconds(60));
   EXPECT_EQ(sweep.exit_code, 0) << sweep.out << sweep.err;
-  EXPECT_TRUE(WaitFor([&] { return !Alive(leaked) && !Alive(child); })) << sweep.out;
+  EXPECT_TRUE(base::WaitFor([&] { return !Alive(leaked) && !Alive(child); })) << sweep.out;
   // Swept clean: its rows are gone.
-  EXPECT_TRUE(WaitFor([&] { return StoredRows(daemon_->db(), leaked) == 0; }));
+  EXPECT_TRUE(base::WaitFor([&] { return StoredRows(daemon_->db(), leaked) == 0; }));
 }
 
 // A HeldLeader that forks short-lived children (each exits at once) as fast
@@ -404,7 +405,7 @@ TEST_F(LineageE2ETest, ForkStormKeepsEveryLongLivedDescendantOrFlagsAGap) {
     ::execl("/bin/sleep", "sleep", "120", nullptr);
     ::_exit(127);
   }
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(base::WaitFor([&] {
     absl::StatusOr<scanner::ProcStat> st = procfs_.ReadStat(bystander);
     // Exec'd with its environ laid out (mid-exec a listing would show it as
     // unverified: its environ cannot be read yet).
@@ -448,7 +449,7 @@ TEST_F(LineageE2ETest, ForkStormKeepsEveryLongLivedDescendantOrFlagsAGap) {
   CtlResult sweep = RunCtl({"--socket=" + daemon_->socket(), "sweep", "storm"}, absl::Seconds(60));
   EXPECT_EQ(sweep.exit_code, 0) << sweep.out << sweep.err;
   for (const int pid : escapees) {
-    EXPECT_TRUE(WaitFor([&] { return !Alive(pid); })) << pid;
+    EXPECT_TRUE(base::WaitFor([&] { return !Alive(pid); })) << pid;
   }
   EXPECT_TRUE(Alive(bystander));
 }

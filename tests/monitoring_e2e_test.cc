@@ -59,13 +59,13 @@ std::string Cwd() {
 
 // A daemon with --metrics on a free port, and that port.
 struct MetricsDaemon {
-  explicit MetricsDaemon(const TempDir& dir)
+  explicit MetricsDaemon(const base::TempDir& dir)
       : daemon(dir.path(), {"--scan_interval=100ms", "--metrics=127.0.0.1:0"}) {}
 
   bool Start() {
     if (!daemon.Start()) return false;
     const std::string marker = "metrics on 127.0.0.1:0 (port ";
-    if (!WaitFor([&] { return absl::StrContains(daemon.log(), marker); })) return false;
+    if (!base::WaitFor([&] { return absl::StrContains(daemon.log(), marker); })) return false;
     const std::string log = daemon.log();
     port = atoi(log.c_str() + log.find(marker) + marker.size());
     return port > 0;
@@ -101,14 +101,14 @@ class MonitoringTest : public ::testing::Test {
     RegisterPid(d_.daemon, "alive", alive_.pid());
     RegisterPid(d_.daemon, "gone", gone_.pid());
     gone_.Kill();
-    ASSERT_TRUE(WaitFor([&] {
+    ASSERT_TRUE(base::WaitFor([&] {
       const std::string s = d_.Scrape();
       return absl::StrContains(s, "\nrunreaper_runs{state=\"stale\"} 1\n") &&
              absl::StrContains(s, "\nrunreaper_transitions_total{reason=\"exited\"} 1\n");
     })) << d_.Scrape();
   }
 
-  TempDir dir_;
+  base::TempDir dir_;
   MetricsDaemon d_{dir_};
   Sleeper alive_;
   Sleeper gone_;
@@ -201,8 +201,8 @@ rule_files:
     return ss.str();
   };
   // Scraped: the target is up, and the series carry the daemon's values.
-  EXPECT_TRUE(WaitFor([&] { return QueryValue(prom_port, "up{job=\"runreaper\"}") == "1"; },
-                      absl::Seconds(60), absl::Milliseconds(200)))
+  EXPECT_TRUE(base::WaitFor([&] { return QueryValue(prom_port, "up{job=\"runreaper\"}") == "1"; },
+                            absl::Seconds(60), absl::Milliseconds(200)))
       << read_log();
   EXPECT_EQ(QueryValue(prom_port, "runreaper_runs{state=\"stale\"}"), "1");
   EXPECT_EQ(QueryValue(prom_port, "runreaper_runs{state=\"running\"}"), "1");
@@ -244,7 +244,7 @@ TEST_F(MonitoringTest, DashboardQueriesOnlyExportedMetrics) {
 // --log_format=json: every line the daemon writes is one JSON object, and
 // the audit lines carry the run id (and the pid of a signal) as fields.
 TEST(JsonLogTest, EveryLineIsAnObjectWithRunIdWhereItApplies) {
-  TempDir dir;
+  base::TempDir dir;
   Daemon d(dir.path(), {"--scan_interval=100ms", "--log_format=json"});
   ASSERT_TRUE(d.Start()) << d.log();
   Sleeper sleeper;
@@ -252,7 +252,7 @@ TEST(JsonLogTest, EveryLineIsAnObjectWithRunIdWhereItApplies) {
   // longer accepted in a run id).
   RegisterPid(d, "json-run\"x\\", sleeper.pid());
   sleeper.Kill();
-  ASSERT_TRUE(WaitFor([&] { return absl::StrContains(d.log(), "(EXITED)"); })) << d.log();
+  ASSERT_TRUE(base::WaitFor([&] { return absl::StrContains(d.log(), "(EXITED)"); })) << d.log();
   ASSERT_EQ(d.Stop(SIGTERM), 0);
   int with_run = 0;
   int lines = 0;

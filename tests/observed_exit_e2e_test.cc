@@ -178,10 +178,10 @@ TEST_F(ObservedExitE2ETest, DaemonLogsTheDetectedFeature) {
 // A kernel path without pidfd info, forced: the proc connector's exit event
 // (lineage on), else unknown, never a guess.
 TEST(ObservedExitFallbackE2ETest, WithoutPidfdInfoTheConnectorOrUnknown) {
-  TempDir with_dir;
+  base::TempDir with_dir;
   Daemon with(with_dir.path(), {"--scan_interval=60s", "--pidfd_info=false"});
   ASSERT_TRUE(with.Start()) << with.log();
-  TempDir without_dir;
+  base::TempDir without_dir;
   Daemon without(without_dir.path(),
                  {"--scan_interval=60s", "--pidfd_info=false", "--lineage=false"});
   ASSERT_TRUE(without.Start()) << without.log();

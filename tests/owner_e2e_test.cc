@@ -112,12 +112,12 @@ class OwnerE2ETest : public ::testing::Test {
     }
     for (const char* name : {"listener", "bystander", "worker1", "worker2", "leader1", "leader2",
                              "escapee1", "escapee2"}) {
-      ASSERT_TRUE(WaitFor([&] { return PublishedPid(d_, name) > 0; })) << name;
+      ASSERT_TRUE(base::WaitFor([&] { return PublishedPid(d_, name) > 0; })) << name;
     }
     // Every script has exec'd into its sleep (identities final).
     for (const char* name : {"leader1", "leader2", "escapee1", "escapee2"}) {
       const pid_t pid = PublishedPid(d_, name);
-      ASSERT_TRUE(WaitFor([&] {
+      ASSERT_TRUE(base::WaitFor([&] {
         return ReadFile(absl::StrCat("/proc/", pid, "/comm")) == "sleep\n";
       })) << name;
     }
@@ -133,7 +133,7 @@ class OwnerE2ETest : public ::testing::Test {
 
   pid_t Pid(const char* name) const { return PublishedPid(d_, name); }
 
-  TempDir dir_;
+  base::TempDir dir_;
   std::string d_;
   pid_t listener_ = -1;
 };
@@ -162,7 +162,7 @@ TEST_F(OwnerE2ETest, KilledOwnerEndsItsRunAndItsJobIsSweptAloneWithoutCron) {
   const absl::Time killed = absl::Now();
   ASSERT_EQ(kill(Pid("worker1"), SIGKILL), 0);
   v1::Run run;
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(base::WaitFor([&] {
     run = Get(daemon, "job1");
     return run.state() == v1::RUN_STATE_STALE;
   })) << daemon.log();
@@ -172,8 +172,8 @@ TEST_F(OwnerE2ETest, KilledOwnerEndsItsRunAndItsJobIsSweptAloneWithoutCron) {
 
   // Swept by the daemon itself (no cron, no sweep call): the leader (like a
   // cancel) and the escapee that ignores SIGINT and SIGTERM.
-  ASSERT_TRUE(
-      WaitFor([&] { return !Alive(Pid("escapee1")) && !Alive(Pid("leader1")); }, absl::Seconds(60)))
+  ASSERT_TRUE(base::WaitFor([&] { return !Alive(Pid("escapee1")) && !Alive(Pid("leader1")); },
+                            absl::Seconds(60)))
       << daemon.log();
 
   // Untouched: the other job (its run, worker, leader and escapee), the
@@ -214,7 +214,8 @@ TEST_F(OwnerE2ETest, FinishNoWaitLeavesTheSweepToTheDaemon) {
   EXPECT_EQ(Get(daemon, "job1").state(), v1::RUN_STATE_FINISHED);
   // The escapee and the leader (both carry the cookie) are swept; the
   // other job and the agent's processes are not.
-  ASSERT_TRUE(WaitFor([&] { return !Alive(Pid("escapee1")); }, absl::Seconds(60))) << daemon.log();
+  ASSERT_TRUE(base::WaitFor([&] { return !Alive(Pid("escapee1")); }, absl::Seconds(60)))
+      << daemon.log();
   for (const char* name : {"escapee2", "leader2", "worker2", "listener", "bystander"}) {
     EXPECT_TRUE(Alive(Pid(name))) << name;
   }
@@ -241,7 +242,8 @@ TEST_F(OwnerE2ETest, SweepOnEndSurvivesKill9OfTheDaemon) {
   EXPECT_NE(second.log().find("sweep on end: 1 ended run(s) not yet swept scheduled"),
             std::string::npos)
       << second.log();
-  ASSERT_TRUE(WaitFor([&] { return !Alive(Pid("escapee1")); }, absl::Seconds(90))) << second.log();
+  ASSERT_TRUE(base::WaitFor([&] { return !Alive(Pid("escapee1")); }, absl::Seconds(90)))
+      << second.log();
   EXPECT_TRUE(Alive(Pid("escapee2")));
 }
 
@@ -275,7 +277,7 @@ TEST_F(OwnerE2ETest, BadOwnersAreClearErrors) {
 }  // namespace runreaper::e2e
 
 int main(int argc, char** argv) {
-  runreaper::ReexecInPrivatePidNamespace(argc, argv, runreaper::e2e::kInNsEnv);
+  runreaper::base::ReexecInPrivatePidNamespace(argc, argv, runreaper::e2e::kInNsEnv);
   testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

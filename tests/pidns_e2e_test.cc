@@ -64,7 +64,7 @@ class PidNsE2ETest : public ::testing::Test {
     daemon_ =
         std::make_unique<Daemon>(dir_.path(), std::vector<std::string>{"--scan_interval=60s"});
     ASSERT_TRUE(daemon_->Start()) << daemon_->log();
-    ASSERT_TRUE(WaitFor([&] { return absl::StrContains(daemon_->log(), "lineage: "); }))
+    ASSERT_TRUE(base::WaitFor([&] { return absl::StrContains(daemon_->log(), "lineage: "); }))
         << daemon_->log();
     lineage_on_ = absl::StrContains(daemon_->log(), "lineage: on");
   }
@@ -94,7 +94,7 @@ class PidNsE2ETest : public ::testing::Test {
     }
     unshares_.push_back(u);
     Proc init;
-    EXPECT_TRUE(WaitFor([&] {
+    EXPECT_TRUE(base::WaitFor([&] {
       absl::StatusOr<scanner::Snapshot> snap = procfs_.Walk();
       if (!snap.ok()) return false;
       for (const scanner::ProcessInfo& p : snap->processes) {
@@ -146,7 +146,7 @@ class PidNsE2ETest : public ::testing::Test {
     return RunCtl(args, deadline);
   }
 
-  TempDir dir_;
+  base::TempDir dir_;
   std::unique_ptr<Daemon> daemon_;
   scanner::ProcFs procfs_;
   std::string ctl_;
@@ -194,7 +194,7 @@ TEST_F(PidNsE2ETest, RunFromAChildNamespaceIsSweptAndABystanderIsNeverTouched) {
       Publish("$?", d + "/a.finrc"), "\n", "while :; do sleep 1; done\n");
 
   const Proc init_a = StartContainer("runner_a.sh");
-  ASSERT_TRUE(WaitFor([&] { return Exists(d + "/a.finrc"); }, absl::Seconds(30)))
+  ASSERT_TRUE(base::WaitFor([&] { return Exists(d + "/a.finrc"); }, absl::Seconds(30)))
       << ReadText(d + "/a.reg") << daemon_->log();
   ASSERT_EQ(ReadInt(d + "/a.regrc"), 0) << ReadText(d + "/a.reg");
   ASSERT_EQ(ReadInt(d + "/a.finrc"), 0) << ReadText(d + "/a.fin");
@@ -204,7 +204,7 @@ TEST_F(PidNsE2ETest, RunFromAChildNamespaceIsSweptAndABystanderIsNeverTouched) {
       << ReadText(d + "/a.reg");
   ASSERT_EQ(ReadInt(d + "/a.reg3rc"), 0) << ReadText(d + "/a.reg3");
   // The watcher armed on the host pid saw the other leader die.
-  EXPECT_TRUE(WaitFor([&] {
+  EXPECT_TRUE(base::WaitFor([&] {
     return absl::StrContains(Ctl({"get", "ns-exit"}).out, "state:         STALE");
   })) << Ctl({"get", "ns-exit"}).out
       << daemon_->log();
@@ -230,7 +230,7 @@ TEST_F(PidNsE2ETest, RunFromAChildNamespaceIsSweptAndABystanderIsNeverTouched) {
       absl::StrCat("echo ", job_in_a - 1, " > /proc/sys/kernel/ns_last_pid\n", "setsid sh ", d,
                    "/group_b.sh </dev/null >/dev/null 2>&1 &\n", "while :; do sleep 1; done\n");
   const Proc init_b = StartContainer("runner_b.sh");
-  ASSERT_TRUE(WaitFor([&] { return Exists(d + "/b.lead"); }, absl::Seconds(30)));
+  ASSERT_TRUE(base::WaitFor([&] { return Exists(d + "/b.lead"); }, absl::Seconds(30)));
   const uint64_t ns_b = NsOf(init_b);
   ASSERT_NE(ns_a, ns_b);
   // B's group leader has the run's number inside B, and B's processes are
@@ -239,7 +239,7 @@ TEST_F(PidNsE2ETest, RunFromAChildNamespaceIsSweptAndABystanderIsNeverTouched) {
   // The bystanders: B's init, its group leader and the leader's two
   // sleepers (not the init's passing `sleep 1`s).
   std::vector<Proc> bystanders;
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(base::WaitFor([&] {
     std::map<int, Proc> in_b = ProcessesIn(ns_b);
     if (in_b.count(job_in_a) == 0) return false;
     const Proc lead = in_b[job_in_a];
@@ -302,9 +302,9 @@ TEST_F(PidNsE2ETest, RunFromAChildNamespaceIsSweptAndABystanderIsNeverTouched) {
 
   CtlResult sweep = Ctl({"sweep", "ns-run"}, absl::Seconds(60));
   EXPECT_EQ(sweep.exit_code, 0) << sweep.out << sweep.err;
-  EXPECT_TRUE(WaitFor([&] { return !Alive(grp); })) << sweep.out;
+  EXPECT_TRUE(base::WaitFor([&] { return !Alive(grp); })) << sweep.out;
   if (lineage_on_) {
-    EXPECT_TRUE(WaitFor([&] { return !Alive(esc); })) << sweep.out;
+    EXPECT_TRUE(base::WaitFor([&] { return !Alive(esc); })) << sweep.out;
   }
   // Every bystander is the same live process, and no signal named one.
   for (const Proc& b : bystanders) EXPECT_TRUE(Alive(b)) << b.pid;
@@ -331,7 +331,7 @@ TEST_F(PidNsE2ETest, RunFromAChildNamespaceIsSweptAndABystanderIsNeverTouched) {
   ASSERT_TRUE(Alive(cancelled));
   CtlResult cancel = Ctl({"cancel", "ns-cancel"});
   ASSERT_EQ(cancel.exit_code, 0) << cancel.out << cancel.err;
-  EXPECT_TRUE(WaitFor([&] { return !Alive(cancelled); }, absl::Seconds(60)))
+  EXPECT_TRUE(base::WaitFor([&] { return !Alive(cancelled); }, absl::Seconds(60)))
       << Ctl({"events", "--since=0"}).out;
   for (const Proc& b : bystanders) EXPECT_TRUE(Alive(b)) << b.pid;
 }
@@ -374,7 +374,7 @@ TEST_F(PidNsE2ETest, AContainerProcessNamedByItsHostPidIsWatched) {
   }
   ::kill(init_c.pid, SIGKILL);
   for (const char* id : {"c-by-pid", "c-by-ctl"}) {
-    EXPECT_TRUE(WaitFor([&] {
+    EXPECT_TRUE(base::WaitFor([&] {
       return absl::StrContains(Ctl({"get", id}).out, "state:         STALE");
     })) << Ctl({"get", id}).out
         << daemon_->log();

@@ -101,7 +101,7 @@ class WriteLockHolder {
 };
 
 TEST(ResilienceE2ETest, StalledPassMakesHealthNotServingUntilAPassCompletes) {
-  TempDir dir;
+  base::TempDir dir;
   // stale_after / 4 = 100 ms: a RUNNING run whose leader is alive has its
   // last_seen_alive_at written by every pass (a quiet pass writes nothing
   // while that time is not due).
@@ -111,21 +111,22 @@ TEST(ResilienceE2ETest, StalledPassMakesHealthNotServingUntilAPassCompletes) {
   auto stub = daemon.stub();
   Sleeper sleeper;
   ASSERT_OK(RegisterPid(stub.get(), "stall", sleeper.pid()).status());
-  ASSERT_TRUE(WaitFor([&] { return HealthIs(daemon, kHealthServing); }, absl::Seconds(5)))
+  ASSERT_TRUE(base::WaitFor([&] { return HealthIs(daemon, kHealthServing); }, absl::Seconds(5)))
       << daemon.log();
 
   {
     WriteLockHolder lock(daemon.db());
     // The next pass blocks on the lock (busy timeout 5 s) past its 300 ms
     // deadline.
-    ASSERT_TRUE(WaitFor([&] { return HealthIs(daemon, kHealthNotServing); }, absl::Seconds(4)))
+    ASSERT_TRUE(
+        base::WaitFor([&] { return HealthIs(daemon, kHealthNotServing); }, absl::Seconds(4)))
         << daemon.log();
     EXPECT_NE(daemon.log().find("health: NOT_SERVING"), std::string::npos) << daemon.log();
     // The probe keeps answering while the pass is stalled.
     EXPECT_TRUE(HealthIs(daemon, kHealthNotServing));
     lock.Release();
   }
-  ASSERT_TRUE(WaitFor([&] { return HealthIs(daemon, kHealthServing); }, absl::Seconds(5)))
+  ASSERT_TRUE(base::WaitFor([&] { return HealthIs(daemon, kHealthServing); }, absl::Seconds(5)))
       << daemon.log();
   EXPECT_NE(daemon.log().find("health: SERVING (a pass completed"), std::string::npos)
       << daemon.log();
@@ -139,7 +140,7 @@ TEST(ResilienceE2ETest, StalledPassMakesHealthNotServingUntilAPassCompletes) {
 // while the store was one SQLite connection behind one mutex; the store now
 // reads on a second connection (docs/STORE.md).
 TEST(ResilienceE2ETest, ReadsAnswerWhileAPassIsStalledOnTheWriteLock) {
-  TempDir dir;
+  base::TempDir dir;
   // Every pass writes the live run's last_seen_alive_at (stale_after / 4 =
   // 100 ms), so a pass stalls on the lock.
   Daemon daemon(dir.path(),
@@ -149,7 +150,7 @@ TEST(ResilienceE2ETest, ReadsAnswerWhileAPassIsStalledOnTheWriteLock) {
   Sleeper sleeper;
   ASSERT_OK(RegisterPid(stub.get(), "stall", sleeper.pid()).status());
   WriteLockHolder lock(daemon.db());
-  ASSERT_TRUE(WaitFor([&] { return HealthIs(daemon, kHealthNotServing); }, absl::Seconds(4)))
+  ASSERT_TRUE(base::WaitFor([&] { return HealthIs(daemon, kHealthNotServing); }, absl::Seconds(4)))
       << daemon.log();
   absl::StatusOr<v1::Run> run = GetRun(stub.get(), "stall", absl::Seconds(2));
   EXPECT_TRUE(run.ok()) << "GetRun while a pass is stalled on the write lock: " << run.status();
@@ -179,7 +180,7 @@ absl::StatusOr<std::unique_ptr<store::RunStore>> OpenWriter(const std::string& d
 // watcher that keeps reading is not slow: it must get every event, not a
 // RESOURCE_EXHAUSTED.
 TEST(ResilienceE2ETest, ABurstLargerThanTheQueueLimitDoesNotCutOffAReadingWatcher) {
-  TempDir dir;
+  base::TempDir dir;
   Daemon daemon(dir.path(), {"--scan_interval=100ms", "--watch_queue_limit=50"});
   ASSERT_TRUE(daemon.Start()) << daemon.log();
   auto stub = daemon.stub();
@@ -222,7 +223,7 @@ TEST(ResilienceE2ETest, ABurstLargerThanTheQueueLimitDoesNotCutOffAReadingWatche
 // along. Events come from another process's store handle (as cron writes),
 // pumped to watchers every scan interval.
 TEST(ResilienceE2ETest, SlowWatcherIsCutOffWithResumeIdAndNeverSlowsTheDaemon) {
-  TempDir dir;
+  base::TempDir dir;
   Daemon daemon(dir.path(), {"--scan_interval=100ms", "--watch_queue_limit=50"});
   ASSERT_TRUE(daemon.Start()) << daemon.log();
   auto stub = daemon.stub();
@@ -324,7 +325,7 @@ TEST(ResilienceE2ETest, SlowWatcherIsCutOffWithResumeIdAndNeverSlowsTheDaemon) {
 // SQLite write lock (each sweep first appends SWEEP_STARTED); the run is
 // `keep`, so nothing is signalled.
 TEST(ResilienceE2ETest, SweepBurstRunsOnOneWorkerAndRefusesPastTheQueueLimit) {
-  TempDir dir;
+  base::TempDir dir;
   Daemon daemon(dir.path(), {"--scan_interval=60s"});
   ASSERT_TRUE(daemon.Start()) << daemon.log();
   auto stub = daemon.stub();
@@ -342,7 +343,7 @@ TEST(ResilienceE2ETest, SweepBurstRunsOnOneWorkerAndRefusesPastTheQueueLimit) {
   sweep.set_run_id("kept");
   v1::SweepResponse swept;
   ASSERT_TRUE(stub->Sweep(Ctx().get(), sweep, &swept).ok());  // warms the server up
-  const int threads_before = CountThreads(daemon.pid());
+  const int threads_before = base::CountThreads(daemon.pid());
   ASSERT_GT(threads_before, 0);
 
   constexpr int kCalls = 100;
@@ -368,17 +369,17 @@ TEST(ResilienceE2ETest, SweepBurstRunsOnOneWorkerAndRefusesPastTheQueueLimit) {
     // Every call past the queue is refused at once, while the lock holds the
     // accepted ones back: then all but at most one call have reached the
     // daemon.
-    ASSERT_TRUE(WaitFor(
+    ASSERT_TRUE(base::WaitFor(
         [&] {
           absl::MutexLock l(&mu);
           return refused >= kCalls - kMaxAccepted;
         },
         absl::Seconds(20)))
         << daemon.log();
-    threads_during = CountThreads(daemon.pid());
+    threads_during = base::CountThreads(daemon.pid());
     lock.Release();
   }
-  ASSERT_TRUE(WaitFor(
+  ASSERT_TRUE(base::WaitFor(
       [&] {
         absl::MutexLock l(&mu);
         return answered == kCalls;

@@ -49,7 +49,7 @@ void FinishAndSweep(Daemon& d, const std::string& id) {
   RegisterPid(d, id, leader.pid());
   leader.Kill();
   // Gone (reaped by its helper) before the sweep lists the run's members.
-  ASSERT_TRUE(WaitFor([&] { return kill(leader.pid(), 0) != 0; }));
+  ASSERT_TRUE(base::WaitFor([&] { return kill(leader.pid(), 0) != 0; }));
   Finish(d, id);
   v1::SweepRequest req;
   req.set_run_id(id);
@@ -61,12 +61,12 @@ void FinishAndSweep(Daemon& d, const std::string& id) {
 }
 
 TEST(RetainE2ETest, DaemonPrunesSweptRunsOnlyAndSaysSo) {
-  TempDir dir;
+  base::TempDir dir;
   // retain 4 s: pruned every second, and the PRUNED event stays 4 s.
   Daemon d(dir.path(), {"--scan_interval=60s", "--retain=4s", "--metrics=127.0.0.1:0"});
   ASSERT_TRUE(d.Start()) << d.log();
   const std::string marker = "metrics on 127.0.0.1:0 (port ";
-  ASSERT_TRUE(WaitFor([&] { return absl::StrContains(d.log(), marker); })) << d.log();
+  ASSERT_TRUE(base::WaitFor([&] { return absl::StrContains(d.log(), marker); })) << d.log();
   const std::string start_log = d.log();
   const int port = atoi(start_log.c_str() + start_log.find(marker) + marker.size());
   ASSERT_GT(port, 0);
@@ -81,8 +81,8 @@ TEST(RetainE2ETest, DaemonPrunesSweptRunsOnlyAndSaysSo) {
   FinishAndSweep(d, "old");
   // "unswept" ended before "old": when "old" is old enough to go, so is
   // "unswept" by age; only its missing sweep (its live orphan) keeps it.
-  ASSERT_TRUE(
-      WaitFor([&] { return GetCode(d, "old") == grpc::StatusCode::NOT_FOUND; }, absl::Seconds(30)))
+  ASSERT_TRUE(base::WaitFor([&] { return GetCode(d, "old") == grpc::StatusCode::NOT_FOUND; },
+                            absl::Seconds(30)))
       << d.log();
   EXPECT_EQ(GetCode(d, "running"), grpc::StatusCode::OK);
   EXPECT_EQ(GetCode(d, "unswept"), grpc::StatusCode::OK);
@@ -91,7 +91,7 @@ TEST(RetainE2ETest, DaemonPrunesSweptRunsOnlyAndSaysSo) {
   // pruned once older than the retention): await it.
   std::vector<v1::Event> pruned;
   std::vector<v1::Event> all;
-  ASSERT_TRUE(WaitFor(
+  ASSERT_TRUE(base::WaitFor(
       [&] {
         v1::ListEventsRequest req;
         req.set_page_size(1000);
@@ -110,9 +110,10 @@ TEST(RetainE2ETest, DaemonPrunesSweptRunsOnlyAndSaysSo) {
   EXPECT_EQ(pruned[0].run_id(), "");
   EXPECT_TRUE(absl::StrContains(pruned[0].detail(), "pruned 1 run(s)")) << pruned[0].detail();
   for (const v1::Event& e : all) EXPECT_NE(e.run_id(), "old");
-  ASSERT_TRUE(WaitFor([&] { return absl::StrContains(d.log(), "retention: pruned 1 run(s)"); }))
-      << d.log();
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(base::WaitFor([&] {
+    return absl::StrContains(d.log(), "retention: pruned 1 run(s)");
+  })) << d.log();
+  ASSERT_TRUE(base::WaitFor([&] {
     const std::string body = HttpGet(port, "/metrics");
     return absl::StrContains(body, "\nrunreaper_pruned_runs_total 1\n") &&
            absl::StrContains(body, "\nrunreaper_db_bytes ");
@@ -125,7 +126,7 @@ TEST(RetainE2ETest, DaemonPrunesSweptRunsOnlyAndSaysSo) {
 // through the store with its clock set back) goes with --retain=168h and
 // stays with --retain=0.
 TEST(RetainE2ETest, OnceModePrunesWithTheRetention) {
-  TempDir dir;
+  base::TempDir dir;
   {
     store::StoreOptions o;
     o.clock = [] { return absl::Now() - absl::Hours(24 * 30); };
@@ -159,7 +160,7 @@ TEST(RetainE2ETest, OnceModePrunesWithTheRetention) {
 // by the prune loop (one listing, nothing signalled) and then deleted; one
 // whose job still runs stays, and its job is not touched.
 TEST(RetainE2ETest, OldRunsWithNothingToSweepGoWithoutASweep) {
-  TempDir dir;
+  base::TempDir dir;
   Daemon d(dir.path(), {"--scan_interval=60s", "--retain=3s"});
   ASSERT_TRUE(d.Start()) << d.log();
   // A run whose leader is gone and left nothing, finished, never swept.
@@ -167,7 +168,7 @@ TEST(RetainE2ETest, OldRunsWithNothingToSweepGoWithoutASweep) {
     Sleeper leader;
     RegisterPid(d, id, leader.pid());
     leader.Kill();
-    ASSERT_TRUE(WaitFor([&] { return kill(leader.pid(), 0) != 0; }));
+    ASSERT_TRUE(base::WaitFor([&] { return kill(leader.pid(), 0) != 0; }));
     Finish(d, id);
   };
   finish_empty("empty");
@@ -177,8 +178,8 @@ TEST(RetainE2ETest, OldRunsWithNothingToSweepGoWithoutASweep) {
   // Ended after "leaky": once it is gone, a prune round has run while
   // "leaky" was old enough to go too.
   finish_empty("later");
-  ASSERT_TRUE(WaitFor([&] { return GetCode(d, "later") == grpc::StatusCode::NOT_FOUND; },
-                      absl::Seconds(30)))
+  ASSERT_TRUE(base::WaitFor([&] { return GetCode(d, "later") == grpc::StatusCode::NOT_FOUND; },
+                            absl::Seconds(30)))
       << d.log();
   EXPECT_EQ(GetCode(d, "empty"), grpc::StatusCode::NOT_FOUND);
   EXPECT_TRUE(absl::StrContains(d.log(), "old unswept run(s) without members marked swept"))
@@ -198,7 +199,7 @@ TEST(RetainE2ETest, OldRunsWithNothingToSweepGoWithoutASweep) {
 // The cron tick does the same: a month-old finished run that was never
 // swept and has no member goes with --retain=168h.
 TEST(RetainE2ETest, OnceModeMarksAndPrunesOldRunsWithNothingToSweep) {
-  TempDir dir;
+  base::TempDir dir;
   {
     store::StoreOptions o;
     o.clock = [] { return absl::Now() - absl::Hours(24 * 30); };
@@ -211,7 +212,7 @@ TEST(RetainE2ETest, OnceModeMarksAndPrunesOldRunsWithNothingToSweep) {
     scanner::SetIdentity(id, &run);
     ASSERT_OK(store->Register(run));
     leader.Kill();
-    ASSERT_TRUE(WaitFor([&] { return kill(leader.pid(), 0) != 0; }));
+    ASSERT_TRUE(base::WaitFor([&] { return kill(leader.pid(), 0) != 0; }));
     ASSERT_OK(store->Finish("month-old-unswept", 0));
   }
   Daemon once(dir.path(), {"--once", "--retain=168h"});
@@ -229,7 +230,7 @@ TEST(RetainE2ETest, OnceModeMarksAndPrunesOldRunsWithNothingToSweep) {
 // session or cookie with the run) is kept while that process lives, and
 // goes once it is gone.
 TEST(RetainE2ETest, OnceModeKeepsAnOldRunWhileAStoredDescendantLives) {
-  TempDir dir;
+  base::TempDir dir;
   Sleeper leader;
   Sleeper descendant;  // younger than the leader, as a descendant is
   {
@@ -249,7 +250,7 @@ TEST(RetainE2ETest, OnceModeKeepsAnOldRunWhileAStoredDescendantLives) {
     ASSERT_OK(store->Finish("old-with-descendant", 0));
   }
   leader.Kill();
-  ASSERT_TRUE(WaitFor([&] { return kill(leader.pid(), 0) != 0; }));
+  ASSERT_TRUE(base::WaitFor([&] { return kill(leader.pid(), 0) != 0; }));
   {
     Daemon once(dir.path(), {"--once", "--retain=168h"});
     once.Spawn();
@@ -260,7 +261,7 @@ TEST(RetainE2ETest, OnceModeKeepsAnOldRunWhileAStoredDescendantLives) {
   }
   EXPECT_EQ(kill(descendant.pid(), 0), 0);  // listed, never signalled
   descendant.Kill();
-  ASSERT_TRUE(WaitFor([&] { return kill(descendant.pid(), 0) != 0; }));
+  ASSERT_TRUE(base::WaitFor([&] { return kill(descendant.pid(), 0) != 0; }));
   Daemon once(dir.path(), {"--once", "--retain=168h"});
   once.Spawn();
   EXPECT_EQ(once.Wait(), 0) << once.log();
@@ -271,7 +272,7 @@ TEST(RetainE2ETest, OnceModeKeepsAnOldRunWhileAStoredDescendantLives) {
 }
 
 TEST(RetainE2ETest, NegativeRetentionIsRefused) {
-  TempDir dir;
+  base::TempDir dir;
   Daemon d(dir.path(), {"--retain=-1s"});
   d.Spawn();
   EXPECT_EQ(d.Wait(), 2) << d.log();

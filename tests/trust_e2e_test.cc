@@ -42,7 +42,7 @@ v1::RunState StateOf(Daemon& d, const std::string& run_id) {
 }
 
 TEST(TcpTrustTest, ListenWithoutTokenIsRefusedOnLoopbackToo) {
-  TempDir dir;
+  base::TempDir dir;
   Daemon d(dir.path(), {kSlowScan, absl::StrCat("--listen=127.0.0.1:", FreePort())});
   d.Spawn();
   EXPECT_EQ(d.Wait(), 1) << d.log();
@@ -52,7 +52,7 @@ TEST(TcpTrustTest, ListenWithoutTokenIsRefusedOnLoopbackToo) {
 // Any local user reaches a loopback port: without the token, the user nobody can
 // neither cancel (SIGINT..SIGKILL) a root process's run nor read it.
 TEST(TcpTrustTest, NobodyWithoutTokenOverLoopbackIsRefusedAndLogged) {
-  TempDir dir;
+  base::TempDir dir;
   Sleeper root_sleeper;
   const std::string target = absl::StrCat("127.0.0.1:", FreePort());
   const int metrics_port = FreePort();
@@ -71,7 +71,7 @@ TEST(TcpTrustTest, NobodyWithoutTokenOverLoopbackIsRefusedAndLogged) {
   EXPECT_EQ(StateOf(d, "root-job"), v1::RUN_STATE_RUNNING);
   EXPECT_EQ(kill(root_sleeper.pid(), 0), 0) << "the root process must be alive";
   // Each refused call is logged once, with the caller's address.
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(base::WaitFor([&] {
     return absl::StrContains(d.log(), "refused GetRun from ipv4:127.0.0.1:");
   })) << d.log();
   EXPECT_TRUE(absl::StrContains(d.log(), "refused CancelRun from ipv4:127.0.0.1:")) << d.log();
@@ -83,7 +83,7 @@ TEST(TcpTrustTest, NobodyWithoutTokenOverLoopbackIsRefusedAndLogged) {
 }
 
 TEST(TcpTrustTest, ReadOnlyTokenReadsButCannotSweepOrCancel) {
-  TempDir dir;
+  base::TempDir dir;
   Sleeper sleeper;
   const std::string target = absl::StrCat("127.0.0.1:", FreePort());
   const std::string admin = WriteFile(dir.path() + "/admin", "adm1n\n");
@@ -115,7 +115,7 @@ TEST(TcpTrustTest, ReadOnlyTokenReadsButCannotSweepOrCancel) {
 // sweep root's run, so it cannot make the root daemon signal a root
 // process; `exec` of its own command registers, as its uid.
 TEST(UnixTrustTest, NonRootSocketGroupMemberReadsAndCannotTouchRootsRun) {
-  TempDir dir;
+  base::TempDir dir;
   Sleeper root_sleeper;
   ASSERT_EQ(chmod(dir.path().c_str(), 0711), 0);
   Daemon d(dir.path(), {kSlowScan, "--socket_group=65534"});
@@ -147,7 +147,7 @@ TEST(UnixTrustTest, NonRootSocketGroupMemberReadsAndCannotTouchRootsRun) {
 }
 
 TEST(RequestTrustTest, RunIdsWithControlCharactersAreRefusedAndForgeNoLogLine) {
-  TempDir dir;
+  base::TempDir dir;
   Sleeper sleeper;
   Daemon d(dir.path(), {kSlowScan});
   ASSERT_TRUE(d.Start()) << d.log();
@@ -174,7 +174,7 @@ TEST(RequestTrustTest, RunIdsWithControlCharactersAreRefusedAndForgeNoLogLine) {
 }
 
 TEST(RequestTrustTest, EventIdPastTheLastIsOutOfRange) {
-  TempDir dir;
+  base::TempDir dir;
   Sleeper sleeper;
   Daemon d(dir.path(), {kSlowScan});
   ASSERT_TRUE(d.Start()) << d.log();
@@ -230,7 +230,7 @@ grpc::Status RegisterWithCgroup(Daemon& d, const std::string& run_id, pid_t pid,
 // A sent cgroup becomes the run's own: its sweep signals every process in
 // it and writes cgroup.kill. A claim that is not the run's is refused.
 TEST(IdentityTrustTest, CgroupClaimsAreVerified) {
-  TempDir dir;
+  base::TempDir dir;
   Sleeper sleeper;
   Daemon d(dir.path(), {kSlowScan});
   ASSERT_TRUE(d.Start()) << d.log();
@@ -283,7 +283,7 @@ TEST(IdentityTrustTest, AnUnsweptRunsCgroupIsNoOneElsesAncestor) {
     rmdir((mount + outer).c_str());
     GTEST_SKIP() << "cannot create cgroups under " << mount;
   }
-  TempDir dir;
+  base::TempDir dir;
   Sleeper first;
   Sleeper second;
   std::string original;
@@ -317,7 +317,7 @@ TEST(IdentityTrustTest, AnUnsweptRunsCgroupIsNoOneElsesAncestor) {
 }
 
 TEST(RequestTrustTest, DatabaseIsCreatedOwnerOnly) {
-  TempDir dir;
+  base::TempDir dir;
   const std::string db_dir = dir.path() + "/var";
   Daemon d(dir.path(), {kSlowScan, "--db=" + db_dir + "/runreaper.db"});
   ASSERT_TRUE(d.Start()) << d.log();

@@ -63,7 +63,7 @@ struct UidDaemon {
     return -1;
   }
 
-  TempDir dir;
+  base::TempDir dir;
   int metrics_port;
   std::unique_ptr<Daemon> daemon;
 };
@@ -103,7 +103,7 @@ pid_t SleeperAsNobody() {
     execl("/bin/sleep", "sleep", "1000", static_cast<char*>(nullptr));
     _exit(127);
   }
-  EXPECT_TRUE(WaitFor([&] { return IsSleep(pid); }));
+  EXPECT_TRUE(base::WaitFor([&] { return IsSleep(pid); }));
   return pid;
 }
 
@@ -255,7 +255,7 @@ TEST(UidE2ETest, NobodysSweepKillsItsOwnStubbornProcessButNeverTheRootMemberOfIt
   }
   pid_t root_member = -1;
   pid_t nobody_member = -1;
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(base::WaitFor([&] {
     scanner::WalkOptions with_uid;
     with_uid.with_status = true;
     absl::StatusOr<scanner::Snapshot> snap = scanner::ProcFs().Walk(with_uid);
@@ -278,7 +278,7 @@ TEST(UidE2ETest, NobodysSweepKillsItsOwnStubbornProcessButNeverTheRootMemberOfIt
   r = s.AsNobody({"sweep", "mixed"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
 
-  EXPECT_TRUE(WaitFor([&] { return !AliveNotZombie(nobody_member); }))
+  EXPECT_TRUE(base::WaitFor([&] { return !AliveNotZombie(nobody_member); }))
       << "nobody's stubborn process survived its own sweep\n"
       << r.out;
   EXPECT_TRUE(AliveNotZombie(root_member)) << "the root process was signalled\n" << r.out;
@@ -306,7 +306,7 @@ TEST(UidE2ETest, NobodysSweepKillsItsOwnStubbornProcessButNeverTheRootMemberOfIt
   }
   EXPECT_GE(skipped, 1);
   EXPECT_TRUE(killed_own);
-  EXPECT_TRUE(WaitFor([&] {
+  EXPECT_TRUE(base::WaitFor([&] {
     return s.Metric("runreaper_signals_total{result=\"OTHER_UID\",stage=\"SIGINT\"}") == 1;
   })) << HttpGet(s.metrics_port, "/metrics");
 
@@ -381,7 +381,7 @@ TEST(UidE2ETest, NobodyInItsOwnPidNamespaceRegistersAndSweepsItsJobVerified) {
   if (getpid() != 1) GTEST_SKIP() << "needs a private PID namespace (unshare)";
   UidDaemon s;
   ASSERT_TRUE(s.daemon->Start()) << s.daemon->log();
-  TempDir work;
+  base::TempDir work;
   const std::string w = work.path();
   chmod(w.c_str(), 0777);  // nobody publishes its results here
   char cwd[4096];
@@ -436,7 +436,7 @@ TEST(UidE2ETest, NobodyInItsOwnPidNamespaceRegistersAndSweepsItsJobVerified) {
     _exit(127);
   }
   pid_t init = -1;
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(base::WaitFor([&] {
     absl::StatusOr<scanner::Snapshot> snap = scanner::ProcFs().Walk();
     if (!snap.ok()) return false;
     for (const scanner::ProcessInfo& p : snap->processes) {
@@ -454,8 +454,8 @@ TEST(UidE2ETest, NobodyInItsOwnPidNamespaceRegistersAndSweepsItsJobVerified) {
   ASSERT_TRUE(our_ns.ok()) << our_ns.status();
   ASSERT_NE(*pod_ns, *our_ns);
 
-  ASSERT_TRUE(WaitFor([&] { return Exists(w + "/fin.rc") && Exists(w + "/rootreg.rc"); },
-                      absl::Seconds(60)))
+  ASSERT_TRUE(base::WaitFor([&] { return Exists(w + "/fin.rc") && Exists(w + "/rootreg.rc"); },
+                            absl::Seconds(60)))
       << ReadText(w + "/runner.log") << ReadText(w + "/reg.out") << s.daemon->log();
 
   // nobody's own job, registered from inside its namespace: accepted and
@@ -521,9 +521,9 @@ TEST(UidE2ETest, NobodyInItsOwnPidNamespaceRegistersAndSweepsItsJobVerified) {
   ASSERT_GT(root_member, 0);
   ASSERT_TRUE(AliveNotZombie(stubborn));
   { std::ofstream go(w + "/sweepgo"); }
-  ASSERT_TRUE(WaitFor([&] { return Exists(w + "/sweep.rc"); }, absl::Seconds(60)));
+  ASSERT_TRUE(base::WaitFor([&] { return Exists(w + "/sweep.rc"); }, absl::Seconds(60)));
   EXPECT_EQ(ReadInt(w + "/sweep.rc"), 0) << ReadText(w + "/sweep.out");
-  EXPECT_TRUE(WaitFor([&] { return !AliveNotZombie(stubborn); }))
+  EXPECT_TRUE(base::WaitFor([&] { return !AliveNotZombie(stubborn); }))
       << "nobody's stubborn process survived its run's sweep\n"
       << ReadText(w + "/sweep.out");
   EXPECT_TRUE(AliveNotZombie(root_member)) << "the root member was signalled";
@@ -553,7 +553,7 @@ TEST(UidE2ETest, NobodyInItsOwnPidNamespaceRegistersAndSweepsItsJobVerified) {
 }  // namespace runreaper::e2e
 
 int main(int argc, char** argv) {
-  runreaper::ReexecInPrivatePidNamespace(argc, argv, runreaper::e2e::kInNsEnv);
+  runreaper::base::ReexecInPrivatePidNamespace(argc, argv, runreaper::e2e::kInNsEnv);
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

@@ -53,7 +53,7 @@ class Watcher : public grpc::ClientReadReactor<v1::Event> {
 TEST(WatchLoadE2ETest, ThousandWatchersWhileRegisterRunKeepsAnswering) {
   constexpr int kWatchers = 1000;
   constexpr int kRegistrations = 50;
-  TempDir dir;
+  base::TempDir dir;
   Daemon daemon(dir.path(), {"--scan_interval=60s"});
   ASSERT_TRUE(daemon.Start()) << daemon.log();
   auto watch_stub = daemon.stub();
@@ -75,7 +75,7 @@ TEST(WatchLoadE2ETest, ThousandWatchersWhileRegisterRunKeepsAnswering) {
   }
   ASSERT_TRUE(reg("warm", 0).ok());
   // Every stream is open and has seen the first event.
-  ASSERT_TRUE(WaitFor(
+  ASSERT_TRUE(base::WaitFor(
       [&] {
         for (auto& w : watchers) {
           if (w->received() < 1) return false;
@@ -87,7 +87,7 @@ TEST(WatchLoadE2ETest, ThousandWatchersWhileRegisterRunKeepsAnswering) {
     grpc::Status s = reg(absl::StrCat("load", i), i);
     ASSERT_TRUE(s.ok()) << i << ": " << s.error_message();
   }
-  ASSERT_TRUE(WaitFor(
+  ASSERT_TRUE(base::WaitFor(
       [&] {
         for (auto& w : watchers) {
           if (w->received() < kRegistrations + 1) return false;
@@ -97,7 +97,7 @@ TEST(WatchLoadE2ETest, ThousandWatchersWhileRegisterRunKeepsAnswering) {
       absl::Seconds(60)));
   for (auto& w : watchers) EXPECT_EQ(w->received(), kRegistrations + 1);
   for (auto& w : watchers) w->Cancel();
-  ASSERT_TRUE(WaitFor(
+  ASSERT_TRUE(base::WaitFor(
       [&] {
         for (auto& w : watchers) {
           if (!w->done()) return false;

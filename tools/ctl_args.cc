@@ -58,19 +58,20 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
     if (bool_flags.count(name)) {
       if (has_value && value != "true" && value != "false" && value != "1" && value != "0" &&
           value != "yes" && value != "no") {
-        return absl::InvalidArgumentError(absl::StrCat("--", EscapeForLog(name),
+        return absl::InvalidArgumentError(absl::StrCat("--", base::EscapeForLog(name),
                                                        " takes no value (or true/false), got \"",
-                                                       EscapeForLog(value), "\""));
+                                                       base::EscapeForLog(value), "\""));
       }
       out.flags[name].push_back(has_value ? value : "");
       continue;
     }
     if (!value_flags.count(name)) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", EscapeForLog(name)));
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", base::EscapeForLog(name)));
     }
     if (!has_value) {
       if (i + 1 >= args.size()) {
-        return absl::InvalidArgumentError(absl::StrCat("--", EscapeForLog(name), " needs a value"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", base::EscapeForLog(name), " needs a value"));
       }
       value = args[++i];
     }

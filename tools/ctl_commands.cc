@@ -144,7 +144,7 @@ absl::StatusOr<ResolvedPid> ResolvePidFlag(const scanner::ProcFs& procfs, absl::
     if (comm.empty() || comm.size() > 15) {
       return absl::InvalidArgumentError(
           absl::StrCat("--", flag, "=ancestor:COMM: COMM must be 1..15 bytes (a comm), got \"",
-                       EscapeForLog(comm), "\""));
+                       base::EscapeForLog(comm), "\""));
     }
     absl::StatusOr<scanner::ProcStat> stat = NearestAncestorNamed(procfs, ::getppid(), comm, flag);
     if (!stat.ok()) return stat.status();
@@ -153,8 +153,8 @@ absl::StatusOr<ResolvedPid> ResolvePidFlag(const scanner::ProcFs& procfs, absl::
     return out;
   }
   if (!absl::SimpleAtoi(text, &out.pid) || out.pid <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, "=", EscapeForLog(text), ": expected N > 0 or ancestor:COMM"));
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, "=", base::EscapeForLog(text),
+                                                   ": expected N > 0 or ancestor:COMM"));
   }
   return out;
 }
@@ -192,7 +192,7 @@ int CmdRegister(Client& c, const ParsedArgs& a) {
     if (absl::IsInvalidArgument(leader.status()))
       return Usage(std::string(leader.status().message()));
     fprintf(stderr, "runreaperctl: register: %s\n",
-            EscapeForLog(leader.status().message()).c_str());
+            base::EscapeForLog(leader.status().message()).c_str());
     return absl::IsNotFound(leader.status()) ? kExitNotFound : kExitError;
   }
   const int pid = leader->pid;
@@ -211,7 +211,7 @@ int CmdRegister(Client& c, const ParsedArgs& a) {
       if (absl::IsInvalidArgument(owner.status()))
         return Usage(std::string(owner.status().message()));
       fprintf(stderr, "runreaperctl: register: %s\n",
-              EscapeForLog(owner.status().message()).c_str());
+              base::EscapeForLog(owner.status().message()).c_str());
       return absl::IsNotFound(owner.status()) ? kExitNotFound : kExitError;
     }
     req.set_owner_pid(owner->pid);
@@ -238,7 +238,7 @@ int CmdRegister(Client& c, const ParsedArgs& a) {
   absl::StatusOr<scanner::Identity> id = procfs.CaptureIdentity(pid);
   if (!id.ok() && !absl::IsPermissionDenied(id.status())) {
     fprintf(stderr, "runreaperctl: register: cannot read process %d here: %s\n", pid,
-            EscapeForLog(id.status().message()).c_str());
+            base::EscapeForLog(id.status().message()).c_str());
     return absl::IsNotFound(id.status()) ? kExitNotFound : kExitError;
   }
   // Another user's process (its namespace links are not ours to read): what
@@ -263,7 +263,7 @@ int CmdRegister(Client& c, const ParsedArgs& a) {
     // The API takes pgid > 1 only: group 1 (or 0, outside this namespace)
     // is sent as unknown.
     if (id->pgid <= 1) id->pgid = 0;
-    id->comm = ToValidUtf8(id->comm);  // proto3 strings are UTF-8
+    id->comm = base::ToValidUtf8(id->comm);  // proto3 strings are UTF-8
     // Without the cgroup: the process's current cgroup is usually shared
     // with its runner; only an explicit --cgroup names a cgroup whose
     // members are this run's.
@@ -386,7 +386,7 @@ int CmdReconcile(Client& c, const ParsedArgs& a) {
   printf("examined %d running; %d transitions%s\n", resp.examined(), resp.transitions_size(),
          req.dry_run() ? " (dry run: nothing written)" : "");
   for (const v1::Transition& t : resp.transitions()) {
-    printf("  %s %s -> %s (%s, liveness %s)\n", EscapeForLog(t.run_id()).c_str(),
+    printf("  %s %s -> %s (%s, liveness %s)\n", base::EscapeForLog(t.run_id()).c_str(),
            ShortStateName(t.from_state()).c_str(), ShortStateName(t.to_state()).c_str(),
            ShortReasonName(t.stale_reason()).c_str(), Liveness(t.liveness()).c_str());
   }
@@ -555,7 +555,7 @@ int CmdKeep(Client& c, const ParsedArgs& a) {
            absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixSeconds(lease.until().seconds()),
                             absl::UTCTimeZone())
                .c_str(),
-           EscapeForLog(lease.reason()).c_str());
+           base::EscapeForLog(lease.reason()).c_str());
   }
   return kExitOk;
 }

@@ -26,11 +26,11 @@ int Usage(const std::string& message) {
 
 int ExitFor(const grpc::Status& s, const std::string& what) {
   if (s.ok()) return kExitOk;
-  fprintf(stderr, "runreaperctl: %s: %s: %s\n", EscapeForLog(what).c_str(),
+  fprintf(stderr, "runreaperctl: %s: %s: %s\n", base::EscapeForLog(what).c_str(),
           absl::AsciiStrToUpper(
               std::string(absl::StatusCodeToString(static_cast<absl::StatusCode>(s.error_code()))))
               .c_str(),
-          EscapeForLog(s.error_message()).c_str());
+          base::EscapeForLog(s.error_message()).c_str());
   return s.error_code() == grpc::StatusCode::NOT_FOUND ? kExitNotFound : kExitError;
 }
 
@@ -110,7 +110,7 @@ int JobCode(const v1::Run& run) {
 }
 
 void PrintRun(const v1::Run& r) {
-  printf("run_id:        %s\n", EscapeForLog(r.run_id()).c_str());
+  printf("run_id:        %s\n", base::EscapeForLog(r.run_id()).c_str());
   printf("state:         %s", ShortStateName(r.state()).c_str());
   if (r.state() == v1::RUN_STATE_STALE) {
     printf(" (%s)", ShortReasonName(r.stale_reason()).c_str());
@@ -134,14 +134,15 @@ void PrintRun(const v1::Run& r) {
            static_cast<unsigned long long>(r.host_pidns_inode()));
   }
   printf("start_time:    %llu\n", static_cast<unsigned long long>(r.start_time_ticks()));
-  printf("boot_id:       %s\n", r.boot_id().empty() ? "-" : EscapeForLog(r.boot_id()).c_str());
+  printf("boot_id:       %s\n",
+         r.boot_id().empty() ? "-" : base::EscapeForLog(r.boot_id()).c_str());
   printf("uid:           %s\n", r.has_uid() ? absl::StrCat(r.uid()).c_str() : "-");
-  printf("comm:          %s\n", EscapeForLog(r.comm()).c_str());
-  printf("cgroup:        %s\n", r.cgroup().empty() ? "-" : EscapeForLog(r.cgroup()).c_str());
+  printf("comm:          %s\n", base::EscapeForLog(r.comm()).c_str());
+  printf("cgroup:        %s\n", r.cgroup().empty() ? "-" : base::EscapeForLog(r.cgroup()).c_str());
   printf("keep:          %s\n", r.keep() ? "yes" : "no");
   if (r.owner_pid() > 0) {
     printf("owner:         %d %s (start %llu, uid %s)\n", r.owner_pid(),
-           EscapeForLog(r.owner_comm()).c_str(),
+           base::EscapeForLog(r.owner_comm()).c_str(),
            static_cast<unsigned long long>(r.owner_start_time_ticks()),
            r.has_owner_uid() ? absl::StrCat(r.owner_uid()).c_str() : "-");
   }
@@ -160,12 +161,12 @@ void PrintRun(const v1::Run& r) {
   for (const auto& [k, v] : r.labels()) labels.push_back(absl::StrCat(k, "=", v));
   std::sort(labels.begin(), labels.end());
   printf("labels:        %s\n",
-         labels.empty() ? "-" : EscapeForLog(absl::StrJoin(labels, ",")).c_str());
+         labels.empty() ? "-" : base::EscapeForLog(absl::StrJoin(labels, ",")).c_str());
   if (r.cookies_size() > 0) {
     std::vector<std::string> cookies;
     for (const v1::Cookie& c : r.cookies())
       cookies.push_back(absl::StrCat(c.name(), "=", c.value()));
-    printf("cookies:       %s\n", EscapeForLog(absl::StrJoin(cookies, ",")).c_str());
+    printf("cookies:       %s\n", base::EscapeForLog(absl::StrJoin(cookies, ",")).c_str());
   }
   printf("registered_at: %s\n", Time(r.registered_at()).c_str());
   printf("last_seen:     %s\n", Time(r.last_seen_alive_at()).c_str());
@@ -194,10 +195,10 @@ void PrintRunTable(const std::vector<v1::Run>& runs) {
          "AGE");
   for (const v1::Run& r : runs) {
     printf("%-24s %-10s %-11s %-9s %8d %8d %-16s %5s %7u %-10s %-12s %s\n",
-           EscapeForLog(r.run_id()).c_str(), ShortStateName(r.state()).c_str(),
+           base::EscapeForLog(r.run_id()).c_str(), ShortStateName(r.state()).c_str(),
            r.liveness() == v1::LIVENESS_UNSPECIFIED ? "-" : Liveness(r.liveness()).c_str(),
            r.state() == v1::RUN_STATE_STALE ? ShortReasonName(r.stale_reason()).c_str() : "-",
-           r.pid(), r.pgid(), EscapeForLog(r.comm()).c_str(),
+           r.pid(), r.pgid(), base::EscapeForLog(r.comm()).c_str(),
            r.has_exit_code() ? absl::StrCat(r.exit_code()).c_str() : "-", r.registered_uid(),
            r.identity_unverified() ? "unverified" : "verified",
            ShortObservedExit(r.observed_exit()).c_str(), Age(r.registered_at()).c_str());
@@ -206,7 +207,7 @@ void PrintRunTable(const std::vector<v1::Run>& runs) {
 
 void PrintEventLine(const v1::Event& e) {
   printf("%-8lld %s %s\n", static_cast<long long>(e.event_id()), Time(e.time()).c_str(),
-         EscapeForLog(DescribeEventChange(e)).c_str());
+         base::EscapeForLog(DescribeEventChange(e)).c_str());
   fflush(stdout);
 }
 
@@ -236,8 +237,8 @@ void PrintOrphans(const google::protobuf::RepeatedPtrField<v1::Orphan>& orphans)
       flags.push_back(absl::StrCat("via ", absl::StrJoin(o.ancestors(), "<")));
     }
     if (o.lineage_gap()) flags.push_back("lineage-gap");
-    printf("%-24s %8d %8d %-16s %-8s %s\n", EscapeForLog(o.run_id()).c_str(), o.pid(), o.ppid(),
-           EscapeForLog(o.comm()).c_str(), MatchName(o.source()).c_str(),
+    printf("%-24s %8d %8d %-16s %-8s %s\n", base::EscapeForLog(o.run_id()).c_str(), o.pid(),
+           o.ppid(), base::EscapeForLog(o.comm()).c_str(), MatchName(o.source()).c_str(),
            flags.empty() ? "-" : absl::StrJoin(flags, ",").c_str());
   }
 }
@@ -254,7 +255,7 @@ int PrintRunResult(bool json, const grpc::Status& s, const v1::Run& run, const s
 
 std::string DescribeLineage(const v1::LineageStatus& lineage) {
   if (!lineage.enabled()) {
-    return EscapeForLog(absl::StrCat("lineage: off (", lineage.off_reason(), ")"));
+    return base::EscapeForLog(absl::StrCat("lineage: off (", lineage.off_reason(), ")"));
   }
   return absl::StrCat("lineage: on (", lineage.runs_followed(), " runs followed, ",
                       lineage.runs_with_gap(), " with a gap, ", lineage.descendants_stored(),

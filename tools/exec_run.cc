@@ -116,8 +116,8 @@ class ExecLadder : public scanner::LadderHooks {
                                                std::nullopt, absl::Seconds(5));
     if (!s.ok()) {
       freezable_ = false;
-      LogWarning(LogFields().Run(spec_.run_id),
-                 "exec: cgroup not frozen, re-listing instead: ", s.message());
+      base::LogWarning(base::LogFields().Run(spec_.run_id),
+                       "exec: cgroup not frozen, re-listing instead: ", s.message());
       return false;
     }
     if (stage == scanner::Stage::kSigkill) {
@@ -132,7 +132,8 @@ class ExecLadder : public scanner::LadderHooks {
     pids_max_.reset();
     absl::Status s = scanner::ThawCgroup(cgroup_dir_);
     if (!s.ok() && !absl::IsNotFound(s)) {
-      LogError(LogFields().Run(spec_.run_id), "exec: cannot thaw ", cgroup_dir_, ": ", s.message());
+      base::LogError(base::LogFields().Run(spec_.run_id), "exec: cannot thaw ", cgroup_dir_, ": ",
+                     s.message());
     }
   }
 
@@ -144,11 +145,12 @@ class ExecLadder : public scanner::LadderHooks {
           scanner::KillCgroup(*procfs_, cgroup_dir_, spec_.leader.start_time);
       if (out.result != scanner::SignalResult::kSent &&
           out.result != scanner::SignalResult::kGone) {
-        LogWarning("exec: cgroup.kill not written: ", out.status.ToString());
+        base::LogWarning("exec: cgroup.kill not written: ", out.status.ToString());
       }
     }
-    LogInfo(LogFields().Run(spec_.run_id), "exec: ", strsignal(scanner::StageSignal(stage)),
-            " sent to ", sent_, " process(es)");
+    base::LogInfo(base::LogFields().Run(spec_.run_id),
+                  "exec: ", strsignal(scanner::StageSignal(stage)), " sent to ", sent_,
+                  " process(es)");
     sent_ = 0;
   }
 
@@ -171,8 +173,8 @@ class SignalPipe {
     if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
       return absl::ErrnoToStatus(errno, "pipe");
     }
-    r_ = Fd(fds[0]);
-    w_ = Fd(fds[1]);
+    r_ = base::Fd(fds[0]);
+    w_ = base::Fd(fds[1]);
     g_signal_pipe = w_.get();
     struct sigaction sa = {};
     sa.sa_handler = OnSignal;
@@ -209,7 +211,7 @@ class SignalPipe {
   }
 
  private:
-  Fd r_, w_;
+  base::Fd r_, w_;
   struct sigaction old_int_ = {}, old_term_ = {}, old_chld_ = {};
   bool installed_ = false;
 };
@@ -228,8 +230,8 @@ int Reap(pid_t pid) {
 struct Child {
   pid_t pid = -1;
   bool cloned = false;  // created in its cgroup by clone3
-  Fd status_r;          // one byte ('C' in the cgroup, 'N' not), then the exec errno
-  Fd go_w;
+  base::Fd status_r;    // one byte ('C' in the cgroup, 'N' not), then the exec errno
+  base::Fd go_w;
 
   // Never run CMD: EOF on go_w, then reap.
   void Abandon() {
@@ -265,17 +267,17 @@ absl::StatusOr<Child> Spawn(const ExecOptions& options, const std::string& cgrou
   if (::pipe2(status_pipe, O_CLOEXEC) != 0) {
     return absl::ErrnoToStatus(errno, "pipe");
   }
-  Fd status_r(status_pipe[0]), status_w(status_pipe[1]);
+  base::Fd status_r(status_pipe[0]), status_w(status_pipe[1]);
   if (::pipe2(go_pipe, O_CLOEXEC) != 0) {
     return absl::ErrnoToStatus(errno, "pipe");
   }
-  Fd go_r(go_pipe[0]), go_w(go_pipe[1]);
+  base::Fd go_r(go_pipe[0]), go_w(go_pipe[1]);
 
   // Straight into the cgroup where the kernel can (Linux >= 5.7): the child
   // is never in our cgroup, not even for its first instruction.
-  Fd cgroup_fd;
+  base::Fd cgroup_fd;
   if (!cgroup_dir.empty() && options.clone_into_cgroup) {
-    cgroup_fd = Fd(::open(cgroup_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    cgroup_fd = base::Fd(::open(cgroup_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   }
   pid_t pid = -1;
   bool cloned = false;
@@ -290,12 +292,12 @@ absl::StatusOr<Child> Spawn(const ExecOptions& options, const std::string& cgrou
         case E2BIG:       // clone_args without the cgroup field (< 5.7)
         case EINVAL:      // no CLONE_INTO_CGROUP
         case EOPNOTSUPP:  // a cgroup that cannot take processes this way
-          LogInfo("exec: clone3 into ", cgroup_dir, " unavailable (", strerror(err),
-                  "); forking and joining cgroup.procs");
+          base::LogInfo("exec: clone3 into ", cgroup_dir, " unavailable (", strerror(err),
+                        "); forking and joining cgroup.procs");
           break;
         default:  // EBUSY, EACCES, EAGAIN (pids.max)...: the fallback says
-          LogWarning("exec: clone3 into ", cgroup_dir, ": ", strerror(err),
-                     "; forking and joining cgroup.procs");
+          base::LogWarning("exec: clone3 into ", cgroup_dir, ": ", strerror(err),
+                           "; forking and joining cgroup.procs");
           break;
       }
     }
@@ -400,7 +402,7 @@ bool Start(Child& child, const ExecOptions& options) {
       static_cast<ssize_t>(sizeof(exec_errno))) {
     return true;  // EOF: the exec closed the pipe (O_CLOEXEC)
   }
-  LogError("exec: cannot execute ", options.argv[0], ": ", strerror(exec_errno));
+  base::LogError("exec: cannot execute ", options.argv[0], ": ", strerror(exec_errno));
   return false;
 }
 
@@ -415,9 +417,9 @@ void Forward(const scanner::ProcFs& procfs, const scanner::RunSpec& spec,
   absl::StatusOr<scanner::LadderResult> result = scanner::RunLadder(
       procfs, first.ok() ? *first : std::vector<scanner::Member>{}, ladder, hooks);
   if (!result.ok()) {
-    LogError("exec: ladder: ", result.status().ToString());
+    base::LogError("exec: ladder: ", result.status().ToString());
   } else if (!result->survivors.empty()) {
-    LogWarning("exec: members survived SIGKILL; giving up the ladder");
+    base::LogWarning("exec: members survived SIGKILL; giving up the ladder");
   }
 }
 
@@ -425,7 +427,7 @@ std::string DescribeWait(int wstatus) {
   if (WIFEXITED(wstatus)) return absl::StrCat("exited ", WEXITSTATUS(wstatus));
   if (WIFSIGNALED(wstatus)) {
     return absl::StrCat("killed by signal ", WTERMSIG(wstatus), " (",
-                        EscapeForLog(strsignal(WTERMSIG(wstatus))), ")");
+                        base::EscapeForLog(strsignal(WTERMSIG(wstatus))), ")");
   }
   return absl::StrCat("wait status ", wstatus);
 }
@@ -446,8 +448,8 @@ bool ReapChildren(pid_t leader, bool block, int* leader_status, const ExecOption
       leader_done = true;
       continue;
     }
-    LogInfo(LogFields().Run(options.run_id), "exec: reaped orphan pid=", got, " ",
-            DescribeWait(st));
+    base::LogInfo(base::LogFields().Run(options.run_id), "exec: reaped orphan pid=", got, " ",
+                  DescribeWait(st));
     if (options.report != nullptr) options.report->orphans.push_back({got, st});
   }
   return leader_done;
@@ -458,7 +460,7 @@ bool ReapChildren(pid_t leader, bool block, int* leader_status, const ExecOption
 // once, then CMD is reaped.
 int Wait(pid_t pid, const SignalPipe& signals, const std::function<void()>& forward,
          const ExecOptions& options) {
-  Fd pidfd(base::PidfdOpen(pid, 0));
+  base::Fd pidfd(base::PidfdOpen(pid, 0));
   int wstatus = 0;
   while (true) {
     struct pollfd fds[2] = {{pidfd.valid() ? pidfd.get() : -1, POLLIN, 0},
@@ -466,7 +468,7 @@ int Wait(pid_t pid, const SignalPipe& signals, const std::function<void()>& forw
     const int timeout_ms = pidfd.valid() ? -1 : 25;  // no pidfd: poll waitpid
     const int r = ::poll(fds, 2, timeout_ms);
     if (r < 0 && errno != EINTR) {
-      LogError("exec: poll: ", strerror(errno));
+      base::LogError("exec: poll: ", strerror(errno));
       break;
     }
     if (r > 0 && (fds[1].revents & POLLIN) && signals.Drain()) {
@@ -501,7 +503,7 @@ int Finish(v1::Reconciler::StubInterface& stub, const ExecOptions& options, bool
   v1::Run run;
   grpc::Status s = stub.FinishRun(&ctx, fin, &run);
   if (!s.ok()) {
-    LogError(LogFields().Run(options.run_id), "exec: FinishRun: ", s.error_message());
+    base::LogError(base::LogFields().Run(options.run_id), "exec: FinishRun: ", s.error_message());
   }
   return code;
 }
@@ -532,7 +534,7 @@ std::string CgroupNameForRun(absl::string_view run_id) {
 
 int ExecRun(v1::Reconciler::StubInterface& stub, const ExecOptions& options) {
   if (options.run_id.empty() || options.argv.empty()) {
-    LogError("usage: exec RUN_ID [--label=k=v]... -- CMD ARGS...");
+    base::LogError("usage: exec RUN_ID [--label=k=v]... -- CMD ARGS...");
     return 2;
   }
   scanner::ProcFs procfs(options.proc_root);
@@ -542,7 +544,7 @@ int ExecRun(v1::Reconciler::StubInterface& stub, const ExecOptions& options) {
     const std::string why =
         MakeRunCgroup(options.proc_root, options.run_id, &cgroup_dir, &cgroup_path);
     if (!why.empty()) {
-      LogWarning("exec: no dedicated cgroup (", why, "); continuing without");
+      base::LogWarning("exec: no dedicated cgroup (", why, "); continuing without");
     }
   }
   // Last: fails (EBUSY) while leftovers live in it; then it stays, and a
@@ -553,7 +555,7 @@ int ExecRun(v1::Reconciler::StubInterface& stub, const ExecOptions& options) {
 
   SignalPipe signals;
   if (absl::Status s = signals.Install(); !s.ok()) {
-    LogError("exec: ", s.message());
+    base::LogError("exec: ", s.message());
     return 1;
   }
   // Before the spawn: every orphan of CMD, from its first fork on,
@@ -562,19 +564,19 @@ int ExecRun(v1::Reconciler::StubInterface& stub, const ExecOptions& options) {
   int was_subreaper = 0;
   ::prctl(PR_GET_CHILD_SUBREAPER, &was_subreaper);
   if (options.subreaper && ::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
-    LogWarning("exec: cannot become a child subreaper: ", strerror(errno));
+    base::LogWarning("exec: cannot become a child subreaper: ", strerror(errno));
   }
   absl::Cleanup restore_subreaper = [&] {
     if (options.subreaper && was_subreaper == 0) ::prctl(PR_SET_CHILD_SUBREAPER, 0);
   };
   absl::StatusOr<Child> child = Spawn(options, cgroup_dir, signals);
   if (!child.ok()) {
-    LogError("exec: ", child.status().message());
+    base::LogError("exec: ", child.status().message());
     return 1;
   }
   absl::StatusOr<scanner::Identity> id = Register(stub, options, procfs, *child, cgroup_path);
   if (!id.ok()) {
-    LogError("exec: ", id.status().message());
+    base::LogError("exec: ", id.status().message());
     child->Abandon();
     return 1;
   }

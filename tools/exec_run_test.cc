@@ -110,7 +110,7 @@ class ExecRunTest : public ::testing::Test {
     return o;
   }
 
-  const TempDir tmp_{"rr_exec"};
+  const base::TempDir tmp_{"rr_exec"};
   std::string dir_;
   std::unique_ptr<store::RunStore> store_;
   std::unique_ptr<StoreService> service_;
@@ -176,7 +176,7 @@ TEST_F(ExecRunTest, SigtermReachesTheWholeGroupThroughTheLadder) {
   std::atomic<int> code{-1};
   std::thread t([&] { code = ExecRun(*stub_, o); });
   v1::Run run;
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(base::WaitFor([&] {
     absl::StatusOr<v1::Run> r = store_->Get("exec-term");
     if (!r.ok()) return false;
     run = *r;
@@ -192,7 +192,7 @@ TEST_F(ExecRunTest, SigtermReachesTheWholeGroupThroughTheLadder) {
     }
     return n;
   };
-  ASSERT_TRUE(WaitFor([&] { return group_alive() >= 2; }));
+  ASSERT_TRUE(base::WaitFor([&] { return group_alive() >= 2; }));
   ASSERT_EQ(kill(getpid(), SIGTERM), 0);  // to exec itself (our process)
   t.join();
   EXPECT_EQ(code.load(), 128 + SIGKILL);
@@ -351,7 +351,7 @@ int main(int argc, char** argv) {
     return runreaper::tools::ExecHelperMain(dir, sub != nullptr && sub[0] == '1',
                                             script == nullptr ? "exit 2" : script);
   }
-  runreaper::ReexecInPrivatePidNamespace(argc, argv, runreaper::tools::kInNsEnv);
+  runreaper::base::ReexecInPrivatePidNamespace(argc, argv, runreaper::tools::kInNsEnv);
   testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

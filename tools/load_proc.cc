@@ -63,7 +63,7 @@ absl::StatusOr<pid_t> PeerPid(const std::string& path) {
         absl::StrCat("socket path too long (", path.size(), " bytes)"));
   }
   std::memcpy(addr.sun_path, path.data(), path.size());
-  Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  base::Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (fd.get() < 0) return absl::ErrnoToStatus(errno, "socket(AF_UNIX)");
   if (::connect(fd.get(), reinterpret_cast<struct sockaddr*>(&addr), sizeof(addr)) != 0) {
     return absl::ErrnoToStatus(errno, absl::StrCat("connect ", path));
@@ -81,7 +81,7 @@ absl::StatusOr<double> FsyncFloorMs(const std::string& dir, int reps) {
   const int fd = ::mkostemp(path.data(), O_CLOEXEC);
   if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("mkostemp ", path));
   ::unlink(path.c_str());
-  Fd file(fd);
+  base::Fd file(fd);
   std::string block(4096, 'x');
   std::vector<double> ms;
   for (int i = 0; i < reps; ++i) {

@@ -302,7 +302,7 @@ int Main(int argc, char** argv) {
   Client client(a, rpc_timeout);
   if (a.Has("token_file")) {
     if (absl::Status s = client.LoadToken(a.Get("token_file")); !s.ok()) {
-      fprintf(stderr, "runreaperctl: %s\n", EscapeForLog(s.message()).c_str());
+      fprintf(stderr, "runreaperctl: %s\n", base::EscapeForLog(s.message()).c_str());
       return kExitError;
     }
   }
