@@ -10,7 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "base/test_util.h"
 #include "gtest/gtest.h"
 #include "scanner/member_listing.h"
@@ -110,8 +112,14 @@ class EnvironCacheLiveTest : public ::testing::TestWithParam<std::string> {
     absl::StatusOr<std::unique_ptr<ProcConnector>> c = ProcConnector::Open();
     if (!c.ok()) GTEST_SKIP() << c.status();
     cache_ = std::make_unique<EnvironCache>(std::vector<std::string>{kName});
-    stream_ = std::make_unique<ProcEventStream>(
-        *std::move(c), [this](const ProcConnector::Batch& b) { cache_->Apply(b); });
+    stream_ =
+        std::make_unique<ProcEventStream>(*std::move(c), [this](const ProcConnector::Batch& b) {
+          cache_->Apply(b);
+          absl::MutexLock lock(&mu_);
+          for (const ProcEvent& e : b.events) {
+            if (e.kind == ProcEvent::Kind::kExec && e.IsProcess()) ++execs_[e.tgid];
+          }
+        });
     stream_->Start();
   }
   void TearDown() override {
@@ -131,7 +139,16 @@ class EnvironCacheLiveTest : public ::testing::TestWithParam<std::string> {
     return false;
   }
 
+  // Exec events of `tgid` the cache has been handed so far.
+  int ExecsApplied(int tgid) {
+    absl::MutexLock lock(&mu_);
+    auto it = execs_.find(tgid);
+    return it == execs_.end() ? 0 : it->second;
+  }
+
   ProcFs procfs_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<int, int> execs_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<EnvironCache> cache_;
   std::unique_ptr<ProcEventStream> stream_;
 };
@@ -155,6 +172,10 @@ TEST_P(EnvironCacheLiveTest, AnExecWithoutTheCookieEndsTheVerdict) {
   run.leader.sid = 999999;
   run.cookies = {{kName, "github_x"}};
 
+  // The child's own exec (fork → /bin/sh) has reached the cache: a verdict
+  // kept before that event was applied is dropped by it, and the second
+  // listing below would read again (the race that made this test flaky).
+  ASSERT_TRUE(base::WaitFor([&] { return ExecsApplied(child.pid) >= 1; }));
   ASSERT_TRUE(base::WaitFor([&] { return IsMember(run, child.pid); }));
   const uint64_t hits = cache_->stats().hits;
   EXPECT_TRUE(IsMember(run, child.pid));
