@@ -704,7 +704,9 @@ TEST_F(SweeperTest, KeptMemberSurvivesAndIsReported) {
   ASSERT_NE(kept_pid, 0);
   ASSERT_OK_AND_ASSIGN(v1::SweepResponse resp, sweeper.Sweep({}));
   EXPECT_EQ(resp.survivors_size(), 0);
-  EXPECT_EQ(LiveInGroup(s.pid), std::vector<int>{kept_pid});
+  // Failed once under a load average of 28 with a second live member and
+  // no survivor: say what the sweep saw, to find out why if it happens again.
+  EXPECT_EQ(LiveInGroup(s.pid), std::vector<int>{kept_pid}) << resp.DebugString();
   std::vector<v1::Event> kept = Events("keep-run", v1::EVENT_TYPE_KEPT);
   ASSERT_EQ(kept.size(), 1u);
   EXPECT_EQ(kept[0].pid(), kept_pid);

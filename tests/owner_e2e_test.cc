@@ -229,7 +229,7 @@ TEST_F(OwnerE2ETest, SweepOnEndSurvivesKill9OfTheDaemon) {
     Daemon first(dir_.path() + "/daemon4", {"--scan_interval=60s"});
     ASSERT_TRUE(first.Start()) << first.log();
     CtlResult reg = RunCtl(Ctl(
-        first, {"register", "job1", absl::StrCat("--pid=", Pid("leader1")), "--sweep_on_end=30s"}));
+        first, {"register", "job1", absl::StrCat("--pid=", Pid("leader1")), "--sweep_on_end=8s"}));
     ASSERT_EQ(reg.exit_code, 0) << reg.err;
     CtlResult fin = RunCtl(Ctl(first, {"finish", "job1", "--no_wait"}));
     ASSERT_EQ(fin.exit_code, 0) << fin.err;
