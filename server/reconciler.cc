@@ -305,6 +305,9 @@ absl::StatusOr<PassResult> Reconciler::ReconcileLocked(
   // with the leader's evidence and decision table (Decide). An owner that
   // cannot be verified (UNKNOWN) changes nothing: the leader decides.
   std::vector<bool> owner_gone(runs.size(), false);
+  // The owner verified alive (armed and quiet, or probed ALIVE): what a run
+  // with no leader of its own (pid 0) is judged by.
+  std::vector<bool> owner_alive(runs.size(), false);
   {
     scanner::LivenessObserver owner_observer;
     bool observed = false;
@@ -312,7 +315,10 @@ absl::StatusOr<PassResult> Reconciler::ReconcileLocked(
     for (size_t i = 0; i < runs.size(); ++i) {
       const store::RunningRecord& run = runs[i];
       if (run.owner.pid <= 0) continue;
-      if (i < owner_armed.size() && owner_armed[i]) continue;
+      if (i < owner_armed.size() && owner_armed[i]) {
+        owner_alive[i] = true;
+        continue;
+      }
       if (!observed) {
         owner_observer = ObserverOf(*self_);
         observed = true;
@@ -325,6 +331,7 @@ absl::StatusOr<PassResult> Reconciler::ReconcileLocked(
                    .first;
       }
       owner_gone[i] = OwnerGone(memo->second);
+      owner_alive[i] = memo->second.liveness == v1::LIVENESS_ALIVE;
     }
   }
 
@@ -343,6 +350,29 @@ absl::StatusOr<PassResult> Reconciler::ReconcileLocked(
       update.kind = store::RunUpdate::Kind::kStale;
       update.liveness = run.liveness;
       update.stale_reason = v1::STALE_REASON_OWNER_EXITED;
+      continue;
+    }
+    if (run.leader.pid <= 0) {
+      // No leader of its own (an owner-only run): its owner's liveness is
+      // the run's. Verified alive: as a quiet armed leader. Unverifiable:
+      // stale only past the threshold, as an unverifiable leader.
+      store::RunUpdate update;
+      update.run_id = run.run_id;
+      update.seq = run.seq;
+      if (owner_alive[i]) {
+        if (!alive_due(run)) continue;
+        update.kind = store::RunUpdate::Kind::kAlive;
+        update.liveness = v1::LIVENESS_ALIVE;
+      } else if (scanner::TimedOut(run.last_seen_alive, now, options_.stale_after)) {
+        update.kind = store::RunUpdate::Kind::kStale;
+        update.liveness = v1::LIVENESS_UNKNOWN;
+        update.stale_reason = v1::STALE_REASON_TIMEOUT;
+      } else {
+        if (run.liveness == v1::LIVENESS_UNKNOWN) continue;
+        update.kind = store::RunUpdate::Kind::kObserve;
+        update.liveness = v1::LIVENESS_UNKNOWN;
+      }
+      updates.push_back(std::move(update));
       continue;
     }
     if (i < armed.size() && armed[i]) {

@@ -13,6 +13,7 @@
 #include "scanner/cgroup_path.h"
 #include "scanner/identity.h"
 #include "scanner/identity_proto.h"
+#include "scanner/procfs.h"
 #include "server/cgroup_claim.h"
 #include "server/leader_view.h"
 #include "server/request_validation.h"
@@ -108,7 +109,8 @@ absl::StatusOr<v1::Run> Registrar::Register(const Caller& caller,
   RETURN_IF_ERROR(ValidateRegisterRequest(r));
   RETURN_IF_ERROR(ValidateCookies(r.cookies(), cookie_names_));
   const SelfFacts self = self_->Facts();
-  const LeaderView leader = ViewLeader(*procfs_, *self_, r);
+  // No leader (pid 0, an owner-only run): nothing to read.
+  const LeaderView leader = r.pid() != 0 ? ViewLeader(*procfs_, *self_, r) : LeaderView();
 
   v1::Run run;
   run.set_run_id(r.run_id());
@@ -116,7 +118,19 @@ absl::StatusOr<v1::Run> Registrar::Register(const Caller& caller,
   *run.mutable_labels() = r.labels();
   run.set_keep(r.keep());
   *run.mutable_cookies() = r.cookies();
-  if (scanner::HasIdentityFields(r)) {
+  if (r.pid() == 0) {
+    // No leader of its own (an owner-only run): the run starts now. Its
+    // start time is the floor of the cookie rule (a process started before
+    // the registration is never its member); namespace and boot are ours.
+    run.set_pidns_inode(self.pidns_inode);
+    run.set_boot_id(base::ToValidUtf8(self.boot_id));
+    const uint64_t now = scanner::NowBootTicks();
+    if (now == 0) {
+      return absl::InternalError(
+          "pid: a run with no leader starts now, and runreaperd cannot read CLOCK_BOOTTIME");
+    }
+    run.set_start_time_ticks(now);
+  } else if (scanner::HasIdentityFields(r)) {
     // The caller may live in another namespace: store exactly what it sent
     // (a sent cgroup is the run's own).
     scanner::SetIdentity(scanner::IdentityOf(r), &run, scanner::CgroupField::kCopy);
@@ -127,7 +141,10 @@ absl::StatusOr<v1::Run> Registrar::Register(const Caller& caller,
 
   // Who may register this leader, and whether what is stored was checked
   // against it.
-  ASSIGN_OR_RETURN(const bool unverified, CheckLeaderClaim(caller, r, leader));
+  bool unverified = false;
+  if (r.pid() != 0) {
+    ASSIGN_OR_RETURN(unverified, CheckLeaderClaim(caller, r, leader));
+  }
   // The owner: one pinned read in our namespace, the same policy.
   if (r.owner_pid() != 0) {
     const LeaderView owner = ViewOwner(*procfs_, *self_, r.owner_pid());
@@ -141,6 +158,11 @@ absl::StatusOr<v1::Run> Registrar::Register(const Caller& caller,
     o.comm = base::ToValidUtf8(o.comm);
     o.boot_id = base::ToValidUtf8(o.boot_id);
     scanner::SetOwner(o, &run);
+    // With no leader the owner's liveness is the run's: alive as read.
+    if (r.pid() == 0 && owner.where == LeaderView::Where::kHere && owner.state != 'Z' &&
+        owner.state != 'X') {
+      run.set_liveness(v1::LIVENESS_ALIVE);
+    }
   }
   if (r.sweep_on_end()) {
     run.set_sweep_on_end(true);
@@ -151,7 +173,9 @@ absl::StatusOr<v1::Run> Registrar::Register(const Caller& caller,
   }
   run.set_registered_uid(caller.uid);
   run.set_identity_unverified(unverified);
-  if (SeenAliveAtRegistration(leader, self, run)) run.set_liveness(v1::LIVENESS_ALIVE);
+  if (r.pid() != 0 && SeenAliveAtRegistration(leader, self, run)) {
+    run.set_liveness(v1::LIVENESS_ALIVE);
+  }
 
   if (!run.cgroup().empty()) {
     CgroupClaim claim;

@@ -409,6 +409,48 @@ TEST_F(RegistrationTest, APassFindsAnUnarmedOwnerGone) {
   EXPECT_EQ(pass.transitions[0].stale_reason(), v1::STALE_REASON_OWNER_EXITED);
 }
 
+// A run with an owner and no leader (pid 0): it starts now (the floor of
+// its cookie rule), in our namespace and boot, alive as its owner is; only
+// the owner is armed. A pass keeps it ALIVE while the owner lives and ends
+// it (OWNER_EXITED) when the owner goes.
+TEST_F(RegistrationTest, AnOwnerOnlyRunStartsNowAndLivesWithItsOwner) {
+  base::TestChild owner("rr-reg-owner6");
+  v1::RegisterRunRequest r;
+  r.set_run_id("owner-only");
+  r.set_owner_pid(owner.pid());
+  const uint64_t before = scanner::NowBootTicks();
+  ASSERT_OK_AND_ASSIGN(const v1::Run run, registrar_->Register(Caller{}, r));
+  const uint64_t after = scanner::NowBootTicks();
+  EXPECT_EQ(run.pid(), 0);
+  EXPECT_GE(run.start_time_ticks(), before);
+  EXPECT_LE(run.start_time_ticks(), after);
+  EXPECT_EQ(run.pidns_inode(), self_->pidns_inode());
+  EXPECT_EQ(run.boot_id(), self_->boot_id());
+  EXPECT_EQ(run.liveness(), v1::LIVENESS_ALIVE);
+  EXPECT_EQ(run.owner_pid(), owner.pid());
+  EXPECT_FALSE(watcher_->IsArmed("owner-only"));
+  EXPECT_TRUE(watcher_->IsArmed(OwnerKey("owner-only")));
+
+  // Unarmed too (a restarted daemon): the pass probes the owner.
+  for (const bool armed : {true, false}) {
+    if (!armed) watcher_->Disarm(OwnerKey("owner-only"));
+    ASSERT_OK_AND_ASSIGN(PassResult quiet, reconciler_->RunPass());
+    EXPECT_TRUE(quiet.transitions.empty()) << armed;
+    ASSERT_OK_AND_ASSIGN(const v1::Run still, store_->Get("owner-only"));
+    EXPECT_EQ(still.state(), v1::RUN_STATE_RUNNING);
+    EXPECT_EQ(still.liveness(), v1::LIVENESS_ALIVE);
+  }
+  owner.ExitToZombie();
+  ASSERT_OK_AND_ASSIGN(PassResult pass, reconciler_->RunPass());
+  ASSERT_EQ(pass.transitions.size(), 1u);
+  EXPECT_EQ(pass.transitions[0].stale_reason(), v1::STALE_REASON_OWNER_EXITED);
+
+  // No owner, no leader: refused.
+  v1::RegisterRunRequest none;
+  none.set_run_id("nobody-at-all");
+  EXPECT_TRUE(absl::IsInvalidArgument(registrar_->Register(Caller{}, none).status()));
+}
+
 TEST_F(RegistrationTest, BadOwnersAreRefusedNamingTheField) {
   base::TestChild leader("rr-reg-leader4");
   auto refused = [&](int owner_pid, absl::StatusCode code, absl::string_view text,

@@ -86,8 +86,27 @@ absl::Status ValidateLabels(const google::protobuf::Map<std::string, std::string
 
 absl::Status ValidateRegisterRequest(const v1::RegisterRunRequest& r) {
   RETURN_IF_ERROR(ValidateNewRunId(r.run_id()));
-  if (r.pid() <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("pid: ", r.pid(), " must be > 0"));
+  if (r.pid() < 0 || (r.pid() == 0 && r.owner_pid() <= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pid: ", r.pid(), " must be > 0 (0 only for a run with an owner and no leader)"));
+  }
+  if (r.pid() == 0) {
+    // A run with only an owner: no leader identity to send. Its members are
+    // found by cookie (RUNREAPER_RUN_ID and the match cookies) alone.
+    const char* sent = r.has_pgid()               ? "pgid"
+                       : r.has_sid()              ? "sid"
+                       : r.has_pidns_inode()      ? "pidns_inode"
+                       : r.has_start_time_ticks() ? "start_time_ticks"
+                       : r.has_boot_id()          ? "boot_id"
+                       : r.has_uid()              ? "uid"
+                       : r.has_comm()             ? "comm"
+                       : r.has_cgroup()           ? "cgroup"
+                                                  : nullptr;
+    if (sent != nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(sent, ": sent for a run with no leader (pid 0); a run with only an owner ",
+                       "has no leader identity (and no cgroup: name a leader in it)"));
+    }
   }
   if (r.has_pgid() && r.pgid() <= 1) {
     return absl::InvalidArgumentError(absl::StrCat("pgid: ", r.pgid(), " must be > 1"));

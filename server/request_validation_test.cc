@@ -85,6 +85,31 @@ TEST(ValidateRegisterRequestTest, NamesTheBadField) {
   ExpectBad(r, "labels");
 }
 
+// pid 0: a run with an owner and no leader of its own; it takes no leader
+// identity fields (each refused by name) and no cgroup.
+TEST(ValidateRegisterRequestTest, NoLeaderNeedsAnOwnerAndNoLeaderIdentity) {
+  auto r = Valid();
+  r.set_pid(0);
+  ExpectBad(r, "pid");  // no owner either
+  r.set_owner_pid(77);
+  EXPECT_OK(ValidateRegisterRequest(r));
+  r.add_cookies()->set_name("CI_JOB_ID");
+  EXPECT_OK(ValidateRegisterRequest(r));
+  for (const char* field :
+       {"pgid", "sid", "pidns_inode", "start_time_ticks", "boot_id", "uid", "comm", "cgroup"}) {
+    v1::RegisterRunRequest bad = r;
+    if (std::string(field) == "pgid") bad.set_pgid(5);
+    if (std::string(field) == "sid") bad.set_sid(5);
+    if (std::string(field) == "pidns_inode") bad.set_pidns_inode(4026531836);
+    if (std::string(field) == "start_time_ticks") bad.set_start_time_ticks(100);
+    if (std::string(field) == "boot_id") bad.set_boot_id("b");
+    if (std::string(field) == "uid") bad.set_uid(0);
+    if (std::string(field) == "comm") bad.set_comm("sh");
+    if (std::string(field) == "cgroup") bad.set_cgroup("/x");
+    ExpectBad(bad, field);
+  }
+}
+
 TEST(ValidateRunIdTest, OptionalRunIdMayBeEmptyButNotTooLong) {
   EXPECT_OK(ValidateOptionalRunId(""));
   EXPECT_OK(ValidateOptionalRunId(std::string(kMaxRunIdBytes, 'x')));

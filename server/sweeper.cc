@@ -417,7 +417,8 @@ void Sweeper::TrackRuns(const std::vector<v1::Run>& runs) {
     // (the daemon on the host sees that namespace's forks by host pid).
     const std::optional<scanner::ProcessRef> leader =
         scanner::LeaderIn(scanner::IdentityOf(run), self_ns);
-    if (!leader.has_value() || run.start_time_ticks() == 0) continue;
+    // No leader of its own (an owner-only run): no descent to follow.
+    if (!leader.has_value() || leader->pid <= 0 || run.start_time_ticks() == 0) continue;
     specs.push_back({run.run_id(), leader->pid, run.start_time_ticks()});
   }
   if (specs.empty()) return;

@@ -7,6 +7,7 @@
 // of one worker ends its run (STALE, OWNER_EXITED) through the exit watcher
 // and the daemon sweeps that job (leader and escapee) by itself, while the
 // other job, its worker, the listener and the bystander are untouched.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -245,6 +246,122 @@ TEST_F(OwnerE2ETest, SweepOnEndSurvivesKill9OfTheDaemon) {
   ASSERT_TRUE(base::WaitFor([&] { return !Alive(Pid("escapee1")); }, absl::Seconds(90)))
       << second.log();
   EXPECT_TRUE(Alive(Pid("escapee2")));
+}
+
+// A run with an owner and no leader of its own (`register` without --pid):
+// it starts at the registration and lives as long as its owner; its members
+// are the processes started after it that carry its cookie. Here an agent
+// (its own session) starts a job's escapee (setsid, SIGINT and SIGTERM
+// ignored, the job's CI_JOB_ID) only after the registration; a process with
+// the same cookie started before it, and a bystander in the agent's session,
+// are never members. Reconcile passes keep the run RUNNING while the agent
+// lives (without a leader nothing else is there to verify: it would time
+// out), and SIGKILL of the agent ends it (OWNER_EXITED) and sweeps the
+// escapee.
+TEST_F(OwnerE2ETest, AnOwnerOnlyRunLivesWithItsOwnerAndSweepsItsCookiesAfterIt) {
+  const std::string d = d_ + "/agent";
+  ASSERT_EQ(system(("mkdir -p " + d + " " + d_ + "/daemon5 && mkfifo " + d + "/go").c_str()), 0);
+  WriteFile(d + "/agent.sh",
+            "D=$1\n"
+            "CI_JOB_ID=77 sleep 1000 & echo $! > $D/early.t && mv $D/early.t $D/early\n"
+            "sleep 1000 & echo $! > $D/bystander.t && mv $D/bystander.t $D/bystander\n"
+            "echo $$ > $D/agent.t && mv $D/agent.t $D/agent\n"
+            "read x < $D/go\n"
+            "CI_JOB_ID=77 setsid sh -c 'trap \"\" INT TERM; echo $$ > '$D'/escapee.t && "
+            "mv '$D'/escapee.t '$D'/escapee; exec sleep 1000' &\n"
+            "wait\n");
+  const pid_t agent = fork();
+  ASSERT_GE(agent, 0);
+  if (agent == 0) {
+    setsid();
+    execl("/bin/sh", "sh", (d + "/agent.sh").c_str(), d.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  for (const char* name : {"early", "bystander", "agent"}) {
+    ASSERT_TRUE(base::WaitFor([&] { return PublishedPid(d, name) > 0; })) << name;
+  }
+  struct Cleanup {
+    std::string d;
+    ~Cleanup() {
+      for (const char* name : {"early", "bystander", "agent", "escapee"}) {
+        if (const pid_t pid = PublishedPid(d, name); pid > 1) kill(pid, SIGKILL);
+      }
+    }
+  } cleanup{d};
+
+  Daemon daemon(d_ + "/daemon5", {"--scan_interval=1s", "--stale_after=2s"});
+  ASSERT_TRUE(daemon.Start()) << daemon.log();
+  CtlResult reg = RunCtl(Ctl(daemon, {"register", "job77", absl::StrCat("--owner_pid=", agent),
+                                      "--cookie=CI_JOB_ID=77", "--sweep_on_end=1s"}));
+  ASSERT_EQ(reg.exit_code, 0) << reg.err;
+  v1::Run run = Get(daemon, "job77");
+  EXPECT_EQ(run.pid(), 0);
+  EXPECT_EQ(run.owner_pid(), agent);
+  EXPECT_EQ(run.liveness(), v1::LIVENESS_ALIVE);
+  EXPECT_GT(run.start_time_ticks(), 0u);
+
+  // The job starts its escapee now, after the registration.
+  {
+    const int fd = open((d + "/go").c_str(), O_WRONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(write(fd, "\n", 1), 1);
+    close(fd);
+  }
+  ASSERT_TRUE(base::WaitFor([&] { return PublishedPid(d, "escapee") > 0; }));
+  const pid_t escapee = PublishedPid(d, "escapee");
+  ASSERT_TRUE(base::WaitFor(
+      [&] { return ReadFile(absl::StrCat("/proc/", escapee, "/comm")) == "sleep\n"; }));
+
+  // Passes past --stale_after: the owner is verified alive, so is the run.
+  for (int i = 0; i < 3; ++i) {
+    absl::SleepFor(absl::Seconds(1));  // past stale_after (2s) on the third pass
+    CtlResult rec = RunCtl(Ctl(daemon, {"reconcile"}));
+    ASSERT_EQ(rec.exit_code, 0) << rec.err;
+  }
+  run = Get(daemon, "job77");
+  EXPECT_EQ(run.state(), v1::RUN_STATE_RUNNING) << v1::StaleReason_Name(run.stale_reason());
+  EXPECT_EQ(run.liveness(), v1::LIVENESS_ALIVE);
+
+  ASSERT_EQ(kill(agent, SIGKILL), 0);
+  ASSERT_TRUE(base::WaitFor([&] {
+    run = Get(daemon, "job77");
+    return run.state() == v1::RUN_STATE_STALE;
+  })) << daemon.log();
+  EXPECT_EQ(run.stale_reason(), v1::STALE_REASON_OWNER_EXITED);
+  ASSERT_TRUE(base::WaitFor([&] { return !Alive(escapee); }, absl::Seconds(60))) << daemon.log();
+  EXPECT_TRUE(Alive(PublishedPid(d, "early")));
+  EXPECT_TRUE(Alive(PublishedPid(d, "bystander")));
+  // Its only member was the escapee: every signal went to it (the early
+  // cookie process is older than the run, the bystander carries no cookie,
+  // the agent is the owner).
+  auto stub = daemon.stub();
+  v1::ListEventsRequest req;
+  req.set_page_size(1000);
+  v1::ListEventsResponse events;
+  auto ctx = Ctx();
+  ASSERT_TRUE(stub->ListEvents(ctx.get(), req, &events).ok());
+  int signals = 0;
+  for (const v1::Event& e : events.events()) {
+    if (e.type() != v1::EVENT_TYPE_SIGNAL) continue;
+    ++signals;
+    EXPECT_EQ(e.pid(), escapee);
+  }
+  EXPECT_GT(signals, 0);
+}
+
+// Without --pid and without an owner: a usage error; with no leader, the
+// leader's identity flags are refused, naming the flag.
+TEST_F(OwnerE2ETest, ARunWithNoLeaderNeedsAnOwnerAndTakesNoLeaderIdentity) {
+  ASSERT_EQ(system(("mkdir -p " + dir_.path() + "/daemon6").c_str()), 0);
+  Daemon daemon(dir_.path() + "/daemon6", {"--scan_interval=60s"});
+  ASSERT_TRUE(daemon.Start()) << daemon.log();
+  CtlResult r = RunCtl(Ctl(daemon, {"register", "n1", "--cookie=CI_JOB_ID=1"}));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--pid"), std::string::npos) << r.err;
+  r = RunCtl(Ctl(daemon, {"register", "n2", absl::StrCat("--owner_pid=", Pid("worker1")),
+                          "--cgroup=/runreaper-test/x"}));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--cgroup needs --pid"), std::string::npos) << r.err;
 }
 
 // Bad owners through the CLI: each a clear error naming the flag or field.

@@ -186,16 +186,34 @@ int CmdRegister(Client& c, const ParsedArgs& a) {
   v1::RegisterRunRequest req;
   req.set_run_id(a.positional[1]);
   scanner::ProcFs procfs;
-  if (!a.Has("pid")) return Usage("register needs --pid=N (N > 0) or --pid=ancestor:COMM");
-  absl::StatusOr<ResolvedPid> leader = ResolvePidFlag(procfs, "pid", a.Get("pid"));
-  if (!leader.ok()) {
-    if (absl::IsInvalidArgument(leader.status()))
-      return Usage(std::string(leader.status().message()));
-    fprintf(stderr, "runreaperctl: register: %s\n",
-            base::EscapeForLog(leader.status().message()).c_str());
-    return absl::IsNotFound(leader.status()) ? kExitNotFound : kExitError;
+  // Without --pid, a run with only an owner (no leader of its own): its
+  // members are found by cookie alone.
+  const bool owner_only = !a.Has("pid") && (a.Has("owner_pid") || a.Has("owner"));
+  if (!a.Has("pid") && !owner_only) {
+    return Usage(
+        "register needs --pid=N (N > 0) or --pid=ancestor:COMM (or, for a run with no leader, "
+        "--owner_pid=M or --owner=ancestor:COMM)");
   }
-  const int pid = leader->pid;
+  if (owner_only) {
+    for (const char* flag : {"pgid", "pidns", "cgroup"}) {
+      if (a.Has(flag)) {
+        return Usage(absl::StrCat("--", flag, " needs --pid: a run with only an owner has no ",
+                                  "leader identity"));
+      }
+    }
+  }
+  int pid = 0;
+  if (!owner_only) {
+    absl::StatusOr<ResolvedPid> leader = ResolvePidFlag(procfs, "pid", a.Get("pid"));
+    if (!leader.ok()) {
+      if (absl::IsInvalidArgument(leader.status()))
+        return Usage(std::string(leader.status().message()));
+      fprintf(stderr, "runreaperctl: register: %s\n",
+              base::EscapeForLog(leader.status().message()).c_str());
+      return absl::IsNotFound(leader.status()) ? kExitNotFound : kExitError;
+    }
+    pid = leader->pid;
+  }
   req.set_pid(pid);
   if (a.Has("owner_pid") && a.Has("owner")) {
     return Usage("--owner_pid and --owner are exclusive");
@@ -234,9 +252,13 @@ int CmdRegister(Client& c, const ParsedArgs& a) {
           absl::ToInt64Microseconds(*grace));
     }
   }
-  // The identity as this namespace sees it.
-  absl::StatusOr<scanner::Identity> id = procfs.CaptureIdentity(pid);
-  if (!id.ok() && !absl::IsPermissionDenied(id.status())) {
+  // The identity as this namespace sees it (none for a run with no leader).
+  absl::StatusOr<scanner::Identity> id =
+      owner_only ? absl::StatusOr<scanner::Identity>(absl::NotFoundError("no leader"))
+                 : procfs.CaptureIdentity(pid);
+  if (owner_only) {
+    // Nothing to read or send.
+  } else if (!id.ok() && !absl::IsPermissionDenied(id.status())) {
     fprintf(stderr, "runreaperctl: register: cannot read process %d here: %s\n", pid,
             base::EscapeForLog(id.status().message()).c_str());
     return absl::IsNotFound(id.status()) ? kExitNotFound : kExitError;
@@ -245,7 +267,7 @@ int CmdRegister(Client& c, const ParsedArgs& a) {
   // we may read of it, so that runreaperd finds it (from a container too)
   // and decides whether this caller may register it (docs/SECURITY.md); the
   // pid alone when not even its stat is readable.
-  if (!id.ok()) {
+  if (!id.ok() && !owner_only) {
     if (absl::StatusOr<scanner::Identity> readable = ReadableIdentity(procfs, pid); readable.ok()) {
       id = *std::move(readable);
     }

@@ -56,7 +56,7 @@ const std::vector<Command>& Commands() {
        0,
        0},
       {"register",
-       "register RUN_ID --pid=N|ancestor:COMM [--owner_pid=M | --owner=ancestor:COMM] "
+       "register RUN_ID [--pid=N|ancestor:COMM] [--owner_pid=M | --owner=ancestor:COMM] "
        "[--sweep_on_end[=GRACE]] [--print_env] [--pgid=N] [--pidns=INODE] "
        "[--cgroup=PATH] [--label=k=v]... [--cookie=NAME=VALUE]... [--keep]",
        "Registers a run. The identity of --pid (pgid, sid, PID-namespace inode, "
@@ -80,7 +80,11 @@ const std::vector<Command>& Commands() {
        "member, never signalled, and never lends the run its group or "
        "session. It must be a live process of runreaperd's PID namespace, not "
        "pid 1, runreaperd or the leader; a caller that is not root may name "
-       "only an owner of its own uid. "
+       "only an owner of its own uid. With an owner, --pid may be left out: a "
+       "run with no leader of its own starts at the registration, lives as "
+       "long as its owner, and its members are the processes started after "
+       "it that carry its cookies (RUNREAPER_RUN_ID=RUN_ID, --cookie); "
+       "--pgid, --pidns and --cgroup need --pid. "
        "--sweep_on_end[=GRACE]: runreaperd sweeps the run GRACE (default 5s, "
        "at most 1h) after it turns FINISHED, STALE or CANCELLED, by itself. "
        "--print_env prints only RUNREAPER_RUN_ID=RUN_ID on stdout (for "
