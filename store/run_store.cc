@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,7 +32,21 @@ constexpr int kMaxLabelsInQuery = 64;
 
 // Names the first identity field in which `a` and `b` differ, or "" when
 // they have the same identity.
+std::string IdentityDifferenceOf(const v1::Run& a, const v1::Run& b);
+
+// Why `b` is not the same registration as the stored `a` ("" = it is).
 std::string IdentityDifference(const v1::Run& a, const v1::Run& b) {
+  if (a.pid() == 0 && b.pid() == 0 && a.start_time_ticks() != b.start_time_ticks()) {
+    // A run with no leader starts when it was first registered: a retry
+    // carries a later time and is still the same registration.
+    v1::Run retry = b;
+    retry.set_start_time_ticks(a.start_time_ticks());
+    return IdentityDifferenceOf(a, retry);
+  }
+  return IdentityDifferenceOf(a, b);
+}
+
+std::string IdentityDifferenceOf(const v1::Run& a, const v1::Run& b) {
   if (a.pid() != b.pid()) return absl::StrCat("pid ", a.pid(), " vs ", b.pid());
   if (a.pgid() != b.pgid()) {
     return absl::StrCat("pgid ", a.pgid(), " vs ", b.pgid());
@@ -74,6 +89,18 @@ std::string IdentityDifference(const v1::Run& a, const v1::Run& b) {
     return absl::StrCat("owner ", a.owner_pid(), " vs ", b.owner_pid());
   }
   if (a.sweep_on_end() != b.sweep_on_end()) return "sweep_on_end";
+  if (a.sweep_grace().seconds() != b.sweep_grace().seconds() ||
+      a.sweep_grace().nanos() != b.sweep_grace().nanos()) {
+    return "sweep_grace";
+  }
+  // The cookies as a set of pairs: the order they were sent in is not part
+  // of the registration.
+  auto cookies = [](const v1::Run& r) {
+    std::multiset<std::pair<std::string, std::string>> out;
+    for (const v1::Cookie& c : r.cookies()) out.emplace(c.name(), c.value());
+    return out;
+  };
+  if (cookies(a) != cookies(b)) return "cookies";
   return "";
 }
 

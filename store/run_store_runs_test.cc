@@ -120,6 +120,55 @@ TEST_F(RunStoreTest, RegisterIsIdempotentForTheSameIdentity) {
   EXPECT_EQ(Events(*store).size(), 1u) << "no event for a repeat";
 }
 
+// Cookies are compared as a set (the order sent is not part of the
+// registration), values exactly; sweep_grace as sent.
+TEST_F(RunStoreTest, RegisterComparesCookiesAsASetAndTheGrace) {
+  auto store = OpenOrDie();
+  RunProto r = MakeRun("c1");
+  r.set_sweep_on_end(true);
+  r.mutable_sweep_grace()->set_seconds(5);
+  for (const char* pair : {"CI_JOB_ID=7", "RUNNER_TRACKING_ID=github_x"}) {
+    const std::string text(pair);
+    v1::Cookie* c = r.add_cookies();
+    c->set_name(text.substr(0, text.find('=')));
+    c->set_value(text.substr(text.find('=') + 1));
+  }
+  ASSERT_OK(store->Register(r));
+  RunProto swapped = r;
+  swapped.mutable_cookies()->SwapElements(0, 1);
+  EXPECT_OK(store->Register(swapped).status());
+  RunProto other = r;
+  other.mutable_cookies(0)->set_value("8");
+  EXPECT_EQ(store->Register(other).status().code(), absl::StatusCode::kAlreadyExists);
+  other = r;
+  other.mutable_sweep_grace()->set_seconds(6);
+  EXPECT_EQ(store->Register(other).status().code(), absl::StatusCode::kAlreadyExists);
+}
+
+// A run with no leader (pid 0) starts when it is first registered: a retry
+// (a later start time) is the same registration and keeps the first time.
+TEST_F(RunStoreTest, ARetryOfARunWithNoLeaderKeepsItsFirstStart) {
+  auto store = OpenOrDie();
+  RunProto r = MakeRun("no-leader", 0);
+  r.set_pgid(0);
+  r.set_sid(0);
+  r.set_start_time_ticks(1000);
+  r.set_owner_pid(77);
+  r.set_owner_start_time_ticks(50);
+  ASSERT_OK(store->Register(r));
+  RunProto retry = r;
+  retry.set_start_time_ticks(1500);
+  ASSERT_OK_AND_ASSIGN(RunProto again, store->Register(retry));
+  EXPECT_EQ(again.start_time_ticks(), 1000u);
+  retry.set_owner_pid(78);
+  EXPECT_EQ(store->Register(retry).status().code(), absl::StatusCode::kAlreadyExists);
+  // A leader's start time is its identity: never so.
+  RunProto led = MakeRun("led");
+  ASSERT_OK(store->Register(led));
+  led.set_start_time_ticks(led.start_time_ticks() + 1);
+  EXPECT_EQ(store->Register(led).status().code(), absl::StatusCode::kAlreadyExists);
+}
+
 TEST_F(RunStoreTest, RegisterWithADifferentIdentityIsAlreadyExists) {
   auto store = OpenOrDie();
   ASSERT_OK(store->Register(MakeRun("r1")));
@@ -138,6 +187,16 @@ TEST_F(RunStoreTest, RegisterWithADifferentIdentityIsAlreadyExists) {
       [](RunProto& r) { (*r.mutable_labels())["extra"] = "x"; },
       [](RunProto& r) { r.mutable_labels()->erase("team"); },
       [](RunProto& r) { r.set_keep(true); },
+      [](RunProto& r) { r.set_sweep_on_end(true); },
+      [](RunProto& r) {
+        r.set_sweep_on_end(true);
+        r.mutable_sweep_grace()->set_seconds(9);
+      },
+      [](RunProto& r) {
+        v1::Cookie* c = r.add_cookies();
+        c->set_name("CI_JOB_ID");
+        c->set_value("8");
+      },
   };
   for (size_t i = 0; i < changes.size(); ++i) {
     RunProto other = MakeRun("r1");
