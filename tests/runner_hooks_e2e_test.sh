@@ -454,6 +454,18 @@ nomad_job "$T/B-nomad" "true"
 expect_times B-nomad "^poststop rc=0"; expect_why B-nomad; show_times B-nomad
 pass "B every hook, daemon unreachable: one 'runreaper:' line, exit 0, the job goes on"
 
+# A hook copied alone (no common/lib.sh beside its folder) and no package
+# installed: one 'runreaper:' line, exit 0.
+mkdir -p "$T/B-alone/hook"
+cp "$HOOKS/github-actions/job-started.sh" "$T/B-alone/hook/"
+rc=0
+RUNREAPER_RUNNERS_DIR="$T/B-alone/none" GITHUB_RUN_ID=1 \
+  bash -e "$T/B-alone/hook/job-started.sh" 2> "$T/B-alone/stderr" || rc=$?
+[ "$rc" = 0 ] || fail "B-alone: exit $rc"
+expect_why B-alone
+grep -q 'common/lib.sh' "$T/B-alone/stderr" || fail "B-alone: the reason names no lib.sh"
+pass "B a hook copied alone: it says lib.sh is missing and exits 0"
+
 # ---------------------------------------------------------------------------
 # C. The real daemon: the leak is swept.
 missing=""

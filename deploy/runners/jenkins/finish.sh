@@ -3,41 +3,15 @@
 # JENKINS_NODE_COOKIE) with `finish --no_wait` and $RUNREAPER_EXIT_CODE when
 # set (withRunreaper sets 0 or 1), then stops the anchor; runreaperd sweeps
 # the build's leftovers after the grace. Always exits 0.
-# --- runreaper hook helpers (the same block in every shipped hook) ---------
-# A hook never fails the job because of runreaper: rr_ctl prints one line
-# `runreaper: <why>` on stderr and returns 1; callers then go on (exit 0).
-rr_sock="${RUNREAPER_SOCKET:-/run/runreaper/runreaper.sock}"
-rr_ctl() {
-  local out
-  if ! command -v runreaperctl >/dev/null 2>&1; then
-    echo "runreaper: runreaperctl not found on PATH; this job is not tracked" >&2
-    return 1
-  fi
-  # stdout (the run as stored) is dropped: it would only clutter the job log.
-  if out="$(runreaperctl --socket="$rr_sock" --rpc_timeout="${RUNREAPER_HOOK_TIMEOUT:-2s}" \
-              "$@" 2>&1 >/dev/null)"; then
-    return 0
-  fi
-  echo "runreaper: runreaperctl $1 ${2:-} failed (socket $rr_sock): $(printf '%s' "$out" |
-        tr -s '\n' ' ' | cut -c1-400)" >&2
-  return 1
-}
-# A run id runreaperd accepts: printable ASCII without space, at most 256 bytes.
-rr_id() {
-  local s="$1"
-  s="${s//[^A-Za-z0-9._:+=@-]/_}"
-  printf '%s' "${s:0:256}"
-}
-# --sweep_on_end=GRACE: $RUNREAPER_SWEEP_GRACE, default 5s, so that the end
-# hook itself (which carries the job's cookie) is gone before the sweep.
-rr_sweep_flag() {
-  printf '%s' "--sweep_on_end=${RUNREAPER_SWEEP_GRACE:-5s}"
-}
-# The systemd unit this hook runs in ("" outside one), for end-runs.sh.
-rr_unit() {
-  sed -n 's#^0::.*/\([^/]*\.service\)$#\1#p' /proc/self/cgroup 2>/dev/null || true
-}
-# ---------------------------------------------------------------------------
+# The helpers (rr_ctl, rr_id, rr_sweep_flag, rr_unit): common/lib.sh beside
+# this hook's folder (resolving a symlink to it), else the package's copy.
+rr_lib="$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../common/lib.sh"
+[ -r "$rr_lib" ] || rr_lib="${RUNREAPER_RUNNERS_DIR:-/usr/share/runreaper/runners}/common/lib.sh"
+# shellcheck source=../common/lib.sh
+if [ ! -r "$rr_lib" ] || ! . "$rr_lib"; then
+  echo "runreaper: cannot read $rr_lib (install the whole runners/ folder); job not tracked" >&2
+  exit 0
+fi
 # The job's anchor: a runner that has no process per job (gitlab-runner,
 # the Jenkins agent JVM) gets one, a `sleep` in its own session that leads
 # the run from the start hook to the end hook. Its argv[0] names the run, so
