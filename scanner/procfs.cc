@@ -476,6 +476,11 @@ absl::StatusOr<Identity> ProcFs::CaptureIdentity(int pid) const {
 }
 
 absl::StatusOr<Identity> ProcFs::CaptureIdentity(int pid, ProcStatus* status_out) const {
+  return CaptureIdentity(pid, status_out, CaptureOptions());
+}
+
+absl::StatusOr<Identity> ProcFs::CaptureIdentity(int pid, ProcStatus* status_out,
+                                                 const CaptureOptions& options) const {
   if (pid <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("invalid pid ", pid));
   }
@@ -504,12 +509,14 @@ absl::StatusOr<Identity> ProcFs::CaptureIdentity(int pid, ProcStatus* status_out
   }
   ASSIGN_OR_RETURN(id.pidns_inode,
                    ReadPidNsAt(dirfd.get(), "ns/pid", absl::StrCat(dir, "/ns/pid")));
-  std::string cgroup_text;
-  RETURN_IF_ERROR(base::ReadFileAt(dirfd.get(), "cgroup", absl::StrCat(dir, "/cgroup"),
-                                   kSmallFileMax, &cgroup_text));
-  // No v2 line (a v1-only host): the record holds no cgroup.
-  if (absl::StatusOr<std::string> cgroup = ParseCgroupV2(cgroup_text); cgroup.ok()) {
-    id.cgroup = *std::move(cgroup);
+  if (options.cgroup) {
+    std::string cgroup_text;
+    RETURN_IF_ERROR(base::ReadFileAt(dirfd.get(), "cgroup", absl::StrCat(dir, "/cgroup"),
+                                     kSmallFileMax, &cgroup_text));
+    // No v2 line (a v1-only host): the record holds no cgroup.
+    if (absl::StatusOr<std::string> cgroup = ParseCgroupV2(cgroup_text); cgroup.ok()) {
+      id.cgroup = *std::move(cgroup);
+    }
   }
   ASSIGN_OR_RETURN(id.boot_id, ReadBootId());
   id.pgid = stat.pgrp;

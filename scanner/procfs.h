@@ -145,6 +145,12 @@ class ProcFs {
   // from this procfs's down to the process's own numbers it), so both are
   // one process.
   absl::StatusOr<Identity> CaptureIdentity(int pid, ProcStatus* status) const;
+  // What a capture may leave out (the caller drops it anyway).
+  struct CaptureOptions {
+    bool cgroup = true;  // false: <pid>/cgroup is not read; Identity::cgroup stays ""
+  };
+  absl::StatusOr<Identity> CaptureIdentity(int pid, ProcStatus* status,
+                                           const CaptureOptions& options) const;
 
  private:
   // What ReadBootId and SelfPidNs keep, shared by copies of this ProcFs

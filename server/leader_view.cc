@@ -83,7 +83,8 @@ absl::StatusOr<scanner::Identity> LiveInOwnNamespace(const scanner::Identity& ho
 }
 
 LeaderView ViewLeader(const scanner::ProcFs& procfs, const DaemonSelf& self,
-                      const v1::RegisterRunRequest& r) {
+                      const v1::RegisterRunRequest& r,
+                      const scanner::ProcFs::CaptureOptions& capture) {
   LeaderView view;
   const uint64_t self_ns = self.pidns_inode();  // 0 = unknown
   if (r.pidns_inode() != 0 && self_ns != 0 && r.pidns_inode() != self_ns) {
@@ -98,7 +99,7 @@ LeaderView ViewLeader(const scanner::ProcFs& procfs, const DaemonSelf& self,
   }
   view.named_pidns = self_ns;
   scanner::ProcStatus status;
-  absl::StatusOr<scanner::Identity> id = procfs.CaptureIdentity(r.pid(), &status);
+  absl::StatusOr<scanner::Identity> id = procfs.CaptureIdentity(r.pid(), &status, capture);
   if (id.ok()) {
     view.where = LeaderView::Where::kHere;
     view.live = *std::move(id);
@@ -130,7 +131,11 @@ LeaderView ViewLeader(const scanner::ProcFs& procfs, const DaemonSelf& self,
 LeaderView ViewOwner(const scanner::ProcFs& procfs, const DaemonSelf& self, int owner_pid) {
   v1::RegisterRunRequest by_pid;  // only a pid: read in our namespace
   by_pid.set_pid(owner_pid);
-  return ViewLeader(procfs, self, by_pid);
+  // An owner's cgroup is never recorded (it is the agent's, shared by every
+  // job): not read.
+  scanner::ProcFs::CaptureOptions options;
+  options.cgroup = false;
+  return ViewLeader(procfs, self, by_pid, options);
 }
 
 void RecordTranslation(const DaemonSelf& self, const LeaderView& leader, v1::Run* run) {

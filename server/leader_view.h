@@ -84,8 +84,10 @@ absl::StatusOr<scanner::Identity> LiveInOwnNamespace(const scanner::Identity& ho
 //   another boot, not visible, no such process there, it changed while
 //   read).
 // Later steps of a registration use this view and read the leader no more.
+// `capture`: what a read here (kHere) may leave out.
 LeaderView ViewLeader(const scanner::ProcFs& procfs, const DaemonSelf& self,
-                      const v1::RegisterRunRequest& request);
+                      const v1::RegisterRunRequest& request,
+                      const scanner::ProcFs::CaptureOptions& capture = {});
 
 // The one read of a RegisterRun request's owner (owner_pid): always in
 // runreaperd's own PID namespace, by pid, pinned, exactly as a leader sent
