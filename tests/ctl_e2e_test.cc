@@ -86,8 +86,11 @@ TEST_F(CtlE2ETest, FinishGetAndWait) {
   CtlResult fin = Ctl({"finish", "cli2", "--exit_code=5"});
   ASSERT_EQ(fin.exit_code, 0) << fin.err;
   EXPECT_TRUE(absl::StrContains(fin.out, "FINISHED")) << fin.out;
+  // The job's own code: the runner's result, 5 (no observed exit: the
+  // leader still runs).
   CtlResult wait = Ctl({"wait", "cli2", "--timeout=10s", "--json"});
-  ASSERT_EQ(wait.exit_code, 0) << wait.err;
+  ASSERT_EQ(wait.exit_code, 5) << wait.err;
+  EXPECT_EQ(Ctl({"wait", "cli2", "--no_job_code"}).exit_code, 0);
   v1::WaitRunResponse w;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(wait.out, &w).ok()) << wait.out;
   EXPECT_TRUE(w.terminal());
@@ -98,7 +101,7 @@ TEST_F(CtlE2ETest, KillThenEventsShowStale) {
   Sleeper sleeper;
   ASSERT_EQ(Ctl({"register", "cli3", absl::StrCat("--pid=", sleeper.pid())}).exit_code, 0);
   sleeper.Kill();
-  ASSERT_EQ(Ctl({"wait", "cli3", "--timeout=10s"}).exit_code, 0);
+  ASSERT_EQ(Ctl({"wait", "cli3", "--timeout=10s", "--no_job_code"}).exit_code, 0);
   CtlResult events = Ctl({"events", "--run=cli3"});
   ASSERT_EQ(events.exit_code, 0) << events.err;
   EXPECT_TRUE(absl::StrContains(events.out, "RUNNING -> STALE (EXITED)")) << events.out;

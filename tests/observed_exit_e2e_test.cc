@@ -101,7 +101,7 @@ class ObservedExitE2ETest : public SharedDaemonTest {
   }
   // `wait --json` for the run: its WaitRunResponse.
   v1::WaitRunResponse WaitJson(const std::string& run, Daemon* d = nullptr) {
-    CtlResult r = Ctl({"wait", run, "--timeout=20s", "--json"}, d);
+    CtlResult r = Ctl({"wait", run, "--timeout=20s", "--json", "--no_job_code"}, d);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     v1::WaitRunResponse w;
     EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &w).ok()) << r.out;
@@ -132,7 +132,8 @@ TEST_F(ObservedExitE2ETest, ExitCodeOfAProcessThatIsNobodysChildHere) {
   // wait --job_code exits with the job's own code.
   CtlResult wait = Ctl({"wait", "oe-seven", "--timeout=10s", "--job_code"});
   EXPECT_EQ(wait.exit_code, 7) << wait.out << wait.err;
-  EXPECT_EQ(Ctl({"wait", "oe-seven", "--timeout=10s"}).exit_code, 0) << "without it, 0 as before";
+  EXPECT_EQ(Ctl({"wait", "oe-seven", "--timeout=10s"}).exit_code, 7) << "the default too";
+  EXPECT_EQ(Ctl({"wait", "oe-seven", "--no_job_code"}).exit_code, 0);
 
   // The STATE_CHANGED event carries it too.
   CtlResult events = Ctl({"events", "--run=oe-seven", "--json"});
@@ -200,7 +201,7 @@ TEST(ObservedExitFallbackE2ETest, WithoutPidfdInfoTheConnectorOrUnknown) {
   ASSERT_EQ(ctl(without, {"register", "fb-none", absl::StrCat("--pid=", b.pid())}).exit_code, 0);
   a.End();
   b.End();
-  CtlResult wa = ctl(with, {"wait", "fb-conn", "--timeout=20s", "--json"});
+  CtlResult wa = ctl(with, {"wait", "fb-conn", "--timeout=20s", "--json", "--no_job_code"});
   ASSERT_EQ(wa.exit_code, 0) << wa.err;
   v1::WaitRunResponse w;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(wa.out, &w).ok()) << wa.out;
@@ -224,6 +225,10 @@ TEST(ObservedExitFallbackE2ETest, WithoutPidfdInfoTheConnectorOrUnknown) {
   EXPECT_TRUE(absl::StrContains(ctl(without, {"get", "fb-none"}).out, "observed_exit: unknown"));
   CtlResult code = ctl(without, {"wait", "fb-none", "--job_code"});
   EXPECT_EQ(code.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(code.err, "unknown")) << code.err;
+  // Without --job_code an unknown status is 0, said on stderr.
+  code = ctl(without, {"wait", "fb-none"});
+  EXPECT_EQ(code.exit_code, 0);
   EXPECT_TRUE(absl::StrContains(code.err, "unknown")) << code.err;
 }
 

@@ -381,15 +381,21 @@ int CmdWait(Client& c, const ParsedArgs& a) {
       printf("result:        timed out (still %s)\n", ShortStateName(resp.run().state()).c_str());
   }
   if (resp.timed_out()) return kExitError;
-  if (!a.Bool("job_code")) return kExitOk;
+  if (a.Bool("no_job_code")) return kExitOk;
   // The job's own code (the leader's observed exit, else the runner's
   // result), so a shell script can wait on a process it never started.
   v1::Run run = resp.run();
   if (resp.has_observed_exit()) *run.mutable_observed_exit() = resp.observed_exit();
   const int code = JobCode(run);
   if (code < 0) {
-    fprintf(stderr, "runreaperctl: wait: the job's exit status is unknown\n");
-    return kExitError;
+    if (a.Bool("job_code")) {
+      fprintf(stderr, "runreaperctl: wait: the job's exit status is unknown\n");
+      return kExitError;
+    }
+    fprintf(stderr,
+            "runreaperctl: wait: the run ended; the job's exit status is unknown (exit 0; "
+            "--job_code makes that 1)\n");
+    return kExitOk;
   }
   return code;
 }

@@ -7,8 +7,8 @@
 // (tools/ctl_commands.h), which prints through tools/ctl_output.h.
 //
 // Exit codes: 0 ok, 1 error (including a daemon that cannot be reached and
-// `wait` timing out), 2 usage, 3 not found; `wait --job_code` exits with the
-// job's own code instead.
+// `wait` timing out), 2 usage, 3 not found; `wait` of a terminal run exits
+// with the job's own code instead (0 when unknown; `--no_job_code`: 0).
 #include <signal.h>
 
 #include <cstdio>
@@ -146,18 +146,20 @@ const std::vector<Command>& Commands() {
        0,
        0},
       {"wait",
-       "wait RUN_ID [--timeout=D] [--job_code]",
+       "wait RUN_ID [--timeout=D] [--job_code | --no_job_code]",
        "Waits until the run is terminal and prints it (exited-without-result "
        "when the leader's exit was verified but no result was published; "
        "observed_exit: how the leader ended as runreaperd saw it). D like "
        "30s, 5m; without it, waits indefinitely. Exit 1 when the timeout "
-       "passes first. With --job_code, exits with the job's own code instead "
-       "of 0, so a script can wait on a process it never started: the "
+       "passes first. Once the run is terminal, exits with the job's own "
+       "code, so a script can wait on a process it never started: the "
        "leader's observed exit code, or 128 + the signal that killed it; "
-       "else the exit_code the runner published; else 1 (unknown, said on "
-       "stderr).",
+       "else the exit_code the runner published; else 0, said on stderr "
+       "(--job_code: 1 instead). --no_job_code: exit 0 once the run is "
+       "terminal, whatever the job did (tells runreaperctl's own errors, 1-3, "
+       "from the job's codes).",
        {"timeout"},
-       {"job_code"},
+       {"job_code", "no_job_code"},
        1,
        1},
       {"reconcile",
