@@ -71,6 +71,21 @@ v1::Run Get(Daemon& d, const std::string& run_id) {
   return run;
 }
 
+// The daemon's SIGNAL events (the first 1,000 events).
+std::vector<v1::Event> SignalEvents(Daemon& d) {
+  auto stub = d.stub();
+  v1::ListEventsRequest req;
+  req.set_page_size(1000);
+  v1::ListEventsResponse events;
+  auto ctx = Ctx();
+  std::vector<v1::Event> out;
+  EXPECT_TRUE(stub->ListEvents(ctx.get(), req, &events).ok());
+  for (const v1::Event& e : events.events()) {
+    if (e.type() == v1::EVENT_TYPE_SIGNAL) out.push_back(e);
+  }
+  return out;
+}
+
 std::vector<std::string> Ctl(Daemon& d, std::vector<std::string> args) {
   args.insert(args.begin(), "--socket=" + d.socket());
   return args;
@@ -184,20 +199,12 @@ TEST_F(OwnerE2ETest, KilledOwnerEndsItsRunAndItsJobIsSweptAloneWithoutCron) {
     EXPECT_TRUE(Alive(Pid(name))) << name;
   }
   // Every signal of the sweep was for job1's processes.
-  auto stub = daemon.stub();
-  v1::ListEventsRequest req;
-  req.set_page_size(1000);
-  v1::ListEventsResponse events;
-  auto ctx = Ctx();
-  ASSERT_TRUE(stub->ListEvents(ctx.get(), req, &events).ok());
-  int signals = 0;
-  for (const v1::Event& e : events.events()) {
-    if (e.type() != v1::EVENT_TYPE_SIGNAL) continue;
-    ++signals;
+  const std::vector<v1::Event> signals = SignalEvents(daemon);
+  for (const v1::Event& e : signals) {
     EXPECT_EQ(e.run_id(), "job1");
     EXPECT_TRUE(e.pid() == Pid("escapee1") || e.pid() == Pid("leader1")) << e.pid();
   }
-  EXPECT_GT(signals, 0);
+  EXPECT_FALSE(signals.empty());
 }
 
 // runreaperctl finish --no_wait returns once the state is stored, printing
@@ -334,19 +341,9 @@ TEST_F(OwnerE2ETest, AnOwnerOnlyRunLivesWithItsOwnerAndSweepsItsCookiesAfterIt) 
   // Its only member was the escapee: every signal went to it (the early
   // cookie process is older than the run, the bystander carries no cookie,
   // the agent is the owner).
-  auto stub = daemon.stub();
-  v1::ListEventsRequest req;
-  req.set_page_size(1000);
-  v1::ListEventsResponse events;
-  auto ctx = Ctx();
-  ASSERT_TRUE(stub->ListEvents(ctx.get(), req, &events).ok());
-  int signals = 0;
-  for (const v1::Event& e : events.events()) {
-    if (e.type() != v1::EVENT_TYPE_SIGNAL) continue;
-    ++signals;
-    EXPECT_EQ(e.pid(), escapee);
-  }
-  EXPECT_GT(signals, 0);
+  const std::vector<v1::Event> signals = SignalEvents(daemon);
+  for (const v1::Event& e : signals) EXPECT_EQ(e.pid(), escapee);
+  EXPECT_FALSE(signals.empty());
 }
 
 // Without --pid and without an owner: a usage error; with no leader, the

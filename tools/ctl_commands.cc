@@ -182,6 +182,14 @@ std::string PrintEnvLine(absl::string_view run_id) {
   return absl::StrCat("RUNREAPER_RUN_ID=", quoted, "\n");
 }
 
+// How `register` answers a --pid, --owner_pid or --owner it could not
+// resolve: a usage error for a bad value, else the reason and 3 or 1.
+int ResolveFailure(const absl::Status& s) {
+  if (absl::IsInvalidArgument(s)) return Usage(std::string(s.message()));
+  fprintf(stderr, "runreaperctl: register: %s\n", base::EscapeForLog(s.message()).c_str());
+  return absl::IsNotFound(s) ? kExitNotFound : kExitError;
+}
+
 int CmdRegister(Client& c, const ParsedArgs& a) {
   v1::RegisterRunRequest req;
   req.set_run_id(a.positional[1]);
@@ -205,13 +213,7 @@ int CmdRegister(Client& c, const ParsedArgs& a) {
   int pid = 0;
   if (!owner_only) {
     absl::StatusOr<ResolvedPid> leader = ResolvePidFlag(procfs, "pid", a.Get("pid"));
-    if (!leader.ok()) {
-      if (absl::IsInvalidArgument(leader.status()))
-        return Usage(std::string(leader.status().message()));
-      fprintf(stderr, "runreaperctl: register: %s\n",
-              base::EscapeForLog(leader.status().message()).c_str());
-      return absl::IsNotFound(leader.status()) ? kExitNotFound : kExitError;
-    }
+    if (!leader.ok()) return ResolveFailure(leader.status());
     pid = leader->pid;
   }
   req.set_pid(pid);
@@ -225,13 +227,7 @@ int CmdRegister(Client& c, const ParsedArgs& a) {
       return Usage("--owner: expected ancestor:COMM (or --owner_pid=M)");
     }
     absl::StatusOr<ResolvedPid> owner = ResolvePidFlag(procfs, flag, text);
-    if (!owner.ok()) {
-      if (absl::IsInvalidArgument(owner.status()))
-        return Usage(std::string(owner.status().message()));
-      fprintf(stderr, "runreaperctl: register: %s\n",
-              base::EscapeForLog(owner.status().message()).c_str());
-      return absl::IsNotFound(owner.status()) ? kExitNotFound : kExitError;
-    }
+    if (!owner.ok()) return ResolveFailure(owner.status());
     req.set_owner_pid(owner->pid);
     // The owner as found here, pinned: a pid recycled before runreaperd
     // reads it is refused, not taken for the owner.
