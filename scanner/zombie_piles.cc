@@ -64,33 +64,44 @@ std::vector<int64_t> ZombiesPerRun(const std::vector<ZombiePile>& piles, size_t 
 absl::StatusOr<ProcessEvidence::Environ> CensusEvidence::ReadEnviron(int) { return Environ(); }
 
 absl::StatusOr<std::string> CensusEvidence::ReadCgroup(int pid) {
-  if (read_cgroup_.count(pid) == 0) return std::string();
+  if (read_cgroup_.has_value() && read_cgroup_->count(pid) == 0) return std::string();
   return procfs_->ReadCgroup(pid);
 }
 
-absl::StatusOr<ZombieCensus> CountZombies(const ProcFs& procfs, const std::vector<RunSpec>& runs) {
+ZombieCensus CensusOfListing(const Membership& members, const Snapshot& snapshot,
+                             size_t runs_size) {
   ZombieCensus census;
-  census.per_run.assign(runs.size(), 0);
-  if (runs.empty()) return census;
-  ASSIGN_OR_RETURN(const Snapshot snap, procfs.Walk(MembershipWalkOptions(runs)));
-  std::set<int> zombies_and_parents;
-  for (const ProcessInfo& p : snap.processes) {
-    if (p.state != 'Z') continue;
-    zombies_and_parents.insert(p.pid);
-    zombies_and_parents.insert(p.ppid);
-  }
-  if (zombies_and_parents.empty()) return census;
-  const SweepObserver observer = SelfObserver(procfs, snap);
-  CensusEvidence evidence(&procfs, std::move(zombies_and_parents));
-  const Membership members = FindMembers(snap, observer, runs, evidence);
   std::set<std::pair<int, uint64_t>> zombies;  // each process once
   for (const Member& m : members.members) {
     if (m.zombie) zombies.emplace(m.process.pid, m.process.start_time);
   }
   census.zombies = static_cast<int64_t>(zombies.size());
-  census.piles = PilesOf(members, snap);
-  census.per_run = ZombiesPerRun(census.piles, runs.size());
+  census.piles = PilesOf(members, snapshot);
+  census.per_run = ZombiesPerRun(census.piles, runs_size);
   return census;
+}
+
+ZombieCensus CountZombiesIn(const ProcFs& procfs, const Snapshot& snapshot,
+                            const SweepObserver& observer, const std::vector<RunSpec>& runs) {
+  std::set<int> zombies_and_parents;
+  for (const ProcessInfo& p : snapshot.processes) {
+    if (p.state != 'Z') continue;
+    zombies_and_parents.insert(p.pid);
+    zombies_and_parents.insert(p.ppid);
+  }
+  if (zombies_and_parents.empty() || runs.empty()) {
+    ZombieCensus none;
+    none.per_run.assign(runs.size(), 0);
+    return none;
+  }
+  CensusEvidence evidence(&procfs, std::move(zombies_and_parents));
+  return CensusOfListing(FindMembers(snapshot, observer, runs, evidence), snapshot, runs.size());
+}
+
+absl::StatusOr<ZombieCensus> CountZombies(const ProcFs& procfs, const std::vector<RunSpec>& runs) {
+  if (runs.empty()) return ZombieCensus();
+  ASSIGN_OR_RETURN(const Snapshot snap, procfs.Walk(MembershipWalkOptions(runs)));
+  return CountZombiesIn(procfs, snap, SelfObserver(procfs, snap), runs);
 }
 
 }  // namespace runreaper::scanner

@@ -14,7 +14,9 @@
 #ifndef RUNREAPER_SCANNER_ZOMBIE_PILES_H_
 #define RUNREAPER_SCANNER_ZOMBIE_PILES_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -50,17 +52,19 @@ std::vector<int64_t> ZombiesPerRun(const std::vector<ZombiePile>& piles, size_t 
 
 // Evidence for a census: every environment reads as empty (nothing is
 // read); cgroups are read through `procfs` for the pids in `read_cgroup`
-// only (the others read as none).
+// only (the others read as none), or for every process asked about when
+// `read_cgroup` is nullopt (a listing whose candidates are few: the
+// tracker's, scanner/lineage_members.h).
 class CensusEvidence : public ProcessEvidence {
  public:
-  CensusEvidence(const ProcFs* procfs, std::set<int> read_cgroup)
+  CensusEvidence(const ProcFs* procfs, std::optional<std::set<int>> read_cgroup)
       : procfs_(procfs), read_cgroup_(std::move(read_cgroup)) {}
   absl::StatusOr<Environ> ReadEnviron(int pid) override;
   absl::StatusOr<std::string> ReadCgroup(int pid) override;
 
  private:
   const ProcFs* procfs_;
-  std::set<int> read_cgroup_;
+  std::optional<std::set<int>> read_cgroup_;
 };
 
 struct ZombieCensus {
@@ -71,9 +75,18 @@ struct ZombieCensus {
   std::vector<int64_t> per_run;
 };
 
-// One walk of `procfs` and the zombie piles of `runs`. When the walk finds
-// no zombie at all (the common case) membership is not computed. Errors:
-// the walk's.
+// The census of a listing of `runs_size` runs (any listing: its zombie
+// members count), reapers looked up in `snapshot`. Pure.
+ZombieCensus CensusOfListing(const Membership& members, const Snapshot& snapshot, size_t runs_size);
+
+// The zombie piles of `runs` in `snapshot` (walked with at least
+// MembershipWalkOptions(runs)), as `observer` sees them, cgroups read
+// through `procfs` for zombies and their parents only. When the snapshot
+// holds no zombie at all (the common case) membership is not computed.
+ZombieCensus CountZombiesIn(const ProcFs& procfs, const Snapshot& snapshot,
+                            const SweepObserver& observer, const std::vector<RunSpec>& runs);
+
+// One walk of `procfs` and CountZombiesIn. Errors: the walk's.
 absl::StatusOr<ZombieCensus> CountZombies(const ProcFs& procfs, const std::vector<RunSpec>& runs);
 
 }  // namespace runreaper::scanner

@@ -435,6 +435,7 @@ absl::Status Daemon::Start() {
   lopts.pass_deadline = pass_deadline_;
   lopts.sweep_interval = options_.sweep_interval;
   lopts.retain = options_.retain;
+  lopts.zombie_interval = options_.zombie_interval;
   loops_ = std::make_unique<DaemonLoops>(std::move(deps), lopts);
   loops_->Start();
   // Cancels and sweeps that a crash interrupted continue now, in the

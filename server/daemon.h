@@ -40,6 +40,9 @@ struct DaemonOptions {
   // then every PruneInterval; in --once after the pass and sweep); 0 keeps
   // everything. docs/STORE.md "Retention".
   absl::Duration retain = absl::Hours(24 * 7);
+  // The zombie census behind the zombie and pids gauges (with --metrics):
+  // one /proc walk this often; 0 = none.
+  absl::Duration zombie_interval = absl::Seconds(15);
   absl::Duration shutdown_grace = absl::Seconds(5);
   std::string metrics;  // "" = no metrics endpoint
   size_t watch_queue_limit = 10000;

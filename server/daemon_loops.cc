@@ -32,6 +32,10 @@ void DaemonLoops::Start() {
   if (options_.retain > absl::ZeroDuration()) {
     threads_.emplace_back([this] { PruneLoop(); });
   }
+  if (options_.zombie_interval > absl::ZeroDuration() && deps_.sweeper != nullptr &&
+      deps_.metrics->enabled()) {
+    threads_.emplace_back([this] { ZombieLoop(); });
+  }
 }
 
 void DaemonLoops::RequestStop() {
@@ -239,6 +243,23 @@ void DaemonLoops::PruneLoop() {
   do {
     (void)RunOnePrune();
   } while (!WaitStop(every));
+}
+
+void DaemonLoops::RunOneZombieCensus() {
+  absl::StatusOr<ZombieFigures> figures = deps_.sweeper->CountZombies();
+  if (!figures.ok()) {
+    base::LogError("zombie census: ", figures.status().ToString());
+    NoteFailure(figures.status(), "zombie census");
+  }
+  deps_.metrics->SetZombies(figures);
+}
+
+// Its own thread: a walk of /proc on a busy node takes tens of
+// milliseconds, which the pass (and its deadline) should not carry.
+void DaemonLoops::ZombieLoop() {
+  do {
+    RunOneZombieCensus();
+  } while (!WaitStop(options_.zombie_interval));
 }
 
 }  // namespace runreaper::server

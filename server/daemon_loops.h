@@ -5,7 +5,8 @@
 // health NOT_SERVING until a pass completes; so does running out of file
 // descriptors, until descriptors are free again: server/descriptors.h), and,
 // when configured, the periodic sweep and, with a retention, the periodic
-// prune (at start, then every PruneInterval). Every result is counted in
+// prune (at start, then every PruneInterval), and, with metrics on, the
+// zombie census (every zombie_interval). Every result is counted in
 // Metrics and new events are handed to the event hub.
 #ifndef RUNREAPER_SERVER_DAEMON_LOOPS_H_
 #define RUNREAPER_SERVER_DAEMON_LOOPS_H_
@@ -37,6 +38,10 @@ struct LoopOptions {
   // How often the health monitor counts free descriptors when no report
   // said they ran out (with LoopDeps::descriptors set).
   absl::Duration descriptor_check = absl::Seconds(5);
+  // runreaperd --zombie_interval: how often the zombie census (one walk of
+  // /proc, no environ read: Sweeper::CountZombies) refreshes the zombie and
+  // pids gauges; 0 = no census loop. Only with metrics enabled.
+  absl::Duration zombie_interval = absl::Seconds(15);
 };
 
 // How often the prune loop runs for a retention: retain / 10, at least 1 s
@@ -76,6 +81,9 @@ class DaemonLoops {
   // One prune as the prune loop runs it (also for tests): store::Prune with
   // the retention, stopped early by RequestStop; counted in Metrics.
   absl::StatusOr<store::PruneResult> RunOnePrune();
+  // One zombie census as the zombie loop runs it (also for tests): the
+  // sweeper's CountZombies into Metrics::SetZombies; a failure is logged.
+  void RunOneZombieCensus();
 
   DaemonLoops(const DaemonLoops&) = delete;
   DaemonLoops& operator=(const DaemonLoops&) = delete;
@@ -86,6 +94,7 @@ class DaemonLoops {
   void MonitorLoop();
   void SweepLoop();
   void PruneLoop();
+  void ZombieLoop();
   // Sleeps up to `d`; true once RequestStop was called.
   bool WaitStop(absl::Duration d);
   // Applies serving = !overrun_ && !out_of_fds_ when it changed (health

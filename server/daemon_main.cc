@@ -66,6 +66,12 @@ ABSL_FLAG(absl::Duration, retain, absl::Hours(24 * 7),
           "signalled) and goes only when no orphan of it is left. A RUNNING "
           "run, or one with an orphan, is never deleted. 0 = keep everything "
           "(the database grows without bound).");
+ABSL_FLAG(absl::Duration, zombie_interval, absl::Seconds(15),
+          "With --metrics: count the zombie members of RUNNING and unswept runs "
+          "(one walk of /proc, no environment read) and each RUNNING run's "
+          "pids.current / pids.max this often, for the runreaper_zombies, "
+          "runreaper_run_zombies_max and runreaper_run_pids_usage_max gauges; "
+          "0 = never (the gauges stay 0). runreaperctl orphans counts afresh.");
 ABSL_FLAG(std::string, metrics, "",
           "Optional Prometheus endpoint host:port serving GET /metrics "
           "(e.g. 127.0.0.1:9464); empty = off.");
@@ -146,6 +152,7 @@ int main(int argc, char** argv) {
   options.pass_deadline = absl::GetFlag(FLAGS_pass_deadline);
   options.sweep_interval = absl::GetFlag(FLAGS_sweep_interval);
   options.retain = absl::GetFlag(FLAGS_retain);
+  options.zombie_interval = absl::GetFlag(FLAGS_zombie_interval);
   options.lineage = absl::GetFlag(FLAGS_lineage);
   options.pidfd_info = absl::GetFlag(FLAGS_pidfd_info);
   options.lineage_persist_interval = absl::GetFlag(FLAGS_lineage_persist_interval);
@@ -170,6 +177,10 @@ int main(int argc, char** argv) {
   options.watch_queue_limit = limit > 0 ? static_cast<size_t>(limit) : 1;
   if (options.retain < absl::ZeroDuration()) {
     fprintf(stderr, "runreaperd: --retain must be >= 0 (0 keeps everything)\n");
+    return 2;
+  }
+  if (options.zombie_interval < absl::ZeroDuration()) {
+    fprintf(stderr, "runreaperd: --zombie_interval must be >= 0 (0 = no census)\n");
     return 2;
   }
   if (absl::GetFlag(FLAGS_once)) {

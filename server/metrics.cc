@@ -301,6 +301,37 @@ struct Metrics::Families {
                               "RUNREAPER_KEEP=DURATION), as of the last listing or sweep.")
                         .Register(r)
                         .Add({})),
+        zombies(prometheus::BuildGauge()
+                    .Name("runreaper_zombies")
+                    .Help("Zombie members of RUNNING and unswept runs (each process once), "
+                          "as of the last zombie census.")
+                    .Register(r)
+                    .Add({})),
+        runs_with_zombies(prometheus::BuildGauge()
+                              .Name("runreaper_runs_with_zombies")
+                              .Help("Runs holding at least one zombie member, as of the last "
+                                    "zombie census.")
+                              .Register(r)
+                              .Add({})),
+        run_zombies_max(prometheus::BuildGauge()
+                            .Name("runreaper_run_zombies_max")
+                            .Help("The most zombie members one run holds (runreaperctl orphans "
+                                  "names it and the parents not reaping them).")
+                            .Register(r)
+                            .Add({})),
+        runs_with_pids_limit(prometheus::BuildGauge()
+                                 .Name("runreaper_runs_with_pids_limit")
+                                 .Help("RUNNING runs with a dedicated cgroup whose pids.max is a "
+                                       "limit (not \"max\").")
+                                 .Register(r)
+                                 .Add({})),
+        run_pids_usage_max(prometheus::BuildGauge()
+                               .Name("runreaper_run_pids_usage_max")
+                               .Help("The highest pids.current / pids.max of a RUNNING run's "
+                                     "dedicated cgroup with a pids limit; 0 when no run has one "
+                                     "(runreaper_runs_with_pids_limit says how many do).")
+                               .Register(r)
+                               .Add({})),
         refused(prometheus::BuildCounter()
                     .Name("runreaper_refused_callers_total")
                     .Help("Callers refused, by reason.")
@@ -367,6 +398,11 @@ struct Metrics::Families {
   Counter& proc_events_lost;
   Counter& leases_granted;
   Gauge& leased_kept;
+  Gauge& zombies;
+  Gauge& runs_with_zombies;
+  Gauge& run_zombies_max;
+  Gauge& runs_with_pids_limit;
+  Gauge& run_pids_usage_max;
   prometheus::Family<Counter>& refused;
   prometheus::Family<Counter>& ended;
   prometheus::Family<Counter>& signaled;
@@ -584,6 +620,15 @@ void Metrics::LeaseGranted() {
 void Metrics::SetLeasedMembers(int64_t members) {
   if (!enabled_) return;
   f_->leased_kept.Set(static_cast<double>(members));
+}
+
+void Metrics::SetZombies(const absl::StatusOr<ZombieFigures>& figures) {
+  if (!enabled_ || !figures.ok()) return;
+  f_->zombies.Set(static_cast<double>(figures->zombies));
+  f_->runs_with_zombies.Set(static_cast<double>(figures->runs_with_zombies));
+  f_->run_zombies_max.Set(static_cast<double>(figures->max_run_zombies));
+  f_->runs_with_pids_limit.Set(static_cast<double>(figures->runs_with_pids_limit));
+  f_->run_pids_usage_max.Set(figures->max_pids_usage.value_or(0.0));
 }
 
 void Metrics::ProcEvents(int64_t received, int64_t lost) {

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,20 @@ class Family;
 namespace runreaper::server {
 
 namespace v1 = ::runreaper::v1;
+
+// What the zombie census (server/zombie_census.h) found, for the gauges.
+// Aggregates only: a run id is never a label (see above), so the figures
+// are the fleet-alertable extremes and `runreaperctl orphans` names the runs.
+struct ZombieFigures {
+  int64_t zombies = 0;            // zombie members of RUNNING or unswept runs
+  int64_t runs_with_zombies = 0;  // runs holding at least one
+  int64_t max_run_zombies = 0;    // the most one run holds
+  // RUNNING runs with a dedicated cgroup whose pids controller reports a
+  // limit, and the highest pids.current / pids.max among them (nullopt:
+  // none such; the gauge then reads 0).
+  int64_t runs_with_pids_limit = 0;
+  std::optional<double> max_pids_usage;
+};
 
 class Metrics {
  public:
@@ -114,6 +129,9 @@ class Metrics {
   // or sweep.
   void LeaseGranted();
   void SetLeasedMembers(int64_t members);
+  // Issue 18 §5 (zombie piles): the census of the last zombie interval; an
+  // error leaves the gauges as they were.
+  void SetZombies(const absl::StatusOr<ZombieFigures>& figures);
   // Issue 10 (trust): a caller refused; `reason` one of "unauthenticated",
   // "permission_denied", "peer_credentials" (others count as "other").
   void CallerRefused(absl::string_view reason);

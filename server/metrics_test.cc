@@ -102,6 +102,35 @@ TEST(MetricsTest, ScrapeReturnsCurrentValues) {
   EXPECT_TRUE(Has(body, "runreaper_healthy 0")) << body;
 }
 
+// The zombie census's gauges: aggregates, no run label; the pids usage
+// reads 0 when no run has a pids limit; a failed census leaves them.
+TEST(MetricsTest, ZombieGauges) {
+  Metrics metrics;
+  std::string body = metrics.Render();
+  EXPECT_TRUE(Has(body, "runreaper_zombies 0")) << body;
+  EXPECT_TRUE(Has(body, "runreaper_run_zombies_max 0")) << body;
+  EXPECT_TRUE(Has(body, "runreaper_run_pids_usage_max 0")) << body;
+  ZombieFigures f;
+  f.zombies = 1805;
+  f.runs_with_zombies = 2;
+  f.max_run_zombies = 1802;
+  f.runs_with_pids_limit = 3;
+  f.max_pids_usage = 0.95;
+  metrics.SetZombies(f);
+  body = metrics.Render();
+  EXPECT_TRUE(Has(body, "runreaper_zombies 1805")) << body;
+  EXPECT_TRUE(Has(body, "runreaper_runs_with_zombies 2")) << body;
+  EXPECT_TRUE(Has(body, "runreaper_run_zombies_max 1802")) << body;
+  EXPECT_TRUE(Has(body, "runreaper_runs_with_pids_limit 3")) << body;
+  EXPECT_TRUE(Has(body, "runreaper_run_pids_usage_max 0.95")) << body;
+  metrics.SetZombies(absl::UnavailableError("walk failed"));
+  EXPECT_TRUE(Has(metrics.Render(), "runreaper_run_zombies_max 1802"));
+  metrics.SetZombies(ZombieFigures());
+  body = metrics.Render();
+  EXPECT_TRUE(Has(body, "runreaper_run_zombies_max 0")) << body;
+  EXPECT_TRUE(Has(body, "runreaper_run_pids_usage_max 0")) << body;
+}
+
 // The observed exit of every run the reconciler ended: how it ended, and
 // for a signal, which one (bounded: signal names, "other" past 64).
 TEST(MetricsTest, RunsEndedByHowAndBySignal) {

@@ -1,5 +1,6 @@
 #include "server/sweeper.h"
 
+#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
@@ -25,9 +26,11 @@
 #include "scanner/member_listing.h"
 #include "scanner/membership.h"
 #include "scanner/signal_ladder.h"
+#include "scanner/zombie_piles.h"
 #include "server/caller_policy.h"
 #include "server/sweep_claims.h"
 #include "server/sweep_specs.h"
+#include "server/zombie_census.h"
 #include "store/run_state.h"
 
 namespace runreaper::server {
@@ -102,6 +105,21 @@ struct Sweeper::Impl {
       return std::nullopt;
     }
     return *std::move(m);
+  }
+
+  // The zombie census (scanner/zombie_piles.h) of `runs`, their
+  // descendants included.
+  struct Census {
+    std::vector<RunSpec> specs;
+    scanner::ZombieCensus zombies;
+  };
+  absl::StatusOr<Census> CensusOf(const std::vector<v1::Run>& runs) const {
+    Census c;
+    c.specs.reserve(runs.size());
+    for (const v1::Run& r : runs) c.specs.push_back(SpecOf(r));
+    RETURN_IF_ERROR(AddLineage(&c.specs));
+    ASSIGN_OR_RETURN(c.zombies, scanner::CountZombies(*procfs, c.specs));
+    return c;
   }
 
   scanner::LadderOptions Ladder() const {
@@ -316,15 +334,24 @@ Sweeper::~Sweeper() = default;
 
 absl::StatusOr<v1::ListOrphansResponse> Sweeper::ListOrphans(const std::string& run_id, bool walk) {
   std::vector<v1::Run> runs;
+  // Zombie piles are counted over the listed runs and the RUNNING ones.
+  std::vector<v1::Run> census_runs;
   if (!run_id.empty()) {
     ASSIGN_OR_RETURN(v1::Run run, impl_->store->Get(run_id));
+    census_runs.push_back(run);
     // A RUNNING run's members are not orphans.
     if (IsTerminal(run.state())) runs.push_back(std::move(run));
   } else {
     ASSIGN_OR_RETURN(runs, impl_->store->ListTerminalUnsweptWithoutLabels());
+    ASSIGN_OR_RETURN(census_runs, impl_->store->ListRunning());
+    census_runs.insert(census_runs.end(), runs.begin(), runs.end());
   }
   v1::ListOrphansResponse response;
-  if (runs.empty()) return response;
+  std::vector<RunSpec> census_specs;
+  census_specs.reserve(census_runs.size());
+  for (const v1::Run& r : census_runs) census_specs.push_back(SpecOf(r));
+  RETURN_IF_ERROR(impl_->AddLineage(&census_specs));
+
   std::vector<RunSpec> specs;
   specs.reserve(runs.size());
   for (const v1::Run& r : runs) specs.push_back(SpecOf(r));
@@ -335,15 +362,37 @@ absl::StatusOr<v1::ListOrphansResponse> Sweeper::ListOrphans(const std::string& 
   if (impl_->cache != nullptr) cached.emplace(impl_->cache, impl_->procfs);
   scanner::ProcessEvidence* evidence = cached.has_value() ? &*cached : nullptr;
   std::optional<Membership> tracked;
-  if (!walk) tracked = impl_->TrackerListing(specs, nullptr, {}, evidence);
+  if (!walk && !specs.empty()) tracked = impl_->TrackerListing(specs, nullptr, {}, evidence);
   Membership members;
+  scanner::ZombieCensus census;
   if (tracked.has_value()) {
     members = *std::move(tracked);
     response.set_from_lineage(true);
-  } else {
+    // The tracker follows live descendants; zombies are counted by a walk
+    // of stat lines (no environment read).
+    ASSIGN_OR_RETURN(census, scanner::CountZombies(*impl_->procfs, census_specs));
+  } else if (!specs.empty() || !census_specs.empty()) {
+    // One walk answers both the orphans and the zombie piles.
     RETURN_IF_ERROR(impl_->AddLineage(&specs));
-    ASSIGN_OR_RETURN(members, scanner::ListMembers(*impl_->procfs, specs, nullptr, evidence));
+    std::vector<RunSpec> all = specs;
+    all.insert(all.end(), census_specs.begin(), census_specs.end());
+    ASSIGN_OR_RETURN(const scanner::Snapshot snap,
+                     impl_->procfs->Walk(scanner::MembershipWalkOptions(all)));
+    const scanner::SweepObserver observer = scanner::SelfObserver(*impl_->procfs, snap);
+    if (!specs.empty()) {
+      scanner::ProcFsEvidence fresh(impl_->procfs, scanner::CookieNamesOf(specs));
+      members =
+          scanner::FindMembers(snap, observer, specs, evidence != nullptr ? *evidence : fresh);
+    }
+    census = scanner::CountZombiesIn(*impl_->procfs, snap, observer, census_specs);
   }
+  int left_off = 0;
+  for (v1::ZombiePile& pile :
+       ToProtoPiles(census_specs, census.piles, kMaxZombiePiles, &left_off)) {
+    *response.add_zombie_piles() = std::move(pile);
+  }
+  response.set_zombie_piles_left_off(left_off);
+  if (specs.empty()) return response;
   impl_->CountLeased(members);
   for (const Member& m : members.members) {
     v1::Orphan* o = response.add_orphans();
@@ -353,6 +402,17 @@ absl::StatusOr<v1::ListOrphansResponse> Sweeper::ListOrphans(const std::string& 
     }
   }
   return response;
+}
+
+absl::StatusOr<ZombieFigures> Sweeper::CountZombies() {
+  ASSIGN_OR_RETURN(std::vector<v1::Run> runs, impl_->store->ListRunning());
+  ASSIGN_OR_RETURN(std::vector<v1::Run> unswept, impl_->store->ListTerminalUnsweptWithoutLabels());
+  runs.insert(runs.end(), std::make_move_iterator(unswept.begin()),
+              std::make_move_iterator(unswept.end()));
+  ASSIGN_OR_RETURN(const Impl::Census census, impl_->CensusOf(runs));
+  ZombieFigures figures = FiguresOf(census.zombies);
+  AddPidsFigures(*impl_->procfs, runs, &figures);
+  return figures;
 }
 
 absl::StatusOr<std::vector<std::string>> Sweeper::ThawLeftFrozen() {

@@ -472,6 +472,7 @@ int CmdOrphans(Client& c, const ParsedArgs& a) {
     printf("%s\n", ToJson(resp).c_str());
   } else {
     PrintOrphans(resp.orphans());
+    PrintZombiePiles(resp);
   }
   return kExitOk;
 }

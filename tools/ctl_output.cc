@@ -243,6 +243,20 @@ void PrintOrphans(const google::protobuf::RepeatedPtrField<v1::Orphan>& orphans)
   }
 }
 
+void PrintZombiePiles(const v1::ListOrphansResponse& response) {
+  if (response.zombie_piles().empty()) return;
+  printf("\nzombies:\n");
+  printf("%-24s %8s %-16s %-10s %s\n", "RUN_ID", "REAPER", "REAPER_COMM", "MEMBER", "ZOMBIES");
+  for (const v1::ZombiePile& p : response.zombie_piles()) {
+    printf("%-24s %8d %-16s %-10s %lld\n", base::EscapeForLog(p.run_id()).c_str(), p.reaper_pid(),
+           p.reaper_comm().empty() ? "-" : base::EscapeForLog(p.reaper_comm()).c_str(),
+           p.reaper_is_member() ? "member" : "outside", static_cast<long long>(p.zombies()));
+  }
+  if (response.zombie_piles_left_off() > 0) {
+    printf("(%d smaller piles left off)\n", response.zombie_piles_left_off());
+  }
+}
+
 int PrintRunResult(bool json, const grpc::Status& s, const v1::Run& run, const std::string& what) {
   if (!s.ok()) return ExitFor(s, what);
   if (json) {

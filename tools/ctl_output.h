@@ -67,6 +67,11 @@ void PrintRunTable(const std::vector<::runreaper::v1::Run>& runs);
 void PrintEventLine(const ::runreaper::v1::Event& e);
 // One line per orphan under a header, with its flags.
 void PrintOrphans(const google::protobuf::RepeatedPtrField<::runreaper::v1::Orphan>& orphans);
+// `orphans`' zombie section: nothing when there are no piles; else a blank
+// line, "zombies:" and one line per pile (run, reaper pid and comm, whether
+// it is a member of the run, zombies held), every string escaped, and how
+// many piles the daemon left off.
+void PrintZombiePiles(const ::runreaper::v1::ListOrphansResponse& response);
 
 // The reply of a call that answers a Run: the run (JSON when `json`), or the
 // error as ExitFor prints it.

@@ -183,7 +183,10 @@ const std::vector<Command>& Commands() {
        "Lists live members of terminal runs (zombie, kept and unverified ones "
        "flagged). Answered from runreaperd's lineage tracker when every run "
        "is followed without a gap (docs/ORPHANS.md); --walk makes it walk "
-       "/proc instead.",
+       "/proc instead. Then a \"zombies\" section: per run (RUNNING ones "
+       "too), each parent not reaping zombie members of it, whether it is "
+       "itself a member, and how many it holds (docs/ORPHANS.md \"Zombie "
+       "piles\").",
        {},
        {"walk"},
        0,
