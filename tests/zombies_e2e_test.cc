@@ -155,6 +155,35 @@ TEST(ZombiesE2eTest, OrphansListsThePileAndTheMetricCountsIt) {
   // No run has a dedicated cgroup: no pids figure.
   EXPECT_EQ(Value(scrape, "runreaper_runs_with_pids_limit"), 0) << scrape;
   EXPECT_EQ(Value(scrape, "runreaper_run_pids_usage_max"), 0) << scrape;
+
+  // Finished while its leader lives: the same walk lists the orphans (the
+  // leader, and each zombie flagged with its reaper) and the same pile.
+  {
+    v1::FinishRunRequest fin;
+    fin.set_run_id("pile-run");
+    v1::Run finished;
+    auto ctx = Ctx();
+    ASSERT_TRUE(d.stub()->FinishRun(ctx.get(), fin, &finished).ok());
+  }
+  v1::ListOrphansRequest walk;
+  walk.set_walk(true);
+  v1::ListOrphansResponse after;
+  {
+    auto ctx = Ctx();
+    ASSERT_TRUE(d.stub()->ListOrphans(ctx.get(), walk, &after).ok());
+  }
+  int zombie_orphans = 0;
+  for (const v1::Orphan& o : after.orphans()) {
+    if (o.zombie()) {
+      ++zombie_orphans;
+      EXPECT_EQ(o.reaper_pid(), parent.pid());
+    }
+  }
+  EXPECT_EQ(zombie_orphans, kZombies) << after.DebugString();
+  ASSERT_EQ(after.zombie_piles_size(), 1) << after.DebugString();
+  EXPECT_EQ(after.zombie_piles(0).run_id(), "pile-run");
+  EXPECT_EQ(after.zombie_piles(0).zombies(), kZombies);
+  EXPECT_TRUE(after.zombie_piles(0).reaper_is_member());
 }
 
 }  // namespace
