@@ -1,13 +1,23 @@
 // The census's conversions: piles as the API reports them (order, limit),
-// the pids ratio, the metric figures. Pure; no process is needed.
+// the pids ratio, the metric figures (pure); and the pids figures of a real
+// run cgroup where this host's cgroup v2 has the pids controller.
 #include "server/zombie_census.h"
 
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "scanner/cgroup_pids.h"
+#include "scanner/process_test_util.h"
+#include "scanner/procfs.h"
 #include "scanner/zombie_piles.h"
 
 namespace runreaper::server {
@@ -70,6 +80,54 @@ TEST(ZombieCensusTest, Figures) {
   EXPECT_EQ(f.max_run_zombies, 7);
   EXPECT_EQ(f.runs_with_pids_limit, 0);
   EXPECT_FALSE(f.max_pids_usage.has_value());
+}
+
+bool WriteText(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  out.flush();
+  return out.good();
+}
+
+// A RUNNING run whose dedicated cgroup has pids.max 4 and one process in
+// it: usage 1/4. Skipped where cgroup v2 has no pids controller (on a host
+// that binds it to cgroup v1, pids.current never exists in v2).
+TEST(ZombieCensusTest, PidsFiguresOfARealRunCgroup) {
+  auto cg = scanner::MakeTestCgroup("pids-usage");
+  if (!cg.has_value()) GTEST_SKIP() << "no writable cgroup v2 hierarchy";
+  const std::string dir = cg->first;
+  const std::string parent = dir.substr(0, dir.rfind('/'));
+  const std::string root = parent.substr(0, parent.rfind('/'));
+  // Enabling it may be allowed (a pure cgroup v2 host); ignore failure.
+  WriteText(root + "/cgroup.subtree_control", "+pids");
+  WriteText(parent + "/cgroup.subtree_control", "+pids");
+  struct stat st;
+  if (::stat((dir + "/pids.current").c_str(), &st) != 0) {
+    ::rmdir(dir.c_str());
+    GTEST_SKIP() << "no pids controller in cgroup v2 here (" << root
+                 << "/cgroup.controllers lacks pids: cgroup v1 holds it)";
+  }
+  ASSERT_TRUE(WriteText(dir + "/pids.max", "4"));
+  scanner::Spawned s = scanner::SpawnSh("exec sleep 100", {}, dir);
+  v1::Run run;
+  run.set_run_id("limited");
+  run.set_state(v1::RUN_STATE_RUNNING);
+  run.set_cgroup(cg->second);
+  v1::Run unlimited_finished = run;  // not RUNNING: not counted
+  unlimited_finished.set_state(v1::RUN_STATE_FINISHED);
+  ZombieFigures f;
+  scanner::ProcFs procfs;
+  AddPidsFigures(procfs, {run, unlimited_finished}, &f);
+  EXPECT_EQ(f.runs_with_pids_limit, 1);
+  EXPECT_EQ(f.max_pids_usage, std::optional<double>(0.25));
+  ::kill(s.pid, SIGKILL);
+  ::waitpid(s.pid, nullptr, 0);
+  ASSERT_TRUE(WriteText(dir + "/pids.max", "max"));
+  ZombieFigures none;
+  AddPidsFigures(procfs, {run}, &none);
+  EXPECT_EQ(none.runs_with_pids_limit, 0);
+  EXPECT_FALSE(none.max_pids_usage.has_value());
+  ::rmdir(dir.c_str());
 }
 
 }  // namespace
