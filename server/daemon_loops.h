@@ -38,8 +38,9 @@ struct LoopOptions {
   // How often the health monitor counts free descriptors when no report
   // said they ran out (with LoopDeps::descriptors set).
   absl::Duration descriptor_check = absl::Seconds(5);
-  // runreaperd --zombie_interval: how often the zombie census (one walk of
-  // /proc, no environ read: Sweeper::CountZombies) refreshes the zombie and
+  // runreaperd --zombie_interval: how often the zombie census (the
+  // tracker's members or one walk of /proc, no environ read:
+  // Sweeper::CountZombies) refreshes the zombie and
   // pids gauges; 0 = no census loop. Only with metrics enabled.
   absl::Duration zombie_interval = absl::Seconds(15);
 };

@@ -68,7 +68,8 @@ ABSL_FLAG(absl::Duration, retain, absl::Hours(24 * 7),
           "(the database grows without bound).");
 ABSL_FLAG(absl::Duration, zombie_interval, absl::Seconds(15),
           "With --metrics: count the zombie members of RUNNING and unswept runs "
-          "(one walk of /proc, no environment read) and each RUNNING run's "
+          "(the lineage tracker's members, or one walk of /proc; no environment "
+          "read) and each RUNNING run's "
           "pids.current / pids.max this often, for the runreaper_zombies, "
           "runreaper_run_zombies_max and runreaper_run_pids_usage_max gauges; "
           "0 = never (the gauges stay 0). runreaperctl orphans counts afresh.");

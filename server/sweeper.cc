@@ -117,9 +117,34 @@ struct Sweeper::Impl {
     Census c;
     c.specs.reserve(runs.size());
     for (const v1::Run& r : runs) c.specs.push_back(SpecOf(r));
+    std::optional<scanner::ZombieCensus> tracked = TrackerCensus(c.specs);
+    if (tracked.has_value()) {
+      c.zombies = *std::move(tracked);
+      return c;
+    }
     RETURN_IF_ERROR(AddLineage(&c.specs));
     ASSIGN_OR_RETURN(c.zombies, scanner::CountZombies(*procfs, c.specs));
     return c;
+  }
+
+  // The census from the tracker's members (it keeps a zombie until it is
+  // reaped), with no walk: nullopt when the tracker cannot answer `specs`
+  // (then the caller walks). No environment is read; cgroups of the
+  // candidates only; each reaper's stat once.
+  std::optional<scanner::ZombieCensus> TrackerCensus(const std::vector<RunSpec>& specs) const {
+    scanner::CensusEvidence evidence(procfs, std::nullopt);
+    std::optional<Membership> m = TrackerListing(specs, nullptr, {}, &evidence);
+    if (!m.has_value()) return std::nullopt;
+    std::set<int> reapers;
+    for (const Member& member : m->members) {
+      if (member.zombie) reapers.insert(member.reaper_pid);
+    }
+    scanner::Snapshot snap;  // the reapers, ascending pid
+    for (const int pid : reapers) {
+      absl::StatusOr<scanner::ProcStat> stat = procfs->ReadStat(pid);
+      if (stat.ok()) snap.processes.push_back(scanner::ProcessInfoOf(*std::move(stat)));
+    }
+    return scanner::CensusOfListing(*m, snap, specs.size());
   }
 
   scanner::LadderOptions Ladder() const {
@@ -350,7 +375,10 @@ absl::StatusOr<v1::ListOrphansResponse> Sweeper::ListOrphans(const std::string& 
   std::vector<RunSpec> census_specs;
   census_specs.reserve(census_runs.size());
   for (const v1::Run& r : census_runs) census_specs.push_back(SpecOf(r));
-  RETURN_IF_ERROR(impl_->AddLineage(&census_specs));
+  // Zombie piles from the tracker when it follows every run without a gap.
+  std::optional<scanner::ZombieCensus> tracked_census;
+  if (!walk) tracked_census = impl_->TrackerCensus(census_specs);
+  if (!tracked_census.has_value()) RETURN_IF_ERROR(impl_->AddLineage(&census_specs));
 
   std::vector<RunSpec> specs;
   specs.reserve(runs.size());
@@ -368,23 +396,25 @@ absl::StatusOr<v1::ListOrphansResponse> Sweeper::ListOrphans(const std::string& 
   if (tracked.has_value()) {
     members = *std::move(tracked);
     response.set_from_lineage(true);
-    // The tracker follows live descendants; zombies are counted by a walk
-    // of stat lines (no environment read).
-    ASSIGN_OR_RETURN(census, scanner::CountZombies(*impl_->procfs, census_specs));
-  } else if (!specs.empty() || !census_specs.empty()) {
+  }
+  if (tracked_census.has_value()) census = *std::move(tracked_census);
+  const bool walk_orphans = !specs.empty() && !response.from_lineage();
+  const bool walk_census = !tracked_census.has_value() && !census_specs.empty();
+  if (walk_orphans || walk_census) {
     // One walk answers both the orphans and the zombie piles.
-    RETURN_IF_ERROR(impl_->AddLineage(&specs));
-    std::vector<RunSpec> all = specs;
-    all.insert(all.end(), census_specs.begin(), census_specs.end());
+    if (walk_orphans) RETURN_IF_ERROR(impl_->AddLineage(&specs));
+    std::vector<RunSpec> all;
+    if (walk_orphans) all = specs;
+    if (walk_census) all.insert(all.end(), census_specs.begin(), census_specs.end());
     ASSIGN_OR_RETURN(const scanner::Snapshot snap,
                      impl_->procfs->Walk(scanner::MembershipWalkOptions(all)));
     const scanner::SweepObserver observer = scanner::SelfObserver(*impl_->procfs, snap);
-    if (!specs.empty()) {
+    if (walk_orphans) {
       scanner::ProcFsEvidence fresh(impl_->procfs, scanner::CookieNamesOf(specs));
       members =
           scanner::FindMembers(snap, observer, specs, evidence != nullptr ? *evidence : fresh);
     }
-    census = scanner::CountZombiesIn(*impl_->procfs, snap, observer, census_specs);
+    if (walk_census) census = scanner::CountZombiesIn(*impl_->procfs, snap, observer, census_specs);
   }
   int left_off = 0;
   for (v1::ZombiePile& pile :

@@ -56,13 +56,12 @@ class Sweeper {
   // the /proc walk (to compare the two paths, and for benchmarks).
   // Also the zombie piles (docs/ORPHANS.md "Zombie piles") of the listed
   // runs and every RUNNING run (run_id set: of that run, whatever its
-  // state), decided over the same walk without reading any environment
-  // (answered from the tracker, the orphans need no walk: the piles then
-  // take one walk of stat lines).
+  // state), read from the tracker when it answers for all of them, else
+  // decided over the orphans' walk; no environment is read for them.
   absl::StatusOr<v1::ListOrphansResponse> ListOrphans(const std::string& run_id, bool walk = false);
 
   // The zombie census over every RUNNING and every terminal unswept run
-  // (one walk; environments unread), with the pids.current / pids.max of
+  // (the tracker's members, or one walk; environments unread), with the pids.current / pids.max of
   // RUNNING runs' dedicated cgroups: the metric figures. Errors: the
   // store's or the walk's.
   absl::StatusOr<ZombieFigures> CountZombies();
