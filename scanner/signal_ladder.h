@@ -15,6 +15,14 @@
 // recycled pid is never hit. LadderHooks add what a user needs around each
 // signal (the sweeper's store claims and audit events, exec's log lines) and
 // give the re-listings (their users list with scanner/member_listing.h).
+//
+// Every process the ladder tries to signal gets a KillReceipt (docs/DESIGN.md
+// "Kill receipts"): it is pinned by a pidfd before its first signal and held
+// to its end, which the grace waits see through poll(POLLIN) on the held
+// pidfds; its wait status is read through the pidfd (PIDFD_INFO_EXIT) once
+// it was reaped. Past LadderOptions::receipt_pidfds (the caller's descriptor
+// budget) a receipt is unheld: its end is seen by /proc and the re-listings,
+// and it says so.
 #ifndef RUNREAPER_SCANNER_SIGNAL_LADDER_H_
 #define RUNREAPER_SCANNER_SIGNAL_LADDER_H_
 
@@ -27,6 +35,7 @@
 #include "absl/time/time.h"
 #include "scanner/identity.h"
 #include "scanner/membership.h"
+#include "scanner/observed_exit.h"
 #include "scanner/procfs.h"
 #include "scanner/safe_signal.h"
 
@@ -52,7 +61,57 @@ struct LadderOptions {
   absl::Duration poll_step = absl::Milliseconds(25);
   // Rounds after SIGKILL that catch processes forked just before it.
   int max_kill_rounds = 4;
+  // At most this many receipt pidfds held at once (the caller's descriptor
+  // budget); a process pinned past it gets an unheld receipt. 0: none held.
+  int64_t receipt_pidfds = 1024;
+  // At the end, how long to wait for the reaps of processes that ended (a
+  // pidfd gives the wait status only after the reap), for all together.
+  absl::Duration reap_wait = absl::Milliseconds(50);
 };
+
+// How one process the ladder tried to signal ended.
+struct KillReceipt {
+  enum class End {
+    kSignal,    // seen gone after `stage`'s signal: the last one sent to it
+                // before its end was seen
+    kOnItsOwn,  // gone (or a zombie) before any signal of this ladder reached it
+    kSurvived,  // still live at the ladder's end
+  };
+  // As first listed (run_index, pid, start time, comm).
+  Member member;
+  End end = End::kOnItsOwn;
+  // kSignal: the stage that ended it. kSurvived: the last stage sent, if any.
+  std::optional<Stage> stage;
+  // Every stage whose signal was delivered to it (SignalResult::kSent), in order.
+  std::vector<Stage> sent;
+  // The result of the last signal attempted (kDenied, kOtherUid, ... for a
+  // survivor the ladder could not signal).
+  SignalResult last_result = SignalResult::kError;
+  // Its wait status where the kernel gave one (PIDFD_INFO_EXIT, after the
+  // reap); unknown otherwise.
+  ObservedExit exit;
+  // Ended but not reaped at the ladder's end: a zombie, and the parent that
+  // has not reaped it.
+  bool zombie = false;
+  int reaper_pid = 0;
+  // A pidfd held it from before its first signal to its end (or the
+  // ladder's end); otherwise `unheld` says why and its end is the first
+  // check (/proc stat or a re-listing) that found it gone.
+  bool held = false;
+  std::string unheld;
+  // When the signal of `stage` was sent (kSignal), and when its end was seen
+  // (InfiniteFuture for a survivor).
+  absl::Time signalled_at = absl::InfinitePast();
+  absl::Time ended_at = absl::InfiniteFuture();
+  // ended_at - signalled_at (kSignal; zero otherwise).
+  absl::Duration after_signal = absl::ZeroDuration();
+  // From its start time to ended_at (to the ladder's end for a survivor),
+  // at the clock-tick resolution of the start time.
+  absl::Duration lifetime = absl::ZeroDuration();
+};
+
+// "signal" / "on_its_own" / "survived".
+const char* ReceiptEndName(KillReceipt::End end);
 
 // What a user of the ladder adds around its signals. Only List is required.
 class LadderHooks {
@@ -104,6 +163,11 @@ struct LadderResult {
   std::optional<Stage> stage;
   // Targets still live after SIGKILL and its rounds.
   std::vector<Member> survivors;
+  // One per process the ladder tried to signal, ordered by pid; the
+  // survivors' say kSurvived.
+  std::vector<KillReceipt> receipts;
+  // The ladder ended on a listing that found no live target.
+  bool last_listing_empty = false;
 };
 
 // Runs the ladder from `targets` (the first listing). Blocks through the

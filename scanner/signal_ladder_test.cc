@@ -8,12 +8,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <ostream>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -24,6 +27,7 @@
 #include "scanner/identity.h"
 #include "scanner/member_listing.h"
 #include "scanner/membership.h"
+#include "scanner/observed_exit.h"
 #include "scanner/procfs.h"
 #include "scanner/safe_signal.h"
 
@@ -119,6 +123,9 @@ class Recorder : public LadderHooks {
     stage_times.push_back(absl::Now());
   }
 
+  std::optional<uint32_t> SignalOnlyUid(const Member&) override { return only_uid; }
+
+  std::optional<uint32_t> only_uid;
   std::optional<Stage> refuse_stage;
   std::vector<std::pair<int, Stage>> claims;
   std::map<int, std::vector<Stage>> signalled;
@@ -241,6 +248,199 @@ TEST_F(SignalLadderTest, RecycledPidIsNeverSignalled) {
   real.pid = g.leader;
   real.start_time = st.start_time;
   EXPECT_FALSE(Drained(procfs_, real));
+  ::kill(g.leader, SIGKILL);
+  EXPECT_EQ(TermSignal(g.leader), SIGKILL);
+}
+
+// One group whose members end differently: A dies on SIGINT, B ignores
+// SIGINT and dies on SIGTERM, the leader ignores both and needs SIGKILL, C
+// exits with code 7 on its own after the first listing, before its signal.
+// A reaper thread (we are pid 1) reaps them, so each held pidfd gives the
+// wait status.
+struct Mixed {
+  pid_t leader = -1, a = -1, b = -1, c = -1;
+  int c_go = -1;  // write a byte: C exits 7
+};
+
+Mixed StartMixed() {
+  int ready[2], go[2];
+  if (::pipe2(ready, O_CLOEXEC) != 0 || ::pipe2(go, O_CLOEXEC) != 0) std::abort();
+  const pid_t leader = ::fork();
+  if (leader < 0) std::abort();
+  if (leader == 0) {
+    ::setsid();
+    ::close(ready[0]);
+    ::close(go[1]);
+    // A: default dispositions; B: ignores SIGINT only; C: exits 7 on a byte.
+    for (int kind = 0; kind < 3; ++kind) {
+      const pid_t p = ::fork();
+      if (p != 0) continue;
+      if (kind == 1) ::signal(SIGINT, SIG_IGN);
+      // Which kind it is, with its pid: the writes arrive in any order.
+      const int32_t me[2] = {kind, ::getpid()};
+      (void)!::write(ready[1], me, sizeof(me));
+      if (kind == 2) {
+        char byte;
+        while (::read(go[0], &byte, 1) < 0 && errno == EINTR) {
+        }
+        ::_exit(7);
+      }
+      while (true) ::pause();
+    }
+    ::signal(SIGINT, SIG_IGN);
+    ::signal(SIGTERM, SIG_IGN);
+    while (true) ::pause();
+  }
+  ::close(ready[1]);
+  ::close(go[0]);
+  Mixed m;
+  m.leader = leader;
+  m.c_go = go[1];
+  pid_t* kids[3] = {&m.a, &m.b, &m.c};
+  for (int i = 0; i < 3; ++i) {
+    int32_t kind_pid[2] = {0, 0};
+    while (::read(ready[0], kind_pid, sizeof(kind_pid)) < 0 && errno == EINTR) {
+    }
+    if (kind_pid[0] < 0 || kind_pid[0] > 2) std::abort();
+    *kids[kind_pid[0]] = kind_pid[1];
+  }
+  ::close(ready[0]);
+  return m;
+}
+
+// Reaps every child (we are pid 1: orphans too) until stopped.
+class Reaper {
+ public:
+  Reaper()
+      : thread_([this] {
+          while (!stop_.load()) {
+            int st = 0;
+            if (::waitpid(-1, &st, WNOHANG) <= 0) absl::SleepFor(absl::Milliseconds(2));
+          }
+        }) {}
+  ~Reaper() {
+    stop_.store(true);
+    thread_.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+const KillReceipt* ReceiptOf(const LadderResult& r, pid_t pid) {
+  for (const KillReceipt& k : r.receipts) {
+    if (k.member.process.pid == pid) return &k;
+  }
+  return nullptr;
+}
+
+TEST_F(SignalLadderTest, ReceiptsNameTheStageThatEndedEachAndItsStatus) {
+  SKIP_UNLESS_PRIVATE_PID_NS();
+  const Mixed g = StartMixed();
+  Recorder hooks(&procfs_, SpecOf(g.leader));
+  ASSERT_OK_AND_ASSIGN(std::vector<Member> first, hooks.List());
+  ASSERT_EQ(first.size(), 4u);
+  // C ends on its own after the listing: a zombie of the leader for now.
+  ASSERT_EQ(::write(g.c_go, "x", 1), 1);
+  ASSERT_TRUE(base::WaitFor([&] {
+    absl::StatusOr<ProcStat> st = procfs_.ReadStat(g.c);
+    return st.ok() && st->state == 'Z';
+  }));
+  LadderOptions options;
+  options.sigint_grace = absl::Milliseconds(300);
+  options.sigterm_grace = absl::Milliseconds(300);
+  options.reap_wait = absl::Seconds(5);  // ends once every status is read
+  LadderResult result;
+  {
+    Reaper reaper;
+    ASSERT_OK_AND_ASSIGN(result, RunLadder(procfs_, first, options, hooks));
+  }
+  EXPECT_TRUE(result.survivors.empty());
+  EXPECT_TRUE(result.last_listing_empty);
+  ASSERT_EQ(result.receipts.size(), 4u);
+  struct Want {
+    pid_t pid;
+    KillReceipt::End end;
+    std::optional<Stage> stage;
+    ObservedExit::Kind kind;
+    int code_or_signal;
+  };
+  for (const Want& w :
+       {Want{g.a, KillReceipt::End::kSignal, Stage::kSigint, ObservedExit::Kind::kSignaled, SIGINT},
+        Want{g.b, KillReceipt::End::kSignal, Stage::kSigterm, ObservedExit::Kind::kSignaled,
+             SIGTERM},
+        Want{g.leader, KillReceipt::End::kSignal, Stage::kSigkill, ObservedExit::Kind::kSignaled,
+             SIGKILL},
+        Want{g.c, KillReceipt::End::kOnItsOwn, std::nullopt, ObservedExit::Kind::kExited, 7}}) {
+    SCOPED_TRACE(w.pid);
+    const KillReceipt* r = ReceiptOf(result, w.pid);
+    ASSERT_NE(r, nullptr);
+    EXPECT_EQ(r->end, w.end) << ReceiptEndName(r->end);
+    EXPECT_EQ(r->stage, w.stage);
+    EXPECT_TRUE(r->held) << r->unheld;
+    EXPECT_EQ(r->exit.kind, w.kind);
+    EXPECT_EQ(r->exit.source, ObservedExit::Source::kPidfdInfo);
+    EXPECT_EQ(w.kind == ObservedExit::Kind::kExited ? r->exit.code : r->exit.signal,
+              w.code_or_signal);
+    EXPECT_FALSE(r->zombie);
+    EXPECT_NE(r->ended_at, absl::InfiniteFuture());
+    EXPECT_GT(r->lifetime, absl::ZeroDuration());
+    if (w.end == KillReceipt::End::kSignal) {
+      EXPECT_EQ(r->sent.back(), *w.stage) << "the last stage sent ended it";
+      EXPECT_GE(r->after_signal, absl::ZeroDuration());
+      // Seen through the pidfd within the grace, not at the next listing.
+      EXPECT_LT(r->after_signal, absl::Milliseconds(300));
+    } else {
+      EXPECT_TRUE(r->sent.empty()) << "a zombie accepts a signal that reaches nothing";
+    }
+  }
+  ::close(g.c_go);
+}
+
+// Past the descriptor budget a receipt is unheld and says so; the stage is
+// still told (the end seen by /proc), the status is not.
+TEST_F(SignalLadderTest, OverTheDescriptorBudgetAReceiptIsUnheld) {
+  SKIP_UNLESS_PRIVATE_PID_NS();
+  const Group g = StartGroup(/*stubborn=*/false, /*extra=*/0);
+  Recorder hooks(&procfs_, SpecOf(g.leader));
+  LadderOptions options;
+  options.receipt_pidfds = 0;
+  options.reap_wait = absl::ZeroDuration();
+  ASSERT_OK_AND_ASSIGN(std::vector<Member> first, hooks.List());
+  ASSERT_OK_AND_ASSIGN(LadderResult result, RunLadder(procfs_, first, options, hooks));
+  ASSERT_EQ(result.receipts.size(), 1u);
+  const KillReceipt& r = result.receipts[0];
+  EXPECT_FALSE(r.held);
+  EXPECT_EQ(r.unheld, "over the descriptor budget");
+  EXPECT_EQ(r.end, KillReceipt::End::kSignal);
+  EXPECT_EQ(r.stage, Stage::kSigint);
+  EXPECT_FALSE(r.exit.known());
+  EXPECT_TRUE(r.zombie) << "not reaped yet: a zombie of ours";
+  EXPECT_EQ(r.reaper_pid, 1);
+  EXPECT_EQ(TermSignal(g.leader), SIGINT);
+}
+
+// A target the ladder may not signal (another uid) survives, and its
+// receipt says so with why nothing was sent.
+TEST_F(SignalLadderTest, ASurvivorsReceiptSaysSurvivedAndWhy) {
+  SKIP_UNLESS_PRIVATE_PID_NS();
+  const Group g = StartGroup(/*stubborn=*/false, /*extra=*/0);
+  Recorder hooks(&procfs_, SpecOf(g.leader));
+  hooks.only_uid = 4242;  // not ours: every signal is OTHER_UID
+  LadderOptions options;
+  options.sigint_grace = options.sigterm_grace = options.kill_wait = absl::Milliseconds(50);
+  options.max_kill_rounds = 1;
+  ASSERT_OK_AND_ASSIGN(std::vector<Member> first, hooks.List());
+  ASSERT_OK_AND_ASSIGN(LadderResult result, RunLadder(procfs_, first, options, hooks));
+  ASSERT_EQ(result.survivors.size(), 1u);
+  EXPECT_FALSE(result.last_listing_empty);
+  ASSERT_EQ(result.receipts.size(), 1u);
+  const KillReceipt& r = result.receipts[0];
+  EXPECT_EQ(r.end, KillReceipt::End::kSurvived);
+  EXPECT_TRUE(r.sent.empty());
+  EXPECT_EQ(r.last_result, SignalResult::kOtherUid);
+  EXPECT_EQ(r.ended_at, absl::InfiniteFuture());
   ::kill(g.leader, SIGKILL);
   EXPECT_EQ(TermSignal(g.leader), SIGKILL);
 }
