@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "base/text.h"
@@ -23,6 +24,60 @@ std::string ShortReasonName(v1::StaleReason reason) {
   std::string name = v1::StaleReason_Name(reason);
   if (name.empty()) return absl::StrCat(static_cast<int>(reason));
   return std::string(absl::StripPrefix(name, "STALE_REASON_"));
+}
+
+namespace {
+
+std::string SignalText(int sig) {
+  const char* abbrev = ::sigabbrev_np(sig);
+  return abbrev != nullptr ? absl::StrCat("SIG", abbrev) : absl::StrCat("signal ", sig);
+}
+
+std::string DurationText(const google::protobuf::Duration& d) {
+  return absl::FormatDuration(absl::Trunc(absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos()),
+                                          absl::Milliseconds(1)));
+}
+
+}  // namespace
+
+std::string DescribeReceipt(const v1::KillReceipt& r) {
+  std::string out =
+      absl::StrCat("pid ", r.pid(), " comm=", r.comm(), " start_time=", r.start_time_ticks(), ": ");
+  switch (r.end()) {
+    case v1::KillReceipt::END_SIGNAL:
+      absl::StrAppend(&out, "ended by ", r.stage(), " ", DurationText(r.after_signal()),
+                      " after it");
+      break;
+    case v1::KillReceipt::END_ON_ITS_OWN:
+      absl::StrAppend(&out, "exited on its own");
+      break;
+    case v1::KillReceipt::END_SURVIVED:
+      absl::StrAppend(&out, "survived (last signal ", r.stage().empty() ? "none" : r.stage(), ": ",
+                      r.last_result(), ")");
+      break;
+    default:
+      absl::StrAppend(&out, "end unknown");
+      break;
+  }
+  switch (r.exit().kind()) {
+    case v1::OBSERVED_EXIT_KIND_EXITED:
+      absl::StrAppend(&out, "; exit ", r.exit().exit_code(), " (pidfd_info)");
+      break;
+    case v1::OBSERVED_EXIT_KIND_SIGNALED:
+      absl::StrAppend(&out, "; exit ", SignalText(r.exit().signal()),
+                      r.exit().core_dumped() ? "+core" : "", " (pidfd_info)");
+      break;
+    default:
+      if (r.end() != v1::KillReceipt::END_SURVIVED) absl::StrAppend(&out, "; exit status unknown");
+      break;
+  }
+  if (r.zombie()) absl::StrAppend(&out, "; zombie, reaper pid ", r.reaper_pid());
+  absl::StrAppend(&out, "; lived ", DurationText(r.lifetime()));
+  if (r.stages_sent_size() > 0) {
+    absl::StrAppend(&out, "; sent ", absl::StrJoin(r.stages_sent(), ","));
+  }
+  absl::StrAppend(&out, r.held() ? "; held" : absl::StrCat("; unheld: ", r.unheld_reason()));
+  return out;
 }
 
 std::string DescribeEvent(const v1::Event& e) {

@@ -29,6 +29,14 @@ std::string DescribeEvent(const ::runreaper::v1::Event& event);
 // (EXITED): <detail>", for a listing that prints the id in its own column.
 std::string DescribeEventChange(const ::runreaper::v1::Event& event);
 
+// One kill receipt in one line, for the RECEIPT event's detail and
+// `runreaperctl sweep`: "pid 12 comm=sleep start_time=345: ended by SIGKILL
+// 3ms after it; exit SIGKILL (pidfd_info); lived 2.41s; sent SIGINT,SIGTERM,
+// SIGKILL; held", "... exited on its own; exit 7 ...", "... survived (last
+// signal OTHER_UID) ...", with "; zombie, reaper pid N" and "; unheld: why".
+// Not escaped (the comm comes from /proc): see DescribeEvent.
+std::string DescribeReceipt(const ::runreaper::v1::KillReceipt& receipt);
+
 // A google.protobuf.Timestamp of the contract (registered_at, ended_at, ...)
 // as an absl::Time; the epoch for an unset one.
 absl::Time TimeOf(const google::protobuf::Timestamp& ts);

@@ -32,6 +32,42 @@ TEST(DescribeEventTest, OneLinePerEventType) {
   EXPECT_EQ(DescribeEventChange(e), "run r1 RUNNING -> STALE (EXITED): reconcile pass");
 }
 
+TEST(DescribeReceiptTest, EachEndInOneLine) {
+  v1::KillReceipt r;
+  r.set_pid(12);
+  r.set_comm("sleep");
+  r.set_start_time_ticks(345);
+  r.set_end(v1::KillReceipt::END_SIGNAL);
+  r.set_stage("SIGKILL");
+  r.add_stages_sent("SIGINT");
+  r.add_stages_sent("SIGKILL");
+  r.mutable_after_signal()->set_nanos(3400000);
+  r.mutable_lifetime()->set_seconds(2);
+  r.mutable_exit()->set_kind(v1::OBSERVED_EXIT_KIND_SIGNALED);
+  r.mutable_exit()->set_signal(9);
+  r.set_held(true);
+  EXPECT_EQ(DescribeReceipt(r),
+            "pid 12 comm=sleep start_time=345: ended by SIGKILL 3ms after it; exit SIGKILL "
+            "(pidfd_info); lived 2s; sent SIGINT,SIGKILL; held");
+  r.set_end(v1::KillReceipt::END_ON_ITS_OWN);
+  r.clear_stages_sent();
+  r.clear_exit();
+  r.set_zombie(true);
+  r.set_reaper_pid(1);
+  r.set_held(false);
+  r.set_unheld_reason("over the descriptor budget");
+  EXPECT_EQ(DescribeReceipt(r),
+            "pid 12 comm=sleep start_time=345: exited on its own; exit status unknown; zombie, "
+            "reaper pid 1; lived 2s; unheld: over the descriptor budget");
+  r = v1::KillReceipt();
+  r.set_pid(7);
+  r.set_end(v1::KillReceipt::END_SURVIVED);
+  r.set_last_result("OTHER_UID");
+  r.set_held(true);
+  EXPECT_EQ(DescribeReceipt(r),
+            "pid 7 comm= start_time=0: survived (last signal none: OTHER_UID); lived 0; held");
+}
+
 TEST(DescribeEventTest, ObservedExitFollowsTheDetail) {
   v1::Event e;
   e.set_event_id(13);

@@ -70,6 +70,11 @@ absl::StatusOr<bool> Frozen(const std::string& dir) {
 
 }  // namespace
 
+absl::StatusOr<CgroupEvents> ReadCgroupEvents(const std::string& dir) {
+  ASSIGN_OR_RETURN(const std::string text, ReadCgroupFile(dir, "cgroup.events"));
+  return ParseCgroupEvents(text);
+}
+
 absl::StatusOr<CgroupEvents> ParseCgroupEvents(absl::string_view text) {
   CgroupEvents out;
   for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {

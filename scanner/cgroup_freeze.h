@@ -38,6 +38,8 @@ struct CgroupEvents {
 // INVALID_ARGUMENT when a line is not "<key> <0|1>"; unknown keys are
 // skipped.
 absl::StatusOr<CgroupEvents> ParseCgroupEvents(absl::string_view text);
+// <dir>/cgroup.events read and parsed. NOT_FOUND when `dir` is gone.
+absl::StatusOr<CgroupEvents> ReadCgroupEvents(const std::string& dir);
 
 // Which whole-cgroup interface files `dir` offers.
 struct CgroupFeatures {

@@ -1,5 +1,6 @@
 #include "server/sweeper.h"
 
+#include <algorithm>
 #include <iterator>
 #include <map>
 #include <memory>
@@ -11,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -28,6 +30,8 @@
 #include "scanner/signal_ladder.h"
 #include "scanner/zombie_piles.h"
 #include "server/caller_policy.h"
+#include "server/descriptors.h"
+#include "server/kill_receipts.h"
 #include "server/sweep_claims.h"
 #include "server/sweep_specs.h"
 #include "server/zombie_census.h"
@@ -41,6 +45,11 @@ using scanner::Membership;
 using scanner::RunSpec;
 
 using store::IsTerminal;
+
+// How long a dedicated cgroup may still read "populated 1" after the ladder
+// (its last SIGKILLed tasks finishing their exit) before the end counts as
+// unproven.
+constexpr absl::Duration kProofSettle = absl::Milliseconds(500);
 
 }  // namespace
 
@@ -151,6 +160,11 @@ struct Sweeper::Impl {
     scanner::LadderOptions o;
     o.sigint_grace = options.sigint_grace;
     o.sigterm_grace = options.sigterm_grace;
+    // A receipt's held pidfd counts against the daemon's descriptors: hold
+    // at most what is free beyond a reserve for gRPC, SQLite and metrics (a
+    // quarter of the soft limit, at least 64); past it, unheld receipts.
+    const int64_t reserve = std::max<int64_t>(64, SoftDescriptorLimit() / 4);
+    o.receipt_pidfds = std::max<int64_t>(0, FreeDescriptors() - reserve);
     return o;
   }
 
@@ -233,7 +247,10 @@ struct Sweeper::Impl {
     // Runs with no member at all (the common case: a run that left nothing
     // behind) get no ladder and no SWEEP_STARTED/FINISHED pair: they are
     // marked swept together with one summary event, in one transaction.
-    if (!MarkClean(&specs, &members)) return response;
+    if (!MarkClean(&specs, &members)) {
+      response.set_proof("nothing to sweep");
+      return response;
+    }
     targets = scanner::Targets(members);
 
     std::vector<v1::Event> opening;
@@ -310,6 +327,14 @@ struct Sweeper::Impl {
     const std::vector<Member>& survivors = ladder.survivors;
 
     for (const v1::Event& e : claims.signals()) *response.add_signals() = e;
+    // One receipt per process the ladder tried to signal, and its RECEIPT
+    // event in the closing transaction, before its run's SWEEP_FINISHED.
+    std::vector<std::vector<v1::Event>> receipts_of(specs.size());
+    for (const scanner::KillReceipt& k : ladder.receipts) {
+      v1::KillReceipt& r = *response.add_receipts();
+      r = ToReceipt(specs, k);
+      receipts_of[k.member.run_index].push_back(ReceiptEvent(r));
+    }
     for (const auto& [key, m] : claims.listed()) *response.add_targets() = ToOrphan(specs, m);
     std::vector<int> survivors_of(specs.size(), 0);
     for (const Member& m : survivors) {
@@ -319,13 +344,20 @@ struct Sweeper::Impl {
     // A member kept by a lease keeps its run unswept: the next sweep after
     // the lease ends must see the run again to sweep it.
     std::vector<int> leased_of(specs.size(), 0);
+    std::vector<int> kept_of(specs.size(), 0);  // live, kept or leased: not gone
     for (const Member& m : members.members) {
       if (m.kept && !m.zombie && !m.lease_reason.empty()) ++leased_of[m.run_index];
+      if (m.kept && !m.zombie && !scanner::Drained(*procfs, scanner::RefOf(m))) {
+        ++kept_of[m.run_index];
+      }
     }
+    bool proven = true;
+    std::vector<std::string> proofs;
     // Every SWEEP_FINISHED and every sweep_done mark in one transaction.
     std::vector<v1::Event> closing;
     std::vector<std::string> done;
     for (size_t i = 0; i < specs.size(); ++i) {
+      for (v1::Event& e : receipts_of[i]) closing.push_back(std::move(e));
       int signals = 0;
       for (const v1::Event& e : response.signals()) {
         signals += e.run_id() == specs[i].run_id;
@@ -339,12 +371,21 @@ struct Sweeper::Impl {
       if (const std::string note = claims.FreezeNote(static_cast<int>(i)); !note.empty()) {
         ev.set_detail(absl::StrCat(ev.detail(), "; cgroup ", note));
       }
+      // The proof last: "0 survivors (proven: cgroup empty)" or why not.
+      const EndProof proof =
+          ProveRunEnd(*procfs, specs[i], observer, survivors_of[i], kept_of[i], kProofSettle);
+      proven = proven && proof.proven;
+      ev.set_detail(absl::StrCat(ev.detail(), "; ", proof.text));
+      proofs.push_back(specs.size() == 1 ? proof.text
+                                         : absl::StrCat("run ", specs[i].run_id, ": ", proof.text));
       if (survivors_of[i] == 0 && leased_of[i] == 0) {
         done.push_back(specs[i].run_id);
         // Swept clean: its descendants need not be followed any more.
         if (lineage != nullptr) lineage->Untrack(specs[i].run_id);
       }
     }
+    response.set_proven(proven && ladder.last_listing_empty);
+    response.set_proof(absl::StrJoin(proofs, "; "));
     if (absl::Status s = store->MarkSwept(done, closing).status(); !s.ok()) {
       base::LogError("sweeper: cannot record the end of the sweep: ", s.ToString());
     }

@@ -3,15 +3,20 @@
 // cgroup swept with every stage reaching every process the frozen cgroup
 // held, a kept member that forbids the freeze (the sweep re-lists and says
 // why), and the thaw at start of a cgroup a crashed sweep left frozen.
+// Every process a sweep signalled has a kill receipt, and "0 survivors" is
+// proven by the cgroup's own "populated 0".
 // main() re-executes the test as pid 1 of a private PID namespace.
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -26,6 +31,7 @@
 #include "scanner/process_test_util.h"
 #include "scanner/procfs.h"
 #include "scanner/safe_signal.h"
+#include "server/kill_receipts.h"
 #include "server/sweeper.h"
 #include "store/run_store.h"
 
@@ -33,6 +39,26 @@ namespace runreaper::server {
 namespace {
 
 constexpr char kInNsEnv[] = "RR_SWEEPER_FREEZE_TEST_IN_PIDNS";
+
+// Reaps every child (we are pid 1 of the namespace: the orphans a sweep
+// kills are ours) until destroyed, as init reaps a node's orphans.
+class Reaper {
+ public:
+  Reaper()
+      : thread_([this] {
+          while (!stop_.load()) {
+            if (waitpid(-1, nullptr, WNOHANG) <= 0) absl::SleepFor(absl::Milliseconds(2));
+          }
+        }) {}
+  ~Reaper() {
+    stop_.store(true);
+    thread_.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
 
 int ProcsIn(const std::string& dir) {
   std::vector<std::string> lines;
@@ -84,19 +110,28 @@ class SweeperFreezeTest : public ::testing::Test {
     ASSERT_OK(store_->Finish(run_id, 0));
   }
 
-  std::string FinishedDetail(const std::string& run_id) {
-    std::string detail;
+  // Every event of the run (a storm's sweep writes thousands: every page).
+  std::vector<v1::Event> EventsOf(const std::string& run_id) {
+    std::vector<v1::Event> out;
     int64_t after = 0;
-    while (true) {  // a storm's sweep writes thousands of events: every page
+    while (true) {
       absl::StatusOr<std::vector<v1::Event>> page =
           store_->ListEvents(after, run_id, store::RunStore::kMaxPageSize);
       EXPECT_TRUE(page.ok()) << page.status();
-      if (!page.ok() || page->empty()) return detail;
+      if (!page.ok() || page->empty()) return out;
       for (const v1::Event& e : *page) {
-        if (e.type() == v1::EVENT_TYPE_SWEEP_FINISHED) detail = e.detail();
+        out.push_back(e);
         after = e.event_id();
       }
     }
+  }
+
+  std::string FinishedDetail(const std::string& run_id) {
+    std::string detail;
+    for (const v1::Event& e : EventsOf(run_id)) {
+      if (e.type() == v1::EVENT_TYPE_SWEEP_FINISHED) detail = e.detail();
+    }
+    return detail;
   }
 
   std::string dir_;
@@ -110,18 +145,25 @@ class SweeperFreezeTest : public ::testing::Test {
 // (which ignore them too) while the sweep runs. Each stage's SENT count is
 // exactly the number of processes the frozen cgroup held at that stage (the
 // SWEEP_FINISHED detail's "frozen for SIGINT (N) ..."), and nothing is left.
+// Counted from the kill receipts too: every process signalled has one, each
+// stage reached as many as its frozen cgroup held, SIGKILL ended every one,
+// and the end is proven by the cgroup's "populated 0".
 TEST_F(SweeperFreezeTest, AStormInTheRunsCgroupIsSweptFrozenStageByStage) {
   SKIP_UNLESS_PRIVATE_PID_NS();
   const std::string dir = MakeCgroup("storm");
   if (dir.empty()) GTEST_SKIP() << "no writable cgroup v2 with cgroup.freeze";
   StartFinished("storm",
-                "(trap '' INT TERM; i=0; while [ $i -lt 1500 ]; do sleep 1000 & "
+                "(trap '' INT TERM; i=0; while [ $i -lt 4000 ]; do sleep 1000 & "
                 "i=$((i+1)); done; wait) & echo started",
                 dir);
   ASSERT_TRUE(base::WaitFor([&] { return ProcsIn(dir) >= 500; }, absl::Seconds(120),
                             absl::Milliseconds(20)));
   Sweeper sweeper(store_.get(), &procfs_, options_);
-  ASSERT_OK_AND_ASSIGN(v1::SweepResponse resp, sweeper.Sweep({}));
+  v1::SweepResponse resp;
+  {
+    Reaper reaper;  // as init would: the receipts then carry wait statuses
+    ASSERT_OK_AND_ASSIGN(resp, sweeper.Sweep({}));
+  }
   EXPECT_EQ(resp.survivors_size(), 0);
   std::map<std::string, int> sent;
   for (const v1::Event& e : resp.signals()) {
@@ -132,8 +174,8 @@ TEST_F(SweeperFreezeTest, AStormInTheRunsCgroupIsSweptFrozenStageByStage) {
   // "...; cgroup frozen for SIGINT (N) SIGTERM (M) SIGKILL (K)[ pids.max=0]"
   const size_t at = detail.find("cgroup frozen for ");
   ASSERT_NE(at, std::string::npos) << detail;
-  std::vector<std::string> words =
-      absl::StrSplit(detail.substr(at + strlen("cgroup frozen for ")), ' ');
+  const std::string note = detail.substr(at + strlen("cgroup frozen for "));
+  std::vector<std::string> words = absl::StrSplit(note.substr(0, note.find(';')), ' ');
   std::map<std::string, int> frozen;
   for (size_t i = 0; i + 1 < words.size(); i += 2) {
     if (words[i] == "pids.max=0") break;
@@ -142,11 +184,49 @@ TEST_F(SweeperFreezeTest, AStormInTheRunsCgroupIsSweptFrozenStageByStage) {
         << detail;
     frozen[words[i]] = n;
   }
+  // The receipts: one per process signalled, each ended by SIGKILL (the
+  // storm ignores the others), held by its pidfd throughout.
+  std::set<int> signalled;
+  for (const v1::Event& e : resp.signals()) {
+    if (e.pid() > 0) signalled.insert(e.pid());
+  }
+  ASSERT_EQ(resp.receipts_size(), static_cast<int>(signalled.size()));
+  std::map<std::string, int> reached;
+  int with_status = 0;
+  for (const v1::KillReceipt& r : resp.receipts()) {
+    SCOPED_TRACE(r.pid());
+    EXPECT_EQ(signalled.count(r.pid()), 1u);
+    EXPECT_EQ(r.end(), v1::KillReceipt::END_SIGNAL);
+    EXPECT_EQ(r.stage(), "SIGKILL");
+    EXPECT_EQ(r.signal(), SIGKILL);
+    EXPECT_TRUE(r.held()) << r.unheld_reason();
+    for (const std::string& st : r.stages_sent()) ++reached[st];
+    // Reaped by then (its status through the pidfd), or a zombie of ours.
+    if (r.has_exit()) {
+      EXPECT_EQ(r.exit().signal(), SIGKILL);
+      ++with_status;
+    } else {
+      EXPECT_TRUE(r.zombie());
+      EXPECT_EQ(r.reaper_pid(), 1);
+    }
+  }
+  EXPECT_GT(with_status, 0);
   for (const char* stage : {"SIGINT", "SIGTERM", "SIGKILL"}) {
     SCOPED_TRACE(stage);
     EXPECT_GE(frozen[stage], 500);
     EXPECT_EQ(sent[stage], frozen[stage]) << detail;
+    EXPECT_EQ(reached[stage], frozen[stage]) << detail;
   }
+  EXPECT_EQ(reached["SIGKILL"], resp.receipts_size()) << "SIGKILL reached every member";
+  // One RECEIPT event per receipt in the audit log.
+  int receipt_events = 0;
+  for (const v1::Event& e : EventsOf("storm")) {
+    receipt_events += e.type() == v1::EVENT_TYPE_RECEIPT;
+  }
+  EXPECT_EQ(receipt_events, resp.receipts_size());
+  EXPECT_TRUE(resp.proven()) << resp.proof();
+  EXPECT_EQ(resp.proof(), "0 survivors (proven: cgroup empty)");
+  EXPECT_NE(detail.find("0 survivors (proven: cgroup empty)"), std::string::npos) << detail;
   EXPECT_EQ(sent["cgroup.kill"], 1);
   ASSERT_OK_AND_ASSIGN(bool requested, scanner::FreezeRequested(dir));
   EXPECT_FALSE(requested) << "thawed after the sweep";
@@ -184,6 +264,72 @@ TEST_F(SweeperFreezeTest, AKeptMemberMeansNoFreezeAndTheAuditSaysWhy) {
   ASSERT_OK_AND_ASSIGN(bool requested, scanner::FreezeRequested(dir));
   EXPECT_FALSE(requested);
   EXPECT_EQ(ProcsIn(dir), 1) << "the kept sleep lives on";
+  // Not "0 survivors, proven": the kept sleep lives in the run's cgroup.
+  EXPECT_FALSE(resp.proven()) << resp.proof();
+  EXPECT_NE(resp.proof().find("1 kept member(s) live"), std::string::npos) << resp.proof();
+  EXPECT_NE(resp.proof().find("still populated (1 process(es))"), std::string::npos)
+      << resp.proof();
+  EXPECT_NE(detail.find("unproven: "), std::string::npos) << detail;
+}
+
+// A process the sweep may not signal (it is older than the run's leader, so
+// no member) sits in the run's cgroup: every member is gone and the last
+// listing is empty, yet the end is unproven while the cgroup is populated.
+// Once it is gone, the same check proves it. The member (a background job
+// of sh, so it ignores SIGINT) ended on SIGTERM: its receipt and its RECEIPT
+// event say so.
+TEST_F(SweeperFreezeTest, APopulatedCgroupLeavesTheEndUnproven) {
+  SKIP_UNLESS_PRIVATE_PID_NS();
+  const std::string dir = MakeCgroup("proof");
+  if (dir.empty()) GTEST_SKIP() << "no writable cgroup v2 with cgroup.freeze";
+  const scanner::Spawned older = scanner::SpawnSh("exec sleep 1000", {}, dir);
+  ASSERT_TRUE(base::WaitFor([&] {
+    absl::StatusOr<scanner::ProcStat> st = procfs_.ReadStat(older.pid);
+    return st.ok() && st->start_time > 0;
+  }));
+  // The leader starts at least one tick later than the older sleep.
+  ASSERT_TRUE(base::WaitFor([&] { return scanner::NowBootTicks() > older.id.start_time + 1; }));
+  StartFinished("proof", "sleep 1000 & echo started", dir);
+  Sweeper sweeper(store_.get(), &procfs_, options_);
+  v1::SweepResponse resp;
+  {
+    Reaper reaper;
+    ASSERT_OK_AND_ASSIGN(resp, sweeper.Sweep({}));
+  }
+  EXPECT_EQ(resp.survivors_size(), 0);
+  ASSERT_EQ(resp.receipts_size(), 1);
+  const v1::KillReceipt& r = resp.receipts(0);
+  EXPECT_EQ(r.end(), v1::KillReceipt::END_SIGNAL);
+  EXPECT_EQ(r.stage(), "SIGTERM");
+  EXPECT_EQ(r.comm(), "sleep");
+  EXPECT_TRUE(r.held());
+  EXPECT_EQ(r.exit().signal(), SIGTERM) << "reaped: its status through the pidfd";
+  EXPECT_FALSE(resp.proven()) << resp.proof();
+  EXPECT_EQ(resp.proof(), "0 survivor(s) (unproven: cgroup " + older.id.cgroup +
+                              " still populated (1 process(es)))");
+  int receipts = 0;
+  for (const v1::Event& e : EventsOf("proof")) {
+    if (e.type() != v1::EVENT_TYPE_RECEIPT) continue;
+    ++receipts;
+    EXPECT_EQ(e.pid(), r.pid());
+    EXPECT_EQ(e.stage(), "SIGTERM");
+    EXPECT_EQ(e.result(), "SIGNAL");
+    EXPECT_EQ(e.observed_exit().signal(), SIGTERM);
+  }
+  EXPECT_EQ(receipts, 1);
+  EXPECT_NE(FinishedDetail("proof").find("unproven: cgroup"), std::string::npos);
+  EXPECT_EQ(ProcsIn(dir), 1) << "the older sleep was never signalled";
+
+  // Gone: the same proof now holds.
+  ASSERT_EQ(kill(older.pid, SIGKILL), 0);
+  ASSERT_EQ(waitpid(older.pid, nullptr, 0), older.pid);
+  scanner::RunSpec spec;
+  spec.run_id = "proof";
+  spec.leader.cgroup = older.id.cgroup;
+  scanner::SweepObserver observer;
+  const EndProof proof = ProveRunEnd(procfs_, spec, observer, 0, 0, absl::Seconds(5));
+  EXPECT_TRUE(proof.proven) << proof.text;
+  EXPECT_EQ(proof.text, "0 survivors (proven: cgroup empty)");
 }
 
 // A sweep killed between a stage's freeze and its thaw leaves the job

@@ -19,6 +19,7 @@ absl::Status CheckAppendable(const v1::Event& event, const std::string& path) {
     case v1::EVENT_TYPE_SWEEP_STARTED:
     case v1::EVENT_TYPE_SWEEP_FINISHED:
     case v1::EVENT_TYPE_KEPT:
+    case v1::EVENT_TYPE_RECEIPT:
       return absl::OkStatus();
     default:
       // REGISTERED / STATE_CHANGED / RESULT are written by the store in the

@@ -148,6 +148,14 @@ TEST(CookiesE2ETest, ANativeCookieFindsAnEnvIEscapeeAndSparesTheOptOuts) {
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   EXPECT_TRUE(base::WaitFor([&] { return Reaped(member); }));
   EXPECT_TRUE(base::WaitFor([&] { return Reaped(by_second); }));
+  // A receipt line per process signalled, and the proof of the end.
+  EXPECT_TRUE(absl::StrContains(r.out, "receipts: 2\n")) << r.out;
+  for (const pid_t swept : {member, by_second}) {
+    EXPECT_TRUE(
+        absl::StrContains(r.out, absl::StrCat("receipt run gh-1 pid ", swept, " comm=sleep")))
+        << r.out;
+  }
+  EXPECT_TRUE(absl::StrContains(r.out, "end: 0 survivors (proven: last listing empty)\n")) << r.out;
   for (const pid_t spared : {blank, other, dont_kill, prefix}) {
     EXPECT_FALSE(Reaped(spared)) << spared;
     EXPECT_TRUE(IsSleep(spared)) << spared;

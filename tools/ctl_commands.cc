@@ -498,6 +498,10 @@ int CmdSweep(Client& c, const ParsedArgs& a) {
     printf("survivors: %d\n", resp.survivors_size());
     PrintOrphans(resp.survivors());
   }
+  PrintReceipts(resp.receipts());
+  if (!resp.proof().empty()) {
+    printf("end: %s\n", base::EscapeForLog(resp.proof()).c_str());
+  }
   return kExitOk;
 }
 

@@ -267,6 +267,15 @@ int PrintRunResult(bool json, const grpc::Status& s, const v1::Run& run, const s
   return kExitOk;
 }
 
+void PrintReceipts(const google::protobuf::RepeatedPtrField<v1::KillReceipt>& receipts) {
+  if (receipts.empty()) return;
+  printf("receipts: %d\n", receipts.size());
+  for (const v1::KillReceipt& r : receipts) {
+    printf("receipt run %s %s\n", base::EscapeForLog(r.run_id()).c_str(),
+           base::EscapeForLog(DescribeReceipt(r)).c_str());
+  }
+}
+
 std::string DescribeLineage(const v1::LineageStatus& lineage) {
   if (!lineage.enabled()) {
     return base::EscapeForLog(absl::StrCat("lineage: off (", lineage.off_reason(), ")"));

@@ -73,6 +73,11 @@ void PrintOrphans(const google::protobuf::RepeatedPtrField<::runreaper::v1::Orph
 // many piles the daemon left off.
 void PrintZombiePiles(const ::runreaper::v1::ListOrphansResponse& response);
 
+// "receipts: N" and one line per kill receipt ("receipt run R pid ...",
+// proto/describe.h DescribeReceipt), escaped; nothing when there are none.
+void PrintReceipts(
+    const google::protobuf::RepeatedPtrField<::runreaper::v1::KillReceipt>& receipts);
+
 // The reply of a call that answers a Run: the run (JSON when `json`), or the
 // error as ExitFor prints it.
 int PrintRunResult(bool json, const grpc::Status& s, const ::runreaper::v1::Run& run,

@@ -194,7 +194,10 @@ const std::vector<Command>& Commands() {
       {"sweep",
        "sweep [RUN_ID] [--dry_run]",
        "Removes orphans with the SIGINT -> SIGTERM -> SIGKILL ladder (one run or "
-       "all); --dry_run lists what would be signalled.",
+       "all); --dry_run lists what would be signalled. Prints a kill receipt per "
+       "process signalled (the stage that ended it, or that it exited on its "
+       "own, its exit status, times) and the end: \"0 survivors (proven: cgroup "
+       "empty)\" or what is unproven and why.",
        {},
        {"dry_run"},
        0,

@@ -1,0 +1,167 @@
+#include "server/kill_receipts.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "google/protobuf/duration.pb.h"
+#include "google/protobuf/timestamp.pb.h"
+#include "proto/describe.h"
+#include "scanner/cgroup_freeze.h"
+#include "scanner/cgroup_path.h"
+#include "scanner/safe_signal.h"
+
+namespace runreaper::server {
+namespace {
+
+void SetTimestamp(absl::Time t, google::protobuf::Timestamp* out) {
+  const int64_t us = absl::ToUnixMicros(t);
+  out->set_seconds(us / 1000000);
+  out->set_nanos(static_cast<int32_t>(us % 1000000) * 1000);
+}
+
+void SetDuration(absl::Duration d, google::protobuf::Duration* out) {
+  const int64_t us = absl::ToInt64Microseconds(d);
+  out->set_seconds(us / 1000000);
+  out->set_nanos(static_cast<int32_t>(us % 1000000) * 1000);
+}
+
+v1::ObservedExit ExitProto(const scanner::ObservedExit& e) {
+  v1::ObservedExit out;
+  switch (e.kind) {
+    case scanner::ObservedExit::Kind::kExited:
+      out.set_kind(v1::OBSERVED_EXIT_KIND_EXITED);
+      out.set_exit_code(e.code);
+      break;
+    case scanner::ObservedExit::Kind::kSignaled:
+      out.set_kind(v1::OBSERVED_EXIT_KIND_SIGNALED);
+      out.set_signal(e.signal);
+      out.set_core_dumped(e.core_dumped);
+      break;
+    case scanner::ObservedExit::Kind::kUnknown:
+      out.set_kind(v1::OBSERVED_EXIT_KIND_UNKNOWN);
+      break;
+  }
+  out.set_source(e.source == scanner::ObservedExit::Source::kPidfdInfo
+                     ? v1::OBSERVED_EXIT_SOURCE_PIDFD_INFO
+                     : v1::OBSERVED_EXIT_SOURCE_UNKNOWN);
+  if (e.observed_at != absl::InfinitePast()) SetTimestamp(e.observed_at, out.mutable_observed_at());
+  return out;
+}
+
+v1::KillReceipt::End EndProto(scanner::KillReceipt::End end) {
+  switch (end) {
+    case scanner::KillReceipt::End::kSignal:
+      return v1::KillReceipt::END_SIGNAL;
+    case scanner::KillReceipt::End::kOnItsOwn:
+      return v1::KillReceipt::END_ON_ITS_OWN;
+    case scanner::KillReceipt::End::kSurvived:
+      return v1::KillReceipt::END_SURVIVED;
+  }
+  return v1::KillReceipt::END_UNSPECIFIED;
+}
+
+}  // namespace
+
+v1::KillReceipt ToReceipt(const std::vector<scanner::RunSpec>& specs,
+                          const scanner::KillReceipt& k) {
+  v1::KillReceipt r;
+  const int index = k.member.run_index;
+  if (index >= 0 && static_cast<size_t>(index) < specs.size()) r.set_run_id(specs[index].run_id);
+  r.set_pid(k.member.process.pid);
+  r.set_start_time_ticks(k.member.process.start_time);
+  r.set_comm(k.member.process.comm);
+  r.set_end(EndProto(k.end));
+  if (k.stage.has_value()) {
+    r.set_stage(scanner::StageName(*k.stage));
+    r.set_signal(scanner::StageSignal(*k.stage));
+  }
+  for (const scanner::Stage s : k.sent) r.add_stages_sent(scanner::StageName(s));
+  r.set_last_result(scanner::SignalResultName(k.last_result));
+  if (k.exit.known()) *r.mutable_exit() = ExitProto(k.exit);
+  r.set_zombie(k.zombie);
+  r.set_reaper_pid(k.reaper_pid);
+  r.set_held(k.held);
+  r.set_unheld_reason(k.unheld);
+  if (k.ended_at != absl::InfiniteFuture()) SetTimestamp(k.ended_at, r.mutable_ended_at());
+  SetDuration(k.after_signal, r.mutable_after_signal());
+  SetDuration(k.lifetime, r.mutable_lifetime());
+  return r;
+}
+
+v1::Event ReceiptEvent(const v1::KillReceipt& r) {
+  v1::Event ev;
+  ev.set_type(v1::EVENT_TYPE_RECEIPT);
+  ev.set_run_id(r.run_id());
+  ev.set_pid(r.pid());
+  switch (r.end()) {
+    case v1::KillReceipt::END_SIGNAL:
+      ev.set_result("SIGNAL");
+      ev.set_signal(r.signal());
+      ev.set_stage(r.stage());
+      break;
+    case v1::KillReceipt::END_ON_ITS_OWN:
+      ev.set_result("ON_ITS_OWN");
+      break;
+    default:
+      ev.set_result("SURVIVED");
+      break;
+  }
+  if (r.has_exit()) *ev.mutable_observed_exit() = r.exit();
+  ev.set_detail(DescribeReceipt(r));
+  return ev;
+}
+
+EndProof ProveRunEnd(const scanner::ProcFs& procfs, const scanner::RunSpec& spec,
+                     const scanner::SweepObserver& observer, int survivors, int kept,
+                     absl::Duration settle) {
+  std::vector<std::string> why;
+  if (survivors > 0) why.push_back(absl::StrCat(survivors, " live on the last listing"));
+  if (kept > 0) why.push_back(absl::StrCat(kept, " kept member(s) live"));
+  std::string proven_by = "last listing empty";
+  if (!spec.leader.cgroup.empty() && scanner::CheckDedicatedCgroup(spec, observer).ok()) {
+    absl::StatusOr<std::string> mountinfo = procfs.ReadSelfMountInfo();
+    std::optional<scanner::Cgroup2Mount> mount;
+    if (mountinfo.ok()) mount = scanner::FindCgroup2Mount(*mountinfo);
+    std::optional<std::string> dir;
+    if (mount.has_value()) dir = scanner::CgroupDir(*mount, spec.leader.cgroup);
+    if (!dir.has_value()) {
+      why.push_back(absl::StrCat("no cgroup2 mount holds cgroup ", spec.leader.cgroup));
+    } else {
+      const absl::Time deadline = absl::Now() + settle;
+      absl::StatusOr<scanner::CgroupEvents> events = scanner::ReadCgroupEvents(*dir);
+      while (events.ok() && events->populated && absl::Now() < deadline) {
+        absl::SleepFor(absl::Milliseconds(10));
+        events = scanner::ReadCgroupEvents(*dir);
+      }
+      if (!events.ok() && absl::IsNotFound(events.status())) {
+        proven_by = "cgroup gone";
+      } else if (!events.ok()) {
+        why.push_back(
+            absl::StrCat("cannot read ", *dir, "/cgroup.events: ", events.status().ToString()));
+      } else if (events->populated) {
+        std::vector<std::string> procs;
+        const std::string count =
+            scanner::ListCgroupProcs(*dir, 0, &procs).ok() ? absl::StrCat(procs.size()) : "?";
+        why.push_back(absl::StrCat("cgroup ", spec.leader.cgroup, " still populated (", count,
+                                   " process(es))"));
+      } else {
+        proven_by = "cgroup empty";
+      }
+    }
+  }
+  EndProof proof;
+  proof.proven = why.empty();
+  proof.text =
+      proof.proven
+          ? absl::StrCat("0 survivors (proven: ", proven_by, ")")
+          : absl::StrCat(survivors, " survivor(s) (unproven: ", absl::StrJoin(why, "; "), ")");
+  return proof;
+}
+
+}  // namespace runreaper::server
