@@ -33,9 +33,12 @@ std::string SignalText(int sig) {
   return abbrev != nullptr ? absl::StrCat("SIG", abbrev) : absl::StrCat("signal ", sig);
 }
 
+// Milliseconds, or microseconds below one (a SIGKILL's end is often seen
+// within microseconds).
 std::string DurationText(const google::protobuf::Duration& d) {
-  return absl::FormatDuration(absl::Trunc(absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos()),
-                                          absl::Milliseconds(1)));
+  const absl::Duration v = absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
+  return absl::FormatDuration(
+      absl::Trunc(v, v < absl::Milliseconds(1) ? absl::Microseconds(1) : absl::Milliseconds(1)));
 }
 
 }  // namespace

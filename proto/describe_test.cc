@@ -41,7 +41,7 @@ TEST(DescribeReceiptTest, EachEndInOneLine) {
   r.set_stage("SIGKILL");
   r.add_stages_sent("SIGINT");
   r.add_stages_sent("SIGKILL");
-  r.mutable_after_signal()->set_nanos(3400000);
+  r.mutable_after_signal()->set_nanos(3400000);  // 3.4 ms: shown in ms
   r.mutable_lifetime()->set_seconds(2);
   r.mutable_exit()->set_kind(v1::OBSERVED_EXIT_KIND_SIGNALED);
   r.mutable_exit()->set_signal(9);
@@ -56,9 +56,11 @@ TEST(DescribeReceiptTest, EachEndInOneLine) {
   r.set_reaper_pid(1);
   r.set_held(false);
   r.set_unheld_reason("over the descriptor budget");
+  r.mutable_lifetime()->set_seconds(0);
+  r.mutable_lifetime()->set_nanos(250400);  // under 1 ms: shown in us
   EXPECT_EQ(DescribeReceipt(r),
             "pid 12 comm=sleep start_time=345: exited on its own; exit status unknown; zombie, "
-            "reaper pid 1; lived 2s; unheld: over the descriptor budget");
+            "reaper pid 1; lived 250us; unheld: over the descriptor budget");
   r = v1::KillReceipt();
   r.set_pid(7);
   r.set_end(v1::KillReceipt::END_SURVIVED);

@@ -36,7 +36,8 @@ absl::Time StartTimeAsTime(uint64_t start_ticks) {
 // process as its pidfd (or, unheld, /proc) showed it.
 class ReceiptBook {
  public:
-  ReceiptBook(const ProcFs& procfs, int64_t budget) : procfs_(procfs), budget_(budget) {}
+  ReceiptBook(const ProcFs& procfs, int64_t budget, LadderHooks& hooks)
+      : procfs_(procfs), budget_(budget), hooks_(hooks) {}
 
   // Before a signal to `m`: pins it the first time (within the budget) and
   // stamps its end when the pin shows it exited already (a zombie accepts a
@@ -121,6 +122,7 @@ class ReceiptBook {
     // the reaper (init, a subreaper) of those that just ended.
     const absl::Time deadline = now + reap_wait;
     while (true) {
+      hooks_.Reap();
       bool missing = false;
       for (auto& [ref, e] : entries_) {
         if (!e.ended || !e.pin.valid() || e.r.exit.known()) continue;
@@ -224,17 +226,19 @@ class ReceiptBook {
 
   const ProcFs& procfs_;
   const int64_t budget_;
+  LadderHooks& hooks_;
   int64_t held_ = 0;
   std::map<ProcessRef, Entry> entries_;
 };
 
 // Waits until every target is drained (its held pidfd readable, or /proc
 // says gone, recycled or a zombie) or `grace` passes.
-void WaitDrained(const ProcFs& procfs, ReceiptBook& book, const std::vector<Member>& targets,
-                 absl::Duration grace, absl::Duration step,
+void WaitDrained(const ProcFs& procfs, ReceiptBook& book, LadderHooks& hooks,
+                 const std::vector<Member>& targets, absl::Duration grace, absl::Duration step,
                  absl::Time start = absl::InfiniteFuture()) {
   const absl::Time end = std::min(absl::Now(), start) + grace;
   while (true) {
+    hooks.Reap();
     book.Poll(absl::ZeroDuration());
     bool all = true;
     for (const Member& m : targets) {
@@ -300,6 +304,8 @@ absl::StatusOr<bool> LadderHooks::Hold(Stage) { return false; }
 
 void LadderHooks::Release(Stage) {}
 
+void LadderHooks::Reap() {}
+
 absl::Time LadderHooks::GraceStart(Stage, const std::vector<Member>&) { return absl::Now(); }
 
 std::optional<uint32_t> LadderHooks::SignalOnlyUid(const Member&) { return std::nullopt; }
@@ -310,7 +316,7 @@ absl::StatusOr<LadderResult> RunLadder(const ProcFs& procfs, std::vector<Member>
                                        const LadderOptions& options, LadderHooks& hooks) {
   LadderResult result;
   std::set<ProcessRef> killed_here;
-  ReceiptBook book(procfs, options.receipt_pidfds);
+  ReceiptBook book(procfs, options.receipt_pidfds, hooks);
   // Claims `stage` through the hook and, when granted, signals (the start
   // time is re-checked through a pidfd) and reports the outcome.
   auto escalate = [&](const Member& m, Stage stage) -> absl::Status {
@@ -351,7 +357,7 @@ absl::StatusOr<LadderResult> RunLadder(const ProcFs& procfs, std::vector<Member>
     hooks.StageDone(stage, live);
     std::move(release).Invoke();
     if (stage == Stage::kSigkill) break;
-    WaitDrained(procfs, book, live,
+    WaitDrained(procfs, book, hooks, live,
                 stage == Stage::kSigint ? options.sigint_grace : options.sigterm_grace,
                 options.poll_step, hooks.GraceStart(stage, live));
   }
@@ -363,7 +369,7 @@ absl::StatusOr<LadderResult> RunLadder(const ProcFs& procfs, std::vector<Member>
 
   // Catch processes forked just before SIGKILL landed.
   for (int round = 0; round < options.max_kill_rounds; ++round) {
-    WaitDrained(procfs, book, live, options.kill_wait, options.poll_step);
+    WaitDrained(procfs, book, hooks, live, options.kill_wait, options.poll_step);
     ASSIGN_OR_RETURN(live, hooks.List());
     book.Listed(live);
     result.last_listing_empty = live.empty();

@@ -151,6 +151,11 @@ class LadderHooks {
   // target of another uid is not signalled (SignalResult::kOtherUid, passed
   // to Signalled). The default, nullopt, allows any uid.
   virtual std::optional<uint32_t> SignalOnlyUid(const Member& target);
+  // Called while the ladder waits (each grace step, and while the receipts
+  // wait for reaps): a caller that is the targets' reaper (exec, a child
+  // subreaper) reaps here, so the receipts get wait statuses and no zombie
+  // waits for the ladder's end. Must not block. The default does nothing.
+  virtual void Reap();
   // In the rounds after SIGKILL: whether `target` has already had SIGKILL
   // (it is then a survivor, not signalled again). `sent_here`: this ladder
   // sent it. The default answers sent_here.

@@ -31,6 +31,7 @@
 #include "base/syscalls.h"
 #include "base/text.h"
 #include "grpcpp/grpcpp.h"
+#include "proto/describe.h"
 #include "scanner/cgroup_freeze.h"
 #include "scanner/cgroup_path.h"
 #include "scanner/identity_proto.h"
@@ -39,6 +40,7 @@
 #include "scanner/procfs.h"
 #include "scanner/safe_signal.h"
 #include "scanner/signal_ladder.h"
+#include "server/kill_receipts.h"
 
 extern char** environ;
 
@@ -87,12 +89,33 @@ std::string Basename(const std::string& s) {
   return slash == std::string::npos ? s : s.substr(slash + 1);
 }
 
+bool ReapChildren(pid_t leader, bool block, int* leader_status, const ExecOptions& options);
+
 // The ladder's hooks for exec: CMD's members from one listing, a log line
-// per stage, and cgroup.kill with SIGKILL when CMD has a dedicated cgroup.
+// per stage, cgroup.kill with SIGKILL when CMD has a dedicated cgroup, and
+// the reaping of CMD and its orphans (ours as a child subreaper) while the
+// ladder waits, so its receipts carry their wait statuses.
 class ExecLadder : public scanner::LadderHooks {
  public:
-  ExecLadder(const scanner::ProcFs* procfs, scanner::RunSpec spec, std::string cgroup_dir)
-      : procfs_(procfs), spec_(std::move(spec)), cgroup_dir_(std::move(cgroup_dir)) {}
+  ExecLadder(const scanner::ProcFs* procfs, scanner::RunSpec spec, std::string cgroup_dir,
+             pid_t leader, const ExecOptions* options)
+      : procfs_(procfs),
+        spec_(std::move(spec)),
+        cgroup_dir_(std::move(cgroup_dir)),
+        leader_(leader),
+        options_(options) {}
+
+  // CMD's wait status when a Reap during the ladder reaped it.
+  std::optional<int> leader_status() const { return leader_status_; }
+
+  void Reap() override {
+    int st = 0;
+    if (!leader_status_.has_value()) {
+      if (ReapChildren(leader_, /*block=*/false, &st, *options_)) leader_status_ = st;
+    } else {
+      ReapChildren(leader_, /*block=*/false, &st, *options_);
+    }
+  }
 
   // A failed walk lists nothing: the ladder then ends.
   absl::StatusOr<std::vector<scanner::Member>> List() override {
@@ -158,6 +181,9 @@ class ExecLadder : public scanner::LadderHooks {
   const scanner::ProcFs* procfs_;
   const scanner::RunSpec spec_;
   const std::string cgroup_dir_;
+  const pid_t leader_;
+  const ExecOptions* const options_;
+  std::optional<int> leader_status_;
   int sent_ = 0;
   bool freezable_ = true;
   std::optional<std::string> pids_max_;  // to restore after SIGKILL
@@ -406,10 +432,13 @@ bool Start(Child& child, const ExecOptions& options) {
   return false;
 }
 
-// The ladder over CMD's members (CMD itself included).
-void Forward(const scanner::ProcFs& procfs, const scanner::RunSpec& spec,
-             const std::string& cgroup_dir, const ExecOptions& options) {
-  ExecLadder hooks(&procfs, spec, cgroup_dir);
+// The ladder over CMD's members (CMD itself included); a kill receipt per
+// process signalled is logged (and reported). Returns CMD's wait status
+// when the ladder reaped it.
+std::optional<int> Forward(const scanner::ProcFs& procfs, const scanner::RunSpec& spec,
+                           const std::string& cgroup_dir, pid_t leader,
+                           const ExecOptions& options) {
+  ExecLadder hooks(&procfs, spec, cgroup_dir, leader, &options);
   scanner::LadderOptions ladder;
   ladder.sigint_grace = options.sigint_grace;
   ladder.sigterm_grace = options.sigterm_grace;
@@ -418,9 +447,19 @@ void Forward(const scanner::ProcFs& procfs, const scanner::RunSpec& spec,
       procfs, first.ok() ? *first : std::vector<scanner::Member>{}, ladder, hooks);
   if (!result.ok()) {
     base::LogError("exec: ladder: ", result.status().ToString());
-  } else if (!result->survivors.empty()) {
-    base::LogWarning("exec: members survived SIGKILL; giving up the ladder");
+  } else {
+    if (!result->survivors.empty()) {
+      base::LogWarning("exec: members survived SIGKILL; giving up the ladder");
+    }
+    const std::vector<scanner::RunSpec> specs = {spec};
+    for (const scanner::KillReceipt& k : result->receipts) {
+      const v1::KillReceipt r = server::ToReceipt(specs, k);
+      // base/log escapes the line (the comm is /proc's).
+      base::LogInfo(base::LogFields().Run(options.run_id), "exec: receipt ", DescribeReceipt(r));
+      if (options.report != nullptr) options.report->receipts.push_back(r);
+    }
   }
+  return hooks.leader_status();
 }
 
 std::string DescribeWait(int wstatus) {
@@ -458,10 +497,11 @@ bool ReapChildren(pid_t leader, bool block, int* leader_status, const ExecOption
 // Waits for CMD to exit and returns its wait status, reaping CMD's orphans
 // as they exit. The first SIGINT or SIGTERM to this process runs `forward`
 // once, then CMD is reaped.
-int Wait(pid_t pid, const SignalPipe& signals, const std::function<void()>& forward,
+int Wait(pid_t pid, const SignalPipe& signals, const std::function<std::optional<int>()>& forward,
          const ExecOptions& options) {
   base::Fd pidfd(base::PidfdOpen(pid, 0));
   int wstatus = 0;
+  std::optional<int> forwarded;  // CMD's status when the ladder reaped it
   while (true) {
     struct pollfd fds[2] = {{pidfd.valid() ? pidfd.get() : -1, POLLIN, 0},
                             {signals.read_fd(), POLLIN, 0}};
@@ -472,13 +512,17 @@ int Wait(pid_t pid, const SignalPipe& signals, const std::function<void()>& forw
       break;
     }
     if (r > 0 && (fds[1].revents & POLLIN) && signals.Drain()) {
-      forward();
+      forwarded = forward();
       break;
     }
     if (ReapChildren(pid, /*block=*/false, &wstatus, options)) {
       ReapChildren(pid, false, &wstatus, options);  // orphans dead by now
       return wstatus;
     }
+  }
+  if (forwarded.has_value()) {
+    ReapChildren(pid, /*block=*/false, &wstatus, options);  // what the ladder left
+    return *forwarded;
   }
   ReapChildren(pid, /*block=*/true, &wstatus, options);
   return wstatus;
@@ -589,7 +633,10 @@ int ExecRun(v1::Reconciler::StubInterface& stub, const ExecOptions& options) {
   spec.include_leader = true;
   const int wstatus = Wait(
       child->pid, signals,
-      [&] { Forward(procfs, spec, id->cgroup.empty() ? "" : cgroup_dir, options); }, options);
+      [&] {
+        return Forward(procfs, spec, id->cgroup.empty() ? "" : cgroup_dir, child->pid, options);
+      },
+      options);
   return Finish(stub, options, !exec_ok, wstatus);
 }
 

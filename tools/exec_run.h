@@ -22,7 +22,10 @@
 // it reaps each (waitpid(-1), CMD's own exit told apart by its pid) and logs
 // "exec: reaped orphan pid=N exited M" (or "killed by signal S"). Orphans
 // still alive when CMD exits are left to the sweep, as before (they then
-// reparent to the next subreaper or init when exec exits).
+// reparent to the next subreaper or init when exec exits). While the ladder
+// runs, exec reaps as it waits (LadderHooks::Reap), so every process it
+// signalled has a kill receipt with its wait status, and a zombie an orphan
+// made is reaped once it is reparented to exec.
 #ifndef RUNREAPER_TOOLS_EXEC_RUN_H_
 #define RUNREAPER_TOOLS_EXEC_RUN_H_
 
@@ -52,6 +55,9 @@ struct ExecReport {
   // Every orphan reaped while CMD ran (and those already dead when it
   // exited), in the order reaped.
   std::vector<ReapedOrphan> orphans;
+  // The kill receipts of the ladder a SIGINT or SIGTERM to exec started,
+  // one per process signalled (also logged, "exec: receipt ...").
+  std::vector<::runreaper::v1::KillReceipt> receipts;
 };
 
 struct ExecOptions {

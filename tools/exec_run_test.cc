@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -203,6 +204,85 @@ TEST_F(ExecRunTest, SigtermReachesTheWholeGroupThroughTheLadder) {
   // Reap what was reparented to us (pid 1 of the namespace).
   while (waitpid(-1, nullptr, WNOHANG) > 0) {
   }
+}
+
+// CMD leaks an orphan that makes zombies: it forks two children and execs
+// a sleep at once (no wait of the shell can reap them), which never reaps
+// them when they exit. SIGTERM to exec runs
+// the ladder; every process signalled (CMD and the orphan among them) has a
+// kill receipt with its wait status read through its pidfd, because exec
+// reaps while the ladder waits; the orphan's zombies, reparented to exec
+// when it dies, are reaped and reported; no zombie is left behind.
+TEST_F(ExecRunTest, AZombieMakingOrphanLeavesNoZombieAndHasAReceipt) {
+  if (getpid() != 1) GTEST_SKIP() << "not in a private PID namespace";
+  const std::string script = absl::StrCat(
+      "trap '' INT TERM; d=", dir_,
+      "; (sh -c 'echo $$ > \"$0\"/z.tmp && mv \"$0\"/z.tmp \"$0\"/z; "
+      "sleep 0.2 & sleep 0.2 & exec sleep 1000' \"$d\" &); while :; do sleep 0.1; done");
+  ExecOptions o = Opts("exec-zombies", {"sh", "-c", script});
+  ExecReport report;
+  o.report = &report;
+  std::atomic<int> code{-1};
+  std::thread t([&] { code = ExecRun(*stub_, o); });
+  scanner::ProcFs procfs;
+  int orphan = 0;
+  ASSERT_TRUE(base::WaitFor([&] {
+    FILE* f = fopen((dir_ + "/z").c_str(), "r");
+    if (f == nullptr) return false;
+    const bool ok = fscanf(f, "%d", &orphan) == 1;
+    fclose(f);
+    return ok;
+  }));
+  std::set<int> zombies;  // the orphan's children, never reaped by it
+  ASSERT_TRUE(base::WaitFor([&] {
+    zombies.clear();
+    absl::StatusOr<scanner::Snapshot> snap = procfs.Walk();
+    if (!snap.ok()) return false;
+    bool exec_done = false;
+    for (const auto& p : snap->processes) {
+      if (p.ppid == orphan && p.state == 'Z') zombies.insert(p.pid);
+      exec_done = exec_done || (p.pid == orphan && p.comm == "sleep");
+    }
+    return exec_done && zombies.size() == 2;
+  }));
+  ASSERT_EQ(kill(getpid(), SIGTERM), 0);  // to exec itself (our process)
+  t.join();
+  EXPECT_EQ(code.load(), 128 + SIGKILL);
+
+  // A receipt per process signalled, each with the status its reaper (exec)
+  // left in the pidfd; the orphan and CMD among them, ended by SIGKILL.
+  ASSERT_OK_AND_ASSIGN(v1::Run run, store_->Get("exec-zombies"));
+  std::set<int> receipted;
+  for (const v1::KillReceipt& r : report.receipts) {
+    SCOPED_TRACE(r.pid());
+    receipted.insert(r.pid());
+    EXPECT_EQ(r.run_id(), "exec-zombies");
+    EXPECT_TRUE(r.held()) << r.unheld_reason();
+    EXPECT_FALSE(r.zombie()) << "reaped by exec during the ladder";
+    EXPECT_TRUE(r.has_exit());
+    if (r.pid() == orphan || r.pid() == run.pid()) {
+      EXPECT_EQ(r.end(), v1::KillReceipt::END_SIGNAL);
+      EXPECT_EQ(r.stage(), "SIGKILL");
+      EXPECT_EQ(r.exit().signal(), SIGKILL);
+    }
+  }
+  EXPECT_EQ(receipted.count(orphan), 1u);
+  EXPECT_EQ(receipted.count(run.pid()), 1u);
+  // The zombies it made: reaped by exec (exit 0), reported.
+  std::set<int> reaped;
+  for (const ReapedOrphan& r : report.orphans) {
+    if (zombies.count(r.pid) > 0) {
+      EXPECT_TRUE(WIFEXITED(r.wait_status) && WEXITSTATUS(r.wait_status) == 0);
+      reaped.insert(r.pid);
+    }
+  }
+  EXPECT_EQ(reaped, zombies);
+  // No zombie anywhere in our namespace, before we reap anything ourselves.
+  ASSERT_OK_AND_ASSIGN(scanner::Snapshot snap, procfs.Walk());
+  for (const auto& p : snap.processes) EXPECT_NE(p.state, 'Z') << p.pid << " " << p.comm;
+  while (waitpid(-1, nullptr, WNOHANG) > 0) {
+  }
+  unlink((dir_ + "/z").c_str());
 }
 
 // Both ways into the cgroup: clone3 CLONE_INTO_CGROUP, and the fallback
