@@ -217,6 +217,21 @@ TEST_F(SweeperTest, MotivatingCaseLeavesNoSurvivor) {
   }
   EXPECT_EQ(Events("ci-1", v1::EVENT_TYPE_SWEEP_STARTED).size(), 1u);
   EXPECT_EQ(Events("ci-1", v1::EVENT_TYPE_SWEEP_FINISHED).size(), 1u);
+  // A receipt per process signalled: SIGKILL ended each (they ignore the
+  // others), as the RECEIPT events say too.
+  ASSERT_GE(resp.receipts_size(), 1);
+  const std::vector<v1::Event> receipts = Events("ci-1", v1::EVENT_TYPE_RECEIPT);
+  ASSERT_EQ(receipts.size(), static_cast<size_t>(resp.receipts_size()));
+  for (int i = 0; i < resp.receipts_size(); ++i) {
+    const v1::KillReceipt& r = resp.receipts(i);
+    SCOPED_TRACE(r.pid());
+    EXPECT_EQ(r.end(), v1::KillReceipt::END_SIGNAL);
+    EXPECT_EQ(r.stage(), "SIGKILL");
+    EXPECT_EQ(receipts[i].pid(), r.pid());
+    EXPECT_EQ(receipts[i].stage(), "SIGKILL");
+    EXPECT_EQ(receipts[i].signal(), SIGKILL);
+    EXPECT_EQ(receipts[i].result(), "SIGNAL");
+  }
   // Swept clean: no longer listed for orphan detection.
   ASSERT_OK_AND_ASSIGN(std::vector<v1::Run> unswept, store_->ListTerminalUnswept());
   EXPECT_TRUE(unswept.empty());
@@ -338,6 +353,24 @@ TEST_F(SweeperTest, MemberThatExitsOnSigintEndsAtStageOne) {
   EXPECT_EQ(sent["SIGINT"], 2);
   EXPECT_EQ(sent.count("SIGTERM"), 0u);
   EXPECT_EQ(sent.count("SIGKILL"), 0u);
+  // Their receipts: SIGINT ended each. Nobody reaps them during the sweep
+  // (we are their reaper, pid 1, and blocked in Sweep): zombies of ours,
+  // with no wait status yet, and the receipts say so.
+  ASSERT_EQ(resp.receipts_size(), 2);
+  for (const v1::KillReceipt& r : resp.receipts()) {
+    SCOPED_TRACE(r.pid());
+    EXPECT_EQ(r.run_id(), "polite");
+    EXPECT_EQ(r.end(), v1::KillReceipt::END_SIGNAL);
+    EXPECT_EQ(r.stage(), "SIGINT");
+    EXPECT_EQ(r.signal(), SIGINT);
+    EXPECT_TRUE(r.held());
+    EXPECT_TRUE(r.zombie());
+    EXPECT_EQ(r.reaper_pid(), 1);
+    EXPECT_FALSE(r.has_exit());
+  }
+  EXPECT_EQ(Events("polite", v1::EVENT_TYPE_RECEIPT).size(), 2u);
+  EXPECT_TRUE(resp.proven()) << resp.proof();
+  EXPECT_EQ(resp.proof(), "0 survivors (proven: last listing empty)");
 }
 
 // Issue 12: runs that left nothing behind get no SWEEP_STARTED/FINISHED pair
