@@ -4,10 +4,13 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 
@@ -45,6 +48,44 @@ int PidfdPollExited(int pidfd) {
   } while (n < 0 && errno == EINTR);
   if (n < 0) return -1;
   return n > 0 ? 1 : 0;
+}
+
+namespace {
+
+// include/uapi/linux/magic.h (Linux 6.9), newer than bookworm's headers.
+constexpr long kPidFsMagic = 0x50494446;
+
+// 1 = pidfs ids, 0 = none, -1 = not probed yet.
+std::atomic<int> pidfs_ids_state{-1};
+
+bool ProbePidfs(int pidfd) {
+  if (sizeof(ino_t) < sizeof(uint64_t)) return false;  // ids may repeat
+  struct statfs fs;
+  if (::fstatfs(pidfd, &fs) != 0) return false;
+  return static_cast<long>(fs.f_type) == kPidFsMagic;
+}
+
+}  // namespace
+
+uint64_t PidfsId(int pidfd) {
+  if (pidfd < 0) return 0;
+  int state = pidfs_ids_state.load(std::memory_order_relaxed);
+  if (state < 0) {
+    state = ProbePidfs(pidfd) ? 1 : 0;
+    pidfs_ids_state.store(state, std::memory_order_relaxed);
+  }
+  if (state == 0) return 0;
+  struct stat st;
+  if (::fstat(pidfd, &st) != 0) return 0;
+  return static_cast<uint64_t>(st.st_ino);
+}
+
+bool PidfsIdsSupported() {
+  const int pidfd = PidfdOpen(::getpid(), 0);
+  if (pidfd < 0) return false;
+  const bool yes = PidfsId(pidfd) != 0;
+  ::close(pidfd);
+  return yes;
 }
 
 int PidfdGetInfo(int pidfd, PidfdInfo* info) {

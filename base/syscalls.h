@@ -16,6 +16,8 @@
 #include <signal.h>
 #include <sys/types.h>
 
+#include <cstdint>
+
 namespace runreaper::base {
 
 // pidfd_open(2) (Linux 5.3): a descriptor (O_CLOEXEC) that refers to the
@@ -80,6 +82,19 @@ inline constexpr __u64 kPidfdInfoExit = 1u << 3;
 // (the process was reaped and PIDFD_INFO_EXIT not asked for, or not
 // available), EBADF. Retried on EINTR (it reads state, changes none).
 int PidfdGetInfo(int pidfd, PidfdInfo* info);
+
+// The pidfs inode id of the process `pidfd` refers to: fstat(pidfd).st_ino
+// on a kernel whose pidfds live in pidfs (Linux >= 6.9: fstatfs says
+// PID_FS_MAGIC, probed once per process) and whose inode numbers are 64
+// bits wide (unique per boot, the same id from every PID namespace; a
+// 32-bit ino_t may repeat). 0 when unknown: an older kernel (every pidfd
+// there is the one anonymous inode), 32-bit, or an fstat error. Never
+// blocks; no EINTR.
+uint64_t PidfsId(int pidfd);
+
+// Whether this kernel gives pidfds pidfs inode ids: PidfsId of a pidfd of
+// this process is nonzero.
+bool PidfsIdsSupported();
 
 // clone(2) with only SIGCHLD as flags: a fork that runs no pthread_atfork
 // handlers and takes none of glibc's fork locks, so a multi-threaded server

@@ -51,6 +51,7 @@ ProcessRef WatchKey(const ProcessRef& process) {
   ProcessRef ref;
   ref.pid = process.pid;
   ref.start_time = process.start_time;
+  ref.pidfs_id = process.pidfs_id;  // not part of the key: checked at the pin
   return ref;
 }
 
@@ -265,7 +266,7 @@ ExitWatcher::ArmResult ExitWatcher::ArmImpl(const std::string& key, const Proces
 
   // The pin re-reads the start time *after* the pidfd is open, so a
   // recycled pid is told apart from the recorded process.
-  PinOutcome pin = PinnedProcess::Open(*impl_->procfs, pid, start_time);
+  PinOutcome pin = PinnedProcess::Open(*impl_->procfs, pid, start_time, process.pidfs_id);
   switch (pin.result) {
     case PinResult::kPinned:
       break;

@@ -19,13 +19,21 @@
 namespace runreaper::scanner {
 
 // One process, as a value: usable as a map key (==, <, AbslHashValue). Two
-// refs are equal only when every field is; a ref with unknown fields is a
-// different key from one with those fields known.
+// refs are equal only when pid, start time, namespace and boot id are; a
+// ref with unknown fields is a different key from one with those fields
+// known. pidfs_id is not part of the key (a process listed from /proc has
+// none while its record has one: one process, one key); it is compared as
+// evidence instead, wherever the start time is (PidfsIdsDiffer).
 struct ProcessRef {
   int pid = 0;               // in the namespace named by pidns_inode
   uint64_t start_time = 0;   // stat field 22, clock ticks since boot
   uint64_t pidns_inode = 0;  // the PID namespace the pid is numbered in
   std::string boot_id;       // start times count from this boot
+  // The pidfs inode id (Linux >= 6.9, 64-bit: fstat(pidfd).st_ino), unique
+  // per boot and the same from every PID namespace. Tells apart two
+  // processes that got the same pid within one clock tick (start time
+  // equal). 0 = unknown (older kernel, disabled, not read): never compared.
+  uint64_t pidfs_id = 0;
 
   friend bool operator==(const ProcessRef& a, const ProcessRef& b) { return a.Tie() == b.Tie(); }
   friend bool operator!=(const ProcessRef& a, const ProcessRef& b) { return !(a == b); }
@@ -42,6 +50,11 @@ struct ProcessRef {
     return std::tie(pid, start_time, pidns_inode, boot_id);
   }
 };
+
+// Whether two pidfs ids prove two different processes: both known (nonzero)
+// and different. An unknown id proves nothing (only the start time is
+// compared then, as before pidfs ids).
+inline bool PidfsIdsDiffer(uint64_t a, uint64_t b) { return a != 0 && b != 0 && a != b; }
 
 // The identity a run record holds for its leader: the ProcessRef (a base,
 // so `identity.pid` reads as before and an Identity is usable wherever a
@@ -83,7 +96,9 @@ inline std::optional<ProcessRef> LeaderIn(const ProcessRef& leader, const Proces
   if (observer_pidns == 0) return std::nullopt;
   if (leader.pidns_inode == observer_pidns) return leader;
   if (host.pid > 0 && host.pidns_inode == observer_pidns && host.start_time == leader.start_time) {
-    return host;
+    ProcessRef here = host;
+    here.pidfs_id = leader.pidfs_id;  // one process: the same id from any namespace
+    return here;
   }
   return std::nullopt;
 }

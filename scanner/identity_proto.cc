@@ -17,6 +17,7 @@ void HostOf(const v1::Run& run, Identity* id) {
   id->host.pidns_inode = run.host_pidns_inode();
   id->host.start_time = run.start_time_ticks();
   id->host.boot_id = run.boot_id();
+  id->host.pidfs_id = run.pidfs_id();  // the same id from every namespace
 }
 void HostOf(const v1::RegisterRunRequest&, Identity*) {}
 
@@ -29,6 +30,11 @@ void SetFields(const Identity& id, Message* m, CgroupField cgroup) {
     m->set_start_time_ticks(id.start_time);
   } else {
     m->clear_start_time_ticks();
+  }
+  if (id.pidfs_id != 0) {
+    m->set_pidfs_id(id.pidfs_id);
+  } else {
+    m->clear_pidfs_id();
   }
   if (id.pidns_inode != 0) {
     m->set_pidns_inode(id.pidns_inode);
@@ -77,6 +83,7 @@ Identity FieldsOf(const Message& m) {
   id.start_time = m.start_time_ticks();
   id.pidns_inode = m.pidns_inode();
   id.boot_id = m.boot_id();
+  id.pidfs_id = m.pidfs_id();
   id.pgid = m.pgid();
   id.sid = m.sid();
   if (m.has_uid()) id.uid = m.uid();
@@ -102,7 +109,7 @@ Identity IdentityOf(const v1::RegisterRunRequest& request) { return FieldsOf(req
 
 bool HasIdentityFields(const v1::RegisterRunRequest& r) {
   return r.has_pgid() || r.has_sid() || r.has_pidns_inode() || r.has_start_time_ticks() ||
-         r.has_boot_id() || r.has_uid() || r.has_comm() || r.has_cgroup();
+         r.has_boot_id() || r.has_uid() || r.has_comm() || r.has_cgroup() || r.has_pidfs_id();
 }
 
 std::optional<Identity> OwnerOf(const v1::Run& run) {
@@ -112,6 +119,7 @@ std::optional<Identity> OwnerOf(const v1::Run& run) {
   id.start_time = run.owner_start_time_ticks();
   id.pidns_inode = run.owner_pidns_inode();
   id.boot_id = run.owner_boot_id();
+  id.pidfs_id = run.owner_pidfs_id();
   id.pgid = run.owner_pgid();
   id.sid = run.owner_sid();
   if (run.has_owner_uid()) id.uid = run.owner_uid();
@@ -124,6 +132,7 @@ void SetOwner(const std::optional<Identity>& owner, v1::Run* run) {
   run->clear_owner_start_time_ticks();
   run->clear_owner_pidns_inode();
   run->clear_owner_boot_id();
+  run->clear_owner_pidfs_id();
   run->clear_owner_pgid();
   run->clear_owner_sid();
   run->clear_owner_uid();
@@ -133,6 +142,7 @@ void SetOwner(const std::optional<Identity>& owner, v1::Run* run) {
   run->set_owner_start_time_ticks(owner->start_time);
   run->set_owner_pidns_inode(owner->pidns_inode);
   run->set_owner_boot_id(owner->boot_id);
+  run->set_owner_pidfs_id(owner->pidfs_id);
   run->set_owner_pgid(owner->pgid);
   run->set_owner_sid(owner->sid);
   if (owner->uid.has_value()) run->set_owner_uid(*owner->uid);

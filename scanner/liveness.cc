@@ -164,6 +164,7 @@ void ProbePid(const ProcFs& procfs, int pid, Evidence* evidence) {
   evidence->stat_readable = true;
   evidence->state = pin.stat->state;
   evidence->observed_start_time = pin.stat->start_time;
+  evidence->observed_pidfs_id = pin.process.pidfs_id();
   evidence->is_non_leader_thread = false;
 }
 
@@ -188,6 +189,10 @@ Verdict Decide(const Evidence& e) {
     // With readable procfs evidence the stat decides, whatever the probe said
     // (EPERM included).
     if (e.recorded_start_time != 0 && e.observed_start_time != e.recorded_start_time) {
+      return Make(v1::LIVENESS_PID_REUSED, v1::STALE_REASON_PID_REUSED);
+    }
+    // The same start time and another pidfs id: reused within one tick.
+    if (PidfsIdsDiffer(e.recorded_pidfs_id, e.observed_pidfs_id)) {
       return Make(v1::LIVENESS_PID_REUSED, v1::STALE_REASON_PID_REUSED);
     }
     if (e.state == 'Z') {
@@ -216,6 +221,7 @@ Evidence GatherEvidence(const ProcFs& procfs, const LivenessObserver& observer,
   evidence.recorded_boot_id = record.boot_id;
   evidence.current_boot_id = observer.boot_id;
   evidence.recorded_start_time = record.start_time;
+  evidence.recorded_pidfs_id = record.pidfs_id;
   if (!evidence.recorded_boot_id.empty() && !evidence.current_boot_id.empty() &&
       evidence.recorded_boot_id != evidence.current_boot_id) {
     return evidence;  // rebooted: nothing on this boot is that process

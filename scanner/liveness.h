@@ -37,6 +37,11 @@ struct Evidence {
   char state = '?';
   uint64_t observed_start_time = 0;
   uint64_t recorded_start_time = 0;  // 0 = unknown, never compared
+  // pidfs inode ids (ProcessRef::pidfs_id): the pinned process's and the
+  // record's; 0 = unknown. Both known and different: another process got
+  // the pid, even within the recorded start time's clock tick.
+  uint64_t observed_pidfs_id = 0;
+  uint64_t recorded_pidfs_id = 0;
   // The pid names a thread that is not a thread-group leader.
   bool is_non_leader_thread = false;
 };

@@ -79,6 +79,29 @@ TEST(DecideTest, VerifiedOtherStartTimeIsPidReused) {
   ExpectVerdict(e, v1::LIVENESS_PID_REUSED, v1::STALE_REASON_PID_REUSED);
 }
 
+// Row 5 with pidfs ids: the same start time (a pid reused within one clock
+// tick) and two known ids that differ is another process.
+TEST(DecideTest, SameStartTimeOtherPidfsIdIsPidReused) {
+  Evidence e = Alive();
+  e.recorded_pidfs_id = 1001;
+  e.observed_pidfs_id = 1002;
+  ExpectVerdict(e, v1::LIVENESS_PID_REUSED, v1::STALE_REASON_PID_REUSED);
+  e.state = 'Z';  // the start-time row comes before the zombie row: so does this
+  ExpectVerdict(e, v1::LIVENESS_PID_REUSED, v1::STALE_REASON_PID_REUSED);
+}
+
+TEST(DecideTest, UnknownPidfsIdIsNeverCompared) {
+  Evidence e = Alive();
+  e.recorded_pidfs_id = 1001;
+  e.observed_pidfs_id = 1001;
+  ExpectVerdict(e, v1::LIVENESS_ALIVE, v1::STALE_REASON_UNSPECIFIED);
+  e.observed_pidfs_id = 0;  // observed without one (no pidfd, older kernel)
+  ExpectVerdict(e, v1::LIVENESS_ALIVE, v1::STALE_REASON_UNSPECIFIED);
+  e.recorded_pidfs_id = 0;  // recorded without one (old client, --pidfs_id=false)
+  e.observed_pidfs_id = 1002;
+  ExpectVerdict(e, v1::LIVENESS_ALIVE, v1::STALE_REASON_UNSPECIFIED);
+}
+
 TEST(DecideTest, StartTimeZeroIsNeverReused) {
   Evidence e = Alive();
   e.recorded_start_time = 0;

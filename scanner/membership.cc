@@ -86,6 +86,7 @@ ProcessRef RefOf(const Member& member) {
   ProcessRef ref;
   ref.pid = member.process.pid;
   ref.start_time = member.process.start_time;
+  ref.pidfs_id = member.pidfs_id;
   return ref;
 }
 
@@ -492,6 +493,12 @@ Membership FindMembers(const Snapshot& snapshot, const SweepObserver& observer,
       m.process = p;
       m.source = source;
       m.unverified = !env_ok;
+      // The run's own leader (pid and start time as recorded): its pidfs
+      // id from the record, so a pid reused within the leader's start tick
+      // is told apart when it is pinned to be signalled.
+      if (p.pid == plans[i].leader_pid && p.start_time == runs[i].leader.start_time) {
+        m.pidfs_id = runs[i].leader.pidfs_id;
+      }
       if (source == MatchSource::kDescent) {
         auto d = runs[i].descendants.find({p.pid, p.start_time});
         if (d != runs[i].descendants.end()) m.ancestors = d->second;

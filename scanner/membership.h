@@ -211,13 +211,17 @@ struct Member {
   bool unverified = false;
   // kDescent: its ancestor pids, nearest first, ending at the leader.
   std::vector<int> ancestors;
+  // Its pidfs inode id as known at listing, 0 = unknown: the run's recorded
+  // one for the run's leader (pid and start time as recorded), none for a
+  // process found by a walk. Compared when it is pinned to be signalled.
+  uint64_t pidfs_id = 0;
 
   // A live member that the sweep may signal.
   bool Signallable() const { return source != MatchSource::kNone && !zombie && !kept; }
 };
 
 // The process a member names: pid and start time (every member of a listing
-// is in the observer's namespace and boot).
+// is in the observer's namespace and boot), and its pidfs id when known.
 ProcessRef RefOf(const Member& member);
 
 struct Membership {

@@ -1,6 +1,7 @@
 #include "scanner/pinned_process.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -17,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "base/fd.h"
 #include "base/syscalls.h"
+#include "scanner/cgroup_path.h"
 #include "scanner/procfs.h"
 
 namespace runreaper::scanner {
@@ -46,7 +49,8 @@ bool PidGone(int pid) {
   return ::kill(pid, 0) != 0 && errno == ESRCH;
 }
 
-PinOutcome PinnedProcess::Open(const ProcFs& procfs, int pid, uint64_t start_time) {
+PinOutcome PinnedProcess::Open(const ProcFs& procfs, int pid, uint64_t start_time,
+                               uint64_t pidfs_id) {
   PinOutcome out;
   if (pid <= 0) {
     out.result = PinResult::kError;
@@ -79,8 +83,20 @@ PinOutcome PinnedProcess::Open(const ProcFs& procfs, int pid, uint64_t start_tim
   }
 
   // The pidfd pins whatever held `pid` when it was opened; everything read
-  // now is of that process while it lives, and the start time tells whether
-  // it is the recorded one.
+  // now is of that process while it lives, and the start time (and, where
+  // known, the pidfs id: two processes that got the pid within one clock
+  // tick have equal start times) tells whether it is the recorded one.
+  const uint64_t pinned_id = base::PidfsId(pidfd.get());
+  out.pidfs_id = pinned_id;
+  if (PidfsIdsDiffer(pidfs_id, pinned_id)) {
+    out.result = PinResult::kReused;
+    out.status = absl::FailedPreconditionError(absl::StrFormat(
+        "pid %d: pidfs id %d, recorded %d: another process got the pid", pid, pinned_id, pidfs_id));
+    if (absl::StatusOr<ProcStat> stat = procfs.ReadStat(pid); stat.ok()) {
+      out.stat = *std::move(stat);
+    }
+    return out;
+  }
   absl::StatusOr<ProcStat> stat = procfs.ReadStat(pid);
   if (!stat.ok()) {
     out.status = stat.status();
@@ -90,7 +106,7 @@ PinOutcome PinnedProcess::Open(const ProcFs& procfs, int pid, uint64_t start_tim
     }
     // Alive (or a zombie) but unreadable: held, its identity unchecked.
     out.result = PinResult::kUnreadable;
-    out.process = PinnedProcess(std::move(pidfd), pid, 0);
+    out.process = PinnedProcess(std::move(pidfd), pid, 0, pinned_id);
     return out;
   }
   if (start_time != 0 && stat->start_time != start_time) {
@@ -102,7 +118,7 @@ PinOutcome PinnedProcess::Open(const ProcFs& procfs, int pid, uint64_t start_tim
   }
   out.result = PinResult::kPinned;
   out.status = absl::OkStatus();
-  out.process = PinnedProcess(std::move(pidfd), pid, stat->start_time);
+  out.process = PinnedProcess(std::move(pidfd), pid, stat->start_time, pinned_id);
   out.stat = *std::move(stat);
   return out;
 }
@@ -148,6 +164,80 @@ absl::StatusOr<std::optional<int>> PinnedProcess::ReadExitStatus() const {
   }
   if ((info.mask & base::kPidfdInfoExit) == 0) return std::optional<int>();
   return std::optional<int>(info.exit_code);
+}
+
+absl::StatusOr<PinnedInfo> PinnedProcess::ReadInfo(const ProcFs& procfs,
+                                                   const Cgroup2Mount* cgroup2,
+                                                   bool use_pidfd_info) const {
+  if (!valid()) return absl::FailedPreconditionError("no process pinned");
+  if (use_pidfd_info) {
+    base::PidfdInfo info = {};
+    info.mask = base::kPidfdInfoPid | base::kPidfdInfoCreds | base::kPidfdInfoCgroupId;
+    if (base::PidfdGetInfo(pidfd_.get(), &info) == 0) {
+      if ((info.mask & base::kPidfdInfoCreds) == 0) {
+        // Linux 6.13 always fills PID and CREDS; a kernel that does not
+        // says nothing usable.
+        return ReadInfoFromProc(procfs, cgroup2);
+      }
+      PinnedInfo out;
+      out.ppid = static_cast<int>(info.ppid);
+      out.ruid = info.ruid;
+      out.euid = info.euid;
+      if ((info.mask & base::kPidfdInfoCgroupId) != 0) out.cgroup_id = info.cgroupid;
+      out.from_pidfd_info = true;
+      return out;
+    }
+    const int err = errno;
+    switch (err) {
+      case ENOTTY:  // no PIDFD_GET_INFO (Linux < 6.13): the /proc read below
+      case EINVAL:
+        break;
+      case ESRCH:  // reaped since it was pinned
+        return absl::NotFoundError(
+            absl::StrFormat("PIDFD_GET_INFO(pid %d): the pinned process was reaped", pid_));
+      default:
+        return absl::ErrnoToStatus(err, absl::StrFormat("PIDFD_GET_INFO(pid %d)", pid_));
+    }
+  }
+  return ReadInfoFromProc(procfs, cgroup2);
+}
+
+absl::StatusOr<PinnedInfo> PinnedProcess::ReadInfoFromProc(const ProcFs& procfs,
+                                                           const Cgroup2Mount* cgroup2) const {
+  absl::StatusOr<ProcStatus> status = procfs.ReadStatus(pid_);
+  std::string cgroup_path;
+  absl::StatusOr<std::string> cgroup =
+      cgroup2 != nullptr ? procfs.ReadCgroup(pid_) : absl::StatusOr<std::string>("");
+  // The reads are the pinned process's when it has not exited since: a pid
+  // is not reused before its process is reaped, and the pidfd turns
+  // readable at the exit. Exited (a zombie, or reaped): the stat must still
+  // show the pinned start time.
+  absl::StatusOr<bool> exited = Exited();
+  if (!exited.ok()) return exited.status();
+  if (*exited) {
+    absl::StatusOr<ProcStat> stat = ReadStat(procfs);
+    if (!stat.ok()) {
+      return absl::NotFoundError(absl::StrFormat("pid %d exited while its status was read: %s",
+                                                 pid_, stat.status().ToString()));
+    }
+  }
+  if (!status.ok()) {
+    if (absl::IsNotFound(status.status()) && Gone()) {
+      return absl::NotFoundError(absl::StrFormat("pid %d: the pinned process was reaped", pid_));
+    }
+    return status.status();
+  }
+  PinnedInfo out;
+  out.ppid = status->ppid;
+  out.ruid = status->uid;
+  out.euid = status->euid.value_or(status->uid);
+  if (cgroup2 != nullptr && cgroup.ok()) {
+    if (std::optional<std::string> dir = CgroupDir(*cgroup2, *cgroup); dir.has_value()) {
+      struct stat st;
+      if (::stat(dir->c_str(), &st) == 0) out.cgroup_id = static_cast<uint64_t>(st.st_ino);
+    }
+  }
+  return out;
 }
 
 PidfdFeatures ProbePidfdFeatures() {

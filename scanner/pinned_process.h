@@ -18,6 +18,8 @@
 //                               hiding a live process: only ESRCH proves gone)
 //   stat unreadable otherwise   kUnreadable: pinned, identity unverified
 //   stat, other start time      kReused: the pid names another process
+//   pidfs id known, another one kReused: another process got the pid
+//                               within the recorded start time's tick
 //   a readable pidfd            Exited(): exited, zombie or reaped
 //   pidfd_send_signal ESRCH     Signal() NOT_FOUND: exited and reaped
 //   pidfd_send_signal EPERM     Signal() PERMISSION_DENIED: exists, may not
@@ -27,8 +29,8 @@
 //   PIDFD_INFO_EXIT not in mask ReadExitStatus() nullopt: running, a zombie
 //                               not reaped yet, or Linux < 6.15
 //
-// The type holds the pidfd, the pid and the verified start time; a later
-// identity fact (the pidfs inode, PIDFD_GET_INFO) belongs in it too. Who may
+// The type holds the pidfd, the pid, the verified start time and the pidfs
+// inode id (Linux >= 6.9: fstat(pidfd).st_ino, unique per boot). Who may
 // be signalled is decided by scanner/safe_signal.h, the only caller of
 // Signal().
 #ifndef RUNREAPER_SCANNER_PINNED_PROCESS_H_
@@ -41,6 +43,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "base/fd.h"
+#include "scanner/cgroup_path.h"
 #include "scanner/procfs.h"
 
 namespace runreaper::scanner {
@@ -57,6 +60,18 @@ struct PidfdFeatures {
 // Forks with base::RawFork (safe in a threaded process); reaps only that
 // child. Callers cache the answer (the daemon probes at start and logs it).
 PidfdFeatures ProbePidfdFeatures();
+
+// What PIDFD_GET_INFO (or its /proc fallback) says of a pinned process:
+// the facts the daemon otherwise reads from <pid>/status and <pid>/cgroup.
+struct PinnedInfo {
+  int ppid = 0;  // in the observer's PID namespace; 0 when outside it
+  uint32_t ruid = 0;
+  uint32_t euid = 0;
+  // The cgroup v2 id (the inode of its cgroup directory); 0 = unknown (no
+  // cgroup v2, or the fallback without a cgroup2 mount).
+  uint64_t cgroup_id = 0;
+  bool from_pidfd_info = false;  // read by PIDFD_GET_INFO, not /proc
+};
 
 // What PinnedProcess::Open found.
 enum class PinResult {
@@ -97,13 +112,20 @@ class PinnedProcess {
   // holds the pid, and its stat is that process's only if Exited() is still
   // false after Open (a pidfd turns readable at exit, before the reap that
   // frees the pid). Never signals; pid <= 0 is kError without a system call.
-  static PinOutcome Open(const ProcFs& procfs, int pid, uint64_t start_time);
+  //
+  // With `pidfs_id` nonzero too, the pinned process's pidfs inode id must be
+  // that id when it is known (else kReused: another process got the pid
+  // within the recorded start time's clock tick). The pin's own id is read
+  // (one fstat) whether or not one was given: pidfs_id().
+  static PinOutcome Open(const ProcFs& procfs, int pid, uint64_t start_time, uint64_t pidfs_id = 0);
 
   bool valid() const { return pidfd_.valid(); }
   int pid() const { return pid_; }
   // The start time read through the pin at Open (the recorded one when one
   // was given); 0 when the stat was unreadable (kUnreadable).
   uint64_t start_time() const { return start_time_; }
+  // The pinned process's pidfs inode id (base::PidfsId), 0 = unknown.
+  uint64_t pidfs_id() const { return pidfs_id_; }
   // The pidfd, still owned by this object (for epoll).
   int pidfd() const { return pidfd_.get(); }
 
@@ -133,6 +155,20 @@ class PinnedProcess {
   // absl::ErrnoToStatus. One ioctl; never blocks.
   absl::StatusOr<std::optional<int>> ReadExitStatus() const;
 
+  // ppid, real and effective uid and cgroup id of the pinned process. With
+  // `use_pidfd_info` and a kernel that has PIDFD_GET_INFO (>= 6.13): one
+  // ioctl on the pidfd, nothing to re-check (it answers for the pinned
+  // process only; a zombie still answers). Otherwise, or when the ioctl is
+  // unknown (ENOTTY/EINVAL), the fallback: <pid>/status read, then the pin
+  // re-checked (not exited: the read was of the pinned process; exited:
+  // the stat's start time must still be the pinned one), and, with
+  // `cgroup2`, the cgroup id as the inode of <mount>/<its cgroup path>.
+  // NOT_FOUND when the pinned process was reaped (ESRCH, or the re-check
+  // failed); FAILED_PRECONDITION when nothing is pinned; other read errors
+  // as ProcFs's, naming the pid.
+  absl::StatusOr<PinnedInfo> ReadInfo(const ProcFs& procfs, const Cgroup2Mount* cgroup2,
+                                      bool use_pidfd_info = true) const;
+
   // Sends `sig` through the pidfd, so only the pinned process can receive
   // it. Refuses (FAILED_PRECONDITION, nothing sent) pid <= 1, this very
   // process and an empty pin. NOT_FOUND (ESRCH): exited and reaped since it
@@ -143,12 +179,16 @@ class PinnedProcess {
   absl::Status Signal(int sig) const;
 
  private:
-  PinnedProcess(base::Fd pidfd, int pid, uint64_t start_time)
-      : pidfd_(std::move(pidfd)), pid_(pid), start_time_(start_time) {}
+  PinnedProcess(base::Fd pidfd, int pid, uint64_t start_time, uint64_t pidfs_id)
+      : pidfd_(std::move(pidfd)), pid_(pid), start_time_(start_time), pidfs_id_(pidfs_id) {}
+
+  absl::StatusOr<PinnedInfo> ReadInfoFromProc(const ProcFs& procfs,
+                                              const Cgroup2Mount* cgroup2) const;
 
   base::Fd pidfd_;
   int pid_ = 0;
   uint64_t start_time_ = 0;
+  uint64_t pidfs_id_ = 0;
 };
 
 struct PinOutcome {
@@ -162,6 +202,10 @@ struct PinOutcome {
   PinnedProcess process;
   // The stat read while pinned: kPinned and kReused.
   std::optional<ProcStat> stat;
+  // The pidfs inode id of the process the pidfd held (0 = unknown): for
+  // kPinned and kUnreadable also process.pidfs_id(); for kReused the
+  // other process's.
+  uint64_t pidfs_id = 0;
 };
 
 }  // namespace runreaper::scanner

@@ -7,6 +7,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,15 +21,20 @@
 #include <string>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/fd.h"
+#include "base/syscalls.h"
 #include "base/test_child.h"
 #include "base/test_util.h"
 #include "gtest/gtest.h"
+#include "scanner/cgroup_path.h"
+#include "scanner/identity.h"
+#include "scanner/process_test_util.h"
 #include "scanner/procfs.h"
 
 namespace runreaper::scanner {
@@ -272,6 +278,138 @@ TEST_F(PinnedProcessTest, RealPidReuseIsReusedAndThePinReachesNoOne) {
   EXPECT_TRUE(absl::IsNotFound(sent)) << sent;
   int status = 0;
   EXPECT_EQ(::waitpid(second.pid(), &status, WNOHANG), 0) << "the new process was hit";
+}
+
+// A pid reused within one clock tick: the start time cannot tell the two
+// processes apart, the pidfs id does.
+TEST_F(PinnedProcessTest, PidReusedWithinOneTickIsReusedByItsPidfsId) {
+  SKIP_UNLESS_PRIVATE_PID_NS();
+  std::optional<OneTickReuse> reuse = ReuseWithinOneTick(procfs_);
+  if (!reuse.has_value()) GTEST_SKIP() << "no one-tick reuse here (pidfs ids, ns_last_pid)";
+  absl::Cleanup reap = [&] {
+    ::kill(reuse->now_pid, SIGKILL);
+    ::waitpid(reuse->now_pid, nullptr, 0);
+  };
+  const ProcessRef& old = reuse->old;
+  ASSERT_NE(old.pidfs_id, 0u);
+  ASSERT_NE(reuse->now_pidfs_id, old.pidfs_id);
+  ASSERT_EQ(StartTime(old.pid), old.start_time) << "staged within one tick";
+
+  // By start time alone the impostor passes for the recorded process.
+  PinOutcome blind = PinnedProcess::Open(procfs_, old.pid, old.start_time);
+  EXPECT_EQ(blind.result, PinResult::kPinned) << PinResultName(blind.result);
+  EXPECT_EQ(blind.process.pidfs_id(), reuse->now_pidfs_id);
+
+  PinOutcome pin = PinnedProcess::Open(procfs_, old.pid, old.start_time, old.pidfs_id);
+  EXPECT_EQ(pin.result, PinResult::kReused) << PinResultName(pin.result) << " " << pin.status;
+  EXPECT_FALSE(pin.process.valid());
+  EXPECT_EQ(pin.pidfs_id, reuse->now_pidfs_id);
+  EXPECT_TRUE(absl::StrContains(pin.status.message(), "pidfs id")) << pin.status;
+  // Its own id pins it.
+  PinOutcome now = PinnedProcess::Open(procfs_, old.pid, old.start_time, reuse->now_pidfs_id);
+  EXPECT_EQ(now.result, PinResult::kPinned) << PinResultName(now.result) << " " << now.status;
+}
+
+TEST_F(PinnedProcessTest, PinReadsThePidfsIdOfTheProcess) {
+  if (!base::PidfsIdsSupported()) GTEST_SKIP() << "no pidfs ids (Linux < 6.9)";
+  base::TestChild a("rr-pin-id-a");
+  base::TestChild b("rr-pin-id-b");
+  PinOutcome pa = PinnedProcess::Open(procfs_, a.pid(), StartTime(a.pid()));
+  PinOutcome pb = PinnedProcess::Open(procfs_, b.pid(), StartTime(b.pid()));
+  ASSERT_EQ(pa.result, PinResult::kPinned);
+  ASSERT_EQ(pb.result, PinResult::kPinned);
+  EXPECT_NE(pa.process.pidfs_id(), 0u);
+  EXPECT_NE(pa.process.pidfs_id(), pb.process.pidfs_id());
+  // Another pidfd of the same process has the same id.
+  base::Fd again(base::PidfdOpen(a.pid(), 0));
+  EXPECT_EQ(base::PidfsId(again.get()), pa.process.pidfs_id());
+}
+
+// What PIDFD_GET_INFO says of a pinned process against what /proc says,
+// and the /proc fallback against both.
+void ExpectInfoAsProc(const ProcFs& procfs, const PinnedProcess& pin, int pid,
+                      const Cgroup2Mount* mount, uint64_t cgroup_inode) {
+  ASSERT_OK_AND_ASSIGN(const ProcStatus status, procfs.ReadStatus(pid));
+  for (const bool use_info : {true, false}) {
+    SCOPED_TRACE(use_info ? "PIDFD_GET_INFO" : "fallback");
+    ASSERT_OK_AND_ASSIGN(const PinnedInfo info, pin.ReadInfo(procfs, mount, use_info));
+    EXPECT_EQ(info.ppid, status.ppid);
+    EXPECT_EQ(info.ruid, status.uid);
+    ASSERT_TRUE(status.euid.has_value());
+    EXPECT_EQ(info.euid, *status.euid);
+    if (mount != nullptr || use_info) {
+      EXPECT_EQ(info.cgroup_id, cgroup_inode);
+    }
+    EXPECT_EQ(info.from_pidfd_info, use_info);
+  }
+}
+
+// The cgroup2 mount and the inode of the directory of `pid`'s cgroup.
+std::optional<std::pair<Cgroup2Mount, uint64_t>> CgroupOf(const ProcFs& procfs, int pid) {
+  absl::StatusOr<std::string> mountinfo = procfs.ReadSelfMountInfo();
+  if (!mountinfo.ok()) return std::nullopt;
+  std::optional<Cgroup2Mount> mount = FindCgroup2Mount(*mountinfo);
+  absl::StatusOr<std::string> path = procfs.ReadCgroup(pid);
+  if (!mount.has_value() || !path.ok()) return std::nullopt;
+  std::optional<std::string> dir = CgroupDir(*mount, *path);
+  struct stat st;
+  if (!dir.has_value() || ::stat(dir->c_str(), &st) != 0) return std::nullopt;
+  return std::make_pair(*mount, static_cast<uint64_t>(st.st_ino));
+}
+
+TEST_F(PinnedProcessTest, InfoOfAChildIsWhatProcSays) {
+  if (!ProbePidfdFeatures().get_info) GTEST_SKIP() << "no PIDFD_GET_INFO (Linux < 6.13)";
+  base::TestChild child("rr-pin-info");
+  PinOutcome pin = PinnedProcess::Open(procfs_, child.pid(), StartTime(child.pid()));
+  ASSERT_EQ(pin.result, PinResult::kPinned) << pin.status;
+  ASSERT_OK_AND_ASSIGN(const PinnedInfo info, pin.process.ReadInfo(procfs_, nullptr));
+  EXPECT_TRUE(info.from_pidfd_info);
+  EXPECT_EQ(info.ppid, ::getpid());
+  std::optional<std::pair<Cgroup2Mount, uint64_t>> cg = CgroupOf(procfs_, child.pid());
+  if (!cg.has_value()) GTEST_SKIP() << "no cgroup v2 here";
+  ExpectInfoAsProc(procfs_, pin.process, child.pid(), &cg->first, cg->second);
+}
+
+TEST_F(PinnedProcessTest, InfoOfAChildInAnotherCgroupNamesThatCgroup) {
+  if (!ProbePidfdFeatures().get_info) GTEST_SKIP() << "no PIDFD_GET_INFO (Linux < 6.13)";
+  std::optional<std::pair<std::string, std::string>> cgroup = MakeTestCgroup("pin-info");
+  if (!cgroup.has_value()) GTEST_SKIP() << "no writable cgroup v2 hierarchy";
+  absl::Cleanup rmdir = [&] { ::rmdir(cgroup->first.c_str()); };
+  base::TestChild child("rr-pin-cg");
+  {
+    base::Fd procs(::open((cgroup->first + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
+    ASSERT_TRUE(procs.valid());
+    const std::string text = absl::StrCat(child.pid());
+    ASSERT_EQ(::write(procs.get(), text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  }
+  struct stat st;
+  ASSERT_EQ(::stat(cgroup->first.c_str(), &st), 0);
+  PinOutcome pin = PinnedProcess::Open(procfs_, child.pid(), StartTime(child.pid()));
+  ASSERT_EQ(pin.result, PinResult::kPinned) << pin.status;
+  std::optional<std::pair<Cgroup2Mount, uint64_t>> cg = CgroupOf(procfs_, child.pid());
+  ASSERT_TRUE(cg.has_value());
+  ASSERT_EQ(cg->second, static_cast<uint64_t>(st.st_ino)) << "the child is in the test cgroup";
+  std::optional<std::pair<Cgroup2Mount, uint64_t>> mine = CgroupOf(procfs_, ::getpid());
+  ASSERT_TRUE(mine.has_value());
+  ASSERT_NE(mine->second, cg->second);
+  ExpectInfoAsProc(procfs_, pin.process, child.pid(), &cg->first, cg->second);
+  child.Release();
+  child.Reap();
+}
+
+TEST_F(PinnedProcessTest, InfoOfAReapedProcessIsNotFoundOnBothPaths) {
+  base::TestChild child("rr-pin-gone");
+  PinOutcome pin = PinnedProcess::Open(procfs_, child.pid(), StartTime(child.pid()));
+  ASSERT_EQ(pin.result, PinResult::kPinned) << pin.status;
+  child.Release();
+  child.Reap();
+  for (const bool use_info : {true, false}) {
+    const absl::Status s = pin.process.ReadInfo(procfs_, nullptr, use_info).status();
+    EXPECT_TRUE(absl::IsNotFound(s)) << (use_info ? "info: " : "fallback: ") << s;
+  }
+  PinnedProcess empty;
+  EXPECT_EQ(empty.ReadInfo(procfs_, nullptr).status().code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(PinResultTest, Names) {

@@ -168,6 +168,15 @@ absl::StatusOr<ProcStatus> ParseStatus(absl::string_view text) {
     } else if (key == "Uid") {
       if (!ParseUnsignedField(FirstToken(value), &st.uid)) return bad("Uid");
       have_uid = true;
+      // "real effective saved filesystem": the second column, when present.
+      const absl::string_view first = FirstToken(value);
+      const absl::string_view second =
+          FirstToken(value.substr(static_cast<size_t>(first.data() - value.data()) + first.size()));
+      if (!second.empty()) {
+        uint32_t euid = 0;
+        if (!ParseUnsignedField(second, &euid)) return bad("Uid");
+        st.euid = euid;
+      }
     } else if (key == "NSpid") {
       if (!ParseIntList(value, &st.nspid)) return bad("NSpid");
     } else if (key == "NSpgid") {

@@ -36,6 +36,8 @@ struct ProcStatus {
   int tgid = 0;
   int ppid = 0;
   uint32_t uid = 0;  // real uid (first Uid: column)
+  // effective uid (second Uid: column); unset when the line has one column.
+  std::optional<uint32_t> euid;
   // Outermost namespace first (the namespace of the procfs mount that was
   // read), the process's own namespace last: back() is the id as seen
   // inside the process's own PID namespace. One entry per level in each

@@ -8,11 +8,14 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/fd.h"
 #include "base/file_util.h"
+#include "base/syscalls.h"
 #include "gtest/gtest.h"
 #include "scanner/cgroup_path.h"
 #include "scanner/procfs.h"
@@ -83,6 +86,77 @@ std::optional<std::pair<std::string, std::string>> MakeTestCgroup(const std::str
   const std::string dir = parent + "/" + name;
   if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return std::nullopt;
   return std::make_pair(dir, "/runreaper-test/" + name);
+}
+
+namespace {
+
+// A child in a session of its own that only pauses; returns once it has
+// called setsid. -1 when fork failed.
+pid_t ForkPauser() {
+  int ready[2];
+  if (::pipe2(ready, O_CLOEXEC) != 0) return -1;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setsid();
+    const char c = 'S';
+    while (::write(ready[1], &c, 1) < 0 && errno == EINTR) {
+    }
+    while (true) ::pause();
+  }
+  ::close(ready[1]);
+  if (pid > 0) ReadByte(ready[0]);
+  ::close(ready[0]);
+  return pid;
+}
+
+void KillAndReap(pid_t pid) {
+  if (pid <= 0) return;
+  ::kill(pid, SIGKILL);
+  while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+  }
+}
+
+bool WriteNsLastPid(int last) {
+  const int fd = ::open("/proc/sys/kernel/ns_last_pid", O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const std::string text = std::to_string(last);
+  const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ::close(fd);
+  return ok;
+}
+
+}  // namespace
+
+std::optional<OneTickReuse> ReuseWithinOneTick(const ProcFs& procfs) {
+  if (::getpid() != 1 || !base::PidfsIdsSupported()) return std::nullopt;
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    const pid_t old = ForkPauser();
+    if (old < 0) return std::nullopt;
+    OneTickReuse out;
+    {
+      const base::Fd pidfd(base::PidfdOpen(old, 0));
+      out.old.pidfs_id = base::PidfsId(pidfd.get());
+    }
+    absl::StatusOr<Identity> id = procfs.CaptureIdentity(old);
+    KillAndReap(old);
+    if (!id.ok() || out.old.pidfs_id == 0) return std::nullopt;
+    const uint64_t old_id = out.old.pidfs_id;
+    out.old = *std::move(id);
+    out.old.pidfs_id = old_id;
+    if (!WriteNsLastPid(old - 1)) return std::nullopt;
+    const pid_t now = ForkPauser();
+    if (now < 0) return std::nullopt;
+    absl::StatusOr<ProcStat> stat = procfs.ReadStat(now);
+    if (now != old || !stat.ok() || stat->start_time != out.old.start_time) {
+      KillAndReap(now);  // the tick turned over (or the pid was taken): again
+      continue;
+    }
+    const base::Fd pidfd(base::PidfdOpen(now, 0));
+    out.now_pid = now;
+    out.now_pidfs_id = base::PidfsId(pidfd.get());
+    return out;
+  }
+  return std::nullopt;
 }
 
 void KillEverythingElseInPrivatePidNs() {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "scanner/identity.h"
+#include "scanner/procfs.h"
 
 namespace runreaper::scanner {
 
@@ -42,6 +43,23 @@ Spawned SpawnSh(const std::string& script, const std::vector<std::string>& env_e
 // disk, its cgroup path); nullopt when the hierarchy is missing, is not
 // mounted at its root or is not writable.
 std::optional<std::pair<std::string, std::string>> MakeTestCgroup(const std::string& name);
+
+// A pid reused within one clock tick (start times tick at 100 Hz): a child
+// is forked into a session of its own, its identity captured (pid, start
+// time, pgid, sid, uid, comm; its pidfs id through a pidfd), then it is
+// killed and reaped, and another child (also in a session of its own) is
+// forked with the same pid (ns_last_pid; in a private PID namespace
+// nothing else forks) and the same start time. Retried until the tick did
+// not turn over meanwhile (at most 200 tries). Both children only pause;
+// `now_pid` is the caller's to kill and reap. nullopt (nothing left
+// running) when it cannot be staged here: not pid 1 of a private PID
+// namespace, ns_last_pid not writable, or no pidfs ids (Linux < 6.9).
+struct OneTickReuse {
+  Identity old;               // the reaped process, with its pidfs id
+  pid_t now_pid = 0;          // the process that holds old.pid now
+  uint64_t now_pidfs_id = 0;  // its pidfs id (!= old.pidfs_id)
+};
+std::optional<OneTickReuse> ReuseWithinOneTick(const ProcFs& procfs);
 
 // When we are pid 1 of a private PID namespace, where every other process is
 // the test's: SIGKILLs them through the safe path (identity re-checked) and

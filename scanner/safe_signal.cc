@@ -268,6 +268,16 @@ absl::Status CheckSignalTarget(const ProcFs& procfs, int pid) {
 
 SignalOutcome SignalProcess(const ProcFs& procfs, int pid, uint64_t start_time, int sig,
                             std::optional<uint32_t> only_uid) {
+  ProcessRef process;
+  process.pid = pid;
+  process.start_time = start_time;
+  return SignalProcess(procfs, process, sig, only_uid);
+}
+
+SignalOutcome SignalProcess(const ProcFs& procfs, const ProcessRef& target, int sig,
+                            std::optional<uint32_t> only_uid) {
+  const int pid = target.pid;
+  const uint64_t start_time = target.start_time;
   SignalOutcome out;
   auto refused = [&](absl::Status status) {
     out.result = SignalResult::kRefused;
@@ -282,9 +292,11 @@ SignalOutcome SignalProcess(const ProcFs& procfs, int pid, uint64_t start_time, 
   }
 
   // Pin the process first: everything read after this refers to whatever
-  // held `pid` when the pidfd was opened, and the start time tells whether
-  // that is the recorded process.
-  PinOutcome pin = PinnedProcess::Open(procfs, pid, start_time);
+  // held `pid` when the pidfd was opened, and the start time (and the pidfs
+  // id, when both are known: a pid reused within one clock tick has the
+  // same start time) tells whether that is the recorded process.
+  PinOutcome pin = PinnedProcess::Open(procfs, pid, start_time, target.pidfs_id);
+  out.pidfs_id = pin.pidfs_id;
   switch (pin.result) {
     case PinResult::kPinned:
       break;
@@ -312,24 +324,23 @@ SignalOutcome SignalProcess(const ProcFs& procfs, int pid, uint64_t start_time, 
   if (!guard.ok()) return refused(guard);
 
   if (only_uid.has_value()) {
-    // Read after the pidfd pinned the process and its start time matched:
-    // while it lives the pid is not reused, so this is its uid; if it has
-    // exited since, the signal below finds ESRCH.
-    absl::StatusOr<ProcStatus> status = process.ReadStatus(procfs);
-    if (!status.ok()) {
-      if (absl::IsNotFound(status.status()) && process.Gone()) {
+    // Read from the pinned process itself (PIDFD_GET_INFO), or from its
+    // status with the pin re-checked after the read (Linux < 6.13): this is
+    // its uid; if it has exited since, the signal below finds ESRCH.
+    absl::StatusOr<PinnedInfo> info = process.ReadInfo(procfs, /*cgroup2=*/nullptr);
+    if (!info.ok()) {
+      if (absl::IsNotFound(info.status())) {
         out.result = SignalResult::kGone;
         out.status = absl::OkStatus();
         return out;
       }
-      return refused(
-          Refuse(pid, absl::StrCat("cannot read its uid: ", status.status().ToString())));
+      return refused(Refuse(pid, absl::StrCat("cannot read its uid: ", info.status().ToString())));
     }
-    if (status->uid != *only_uid) {
+    if (info->ruid != *only_uid) {
       out.result = SignalResult::kOtherUid;
       out.status = absl::FailedPreconditionError(
           absl::StrFormat("pid %d has uid %u, not the run's uid %u: reported, not signalled", pid,
-                          status->uid, *only_uid));
+                          info->ruid, *only_uid));
       return out;
     }
   }

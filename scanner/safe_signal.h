@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "scanner/identity.h"
 #include "scanner/procfs.h"
 
 namespace runreaper::scanner {
@@ -20,7 +21,8 @@ namespace runreaper::scanner {
 enum class SignalResult {
   kSent,      // delivered
   kGone,      // ESRCH / no such process: nothing to do
-  kReused,    // the pid now names another process (start time differs)
+  kReused,    // the pid now names another process (start time, or known
+              // pidfs id, differs)
   kDenied,    // EPERM: exists, but we may not signal it (a survivor)
   kRefused,   // the guard refused (pid <= 1, ourselves, an ancestor, ...)
   kError,     // anything else (see the status)
@@ -32,6 +34,9 @@ const char* SignalResultName(SignalResult result);
 struct SignalOutcome {
   SignalResult result = SignalResult::kError;
   absl::Status status;  // details for kRefused / kError
+  // The pidfs inode id of the process the pidfd held (0 = unknown or not
+  // pinned): what a later stage compares, for a member listed without one.
+  uint64_t pidfs_id = 0;
 };
 
 // Whether `pid` may ever be signalled by this process (pid > 1, not self, not
@@ -45,6 +50,11 @@ absl::Status CheckSignalTarget(const ProcFs& procfs, int pid);
 // uid between that read and the signal, microseconds, is not caught; the
 // signal then still goes only to the process that held that uid.)
 SignalOutcome SignalProcess(const ProcFs& procfs, int pid, uint64_t start_time, int sig,
+                            std::optional<uint32_t> only_uid = std::nullopt);
+// The same for `target` (pid, start time, and its pidfs id when known: a
+// pinned process whose id is known and another is kReused, nothing sent).
+// Its namespace and boot id are not read: the pid is the caller's.
+SignalOutcome SignalProcess(const ProcFs& procfs, const ProcessRef& target, int sig,
                             std::optional<uint32_t> only_uid = std::nullopt);
 
 // Writes "1" to <dir>/cgroup.kill (which SIGKILLs every process in that

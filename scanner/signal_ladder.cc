@@ -317,14 +317,27 @@ absl::StatusOr<LadderResult> RunLadder(const ProcFs& procfs, std::vector<Member>
   LadderResult result;
   std::set<ProcessRef> killed_here;
   ReceiptBook book(procfs, options.receipt_pidfds, hooks);
+  // The pidfs id each member had when an earlier stage pinned it (pid and
+  // start time as the key): a member re-listed by a /proc walk has none, and
+  // a later stage must reach the same process, not one that got its pid
+  // within its start tick.
+  std::map<ProcessRef, uint64_t> pinned_ids;
   // Claims `stage` through the hook and, when granted, signals (the start
-  // time is re-checked through a pidfd) and reports the outcome.
+  // time, and the pidfs id when known, re-checked through a pidfd) and
+  // reports the outcome.
   auto escalate = [&](const Member& m, Stage stage) -> absl::Status {
     ASSIGN_OR_RETURN(bool claimed, hooks.Claim(m, stage));
     if (!claimed) return absl::OkStatus();
     book.BeforeSignal(m);
-    const SignalOutcome outcome = SignalProcess(procfs, m.process.pid, m.process.start_time,
-                                                StageSignal(stage), hooks.SignalOnlyUid(m));
+    ProcessRef target = RefOf(m);
+    if (auto known = pinned_ids.find(target); known != pinned_ids.end()) {
+      if (target.pidfs_id == 0) target.pidfs_id = known->second;
+    }
+    const SignalOutcome outcome =
+        SignalProcess(procfs, target, StageSignal(stage), hooks.SignalOnlyUid(m));
+    if (outcome.result != SignalResult::kReused && outcome.pidfs_id != 0) {
+      pinned_ids.emplace(target, outcome.pidfs_id);
+    }
     if (stage == Stage::kSigkill) killed_here.insert(RefOf(m));
     book.AfterSignal(m, stage, outcome);
     return hooks.Signalled(m, stage, outcome);
