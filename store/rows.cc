@@ -124,6 +124,8 @@ StoredRun ReadRunRow(const Statement& s) {
     r.mutable_sweep_grace()->set_nanos(static_cast<int32_t>(us % 1000000) * 1000);
   }
   DecodeCookies(ProtoText(s, 40), &r);
+  r.set_pidfs_id(static_cast<uint64_t>(s.ColumnInt(41)));
+  if (r.owner_pid() > 0) r.set_owner_pidfs_id(static_cast<uint64_t>(s.ColumnInt(42)));
   return out;
 }
 

@@ -25,8 +25,8 @@ inline constexpr char kRunColumns[] =
     "observed_at_us, observed_source, "
     "owner_pid, owner_start_time_ticks, owner_pidns_inode, owner_boot_id, "
     "owner_pgid, owner_sid, owner_uid, owner_comm, sweep_on_end, sweep_grace_us, "
-    "cookies";
-inline constexpr int kRunColumnCount = 41;
+    "cookies, pidfs_id, owner_pidfs_id";
+inline constexpr int kRunColumnCount = 43;
 
 // The observed-exit columns, in the order of kObservedColumns, on both runs
 // and events (schema 7).

@@ -80,6 +80,11 @@ std::string IdentityDifferenceOf(const v1::Run& a, const v1::Run& b) {
   scanner::Identity ia = scanner::IdentityOf(a), ib = scanner::IdentityOf(b);
   ia.host = ib.host = scanner::ProcessRef();
   if (ia != ib) return "identity";
+  // A pidfs id is compared only when both are known (a retry that read the
+  // leader after it exited has none): two known ids are two processes.
+  if (scanner::PidfsIdsDiffer(a.pidfs_id(), b.pidfs_id())) {
+    return absl::StrCat("pidfs_id ", a.pidfs_id(), " vs ", b.pidfs_id());
+  }
   if (std::map<std::string, std::string>(a.labels().begin(), a.labels().end()) !=
       std::map<std::string, std::string>(b.labels().begin(), b.labels().end())) {
     return "labels";
@@ -165,10 +170,10 @@ absl::StatusOr<v1::Run> RunStore::Register(const v1::Run& run) {
                         "identity_unverified, host_pid, host_pidns_inode, owner_pid, "
                         "owner_start_time_ticks, owner_pidns_inode, owner_boot_id, "
                         "owner_pgid, owner_sid, owner_uid, owner_comm, sweep_on_end, "
-                        "sweep_grace_us, cookies) VALUES (?1, ?2, "
+                        "sweep_grace_us, cookies, pidfs_id, owner_pidfs_id) VALUES (?1, ?2, "
                         "?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?14, 0, NULL, ?13, "
                         "?13, NULL, 0, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, "
-                        "?25, ?26, ?27, ?28, ?29)"));
+                        "?25, ?26, ?27, ?28, ?29, ?30, ?31)"));
       s->BindText(1, run.run_id())
           .BindInt(2, run.pid())
           .BindInt(3, run.pgid())
@@ -202,7 +207,9 @@ absl::StatusOr<v1::Run> RunStore::Register(const v1::Run& run) {
           .BindInt(28, run.sweep_on_end() ? run.sweep_grace().seconds() * 1000000 +
                                                 run.sweep_grace().nanos() / 1000
                                           : 0)
-          .BindText(29, EncodeCookies(run));
+          .BindText(29, EncodeCookies(run))
+          .BindInt(30, static_cast<int64_t>(run.pidfs_id()))
+          .BindInt(31, owned ? static_cast<int64_t>(run.owner_pidfs_id()) : 0);
       RETURN_IF_ERROR(s->Run());
     }
     const int64_t seq = m.db->LastInsertRowid();

@@ -195,7 +195,7 @@ struct SweepProgress {
 class RunStore {
  public:
   static constexpr int kMaxPageSize = 1000;
-  static constexpr int kSchemaVersion = 9;
+  static constexpr int kSchemaVersion = 10;
 
   // Opens or creates the database at `path` (its directory must exist).
   // Refuses a schema newer than kSchemaVersion, a file that is not a SQLite

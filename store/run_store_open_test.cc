@@ -516,5 +516,34 @@ TEST_F(RunStoreTest, MigratesASchemaEightFile) {
   EXPECT_EQ(RawQueryInt(path_, "SELECT count(*) FROM leases"), 0);
 }
 
+// A schema-9 file: its runs get pidfs ids 0 (unknown: only their start
+// times are compared, as before), and new ones are stored.
+TEST_F(RunStoreTest, MigratesASchemaNineFile) {
+  {
+    auto store = OpenOrDie();
+    ASSERT_OK(store->Register(MakeRun("r1")));
+  }
+  RawExec(path_, std::string(kDropPidfsIds) + "PRAGMA user_version = 9;");
+  ASSERT_EQ(RawQueryInt(path_,
+                        "SELECT count(*) FROM pragma_table_info('runs') "
+                        "WHERE name IN ('pidfs_id', 'owner_pidfs_id')"),
+            0);
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(RawQueryInt(path_, "PRAGMA user_version"), RunStore::kSchemaVersion);
+  ASSERT_OK_AND_ASSIGN(RunProto r, store->Get("r1"));
+  EXPECT_EQ(r.pid(), 4242);
+  EXPECT_EQ(r.pidfs_id(), 0u);
+  RunProto with_ids = MakeRun("r2");
+  with_ids.set_pidfs_id(77);
+  with_ids.set_owner_pid(4343);
+  with_ids.set_owner_start_time_ticks(5);
+  with_ids.set_owner_pidfs_id(78);
+  ASSERT_OK(store->Register(with_ids));
+  ASSERT_OK_AND_ASSIGN(RunProto r2, store->Get("r2"));
+  EXPECT_EQ(r2.pidfs_id(), 77u);
+  EXPECT_EQ(r2.owner_pidfs_id(), 78u);
+}
+
 }  // namespace
 }  // namespace runreaper::store

@@ -90,7 +90,8 @@ absl::StatusOr<std::vector<RunningRecord>> RunStore::ListRunningForReconcile() {
         d.Prepare("SELECT seq, run_id, pid, pidns_inode, start_time_ticks, "
                   "boot_id, liveness, last_seen_alive_at_us, host_pid, "
                   "host_pidns_inode, owner_pid, owner_start_time_ticks, owner_pidns_inode, "
-                  "owner_boot_id FROM runs WHERE state = ?1 ORDER BY seq"));
+                  "owner_boot_id, pidfs_id, owner_pidfs_id FROM runs WHERE state = ?1 "
+                  "ORDER BY seq"));
     s->BindInt(1, v1::RUN_STATE_RUNNING);
     while (true) {
       ASSIGN_OR_RETURN(bool row, s->Step());
@@ -103,6 +104,7 @@ absl::StatusOr<std::vector<RunningRecord>> RunStore::ListRunningForReconcile() {
       r.leader.pidns_inode = static_cast<uint64_t>(s->ColumnInt(3));
       r.leader.start_time = static_cast<uint64_t>(s->ColumnInt(4));
       r.leader.boot_id = s->ColumnText(5);
+      r.leader.pidfs_id = static_cast<uint64_t>(s->ColumnInt(14));
       r.liveness = static_cast<v1::Liveness>(s->ColumnInt(6));
       r.last_seen_alive = absl::FromUnixMicros(s->ColumnInt(7));
       if (const int host_pid = static_cast<int>(s->ColumnInt(8)); host_pid > 0) {
@@ -115,6 +117,7 @@ absl::StatusOr<std::vector<RunningRecord>> RunStore::ListRunningForReconcile() {
         r.owner.start_time = static_cast<uint64_t>(s->ColumnInt(11));
         r.owner.pidns_inode = static_cast<uint64_t>(s->ColumnInt(12));
         r.owner.boot_id = s->ColumnText(13);
+        r.owner.pidfs_id = static_cast<uint64_t>(s->ColumnInt(15));
       }
     }
     return absl::OkStatus();

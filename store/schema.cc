@@ -182,6 +182,14 @@ CREATE TABLE leases (
 ) WITHOUT ROWID;
 CREATE INDEX leases_by_end ON leases(until_us);
 )sql",
+    // 9 -> 10: the pidfs inode ids of a run's leader and owner
+    // (Run.pidfs_id, owner_pidfs_id: fstat(pidfd).st_ino on Linux >= 6.9),
+    // compared wherever the start time is. 0 = unknown, which is what every
+    // run of schema 9 has: only their start times are compared, as before.
+    R"sql(
+ALTER TABLE runs ADD COLUMN pidfs_id INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN owner_pidfs_id INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kVersion,
               "one migration per schema version");

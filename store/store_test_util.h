@@ -81,10 +81,18 @@ inline constexpr char kDropOwnerColumns[] =
     "ALTER TABLE runs DROP COLUMN sweep_on_end; "
     "ALTER TABLE runs DROP COLUMN sweep_grace_us; ";
 
-// Undoes migration 8 -> 9 (runs.cookies and the leases table), for tests
-// that rebuild an older schema by hand. A file taken below schema 8 needs
-// this first, then kDropOwnerColumns (and below 7 kUndoSchemaSeven).
+// Undoes migration 9 -> 10 (the runs' pidfs ids): a schema-9 file.
+inline constexpr char kDropPidfsIds[] =
+    "ALTER TABLE runs DROP COLUMN pidfs_id; "
+    "ALTER TABLE runs DROP COLUMN owner_pidfs_id; ";
+
+// Undoes migrations 9 -> 10 and 8 -> 9 (runs.cookies and the leases
+// table), for tests that rebuild an older schema by hand. A file taken
+// below schema 8 needs this first, then kDropOwnerColumns (and below 7
+// kUndoSchemaSeven).
 inline constexpr char kDropCookiesAndLeases[] =
+    "ALTER TABLE runs DROP COLUMN pidfs_id; "
+    "ALTER TABLE runs DROP COLUMN owner_pidfs_id; "
     "ALTER TABLE runs DROP COLUMN cookies; "
     "DROP INDEX leases_by_end; "
     "DROP TABLE leases; ";
