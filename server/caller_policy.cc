@@ -28,6 +28,13 @@ std::string SentIdentityMismatch(const v1::RegisterRunRequest& request,
   if (sent.pidns_inode != 0 && sent.pidns_inode != live.pidns_inode) {
     return Differs("pidns_inode", sent.pidns_inode, live.pidns_inode, pid);
   }
+  // A sent pidfs id is checked like the start time: the live one is read
+  // whenever the daemon has ids on (a registrar with them off drops a sent
+  // id first), so 0 here means the process exited while it was read.
+  if (sent.pidfs_id != 0 && sent.pidfs_id != live.pidfs_id) {
+    return Differs("pidfs_id", sent.pidfs_id,
+                   live.pidfs_id != 0 ? absl::StrCat(live.pidfs_id) : std::string("none"), pid);
+  }
   if (!sent.boot_id.empty() && sent.boot_id != base::ToValidUtf8(live.boot_id)) {
     return absl::StrCat("boot_id: differs from process ", pid, "'s boot");
   }
@@ -143,6 +150,13 @@ absl::Status CheckOwnerClaim(const Caller& caller, const v1::RegisterRunRequest&
         absl::StrCat("owner_pid: process ", pid, " started at ", owner.live.start_time,
                      ", not at the sent owner_start_time_ticks ", request.owner_start_time_ticks(),
                      " (the owner exited and its pid was reused)"));
+  }
+  if (request.owner_pidfs_id() != 0 && request.owner_pidfs_id() != owner.live.pidfs_id) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "owner_pidfs_id: process ", pid, " has pidfs id ",
+        owner.live.pidfs_id != 0 ? absl::StrCat(owner.live.pidfs_id) : std::string("none"),
+        ", not the sent owner_pidfs_id ", request.owner_pidfs_id(),
+        " (the owner exited and its pid was reused)"));
   }
   if (self_pid > 0 && pid == self_pid) {
     return absl::InvalidArgumentError(

@@ -297,6 +297,7 @@ absl::Status Daemon::Start() {
   // What runreaperd is (pid, PID namespace, boot id) and what the kernel
   // offers, read once and logged once; passed to all who need them.
   self_ = std::make_unique<DaemonSelf>(procfs_);
+  if (!options_.pidfs_id) self_->DisablePidfsIds();
   self_->LogAtStart();
   // Kernel features for the observed exit, probed once (this block may move
   // to the daemon's self-description with the other kernel features).

@@ -60,6 +60,9 @@ struct DaemonOptions {
   // false = behave as on a kernel without it: the proc connector's exit
   // event (lineage on) or "unknown" (docs/OPERATIONS.md, "Kernel features").
   bool pidfd_info = true;
+  // Record and compare pidfs inode ids (Linux >= 6.9; detected at start).
+  // false = as on an older kernel: start times only (--pidfs_id).
+  bool pidfs_id = true;
   // The environment variable names a run may ask to be matched by
   // (--cookie_names, validated by main); empty = kDefaultCookieNames.
   std::vector<std::string> cookie_names;

@@ -92,6 +92,13 @@ ABSL_FLAG(bool, pidfd_info, true,
           "(PIDFD_INFO_EXIT, Linux >= 6.15; detected at start and logged). "
           "false = as on an older kernel: the proc connector's exit event "
           "when --lineage is on, otherwise the observed exit is unknown.");
+ABSL_FLAG(bool, pidfs_id, true,
+          "Record each leader's and owner's pidfs inode id at registration "
+          "(fstat of a pidfd, Linux >= 6.9 on 64-bit; detected at start and "
+          "logged) and compare it wherever the start time is, so a pid "
+          "reused within one clock tick is PID_REUSED and never signalled. "
+          "false = as on an older kernel: no id recorded or taken from "
+          "clients, start times only.");
 ABSL_FLAG(int, handler_threads, 16,
           "Threads that answer the calls that wait on the disk or walk /proc "
           "(RegisterRun, Heartbeat, FinishRun, CancelRun, Reconcile, "
@@ -156,6 +163,7 @@ int main(int argc, char** argv) {
   options.zombie_interval = absl::GetFlag(FLAGS_zombie_interval);
   options.lineage = absl::GetFlag(FLAGS_lineage);
   options.pidfd_info = absl::GetFlag(FLAGS_pidfd_info);
+  options.pidfs_id = absl::GetFlag(FLAGS_pidfs_id);
   options.lineage_persist_interval = absl::GetFlag(FLAGS_lineage_persist_interval);
   if (options.lineage_persist_interval <= absl::ZeroDuration()) {
     fprintf(stderr, "runreaperd: --lineage_persist_interval must be > 0\n");

@@ -44,6 +44,15 @@ bool ProbeCgroup2(const scanner::ProcFs& procfs) {
   return mountinfo.ok() && scanner::FindCgroup2Mount(*mountinfo).has_value();
 }
 
+// PIDFD_GET_INFO on a pidfd of this process (ENOTTY/EINVAL before 6.13).
+bool ProbePidfdGetInfo() {
+  const base::Fd pidfd(base::PidfdOpen(::getpid(), 0));
+  if (!pidfd.valid()) return false;
+  base::PidfdInfo info = {};
+  info.mask = base::kPidfdInfoPid | base::kPidfdInfoCreds;
+  return base::PidfdGetInfo(pidfd.get(), &info) == 0 && (info.mask & base::kPidfdInfoCreds) != 0;
+}
+
 const char* YesNo(bool b) { return b ? "yes" : "no"; }
 
 }  // namespace
@@ -77,6 +86,8 @@ DaemonSelf::DaemonSelf(const scanner::ProcFs& procfs) : procfs_root_(procfs.root
   features_.peer_pidfd = ProbePeerPidfd();
   features_.children_files = procfs.HasChildrenFiles();
   features_.cgroup2 = ProbeCgroup2(procfs);
+  features_.pidfs_ids = base::PidfsIdsSupported();
+  features_.pidfd_get_info = ProbePidfdGetInfo();
   absl::MutexLock lock(&mu_);
   facts_ = std::move(facts);
   errors_ = std::move(errors);
@@ -112,7 +123,12 @@ void DaemonSelf::LogAtStart() const {
                 ", boot id ", facts.boot_id.empty() ? std::string("unknown") : facts.boot_id,
                 "; kernel: pidfd ", YesNo(features_.pidfd), ", SO_PEERPIDFD ",
                 YesNo(features_.peer_pidfd), ", children files ", YesNo(features_.children_files),
-                ", cgroup v2 ", YesNo(features_.cgroup2));
+                ", cgroup v2 ", YesNo(features_.cgroup2), ", pidfs ids ",
+                features_.pidfs_ids   ? "yes"
+                : pidfs_ids_disabled_ ? "off (--pidfs_id=false: start times only)"
+                                      : "no (start times only)",
+                ", PIDFD_GET_INFO ",
+                features_.pidfd_get_info ? "yes" : "no (/proc status read, pin re-checked)");
   if (!errors.empty())
     base::LogWarning(base::LogFields().Pid(facts.pid), "runreaperd itself: ", errors);
 }

@@ -52,6 +52,17 @@ struct KernelFeatures {
   bool children_files = false;
   // A cgroup v2 mount in our mount table: cgroup claims and cgroup.kill.
   bool cgroup2 = false;
+  // pidfs inode ids (Linux >= 6.9, 64-bit: fstat(pidfd).st_ino, unique per
+  // boot): recorded at registration for the leader and the owner and
+  // compared wherever start times are, so a pid reused within one clock
+  // tick is PID_REUSED and never signalled. Off (an older kernel, or
+  // runreaperd --pidfs_id=false): ids are neither recorded nor taken from
+  // clients, and only start times are compared, as before.
+  bool pidfs_ids = false;
+  // PIDFD_GET_INFO (Linux >= 6.13): a pinned process's ppid, uids and
+  // cgroup id in one ioctl (the uid check before a non-root run's signal);
+  // without it, its /proc status read and the pin re-checked.
+  bool pidfd_get_info = false;
 };
 
 // The facts of one process (see the top of this file for "unknown").
@@ -72,6 +83,13 @@ class DaemonSelf {
   // are for: another process (a forked child) reads its own through
   // `procfs_root` at its first use.
   DaemonSelf(SelfFacts facts, KernelFeatures features, std::string procfs_root = "/proc");
+
+  // Turns pidfs ids off (runreaperd --pidfs_id=false), before any use: the
+  // fallback of a kernel without them.
+  void DisablePidfsIds() {
+    pidfs_ids_disabled_ = features_.pidfs_ids;
+    features_.pidfs_ids = false;
+  }
 
   DaemonSelf(const DaemonSelf&) = delete;
   DaemonSelf& operator=(const DaemonSelf&) = delete;
@@ -95,6 +113,7 @@ class DaemonSelf {
 
   const std::string procfs_root_;
   KernelFeatures features_;
+  bool pidfs_ids_disabled_ = false;  // by DisablePidfsIds, for the log line
   mutable absl::Mutex mu_;
   mutable SelfFacts facts_ ABSL_GUARDED_BY(mu_);
   // Why a fact is unknown, for LogAtStart ("" = all known).

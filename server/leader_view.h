@@ -41,6 +41,9 @@ struct LeaderView {
   // pid, pgid and sid are its innermost NSpid, NSpgid and NSsid, the rest as
   // read (start time, PID-namespace inode, boot id, real uid, cgroup).
   scanner::Identity live;
+  // live.pidfs_id: its pidfs inode id, from a pidfd opened before the read
+  // and still not exited after it (so the same process); 0 when unknown
+  // (KernelFeatures::pidfs_ids off, or it exited meanwhile).
   // kHere, kTranslated: its state letter in the same read (status State:;
   // 'Z' a zombie).
   char state = '?';

@@ -311,7 +311,10 @@ absl::StatusOr<PassResult> Reconciler::ReconcileLocked(
   {
     scanner::LivenessObserver owner_observer;
     bool observed = false;
-    absl::flat_hash_map<scanner::ProcessRef, scanner::Verdict> owner_verdicts;
+    // Keyed by the process and its recorded pidfs id (not part of a
+    // ProcessRef's key): two records of one pid and start time with known,
+    // different ids name two processes and get their own verdicts.
+    absl::flat_hash_map<std::pair<scanner::ProcessRef, uint64_t>, scanner::Verdict> owner_verdicts;
     for (size_t i = 0; i < runs.size(); ++i) {
       const store::RunningRecord& run = runs[i];
       if (run.owner.pid <= 0) continue;
@@ -323,10 +326,11 @@ absl::StatusOr<PassResult> Reconciler::ReconcileLocked(
         owner_observer = ObserverOf(*self_);
         observed = true;
       }
-      auto memo = owner_verdicts.find(run.owner);
+      const auto owner_key = std::make_pair(run.owner, run.owner.pidfs_id);
+      auto memo = owner_verdicts.find(owner_key);
       if (memo == owner_verdicts.end()) {
         memo = owner_verdicts
-                   .emplace(run.owner, scanner::Decide(scanner::GatherEvidence(
+                   .emplace(owner_key, scanner::Decide(scanner::GatherEvidence(
                                            *procfs_, owner_observer, run.owner, nullptr)))
                    .first;
       }
@@ -407,7 +411,8 @@ absl::StatusOr<PassResult> Reconciler::ReconcileLocked(
   scanner::WalkOptions walk_options;
   walk_options.with_status = true;
   walk_options.with_pidns = true;
-  absl::flat_hash_map<scanner::ProcessRef, scanner::Verdict> verdicts;
+  // As owner_verdicts: the recorded pidfs id is part of the memo's key.
+  absl::flat_hash_map<std::pair<scanner::ProcessRef, uint64_t>, scanner::Verdict> verdicts;
 
   for (size_t j = 0; j < probe.size(); ++j) {
     const store::RunningRecord& run = runs[probe[j]];
@@ -426,7 +431,7 @@ absl::StatusOr<PassResult> Reconciler::ReconcileLocked(
     // boot here), gets the same evidence and so the same verdict.
     scanner::ProcessRef key = leader;
     key.boot_id.clear();
-    auto memo = boot_matches ? verdicts.find(key) : verdicts.end();
+    auto memo = boot_matches ? verdicts.find({key, leader.pidfs_id}) : verdicts.end();
     scanner::Verdict verdict;
     if (memo != verdicts.end()) {
       verdict = memo->second;
@@ -446,7 +451,7 @@ absl::StatusOr<PassResult> Reconciler::ReconcileLocked(
         if (snapshot.ok()) snap = &*snapshot;
       }
       verdict = scanner::Decide(scanner::GatherEvidence(*procfs_, observer, leader, snap));
-      if (boot_matches) verdicts.emplace(key, verdict);
+      if (boot_matches) verdicts.emplace(std::make_pair(key, leader.pidfs_id), verdict);
     }
 
     store::RunUpdate update;

@@ -91,7 +91,8 @@ bool SeenAliveAtRegistration(const LeaderView& leader, const SelfFacts& self, co
       return false;
   }
   return read_pid == here->pid && leader.live.start_time == run.start_time_ticks() &&
-         leader.state != 'Z' && leader.state != 'X';
+         !scanner::PidfsIdsDiffer(leader.live.pidfs_id, run.pidfs_id()) && leader.state != 'Z' &&
+         leader.state != 'X';
 }
 
 }  // namespace
@@ -105,7 +106,17 @@ Registrar::Registrar(store::RunStore* store, const scanner::ProcFs* procfs, cons
       cookie_names_(absl::StrSplit(kDefaultCookieNames, ',')) {}
 
 absl::StatusOr<v1::Run> Registrar::Register(const Caller& caller,
-                                            const v1::RegisterRunRequest& r) const {
+                                            const v1::RegisterRunRequest& request) const {
+  // pidfs ids off (a kernel without them, --pidfs_id=false): none is taken
+  // from the client either, so nothing is recorded or compared but start
+  // times, exactly as before ids.
+  std::optional<v1::RegisterRunRequest> without_ids;
+  if (!self_->features().pidfs_ids && (request.has_pidfs_id() || request.has_owner_pidfs_id())) {
+    without_ids = request;
+    without_ids->clear_pidfs_id();
+    without_ids->clear_owner_pidfs_id();
+  }
+  const v1::RegisterRunRequest& r = without_ids.has_value() ? *without_ids : request;
   RETURN_IF_ERROR(ValidateRegisterRequest(r));
   RETURN_IF_ERROR(ValidateCookies(r.cookies(), cookie_names_));
   const SelfFacts self = self_->Facts();

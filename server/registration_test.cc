@@ -25,6 +25,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "base/fd.h"
+#include "base/syscalls.h"
 #include "base/test_child.h"
 #include "base/test_util.h"
 #include "gtest/gtest.h"
@@ -263,6 +265,106 @@ TEST_F(RegistrationTest, AMismatchedStartTimeIsUnverifiedOrRefused) {
   EXPECT_FALSE(own.identity_unverified());
   EXPECT_EQ(own.liveness(), v1::LIVENESS_ALIVE);
   EXPECT_EQ(own.state(), v1::RUN_STATE_RUNNING);
+}
+
+// The pidfs id of `pid` through a pidfd (0 without pidfs ids).
+uint64_t PidfsIdOf(pid_t pid) {
+  const base::Fd pidfd(base::PidfdOpen(pid, 0));
+  return base::PidfsId(pidfd.get());
+}
+
+TEST_F(RegistrationTest, ThePidfsIdsOfLeaderAndOwnerAreRecorded) {
+  if (!self_->features().pidfs_ids) GTEST_SKIP() << "no pidfs ids (Linux < 6.9)";
+  base::TestChild owner("rr-reg-id-own");
+  base::TestChild leader("rr-reg-id");
+  const uint64_t leader_id = PidfsIdOf(leader.pid());
+  const uint64_t owner_id = PidfsIdOf(owner.pid());
+  ASSERT_NE(leader_id, 0u);
+  ASSERT_NE(owner_id, leader_id);
+  v1::RegisterRunRequest r = ByPid("ids", leader.pid());
+  r.set_owner_pid(owner.pid());
+  r.set_owner_pidfs_id(owner_id);
+  ASSERT_OK_AND_ASSIGN(const v1::Run run, registrar_->Register(Caller{}, r));
+  EXPECT_EQ(run.pidfs_id(), leader_id);
+  EXPECT_EQ(run.owner_pidfs_id(), owner_id);
+  ASSERT_OK_AND_ASSIGN(const v1::Run stored, store_->Get("ids"));
+  EXPECT_EQ(stored.pidfs_id(), leader_id);
+  EXPECT_EQ(stored.owner_pidfs_id(), owner_id);
+
+  // Sent with the identity (runreaperctl exec): stored as sent, verified.
+  v1::RegisterRunRequest full = FullIdentity("ids-sent", leader.pid());
+  full.set_pidfs_id(leader_id);
+  ASSERT_OK_AND_ASSIGN(const v1::Run sent, registrar_->Register(Caller{}, full));
+  EXPECT_EQ(sent.pidfs_id(), leader_id);
+  EXPECT_FALSE(sent.identity_unverified());
+  EXPECT_EQ(sent.liveness(), v1::LIVENESS_ALIVE);
+}
+
+// A sent pidfs id is an identity field like start_time_ticks: a non-root
+// caller's must match its live process, root's that does not is stored as
+// sent and unverified; an owner's that does not is refused for anyone.
+TEST_F(RegistrationTest, AMismatchedPidfsIdIsUnverifiedOrRefused) {
+  if (!self_->features().pidfs_ids) GTEST_SKIP() << "no pidfs ids (Linux < 6.9)";
+  NobodyChild child;
+  ASSERT_TRUE(child.ok());
+  const uint64_t real = PidfsIdOf(child.pid());
+  ASSERT_NE(real, 0u);
+  v1::RegisterRunRequest r = FullIdentity("other-id", child.pid());
+  r.set_pidfs_id(real + 1);
+
+  absl::StatusOr<v1::Run> run = registrar_->Register(Nobody(), r);
+  EXPECT_EQ(run.status().code(), absl::StatusCode::kPermissionDenied) << run.status();
+  EXPECT_EQ(
+      run.status().message(),
+      absl::StrCat("uid 65534: pidfs_id: sent ", real + 1, ", process ", child.pid(), " has ", real,
+                   "; a non-root caller's identity fields must match its live process"));
+
+  run = registrar_->Register(Caller{}, r);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_TRUE(run->identity_unverified());
+  EXPECT_EQ(run->pidfs_id(), real + 1);  // stored as sent
+  // Same start time, another id: the recorded process is not this one.
+  EXPECT_EQ(run->state(), v1::RUN_STATE_STALE);
+  EXPECT_EQ(run->stale_reason(), v1::STALE_REASON_PID_REUSED);
+
+  // Its own id: nobody's own, registered and verified.
+  v1::RegisterRunRequest own = FullIdentity("own-id", child.pid());
+  own.set_pidfs_id(real);
+  ASSERT_OK_AND_ASSIGN(const v1::Run mine, registrar_->Register(Nobody(), own));
+  EXPECT_FALSE(mine.identity_unverified());
+  EXPECT_EQ(mine.pidfs_id(), real);
+  EXPECT_EQ(mine.state(), v1::RUN_STATE_RUNNING);
+
+  base::TestChild owner("rr-reg-id-own");
+  base::TestChild leader("rr-reg-id-lead");
+  v1::RegisterRunRequest owned = ByPid("owner-other-id", leader.pid());
+  owned.set_owner_pid(owner.pid());
+  owned.set_owner_pidfs_id(PidfsIdOf(owner.pid()) + 1);
+  run = registrar_->Register(Caller{}, owned);
+  EXPECT_EQ(run.status().code(), absl::StatusCode::kInvalidArgument) << run.status();
+  EXPECT_TRUE(absl::StartsWith(run.status().message(), "owner_pidfs_id: ")) << run.status();
+}
+
+// pidfs ids off (a kernel without them, runreaperd --pidfs_id=false): none
+// is recorded, a sent one is dropped, and only start times are compared,
+// as before ids.
+TEST_F(RegistrationTest, WithPidfsIdsOffNoneIsRecordedOrCompared) {
+  KernelFeatures features = self_->features();
+  features.pidfs_ids = false;
+  DaemonSelf off(self_->Facts(), features);
+  Registrar registrar(store_.get(), &procfs_, &off, RegistrationHooks());
+  NobodyChild child;
+  ASSERT_TRUE(child.ok());
+  ASSERT_OK_AND_ASSIGN(const v1::Run by_pid,
+                       registrar.Register(Caller{}, ByPid("off-pid", child.pid())));
+  EXPECT_EQ(by_pid.pidfs_id(), 0u);
+  EXPECT_EQ(by_pid.liveness(), v1::LIVENESS_ALIVE);
+  v1::RegisterRunRequest r = FullIdentity("off-sent", child.pid());
+  r.set_pidfs_id(12345);  // not the process's: ignored, not refused
+  ASSERT_OK_AND_ASSIGN(const v1::Run sent, registrar.Register(Nobody(), r));
+  EXPECT_EQ(sent.pidfs_id(), 0u);
+  EXPECT_FALSE(sent.identity_unverified());
+  EXPECT_EQ(sent.registered_uid(), kNobody);
 }
 
 // A non-root caller may register only a process of its own uid.

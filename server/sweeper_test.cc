@@ -1155,6 +1155,33 @@ TEST_F(SweeperTest, CancelledLeaderThatLedNoGroupIsMatchedAsLeaderOnly) {
   }
 }
 
+// A cancelled run's leader exited and its pid went, within the same clock
+// tick, to another process of a session of its own: pid, start time, pgid
+// and sid all as recorded. Only the pidfs id tells them apart, so the
+// impostor is listed (the walk cannot tell) but never signalled: each
+// stage's SIGNAL event says REUSED.
+TEST_F(SweeperTest, ALeaderPidReusedWithinOneTickIsNeverSignalled) {
+  SKIP_UNLESS_PRIVATE_PID_NS();
+  std::optional<scanner::OneTickReuse> reuse = scanner::ReuseWithinOneTick(procfs_);
+  if (!reuse.has_value()) GTEST_SKIP() << "no one-tick reuse here (pidfs ids, ns_last_pid)";
+  const pid_t impostor = reuse->now_pid;
+  ASSERT_EQ(reuse->old.pgid, reuse->old.pid);
+  Register(RunOf("one-tick", reuse->old));
+  ASSERT_OK(store_->Cancel("one-tick", "test"));
+  Sweeper sweeper(store_.get(), &procfs_, Fast());
+  ASSERT_OK_AND_ASSIGN(v1::SweepResponse resp, sweeper.SweepRun("one-tick"));
+  int status = 0;
+  EXPECT_EQ(::waitpid(impostor, &status, WNOHANG), 0) << "the impostor was signalled";
+  const std::vector<v1::Event> signals = Events("one-tick", v1::EVENT_TYPE_SIGNAL);
+  ASSERT_FALSE(signals.empty());
+  for (const v1::Event& e : signals) {
+    EXPECT_EQ(e.pid(), impostor);
+    EXPECT_EQ(e.result(), "REUSED") << e.stage() << " " << e.detail();
+  }
+  ::kill(impostor, SIGKILL);
+  WaitExit(impostor);
+}
+
 // ---- crash resume: a claimed stage whose signal may never have been sent ----
 
 // Registers the counter's leader as `run_id`, lets it exit, finishes the run
