@@ -4,7 +4,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <vector>
+
 #include "absl/status/statusor.h"
+#include "base/syscalls.h"
 #include "tools/bench_util.h"
 
 namespace runreaper::bench {
@@ -41,6 +44,39 @@ CheckResult BenchChecks(const scanner::ProcFs& procfs, const std::vector<int>& p
     pidfd_us.push_back(pf);
     pidfd_ratio.push_back(pf / k);
     stat_ratio.push_back(st_cost / k);
+  }
+  // The identity read: the ioctl PinnedProcess::ReadInfo makes (ppid, uids
+  // and cgroup id of the pinned process in one call) against the stat +
+  // status read and parse the daemon needs for the same facts without it.
+  {
+    base::PidfdInfo probe = {};
+    probe.mask = base::kPidfdInfoPid | base::kPidfdInfoCreds | base::kPidfdInfoCgroupId;
+    r.have_info = !pidfds.empty() && base::PidfdGetInfo(pidfds[0], &probe) == 0;
+  }
+  if (r.have_info) {
+    std::vector<double> info_us, proc_us, ratio;
+    for (int rep = 0; rep < reps; ++rep) {
+      const double proc = TimePerItem(1, pids.size(), [&] {
+        for (int pid : pids) {
+          absl::StatusOr<scanner::ProcStat> st = procfs.ReadStat(pid);
+          absl::StatusOr<scanner::ProcStatus> status = procfs.ReadStatus(pid);
+          sink = sink + (!st.ok() || !status.ok() || status->ppid < 0);
+        }
+      });
+      const double info = TimePerItem(1, pids.size(), [&] {
+        for (int fd : pidfds) {
+          base::PidfdInfo i = {};
+          i.mask = base::kPidfdInfoPid | base::kPidfdInfoCreds | base::kPidfdInfoCgroupId;
+          sink = sink + (base::PidfdGetInfo(fd, &i) != 0 || i.ppid == 0);
+        }
+      });
+      info_us.push_back(info);
+      proc_us.push_back(proc);
+      ratio.push_back(info / proc);
+    }
+    r.info_us = Median(info_us);
+    r.proc_identity_us = Median(proc_us);
+    r.info_vs_proc = Median(ratio);
   }
   r.kill_us = Median(kill_us);
   r.stat_us = Median(stat_us);

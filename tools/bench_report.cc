@@ -85,6 +85,13 @@ void PrintTable(const BenchReport& b, const Tails& t, double load) {
       {checks.kill_us, 3, "us"}, Ratio(checks.pidfd_vs_kill), Ok(checks.pidfd_vs_kill <= 2.0));
   Row("(2) /proc/<pid>/stat read+parse (vs kill)", {checks.stat_us, 3, "us"},
       {checks.kill_us, 3, "us"}, Ratio(checks.stat_vs_kill), "-");
+  if (checks.have_info) {
+    Row("(2i) identity read: PIDFD_GET_INFO vs /proc stat+status read", {checks.info_us, 3, "us"},
+        {checks.proc_identity_us, 3, "us"}, Ratio(checks.info_vs_proc),
+        Ok(checks.info_vs_proc <= 0.5));
+  } else {
+    std::printf("(2i) identity read: no PIDFD_GET_INFO on this kernel (Linux < 6.13)\n");
+  }
   Row("(3) exit detection p50 (watcher vs poll)", {t.watch_p50, 3, "ms"}, {t.poll_p50, 1, "ms"},
       none, "-");
   Row("(3) exit detection p99 (watcher vs poll)", {t.watch_p99, 3, "ms"}, {t.poll_p99, 1, "ms"},
@@ -150,6 +157,9 @@ std::string JsonSummary(const BenchReport& b, const Tails& t, double load) {
       .Number("pidfd_us", b.checks.pidfd_us, 4)
       .Number("pidfd_vs_kill", b.checks.pidfd_vs_kill, 3)
       .Number("stat_vs_kill", b.checks.stat_vs_kill, 3)
+      .Number("identity_info_us", b.checks.info_us, 4)
+      .Number("identity_proc_us", b.checks.proc_identity_us, 4)
+      .Number("identity_info_vs_proc", b.checks.info_vs_proc, 3)
       .Int("exits", b.exits.exits)
       .Number("watch_p50_ms", t.watch_p50, 4)
       .Number("watch_p99_ms", t.watch_p99, 4)

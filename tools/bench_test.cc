@@ -44,6 +44,9 @@ TEST(BenchTest, TinyRunPrintsEveryJsonKey) {
                           "pidfd_us",
                           "pidfd_vs_kill",
                           "stat_vs_kill",
+                          "identity_info_us",
+                          "identity_proc_us",
+                          "identity_info_vs_proc",
                           "exits",
                           "watch_p50_ms",
                           "watch_p99_ms",
@@ -81,8 +84,8 @@ TEST(BenchTest, TinyRunPrintsEveryJsonKey) {
                           "quick"}) {
     EXPECT_TRUE(f.contains(key)) << key;
   }
-  // The keys above and nothing else (3 of them for row 3x).
-  EXPECT_EQ(f.size(), 44u) << lines.back();
+  // The keys above and nothing else (3 of them for row 3x, 3 for row 2i).
+  EXPECT_EQ(f.size(), 47u) << lines.back();
   EXPECT_EQ(f.at("processes").number_value(), 40);
   EXPECT_EQ(f.at("exits").number_value(), 10);
   EXPECT_EQ(f.at("pass_records").number_value(), 200);

@@ -399,6 +399,13 @@ absl::StatusOr<scanner::Identity> Register(v1::Reconciler::StubInterface& stub,
   if (!in_cgroup) id->cgroup.clear();
   // The command's name, not the pre-exec child's inherited comm.
   id->comm = Basename(options.argv[0]).substr(0, 15);
+  // Its pidfs id through a pidfd of our own child: not reaped yet, so the
+  // pid is still that child's (the id survives the exec). 0 = unknown (a
+  // kernel without pidfs ids): not sent.
+  {
+    const base::Fd pidfd(base::PidfdOpen(child.pid, 0));
+    id->pidfs_id = base::PidfsId(pidfd.get());
+  }
   v1::RegisterRunRequest req;
   req.set_run_id(options.run_id);
   scanner::SetIdentity(*id, &req, scanner::CgroupField::kCopy);

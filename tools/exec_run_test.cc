@@ -25,6 +25,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/fd.h"
+#include "base/syscalls.h"
 #include "base/test_util.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -48,6 +50,9 @@ class StoreService final : public v1::Reconciler::Service {
  public:
   explicit StoreService(store::RunStore* store) : store_(store) {}
   std::atomic<bool> fail_register{false};
+  // The pidfs id of the process the request's pid named when it arrived
+  // (exec holds its child before exec until registered), 0 = unknown.
+  std::atomic<uint64_t> live_pidfs_id{0};
 
   grpc::Status RegisterRun(grpc::ServerContext*, const v1::RegisterRunRequest* req,
                            v1::Run* out) override {
@@ -65,6 +70,11 @@ class StoreService final : public v1::Reconciler::Service {
     if (req->has_uid()) run.set_uid(req->uid());
     run.set_comm(req->comm());
     run.set_cgroup(req->cgroup());
+    run.set_pidfs_id(req->pidfs_id());
+    {
+      const base::Fd pidfd(base::PidfdOpen(req->pid(), 0));
+      live_pidfs_id = base::PidfsId(pidfd.get());
+    }
     *run.mutable_labels() = req->labels();
     absl::StatusOr<v1::Run> r = store_->Register(run);
     if (!r.ok()) return ToGrpc(r.status());
@@ -135,6 +145,13 @@ TEST_F(ExecRunTest, ExitCodePropagatedAndRunFinished) {
   EXPECT_NE(run.start_time_ticks(), 0u);
   EXPECT_EQ(run.comm(), "sh");
   EXPECT_EQ(run.labels().at("job"), "nightly");
+  // The pidfs id exec sent is its child's, read through its own pidfd.
+  if (base::PidfsIdsSupported()) {
+    EXPECT_NE(run.pidfs_id(), 0u);
+    EXPECT_EQ(run.pidfs_id(), service_->live_pidfs_id.load());
+  } else {
+    EXPECT_EQ(run.pidfs_id(), 0u);
+  }
   // A cgroup is recorded only when it is the run's own.
   if (!run.cgroup().empty()) {
     EXPECT_EQ(run.cgroup(), "/runreaper/exec-7");
