@@ -1,5 +1,9 @@
 #include "scanner/identity_proto.h"
 
+#include <cstdint>
+
+#include "absl/time/time.h"
+
 namespace runreaper::scanner {
 namespace {
 
@@ -147,6 +151,47 @@ void SetOwner(const std::optional<Identity>& owner, v1::Run* run) {
   run->set_owner_sid(owner->sid);
   if (owner->uid.has_value()) run->set_owner_uid(*owner->uid);
   run->set_owner_comm(owner->comm);
+}
+
+v1::ObservedExit ObservedExitProto(const ObservedExit& e) {
+  v1::ObservedExit out;
+  switch (e.kind) {
+    case ObservedExit::Kind::kExited:
+      out.set_kind(v1::OBSERVED_EXIT_KIND_EXITED);
+      out.set_exit_code(e.code);
+      break;
+    case ObservedExit::Kind::kSignaled:
+      out.set_kind(v1::OBSERVED_EXIT_KIND_SIGNALED);
+      out.set_signal(e.signal);
+      out.set_core_dumped(e.core_dumped);
+      break;
+    case ObservedExit::Kind::kUnknown:
+      out.set_kind(v1::OBSERVED_EXIT_KIND_UNKNOWN);
+      break;
+  }
+  switch (e.known() ? e.source : ObservedExit::Source::kUnknown) {
+    case ObservedExit::Source::kPidfdInfo:
+      out.set_source(v1::OBSERVED_EXIT_SOURCE_PIDFD_INFO);
+      break;
+    case ObservedExit::Source::kProcConnector:
+      out.set_source(v1::OBSERVED_EXIT_SOURCE_PROC_CONNECTOR);
+      break;
+    case ObservedExit::Source::kUnknown:
+      out.set_source(v1::OBSERVED_EXIT_SOURCE_UNKNOWN);
+      break;
+  }
+  if (e.observed_at != absl::InfinitePast()) {
+    const int64_t us = absl::ToUnixMicros(e.observed_at);
+    int64_t secs = us / 1000000;
+    int64_t rem = us % 1000000;
+    if (rem < 0) {
+      rem += 1000000;
+      --secs;
+    }
+    out.mutable_observed_at()->set_seconds(secs);
+    out.mutable_observed_at()->set_nanos(static_cast<int32_t>(rem * 1000));
+  }
+  return out;
 }
 
 }  // namespace runreaper::scanner

@@ -9,6 +9,7 @@
 
 #include "runreaper/v1/runreaper.pb.h"
 #include "scanner/identity.h"
+#include "scanner/observed_exit.h"
 
 namespace runreaper::scanner {
 
@@ -48,6 +49,10 @@ std::optional<Identity> OwnerOf(const ::runreaper::v1::Run& run);
 // Sets the run's owner_* fields to `owner` (its cgroup and host ignored);
 // nullopt clears them.
 void SetOwner(const std::optional<Identity>& owner, ::runreaper::v1::Run* run);
+
+// The proto form of an observed exit (kind UNKNOWN with source UNKNOWN when
+// no status was observed), for run records, events and kill receipts.
+v1::ObservedExit ObservedExitProto(const ObservedExit& e);
 
 }  // namespace runreaper::scanner
 

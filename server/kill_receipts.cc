@@ -31,29 +31,6 @@ void SetDuration(absl::Duration d, google::protobuf::Duration* out) {
   out->set_nanos(static_cast<int32_t>(us % 1000000) * 1000);
 }
 
-v1::ObservedExit ExitProto(const scanner::ObservedExit& e) {
-  v1::ObservedExit out;
-  switch (e.kind) {
-    case scanner::ObservedExit::Kind::kExited:
-      out.set_kind(v1::OBSERVED_EXIT_KIND_EXITED);
-      out.set_exit_code(e.code);
-      break;
-    case scanner::ObservedExit::Kind::kSignaled:
-      out.set_kind(v1::OBSERVED_EXIT_KIND_SIGNALED);
-      out.set_signal(e.signal);
-      out.set_core_dumped(e.core_dumped);
-      break;
-    case scanner::ObservedExit::Kind::kUnknown:
-      out.set_kind(v1::OBSERVED_EXIT_KIND_UNKNOWN);
-      break;
-  }
-  out.set_source(e.source == scanner::ObservedExit::Source::kPidfdInfo
-                     ? v1::OBSERVED_EXIT_SOURCE_PIDFD_INFO
-                     : v1::OBSERVED_EXIT_SOURCE_UNKNOWN);
-  if (e.observed_at != absl::InfinitePast()) SetTimestamp(e.observed_at, out.mutable_observed_at());
-  return out;
-}
-
 v1::KillReceipt::End EndProto(scanner::KillReceipt::End end) {
   switch (end) {
     case scanner::KillReceipt::End::kSignal:
@@ -83,7 +60,7 @@ v1::KillReceipt ToReceipt(const std::vector<scanner::RunSpec>& specs,
   }
   for (const scanner::Stage s : k.sent) r.add_stages_sent(scanner::StageName(s));
   r.set_last_result(scanner::SignalResultName(k.last_result));
-  if (k.exit.known()) *r.mutable_exit() = ExitProto(k.exit);
+  if (k.exit.known()) *r.mutable_exit() = scanner::ObservedExitProto(k.exit);
   r.set_zombie(k.zombie);
   r.set_reaper_pid(k.reaper_pid);
   r.set_held(k.held);

@@ -73,47 +73,6 @@ bool BootMatches(const store::RunningRecord& run, const scanner::LivenessObserve
 
 }  // namespace
 
-v1::ObservedExit ObservedExitProto(const scanner::ObservedExit& e) {
-  v1::ObservedExit out;
-  switch (e.kind) {
-    case scanner::ObservedExit::Kind::kExited:
-      out.set_kind(v1::OBSERVED_EXIT_KIND_EXITED);
-      out.set_exit_code(e.code);
-      break;
-    case scanner::ObservedExit::Kind::kSignaled:
-      out.set_kind(v1::OBSERVED_EXIT_KIND_SIGNALED);
-      out.set_signal(e.signal);
-      out.set_core_dumped(e.core_dumped);
-      break;
-    case scanner::ObservedExit::Kind::kUnknown:
-      out.set_kind(v1::OBSERVED_EXIT_KIND_UNKNOWN);
-      break;
-  }
-  switch (e.known() ? e.source : scanner::ObservedExit::Source::kUnknown) {
-    case scanner::ObservedExit::Source::kPidfdInfo:
-      out.set_source(v1::OBSERVED_EXIT_SOURCE_PIDFD_INFO);
-      break;
-    case scanner::ObservedExit::Source::kProcConnector:
-      out.set_source(v1::OBSERVED_EXIT_SOURCE_PROC_CONNECTOR);
-      break;
-    case scanner::ObservedExit::Source::kUnknown:
-      out.set_source(v1::OBSERVED_EXIT_SOURCE_UNKNOWN);
-      break;
-  }
-  if (e.observed_at != absl::InfinitePast()) {
-    const int64_t us = absl::ToUnixMicros(e.observed_at);
-    int64_t secs = us / 1000000;
-    int64_t rem = us % 1000000;
-    if (rem < 0) {
-      rem += 1000000;
-      --secs;
-    }
-    out.mutable_observed_at()->set_seconds(secs);
-    out.mutable_observed_at()->set_nanos(static_cast<int32_t>(rem * 1000));
-  }
-  return out;
-}
-
 void Reconciler::AttachObservedExits(std::vector<store::RunUpdate>& updates, absl::Time now) {
   std::vector<size_t> waiting;  // fresh ends the connector may still report
   for (size_t i = 0; i < updates.size(); ++i) {
@@ -123,14 +82,14 @@ void Reconciler::AttachObservedExits(std::vector<store::RunUpdate>& updates, abs
     if (watcher_ != nullptr) e = watcher_->TakeObservedExit(u.run_id);
     if (!e.has_value() && options_.connector_exit) e = options_.connector_exit(u.run_id);
     if (e.has_value()) {
-      u.observed_exit = ObservedExitProto(*e);
+      u.observed_exit = scanner::ObservedExitProto(*e);
       continue;
     }
     // A run ended by its owner's exit ended while its leader may still run:
     // the owner's status (under OwnerKey) is never the run's observed exit,
     // and an end not seen on the leader is not claimed as an UNKNOWN one.
     if (u.stale_reason == v1::STALE_REASON_OWNER_EXITED) continue;
-    u.observed_exit = ObservedExitProto(scanner::UnknownExit(now));
+    u.observed_exit = scanner::ObservedExitProto(scanner::UnknownExit(now));
     const bool fresh =
         u.stale_reason == v1::STALE_REASON_EXITED || u.stale_reason == v1::STALE_REASON_ZOMBIE;
     if (fresh && options_.connector_exit) waiting.push_back(i);
@@ -144,7 +103,7 @@ void Reconciler::AttachObservedExits(std::vector<store::RunUpdate>& updates, abs
     for (const size_t i : waiting) {
       std::optional<scanner::ObservedExit> e = options_.connector_exit(updates[i].run_id);
       if (e.has_value()) {
-        updates[i].observed_exit = ObservedExitProto(*e);
+        updates[i].observed_exit = scanner::ObservedExitProto(*e);
       } else {
         still.push_back(i);
       }

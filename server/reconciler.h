@@ -48,10 +48,6 @@ struct ReconcilerOptions {
   absl::Duration connector_wait = absl::Milliseconds(50);
 };
 
-// The proto form of an observed exit (kind UNKNOWN with source UNKNOWN when
-// no status was observed).
-v1::ObservedExit ObservedExitProto(const scanner::ObservedExit& e);
-
 // The exit watcher's key for a run's owner (the run's own key is its run id):
 // the run id and " owner". A run id is printable ASCII without spaces, so no
 // run id is an owner key.

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <string>
 
 #include "absl/strings/match.h"
@@ -82,6 +83,14 @@ TEST(ZombiesE2eTest, OrphansListsThePileAndTheMetricCountsIt) {
 
   NonReapingParent parent;
   ASSERT_GT(parent.pid(), 1);
+  // Registered once it leads its own session and has exec'd `sleep` (its
+  // identity final): registered before its setsid() it would record the
+  // test's group and session, and lead neither (seen on a loaded machine).
+  ASSERT_TRUE(base::WaitFor([&] {
+    std::ifstream comm(absl::StrCat("/proc/", parent.pid(), "/comm"));
+    std::string name;
+    return std::getline(comm, name) && name == "sleep" && ::getsid(parent.pid()) == parent.pid();
+  }));
   const v1::Run run = RegisterPid(d, "pile-run", parent.pid());
   ASSERT_EQ(run.state(), v1::RUN_STATE_RUNNING);
 
