@@ -6,12 +6,17 @@
 #define RUNREAPER_SCANNER_PROCESS_TEST_UTIL_H_
 
 #include <sys/types.h>
+#include <sys/wait.h>
 
+#include <atomic>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "scanner/identity.h"
 #include "scanner/procfs.h"
 
@@ -60,6 +65,28 @@ struct OneTickReuse {
   uint64_t now_pidfs_id = 0;  // its pidfs id (!= old.pidfs_id)
 };
 std::optional<OneTickReuse> ReuseWithinOneTick(const ProcFs& procfs);
+
+// Reaps every child until destroyed (for pid 1 of a private PID namespace,
+// every orphan too), as init reaps a node's orphans.
+class ChildReaper {
+ public:
+  ChildReaper()
+      : thread_([this] {
+          while (!stop_.load()) {
+            if (::waitpid(-1, nullptr, WNOHANG) <= 0) absl::SleepFor(absl::Milliseconds(2));
+          }
+        }) {}
+  ~ChildReaper() {
+    stop_.store(true);
+    thread_.join();
+  }
+  ChildReaper(const ChildReaper&) = delete;
+  ChildReaper& operator=(const ChildReaper&) = delete;
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
 
 // When we are pid 1 of a private PID namespace, where every other process is
 // the test's: SIGKILLs them through the safe path (identity re-checked) and

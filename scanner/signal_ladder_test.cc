@@ -28,6 +28,7 @@
 #include "scanner/member_listing.h"
 #include "scanner/membership.h"
 #include "scanner/observed_exit.h"
+#include "scanner/process_test_util.h"
 #include "scanner/procfs.h"
 #include "scanner/safe_signal.h"
 
@@ -308,24 +309,7 @@ Mixed StartMixed() {
   return m;
 }
 
-// Reaps every child (we are pid 1: orphans too) until stopped.
-class Reaper {
- public:
-  Reaper()
-      : thread_([this] {
-          while (!stop_.load()) {
-            int st = 0;
-            if (::waitpid(-1, &st, WNOHANG) <= 0) absl::SleepFor(absl::Milliseconds(2));
-          }
-        }) {}
-  ~Reaper() {
-    stop_.store(true);
-    thread_.join();
-  }
-
- private:
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
+std::thread thread_;
 };
 
 const KillReceipt* ReceiptOf(const LadderResult& r, pid_t pid) {
@@ -353,7 +337,7 @@ TEST_F(SignalLadderTest, ReceiptsNameTheStageThatEndedEachAndItsStatus) {
   options.reap_wait = absl::Seconds(5);  // ends once every status is read
   LadderResult result;
   {
-    Reaper reaper;
+    ChildReaper reaper;
     ASSERT_OK_AND_ASSIGN(result, RunLadder(procfs_, first, options, hooks));
   }
   EXPECT_TRUE(result.survivors.empty());

@@ -40,24 +40,7 @@ namespace {
 
 constexpr char kInNsEnv[] = "RR_SWEEPER_FREEZE_TEST_IN_PIDNS";
 
-// Reaps every child (we are pid 1 of the namespace: the orphans a sweep
-// kills are ours) until destroyed, as init reaps a node's orphans.
-class Reaper {
- public:
-  Reaper()
-      : thread_([this] {
-          while (!stop_.load()) {
-            if (waitpid(-1, nullptr, WNOHANG) <= 0) absl::SleepFor(absl::Milliseconds(2));
-          }
-        }) {}
-  ~Reaper() {
-    stop_.store(true);
-    thread_.join();
-  }
-
- private:
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
+std::thread thread_;
 };
 
 int ProcsIn(const std::string& dir) {
@@ -161,7 +144,7 @@ TEST_F(SweeperFreezeTest, AStormInTheRunsCgroupIsSweptFrozenStageByStage) {
   Sweeper sweeper(store_.get(), &procfs_, options_);
   v1::SweepResponse resp;
   {
-    Reaper reaper;  // as init would: the receipts then carry wait statuses
+    scanner::ChildReaper reaper;  // as init would: the receipts then carry wait statuses
     ASSERT_OK_AND_ASSIGN(resp, sweeper.Sweep({}));
   }
   EXPECT_EQ(resp.survivors_size(), 0);
@@ -293,7 +276,7 @@ TEST_F(SweeperFreezeTest, APopulatedCgroupLeavesTheEndUnproven) {
   Sweeper sweeper(store_.get(), &procfs_, options_);
   v1::SweepResponse resp;
   {
-    Reaper reaper;
+    scanner::ChildReaper reaper;
     ASSERT_OK_AND_ASSIGN(resp, sweeper.Sweep({}));
   }
   EXPECT_EQ(resp.survivors_size(), 0);
