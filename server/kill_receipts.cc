@@ -14,6 +14,7 @@
 #include "proto/describe.h"
 #include "scanner/cgroup_freeze.h"
 #include "scanner/cgroup_path.h"
+#include "scanner/identity_proto.h"
 #include "scanner/safe_signal.h"
 
 namespace runreaper::server {
