@@ -309,9 +309,6 @@ Mixed StartMixed() {
   return m;
 }
 
-std::thread thread_;
-};
-
 const KillReceipt* ReceiptOf(const LadderResult& r, pid_t pid) {
   for (const KillReceipt& k : r.receipts) {
     if (k.member.process.pid == pid) return &k;

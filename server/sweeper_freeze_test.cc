@@ -40,9 +40,6 @@ namespace {
 
 constexpr char kInNsEnv[] = "RR_SWEEPER_FREEZE_TEST_IN_PIDNS";
 
-std::thread thread_;
-};
-
 int ProcsIn(const std::string& dir) {
   std::vector<std::string> lines;
   if (!scanner::ListCgroupProcs(dir, 0, &lines).ok()) return -1;
