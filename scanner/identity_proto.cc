@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "absl/time/time.h"
+#include "google/protobuf/util/time_util.h"
 
 namespace runreaper::scanner {
 namespace {
@@ -181,15 +182,8 @@ v1::ObservedExit ObservedExitProto(const ObservedExit& e) {
       break;
   }
   if (e.observed_at != absl::InfinitePast()) {
-    const int64_t us = absl::ToUnixMicros(e.observed_at);
-    int64_t secs = us / 1000000;
-    int64_t rem = us % 1000000;
-    if (rem < 0) {
-      rem += 1000000;
-      --secs;
-    }
-    out.mutable_observed_at()->set_seconds(secs);
-    out.mutable_observed_at()->set_nanos(static_cast<int32_t>(rem * 1000));
+    *out.mutable_observed_at() = google::protobuf::util::TimeUtil::MicrosecondsToTimestamp(
+        absl::ToUnixMicros(e.observed_at));
   }
   return out;
 }

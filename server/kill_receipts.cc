@@ -11,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "google/protobuf/duration.pb.h"
 #include "google/protobuf/timestamp.pb.h"
+#include "google/protobuf/util/time_util.h"
 #include "proto/describe.h"
 #include "scanner/cgroup_freeze.h"
 #include "scanner/cgroup_path.h"
@@ -19,18 +20,6 @@
 
 namespace runreaper::server {
 namespace {
-
-void SetTimestamp(absl::Time t, google::protobuf::Timestamp* out) {
-  const int64_t us = absl::ToUnixMicros(t);
-  out->set_seconds(us / 1000000);
-  out->set_nanos(static_cast<int32_t>(us % 1000000) * 1000);
-}
-
-void SetDuration(absl::Duration d, google::protobuf::Duration* out) {
-  const int64_t us = absl::ToInt64Microseconds(d);
-  out->set_seconds(us / 1000000);
-  out->set_nanos(static_cast<int32_t>(us % 1000000) * 1000);
-}
 
 v1::KillReceipt::End EndProto(scanner::KillReceipt::End end) {
   switch (end) {
@@ -66,9 +55,13 @@ v1::KillReceipt ToReceipt(const std::vector<scanner::RunSpec>& specs,
   r.set_reaper_pid(k.reaper_pid);
   r.set_held(k.held);
   r.set_unheld_reason(k.unheld);
-  if (k.ended_at != absl::InfiniteFuture()) SetTimestamp(k.ended_at, r.mutable_ended_at());
-  SetDuration(k.after_signal, r.mutable_after_signal());
-  SetDuration(k.lifetime, r.mutable_lifetime());
+  using google::protobuf::util::TimeUtil;
+  if (k.ended_at != absl::InfiniteFuture()) {
+    *r.mutable_ended_at() = TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(k.ended_at));
+  }
+  *r.mutable_after_signal() =
+      TimeUtil::MicrosecondsToDuration(absl::ToInt64Microseconds(k.after_signal));
+  *r.mutable_lifetime() = TimeUtil::MicrosecondsToDuration(absl::ToInt64Microseconds(k.lifetime));
   return r;
 }
 
