@@ -157,11 +157,14 @@ absl::Status FreezeForSignals(const ProcFs& procfs, const std::string& dir, uint
                               std::optional<uint32_t> only_uid, absl::Duration timeout,
                               const std::set<std::pair<int, uint64_t>>* leased) {
   // Checked first: a cgroup holding a process we may not signal is never
-  // frozen, not even for a moment.
-  RETURN_IF_ERROR(CheckCgroupMembers(procfs, dir, min_start_time, only_uid, leased));
+  // frozen, not even for a moment. A member caught mid-exec cannot be told
+  // yet; the check under the freeze tells it.
+  RETURN_IF_ERROR(CheckCgroupMembers(procfs, dir, min_start_time, only_uid, leased,
+                                     MidExec::kCheckedOnceFrozen));
   RETURN_IF_ERROR(FreezeCgroup(dir, timeout));
-  // Frozen, nothing in it forks any more; but a process may have been
-  // forked or moved in between the check and the freeze.
+  // Frozen, nothing in it forks or execs any more; but a process may have
+  // been forked or moved in between the check and the freeze, or been
+  // mid-exec at the first check.
   absl::Status again = CheckCgroupMembers(procfs, dir, min_start_time, only_uid, leased);
   if (!again.ok()) {
     absl::Status thaw = ThawCgroup(dir);

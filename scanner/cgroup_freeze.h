@@ -72,7 +72,9 @@ absl::Status WritePidsMax(const std::string& dir, absl::string_view value);
 // not runreaper or its group, session or ancestors, no RUNREAPER_KEEP=1,
 // `only_uid`): checked before the freeze, so a cgroup holding a foreign or
 // kept process is never frozen, and again once frozen (a process moved in
-// between the two). OK: frozen, the caller must thaw (ThawCgroup).
+// between the two). A member mid-exec at the first check (no environ to
+// read yet) is left to the second, under the freeze, where no exec is half
+// done (MidExec::kCheckedOnceFrozen). OK: frozen, the caller must thaw (ThawCgroup).
 // FAILED_PRECONDITION (why) when a process forbids it, and then `dir` is
 // not frozen; FreezeCgroup's errors otherwise. `leased` (optional), as
 // KillCgroup's: a leased member forbids the freeze too (a frozen cgroup's

@@ -91,7 +91,7 @@ absl::Status CheckWithStat(const ProcFs& procfs, int pid, const ProcStat& stat) 
 // Why the process `text` (a line of cgroup.procs) forbids cgroup.kill, or OK.
 absl::Status CheckCgroupMember(const ProcFs& procfs, absl::string_view text,
                                uint64_t min_start_time, std::optional<uint32_t> only_uid,
-                               const std::set<std::pair<int, uint64_t>>* leased) {
+                               const std::set<std::pair<int, uint64_t>>* leased, MidExec mid_exec) {
   int pid = 0;
   if (!absl::SimpleAtoi(text, &pid)) {
     return absl::FailedPreconditionError(
@@ -135,6 +135,18 @@ absl::Status CheckCgroupMember(const ProcFs& procfs, absl::string_view text,
   absl::StatusOr<std::optional<std::string>> keep = procfs.ReadEnvVar(pid, "RUNREAPER_KEEP");
   if (!keep.ok()) {
     if (absl::IsNotFound(keep.status())) return absl::OkStatus();  // gone
+    if (absl::IsUnavailable(keep.status())) {
+      // No memory image: mid-exec, or exiting. The caller that checks again
+      // once the cgroup is frozen (when no exec is half done) may go on.
+      if (mid_exec == MidExec::kCheckedOnceFrozen) return absl::OkStatus();
+      // An exiting process holds nothing to keep once it is a zombie.
+      absl::StatusOr<ProcStat> now = procfs.ReadStat(pid);
+      if (!now.ok() && absl::IsNotFound(now.status()) && PidGone(pid)) return absl::OkStatus();
+      if (now.ok() && now->start_time == stat->start_time &&
+          (now->state == 'Z' || now->state == 'X' || now->state == 'x')) {
+        return absl::OkStatus();
+      }
+    }
     return Refuse(pid, absl::StrCat("cannot check RUNREAPER_KEEP: ", keep.status().ToString()));
   }
   // "1" keeps for ever; a duration keeps until start time + duration.
@@ -188,7 +200,8 @@ SignalOutcome KillCgroup(const ProcFs& procfs, const std::string& dir, uint64_t 
     return out;
   }
   for (const std::string& pid : pids) {
-    absl::Status ok = CheckCgroupMember(procfs, pid, min_start_time, only_uid, leased);
+    absl::Status ok =
+        CheckCgroupMember(procfs, pid, min_start_time, only_uid, leased, MidExec::kRefuses);
     if (!ok.ok()) {
       out.result = SignalResult::kRefused;
       out.status = absl::FailedPreconditionError(
@@ -217,14 +230,15 @@ SignalOutcome KillCgroup(const ProcFs& procfs, const std::string& dir, uint64_t 
 
 absl::Status CheckCgroupMembers(const ProcFs& procfs, const std::string& dir,
                                 uint64_t min_start_time, std::optional<uint32_t> only_uid,
-                                const std::set<std::pair<int, uint64_t>>* leased) {
+                                const std::set<std::pair<int, uint64_t>>* leased,
+                                MidExec mid_exec) {
   if (min_start_time == 0) {
     return absl::FailedPreconditionError(absl::StrCat(dir, ": no leader start time"));
   }
   std::vector<std::string> pids;
   RETURN_IF_ERROR(ListCgroupProcs(dir, 0, &pids));
   for (const std::string& pid : pids) {
-    absl::Status ok = CheckCgroupMember(procfs, pid, min_start_time, only_uid, leased);
+    absl::Status ok = CheckCgroupMember(procfs, pid, min_start_time, only_uid, leased, mid_exec);
     if (!ok.ok()) {
       return absl::FailedPreconditionError(absl::StrCat(dir, ": ", ok.message()));
     }

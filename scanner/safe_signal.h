@@ -73,6 +73,20 @@ SignalOutcome KillCgroup(const ProcFs& procfs, const std::string& dir, uint64_t 
                          std::optional<uint32_t> only_uid = std::nullopt,
                          const std::set<std::pair<int, uint64_t>>* leased = nullptr);
 
+// What a cgroup check makes of a member with no memory image to read (its
+// environ and cmdline empty: mid-exec, or exiting), whose RUNREAPER_KEEP
+// cannot be checked.
+enum class MidExec {
+  // Refused, unless it is a zombie or gone by a second look at its stat.
+  kRefuses,
+  // Passed: the caller checks every member again, strictly, once the cgroup
+  // is frozen (a frozen task has finished any exec it was in, since the
+  // freezer stops it only on its way back to user space). A fork storm
+  // always has processes mid-exec: refusing them made a loaded host's
+  // storm unfreezable.
+  kCheckedOnceFrozen,
+};
+
 // KillCgroup's check alone: OK iff every process listed in the cgroup.procs
 // of `dir` and of every cgroup below it may be signalled (the same rules as
 // KillCgroup above; zombies and processes gone meanwhile pass).
@@ -84,7 +98,8 @@ SignalOutcome KillCgroup(const ProcFs& procfs, const std::string& dir, uint64_t 
 absl::Status CheckCgroupMembers(const ProcFs& procfs, const std::string& dir,
                                 uint64_t min_start_time,
                                 std::optional<uint32_t> only_uid = std::nullopt,
-                                const std::set<std::pair<int, uint64_t>>* leased = nullptr);
+                                const std::set<std::pair<int, uint64_t>>* leased = nullptr,
+                                MidExec mid_exec = MidExec::kRefuses);
 
 // Appends the lines (pids as text; 0 for a process outside our PID
 // namespace) of <dir>/cgroup.procs and of every cgroup below it, `depth`

@@ -17,11 +17,13 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <string>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "base/fd.h"
 #include "base/file_util.h"
 #include "base/test_util.h"
@@ -297,6 +299,81 @@ TEST(SafeSignalTest, RefusesAncestorInAnotherSessionInPrivateNamespace) {
     return "";
   });
   EXPECT_EQ(failure, "");
+}
+
+// A member caught mid-exec (environ and cmdline both empty: no memory image
+// yet) cannot be checked for RUNREAPER_KEEP. The window lasts microseconds
+// and cannot be held open from a test, so this is a fixture /proc (and a
+// plain directory standing in for the cgroup: only its cgroup.procs is
+// read). cgroup.kill refuses it; the check before a freeze lets it by, since
+// the check under the freeze sees it whole. Before that, a loaded host's
+// fork storm (always someone mid-exec) could not be frozen at all.
+class MidExecFixtureTest : public ::testing::Test {
+ protected:
+  // A pid no test process has (pid_max is at most 2^22).
+  static constexpr int kPid = 4194000;
+  static constexpr int kKeptPid = 4194001;
+
+  void SetUp() override {
+    proc_ = absl::StrCat(tmp_.path(), "/proc");
+    cgroup_ = absl::StrCat(tmp_.path(), "/cgroup");
+    MkDir(proc_);
+    MkDir(cgroup_);
+    // Our parent, as the ancestry walk reads it: its parent is pid 1.
+    const int parent = static_cast<int>(::getppid());
+    MkDir(absl::StrCat(proc_, "/", parent));
+    Write(absl::StrCat(proc_, "/", parent, "/stat"), Stat(parent));
+    for (const int pid : {kPid, kKeptPid}) {
+      MkDir(absl::StrCat(proc_, "/", pid));
+      Write(absl::StrCat(proc_, "/", pid, "/stat"), Stat(pid));
+      Write(absl::StrCat(proc_, "/", pid, "/status"),
+            absl::StrCat("Name:\tsh\nState:\tS (sleeping)\nTgid:\t", pid, "\nPid:\t", pid,
+                         "\nPPid:\t1\nUid:\t0\t0\t0\t0\n"));
+    }
+    Write(absl::StrCat(proc_, "/", kPid, "/environ"), "");
+    Write(absl::StrCat(proc_, "/", kPid, "/cmdline"), "");
+    Write(absl::StrCat(proc_, "/", kKeptPid, "/environ"), std::string("RUNREAPER_KEEP=1\0", 17));
+    Write(absl::StrCat(proc_, "/", kKeptPid, "/cmdline"), std::string("sleep\0", 6));
+  }
+
+  // A sleeping process leading its own group and session, started at tick 1000.
+  static std::string Stat(int pid) {
+    return absl::StrCat(pid, " (sh) S 1 ", pid, " ", pid,
+                        " 0 -1 4194560 92 0 0 0 0 0 0 0 20 0 1 0 1000 8192 100 "
+                        "18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n");
+  }
+  static void MkDir(const std::string& path) {
+    ASSERT_EQ(::mkdir(path.c_str(), 0755), 0) << path << ": " << std::strerror(errno);
+  }
+  static void Write(const std::string& path, absl::string_view text) {
+    std::ofstream f(path, std::ios::binary);
+    f.write(text.data(), static_cast<std::streamsize>(text.size()));
+    ASSERT_TRUE(f) << path;
+  }
+
+  base::TempDir tmp_;
+  std::string proc_;
+  std::string cgroup_;
+};
+
+TEST_F(MidExecFixtureTest, RefusedByCgroupKillPassedBeforeAFreeze) {
+  ProcFs procfs(proc_);
+  Write(cgroup_ + "/cgroup.procs", absl::StrCat(kPid, "\n"));
+  const absl::Status strict = CheckCgroupMembers(procfs, cgroup_, 1000);
+  EXPECT_EQ(strict.code(), absl::StatusCode::kFailedPrecondition) << strict;
+  EXPECT_TRUE(absl::StrContains(strict.message(), "cannot check RUNREAPER_KEEP")) << strict;
+  EXPECT_EQ(KillCgroup(procfs, cgroup_, 1000).result, SignalResult::kRefused);
+  EXPECT_OK(CheckCgroupMembers(procfs, cgroup_, 1000, std::nullopt, nullptr,
+                               MidExec::kCheckedOnceFrozen));
+}
+
+TEST_F(MidExecFixtureTest, AKeptMemberStillRefusesBeforeAFreeze) {
+  ProcFs procfs(proc_);
+  Write(cgroup_ + "/cgroup.procs", absl::StrCat(kPid, "\n", kKeptPid, "\n"));
+  const absl::Status lenient =
+      CheckCgroupMembers(procfs, cgroup_, 1000, std::nullopt, nullptr, MidExec::kCheckedOnceFrozen);
+  EXPECT_EQ(lenient.code(), absl::StatusCode::kFailedPrecondition) << lenient;
+  EXPECT_TRUE(absl::StrContains(lenient.message(), "RUNREAPER_KEEP=1")) << lenient;
 }
 
 TEST(SafeSignalTest, ResultNames) {
