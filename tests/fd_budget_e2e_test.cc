@@ -160,13 +160,17 @@ TEST(FdBudgetE2ETest, TwentyThousandRunsOnOnePidHoldOnePidfdAndRegistrationKeeps
 
 // Finding 6: a registered-then-finished run kept its leader's pidfd until the
 // leader exited (100 pairs: 18 -> 118 fds; ~18,500 pairs reached the limit).
-// The issue's 50,000 pairs, from 8 client threads: with the handler pool
-// (server/handler_pool.h) concurrent writes share a commit: 22 s here while
-// another test suite ran (it would have taken ~150 s before the pool).
-TEST(FdBudgetE2ETest, FiftyThousandRegisterFinishPairsOnOneLivePidLeaveTheFdCountWhereItStarted) {
+// The issue asked for 50,000 pairs against the default limit; the same proof
+// costs a tenth with the daemon's limit at 1,024 descriptors: 5,000 pairs,
+// from 8 client threads, are five times the limit, so a descriptor kept per
+// pair would fail registrations long before the end, and the count is
+// compared exactly as well. (50,000 pairs took 70-90 s of both cores, the
+// suite's most CPU-hungry test.)
+TEST(FdBudgetE2ETest, FiveThousandRegisterFinishPairsUnderNofile1024LeaveTheFdCountAsItWas) {
   base::TempDir dir;
   Sleeper leader;
   Daemon d(dir.path(), {"--scan_interval=60s"});
+  d.set_nofile(1024);
   ASSERT_TRUE(d.Start()) << d.log();
   auto stub = v1::Reconciler::NewStub(d.channel());
   // One pair first, so the client's connection exists before counting.
@@ -175,15 +179,15 @@ TEST(FdBudgetE2ETest, FiftyThousandRegisterFinishPairsOnOneLivePidLeaveTheFdCoun
   ASSERT_TRUE(Finish(stub.get(), "warm").ok());
   const FdCount before = CountFds(d.pid());
   EXPECT_EQ(before.pidfds, 0);
-  const int failed = Parallel(50000, 8, [&](int i) {
+  const int failed = Parallel(5000, 8, [&](int i) {
     v1::Run r;
     const std::string id = absl::StrCat("pair-", i);
     return Register(stub.get(), id, leader.pid(), &r).ok() && Finish(stub.get(), id).ok();
   });
   EXPECT_EQ(failed, 0);
   const FdCount after = CountFds(d.pid());
-  std::printf("50,000 register+finish pairs: daemon fds %d -> %d (pidfds %d -> %d)\n", before.total,
-              after.total, before.pidfds, after.pidfds);
+  std::printf("5,000 register+finish pairs, nofile 1024: daemon fds %d -> %d (pidfds %d -> %d)\n",
+              before.total, after.total, before.pidfds, after.pidfds);
   EXPECT_EQ(after.pidfds, 0);
   EXPECT_LE(after.total, before.total);
 }
