@@ -27,8 +27,8 @@
 #include "absl/time/time.h"
 #include "base/test_util.h"
 #include "gtest/gtest.h"
-#include "store/run_store.h"
 #include "store/retain_test_util.h"
+#include "store/run_store.h"
 #include "store/store_test_util.h"
 
 namespace runreaper::store {
