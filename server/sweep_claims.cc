@@ -46,21 +46,19 @@ SweepClaims::SweepClaims(store::RunStore* store, const scanner::ProcFs* procfs,
 
 SweepClaims::~SweepClaims() { Thaw(); }
 
-std::optional<std::string> SweepClaims::FreezableDir(const RunSpec& spec, std::string* why) const {
+SweepClaims::DirCheck SweepClaims::DedicatedDir(const RunSpec& spec) const {
   const scanner::SweepObserver& observer = *observer_;
   if (absl::Status s = scanner::CheckDedicatedCgroup(spec, observer); !s.ok()) {
-    *why = std::string(s.message());
-    return std::nullopt;
+    return {DirCheck::kNotOurs, "", std::string(s.message())};
   }
   if (spec.leader.pidns_inode == 0 || spec.leader.pidns_inode != observer.pidns_inode) {
-    *why = "the run is not in our PID namespace";
-    return std::nullopt;
+    return {DirCheck::kNotOurs, "", "the run is not in our PID namespace"};
   }
   for (const int a : observer.ancestors) {
     absl::StatusOr<std::string> cg = procfs_->ReadCgroup(a);
     if (!cg.ok() || scanner::CgroupIsWithin(*cg, spec.leader.cgroup)) {
-      *why = absl::StrCat("ancestor ", a, " is in (or may be in) ", spec.leader.cgroup);
-      return std::nullopt;
+      return {DirCheck::kRefused, "",
+              absl::StrCat("ancestor ", a, " is in (or may be in) ", spec.leader.cgroup)};
     }
   }
   absl::StatusOr<std::string> mountinfo = procfs_->ReadSelfMountInfo();
@@ -68,15 +66,33 @@ std::optional<std::string> SweepClaims::FreezableDir(const RunSpec& spec, std::s
   if (mountinfo.ok()) mount = scanner::FindCgroup2Mount(*mountinfo);
   std::optional<std::string> dir;
   if (mount.has_value()) dir = scanner::CgroupDir(*mount, spec.leader.cgroup);
-  if (!dir.has_value()) {
-    *why = "no cgroup2 mount holds the run's cgroup";
+  if (!dir.has_value()) return {DirCheck::kError, "", "no cgroup2 mount holds the run's cgroup"};
+  return {DirCheck::kOk, *dir, ""};
+}
+
+std::optional<std::string> SweepClaims::FreezableDir(const RunSpec& spec, std::string* why) const {
+  DirCheck check = DedicatedDir(spec);
+  if (check.verdict != DirCheck::kOk) {
+    *why = std::move(check.why);
     return std::nullopt;
   }
-  if (!scanner::ProbeCgroupFeatures(*dir).freeze) {
-    *why = absl::StrCat(*dir, " has no cgroup.freeze (Linux < 5.2, or gone)");
+  if (!scanner::ProbeCgroupFeatures(check.dir).freeze) {
+    *why = absl::StrCat(check.dir, " has no cgroup.freeze (Linux < 5.2, or gone)");
     return std::nullopt;
   }
-  return dir;
+  return check.dir;
+}
+
+absl::StatusOr<std::set<std::pair<int, uint64_t>>> SweepClaims::LeasedNow() const {
+  absl::StatusOr<std::shared_ptr<const scanner::LeaseMap>> leases =
+      ActiveLeases(*store_, *procfs_, absl::Now());
+  if (!leases.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot read leases: ", leases.status().ToString()));
+  }
+  std::set<std::pair<int, uint64_t>> leased;
+  for (const auto& [key, lease] : **leases) leased.insert(key);
+  return leased;
 }
 
 absl::StatusOr<bool> SweepClaims::Hold(Stage stage) {
@@ -92,17 +108,11 @@ absl::StatusOr<bool> SweepClaims::Hold(Stage stage) {
     if (dir.has_value()) {
       // Leases read now, as for cgroup.kill: a leased member is never frozen
       // (nor given pids.max 0). Unreadable: not frozen (today's re-listing).
-      absl::StatusOr<std::shared_ptr<const scanner::LeaseMap>> leases =
-          ActiveLeases(*store_, *procfs_, absl::Now());
-      std::set<std::pair<int, uint64_t>> leased;
-      if (leases.ok()) {
-        for (const auto& [key, lease] : **leases) leased.insert(key);
-        frozen = scanner::FreezeForSignals(*procfs_, *dir, spec.leader.start_time,
-                                           OnlyUidOf(spec.run_id), kFreezeTimeout, &leased);
-      } else {
-        frozen = absl::FailedPreconditionError(
-            absl::StrCat("cannot read leases: ", leases.status().ToString()));
-      }
+      absl::StatusOr<std::set<std::pair<int, uint64_t>>> leased = LeasedNow();
+      frozen = leased.ok()
+                   ? scanner::FreezeForSignals(*procfs_, *dir, spec.leader.start_time,
+                                               OnlyUidOf(spec.run_id), kFreezeTimeout, &*leased)
+                   : leased.status();
       if (!frozen.ok()) why = std::string(frozen.message());
     }
     if (!dir.has_value() || !frozen.ok()) {
@@ -257,54 +267,31 @@ std::optional<uint32_t> SweepClaims::OnlyUidOf(const std::string& run_id) const 
 // sweeps write it once (a claim never recorded sent is taken over after the
 // lease, as in Claim).
 void SweepClaims::CgroupKill(const RunSpec& spec) {
-  const scanner::SweepObserver& observer = *observer_;
-  if (!scanner::CheckDedicatedCgroup(spec, observer).ok()) return;
-  if (spec.leader.pidns_inode == 0 || spec.leader.pidns_inode != observer.pidns_inode) {
-    return;
-  }
-  std::string result;
-  std::string detail;
-  for (const int a : observer.ancestors) {
-    absl::StatusOr<std::string> cg = procfs_->ReadCgroup(a);
-    if (!cg.ok() || scanner::CgroupIsWithin(*cg, spec.leader.cgroup)) {
-      result = "REFUSED";
-      detail = absl::StrCat("ancestor ", a, " is in (or may be in) ", spec.leader.cgroup);
-      break;
-    }
-  }
+  const DirCheck check = DedicatedDir(spec);
+  // Not a cgroup of the run's own, or not in our PID namespace: nothing to
+  // write and nothing to say.
+  if (check.verdict == DirCheck::kNotOurs) return;
   absl::StatusOr<bool> claimed = store_->ClaimSweepStage(
       spec.run_id, 0, spec.leader.start_time, StageNumber(Stage::kSigkill), claim_lease_);
   if (!claimed.ok() || !*claimed) return;
-  if (result.empty()) {
-    absl::StatusOr<std::string> mountinfo = procfs_->ReadSelfMountInfo();
-    std::optional<scanner::Cgroup2Mount> mount;
-    if (mountinfo.ok()) mount = scanner::FindCgroup2Mount(*mountinfo);
-    std::optional<std::string> dir;
-    if (mount.has_value()) dir = scanner::CgroupDir(*mount, spec.leader.cgroup);
-    if (!dir.has_value()) {
-      result = "ERROR";
-      detail = "no cgroup2 mount holds the run's cgroup";
-    } else {
-      // Refused while the cgroup holds anything the sweep may not signal
-      // (a kept member, an older process, one outside our namespace).
-      // Leases read now, not at the sweep's start: one made during the
-      // ladder blocks cgroup.kill too. Unreadable: refused (kept is safe).
-      absl::StatusOr<std::shared_ptr<const scanner::LeaseMap>> leases =
-          ActiveLeases(*store_, *procfs_, absl::Now());
-      std::set<std::pair<int, uint64_t>> leased;
-      if (leases.ok()) {
-        for (const auto& [key, lease] : **leases) leased.insert(key);
-      }
-      const scanner::SignalOutcome outcome =
-          leases.ok()
-              ? scanner::KillCgroup(*procfs_, *dir, spec.leader.start_time, OnlyUidOf(spec.run_id),
-                                    &leased)
-              : scanner::SignalOutcome{scanner::SignalResult::kRefused,
-                                       absl::FailedPreconditionError(absl::StrCat(
-                                           "cannot read leases: ", leases.status().ToString()))};
-      result = scanner::SignalResultName(outcome.result);
-      detail = outcome.status.ok() ? absl::StrCat(*dir, "/cgroup.kill") : outcome.status.ToString();
-    }
+  std::string result;
+  std::string detail;
+  if (check.verdict != DirCheck::kOk) {
+    result = check.verdict == DirCheck::kRefused ? "REFUSED" : "ERROR";
+    detail = check.why;
+  } else {
+    // Refused while the cgroup holds anything the sweep may not signal
+    // (a kept member, an older process, one outside our namespace).
+    // Leases read now, not at the sweep's start: one made during the
+    // ladder blocks cgroup.kill too. Unreadable: refused (kept is safe).
+    absl::StatusOr<std::set<std::pair<int, uint64_t>>> leased = LeasedNow();
+    const scanner::SignalOutcome outcome =
+        leased.ok() ? scanner::KillCgroup(*procfs_, check.dir, spec.leader.start_time,
+                                          OnlyUidOf(spec.run_id), &*leased)
+                    : scanner::SignalOutcome{scanner::SignalResult::kRefused, leased.status()};
+    result = scanner::SignalResultName(outcome.result);
+    detail =
+        outcome.status.ok() ? absl::StrCat(check.dir, "/cgroup.kill") : outcome.status.ToString();
   }
   v1::Event ev;
   ev.set_type(v1::EVENT_TYPE_SIGNAL);

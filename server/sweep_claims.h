@@ -120,6 +120,23 @@ class SweepClaims : public scanner::LadderHooks {
   // RecordSweepSignal, then `event` replaced by the stored copy.
   void AppendSignal(int pid, uint64_t start_time, scanner::Stage stage, v1::Event& event);
   void LaterGraceStart(scanner::Stage stage, absl::Time t);
+  // The checks cgroup.kill and the freeze share: a cgroup of the run's own
+  // (CheckDedicatedCgroup), in our PID namespace, holding none of our
+  // ancestors, under the cgroup2 mount.
+  struct DirCheck {
+    enum Verdict {
+      kNotOurs,  // not a dedicated cgroup in our namespace: nothing to do
+      kRefused,  // it holds (or may hold) an ancestor of ours
+      kError,    // no cgroup2 mount holds it
+      kOk,       // `dir` is its directory
+    } verdict;
+    std::string dir;
+    std::string why;  // when not kOk
+  };
+  DirCheck DedicatedDir(const scanner::RunSpec& spec) const;
+  // The (pid, start time) of every process leased now; FAILED_PRECONDITION
+  // naming the store's error when the leases cannot be read.
+  absl::StatusOr<std::set<std::pair<int, uint64_t>>> LeasedNow() const;
   // The directory of `spec`'s cgroup when it may be frozen; else nullopt
   // and *why.
   std::optional<std::string> FreezableDir(const scanner::RunSpec& spec, std::string* why) const;

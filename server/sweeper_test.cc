@@ -554,6 +554,14 @@ TEST_F(SweeperTest, CgroupKillSparesALeasedMember) {
     }
   }
   EXPECT_TRUE(refused);
+  // Nor was the cgroup frozen (or given pids.max 0) at any stage: a leased
+  // survivor must be left able to run and fork. The sweep says why not.
+  std::vector<v1::Event> finished = Events("cg-lease", v1::EVENT_TYPE_SWEEP_FINISHED);
+  ASSERT_EQ(finished.size(), 1u);
+  EXPECT_NE(finished[0].detail().find("cgroup not frozen: "), std::string::npos)
+      << finished[0].detail();
+  EXPECT_NE(finished[0].detail().find("leased"), std::string::npos) << finished[0].detail();
+  EXPECT_EQ(finished[0].detail().find("frozen for"), std::string::npos) << finished[0].detail();
   // Still listed, as kept by its lease: the run was not marked swept.
   ASSERT_OK_AND_ASSIGN(v1::ListOrphansResponse orphans, sweeper.ListOrphans("cg-lease"));
   int listed = 0;
