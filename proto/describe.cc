@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "base/text.h"
@@ -39,6 +40,21 @@ std::string DurationText(const google::protobuf::Duration& d) {
   const absl::Duration v = absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
   return absl::FormatDuration(
       absl::Trunc(v, v < absl::Milliseconds(1) ? absl::Microseconds(1) : absl::Milliseconds(1)));
+}
+
+// "; <who> exit 7", "; <who> SIGSEGV+core", "; <who> exit unknown"; "" when
+// nothing was observed.
+std::string ObservedText(absl::string_view who, const v1::ObservedExit& e) {
+  switch (e.kind()) {
+    case v1::OBSERVED_EXIT_KIND_EXITED:
+      return absl::StrCat("; ", who, " exit ", e.exit_code());
+    case v1::OBSERVED_EXIT_KIND_SIGNALED:
+      return absl::StrCat("; ", who, " ", SignalText(e.signal()), e.core_dumped() ? "+core" : "");
+    case v1::OBSERVED_EXIT_KIND_UNKNOWN:
+      return absl::StrCat("; ", who, " exit unknown");
+    default:
+      return "";
+  }
 }
 
 }  // namespace
@@ -117,27 +133,11 @@ std::string DescribeEventChange(const v1::Event& e) {
     }
   }
   if (!e.detail().empty()) absl::StrAppend(&out, ": ", e.detail());
-  // The leader's observed exit (docs/DESIGN.md), after the detail so the
-  // line's start reads as before; apart from exit_code.
+  // The leader's observed exit (docs/DESIGN.md), then the owner's, after
+  // the detail so the line's start reads as before; apart from exit_code.
   if (e.type() == v1::EVENT_TYPE_STATE_CHANGED) {
-    switch (e.observed_exit().kind()) {
-      case v1::OBSERVED_EXIT_KIND_EXITED:
-        absl::StrAppend(&out, "; observed exit ", e.observed_exit().exit_code());
-        break;
-      case v1::OBSERVED_EXIT_KIND_SIGNALED: {
-        const char* abbrev = ::sigabbrev_np(e.observed_exit().signal());
-        absl::StrAppend(&out, "; observed ",
-                        abbrev != nullptr ? absl::StrCat("SIG", abbrev)
-                                          : absl::StrCat("signal ", e.observed_exit().signal()),
-                        e.observed_exit().core_dumped() ? "+core" : "");
-        break;
-      }
-      case v1::OBSERVED_EXIT_KIND_UNKNOWN:
-        absl::StrAppend(&out, "; observed exit unknown");
-        break;
-      default:
-        break;
-    }
+    absl::StrAppend(&out, ObservedText("observed", e.observed_exit()),
+                    ObservedText("owner", e.owner_observed_exit()));
   }
   return out;
 }

@@ -93,6 +93,33 @@ TEST(DescribeEventTest, ObservedExitFollowsTheDetail) {
             "run r2 RUNNING -> STALE (EXITED): exit watcher; observed exit unknown");
 }
 
+// An end by the owner: the owner's observed exit after the leader's (none
+// here: its leader may still run).
+TEST(DescribeEventTest, OwnerObservedExitFollowsTheLeaders) {
+  v1::Event e;
+  e.set_event_id(14);
+  e.set_run_id("r3");
+  e.set_type(v1::EVENT_TYPE_STATE_CHANGED);
+  e.set_from_state(v1::RUN_STATE_RUNNING);
+  e.set_to_state(v1::RUN_STATE_STALE);
+  e.set_stale_reason(v1::STALE_REASON_OWNER_EXITED);
+  e.set_detail("exit watcher");
+  e.mutable_owner_observed_exit()->set_kind(v1::OBSERVED_EXIT_KIND_SIGNALED);
+  e.mutable_owner_observed_exit()->set_signal(9);
+  EXPECT_EQ(DescribeEventChange(e),
+            "run r3 RUNNING -> STALE (OWNER_EXITED): exit watcher; owner SIGKILL");
+  e.mutable_owner_observed_exit()->set_kind(v1::OBSERVED_EXIT_KIND_EXITED);
+  e.mutable_owner_observed_exit()->set_exit_code(3);
+  e.mutable_observed_exit()->set_kind(v1::OBSERVED_EXIT_KIND_EXITED);
+  e.mutable_observed_exit()->set_exit_code(0);
+  EXPECT_EQ(DescribeEventChange(e),
+            "run r3 RUNNING -> STALE (OWNER_EXITED): exit watcher; observed exit 0; owner exit 3");
+  e.mutable_owner_observed_exit()->set_kind(v1::OBSERVED_EXIT_KIND_UNKNOWN);
+  e.clear_observed_exit();
+  EXPECT_EQ(DescribeEventChange(e),
+            "run r3 RUNNING -> STALE (OWNER_EXITED): exit watcher; owner exit unknown");
+}
+
 TEST(MakeValidUtf8Test, EveryStringFieldIsRepaired) {
   v1::SweepResponse resp;
   resp.add_targets()->set_comm("bad\xfe");

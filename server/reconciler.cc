@@ -78,6 +78,18 @@ void Reconciler::AttachObservedExits(std::vector<store::RunUpdate>& updates, abs
   for (size_t i = 0; i < updates.size(); ++i) {
     store::RunUpdate& u = updates[i];
     if (u.kind != store::RunUpdate::Kind::kStale) continue;
+    const bool by_owner = u.stale_reason == v1::STALE_REASON_OWNER_EXITED;
+    // The owner's status, read through its own pidfd (under OwnerKey) when
+    // that fired; an owner's end seen otherwise (probed, or gone before it
+    // could be armed) is UNKNOWN, never a guess. The proc connector does not
+    // follow owners.
+    std::optional<scanner::ObservedExit> owner;
+    if (watcher_ != nullptr) owner = watcher_->TakeObservedExit(OwnerKey(u.run_id));
+    if (owner.has_value()) {
+      u.owner_observed_exit = scanner::ObservedExitProto(*owner);
+    } else if (by_owner) {
+      u.owner_observed_exit = scanner::ObservedExitProto(scanner::UnknownExit(now));
+    }
     std::optional<scanner::ObservedExit> e;
     if (watcher_ != nullptr) e = watcher_->TakeObservedExit(u.run_id);
     if (!e.has_value() && options_.connector_exit) e = options_.connector_exit(u.run_id);
@@ -86,9 +98,9 @@ void Reconciler::AttachObservedExits(std::vector<store::RunUpdate>& updates, abs
       continue;
     }
     // A run ended by its owner's exit ended while its leader may still run:
-    // the owner's status (under OwnerKey) is never the run's observed exit,
-    // and an end not seen on the leader is not claimed as an UNKNOWN one.
-    if (u.stale_reason == v1::STALE_REASON_OWNER_EXITED) continue;
+    // the owner's status is never the run's (leader's) observed exit, and
+    // an end not seen on the leader is not claimed as an UNKNOWN one.
+    if (by_owner) continue;
     u.observed_exit = scanner::ObservedExitProto(scanner::UnknownExit(now));
     const bool fresh =
         u.stale_reason == v1::STALE_REASON_EXITED || u.stale_reason == v1::STALE_REASON_ZOMBIE;

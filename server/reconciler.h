@@ -117,7 +117,9 @@ class Reconciler {
   // through the leader's pidfd, else the connector's (waiting up to
   // connector_wait for a fresh end), else unknown at `now`. An OWNER_EXITED
   // end gets the leader's status only when one was read (never the owner's,
-  // never unknown: its leader may still run).
+  // never unknown: its leader may still run). The owner's observed exit is
+  // the status read through the owner's pidfd (OwnerKey) when it fired,
+  // else, for an OWNER_EXITED end, unknown at `now`.
   void AttachObservedExits(std::vector<store::RunUpdate>& updates, absl::Time now);
 
   // How often a verified-alive leader's last_seen_alive_at is written.

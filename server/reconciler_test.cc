@@ -19,6 +19,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -66,6 +67,20 @@ class ReconcilerTest : public ::testing::Test {
     options.stale_after = kStaleAfter;
     options.clock = [this] { return now_; };
     return std::make_unique<Reconciler>(store_.get(), &procfs_, watcher, options);
+  }
+
+  // An exit watcher that reads each exit's wait status (PIDFD_INFO_EXIT),
+  // with reconciler_ made on it; null (a test failure) when it cannot be
+  // created.
+  std::unique_ptr<scanner::ExitWatcher> StatusReadingWatcher() {
+    scanner::ExitWatcherOptions wopts;
+    wopts.read_exit_status = true;
+    absl::StatusOr<std::unique_ptr<scanner::ExitWatcher>> watcher =
+        scanner::ExitWatcher::Create(&procfs_, wopts);
+    EXPECT_TRUE(watcher.ok()) << watcher.status();
+    if (!watcher.ok()) return nullptr;
+    reconciler_ = MakeReconciler(watcher->get());
+    return *std::move(watcher);
   }
 
   // A record with the identity the kernel reports for `pid` now.
@@ -383,11 +398,8 @@ TEST_F(ReconcilerTest, OnePassIsOneTransactionWithContiguousEvents) {
 // exit_code stays unset.
 TEST_F(ReconcilerTest, WatchedLeaderExitCodeIsTheObservedExit) {
   if (!scanner::ProbePidfdFeatures().info_exit) GTEST_SKIP() << "no PIDFD_INFO_EXIT";
-  scanner::ExitWatcherOptions wopts;
-  wopts.read_exit_status = true;
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<scanner::ExitWatcher> watcher,
-                       scanner::ExitWatcher::Create(&procfs_, wopts));
-  reconciler_ = MakeReconciler(watcher.get());
+  std::unique_ptr<scanner::ExitWatcher> watcher = StatusReadingWatcher();
+  ASSERT_NE(watcher, nullptr);
   base::TestChild child(nullptr, 7);
   ASSERT_OK_AND_ASSIGN(v1::Run run, store_->Register(RunFor("seven", child.pid())));
   ASSERT_OK(reconciler_->Watch(run));
@@ -402,6 +414,70 @@ TEST_F(ReconcilerTest, WatchedLeaderExitCodeIsTheObservedExit) {
   EXPECT_EQ(after.observed_exit().source(), v1::OBSERVED_EXIT_SOURCE_PIDFD_INFO);
   EXPECT_TRUE(after.observed_exit().has_observed_at());
   EXPECT_FALSE(after.has_exit_code());
+}
+
+// The owner's own end (docs/DESIGN.md "Observed exit"): a run ended by its
+// owner records how the owner ended, read through the owner's pidfd (here
+// killed by SIGKILL, or exiting 3, and reaped by the test, its parent),
+// while its leader still runs and has no observed exit. An owner found gone
+// by a probe (no watcher) is UNKNOWN at the pass's time, never a guess.
+TEST_F(ReconcilerTest, OwnersEndIsTheOwnersObservedExit) {
+  if (!scanner::ProbePidfdFeatures().info_exit) GTEST_SKIP() << "no PIDFD_INFO_EXIT";
+  std::unique_ptr<scanner::ExitWatcher> watcher = StatusReadingWatcher();
+  ASSERT_NE(watcher, nullptr);
+  base::TestChild leader;
+  struct Case {
+    const char* run_id;
+    int code;    // the owner's exit code when `signal` is 0
+    int signal;  // sent to the owner
+  };
+  for (const Case& c : {Case{"owner-killed", 0, SIGKILL}, Case{"owner-three", 3, 0}}) {
+    SCOPED_TRACE(c.run_id);
+    base::TestChild owner(nullptr, c.code);
+    v1::Run run = RunFor(c.run_id, leader.pid());
+    ASSERT_OK_AND_ASSIGN(const scanner::Identity owner_id, procfs_.CaptureIdentity(owner.pid()));
+    scanner::SetOwner(owner_id, &run);
+    ASSERT_OK_AND_ASSIGN(run, store_->Register(run));
+    ASSERT_OK(reconciler_->Watch(run));
+    if (c.signal != 0) {
+      ASSERT_EQ(::kill(owner.pid(), c.signal), 0);
+    } else {
+      owner.Release();
+    }
+    owner.Reap();
+    ASSERT_OK_AND_ASSIGN(PassResult r,
+                         reconciler_->ReconcileRuns(AwaitExit(watcher.get(), OwnerKey(c.run_id))));
+    ASSERT_EQ(r.transitions.size(), 1u);
+    const v1::Run after = Get(c.run_id);
+    EXPECT_EQ(after.state(), v1::RUN_STATE_STALE);
+    EXPECT_EQ(after.stale_reason(), v1::STALE_REASON_OWNER_EXITED);
+    ASSERT_TRUE(after.has_owner_observed_exit());
+    const v1::ObservedExit& e = after.owner_observed_exit();
+    EXPECT_EQ(e.kind(),
+              c.signal != 0 ? v1::OBSERVED_EXIT_KIND_SIGNALED : v1::OBSERVED_EXIT_KIND_EXITED);
+    EXPECT_EQ(e.signal(), c.signal);
+    EXPECT_EQ(e.exit_code(), c.code);
+    EXPECT_EQ(e.source(), v1::OBSERVED_EXIT_SOURCE_PIDFD_INFO);
+    EXPECT_TRUE(e.has_observed_at());
+    EXPECT_FALSE(after.has_observed_exit()) << "its leader still runs";
+  }
+
+  // Probed, not watched: gone, status unknown.
+  reconciler_ = MakeReconciler(nullptr);
+  base::TestChild owner;
+  v1::Run run = RunFor("owner-probed", leader.pid());
+  ASSERT_OK_AND_ASSIGN(const scanner::Identity owner_id, procfs_.CaptureIdentity(owner.pid()));
+  scanner::SetOwner(owner_id, &run);
+  ASSERT_OK(store_->Register(run).status());
+  owner.Release();
+  owner.Reap();
+  ASSERT_OK(reconciler_->RunPass().status());
+  const v1::Run after = Get("owner-probed");
+  EXPECT_EQ(after.stale_reason(), v1::STALE_REASON_OWNER_EXITED);
+  EXPECT_EQ(after.owner_observed_exit().kind(), v1::OBSERVED_EXIT_KIND_UNKNOWN);
+  EXPECT_EQ(after.owner_observed_exit().source(), v1::OBSERVED_EXIT_SOURCE_UNKNOWN);
+  EXPECT_EQ(FromTimestamp(after.owner_observed_exit().observed_at()), now_);
+  EXPECT_FALSE(after.has_observed_exit());
 }
 
 // Without pidfd info (read_exit_status off, as on Linux < 6.15): the

@@ -488,8 +488,10 @@ TEST_F(RegistrationTest, TheOwnersExitEndsTheRunWhateverItsLeaderDoes) {
   EXPECT_EQ(run.state(), v1::RUN_STATE_STALE);
   EXPECT_EQ(run.stale_reason(), v1::STALE_REASON_OWNER_EXITED);
   // The owner's end is not the run's observed exit (that is the leader's,
-  // which still runs): none is recorded, not even an UNKNOWN one.
+  // which still runs): none is recorded, not even an UNKNOWN one. The
+  // owner's own is UNKNOWN: a zombie nobody reaps has no status yet.
   EXPECT_FALSE(run.has_observed_exit());
+  EXPECT_EQ(run.owner_observed_exit().kind(), v1::OBSERVED_EXIT_KIND_UNKNOWN);
   EXPECT_FALSE(watcher_->IsArmed("owner-exits"));
   EXPECT_EQ(::kill(leader.pid(), 0), 0);  // the leader is untouched by the reconciler
 }

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -45,15 +46,17 @@ void BindObservedExit(Statement& s, int first, const v1::ObservedExit& e) {
       .BindInt(first + 5, e.source());
 }
 
-void ReadObservedExit(const Statement& s, int first, v1::ObservedExit* out) {
+std::optional<v1::ObservedExit> ReadObservedExit(const Statement& s, int first) {
   const int64_t kind = s.ColumnInt(first);
-  if (kind == v1::OBSERVED_EXIT_KIND_UNSPECIFIED) return;
-  out->set_kind(static_cast<v1::ObservedExitKind>(kind));
-  out->set_exit_code(static_cast<int32_t>(s.ColumnInt(first + 1)));
-  out->set_signal(static_cast<int32_t>(s.ColumnInt(first + 2)));
-  out->set_core_dumped(s.ColumnInt(first + 3) != 0);
-  if (!s.ColumnIsNull(first + 4)) SetTimestamp(s.ColumnInt(first + 4), out->mutable_observed_at());
-  out->set_source(static_cast<v1::ObservedExitSource>(s.ColumnInt(first + 5)));
+  if (kind == v1::OBSERVED_EXIT_KIND_UNSPECIFIED) return std::nullopt;
+  v1::ObservedExit out;
+  out.set_kind(static_cast<v1::ObservedExitKind>(kind));
+  out.set_exit_code(static_cast<int32_t>(s.ColumnInt(first + 1)));
+  out.set_signal(static_cast<int32_t>(s.ColumnInt(first + 2)));
+  out.set_core_dumped(s.ColumnInt(first + 3) != 0);
+  if (!s.ColumnIsNull(first + 4)) SetTimestamp(s.ColumnInt(first + 4), out.mutable_observed_at());
+  out.set_source(static_cast<v1::ObservedExitSource>(s.ColumnInt(first + 5)));
+  return out;
 }
 
 std::string EncodeCookies(const v1::Run& run) {
@@ -105,8 +108,9 @@ StoredRun ReadRunRow(const Statement& s) {
   r.set_identity_unverified(s.ColumnInt(21) != 0);
   r.set_host_pid(static_cast<int32_t>(s.ColumnInt(22)));
   r.set_host_pidns_inode(static_cast<uint64_t>(s.ColumnInt(23)));
-  ReadObservedExit(s, 24, r.mutable_observed_exit());
-  if (r.observed_exit().kind() == v1::OBSERVED_EXIT_KIND_UNSPECIFIED) r.clear_observed_exit();
+  if (std::optional<v1::ObservedExit> e = ReadObservedExit(s, 24)) {
+    *r.mutable_observed_exit() = *std::move(e);
+  }
   if (const int owner_pid = static_cast<int>(s.ColumnInt(30)); owner_pid > 0) {
     r.set_owner_pid(owner_pid);
     r.set_owner_start_time_ticks(static_cast<uint64_t>(s.ColumnInt(31)));
@@ -126,6 +130,9 @@ StoredRun ReadRunRow(const Statement& s) {
   DecodeCookies(ProtoText(s, 40), &r);
   r.set_pidfs_id(static_cast<uint64_t>(s.ColumnInt(41)));
   if (r.owner_pid() > 0) r.set_owner_pidfs_id(static_cast<uint64_t>(s.ColumnInt(42)));
+  if (std::optional<v1::ObservedExit> e = ReadObservedExit(s, 43)) {
+    *r.mutable_owner_observed_exit() = *std::move(e);
+  }
   return out;
 }
 
@@ -144,8 +151,12 @@ v1::Event ReadEventRow(const Statement& s) {
   e.set_stage(ProtoText(s, 10));
   e.set_result(ProtoText(s, 11));
   e.set_detail(ProtoText(s, 12));
-  ReadObservedExit(s, 13, e.mutable_observed_exit());
-  if (e.observed_exit().kind() == v1::OBSERVED_EXIT_KIND_UNSPECIFIED) e.clear_observed_exit();
+  if (std::optional<v1::ObservedExit> o = ReadObservedExit(s, 13)) {
+    *e.mutable_observed_exit() = *std::move(o);
+  }
+  if (std::optional<v1::ObservedExit> o = ReadObservedExit(s, 19)) {
+    *e.mutable_owner_observed_exit() = *std::move(o);
+  }
   return e;
 }
 

@@ -5,6 +5,7 @@
 #define RUNREAPER_STORE_ROWS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/strings/string_view.h"
@@ -25,21 +26,34 @@ inline constexpr char kRunColumns[] =
     "observed_at_us, observed_source, "
     "owner_pid, owner_start_time_ticks, owner_pidns_inode, owner_boot_id, "
     "owner_pgid, owner_sid, owner_uid, owner_comm, sweep_on_end, sweep_grace_us, "
-    "cookies, pidfs_id, owner_pidfs_id";
-inline constexpr int kRunColumnCount = 43;
+    "cookies, pidfs_id, owner_pidfs_id, "
+    "owner_observed_kind, owner_observed_code, owner_observed_signal, owner_observed_core, "
+    "owner_observed_at_us, owner_observed_source";
+inline constexpr int kRunColumnCount = 49;
 
 // The observed-exit columns, in the order of kObservedColumns, on both runs
-// and events (schema 7).
+// and events (schema 7); the owner's, owner_observed_*, in the same order
+// (schema 11).
 inline constexpr char kObservedColumns[] =
     "observed_kind, observed_code, observed_signal, observed_core, observed_at_us, "
     "observed_source";
 
+// Column list shared by every query that reads events; ReadEventRow decodes
+// it.
+inline constexpr char kEventColumns[] =
+    "event_id, time_us, type, run_id, from_state, to_state, stale_reason, exit_code, pid, "
+    "signal, stage, result, detail, "
+    "observed_kind, observed_code, observed_signal, observed_core, observed_at_us, "
+    "observed_source, "
+    "owner_observed_kind, owner_observed_code, owner_observed_signal, owner_observed_core, "
+    "owner_observed_at_us, owner_observed_source";
+
 // Binds `e` to parameters first..first+5 in kObservedColumns order (kind 0
 // and NULL time for a message that is not set).
 void BindObservedExit(Statement& s, int first, const ::runreaper::v1::ObservedExit& e);
-// Sets `out` from columns first..first+5 when a kind was stored (else
-// leaves it clear).
-void ReadObservedExit(const Statement& s, int first, ::runreaper::v1::ObservedExit* out);
+// The observed exit in columns first..first+5 (kObservedColumns order);
+// nullopt when no kind was stored.
+std::optional<::runreaper::v1::ObservedExit> ReadObservedExit(const Statement& s, int first);
 
 // A run's cookies as the runs.cookies column holds them (NAME=VALUE, one
 // per line; validation keeps '\n' out of names and values), and back.
@@ -71,9 +85,7 @@ std::string ProtoText(const Statement& s, int col);
 // Text through ProtoText.
 StoredRun ReadRunRow(const Statement& s);
 
-// Decodes the current row of a statement that selected event_id, time_us,
-// type, run_id, from_state, to_state, stale_reason, exit_code, pid, signal,
-// stage, result, detail, then kObservedColumns (in that order). Text
+// Decodes the current row of a statement that selected kEventColumns. Text
 // through ProtoText.
 ::runreaper::v1::Event ReadEventRow(const Statement& s);
 

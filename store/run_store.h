@@ -95,6 +95,9 @@ struct RunUpdate {
   // STATE_CHANGED event in the same transaction (docs/DESIGN.md, "Observed
   // exit"); unset = none recorded. The runner's exit_code is never touched.
   std::optional<v1::ObservedExit> observed_exit = std::nullopt;
+  // kStale: the owner's observed exit (Run.owner_observed_exit), stored the
+  // same way; unset = none recorded.
+  std::optional<v1::ObservedExit> owner_observed_exit = std::nullopt;
 };
 
 // The detail of a STATE_CHANGED event written by ApplyBatch/ApplyPass: which
@@ -195,7 +198,7 @@ struct SweepProgress {
 class RunStore {
  public:
   static constexpr int kMaxPageSize = 1000;
-  static constexpr int kSchemaVersion = 10;
+  static constexpr int kSchemaVersion = 11;
 
   // Opens or creates the database at `path` (its directory must exist).
   // Refuses a schema newer than kSchemaVersion, a file that is not a SQLite

@@ -52,17 +52,11 @@ absl::StatusOr<std::vector<v1::Event>> RunStore::ListEvents(int64_t after_event_
   const int n = limit <= 0 ? kDefaultPageSize : std::min(limit, kMaxPageSize);
   Impl& m = *impl_;
   static const std::string* const kSql[2] = {
-      new std::string("SELECT event_id, time_us, type, run_id, from_state, to_state, "
-                      "stale_reason, exit_code, pid, signal, stage, result, detail, observed_kind, "
-                      "observed_code, observed_signal, observed_core, observed_at_us, "
-                      "observed_source "
-                      "FROM events WHERE event_id > ?1 ORDER BY event_id LIMIT ?2"),
-      new std::string("SELECT event_id, time_us, type, run_id, from_state, to_state, "
-                      "stale_reason, exit_code, pid, signal, stage, result, detail, observed_kind, "
-                      "observed_code, observed_signal, observed_core, observed_at_us, "
-                      "observed_source "
-                      "FROM events WHERE event_id > ?1 AND run_id = ?3 "
-                      "ORDER BY event_id LIMIT ?2"),
+      new std::string(absl::StrCat("SELECT ", kEventColumns,
+                                   " FROM events WHERE event_id > ?1 ORDER BY event_id LIMIT ?2")),
+      new std::string(absl::StrCat("SELECT ", kEventColumns,
+                                   " FROM events WHERE event_id > ?1 AND run_id = ?3 "
+                                   "ORDER BY event_id LIMIT ?2")),
   };
   std::vector<v1::Event> out;
   RETURN_IF_ERROR(m.Read(false, [&](Database& d) -> absl::Status {

@@ -11,14 +11,19 @@ namespace {
 constexpr char kInsertEvent[] =
     "INSERT INTO events (time_us, type, run_id, from_state, to_state, "
     "stale_reason, exit_code, pid, signal, stage, result, detail, observed_kind, "
-    "observed_code, observed_signal, observed_core, observed_at_us, observed_source) "
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)";
+    "observed_code, observed_signal, observed_core, observed_at_us, observed_source, "
+    "owner_observed_kind, owner_observed_code, owner_observed_signal, owner_observed_core, "
+    "owner_observed_at_us, owner_observed_source) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, "
+    "?19, ?20, ?21, ?22, ?23, ?24)";
 
 constexpr char kUpdateRun[] =
     "UPDATE runs SET state = ?2, liveness = ?3, stale_reason = ?4, "
     "exit_code = ?5, last_seen_alive_at_us = ?6, ended_at_us = ?7, observed_kind = ?8, "
     "observed_code = ?9, observed_signal = ?10, observed_core = ?11, observed_at_us = ?12, "
-    "observed_source = ?13 WHERE seq = ?1";
+    "observed_source = ?13, owner_observed_kind = ?14, owner_observed_code = ?15, "
+    "owner_observed_signal = ?16, owner_observed_core = ?17, owner_observed_at_us = ?18, "
+    "owner_observed_source = ?19 WHERE seq = ?1";
 
 }  // namespace
 
@@ -265,6 +270,7 @@ absl::StatusOr<int64_t> RunStore::Impl::InsertEvent(const v1::Event& e, int64_t 
       .BindText(11, e.result())
       .BindText(12, e.detail());
   BindObservedExit(*s, 13, e.observed_exit());
+  BindObservedExit(*s, 19, e.owner_observed_exit());
   RETURN_IF_ERROR(s->Run());
   return db->LastInsertRowid();
 }
@@ -283,6 +289,7 @@ absl::Status RunStore::Impl::WriteRun(const StoredRun& r) {
                               ? std::optional<int64_t>(TimestampMicros(run.ended_at()))
                               : std::nullopt);
   BindObservedExit(*s, 8, run.observed_exit());
+  BindObservedExit(*s, 14, run.owner_observed_exit());
   return s->Run();
 }
 
@@ -309,6 +316,9 @@ absl::Status RunStore::Impl::Terminate(StoredRun& r, v1::RunState to, int64_t no
   e.set_stale_reason(r.run.stale_reason());
   if (r.run.has_exit_code()) e.set_exit_code(r.run.exit_code());
   if (r.run.has_observed_exit()) *e.mutable_observed_exit() = r.run.observed_exit();
+  if (r.run.has_owner_observed_exit()) {
+    *e.mutable_owner_observed_exit() = r.run.owner_observed_exit();
+  }
   e.set_detail(std::string(detail));
   return InsertEvent(e, now_us).status();
 }

@@ -586,6 +586,83 @@ TEST_F(RunStoreTest, ApplyPassStoresTheObservedExitApartFromTheResult) {
   EXPECT_FALSE(r.has_observed_exit()) << "none given, none stored";
 }
 
+// Schema 11: the owner's observed exit sits in its own columns beside the
+// leader's. Both round-trip through Get, List, the STATE_CHANGED event and
+// a reopen without taking each other's values, and the raw columns hold
+// what their names say (a shifted index in rows.cc or the UPDATE shows
+// here); a kStale without one stores none.
+TEST_F(RunStoreTest, OwnerObservedExitIsStoredApartFromTheLeaders) {
+  {
+    auto store = OpenOrDie();
+    ASSERT_NE(store, nullptr);
+    RunProto in = MakeRun("owned", 5);
+    in.set_owner_pid(77);
+    in.set_owner_start_time_ticks(1234);
+    ASSERT_OK(store->Register(in));
+    ASSERT_OK(store->Register(MakeRun("plain", 6)));
+    RunUpdate end{"owned", RunUpdate::Kind::kStale, v1::LIVENESS_DEAD,
+                  v1::STALE_REASON_OWNER_EXITED};
+    v1::ObservedExit& leader = end.observed_exit.emplace();
+    leader.set_kind(v1::OBSERVED_EXIT_KIND_EXITED);
+    leader.set_exit_code(3);
+    leader.set_source(v1::OBSERVED_EXIT_SOURCE_PROC_CONNECTOR);
+    leader.mutable_observed_at()->set_seconds(1700000003);
+    v1::ObservedExit& owner = end.owner_observed_exit.emplace();
+    owner.set_kind(v1::OBSERVED_EXIT_KIND_SIGNALED);
+    owner.set_signal(9);
+    owner.set_core_dumped(true);
+    owner.set_source(v1::OBSERVED_EXIT_SOURCE_PIDFD_INFO);
+    owner.mutable_observed_at()->set_seconds(1700000004);
+    owner.mutable_observed_at()->set_nanos(5000);
+    RunUpdate plain{"plain", RunUpdate::Kind::kStale, v1::LIVENESS_DEAD, v1::STALE_REASON_EXITED};
+    ASSERT_OK(store->ApplyPass({end, plain}, kSeenByWatcher).status());
+  }
+  auto check = [](const v1::ObservedExit& leader, const v1::ObservedExit& owner) {
+    EXPECT_EQ(leader.kind(), v1::OBSERVED_EXIT_KIND_EXITED);
+    EXPECT_EQ(leader.exit_code(), 3);
+    EXPECT_EQ(leader.signal(), 0);
+    EXPECT_EQ(leader.source(), v1::OBSERVED_EXIT_SOURCE_PROC_CONNECTOR);
+    EXPECT_EQ(leader.observed_at().seconds(), 1700000003);
+    EXPECT_EQ(owner.kind(), v1::OBSERVED_EXIT_KIND_SIGNALED);
+    EXPECT_EQ(owner.exit_code(), 0);
+    EXPECT_EQ(owner.signal(), 9);
+    EXPECT_TRUE(owner.core_dumped());
+    EXPECT_EQ(owner.source(), v1::OBSERVED_EXIT_SOURCE_PIDFD_INFO);
+    EXPECT_EQ(owner.observed_at().seconds(), 1700000004);
+    EXPECT_EQ(owner.observed_at().nanos(), 5000);
+  };
+  auto store = OpenOrDie();  // reopened: read back from the file
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK_AND_ASSIGN(RunProto got, store->Get("owned"));
+  EXPECT_EQ(got.stale_reason(), v1::STALE_REASON_OWNER_EXITED);
+  ASSERT_TRUE(got.has_observed_exit());
+  ASSERT_TRUE(got.has_owner_observed_exit());
+  check(got.observed_exit(), got.owner_observed_exit());
+  ASSERT_OK_AND_ASSIGN(ListRunsPage page, store->List(ListRunsQuery()));
+  ASSERT_EQ(page.runs.size(), 2u);
+  check(page.runs[0].observed_exit(), page.runs[0].owner_observed_exit());
+  bool changed = false;
+  for (const v1::Event& ev : Events(*store, "owned")) {
+    if (ev.type() != v1::EVENT_TYPE_STATE_CHANGED) continue;
+    changed = true;
+    check(ev.observed_exit(), ev.owner_observed_exit());
+  }
+  EXPECT_TRUE(changed);
+
+  EXPECT_EQ(RawQueryInt(path_, "SELECT owner_observed_signal FROM runs WHERE run_id = 'owned'"), 9);
+  EXPECT_EQ(RawQueryInt(path_, "SELECT owner_observed_kind FROM runs WHERE run_id = 'owned'"),
+            v1::OBSERVED_EXIT_KIND_SIGNALED);
+  EXPECT_EQ(RawQueryInt(path_, "SELECT observed_code FROM runs WHERE run_id = 'owned'"), 3);
+  EXPECT_EQ(RawQueryInt(path_,
+                        "SELECT owner_observed_source FROM events WHERE run_id = 'owned' "
+                        "AND type = 2"),
+            v1::OBSERVED_EXIT_SOURCE_PIDFD_INFO);
+
+  ASSERT_OK_AND_ASSIGN(got, store->Get("plain"));
+  EXPECT_FALSE(got.has_owner_observed_exit()) << "none given, none stored";
+  for (const v1::Event& ev : Events(*store, "plain")) EXPECT_FALSE(ev.has_owner_observed_exit());
+}
+
 // A run with both an owner (schema 8) and an observed exit (schema 7): every
 // column of both sets reads back as written, through Get, List and the
 // ended run's event, and the raw columns hold what their names say (a

@@ -545,5 +545,43 @@ TEST_F(RunStoreTest, MigratesASchemaNineFile) {
   EXPECT_EQ(r2.owner_pidfs_id(), 78u);
 }
 
+// A schema-10 file: its ended runs and their events have no owner's
+// observed exit (an owner's end was not recorded then); new ends store one.
+TEST_F(RunStoreTest, MigratesASchemaTenFile) {
+  {
+    auto store = OpenOrDie();
+    RunProto in = MakeRun("r1");
+    in.set_owner_pid(4343);
+    in.set_owner_start_time_ticks(5);
+    ASSERT_OK(store->Register(in));
+    ASSERT_OK(MarkStale(*store, "r1", v1::STALE_REASON_OWNER_EXITED, v1::LIVENESS_ALIVE).status());
+  }
+  RawExec(path_, std::string(kUndoSchemaEleven) + "PRAGMA user_version = 10;");
+  ASSERT_EQ(RawQueryInt(path_,
+                        "SELECT count(*) FROM pragma_table_info('runs') "
+                        "WHERE name LIKE 'owner_observed_%'"),
+            0);
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(RawQueryInt(path_, "PRAGMA user_version"), RunStore::kSchemaVersion);
+  EXPECT_EQ(RawQueryInt(path_,
+                        "SELECT count(*) FROM pragma_table_info('events') "
+                        "WHERE name LIKE 'owner_observed_%'"),
+            6);
+  ASSERT_OK_AND_ASSIGN(RunProto r, store->Get("r1"));
+  EXPECT_EQ(r.stale_reason(), v1::STALE_REASON_OWNER_EXITED);
+  EXPECT_FALSE(r.has_owner_observed_exit());
+  for (const v1::Event& e : Events(*store, "r1")) EXPECT_FALSE(e.has_owner_observed_exit());
+  RunProto again = MakeRun("r2");
+  again.set_owner_pid(4343);
+  again.set_owner_start_time_ticks(5);
+  ASSERT_OK(store->Register(again));
+  RunUpdate end{"r2", RunUpdate::Kind::kStale, v1::LIVENESS_ALIVE, v1::STALE_REASON_OWNER_EXITED};
+  end.owner_observed_exit.emplace().set_kind(v1::OBSERVED_EXIT_KIND_UNKNOWN);
+  ASSERT_OK(store->ApplyPass({end}, kSeenByPass).status());
+  ASSERT_OK_AND_ASSIGN(RunProto r2, store->Get("r2"));
+  EXPECT_EQ(r2.owner_observed_exit().kind(), v1::OBSERVED_EXIT_KIND_UNKNOWN);
+}
+
 }  // namespace
 }  // namespace runreaper::store

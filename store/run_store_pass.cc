@@ -46,6 +46,9 @@ absl::Status RunStore::Impl::ApplyStale(const RunUpdate& u, int64_t now_us,
     r.run.set_liveness(u.liveness);
     r.run.set_stale_reason(u.stale_reason);
     if (u.observed_exit.has_value()) *r.run.mutable_observed_exit() = *u.observed_exit;
+    if (u.owner_observed_exit.has_value()) {
+      *r.run.mutable_owner_observed_exit() = *u.owner_observed_exit;
+    }
     RETURN_IF_ERROR(Terminate(r, v1::RUN_STATE_STALE, now_us, seen_by));
     a->applied = true;
   }

@@ -190,6 +190,25 @@ CREATE INDEX leases_by_end ON leases(until_us);
 ALTER TABLE runs ADD COLUMN pidfs_id INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE runs ADD COLUMN owner_pidfs_id INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // 10 -> 11: the observed exit of a run's owner (Run.owner_observed_exit,
+    // docs/DESIGN.md "Observed exit"), on the run and on the STATE_CHANGED
+    // event that ended it, laid out as the leader's observed_* columns of
+    // schema 7. Kind 0 = none observed, which is what every row of schema
+    // 10 has: an owner's end was not recorded then.
+    R"sql(
+ALTER TABLE runs ADD COLUMN owner_observed_kind INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN owner_observed_code INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN owner_observed_signal INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN owner_observed_core INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN owner_observed_at_us INTEGER;
+ALTER TABLE runs ADD COLUMN owner_observed_source INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE events ADD COLUMN owner_observed_kind INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE events ADD COLUMN owner_observed_code INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE events ADD COLUMN owner_observed_signal INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE events ADD COLUMN owner_observed_core INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE events ADD COLUMN owner_observed_at_us INTEGER;
+ALTER TABLE events ADD COLUMN owner_observed_source INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kVersion,
               "one migration per schema version");

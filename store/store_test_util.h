@@ -81,21 +81,36 @@ inline constexpr char kDropOwnerColumns[] =
     "ALTER TABLE runs DROP COLUMN sweep_on_end; "
     "ALTER TABLE runs DROP COLUMN sweep_grace_us; ";
 
-// Undoes migration 9 -> 10 (the runs' pidfs ids): a schema-9 file.
-inline constexpr char kDropPidfsIds[] =
-    "ALTER TABLE runs DROP COLUMN pidfs_id; "
-    "ALTER TABLE runs DROP COLUMN owner_pidfs_id; ";
+// Undoes migration 10 -> 11 (the owner_observed_* columns of runs and
+// events): a schema-10 file.
+inline constexpr char kUndoSchemaEleven[] =
+    "ALTER TABLE runs DROP COLUMN owner_observed_kind; "
+    "ALTER TABLE runs DROP COLUMN owner_observed_code; "
+    "ALTER TABLE runs DROP COLUMN owner_observed_signal; "
+    "ALTER TABLE runs DROP COLUMN owner_observed_core; "
+    "ALTER TABLE runs DROP COLUMN owner_observed_at_us; "
+    "ALTER TABLE runs DROP COLUMN owner_observed_source; "
+    "ALTER TABLE events DROP COLUMN owner_observed_kind; "
+    "ALTER TABLE events DROP COLUMN owner_observed_code; "
+    "ALTER TABLE events DROP COLUMN owner_observed_signal; "
+    "ALTER TABLE events DROP COLUMN owner_observed_core; "
+    "ALTER TABLE events DROP COLUMN owner_observed_at_us; "
+    "ALTER TABLE events DROP COLUMN owner_observed_source; ";
 
-// Undoes migrations 9 -> 10 and 8 -> 9 (runs.cookies and the leases
-// table), for tests that rebuild an older schema by hand. A file taken
-// below schema 8 needs this first, then kDropOwnerColumns (and below 7
-// kUndoSchemaSeven).
-inline constexpr char kDropCookiesAndLeases[] =
-    "ALTER TABLE runs DROP COLUMN pidfs_id; "
-    "ALTER TABLE runs DROP COLUMN owner_pidfs_id; "
-    "ALTER TABLE runs DROP COLUMN cookies; "
-    "DROP INDEX leases_by_end; "
-    "DROP TABLE leases; ";
+// Undoes migrations 10 -> 11 and 9 -> 10 (the runs' pidfs ids): a
+// schema-9 file.
+inline const std::string kDropPidfsIds = std::string(kUndoSchemaEleven) +
+                                         "ALTER TABLE runs DROP COLUMN pidfs_id; "
+                                         "ALTER TABLE runs DROP COLUMN owner_pidfs_id; ";
+
+// Undoes migrations 10 -> 11, 9 -> 10 and 8 -> 9 (runs.cookies and the
+// leases table), for tests that rebuild an older schema by hand. A file
+// taken below schema 8 needs this first, then kDropOwnerColumns (and below
+// 7 kUndoSchemaSeven).
+inline const std::string kDropCookiesAndLeases = kDropPidfsIds +
+                                                 "ALTER TABLE runs DROP COLUMN cookies; "
+                                                 "DROP INDEX leases_by_end; "
+                                                 "DROP TABLE leases; ";
 
 }  // namespace runreaper::store
 

@@ -2,7 +2,8 @@
 // that are nobody's child here (double-forked, reparented to init, which
 // reaps them), registered with the real daemon, and what runreaperctl shows:
 // the exit code, the signal, `wait --job_code` exiting with the job's code,
-// a runner's published result beside the leader's real end, and the kernel
+// a runner's published result beside the leader's real end, an owner's own
+// end beside its still-running leader, and the kernel
 // path without pidfd info (--pidfd_info=false): the proc connector's code
 // with lineage on, "unknown" without it.
 #include <fcntl.h>
@@ -168,6 +169,63 @@ TEST_F(ObservedExitE2ETest, PublishedResultAndTheRealEndAreBothShown) {
   EXPECT_TRUE(absl::StrContains(get.out, "observed_exit: signal SIGSEGV")) << get.out;
   // The job's own code is the observed one, not the runner's claim.
   EXPECT_EQ(Ctl({"wait", "oe-segv", "--job_code"}).exit_code, 128 + SIGSEGV);
+}
+
+// The owner's own end: a run whose owner (a job nobody here is the parent
+// of) is killed by SIGKILL, or exits 3, is STALE (OWNER_EXITED) and records
+// how the owner ended, read through the owner's pidfd; its leader still
+// runs, so the run has no observed exit of its own. Shown by get (text and
+// --json) and on the STATE_CHANGED event.
+TEST_F(ObservedExitE2ETest, OwnersEndIsRecordedAsTheOwnersObservedExit) {
+  struct Case {
+    const char* run_id;
+    int code;    // the owner's exit code when `signal` is 0
+    int signal;  // sent to the owner
+    const char* shown;
+    const char* event;
+  };
+  for (const Case& c :
+       {Case{"oe-owner-kill", 0, SIGKILL, "owner_exit:    signal SIGKILL (pidfd_info)",
+             "owner SIGKILL"},
+        Case{"oe-owner-three", 3, 0, "owner_exit:    code 3 (pidfd_info)", "owner exit 3"}}) {
+    SCOPED_TRACE(c.run_id);
+    // A leader per run: a run its owner ended is swept like a cancelled
+    // one, its leader included.
+    Job leader(0);
+    Job owner(c.code);
+    ASSERT_TRUE(owner.IsChildOfInit());
+    CtlResult reg = Ctl({"register", c.run_id, absl::StrCat("--pid=", leader.pid()),
+                         absl::StrCat("--owner_pid=", owner.pid())});
+    ASSERT_EQ(reg.exit_code, 0) << reg.err;
+    if (c.signal != 0) {
+      owner.Signal(c.signal);
+    } else {
+      owner.End();
+    }
+    const v1::WaitRunResponse w = WaitJson(c.run_id);
+    EXPECT_EQ(w.run().state(), v1::RUN_STATE_STALE);
+    EXPECT_EQ(w.run().stale_reason(), v1::STALE_REASON_OWNER_EXITED);
+    const v1::ObservedExit& e = w.run().owner_observed_exit();
+    EXPECT_EQ(e.kind(),
+              c.signal != 0 ? v1::OBSERVED_EXIT_KIND_SIGNALED : v1::OBSERVED_EXIT_KIND_EXITED)
+        << w.DebugString();
+    EXPECT_EQ(e.signal(), c.signal);
+    EXPECT_EQ(e.exit_code(), c.code);
+    EXPECT_EQ(e.source(), v1::OBSERVED_EXIT_SOURCE_PIDFD_INFO);
+    EXPECT_TRUE(e.has_observed_at());
+    EXPECT_FALSE(w.run().has_observed_exit()) << "its leader still runs";
+
+    CtlResult get = Ctl({"get", c.run_id});
+    ASSERT_EQ(get.exit_code, 0) << get.err;
+    EXPECT_TRUE(absl::StrContains(get.out, c.shown)) << get.out;
+    EXPECT_FALSE(absl::StrContains(get.out, "observed_exit:")) << get.out;
+    CtlResult json = Ctl({"get", c.run_id, "--json"});
+    ASSERT_EQ(json.exit_code, 0) << json.err;
+    EXPECT_TRUE(absl::StrContains(json.out, "\"owner_observed_exit\"")) << json.out;
+    CtlResult events = Ctl({"events", absl::StrCat("--run=", c.run_id)});
+    ASSERT_EQ(events.exit_code, 0) << events.err;
+    EXPECT_TRUE(absl::StrContains(events.out, c.event)) << events.out;
+  }
 }
 
 // The kernel feature is detected once at start and said in the log.

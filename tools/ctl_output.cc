@@ -123,6 +123,11 @@ void PrintRun(const v1::Run& r) {
   if (r.has_observed_exit()) {
     printf("observed_exit: %s\n", DescribeObservedExit(r.observed_exit()).c_str());
   }
+  // How the run's owner ended as runreaperd observed it (always for a run
+  // its owner ended).
+  if (r.has_owner_observed_exit()) {
+    printf("owner_exit:    %s\n", DescribeObservedExit(r.owner_observed_exit()).c_str());
+  }
   printf("pid:           %d\n", r.pid());
   printf("pgid:          %d\n", r.pgid());
   printf("sid:           %d\n", r.sid());

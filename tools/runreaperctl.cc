@@ -136,7 +136,15 @@ const std::vector<Command>& Commands() {
        {},
        1,
        1},
-      {"get", "get RUN_ID", "Prints one run. Exit 3 when it is not known.", {}, {}, 1, 1},
+      {"get",
+       "get RUN_ID",
+       "Prints one run (observed_exit: how the leader ended as runreaperd saw "
+       "it; owner_exit: how the owner did, for a run its owner ended). Exit 3 "
+       "when it is not known.",
+       {},
+       {},
+       1,
+       1},
       {"list",
        "list [--state=S] [--label=k=v]...",
        "Lists runs (oldest first), every page. S: running, finished, stale, "
