@@ -2,12 +2,15 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/fd.h"
+#include "base/syscalls.h"
 #include "base/test_util.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -78,6 +81,44 @@ TEST_F(CtlE2ETest, RegisterSendsTheLocalIdentityAndJsonKeepsProtoFieldNames) {
   for (const char* s : {"runing", "5", "RUN_STATE_", ""}) {
     EXPECT_EQ(Ctl({"list", absl::StrCat("--state=", s)}).exit_code, 2) << s;
   }
+}
+
+// register sends the pidfs ids of the leader and the owner it read, each
+// from a pidfd checked against the start time it sends (as exec sends its
+// child's): the stored ids are those of the test's own pidfds of the two
+// processes (0 on a kernel without pidfs ids), and the run, verified, stays
+// RUNNING and ALIVE through a pass (a differing id would be PID_REUSED).
+TEST_F(CtlE2ETest, RegisterSendsThePidfsIdsOfLeaderAndOwner) {
+  Sleeper leader;
+  Sleeper owner;
+  const base::Fd leader_fd(base::PidfdOpen(leader.pid(), 0));
+  const base::Fd owner_fd(base::PidfdOpen(owner.pid(), 0));
+  ASSERT_TRUE(leader_fd.valid());
+  ASSERT_TRUE(owner_fd.valid());
+  const uint64_t leader_id = base::PidfsId(leader_fd.get());
+  const uint64_t owner_id = base::PidfsId(owner_fd.get());
+  if (base::PidfsIdsSupported()) {
+    ASSERT_NE(leader_id, 0u);
+    ASSERT_NE(owner_id, 0u);
+  }
+  CtlResult r = Ctl({"register", "cli-pidfs", absl::StrCat("--pid=", leader.pid()),
+                     absl::StrCat("--owner_pid=", owner.pid()), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  v1::Run run;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &run).ok()) << r.out;
+  EXPECT_EQ(run.pidfs_id(), leader_id);
+  EXPECT_EQ(run.owner_pidfs_id(), owner_id);
+  EXPECT_FALSE(run.identity_unverified());
+  EXPECT_EQ(run.state(), v1::RUN_STATE_RUNNING);
+  EXPECT_EQ(run.liveness(), v1::LIVENESS_ALIVE);
+
+  ASSERT_EQ(Ctl({"reconcile"}).exit_code, 0);
+  CtlResult get = Ctl({"get", "cli-pidfs", "--json"});
+  ASSERT_EQ(get.exit_code, 0) << get.err;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(get.out, &run).ok()) << get.out;
+  EXPECT_EQ(run.pidfs_id(), leader_id);
+  EXPECT_EQ(run.state(), v1::RUN_STATE_RUNNING);
+  EXPECT_EQ(run.liveness(), v1::LIVENESS_ALIVE);
 }
 
 TEST_F(CtlE2ETest, FinishGetAndWait) {

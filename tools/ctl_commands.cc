@@ -24,6 +24,7 @@
 #include "proto/describe.h"
 #include "runreaper/v1/runreaper.pb.h"
 #include "scanner/identity_proto.h"
+#include "scanner/pinned_process.h"
 #include "scanner/procfs.h"
 #include "tools/ctl_output.h"
 #include "tools/exec_run.h"
@@ -159,6 +160,12 @@ absl::StatusOr<ResolvedPid> ResolvePidFlag(const scanner::ProcFs& procfs, absl::
   return out;
 }
 
+uint64_t PinnedPidfsId(const scanner::ProcFs& procfs, int pid, uint64_t start_time) {
+  if (pid <= 0 || start_time == 0) return 0;
+  const scanner::PinOutcome pin = scanner::PinnedProcess::Open(procfs, pid, start_time);
+  return pin.result == scanner::PinResult::kPinned ? pin.process.pidfs_id() : 0;
+}
+
 std::string PrintEnvLine(absl::string_view run_id) {
   // Bare when no shell would interpret any byte (what $GITHUB_ENV wants);
   // single-quoted otherwise (run ids are printable ASCII without spaces).
@@ -238,6 +245,11 @@ int CmdRegister(Client& c, const ParsedArgs& a) {
       }
     }
     if (start != 0) req.set_owner_start_time_ticks(start);
+    // Its pidfs id through a pidfd verified against that start time: the
+    // owner runreaperd reads must be this very process.
+    if (const uint64_t id = PinnedPidfsId(procfs, owner->pid, start); id != 0) {
+      req.set_owner_pidfs_id(id);
+    }
   }
   if (a.Has("sweep_on_end")) {
     req.set_sweep_on_end(true);
@@ -282,6 +294,10 @@ int CmdRegister(Client& c, const ParsedArgs& a) {
     // is sent as unknown.
     if (id->pgid <= 1) id->pgid = 0;
     id->comm = base::ToValidUtf8(id->comm);  // proto3 strings are UTF-8
+    // The pidfs id of the process whose identity was read (its start time
+    // checked through the pidfd), as exec sends its child's; 0, not sent,
+    // where the kernel has none or the process is no longer that one.
+    id->pidfs_id = PinnedPidfsId(procfs, pid, id->start_time);
     // Without the cgroup: the process's current cgroup is usually shared
     // with its runner; only an explicit --cgroup names a cgroup whose
     // members are this run's.

@@ -38,6 +38,16 @@ struct ResolvedPid {
 };
 absl::StatusOr<ResolvedPid> ResolvePidFlag(const scanner::ProcFs& procfs, absl::string_view flag,
                                            absl::string_view text);
+// The pidfs inode id (base::PidfsId) of the process `pid` names, when that
+// is the process with `start_time`: pinned (scanner/pinned_process.h: a
+// pidfd opened, then its stat read and the start time compared), so the id
+// is never another process's that got the pid since the identity was read.
+// What register sends as pidfs_id / owner_pidfs_id. 0 (unknown, never
+// compared) when the kernel has no pidfs ids, `start_time` is 0, or the
+// process could not be pinned as that one (gone, pid reused, stat
+// unreadable).
+uint64_t PinnedPidfsId(const scanner::ProcFs& procfs, int pid, uint64_t start_time);
+
 // register --print_env's one line: "RUNREAPER_RUN_ID=<id>\n", the id bare
 // when it holds only [A-Za-z0-9._-:/@%+=,], single-quoted for a shell
 // otherwise.

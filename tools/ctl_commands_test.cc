@@ -2,9 +2,13 @@
 
 #include <unistd.h>
 
+#include <cstdint>
 #include <string>
 
 #include "absl/strings/match.h"
+#include "base/fd.h"
+#include "base/syscalls.h"
+#include "base/test_child.h"
 #include "base/test_util.h"
 #include "gtest/gtest.h"
 #include "scanner/procfs.h"
@@ -41,6 +45,25 @@ TEST(ResolvePidFlagTest, NumbersAndAncestorsByComm) {
                        ResolvePidFlag(procfs, "owner", "ancestor:" + parent.comm));
   EXPECT_EQ(p.pid, ::getppid());
   EXPECT_EQ(p.start_time, parent.start_time);
+}
+
+// What register sends as a pidfs id: the id of a pidfd of the very process
+// whose start time was read (here equal to the id of the test's own pidfd
+// of its child), and 0 (unknown, not sent) when the start time is not that
+// process's (the pid was reused) or was not read.
+TEST(PinnedPidfsIdTest, OnlyTheProcessWithTheStartTimeRead) {
+  base::TestChild child;
+  scanner::ProcFs procfs;
+  ASSERT_OK_AND_ASSIGN(const scanner::ProcStat stat, procfs.ReadStat(child.pid()));
+  const base::Fd pidfd(base::PidfdOpen(child.pid(), 0));
+  ASSERT_TRUE(pidfd.valid());
+  const uint64_t ours = base::PidfsId(pidfd.get());
+  if (base::PidfsIdsSupported()) {
+    EXPECT_NE(ours, 0u);
+  }
+  EXPECT_EQ(PinnedPidfsId(procfs, child.pid(), stat.start_time), ours);
+  EXPECT_EQ(PinnedPidfsId(procfs, child.pid(), stat.start_time + 1), 0u);
+  EXPECT_EQ(PinnedPidfsId(procfs, child.pid(), 0), 0u);
 }
 
 }  // namespace
