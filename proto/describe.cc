@@ -13,8 +13,6 @@
 
 namespace runreaper {
 
-namespace v1 = ::runreaper::v1;
-
 std::string ShortStateName(v1::RunState state) {
   std::string name = v1::RunState_Name(state);
   if (name.empty()) return absl::StrCat(static_cast<int>(state));

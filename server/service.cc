@@ -309,21 +309,20 @@ grpc::ServerUnaryReactor* ReconcilerService::CancelRun(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* ReconcilerService::GetRun(grpc::CallbackServerContext* ctx,
                                                     const v1::GetRunRequest* request,
                                                     v1::Run* response) {
-  return Serve(ctx, "GetRun", Access::kRead, response,
-               [this, ctx, request, response]() -> absl::Status {
-                 RETURN_IF_ERROR(ValidateRunId(request->run_id()));
-                 ASSIGN_OR_RETURN(*response, store_->Get(request->run_id()));
-                 if (reconciler_ != nullptr) reconciler_->OverlayLastSeen(response);
-                 if (sweeper_ != nullptr) sweeper_->AnnotateRun(response);
-                 return absl::OkStatus();
-               });
+  return Serve(ctx, "GetRun", Access::kRead, response, [this, request, response]() -> absl::Status {
+    RETURN_IF_ERROR(ValidateRunId(request->run_id()));
+    ASSIGN_OR_RETURN(*response, store_->Get(request->run_id()));
+    if (reconciler_ != nullptr) reconciler_->OverlayLastSeen(response);
+    if (sweeper_ != nullptr) sweeper_->AnnotateRun(response);
+    return absl::OkStatus();
+  });
 }
 
 grpc::ServerUnaryReactor* ReconcilerService::ListRuns(grpc::CallbackServerContext* ctx,
                                                       const v1::ListRunsRequest* request,
                                                       v1::ListRunsResponse* response) {
   return Serve(
-      ctx, "ListRuns", Access::kRead, response, [this, ctx, request, response]() -> absl::Status {
+      ctx, "ListRuns", Access::kRead, response, [this, request, response]() -> absl::Status {
         RETURN_IF_ERROR(ValidateListRunsRequest(*request));
         store::ListRunsQuery query;
         query.state = request->state();
@@ -360,7 +359,7 @@ grpc::ServerUnaryReactor* ReconcilerService::Reconcile(grpc::CallbackServerConte
                                                        v1::ReconcileResponse* response) {
   return Serve(
       ctx, "Reconcile", Access::kWrite, response,
-      [this, ctx, request, response]() -> absl::Status {
+      [this, request, response]() -> absl::Status {
         if (reconciler_ == nullptr) {
           return absl::UnimplementedError("no reconciler in this server");
         }
@@ -384,7 +383,7 @@ grpc::ServerUnaryReactor* ReconcilerService::ListOrphans(grpc::CallbackServerCon
                                                          v1::ListOrphansResponse* response) {
   return Serve(
       ctx, "ListOrphans", Access::kRead, response,
-      [this, ctx, request, response]() -> absl::Status {
+      [this, request, response]() -> absl::Status {
         RETURN_IF_ERROR(ValidateOptionalRunId(request->run_id()));
         ASSIGN_OR_RETURN(*response, sweeper_->ListOrphans(request->run_id(), request->walk()));
         return absl::OkStatus();
@@ -447,7 +446,7 @@ grpc::ServerUnaryReactor* ReconcilerService::ListEvents(grpc::CallbackServerCont
                                                         const v1::ListEventsRequest* request,
                                                         v1::ListEventsResponse* response) {
   return Serve(
-      ctx, "ListEvents", Access::kRead, response, [this, ctx, request, response]() -> absl::Status {
+      ctx, "ListEvents", Access::kRead, response, [this, request, response]() -> absl::Status {
         RETURN_IF_ERROR(ValidateListEventsRequest(*request));
         RETURN_IF_ERROR(CheckEventIdInRange(request->after_event_id()));
         const int limit = request->page_size() == 0 ? kDefaultPageSize : request->page_size();
