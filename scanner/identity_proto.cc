@@ -177,6 +177,9 @@ v1::ObservedExit ObservedExitProto(const ObservedExit& e) {
     case ObservedExit::Source::kProcConnector:
       out.set_source(v1::OBSERVED_EXIT_SOURCE_PROC_CONNECTOR);
       break;
+    case ObservedExit::Source::kKillReceipt:
+      out.set_source(v1::OBSERVED_EXIT_SOURCE_KILL_RECEIPT);
+      break;
     case ObservedExit::Source::kUnknown:
       out.set_source(v1::OBSERVED_EXIT_SOURCE_UNKNOWN);
       break;

@@ -67,6 +67,8 @@ const char* SourceName(ObservedExit::Source source) {
       return "pidfd_info";
     case ObservedExit::Source::kProcConnector:
       return "proc_connector";
+    case ObservedExit::Source::kKillReceipt:
+      return "kill_receipt";
     case ObservedExit::Source::kUnknown:
       return "unknown";
   }

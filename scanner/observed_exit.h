@@ -21,6 +21,8 @@ struct ObservedExit {
     kUnknown,        // no source had it
     kPidfdInfo,      // PIDFD_GET_INFO with PIDFD_INFO_EXIT (Linux >= 6.15)
     kProcConnector,  // the proc connector's exit event (lineage on)
+    kKillReceipt,    // a sweep's kill receipt of the leader: read through the
+                     // pidfd held from runreaper's own first signal
   };
   Kind kind = Kind::kUnknown;
   int code = 0;    // kExited: 0..255
@@ -48,7 +50,7 @@ ObservedExit UnknownExit(absl::Time observed_at);
 std::string SignalName(int signal);
 
 // "exited" / "signaled" / "unknown"; "pidfd_info" / "proc_connector" /
-// "unknown": the names the metrics and the store use.
+// "kill_receipt" / "unknown": the names the metrics and the store use.
 const char* KindName(ObservedExit::Kind kind);
 const char* SourceName(ObservedExit::Source source);
 

@@ -56,6 +56,7 @@ TEST(Names, KindsAndSources) {
   EXPECT_STREQ(KindName(Kind::kUnknown), "unknown");
   EXPECT_STREQ(SourceName(Source::kPidfdInfo), "pidfd_info");
   EXPECT_STREQ(SourceName(Source::kProcConnector), "proc_connector");
+  EXPECT_STREQ(SourceName(Source::kKillReceipt), "kill_receipt");
   EXPECT_STREQ(SourceName(Source::kUnknown), "unknown");
 }
 

@@ -66,6 +66,8 @@ std::string SourceLabel(v1::ObservedExitSource s) {
       return "pidfd_info";
     case v1::OBSERVED_EXIT_SOURCE_PROC_CONNECTOR:
       return "proc_connector";
+    case v1::OBSERVED_EXIT_SOURCE_KILL_RECEIPT:
+      return "kill_receipt";
     default:
       return "unknown";
   }
