@@ -275,12 +275,27 @@ class RunStore {
   // How many runs are in each state (states with none are absent) and how
   // many terminal runs are not swept clean. One indexed read.
   absl::StatusOr<RunCounts> CountRuns();
-  // Marks every terminal run of `run_ids` swept clean and appends `events`
-  // (SWEEP_FINISHED, SWEEP_STARTED, KEPT), all in one transaction: a sweep
-  // over thousands of runs commits once. Ids that are unknown or RUNNING
-  // are skipped; returns how many runs were marked.
+  // A swept run's leader's end as the sweep's kill receipt read it
+  // (docs/DESIGN.md "Observed exit"): kind EXITED or SIGNALED, source
+  // KILL_RECEIPT, observed_at when the sweep saw the end.
+  struct LeaderExit {
+    std::string run_id;
+    v1::ObservedExit exit;
+  };
+  // Marks every terminal run of `run_ids` swept clean, appends `events`
+  // (SWEEP_FINISHED, SWEEP_STARTED, KEPT, RECEIPT) and records each of
+  // `leader_exits` as its run's observed exit, all in one transaction: a
+  // sweep over thousands of runs commits once. Ids that are unknown or
+  // RUNNING are skipped; so is a leader exit of a run that already has an
+  // observed exit (the reconciler's is never overwritten), and `leader_exits`
+  // need not name runs of `run_ids` (a run with a survivor is not swept
+  // clean, but its leader's end is known). Returns how many runs were
+  // marked; INVALID_ARGUMENT (naming the run and the file, nothing written)
+  // for a leader exit whose kind is not EXITED or SIGNALED: an unknown end
+  // is never recorded this way.
   absl::StatusOr<int> MarkSwept(const std::vector<std::string>& run_ids,
-                                const std::vector<v1::Event>& events);
+                                const std::vector<v1::Event>& events,
+                                const std::vector<LeaderExit>& leader_exits = {});
 
   // Applies every update in one transaction, with one event per state
   // change; `seen_by` (which path saw the evidence: "reconcile pass",

@@ -586,6 +586,88 @@ TEST_F(RunStoreTest, ApplyPassStoresTheObservedExitApartFromTheResult) {
   EXPECT_FALSE(r.has_observed_exit()) << "none given, none stored";
 }
 
+// A sweep that signalled a run's own leader records the status its kill
+// receipt read as the run's observed exit, in the transaction that closes
+// the sweep, only where none is recorded: the reconciler's stays, a RUNNING
+// run gets none, a run not swept clean (a survivor) still gets its leader's,
+// and an unknown end is refused rather than stored. Read back from the
+// file by a second handle.
+TEST_F(RunStoreTest, MarkSweptRecordsALeaderExitOnlyWhereNoneIsRecorded) {
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  for (const char* id : {"cancelled", "stale", "running", "survivor"}) {
+    ASSERT_OK(store->Register(MakeRun(id)));
+  }
+  ASSERT_OK(store->Cancel("cancelled", "test").status());
+  ASSERT_OK(store->Finish("survivor", 0).status());
+  RunUpdate seen{"stale", RunUpdate::Kind::kStale, v1::LIVENESS_DEAD, v1::STALE_REASON_EXITED};
+  v1::ObservedExit& reconciled = seen.observed_exit.emplace();
+  reconciled.set_kind(v1::OBSERVED_EXIT_KIND_EXITED);
+  reconciled.set_exit_code(7);
+  reconciled.set_source(v1::OBSERVED_EXIT_SOURCE_PIDFD_INFO);
+  ASSERT_OK(store->ApplyPass({seen}, kSeenByWatcher).status());
+
+  auto receipt = [](const std::string& run_id, v1::ObservedExitKind kind, int value) {
+    RunStore::LeaderExit l;
+    l.run_id = run_id;
+    l.exit.set_kind(kind);
+    if (kind == v1::OBSERVED_EXIT_KIND_SIGNALED) l.exit.set_signal(value);
+    if (kind == v1::OBSERVED_EXIT_KIND_EXITED) l.exit.set_exit_code(value);
+    l.exit.set_source(v1::OBSERVED_EXIT_SOURCE_KILL_RECEIPT);
+    l.exit.mutable_observed_at()->set_seconds(1700000100);
+    l.exit.mutable_observed_at()->set_nanos(5000);
+    return l;
+  };
+  // An unknown end is refused, and nothing of the call is written.
+  EXPECT_EQ(
+      store->MarkSwept({"cancelled"}, {}, {receipt("cancelled", v1::OBSERVED_EXIT_KIND_UNKNOWN, 0)})
+          .status()
+          .code(),
+      absl::StatusCode::kInvalidArgument);
+  ASSERT_OK_AND_ASSIGN(RunProto r, store->Get("cancelled"));
+  EXPECT_FALSE(r.has_observed_exit());
+
+  ASSERT_OK_AND_ASSIGN(
+      int marked, store->MarkSwept({"cancelled", "stale"}, {},
+                                   {receipt("cancelled", v1::OBSERVED_EXIT_KIND_SIGNALED, SIGKILL),
+                                    receipt("stale", v1::OBSERVED_EXIT_KIND_SIGNALED, SIGKILL),
+                                    receipt("running", v1::OBSERVED_EXIT_KIND_EXITED, 1),
+                                    receipt("survivor", v1::OBSERVED_EXIT_KIND_EXITED, 3)}));
+  EXPECT_EQ(marked, 2);
+  // A later sweep's receipt does not replace the first.
+  ASSERT_OK(store->MarkSwept({}, {}, {receipt("cancelled", v1::OBSERVED_EXIT_KIND_EXITED, 0)}));
+
+  store.reset();
+  auto reopened = OpenOrDie();
+  ASSERT_NE(reopened, nullptr);
+  ASSERT_OK_AND_ASSIGN(r, reopened->Get("cancelled"));
+  ASSERT_TRUE(r.has_observed_exit());
+  EXPECT_EQ(r.observed_exit().kind(), v1::OBSERVED_EXIT_KIND_SIGNALED);
+  EXPECT_EQ(r.observed_exit().signal(), SIGKILL);
+  EXPECT_EQ(r.observed_exit().source(), v1::OBSERVED_EXIT_SOURCE_KILL_RECEIPT);
+  EXPECT_EQ(r.observed_exit().observed_at().seconds(), 1700000100);
+  EXPECT_EQ(r.observed_exit().observed_at().nanos(), 5000);
+  EXPECT_EQ(r.state(), v1::RUN_STATE_CANCELLED);
+
+  ASSERT_OK_AND_ASSIGN(r, reopened->Get("stale"));
+  EXPECT_EQ(r.observed_exit().kind(), v1::OBSERVED_EXIT_KIND_EXITED);
+  EXPECT_EQ(r.observed_exit().exit_code(), 7);
+  EXPECT_EQ(r.observed_exit().source(), v1::OBSERVED_EXIT_SOURCE_PIDFD_INFO);
+
+  ASSERT_OK_AND_ASSIGN(r, reopened->Get("running"));
+  EXPECT_EQ(r.state(), v1::RUN_STATE_RUNNING);
+  EXPECT_FALSE(r.has_observed_exit());
+
+  ASSERT_OK_AND_ASSIGN(r, reopened->Get("survivor"));
+  EXPECT_EQ(r.observed_exit().kind(), v1::OBSERVED_EXIT_KIND_EXITED);
+  EXPECT_EQ(r.observed_exit().exit_code(), 3);
+  EXPECT_EQ(r.observed_exit().source(), v1::OBSERVED_EXIT_SOURCE_KILL_RECEIPT);
+  EXPECT_EQ(r.exit_code(), 0) << "the runner's result is kept apart";
+  ASSERT_OK_AND_ASSIGN(std::vector<RunProto> unswept, reopened->ListTerminalUnswept());
+  ASSERT_EQ(unswept.size(), 1u);
+  EXPECT_EQ(unswept[0].run_id(), "survivor");
+}
+
 // Schema 11: the owner's observed exit sits in its own columns beside the
 // leader's. Both round-trip through Get, List, the STATE_CHANGED event and
 // a reopen without taking each other's values, and the raw columns hold

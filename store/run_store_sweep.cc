@@ -104,9 +104,18 @@ absl::StatusOr<RunCounts> RunStore::CountRuns() {
 }
 
 absl::StatusOr<int> RunStore::MarkSwept(const std::vector<std::string>& run_ids,
-                                        const std::vector<v1::Event>& events) {
+                                        const std::vector<v1::Event>& events,
+                                        const std::vector<LeaderExit>& leader_exits) {
   for (const v1::Event& e : events) RETURN_IF_ERROR(CheckAppendable(e, path()));
-  if (run_ids.empty() && events.empty()) return 0;
+  for (const LeaderExit& l : leader_exits) {
+    const v1::ObservedExitKind kind = l.exit.kind();
+    if (kind != v1::OBSERVED_EXIT_KIND_EXITED && kind != v1::OBSERVED_EXIT_KIND_SIGNALED) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("mark run \"", l.run_id, "\" swept in ", path(), ": its leader's exit is ",
+                       v1::ObservedExitKind_Name(kind), ", not EXITED or SIGNALED"));
+    }
+  }
+  if (run_ids.empty() && events.empty() && leader_exits.empty()) return 0;
   Impl& m = *impl_;
   int marked = 0;
   RETURN_IF_ERROR(m.Write([&]() -> absl::Status {
@@ -119,6 +128,22 @@ absl::StatusOr<int> RunStore::MarkSwept(const std::vector<std::string>& run_ids,
         s->BindText(1, id);
         RETURN_IF_ERROR(s->Run());
         marked += static_cast<int>(m.db->Changes());
+      }
+    }
+    if (!leader_exits.empty()) {
+      // Only where none is recorded (observed_kind 0): one the reconciler
+      // wrote when the run ended, or an earlier sweep's, stays.
+      ASSIGN_OR_RETURN(
+          ScopedStatement s,
+          m.db->Prepare("UPDATE runs SET observed_kind = ?1, observed_code = ?2, "
+                        "observed_signal = ?3, observed_core = ?4, observed_at_us = ?5, "
+                        "observed_source = ?6 WHERE run_id = ?7 AND state != 1 AND "
+                        "observed_kind = 0"));
+      for (const LeaderExit& l : leader_exits) {
+        s->Reset();
+        BindObservedExit(*s, 1, l.exit);
+        s->BindText(7, l.run_id);
+        RETURN_IF_ERROR(s->Run());
       }
     }
     // Swept clean: its durable lineage is no longer needed.
