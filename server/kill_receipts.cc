@@ -15,6 +15,7 @@
 #include "proto/describe.h"
 #include "scanner/cgroup_freeze.h"
 #include "scanner/cgroup_path.h"
+#include "scanner/identity.h"
 #include "scanner/identity_proto.h"
 #include "scanner/safe_signal.h"
 
@@ -86,6 +87,22 @@ v1::Event ReceiptEvent(const v1::KillReceipt& r) {
   if (r.has_exit()) *ev.mutable_observed_exit() = r.exit();
   ev.set_detail(DescribeReceipt(r));
   return ev;
+}
+
+std::optional<v1::ObservedExit> LeaderExitOf(const scanner::RunSpec& spec, uint64_t observer_pidns,
+                                             const scanner::KillReceipt& k) {
+  if (!k.exit.known() || k.ended_at == absl::InfiniteFuture()) return std::nullopt;
+  const std::optional<scanner::ProcessRef> leader = scanner::LeaderIn(spec.leader, observer_pidns);
+  if (!leader.has_value() || leader->pid <= 0 || leader->start_time == 0) return std::nullopt;
+  const scanner::ProcessRef ref = scanner::RefOf(k.member);
+  if (ref.pid != leader->pid || ref.start_time != leader->start_time ||
+      scanner::PidfsIdsDiffer(ref.pidfs_id, leader->pidfs_id)) {
+    return std::nullopt;
+  }
+  scanner::ObservedExit e = k.exit;
+  e.source = scanner::ObservedExit::Source::kKillReceipt;
+  e.observed_at = k.ended_at;
+  return scanner::ObservedExitProto(e);
 }
 
 EndProof ProveRunEnd(const scanner::ProcFs& procfs, const scanner::RunSpec& spec,

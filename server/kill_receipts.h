@@ -5,6 +5,8 @@
 #ifndef RUNREAPER_SERVER_KILL_RECEIPTS_H_
 #define RUNREAPER_SERVER_KILL_RECEIPTS_H_
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +30,16 @@ v1::KillReceipt ToReceipt(const std::vector<scanner::RunSpec>& specs,
 // "SIGNAL", "ON_ITS_OWN" or "SURVIVED"; observed_exit its status when
 // known; detail DescribeReceipt (proto/describe.h).
 v1::Event ReceiptEvent(const v1::KillReceipt& r);
+
+// What receipt `k` tells of the end of `spec`'s own leader (docs/DESIGN.md
+// "Observed exit"): when `k` is of that leader as the observer's PID
+// namespace `observer_pidns` numbers it (scanner::LeaderIn: pid and start
+// time equal, pidfs ids not different) and carries a wait status, that
+// status with source KILL_RECEIPT and observed_at the time the ladder saw
+// the end. nullopt for any other member, and for a receipt without a status
+// (not reaped in time, no PIDFD_INFO_EXIT, unheld): never a guess.
+std::optional<v1::ObservedExit> LeaderExitOf(const scanner::RunSpec& spec, uint64_t observer_pidns,
+                                             const scanner::KillReceipt& k);
 
 struct EndProof {
   bool proven = false;

@@ -328,12 +328,19 @@ struct Sweeper::Impl {
 
     for (const v1::Event& e : claims.signals()) *response.add_signals() = e;
     // One receipt per process the ladder tried to signal, and its RECEIPT
-    // event in the closing transaction, before its run's SWEEP_FINISHED.
+    // event in the closing transaction, before its run's SWEEP_FINISHED. A
+    // receipt of a run's own leader with a wait status is that run's
+    // observed exit, recorded in the same transaction where it has none.
     std::vector<std::vector<v1::Event>> receipts_of(specs.size());
+    std::vector<store::RunStore::LeaderExit> leader_exits;
     for (const scanner::KillReceipt& k : ladder.receipts) {
       v1::KillReceipt& r = *response.add_receipts();
       r = ToReceipt(specs, k);
       receipts_of[k.member.run_index].push_back(ReceiptEvent(r));
+      const RunSpec& spec = specs[k.member.run_index];
+      if (std::optional<v1::ObservedExit> e = LeaderExitOf(spec, observer.pidns_inode, k)) {
+        leader_exits.push_back({spec.run_id, *std::move(e)});
+      }
     }
     for (const auto& [key, m] : claims.listed()) *response.add_targets() = ToOrphan(specs, m);
     std::vector<int> survivors_of(specs.size(), 0);
@@ -386,7 +393,7 @@ struct Sweeper::Impl {
     }
     response.set_proven(proven && ladder.last_listing_empty);
     response.set_proof(absl::StrJoin(proofs, "; "));
-    if (absl::Status s = store->MarkSwept(done, closing).status(); !s.ok()) {
+    if (absl::Status s = store->MarkSwept(done, closing, leader_exits).status(); !s.ok()) {
       base::LogError("sweeper: cannot record the end of the sweep: ", s.ToString());
     }
     return response;

@@ -1163,6 +1163,103 @@ TEST_F(SweeperTest, CancelledLeaderThatLedNoGroupIsMatchedAsLeaderOnly) {
   }
 }
 
+// The leader's kill receipt in `resp`, or nullptr.
+const v1::KillReceipt* LeaderReceipt(const v1::SweepResponse& resp, int leader_pid) {
+  for (const v1::KillReceipt& r : resp.receipts()) {
+    if (r.pid() == leader_pid) return &r;
+  }
+  return nullptr;
+}
+
+// A run cancelled while its leader still ran: the cancel's sweep ends the
+// leader, and the wait status its kill receipt read through the pidfd held
+// from the first signal is the run's observed exit, source KILL_RECEIPT,
+// observed when the receipt saw the end. A leader that ignores SIGINT and
+// SIGTERM reads SIGKILL; one that exits 3 on SIGINT reads code 3 (its
+// `sleep` child, SIGINT ignored as every background job of a
+// non-interactive shell, takes SIGTERM and records nothing for the run).
+TEST_F(SweeperTest, CancelledLeaderEndedByTheSweepIsTheRunsObservedExit) {
+  SKIP_UNLESS_PRIVATE_PID_NS();
+  struct Case {
+    const char* run_id;
+    const char* script;
+    const char* stage;  // the receipt's: the stage that ended the leader
+    v1::ObservedExitKind kind;
+    int signal;
+    int code;
+  };
+  for (const Case& c : {Case{"cancel-stubborn", "trap '' INT TERM; while :; do sleep 1; done",
+                             "SIGKILL", v1::OBSERVED_EXIT_KIND_SIGNALED, SIGKILL, 0},
+                        Case{"cancel-three", "trap 'exit 3' INT; sleep 30 & wait", "SIGINT",
+                             v1::OBSERVED_EXIT_KIND_EXITED, 0, 3}}) {
+    SCOPED_TRACE(c.run_id);
+    Spawned s = SpawnSh(c.script);
+    ASSERT_GT(s.pid, 1);
+    Register(RunOf(c.run_id, s.id));
+    ASSERT_OK(store_->Cancel(c.run_id, "test"));
+    Sweeper sweeper(store_.get(), &procfs_, Fast());
+    v1::SweepResponse resp;
+    {
+      scanner::ChildReaper reaper;  // the runner reaping its job
+      ASSERT_OK_AND_ASSIGN(resp, sweeper.SweepRun(c.run_id));
+    }
+    EXPECT_EQ(resp.survivors_size(), 0);
+    const v1::KillReceipt* receipt = LeaderReceipt(resp, s.pid);
+    ASSERT_NE(receipt, nullptr) << resp.DebugString();
+    EXPECT_EQ(receipt->stage(), c.stage);
+    if (!receipt->has_exit()) GTEST_SKIP() << "no wait status (PIDFD_INFO_EXIT, Linux >= 6.15)";
+
+    ASSERT_OK_AND_ASSIGN(v1::Run run, store_->Get(c.run_id));
+    EXPECT_EQ(run.state(), v1::RUN_STATE_CANCELLED);
+    ASSERT_TRUE(run.has_observed_exit()) << resp.DebugString();
+    const v1::ObservedExit& e = run.observed_exit();
+    EXPECT_EQ(e.kind(), c.kind);
+    EXPECT_EQ(e.signal(), c.signal);
+    EXPECT_EQ(e.exit_code(), c.code);
+    EXPECT_EQ(e.source(), v1::OBSERVED_EXIT_SOURCE_KILL_RECEIPT);
+    EXPECT_EQ(e.observed_at().seconds(), receipt->ended_at().seconds());
+    EXPECT_EQ(e.observed_at().nanos(), receipt->ended_at().nanos());
+    EXPECT_FALSE(run.has_exit_code());
+  }
+}
+
+// The reconciler's observed exit stays: a run it ended (OWNER_EXITED, swept
+// with its leader like a cancelled one) with an observed exit recorded, even
+// an UNKNOWN one, keeps it after a sweep whose receipt of the leader read
+// SIGKILL.
+TEST_F(SweeperTest, AnObservedExitTheReconcilerRecordedIsKeptAfterTheSweep) {
+  SKIP_UNLESS_PRIVATE_PID_NS();
+  Spawned s = SpawnSh("trap '' INT TERM; while :; do sleep 1; done");
+  ASSERT_GT(s.pid, 1);
+  Register(RunOf("owner-went", s.id));
+  store::RunUpdate ended{"owner-went", store::RunUpdate::Kind::kStale, v1::LIVENESS_ALIVE,
+                         v1::STALE_REASON_OWNER_EXITED};
+  v1::ObservedExit& recorded = ended.observed_exit.emplace();
+  recorded.set_kind(v1::OBSERVED_EXIT_KIND_UNKNOWN);
+  recorded.set_source(v1::OBSERVED_EXIT_SOURCE_UNKNOWN);
+  recorded.mutable_observed_at()->set_seconds(1700000000);
+  ASSERT_OK(store_->ApplyPass({ended}).status());
+
+  Sweeper sweeper(store_.get(), &procfs_, Fast());
+  v1::SweepRequest req;
+  req.set_run_id("owner-went");
+  v1::SweepResponse resp;
+  {
+    scanner::ChildReaper reaper;
+    ASSERT_OK_AND_ASSIGN(resp, sweeper.Sweep(req));
+  }
+  EXPECT_EQ(resp.survivors_size(), 0);
+  const v1::KillReceipt* receipt = LeaderReceipt(resp, s.pid);
+  ASSERT_NE(receipt, nullptr) << resp.DebugString();
+  if (!receipt->has_exit()) GTEST_SKIP() << "no wait status (PIDFD_INFO_EXIT, Linux >= 6.15)";
+  EXPECT_EQ(receipt->exit().signal(), SIGKILL);
+
+  ASSERT_OK_AND_ASSIGN(v1::Run run, store_->Get("owner-went"));
+  EXPECT_EQ(run.observed_exit().kind(), v1::OBSERVED_EXIT_KIND_UNKNOWN);
+  EXPECT_EQ(run.observed_exit().source(), v1::OBSERVED_EXIT_SOURCE_UNKNOWN);
+  EXPECT_EQ(run.observed_exit().observed_at().seconds(), 1700000000);
+}
+
 // A cancelled run's leader exited and its pid went, within the same clock
 // tick, to another process of a session of its own: pid, start time, pgid
 // and sid all as recorded. Only the pidfs id tells them apart, so the

@@ -108,6 +108,21 @@ class ObservedExitE2ETest : public SharedDaemonTest {
     EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &w).ok()) << r.out;
     return w;
   }
+  // The run once `get --json` shows an observed exit (a sweep records the
+  // leader's after the run ended); a test failure if none comes in 30 s.
+  v1::Run AwaitObservedExit(const std::string& run_id) {
+    v1::Run run;
+    EXPECT_TRUE(base::WaitFor(
+        [&] {
+          CtlResult got = Ctl({"get", run_id, "--json"});
+          return got.exit_code == 0 &&
+                 google::protobuf::util::JsonStringToMessage(got.out, &run).ok() &&
+                 run.has_observed_exit();
+        },
+        absl::Seconds(30), absl::Milliseconds(50)))
+        << run.DebugString();
+    return run;
+  }
 };
 
 TEST_F(ObservedExitE2ETest, ExitCodeOfAProcessThatIsNobodysChildHere) {
@@ -174,8 +189,11 @@ TEST_F(ObservedExitE2ETest, PublishedResultAndTheRealEndAreBothShown) {
 // The owner's own end: a run whose owner (a job nobody here is the parent
 // of) is killed by SIGKILL, or exits 3, is STALE (OWNER_EXITED) and records
 // how the owner ended, read through the owner's pidfd; its leader still
-// runs, so the run has no observed exit of its own. Shown by get (text and
-// --json) and on the STATE_CHANGED event.
+// ran then, so the run ended with no observed exit of its own (the
+// STATE_CHANGED event carries the owner's alone). The run is swept at once,
+// its leader included: SIGINT ends the leader, and its kill receipt's status
+// becomes the run's observed exit, never the owner's. Shown by get (text
+// and --json) and on the STATE_CHANGED event.
 TEST_F(ObservedExitE2ETest, OwnersEndIsRecordedAsTheOwnersObservedExit) {
   struct Case {
     const char* run_id;
@@ -213,12 +231,17 @@ TEST_F(ObservedExitE2ETest, OwnersEndIsRecordedAsTheOwnersObservedExit) {
     EXPECT_EQ(e.exit_code(), c.code);
     EXPECT_EQ(e.source(), v1::OBSERVED_EXIT_SOURCE_PIDFD_INFO);
     EXPECT_TRUE(e.has_observed_at());
-    EXPECT_FALSE(w.run().has_observed_exit()) << "its leader still runs";
 
+    // The sweep that follows the owner's end records the leader's own end.
+    const v1::Run run = AwaitObservedExit(c.run_id);
+    EXPECT_EQ(run.observed_exit().kind(), v1::OBSERVED_EXIT_KIND_SIGNALED);
+    EXPECT_EQ(run.observed_exit().signal(), SIGINT) << "the leader's, not the owner's";
+    EXPECT_EQ(run.observed_exit().source(), v1::OBSERVED_EXIT_SOURCE_KILL_RECEIPT);
     CtlResult get = Ctl({"get", c.run_id});
     ASSERT_EQ(get.exit_code, 0) << get.err;
     EXPECT_TRUE(absl::StrContains(get.out, c.shown)) << get.out;
-    EXPECT_FALSE(absl::StrContains(get.out, "observed_exit:")) << get.out;
+    EXPECT_TRUE(absl::StrContains(get.out, "observed_exit: signal SIGINT (kill_receipt)"))
+        << get.out;
     CtlResult json = Ctl({"get", c.run_id, "--json"});
     ASSERT_EQ(json.exit_code, 0) << json.err;
     EXPECT_TRUE(absl::StrContains(json.out, "\"owner_observed_exit\"")) << json.out;
@@ -226,6 +249,33 @@ TEST_F(ObservedExitE2ETest, OwnersEndIsRecordedAsTheOwnersObservedExit) {
     ASSERT_EQ(events.exit_code, 0) << events.err;
     EXPECT_TRUE(absl::StrContains(events.out, c.event)) << events.out;
   }
+}
+
+// A run cancelled while its leader runs: the cancel's sweep (in the
+// background) sends SIGINT, which ends the leader (blocked on a pipe, the
+// default action), and the status the leader's kill receipt read becomes the
+// run's observed exit: `get` shows its source, `wait` exits with 128 + the
+// signal. The job is nobody's child here: init reaps it, as a runner would.
+TEST_F(ObservedExitE2ETest, CancelledRunRecordsTheLeadersEndFromItsKillReceipt) {
+  Job job(0);
+  ASSERT_TRUE(job.IsChildOfInit());
+  ASSERT_EQ(Ctl({"register", "oe-cancel", absl::StrCat("--pid=", job.pid())}).exit_code, 0);
+  CtlResult cancel = Ctl({"cancel", "oe-cancel", "--reason=test"});
+  ASSERT_EQ(cancel.exit_code, 0) << cancel.err;
+  const v1::Run run = AwaitObservedExit("oe-cancel");
+  EXPECT_EQ(run.state(), v1::RUN_STATE_CANCELLED);
+  EXPECT_EQ(run.observed_exit().kind(), v1::OBSERVED_EXIT_KIND_SIGNALED);
+  EXPECT_EQ(run.observed_exit().signal(), SIGINT);
+  EXPECT_EQ(run.observed_exit().source(), v1::OBSERVED_EXIT_SOURCE_KILL_RECEIPT);
+  EXPECT_TRUE(run.observed_exit().has_observed_at());
+
+  CtlResult get = Ctl({"get", "oe-cancel"});
+  ASSERT_EQ(get.exit_code, 0) << get.err;
+  EXPECT_TRUE(absl::StrContains(get.out, "observed_exit: signal SIGINT (kill_receipt)")) << get.out;
+  CtlResult wait = Ctl({"wait", "oe-cancel", "--timeout=10s"});
+  EXPECT_EQ(wait.exit_code, 128 + SIGINT) << wait.out << wait.err;
+  EXPECT_TRUE(absl::StrContains(wait.out, "observed_exit: signal SIGINT (kill_receipt)"))
+      << wait.out;
 }
 
 // The kernel feature is detected once at start and said in the log.
