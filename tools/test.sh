@@ -73,7 +73,9 @@ fi
 bazel test "${test_flags[@]}" "$@" "${normal_patterns[@]}"
 bazel_rc=$?
 # shellcheck disable=SC2086
-sum_args=(--testlogs "$(bazel info bazel-testlogs 2>/dev/null)" $targets)
+# `bazel test` builds with --config=suite (.bazelrc); `bazel info` must name
+# it to find that build's test logs.
+sum_args=(--testlogs "$(bazel info --config=suite bazel-testlogs 2>/dev/null)" $targets)
 
 asan_rc=0
 if [ -n "$asan_pid" ]; then
