@@ -40,9 +40,13 @@ double Value(const std::string& scrape, const std::string& name) {
 }
 
 // A job that never waits: a shell in its own session forks kZombies
-// `sleep 0.2` and execs `sleep 1000`, which inherits them and never reaps:
-// once they exit they stay zombies. Killed and reaped by the destructor
-// (its zombies are then reparented and reaped by whoever inherits them).
+// children and execs `sleep 1000`, which inherits them and never reaps:
+// once they exit they stay zombies. Each child exits only once its parent
+// is `sleep`: a child that ended earlier (a plain `sleep 0.2` did, when
+// forking twelve took longer on a loaded machine) was reaped by the shell
+// itself, and the pile came out short (6 of 12). Killed and reaped by the
+// destructor (its zombies are then reparented and reaped by whoever
+// inherits them).
 class NonReapingParent {
  public:
   NonReapingParent() {
@@ -50,9 +54,10 @@ class NonReapingParent {
     if (pid_ == 0) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       ::setsid();
-      const std::string script = absl::StrCat("i=0; while [ $i -lt ", kZombies,
-                                              " ]; do sleep 0.2 & i=$((i+1)); done; "
-                                              "exec sleep 1000");
+      const std::string script = absl::StrCat(
+          "i=0; while [ $i -lt ", kZombies,
+          " ]; do sh -c 'until [ \"$(cat /proc/'$$'/comm)\" = sleep ]; do sleep 0.05; done' & "
+          "i=$((i+1)); done; exec sleep 1000");
       ::execl("/bin/sh", "sh", "-c", script.c_str(), static_cast<char*>(nullptr));
       ::_exit(127);
     }
