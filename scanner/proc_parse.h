@@ -27,6 +27,12 @@ struct ProcStat {
   uint64_t start_time = 0;  // field 22, clock ticks since boot
 };
 
+// A zombie (Z) or dead (X, and x on old kernels) process: it has exited and
+// has nothing left to signal.
+inline bool HasExited(const ProcStat& stat) {
+  return stat.state == 'Z' || stat.state == 'X' || stat.state == 'x';
+}
+
 // Parses a stat line. The comm field ends at the *last* ')'.
 absl::StatusOr<ProcStat> ParseStat(absl::string_view text);
 

@@ -109,9 +109,7 @@ absl::Status CheckCgroupMember(const ProcFs& procfs, absl::string_view text,
     }
     return Refuse(pid, absl::StrCat("cannot read stat: ", stat.status().ToString()));
   }
-  if (stat->state == 'Z' || stat->state == 'X' || stat->state == 'x') {
-    return absl::OkStatus();  // nothing left to kill
-  }
+  if (HasExited(*stat)) return absl::OkStatus();  // nothing left to kill
   if (stat->start_time < min_start_time) {
     return Refuse(pid, absl::StrCat("started (", stat->start_time, ") before the run's leader (",
                                     min_start_time, ")"));
@@ -142,8 +140,7 @@ absl::Status CheckCgroupMember(const ProcFs& procfs, absl::string_view text,
       // An exiting process holds nothing to keep once it is a zombie.
       absl::StatusOr<ProcStat> now = procfs.ReadStat(pid);
       if (!now.ok() && absl::IsNotFound(now.status()) && PidGone(pid)) return absl::OkStatus();
-      if (now.ok() && now->start_time == stat->start_time &&
-          (now->state == 'Z' || now->state == 'X' || now->state == 'x')) {
+      if (now.ok() && now->start_time == stat->start_time && HasExited(*now)) {
         return absl::OkStatus();
       }
     }

@@ -16,6 +16,7 @@
 #include "absl/time/clock.h"
 #include "base/status_macros.h"
 #include "scanner/pinned_process.h"
+#include "scanner/proc_parse.h"
 
 namespace runreaper::scanner {
 namespace {
@@ -405,7 +406,7 @@ bool Drained(const ProcFs& procfs, const ProcessRef& process) {
   absl::StatusOr<ProcStat> st = procfs.ReadStat(process.pid);
   if (!st.ok()) return absl::IsNotFound(st.status());
   if (st->start_time != process.start_time) return true;
-  return st->state == 'Z' || st->state == 'X' || st->state == 'x';
+  return HasExited(*st);
 }
 
 }  // namespace runreaper::scanner
