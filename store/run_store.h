@@ -4,12 +4,12 @@
 // group-committed by the handle's writer thread: concurrent write calls
 // share one transaction (and one fsync), and each returns only after the
 // COMMIT that made it durable (see docs/STORE.md); the read-only calls (Get,
-// List*, ListEvents, LastEventId, GetSweepProgress) are serialised on a second,
-// read-only connection, so they never wait for a write, even one waiting up
-// to the busy timeout for another process's lock. A read sees every write
-// that returned before it started. Several handles, in one process or
-// several, may open the same file at once (WAL + busy timeout), which the
-// cron one-shot mode relies on.
+// List*, ListEvents, LastEventId, GetSweepProgress, SweepClosedSinceEnd) are
+// serialised on a second, read-only connection, so they never wait for a
+// write, even one waiting up to the busy timeout for another process's lock.
+// A read sees every write that returned before it started. Several handles,
+// in one process or several, may open the same file at once (WAL + busy
+// timeout), which the cron one-shot mode relies on.
 //
 // Every state change writes its event in the same transaction. A terminal run
 // (FINISHED, STALE, CANCELLED) never changes state again.
@@ -272,6 +272,16 @@ class RunStore {
   // always sweeps) and every one with a stage claimed in sweep_progress.
   // The daemon resumes their sweeps at start.
   absl::StatusOr<std::vector<v1::Run>> ListSweepsToResume();
+  // Whether the sweep that is due a terminal run has closed since the run
+  // ended: the run is swept clean (sweep_done), or a SWEEP_FINISHED event
+  // naming it was written after the STATE_CHANGED event that ended it (a
+  // sweep that leaves a survivor or a leased member closes the run's sweep
+  // without marking it swept; a sweep of several runs at once names each
+  // run's SWEEP_FINISHED, while runs it found without members are marked
+  // swept under one summary event). False for a RUNNING run. What WaitRun
+  // asks before it waits for a sweep (server/streams.h). One statement on
+  // the read connection, through events_by_run; NOT_FOUND for an unknown run.
+  absl::StatusOr<bool> SweepClosedSinceEnd(absl::string_view run_id);
   // How many runs are in each state (states with none are absent) and how
   // many terminal runs are not swept clean. One indexed read.
   absl::StatusOr<RunCounts> CountRuns();

@@ -111,6 +111,63 @@ TEST_F(RunStoreTest, AppendAndListEvents) {
   EXPECT_EQ(last, 7);
 }
 
+// ---- sweep closed ----
+
+// WaitRun's question (server/streams.h): has the sweep due a terminal run
+// closed since it ended? Only a SWEEP_FINISHED naming the run after its end,
+// or the run marked swept, says yes: a SWEEP_STARTED, another run's or a
+// run-less summary, or one written before the run ended, never does.
+TEST_F(RunStoreTest, SweepClosedSinceEndNeedsTheRunsOwnSweepFinishedAfterItsEnd) {
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  for (const char* id : {"survivor", "clean", "early", "other", "running"}) {
+    ASSERT_OK(store->Register(MakeRun(id)));
+  }
+  auto closed = [&](const std::string& id) {
+    absl::StatusOr<bool> c = store->SweepClosedSinceEnd(id);
+    EXPECT_TRUE(c.ok()) << id << ": " << c.status();
+    return c.ok() && *c;
+  };
+  auto event = [](v1::EventType type, const std::string& run_id) {
+    Event e;
+    e.set_type(type);
+    e.set_run_id(run_id);
+    return e;
+  };
+  // A SWEEP_FINISHED written while "early" still ran is not its end's sweep.
+  ASSERT_OK(store->AppendEvents({event(v1::EVENT_TYPE_SWEEP_FINISHED, "early")}));
+  ASSERT_OK(store->Cancel("survivor", "test").status());
+  ASSERT_OK(store->Finish("clean", 0).status());
+  ASSERT_OK(store->Cancel("early", "test").status());
+  ASSERT_OK(store->Cancel("other", "test").status());
+  EXPECT_FALSE(closed("running"));
+  EXPECT_FALSE(closed("early"));
+  EXPECT_FALSE(closed("survivor"));
+
+  // An opening, another run's close and a run-less summary close nothing.
+  ASSERT_OK(store->AppendEvents({event(v1::EVENT_TYPE_SWEEP_STARTED, "survivor"),
+                                 event(v1::EVENT_TYPE_SWEEP_FINISHED, "other"),
+                                 event(v1::EVENT_TYPE_SWEEP_FINISHED, "")}));
+  EXPECT_FALSE(closed("survivor"));
+  EXPECT_FALSE(closed("clean"));
+  EXPECT_TRUE(closed("other"));
+
+  // A sweep that left a survivor: its SWEEP_FINISHED, the run not marked
+  // swept. One that found no member: marked swept under a run-less summary.
+  ASSERT_OK(store->MarkSwept({}, {event(v1::EVENT_TYPE_SWEEP_FINISHED, "survivor")}));
+  ASSERT_OK(store->MarkSwept({"clean", "early"}, {event(v1::EVENT_TYPE_SWEEP_FINISHED, "")}));
+  ASSERT_OK_AND_ASSIGN(std::vector<RunProto> unswept, store->ListTerminalUnswept());
+  ASSERT_EQ(unswept.size(), 2u);
+  EXPECT_EQ(unswept[0].run_id(), "survivor");
+  EXPECT_EQ(unswept[1].run_id(), "other");
+  EXPECT_TRUE(closed("survivor"));
+  EXPECT_TRUE(closed("clean"));
+  EXPECT_TRUE(closed("early"));
+  EXPECT_FALSE(closed("running"));
+
+  EXPECT_EQ(store->SweepClosedSinceEnd("nope").status().code(), absl::StatusCode::kNotFound);
+}
+
 // ---- sweep progress ----
 
 TEST_F(RunStoreTest, ClaimSweepStageIsMonotonic) {

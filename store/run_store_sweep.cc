@@ -2,6 +2,7 @@
 // the per-process stage claims that keep concurrent or restarted sweeps from
 // going back down the signal ladder.
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,32 @@ absl::StatusOr<std::vector<v1::Run>> RunStore::ListSweepsToResume() {
       "state != 1 AND sweep_done = 0 AND (state = ", static_cast<int>(v1::RUN_STATE_CANCELLED),
       " OR EXISTS (SELECT 1 FROM sweep_progress p"
       " WHERE p.run_id = runs.run_id AND p.stage > 0))"));
+}
+
+absl::StatusOr<bool> RunStore::SweepClosedSinceEnd(absl::string_view run_id) {
+  Impl& m = *impl_;
+  // A terminal run never changes state again: its one STATE_CHANGED event
+  // to a state other than RUNNING (1) is its end. Both subqueries read the
+  // run's own range of events_by_run (run_id, event_id).
+  static const std::string* const kSql = new std::string(absl::StrCat(
+      "SELECT sweep_done != 0 OR EXISTS (SELECT 1 FROM events f WHERE f.run_id = ?1 AND f.type = ",
+      static_cast<int>(v1::EVENT_TYPE_SWEEP_FINISHED),
+      " AND f.event_id > (SELECT MAX(s.event_id) FROM events s WHERE s.run_id = ?1 AND s.type = ",
+      static_cast<int>(v1::EVENT_TYPE_STATE_CHANGED),
+      " AND s.to_state != 1)) FROM runs WHERE run_id = ?1"));
+  std::optional<bool> closed;
+  RETURN_IF_ERROR(m.Read(false, [&](Database& d) -> absl::Status {
+    closed.reset();
+    ASSIGN_OR_RETURN(ScopedStatement s, d.Prepare(*kSql));
+    s->BindText(1, run_id);
+    ASSIGN_OR_RETURN(bool row, s->Step());
+    if (row) closed = s->ColumnInt(0) != 0;
+    return absl::OkStatus();
+  }));
+  if (!closed.has_value()) {
+    return absl::NotFoundError(absl::StrCat("run \"", run_id, "\" not found in ", path()));
+  }
+  return *closed;
 }
 
 absl::StatusOr<RunCounts> RunStore::CountRuns() {
