@@ -375,6 +375,7 @@ absl::Status Daemon::Start() {
   sopts.cookie_names = CookieNames();
   sopts.max_lease = options_.max_lease;
   sopts.metrics = &metrics_;
+  sopts.sweep_ladder_waits = sweeper_->LadderWaits();
   service_ = std::make_unique<ReconcilerService>(
       store_.get(), &procfs_, self_.get(), reconciler_.get(), hub_.get(), sweeper_.get(), sopts);
 

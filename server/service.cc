@@ -348,8 +348,8 @@ grpc::ServerUnaryReactor* ReconcilerService::WaitRun(grpc::CallbackServerContext
   if (!timeout.ok()) {
     return Done(ctx, response, timeout.status());
   }
-  grpc::ServerUnaryReactor* reactor =
-      StartWaitRun(store_, hub_, timers_.get(), request->run_id(), *timeout, response);
+  grpc::ServerUnaryReactor* reactor = StartWaitRun(store_, hub_, timers_.get(), request->run_id(),
+                                                   *timeout, options_.sweep_ladder_waits, response);
   Leave();  // ended by its reactor, the hub or the timer
   return reactor;
 }

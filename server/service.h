@@ -96,6 +96,9 @@ struct ServiceOptions {
   absl::Duration max_lease = absl::Hours(24);
   // Counts leases granted. Not owned; Metrics::Off() by default.
   Metrics* metrics = nullptr;
+  // The sweeper's Sweeper::LadderWaits(): with kSweepWaitMargin, how long
+  // past a sweep's due time WaitRun waits for it to close (server/streams.h).
+  absl::Duration sweep_ladder_waits = absl::ZeroDuration();
 };
 
 class ReconcilerService final : public v1::Reconciler::CallbackService {

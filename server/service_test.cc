@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "base/test_util.h"
 #include "gtest/gtest.h"
 
@@ -90,6 +91,55 @@ TEST(EndsWaitTest, OnlyItsRunsTerminalTransitionOrResult) {
   e.set_type(v1::EVENT_TYPE_SIGNAL);
   e.set_to_state(v1::RUN_STATE_CANCELLED);
   EXPECT_FALSE(EndsWait(e, "r1"));
+}
+
+// WaitRun waits for the sweep of a terminal run with no observed exit that
+// a sweep is due: a cancelled run from its end, a run whose owner exited
+// from its end, a sweep_on_end run from its end + grace; each until the
+// ladder's waits + kSweepWaitMargin past that. Nothing else is waited for.
+TEST(SweepWaitDeadlineTest, OnlyATerminalRunWithoutObservedExitDueASweep) {
+  const absl::Duration ladder = absl::Seconds(15);
+  const absl::Time ended = absl::FromUnixSeconds(1700000000);
+  v1::Run run;
+  run.mutable_ended_at()->set_seconds(absl::ToUnixSeconds(ended));
+  run.set_state(v1::RUN_STATE_RUNNING);
+  EXPECT_FALSE(SweepWaitDeadline(run, ladder).has_value());
+
+  run.set_state(v1::RUN_STATE_CANCELLED);
+  EXPECT_EQ(SweepWaitDeadline(run, ladder), ended + ladder + kSweepWaitMargin);
+  run.mutable_observed_exit()->set_kind(v1::OBSERVED_EXIT_KIND_UNKNOWN);
+  EXPECT_FALSE(SweepWaitDeadline(run, ladder).has_value()) << "an unknown end is recorded too";
+  run.clear_observed_exit();
+
+  run.set_state(v1::RUN_STATE_STALE);
+  run.set_stale_reason(v1::STALE_REASON_OWNER_EXITED);
+  EXPECT_EQ(SweepWaitDeadline(run, ladder), ended + ladder + kSweepWaitMargin);
+  run.set_stale_reason(v1::STALE_REASON_EXITED);
+  EXPECT_FALSE(SweepWaitDeadline(run, ladder).has_value()) << "no sweep due";
+
+  run.set_state(v1::RUN_STATE_FINISHED);
+  EXPECT_FALSE(SweepWaitDeadline(run, ladder).has_value());
+  run.set_sweep_on_end(true);
+  run.mutable_sweep_grace()->set_seconds(5);
+  EXPECT_EQ(SweepWaitDeadline(run, ladder), ended + absl::Seconds(5) + ladder + kSweepWaitMargin);
+}
+
+// The run's own SWEEP_FINISHED, or a run-less summary (runs marked swept
+// together), may close the sweep; nothing else.
+TEST(MayCloseSweepTest, ItsRunsSweepFinishedOrARunlessSummary) {
+  v1::Event e;
+  e.set_type(v1::EVENT_TYPE_SWEEP_FINISHED);
+  e.set_run_id("r1");
+  EXPECT_TRUE(MayCloseSweep(e, "r1"));
+  EXPECT_FALSE(MayCloseSweep(e, "r2"));
+  e.clear_run_id();
+  EXPECT_TRUE(MayCloseSweep(e, "r1"));
+  for (const v1::EventType type : {v1::EVENT_TYPE_SWEEP_STARTED, v1::EVENT_TYPE_RECEIPT,
+                                   v1::EVENT_TYPE_STATE_CHANGED, v1::EVENT_TYPE_KEPT}) {
+    e.set_type(type);
+    e.set_run_id("r1");
+    EXPECT_FALSE(MayCloseSweep(e, "r1")) << v1::EventType_Name(type);
+  }
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 #include "server/streams.h"
 
 #include <memory>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -8,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "base/log.h"
 #include "proto/describe.h"
+#include "server/end_sweeps.h"
 #include "server/watch_flow.h"
 #include "store/run_state.h"
 
@@ -40,22 +43,55 @@ bool EndsWait(const v1::Event& e, absl::string_view run_id) {
          e.type() == v1::EVENT_TYPE_RESULT;
 }
 
+std::optional<absl::Time> SweepWaitDeadline(const v1::Run& run, absl::Duration ladder_waits) {
+  if (!store::IsTerminal(run.state()) || run.has_observed_exit()) return std::nullopt;
+  std::optional<absl::Time> due = EndSweepDue(run);
+  if (run.state() == v1::RUN_STATE_CANCELLED) {
+    due = run.has_ended_at() ? TimeOf(run.ended_at()) : absl::Now();
+  }
+  if (!due.has_value()) return std::nullopt;
+  return *due + ladder_waits + kSweepWaitMargin;
+}
+
+bool MayCloseSweep(const v1::Event& e, absl::string_view run_id) {
+  return e.type() == v1::EVENT_TYPE_SWEEP_FINISHED && (e.run_id() == run_id || e.run_id().empty());
+}
+
 namespace {
 
 // ---------------------------------------------------------------- WaitRun
 
-// Shared between the reactor, the hub and the timer: whoever comes first
+// Why WaitState::Complete is called.
+enum class WaitCause {
+  kRead,           // the run may be terminal: answer, or wait for its sweep
+  kTimeout,        // the request's timeout passed
+  kSweepDeadline,  // the sweep waited for did not close by SweepWaitDeadline
+};
+
+// Shared between the reactor, the hub and the timers: whoever comes first
 // finishes the call; later arrivals find `reactor_` null and do nothing.
-class WaitState : public EventSubscriber {
+class WaitState : public EventSubscriber, public std::enable_shared_from_this<WaitState> {
  public:
   WaitState(grpc::ServerUnaryReactor* reactor, v1::WaitRunResponse* response,
-            store::RunStore* store, std::string run_id)
-      : reactor_(reactor), response_(response), store_(store), run_id_(std::move(run_id)) {}
+            store::RunStore* store, Timers* timers, std::string run_id, absl::Duration ladder_waits)
+      : reactor_(reactor),
+        response_(response),
+        store_(store),
+        timers_(timers),
+        run_id_(std::move(run_id)),
+        ladder_waits_(ladder_waits) {}
 
   void OnEvents(const std::vector<v1::Event>& events) override {
+    bool sweep;
+    {
+      absl::MutexLock lock(&mu_);
+      sweep = awaiting_sweep_;
+    }
     for (const v1::Event& e : events) {
-      if (EndsWait(e, run_id_)) {
-        Complete(/*timed_out=*/false);
+      // A run-less SWEEP_FINISHED matters only once the run awaits a sweep:
+      // no store read for every waiting call at every summary.
+      if (EndsWait(e, run_id_) || (sweep && MayCloseSweep(e, run_id_))) {
+        Complete(WaitCause::kRead);
         return;
       }
     }
@@ -66,25 +102,52 @@ class WaitState : public EventSubscriber {
                         "runreaperd is shutting down; call WaitRun again"));
   }
 
-  // Reads the run and finishes with it (timed_out when the timer fired and
-  // the run is still RUNNING).
-  void Complete(bool timed_out) {
+  // Reads the run and finishes with it: at once for a timer (timed_out when
+  // the request's timeout passed and the run is not terminal); for kRead
+  // only once the run is terminal and no sweep it is due is still open.
+  void Complete(WaitCause cause) {
     {
       absl::MutexLock lock(&mu_);
       if (reactor_ == nullptr) return;
     }
     absl::StatusOr<v1::Run> run = store_->Get(run_id_);
+    if (run.ok() && cause == WaitCause::kRead) {
+      if (!store::IsTerminal(run->state())) return;  // not ended: keep waiting
+      const std::optional<absl::Time> deadline = SweepWaitDeadline(*run, ladder_waits_);
+      if (deadline.has_value() && absl::Now() < *deadline) {
+        {
+          // Before the read: a SWEEP_FINISHED delivered from now on comes
+          // back here; one delivered before was committed before the read.
+          absl::MutexLock lock(&mu_);
+          awaiting_sweep_ = true;
+        }
+        absl::StatusOr<bool> closed = store_->SweepClosedSinceEnd(run_id_);
+        if (!closed.ok()) {
+          base::LogWarning(base::LogFields().Run(run_id_), "WaitRun: ", closed.status().ToString(),
+                           "; answering without waiting for the sweep");
+        } else if (!*closed) {
+          ArmTimer(*deadline, WaitCause::kSweepDeadline, &sweep_timer_);
+          return;
+        } else {
+          // Closed after the first read, maybe: its observed exit came with it.
+          run = store_->Get(run_id_);
+        }
+      }
+    }
     absl::MutexLock lock(&mu_);
     if (reactor_ == nullptr) return;
     if (!run.ok()) {
       reactor_->Finish(ToGrpcStatus(run.status()));
     } else {
       FillWaitResponse(*run, response_);
-      response_->set_timed_out(timed_out && !response_->terminal());
+      response_->set_timed_out(cause == WaitCause::kTimeout && !response_->terminal());
       reactor_->Finish(grpc::Status::OK);
     }
     reactor_ = nullptr;
   }
+
+  // The request's timeout.
+  void ArmTimeout(absl::Time at) { ArmTimer(at, WaitCause::kTimeout, &timeout_timer_); }
 
   void Finish(const grpc::Status& status) {
     absl::MutexLock lock(&mu_);
@@ -93,17 +156,41 @@ class WaitState : public EventSubscriber {
     reactor_ = nullptr;
   }
 
+  // The call is done: its timers are dropped.
+  void CancelTimers() {
+    absl::MutexLock lock(&mu_);
+    for (const int64_t id : {timeout_timer_, sweep_timer_}) {
+      if (id != 0) timers_->Cancel(id);
+    }
+    timeout_timer_ = sweep_timer_ = 0;
+  }
+
  private:
+  // Arms `*id`'s timer for `at` unless it is armed or the call answered.
+  void ArmTimer(absl::Time at, WaitCause cause, int64_t* id) {
+    absl::MutexLock lock(&mu_);
+    if (reactor_ == nullptr || *id != 0) return;
+    std::weak_ptr<WaitState> weak = weak_from_this();
+    *id = timers_->Add(at, [weak, cause] {
+      if (std::shared_ptr<WaitState> state = weak.lock()) state->Complete(cause);
+    });
+  }
+
   absl::Mutex mu_;
   grpc::ServerUnaryReactor* reactor_ ABSL_GUARDED_BY(mu_);
+  bool awaiting_sweep_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t timeout_timer_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t sweep_timer_ ABSL_GUARDED_BY(mu_) = 0;
   v1::WaitRunResponse* response_;
   store::RunStore* store_;
+  Timers* timers_;
   const std::string run_id_;
+  const absl::Duration ladder_waits_;
 };
 
 class WaitReactor : public grpc::ServerUnaryReactor {
  public:
-  WaitReactor(EventHub* hub, Timers* timers) : hub_(hub), timers_(timers) {}
+  explicit WaitReactor(EventHub* hub) : hub_(hub) {}
 
   void OnCancel() override {
     state_->Finish(
@@ -111,15 +198,13 @@ class WaitReactor : public grpc::ServerUnaryReactor {
   }
   void OnDone() override {
     hub_->Unsubscribe(sub_id_);
-    if (timer_id_ != 0) timers_->Cancel(timer_id_);
+    state_->CancelTimers();
     delete this;
   }
 
   EventHub* hub_;
-  Timers* timers_;
   std::shared_ptr<WaitState> state_;
   int64_t sub_id_ = 0;
-  int64_t timer_id_ = 0;
 };
 
 // ------------------------------------------------------------ WatchEvents
@@ -263,9 +348,10 @@ class FailedWatchReactor : public grpc::ServerWriteReactor<v1::Event> {
 
 grpc::ServerUnaryReactor* StartWaitRun(store::RunStore* store, EventHub* hub, Timers* timers,
                                        const std::string& run_id, absl::Duration timeout,
-                                       v1::WaitRunResponse* response) {
-  auto* reactor = new WaitReactor(hub, timers);
-  reactor->state_ = std::make_shared<WaitState>(reactor, response, store, run_id);
+                                       absl::Duration ladder_waits, v1::WaitRunResponse* response) {
+  auto* reactor = new WaitReactor(hub);
+  reactor->state_ =
+      std::make_shared<WaitState>(reactor, response, store, timers, run_id, ladder_waits);
   // Subscribe first, then read: a transition after the read is an event.
   reactor->sub_id_ = hub->Subscribe(reactor->state_);
   absl::StatusOr<v1::Run> run = store->Get(run_id);
@@ -273,18 +359,9 @@ grpc::ServerUnaryReactor* StartWaitRun(store::RunStore* store, EventHub* hub, Ti
     reactor->state_->Finish(ToGrpcStatus(run.status()));
     return reactor;
   }
-  if (store::IsTerminal(run->state())) {
-    reactor->state_->Complete(/*timed_out=*/false);
-    return reactor;
-  }
-  if (timeout != absl::InfiniteDuration()) {
-    std::weak_ptr<WaitState> weak = reactor->state_;
-    reactor->timer_id_ = timers->Add(absl::Now() + timeout, [weak] {
-      if (std::shared_ptr<WaitState> state = weak.lock()) {
-        state->Complete(/*timed_out=*/true);
-      }
-    });
-  }
+  // Armed for a terminal run too: it bounds the wait for its sweep.
+  if (timeout != absl::InfiniteDuration()) reactor->state_->ArmTimeout(absl::Now() + timeout);
+  if (store::IsTerminal(run->state())) reactor->state_->Complete(WaitCause::kRead);
   return reactor;
 }
 

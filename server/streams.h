@@ -1,14 +1,16 @@
 // The service's two long-lived calls as callback-API reactors: WaitRun (a
-// unary call that answers when the run ends, times out, or the daemon stops)
-// and WatchEvents (a server stream of audit events). Neither holds a thread
-// while it waits: both are subscribers of the event hub, WaitRun's timeout is
-// a timer on the shared timer thread, and WatchEvents' back-pressure is the
-// state machine in server/watch_flow.h.
+// unary call that answers when the run ends and a sweep it is due has
+// closed, times out, or the daemon stops) and WatchEvents (a server stream
+// of audit events). Neither holds a thread while it waits: both are
+// subscribers of the event hub, WaitRun's timeouts are timers on the shared
+// timer thread, and WatchEvents' back-pressure is the state machine in
+// server/watch_flow.h.
 #ifndef RUNREAPER_SERVER_STREAMS_H_
 #define RUNREAPER_SERVER_STREAMS_H_
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -35,14 +37,39 @@ void FillWaitResponse(const v1::Run& run, v1::WaitRunResponse* response);
 // state or published a result.
 bool EndsWait(const v1::Event& event, absl::string_view run_id);
 
+// How long WaitRun waits for a due sweep past its due time beyond the
+// ladder's own waits (Sweeper::LadderWaits): the sweep's listings, claims
+// and store writes, and sweeps queued ahead of it.
+inline constexpr absl::Duration kSweepWaitMargin = absl::Seconds(30);
+
+// The sweep WaitRun waits for before it answers for a terminal `run` with
+// no observed exit, one whose sweep records its leader's end from the kill
+// receipt (docs/DESIGN.md "Observed exit"): a CANCELLED run (CancelRun
+// sweeps it at once) or one EndSweepDue names (its owner exited, or
+// sweep_on_end). Returns the latest time to wait until: the sweep's due
+// time (the run's end for a cancel) + `ladder_waits` + kSweepWaitMargin;
+// nullopt when there is nothing to wait for (RUNNING, an observed exit
+// already recorded, even unknown, or no sweep due). Pure.
+std::optional<absl::Time> SweepWaitDeadline(const v1::Run& run, absl::Duration ladder_waits);
+
+// True when `event` may close the sweep a WaitRun on `run_id` waits for: a
+// SWEEP_FINISHED naming that run, or a run-less one (the summary under
+// which runs found without members are marked swept together).
+bool MayCloseSweep(const v1::Event& event, absl::string_view run_id);
+
 // WaitRun for a validated `run_id`: subscribes to `hub` first, then reads the
 // run (so a transition after the read arrives as an event), and answers at
-// once when it is terminal or missing; otherwise when an event ends it, when
-// `timeout` passes (timed_out, unless InfiniteDuration), on cancellation or
-// on the hub's shutdown (UNAVAILABLE). `response` is the call's.
+// once when it is missing or terminal, unless a sweep it is due has not
+// closed yet (SweepWaitDeadline; RunStore::SweepClosedSinceEnd): then at
+// that sweep's SWEEP_FINISHED, with the observed exit it recorded if any,
+// or at the deadline without one. Otherwise it answers when an event ends
+// it (then likewise), when `timeout` passes (timed_out when the run is not
+// terminal; unless InfiniteDuration), on cancellation or on the hub's
+// shutdown (UNAVAILABLE). `ladder_waits`: the sweeper's
+// (Sweeper::LadderWaits). `response` is the call's.
 grpc::ServerUnaryReactor* StartWaitRun(store::RunStore* store, EventHub* hub, Timers* timers,
                                        const std::string& run_id, absl::Duration timeout,
-                                       v1::WaitRunResponse* response);
+                                       absl::Duration ladder_waits, v1::WaitRunResponse* response);
 
 // WatchEvents after `after_event_id` (validated): backlog then live events;
 // see server/watch_flow.h for `queue_limit` and `stall`.

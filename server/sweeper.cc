@@ -156,10 +156,16 @@ struct Sweeper::Impl {
     return scanner::CensusOfListing(*m, snap, specs.size());
   }
 
-  scanner::LadderOptions Ladder() const {
+  // The ladder's waits (no descriptor budget read).
+  scanner::LadderOptions LadderTimings() const {
     scanner::LadderOptions o;
     o.sigint_grace = options.sigint_grace;
     o.sigterm_grace = options.sigterm_grace;
+    return o;
+  }
+
+  scanner::LadderOptions Ladder() const {
+    scanner::LadderOptions o = LadderTimings();
     // A receipt's held pidfd counts against the daemon's descriptors: hold
     // at most what is free beyond a reserve for gRPC, SQLite and metrics (a
     // quarter of the soft limit, at least 64); past it, unheld receipts.
@@ -536,6 +542,11 @@ absl::StatusOr<int> Sweeper::MarkEmptyRunsSwept(absl::Time ended_before) {
   int marked = 0;
   impl_->MarkClean(&specs, &members, &marked);
   return marked;
+}
+
+absl::Duration Sweeper::LadderWaits() const {
+  const scanner::LadderOptions o = impl_->LadderTimings();
+  return o.sigint_grace + o.sigterm_grace + o.max_kill_rounds * o.kill_wait + o.reap_wait;
 }
 
 void Sweeper::SetLineage(scanner::LineageTracker* lineage) { impl_->lineage = lineage; }

@@ -80,6 +80,11 @@ class Sweeper {
   // counted from the recorded send time (no stage sent twice, no grace
   // served twice).
   absl::StatusOr<v1::SweepResponse> ResumeSweeps();
+  // The longest one ladder of this sweeper waits in all: both graces,
+  // kill_wait for each of its kill rounds, and reap_wait (its listings,
+  // claims and signals come on top). With a margin, how long past a sweep's
+  // due time WaitRun waits for it to close (server/streams.h).
+  absl::Duration LadderWaits() const;
   // At start: thaws the dedicated cgroup of every terminal, unswept run
   // that a sweep left frozen (runreaperd killed between a stage's freeze and
   // its thaw), so no job stays frozen for ever. Returns the directories

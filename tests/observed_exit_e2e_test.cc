@@ -3,19 +3,28 @@
 // reaps them), registered with the real daemon, and what runreaperctl shows:
 // the exit code, the signal, `wait --job_code` exiting with the job's code,
 // a runner's published result beside the leader's real end, an owner's own
-// end beside its still-running leader, and the kernel
-// path without pidfd info (--pidfd_info=false): the proc connector's code
-// with lineage on, "unknown" without it.
+// end beside its still-running leader, a cancel's sweep recording the
+// leader's end (and `wait` answering only once that sweep has closed, or at
+// once when it closed without one), and the kernel path without pidfd info
+// (--pidfd_info=false): the proc connector's code with lineage on, "unknown"
+// without it.
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
+#include <future>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -31,16 +40,40 @@
 namespace runreaper::e2e {
 namespace {
 
+// The job's ends of its pipes, for its SIGINT trap (set in the job, after
+// the fork).
+int trap_go = -1;
+int trap_report = -1;
+
+// A SIGINT trap that holds its sweep open: says so on the report pipe, then
+// waits for End() (SIGTERM blocked meanwhile) and exits 3.
+void HoldThenExit3(int) {
+  const char c = 'i';
+  (void)!::write(trap_report, &c, 1);
+  char go;
+  while (::read(trap_go, &go, 1) < 0 && errno == EINTR) {
+  }
+  ::_exit(3);
+}
+
 // A job the test did not keep as a child: a helper forks it and exits at
 // once, so it is reparented to init (or the nearest subreaper), which reaps
 // it when it ends. It blocks on a pipe; End() makes it _exit(code), Signal()
-// kills it through a pidfd opened while it is blocked.
+// kills it through a pidfd opened while it is blocked. With kTrapSigint, a
+// SIGINT is reported (AwaitSigint) and the job then waits for End() and
+// exits 3, with SIGTERM blocked: a sweep's ladder cannot end it before the
+// test lets it, short of SIGKILL (the ladder's SIGTERM grace later).
 class Job {
  public:
-  explicit Job(int code) {
+  enum OnSigint { kDefault, kTrapSigint };
+  explicit Job(int code, OnSigint on_sigint = kDefault) {
     int go[2];
     int report[2];
-    if (::pipe2(go, O_CLOEXEC) != 0 || ::pipe2(report, O_CLOEXEC) != 0) std::abort();
+    int sigint[2];
+    if (::pipe2(go, O_CLOEXEC) != 0 || ::pipe2(report, O_CLOEXEC) != 0 ||
+        ::pipe2(sigint, O_CLOEXEC) != 0) {
+      std::abort();
+    }
     const pid_t helper = ::fork();
     if (helper < 0) std::abort();
     if (helper == 0) {
@@ -49,6 +82,16 @@ class Job {
         ::close(go[1]);
         ::close(report[0]);
         ::close(report[1]);
+        ::close(sigint[0]);
+        if (on_sigint == kTrapSigint) {
+          trap_go = go[0];
+          trap_report = sigint[1];
+          struct sigaction sa = {};
+          sa.sa_handler = HoldThenExit3;
+          sigemptyset(&sa.sa_mask);
+          sigaddset(&sa.sa_mask, SIGTERM);
+          if (::sigaction(SIGINT, &sa, nullptr) != 0) ::_exit(125);
+        }
         char c;
         while (::read(go[0], &c, 1) < 0 && errno == EINTR) {
         }
@@ -59,7 +102,9 @@ class Job {
     }
     ::close(go[0]);
     ::close(report[1]);
+    ::close(sigint[1]);
     go_ = go[1];
+    sigint_ = sigint[0];
     pid_t job = -1;
     while (::read(report[0], &job, sizeof(job)) < 0 && errno == EINTR) {
     }
@@ -76,6 +121,7 @@ class Job {
       ::close(pidfd_);
     }
     if (go_ >= 0) ::close(go_);
+    if (sigint_ >= 0) ::close(sigint_);
   }
   pid_t pid() const { return pid_; }
   bool IsChildOfInit() const {
@@ -87,10 +133,23 @@ class Job {
     (void)!::write(go_, &c, 1);
   }
   void Signal(int sig) { ASSERT_EQ(base::PidfdSendSignal(pidfd_, sig, nullptr, 0), 0); }
+  // kTrapSigint: true once the job's trap has caught a SIGINT (false when
+  // none came within `deadline`).
+  bool AwaitSigint(absl::Duration deadline) {
+    struct pollfd p = {sigint_, POLLIN, 0};
+    const absl::Time end = absl::Now() + deadline;
+    while (true) {
+      const int64_t ms = std::max<int64_t>(0, absl::ToInt64Milliseconds(end - absl::Now()));
+      const int n = ::poll(&p, 1, static_cast<int>(ms));
+      if (n > 0) return (p.revents & POLLIN) != 0;
+      if (n == 0 || errno != EINTR) return false;
+    }
+  }
 
  private:
   pid_t pid_ = -1;
   int go_ = -1;
+  int sigint_ = -1;  // read end of the trap's report
   int pidfd_ = -1;
 };
 
@@ -276,6 +335,94 @@ TEST_F(ObservedExitE2ETest, CancelledRunRecordsTheLeadersEndFromItsKillReceipt) 
   EXPECT_EQ(wait.exit_code, 128 + SIGINT) << wait.out << wait.err;
   EXPECT_TRUE(absl::StrContains(wait.out, "observed_exit: signal SIGINT (kill_receipt)"))
       << wait.out;
+}
+
+// A `wait` started before a cancel, and a WaitRun started after it while the
+// cancel's sweep is still open, answer only once that sweep has closed, with
+// the leader's end its kill receipt read: the job traps SIGINT and holds the
+// sweep open until the test lets it exit 3. (They used to answer at the
+// cancel, with no observed exit: `wait` exited 0, "unknown".) The job leads
+// no group or session: the sweep signals it alone.
+TEST_F(ObservedExitE2ETest, WaitBeforeTheCancelsSweepClosesExitsWithTheLeadersCode) {
+  Job job(0, Job::kTrapSigint);
+  ASSERT_TRUE(job.IsChildOfInit());
+  const std::string id = "oe-wait-cancel";
+  ASSERT_EQ(Ctl({"register", id, absl::StrCat("--pid=", job.pid())}).exit_code, 0);
+  std::future<CtlResult> before = std::async(std::launch::async, [&] { return Ctl({"wait", id}); });
+  // Still waiting: the run is RUNNING.
+  EXPECT_EQ(before.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout);
+
+  // The cancel through the stub: one runreaperctl at a time here.
+  std::unique_ptr<v1::Reconciler::Stub> stub = daemon_->stub();
+  v1::CancelRunRequest cancel;
+  cancel.set_run_id(id);
+  cancel.set_reason("test");
+  v1::Run cancelled;
+  const grpc::Status cancel_status = stub->CancelRun(Ctx().get(), cancel, &cancelled);
+  ASSERT_TRUE(cancel_status.ok()) << cancel_status.error_message();
+  EXPECT_EQ(cancelled.state(), v1::RUN_STATE_CANCELLED);
+  // The sweep's SIGINT reached the job, whose trap now holds the sweep open.
+  ASSERT_TRUE(job.AwaitSigint(absl::Seconds(20)));
+  std::future<std::pair<grpc::Status, v1::WaitRunResponse>> during =
+      std::async(std::launch::async, [&] {
+        v1::WaitRunRequest req;
+        req.set_run_id(id);
+        v1::WaitRunResponse w;
+        grpc::Status s = stub->WaitRun(Ctx(absl::Seconds(30)).get(), req, &w);
+        return std::make_pair(s, w);
+      });
+  // Neither answers while the run is CANCELLED and its sweep still open.
+  EXPECT_EQ(before.wait_for(std::chrono::milliseconds(500)), std::future_status::timeout);
+  EXPECT_EQ(during.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout);
+  job.End();  // the trap exits 3: the ladder sees it gone and the sweep closes
+
+  const CtlResult wait = before.get();
+  EXPECT_EQ(wait.exit_code, 3) << wait.out << wait.err;
+  EXPECT_TRUE(absl::StrContains(wait.out, "observed_exit: code 3 (kill_receipt)")) << wait.out;
+  const auto [status, w] = during.get();
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_TRUE(w.terminal());
+  EXPECT_FALSE(w.timed_out());
+  EXPECT_EQ(w.run().state(), v1::RUN_STATE_CANCELLED);
+  EXPECT_EQ(w.observed_exit().kind(), v1::OBSERVED_EXIT_KIND_EXITED) << w.DebugString();
+  EXPECT_EQ(w.observed_exit().exit_code(), 3);
+  EXPECT_EQ(w.observed_exit().source(), v1::OBSERVED_EXIT_SOURCE_KILL_RECEIPT);
+}
+
+// A sweep that closed before `wait` started but left the run unswept (its
+// leader leased, so never signalled) with no observed exit: `wait` answers
+// at once, "unknown", instead of waiting for a sweep that is over (without
+// a --timeout, until the run's end + the ladder + 30 s: past RunCtl's 30 s).
+TEST_F(ObservedExitE2ETest, WaitAfterASweepThatLeftTheLeaderAnswersAtOnce) {
+  Job job(0);
+  ASSERT_TRUE(job.IsChildOfInit());
+  const std::string id = "oe-leased";
+  ASSERT_EQ(Ctl({"register", id, absl::StrCat("--pid=", job.pid())}).exit_code, 0);
+  CtlResult keep =
+      Ctl({"keep", absl::StrCat(job.pid()), "--for=1h", "--reason=test keeps the leader"});
+  ASSERT_EQ(keep.exit_code, 0) << keep.err;
+  ASSERT_EQ(Ctl({"cancel", id, "--reason=test"}).exit_code, 0);
+  std::unique_ptr<v1::Reconciler::Stub> stub = daemon_->stub();
+  ASSERT_TRUE(base::WaitFor(
+      [&] {
+        v1::ListEventsRequest req;
+        req.set_run_id(id);
+        v1::ListEventsResponse events;
+        if (!stub->ListEvents(Ctx().get(), req, &events).ok()) return false;
+        for (const v1::Event& e : events.events()) {
+          if (e.type() == v1::EVENT_TYPE_SWEEP_FINISHED) return true;
+        }
+        return false;
+      },
+      absl::Seconds(20), absl::Milliseconds(50)));
+
+  const CtlResult wait = Ctl({"wait", id});
+  EXPECT_EQ(wait.exit_code, 0) << wait.out << wait.err;
+  EXPECT_TRUE(absl::StrContains(wait.err, "unknown")) << wait.err;
+  EXPECT_TRUE(absl::StrContains(wait.out, "CANCELLED")) << wait.out;
+  EXPECT_EQ(::kill(job.pid(), 0), 0) << "the leased leader was not signalled";
+  CtlResult orphans = Ctl({"orphans", id});
+  EXPECT_TRUE(absl::StrContains(orphans.out, "test keeps the leader")) << orphans.out;
 }
 
 // The kernel feature is detected once at start and said in the log.
