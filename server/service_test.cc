@@ -95,8 +95,9 @@ TEST(EndsWaitTest, OnlyItsRunsTerminalTransitionOrResult) {
 
 // WaitRun waits for the sweep of a terminal run with no observed exit that
 // a sweep is due: a cancelled run from its end, a run whose owner exited
-// from its end, a sweep_on_end run from its end + grace; each until the
-// ladder's waits + kSweepWaitMargin past that. Nothing else is waited for.
+// from its end, a stale sweep_on_end run from its end + grace; each until
+// the ladder's waits + kSweepWaitMargin past that. Nothing else is waited
+// for: a finished run answers with its runner's result at once.
 TEST(SweepWaitDeadlineTest, OnlyATerminalRunWithoutObservedExitDueASweep) {
   const absl::Duration ladder = absl::Seconds(15);
   const absl::Time ended = absl::FromUnixSeconds(1700000000);
@@ -117,11 +118,16 @@ TEST(SweepWaitDeadlineTest, OnlyATerminalRunWithoutObservedExitDueASweep) {
   run.set_stale_reason(v1::STALE_REASON_EXITED);
   EXPECT_FALSE(SweepWaitDeadline(run, ladder).has_value()) << "no sweep due";
 
-  run.set_state(v1::RUN_STATE_FINISHED);
-  EXPECT_FALSE(SweepWaitDeadline(run, ladder).has_value());
   run.set_sweep_on_end(true);
   run.mutable_sweep_grace()->set_seconds(5);
+  run.set_stale_reason(v1::STALE_REASON_TIMEOUT);
   EXPECT_EQ(SweepWaitDeadline(run, ladder), ended + absl::Seconds(5) + ladder + kSweepWaitMargin);
+
+  run.set_state(v1::RUN_STATE_FINISHED);
+  run.clear_stale_reason();
+  EXPECT_FALSE(SweepWaitDeadline(run, ladder).has_value()) << "the runner's result, at once";
+  run.set_sweep_on_end(false);
+  EXPECT_FALSE(SweepWaitDeadline(run, ladder).has_value());
 }
 
 // The run's own SWEEP_FINISHED, or a run-less summary (runs marked swept

@@ -45,6 +45,9 @@ bool EndsWait(const v1::Event& e, absl::string_view run_id) {
 
 std::optional<absl::Time> SweepWaitDeadline(const v1::Run& run, absl::Duration ladder_waits) {
   if (!store::IsTerminal(run.state()) || run.has_observed_exit()) return std::nullopt;
+  // A finished run carries its runner's result: answered at once, even when
+  // a sweep on end may still signal its leader (no wait of a grace for it).
+  if (run.state() == v1::RUN_STATE_FINISHED) return std::nullopt;
   std::optional<absl::Time> due = EndSweepDue(run);
   if (run.state() == v1::RUN_STATE_CANCELLED) {
     due = run.has_ended_at() ? TimeOf(run.ended_at()) : absl::Now();

@@ -45,8 +45,9 @@ inline constexpr absl::Duration kSweepWaitMargin = absl::Seconds(30);
 // The sweep WaitRun waits for before it answers for a terminal `run` with
 // no observed exit, one whose sweep records its leader's end from the kill
 // receipt (docs/DESIGN.md "Observed exit"): a CANCELLED run (CancelRun
-// sweeps it at once) or one EndSweepDue names (its owner exited, or
-// sweep_on_end). Returns the latest time to wait until: the sweep's due
+// sweeps it at once) or a STALE one EndSweepDue names (its owner exited, or
+// sweep_on_end). A FINISHED run is answered at once with its runner's
+// result, sweep_on_end or not. Returns the latest time to wait until: the sweep's due
 // time (the run's end for a cancel) + `ladder_waits` + kSweepWaitMargin;
 // nullopt when there is nothing to wait for (RUNNING, an observed exit
 // already recorded, even unknown, or no sweep due). Pure.

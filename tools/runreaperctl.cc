@@ -168,7 +168,7 @@ const std::vector<Command>& Commands() {
        "else the exit_code the runner published; else 0, said on stderr "
        "(--job_code: 1 instead). --no_job_code: exit 0 once the run is "
        "terminal, whatever the job did (tells runreaperctl's own errors, 1-3, "
-       "from the job's codes). A cancelled run, or one swept on end, is "
+       "from the job's codes). A cancelled run, or a stale one swept on end, is "
        "answered once its sweep has closed, with the leader's end the sweep "
        "saw (at most the sweep's due time + the ladder + 30s).",
        {"timeout"},
