@@ -27,7 +27,11 @@ def _with_pch(kwargs):
         return kwargs
     if "@system//:grpc" in deps:
         name = "grpc" if name == "lib" else "grpc_test"
-    kwargs["copts"] = copts + ["-include-pch", "$(BINDIR)/base/pch/%s.pch" % name]
+    kwargs["copts"] = copts + select({
+        # No PCH under -c opt (pch.bzl says why): tools/package.sh.
+        "//base/pch:opt": [],
+        "//conditions:default": ["-include-pch", "$(BINDIR)/base/pch/%s.pch" % name],
+    })
     kwargs["deps"] = deps + ["//base/pch:" + name]
     return kwargs
 

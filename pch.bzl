@@ -14,6 +14,14 @@ load("@bazel_tools//tools/build_defs/cc:action_names.bzl", "CPP_COMPILE_ACTION_N
 load("@bazel_tools//tools/cpp:toolchain_utils.bzl", "find_cpp_toolchain")
 
 def _precompiled_header_impl(ctx):
+    deps = cc_common.merge_cc_infos(cc_infos = [d[CcInfo] for d in ctx.attr.deps])
+    dctx = deps.compilation_context
+    if ctx.var["COMPILATION_MODE"] == "opt":
+        # -c opt compiles binaries without -fPIC and libraries with or
+        # without it as their consumers need, and clang refuses a PCH whose
+        # PIC/PIE level differs from the file's: no PCH (//:cc.bzl adds no
+        # -include-pch there either). Every other mode compiles PIC only.
+        return [CcInfo(compilation_context = dctx)]
     cc_toolchain = find_cpp_toolchain(ctx)
     features = cc_common.configure_features(
         ctx = ctx,
@@ -21,8 +29,6 @@ def _precompiled_header_impl(ctx):
         requested_features = ctx.features,
         unsupported_features = ctx.disabled_features,
     )
-    deps = cc_common.merge_cc_infos(cc_infos = [d[CcInfo] for d in ctx.attr.deps])
-    dctx = deps.compilation_context
     pch = ctx.actions.declare_file(ctx.label.name + ".pch")
     variables = cc_common.create_compile_variables(
         feature_configuration = features,
