@@ -49,6 +49,35 @@ bool PidGone(int pid) {
   return ::kill(pid, 0) != 0 && errno == ESRCH;
 }
 
+namespace {
+
+// What a failed pidfd_open(pid) with errno `err` means (the table at the
+// top of pinned_process.h).
+void SetPidfdOpenError(int pid, int err, PinOutcome* out) {
+  out->error = err;
+  out->status = absl::ErrnoToStatus(err, absl::StrFormat("pidfd_open(%d)", pid));
+  switch (err) {
+    case ESRCH:  // no such process
+      out->result = PinResult::kGone;
+      return;
+    case EINVAL:  // a pid with no tasks left, or (before Linux 6.9) a
+                  // thread that does not lead its group
+    case ENOENT:  // Linux >= 6.9: a thread that does not lead its group
+      // Neither is the process; only ESRCH tells the first apart.
+      out->result = PidGone(pid) ? PinResult::kGone : PinResult::kNotProcess;
+      return;
+    case EMFILE:  // out of descriptors (ours, or the system's)
+    case ENFILE:
+      out->result = PinResult::kNoDescriptor;
+      return;
+    default:  // pidfd_open checks no permission: never EPERM
+      out->result = PinResult::kError;
+      return;
+  }
+}
+
+}  // namespace
+
 PinOutcome PinnedProcess::Open(const ProcFs& procfs, int pid, uint64_t start_time,
                                uint64_t pidfs_id) {
   PinOutcome out;
@@ -59,27 +88,8 @@ PinOutcome PinnedProcess::Open(const ProcFs& procfs, int pid, uint64_t start_tim
   }
   base::Fd pidfd(base::PidfdOpen(pid, 0));
   if (!pidfd.valid()) {
-    const int err = errno;
-    out.error = err;
-    out.status = absl::ErrnoToStatus(err, absl::StrFormat("pidfd_open(%d)", pid));
-    switch (err) {
-      case ESRCH:  // no such process
-        out.result = PinResult::kGone;
-        return out;
-      case EINVAL:  // a pid with no tasks left, or (before Linux 6.9) a
-                    // thread that does not lead its group
-      case ENOENT:  // Linux >= 6.9: a thread that does not lead its group
-        // Neither is the process; only ESRCH tells the first apart.
-        out.result = PidGone(pid) ? PinResult::kGone : PinResult::kNotProcess;
-        return out;
-      case EMFILE:  // out of descriptors (ours, or the system's)
-      case ENFILE:
-        out.result = PinResult::kNoDescriptor;
-        return out;
-      default:  // pidfd_open checks no permission: never EPERM
-        out.result = PinResult::kError;
-        return out;
-    }
+    SetPidfdOpenError(pid, errno, &out);
+    return out;
   }
 
   // The pidfd pins whatever held `pid` when it was opened; everything read
@@ -121,6 +131,34 @@ PinOutcome PinnedProcess::Open(const ProcFs& procfs, int pid, uint64_t start_tim
   out.process = PinnedProcess(std::move(pidfd), pid, stat->start_time, pinned_id);
   out.stat = *std::move(stat);
   return out;
+}
+
+PinOutcome PinnedProcess::OpenForRead(int pid) {
+  PinOutcome out;
+  if (pid <= 0) {
+    out.result = PinResult::kError;
+    out.status = absl::InvalidArgumentError(absl::StrCat("pin pid ", pid, ": not a pid"));
+    return out;
+  }
+  base::Fd pidfd(base::PidfdOpen(pid, 0));
+  if (!pidfd.valid()) {
+    SetPidfdOpenError(pid, errno, &out);
+    return out;
+  }
+  const uint64_t pinned_id = base::PidfsId(pidfd.get());
+  out.result = PinResult::kPinned;
+  out.status = absl::OkStatus();
+  out.pidfs_id = pinned_id;
+  out.process = PinnedProcess(std::move(pidfd), pid, 0, pinned_id);
+  return out;
+}
+
+bool PinnedProcess::VerifyRead(uint64_t start_time) {
+  if (!valid() || start_time == 0) return false;
+  const absl::StatusOr<bool> exited = Exited();
+  if (!exited.ok() || *exited) return false;
+  start_time_ = start_time;
+  return true;
 }
 
 absl::StatusOr<ProcStat> PinnedProcess::ReadStat(const ProcFs& procfs) const {

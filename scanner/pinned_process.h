@@ -119,6 +119,23 @@ class PinnedProcess {
   // (one fstat) whether or not one was given: pidfs_id().
   static PinOutcome Open(const ProcFs& procfs, int pid, uint64_t start_time, uint64_t pidfs_id = 0);
 
+  // Pins `pid` before a read its caller makes itself (registration reads
+  // more of the process than its stat, server/leader_view.h): Open without
+  // the stat read, so kPinned holds a pin whose start_time() is 0, the
+  // process not verified yet; the other results are Open's for the pidfd
+  // (kGone, kNotProcess, kNoDescriptor, kError). The pin's pidfs id is read
+  // (one fstat). Then VerifyRead.
+  static PinOutcome OpenForRead(int pid);
+  // After a read of pid() that began once the pin was open and showed
+  // `start_time`: whether that read was of the pinned process, which holds
+  // when it has not exited since (a pid is not reused before its process
+  // is reaped, and a pidfd turns readable at the exit; one poll). Then the
+  // pin is verified as Open's: start_time() is `start_time`. False, and
+  // nothing changed, when it exited (the read may be of a process that got
+  // the pid since), when the poll failed, for `start_time` 0, and when
+  // nothing is pinned.
+  bool VerifyRead(uint64_t start_time);
+
   bool valid() const { return pidfd_.valid(); }
   int pid() const { return pid_; }
   // The start time read through the pin at Open (the recorded one when one

@@ -191,6 +191,83 @@ TEST_F(PinnedProcessTest, OutOfDescriptorsIsNoDescriptor) {
   EXPECT_FALSE(pin.process.valid());
 }
 
+// OpenForRead pins without reading; VerifyRead after the caller's own
+// read makes it Open's pin when the process did not exit meanwhile.
+TEST_F(PinnedProcessTest, PinForAReadIsVerifiedByTheReadAfterIt) {
+  base::TestChild child("rr-pin-read");
+  PinOutcome pin = PinnedProcess::OpenForRead(child.pid());
+  ASSERT_EQ(pin.result, PinResult::kPinned) << PinResultName(pin.result) << " " << pin.status;
+  ASSERT_TRUE(pin.process.valid());
+  EXPECT_EQ(pin.process.pid(), child.pid());
+  EXPECT_EQ(pin.process.start_time(), 0u);  // nothing read yet
+  EXPECT_FALSE(pin.stat.has_value());
+  EXPECT_EQ(pin.process.pidfs_id(), pin.pidfs_id);
+  if (base::PidfsIdsSupported()) EXPECT_NE(pin.pidfs_id, 0u);
+  const uint64_t start = StartTime(child.pid());
+  EXPECT_FALSE(pin.process.VerifyRead(0));  // no start time read
+  ASSERT_TRUE(pin.process.VerifyRead(start));
+  EXPECT_EQ(pin.process.start_time(), start);
+  // Verified, it is Open's pin: the stat re-read through it agrees.
+  ASSERT_OK_AND_ASSIGN(const ProcStat again, pin.process.ReadStat(procfs_));
+  EXPECT_EQ(again.start_time, start);
+}
+
+// A process that exits between the pin and the end of the read: the read
+// may be of whatever got the pid since, so the pin is not verified.
+TEST_F(PinnedProcessTest, APinWhoseProcessExitedDuringTheReadIsNotVerified) {
+  base::TestChild child;
+  PinOutcome pin = PinnedProcess::OpenForRead(child.pid());
+  ASSERT_EQ(pin.result, PinResult::kPinned) << PinResultName(pin.result) << " " << pin.status;
+  const uint64_t start = StartTime(child.pid());
+  child.ExitToZombie();
+  EXPECT_FALSE(pin.process.VerifyRead(start));
+  EXPECT_EQ(pin.process.start_time(), 0u);
+  child.Reap();
+  EXPECT_FALSE(pin.process.VerifyRead(start));
+  EXPECT_FALSE(PinnedProcess().VerifyRead(start));  // nothing pinned
+}
+
+TEST_F(PinnedProcessTest, APinForAReadFailsAsOpensPidfdOpenDoes) {
+  {
+    base::TestChild child;
+    const int pid = child.pid();
+    child.Release();
+    child.Reap();
+    const PinOutcome gone = PinnedProcess::OpenForRead(pid);
+    EXPECT_EQ(gone.result, PinResult::kGone) << PinResultName(gone.result);
+    EXPECT_EQ(gone.error, ESRCH);
+    EXPECT_FALSE(gone.process.valid());
+  }
+  const PinOutcome none = PinnedProcess::OpenForRead(0);
+  EXPECT_EQ(none.result, PinResult::kError);
+  EXPECT_TRUE(absl::IsInvalidArgument(none.status)) << none.status;
+  // A thread that does not lead its group.
+  int fds[2];
+  ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+  base::Fd rd(fds[0]);
+  base::Fd wr(fds[1]);
+  std::atomic<pid_t> tid{0};
+  std::thread t([&] {
+    tid = ::gettid();
+    char c;
+    while (::read(rd.get(), &c, 1) < 0 && errno == EINTR) {
+    }
+  });
+  ASSERT_TRUE(base::WaitFor([&] { return tid.load() != 0; }));
+  const PinOutcome thread = PinnedProcess::OpenForRead(tid);
+  EXPECT_EQ(thread.result, PinResult::kNotProcess) << PinResultName(thread.result);
+  EXPECT_FALSE(thread.process.valid());
+  ASSERT_EQ(::write(wr.get(), "x", 1), 1);
+  t.join();
+  base::TestChild child;
+  base::DescriptorsUsedUp used(64);
+  ASSERT_TRUE(used.ok());
+  const PinOutcome full = PinnedProcess::OpenForRead(child.pid());
+  ASSERT_TRUE(used.Release());
+  EXPECT_EQ(full.result, PinResult::kNoDescriptor) << PinResultName(full.result);
+  EXPECT_FALSE(full.process.valid());
+}
+
 TEST_F(PinnedProcessTest, GuardsBelowTwoAndSelf) {
   for (const int pid : {0, -1}) {
     PinOutcome pin = PinnedProcess::Open(procfs_, pid, 0);
