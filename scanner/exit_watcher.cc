@@ -55,6 +55,18 @@ ProcessRef WatchKey(const ProcessRef& process) {
   return ref;
 }
 
+// `handed` when it holds `process`: the pid, and the start time verified
+// by the read it was opened for (pidfs ids not differing). Empty (`handed`
+// closed) otherwise.
+PinnedProcess TakeableOf(const ProcessRef& process, PinnedProcess handed) {
+  if (!handed.valid() || handed.pid() != process.pid || process.start_time == 0 ||
+      handed.start_time() != process.start_time ||
+      PidfsIdsDiffer(process.pidfs_id, handed.pidfs_id())) {
+    return PinnedProcess();
+  }
+  return handed;
+}
+
 }  // namespace
 
 struct ExitWatcher::Impl {
@@ -121,6 +133,33 @@ struct ExitWatcher::Impl {
       while (::write(wake_fd->get(), &one, sizeof(one)) < 0 && errno == EINTR) {
       }
     }
+  }
+
+  // Watches `process`, the pin of `ref` (pid `pid`), under `key`: its
+  // pidfd joins the epoll set. A process that exited before this point has
+  // a readable pidfd already: the level-triggered set reports it at the
+  // next Wait().
+  ArmResult WatchLocked(const std::string& key, int pid, const ProcessRef& ref,
+                        PinnedProcess process) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    const uint64_t id = next_id++;
+    struct epoll_event ev = {};
+    ev.events = EPOLLIN;
+    ev.data.u64 = id;
+    if (::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, process.pidfd(), &ev) != 0) {
+      const int err = errno;
+      ++fallbacks;
+      base::LogWarning(base::LogFields().Run(key).Pid(pid),
+                       "exit_watcher: epoll_ctl: ", std::strerror(err), "; polling instead");
+      return ArmResult::kFallback;
+    }
+    Watch& w = by_process[ref];
+    w.process = std::move(process);
+    w.id = id;
+    by_id[id] = ref;
+    AddKeyLocked(key, ref);
+    // Keys waiting for this very process can share it now.
+    if (!waiting.empty()) rearm_due = true;
+    return ArmResult::kArmed;
   }
 
   bool FullLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
@@ -190,14 +229,20 @@ ExitWatcher::ArmResult ExitWatcher::Arm(const std::string& key, int pid, uint64_
 }
 
 ExitWatcher::ArmResult ExitWatcher::Arm(const std::string& key, const ProcessRef& process) {
-  return ArmImpl(key, process, /*rearm=*/false);
+  return ArmImpl(key, process, /*rearm=*/false, PinnedProcess());
+}
+
+ExitWatcher::ArmResult ExitWatcher::Arm(const std::string& key, const ProcessRef& process,
+                                        PinnedProcess pin) {
+  return ArmImpl(key, process, /*rearm=*/false, std::move(pin));
 }
 
 ExitWatcher::ArmResult ExitWatcher::ArmImpl(const std::string& key, const ProcessRef& process,
-                                            bool rearm) {
+                                            bool rearm, PinnedProcess handed) {
   const int pid = process.pid;
   const uint64_t start_time = process.start_time;
   const ProcessRef ref = WatchKey(process);
+  PinnedProcess taken = TakeableOf(process, std::move(handed));
   // A re-arm is for a key still waiting: one disarmed meanwhile (its run
   // left RUNNING) is not armed again.
   auto gone_locked = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(impl_->mu) {
@@ -254,6 +299,14 @@ ExitWatcher::ArmResult ExitWatcher::ArmImpl(const std::string& key, const Proces
       }
       return ArmResult::kFallback;
     }
+    if (taken.valid()) {
+      // The caller's pin of this very process: watched as it is while it
+      // has not exited (one poll, which never blocks). One that exited
+      // since its read is pinned and verified anew below, as without it.
+      const absl::StatusOr<bool> exited = taken.Exited();
+      if (exited.ok() && !*exited) return impl_->WatchLocked(key, pid, ref, std::move(taken));
+      taken = PinnedProcess();
+    }
     ++impl_->opening;
   }
   struct Opening {
@@ -307,27 +360,7 @@ ExitWatcher::ArmResult ExitWatcher::ArmImpl(const std::string& key, const Proces
     impl_->AddKeyLocked(key, ref);  // ours closes; theirs is shared
     return ArmResult::kArmed;
   }
-  const uint64_t id = impl_->next_id++;
-  struct epoll_event ev = {};
-  ev.events = EPOLLIN;
-  ev.data.u64 = id;
-  if (::epoll_ctl(impl_->epoll.get(), EPOLL_CTL_ADD, pin.process.pidfd(), &ev) != 0) {
-    const int err = errno;
-    ++impl_->fallbacks;
-    base::LogWarning(base::LogFields().Run(key).Pid(pid),
-                     "exit_watcher: epoll_ctl: ", std::strerror(err), "; polling instead");
-    return ArmResult::kFallback;
-  }
-  Watch& w = impl_->by_process[ref];
-  w.process = std::move(pin.process);
-  w.id = id;
-  impl_->by_id[id] = ref;
-  impl_->AddKeyLocked(key, ref);
-  // Keys waiting for this very process can share it now.
-  if (!impl_->waiting.empty()) impl_->rearm_due = true;
-  // A process that exited before this point has a readable pidfd already:
-  // the level-triggered epoll set reports it at the next Wait().
-  return ArmResult::kArmed;
+  return impl_->WatchLocked(key, pid, ref, std::move(pin.process));
 }
 
 ExitWatcher::ArmResult ExitWatcher::Exited(const std::string& key, bool rearm) {
@@ -353,7 +386,7 @@ ExitWatcher::RearmResult ExitWatcher::RearmWaiting() {
       absl::MutexLock lock(&impl_->mu);
       if (impl_->FullLocked() && !impl_->by_process.contains(WatchKey(ref))) continue;
     }
-    switch (ArmImpl(key, ref, /*rearm=*/true)) {
+    switch (ArmImpl(key, ref, /*rearm=*/true, PinnedProcess())) {
       case ArmResult::kArmed:
         ++result.armed;
         break;

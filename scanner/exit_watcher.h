@@ -67,6 +67,14 @@ class ExitWatcher {
   // run and the pid (reaching the budget: once, until a pidfd is freed).
   ArmResult Arm(const std::string& key, const ProcessRef& process);
   ArmResult Arm(const std::string& key, int pid, uint64_t start_time);
+  // The same with `pin`, a pin of the process its caller holds already
+  // (registration's read, PinnedProcess::OpenForRead + VerifyRead): when it
+  // is `process` (pid, start time as verified at the read, pidfs ids not
+  // differing) and has not exited (one poll), it is watched as it is, with
+  // no pidfd_open and no stat read. Otherwise (empty, another process, or
+  // exited since: the reap may have freed the pid) it is closed and the
+  // process pinned and verified as above.
+  ArmResult Arm(const std::string& key, const ProcessRef& process, PinnedProcess pin);
   // Stops watching under `key` (and its wait for a pidfd); the pidfd is
   // closed when no key names its process any more.
   void Disarm(const std::string& key);
@@ -124,7 +132,9 @@ class ExitWatcher {
   explicit ExitWatcher(std::unique_ptr<Impl> impl);
   // Arm, or (rearm) a waiting key's retry: only while it still waits,
   // staying in the wait on a fallback, neither counted nor logged again.
-  ArmResult ArmImpl(const std::string& key, const ProcessRef& process, bool rearm);
+  // `pin`: the caller's, as Arm's (empty for a re-arm).
+  ArmResult ArmImpl(const std::string& key, const ProcessRef& process, bool rearm,
+                    PinnedProcess pin);
   // kExited; a re-armed key leaves the wait.
   ArmResult Exited(const std::string& key, bool rearm);
   // The processes one Wait() found exited: their pins, kept for the read.

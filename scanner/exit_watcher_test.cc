@@ -14,17 +14,20 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/test_child.h"
 #include "base/test_util.h"
 #include "gtest/gtest.h"
+#include "scanner/pinned_process.h"
 #include "scanner/procfs.h"
 
 namespace runreaper::scanner {
@@ -283,6 +286,115 @@ TEST_F(ExitWatcherTest, KeysNamingOneProcessShareOnePidfd) {
   EXPECT_EQ(watcher_->pidfds(), 0);
   EXPECT_LE(CountOpenFds(), before);  // the shared pidfd is closed
   c.Reap();
+}
+
+ProcessRef RefOf(int pid, uint64_t start_time) {
+  ProcessRef ref;
+  ref.pid = pid;
+  ref.start_time = start_time;
+  return ref;
+}
+
+// A pin verified by its caller's read (registration's), as Arm takes it.
+PinnedProcess PinAsRead(const ProcFs& procfs, int pid) {
+  PinOutcome pin = PinnedProcess::OpenForRead(pid);
+  absl::StatusOr<ProcStat> stat = procfs.ReadStat(pid);
+  if (pin.result != PinResult::kPinned || !stat.ok() || !pin.process.VerifyRead(stat->start_time)) {
+    return PinnedProcess();
+  }
+  return std::move(pin.process);
+}
+
+// Whether descriptor `fd` of this process is a pidfd of `pid`.
+bool IsPidfdOf(int fd, int pid) {
+  std::ifstream info(absl::StrCat("/proc/self/fdinfo/", fd));
+  std::string line;
+  while (std::getline(info, line)) {
+    if (line == absl::StrCat("Pid:\t", pid)) return true;
+  }
+  return false;
+}
+
+// The pin registration read the process through is the one watched: no
+// pidfd of the watcher's own, and the exit is seen through it.
+TEST_F(ExitWatcherTest, AHandedPinIsWatchedAsItIs) {
+  base::TestChild c(nullptr, 7);
+  PinnedProcess pin = PinAsRead(procfs_, c.pid());
+  ASSERT_TRUE(pin.valid());
+  const int fd = pin.pidfd();
+  const int before = CountOpenFds();
+  ASSERT_EQ(watcher_->Arm("run-h", RefOf(c.pid(), StartTime(c.pid())), std::move(pin)),
+            ExitWatcher::ArmResult::kArmed);
+  EXPECT_EQ(CountOpenFds(), before);
+  EXPECT_TRUE(IsPidfdOf(fd, c.pid())) << "the handed pidfd is held";
+  EXPECT_EQ(watcher_->pidfds(), 1);
+  EXPECT_TRUE(watcher_->Wait(absl::ZeroDuration()).empty());  // still running
+  c.Release();
+  EXPECT_TRUE(AwaitReported("run-h"));
+  EXPECT_EQ(watcher_->pidfds(), 0);
+  EXPECT_LT(CountOpenFds(), before);  // closed once reported
+  c.Reap();
+}
+
+// A pin of a process that exited between the read and the arm is not
+// taken (the reap may have freed the pid): the watcher pins and verifies
+// on its own, exactly as without one.
+TEST_F(ExitWatcherTest, AHandedPinWhoseProcessExitedIsNotTaken) {
+  {
+    base::TestChild c(nullptr, 7);
+    const uint64_t start = StartTime(c.pid());
+    PinnedProcess pin = PinAsRead(procfs_, c.pid());
+    ASSERT_TRUE(pin.valid());
+    const int fd = pin.pidfd();
+    c.Release();
+    c.Reap();
+    EXPECT_EQ(watcher_->Arm("run-reaped", RefOf(c.pid(), start), std::move(pin)),
+              ExitWatcher::ArmResult::kExited);
+    EXPECT_EQ(watcher_->armed(), 0);
+    EXPECT_FALSE(IsPidfdOf(fd, c.pid()));  // closed
+  }
+  base::TestChild z(nullptr, 7);
+  const uint64_t start = StartTime(z.pid());
+  PinnedProcess pin = PinAsRead(procfs_, z.pid());
+  ASSERT_TRUE(pin.valid());
+  z.ExitToZombie();
+  const ExitWatcher::ArmResult armed =
+      watcher_->Arm("run-zombie", RefOf(z.pid(), start), std::move(pin));
+  if (armed == ExitWatcher::ArmResult::kArmed) {
+    EXPECT_EQ(watcher_->Wait(absl::ZeroDuration()), std::vector<std::string>{"run-zombie"});
+  } else {
+    EXPECT_EQ(armed, ExitWatcher::ArmResult::kExited);
+  }
+  z.Reap();
+}
+
+// A pin that is not of the recorded process (another process, another
+// start time, or never verified) is closed, and the recorded one watched.
+TEST_F(ExitWatcherTest, AHandedPinOfAnotherProcessIsNotTaken) {
+  base::TestChild a(nullptr, 7);
+  base::TestChild b(nullptr, 7);
+  const uint64_t start_a = StartTime(a.pid());
+  const uint64_t start_b = StartTime(b.pid());
+  PinnedProcess of_b = PinAsRead(procfs_, b.pid());
+  ASSERT_TRUE(of_b.valid());
+  const int fd = of_b.pidfd();
+  ASSERT_EQ(watcher_->Arm("run-a", RefOf(a.pid(), start_a), std::move(of_b)),
+            ExitWatcher::ArmResult::kArmed);
+  EXPECT_FALSE(IsPidfdOf(fd, b.pid()));  // closed, a pinned instead
+  PinnedProcess unverified = std::move(PinnedProcess::OpenForRead(b.pid()).process);
+  ASSERT_TRUE(unverified.valid());
+  ASSERT_EQ(watcher_->Arm("run-b", RefOf(b.pid(), start_b), std::move(unverified)),
+            ExitWatcher::ArmResult::kArmed);
+  EXPECT_EQ(watcher_->Arm("run-later", RefOf(a.pid(), start_a + 1), PinAsRead(procfs_, a.pid())),
+            ExitWatcher::ArmResult::kExited);
+  EXPECT_EQ(watcher_->pidfds(), 2);
+  b.Release();
+  EXPECT_TRUE(AwaitReported("run-b"));
+  EXPECT_EQ(reported_, std::vector<std::string>{"run-b"});
+  a.Release();
+  EXPECT_TRUE(AwaitReported("run-a"));
+  a.Reap();
+  b.Reap();
 }
 
 TEST_F(ExitWatcherTest, LastDisarmClosesThePidfd) {
