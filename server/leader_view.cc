@@ -4,29 +4,30 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "base/fd.h"
 #include "base/log.h"
 #include "base/status_macros.h"
-#include "base/syscalls.h"
 
 namespace runreaper::server {
 namespace {
 
-// A pidfd of `pid`, opened before its identity is read, so that the pidfs
-// id it gives is that very process's (PidfsIdOfRead). Empty when pidfs ids
-// are off (--pidfs_id=false, or a kernel without them) or the open failed.
-base::Fd PinForId(const DaemonSelf& self, int pid) {
-  if (!self.features().pidfs_ids || pid <= 0) return base::Fd();
-  return base::Fd(base::PidfdOpen(pid, 0));
+// A pin of `pid`, opened before its identity is read (PinnedProcess::
+// OpenForRead), for VerifiedPin. Empty without pidfds (KernelFeatures::
+// pidfd off) or when the open failed: the read goes on without it.
+scanner::PinnedProcess PinForRead(const DaemonSelf& self, int pid) {
+  if (!self.features().pidfd || pid <= 0) return scanner::PinnedProcess();
+  return std::move(scanner::PinnedProcess::OpenForRead(pid).process);
 }
 
-// The pidfs id of the process `pin` holds, when that process is the one
-// whose identity was read after the pin was opened: it has not exited
-// since (a pid is not reused before its process is reaped, and a pidfd
-// turns readable at the exit). 0 otherwise (unknown).
-uint64_t PidfsIdOfRead(const base::Fd& pin) {
-  if (!pin.valid() || base::PidfdPollExited(pin.get()) != 0) return 0;
-  return base::PidfsId(pin.get());
+// `pin` once the identity `read` was read after it was opened: verified
+// when it has not exited since (the read was then of that very process),
+// with the start time read; empty otherwise. Sets read->pidfs_id to the
+// pin's when verified and pidfs ids are on, else to 0 (unknown).
+scanner::PinnedProcess VerifiedPin(const DaemonSelf& self, scanner::PinnedProcess pin,
+                                   scanner::Identity* read) {
+  read->pidfs_id = 0;
+  if (!pin.VerifyRead(read->start_time)) return scanner::PinnedProcess();
+  if (self.features().pidfs_ids) read->pidfs_id = pin.pidfs_id();
+  return pin;
 }
 
 // The leader `r` names in PID namespace r.pidns_inode() (not ours), read
@@ -66,9 +67,9 @@ absl::Status ViewTranslated(const scanner::ProcFs& procfs, const DaemonSelf& sel
   // status in one pinned pass), so that everything compared below is one
   // process, still the one of that namespace with that start time.
   scanner::ProcStatus status;
-  const base::Fd pin = PinForId(self, host);
+  scanner::PinnedProcess pin = PinForRead(self, host);
   ASSIGN_OR_RETURN(scanner::Identity again, procfs.CaptureIdentity(host, &status));
-  again.pidfs_id = PidfsIdOfRead(pin);
+  pin = VerifiedPin(self, std::move(pin), &again);
   if (again.start_time != r.start_time_ticks() || again.pidns_inode != r.pidns_inode()) {
     return absl::NotFoundError(absl::StrCat("pid ", host,
                                             " changed while it was read: now namespace ",
@@ -78,6 +79,7 @@ absl::Status ViewTranslated(const scanner::ProcFs& procfs, const DaemonSelf& sel
                    LiveInOwnNamespace(again, status.nspid, status.nspgid, status.nssid));
   view->state = status.state;
   view->host_pid = host;
+  view->pin = std::move(pin);
   view->where = LeaderView::Where::kTranslated;
   return absl::OkStatus();
 }
@@ -120,12 +122,12 @@ LeaderView ViewLeader(const scanner::ProcFs& procfs, const DaemonSelf& self,
   }
   view.named_pidns = self_ns;
   scanner::ProcStatus status;
-  const base::Fd pin = PinForId(self, r.pid());
+  scanner::PinnedProcess pin = PinForRead(self, r.pid());
   absl::StatusOr<scanner::Identity> id = procfs.CaptureIdentity(r.pid(), &status, capture);
   if (id.ok()) {
     view.where = LeaderView::Where::kHere;
     view.live = *std::move(id);
-    view.live.pidfs_id = PidfsIdOfRead(pin);
+    view.pin = VerifiedPin(self, std::move(pin), &view.live);
     view.state = status.state;
     // A process in a container below us: its ns link names its own
     // namespace, but the pid, pgid and sid read here are our numbers for

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "runreaper/v1/runreaper.pb.h"
 #include "scanner/identity.h"
+#include "scanner/pinned_process.h"
 #include "scanner/procfs.h"
 #include "server/daemon_self.h"
 
@@ -44,6 +45,12 @@ struct LeaderView {
   // live.pidfs_id: its pidfs inode id, from a pidfd opened before the read
   // and still not exited after it (so the same process); 0 when unknown
   // (KernelFeatures::pidfs_ids off, or it exited meanwhile).
+  // kHere, kTranslated: that pidfd (of host_pid for kTranslated), verified
+  // with the start time read (PinnedProcess::OpenForRead, VerifyRead), for
+  // registration to hand to the exit watcher, which then opens none of its
+  // own; empty when none was opened (KernelFeatures::pidfd off) or the
+  // process exited before the read was done.
+  scanner::PinnedProcess pin;
   // kHere, kTranslated: its state letter in the same read (status State:;
   // 'Z' a zombie).
   char state = '?';

@@ -24,6 +24,7 @@
 #include "scanner/identity.h"
 #include "scanner/identity_proto.h"
 #include "scanner/liveness.h"
+#include "scanner/pinned_process.h"
 #include "scanner/procfs.h"
 #include "store/run_store.h"
 
@@ -492,7 +493,8 @@ absl::StatusOr<PassResult> Reconciler::ReconcileLocked(
   return result;
 }
 
-absl::Status Reconciler::Watch(const v1::Run& run) {
+absl::Status Reconciler::Watch(const v1::Run& run, scanner::PinnedProcess leader_pin,
+                               scanner::PinnedProcess owner_pin) {
   if (watcher_ == nullptr || run.state() != v1::RUN_STATE_RUNNING) {
     return absl::OkStatus();
   }
@@ -504,8 +506,8 @@ absl::Status Reconciler::Watch(const v1::Run& run) {
       owner.has_value() && owner->start_time != 0 && owner->pidns_inode != 0 &&
       owner->pidns_inode == observer.pidns_inode && !owner->boot_id.empty() &&
       owner->boot_id == observer.boot_id) {
-    owner_exited =
-        watcher_->Arm(OwnerKey(run.run_id()), *owner) == scanner::ExitWatcher::ArmResult::kExited;
+    owner_exited = watcher_->Arm(OwnerKey(run.run_id()), *owner, std::move(owner_pin)) ==
+                   scanner::ExitWatcher::ArmResult::kExited;
   }
   auto reconcile_now = [&]() -> absl::Status {
     absl::StatusOr<PassResult> result = ReconcileRuns({run.run_id()});
@@ -530,10 +532,10 @@ absl::Status Reconciler::Watch(const v1::Run& run) {
     return owner_exited ? reconcile_now() : absl::OkStatus();
   }
   if (owner_exited) {
-    watcher_->Arm(run.run_id(), *leader);
+    watcher_->Arm(run.run_id(), *leader, std::move(leader_pin));
     return reconcile_now();
   }
-  switch (watcher_->Arm(run.run_id(), *leader)) {
+  switch (watcher_->Arm(run.run_id(), *leader, std::move(leader_pin))) {
     case scanner::ExitWatcher::ArmResult::kArmed:
       return absl::OkStatus();
     case scanner::ExitWatcher::ArmResult::kExited: {

@@ -19,6 +19,7 @@
 #include "runreaper/v1/runreaper.pb.h"
 #include "scanner/exit_watcher.h"
 #include "scanner/observed_exit.h"
+#include "scanner/pinned_process.h"
 #include "scanner/procfs.h"
 #include "server/daemon_self.h"
 #include "store/run_store.h"
@@ -90,8 +91,13 @@ class Reconciler {
   // Arms the exit watcher for a RUNNING run in a verified namespace (after
   // RegisterRun, and for every RUNNING record at startup), and for its
   // owner under OwnerKey. A run whose leader or owner has already exited is
-  // reconciled at once.
-  absl::Status Watch(const v1::Run& run);
+  // reconciled at once. `leader_pin` and `owner_pin`: pins of the leader
+  // (as watched here: its translation for one of another namespace) and of
+  // the owner that the caller holds already (registration's reads), which
+  // the watcher keeps instead of opening its own when they are those
+  // processes, still alive (ExitWatcher::Arm); empty: none.
+  absl::Status Watch(const v1::Run& run, scanner::PinnedProcess leader_pin = {},
+                     scanner::PinnedProcess owner_pin = {});
   // The run left RUNNING (finished, cancelled): its share of the leader's
   // (and owner's) pidfd is released at once (closed when no other run names
   // the process).

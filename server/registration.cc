@@ -13,6 +13,7 @@
 #include "scanner/cgroup_path.h"
 #include "scanner/identity.h"
 #include "scanner/identity_proto.h"
+#include "scanner/pinned_process.h"
 #include "scanner/procfs.h"
 #include "server/cgroup_claim.h"
 #include "server/leader_view.h"
@@ -121,7 +122,7 @@ absl::StatusOr<v1::Run> Registrar::Register(const Caller& caller,
   RETURN_IF_ERROR(ValidateCookies(r.cookies(), cookie_names_));
   const SelfFacts self = self_->Facts();
   // No leader (pid 0, an owner-only run): nothing to read.
-  const LeaderView leader = r.pid() != 0 ? ViewLeader(*procfs_, *self_, r) : LeaderView();
+  LeaderView leader = r.pid() != 0 ? ViewLeader(*procfs_, *self_, r) : LeaderView();
 
   v1::Run run;
   run.set_run_id(r.run_id());
@@ -157,8 +158,9 @@ absl::StatusOr<v1::Run> Registrar::Register(const Caller& caller,
     ASSIGN_OR_RETURN(unverified, CheckLeaderClaim(caller, r, leader));
   }
   // The owner: one pinned read in our namespace, the same policy.
+  scanner::PinnedProcess owner_pin;
   if (r.owner_pid() != 0) {
-    const LeaderView owner = ViewOwner(*procfs_, *self_, r.owner_pid());
+    LeaderView owner = ViewOwner(*procfs_, *self_, r.owner_pid());
     const std::optional<scanner::ProcessRef> here =
         scanner::LeaderIn(scanner::IdentityOf(run), self.pidns_inode);
     const int leader_pid = here.has_value() ? here->pid : 0;
@@ -174,6 +176,7 @@ absl::StatusOr<v1::Run> Registrar::Register(const Caller& caller,
         owner.state != 'X') {
       run.set_liveness(v1::LIVENESS_ALIVE);
     }
+    owner_pin = std::move(owner.pin);
   }
   if (r.sweep_on_end()) {
     run.set_sweep_on_end(true);
@@ -234,8 +237,10 @@ absl::StatusOr<v1::Run> Registrar::Register(const Caller& caller,
   // it has already forked.
   if (hooks_.track) hooks_.track(stored);
   if (hooks_.arm) {
-    // Armed before the answer: an exit from now on is seen at once.
-    if (absl::Status s = hooks_.arm(stored); !s.ok()) {
+    // Armed before the answer: an exit from now on is seen at once. The
+    // watcher holds the pidfds of the reads above when they are the
+    // processes it watches, rather than open and verify its own.
+    if (absl::Status s = hooks_.arm(stored, std::move(leader.pin), std::move(owner_pin)); !s.ok()) {
       base::LogWarning(base::LogFields().Run(stored.run_id()), "watch: ", s.ToString());
     }
     // Arming reconciles a leader that is already gone: answer with that.

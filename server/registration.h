@@ -31,6 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "runreaper/v1/runreaper.pb.h"
+#include "scanner/pinned_process.h"
 #include "scanner/procfs.h"
 #include "server/caller_policy.h"
 #include "server/daemon_self.h"
@@ -50,8 +51,13 @@ struct RegistrationHooks {
   std::function<void(const v1::Run&)> track;
   // A stored RUNNING run's exit watcher is armed before the answer
   // (Reconciler::Watch, which reconciles a leader already gone). An error is
-  // logged, not answered: the pass probes the run instead.
-  std::function<absl::Status(const v1::Run&)> arm;
+  // logged, not answered: the pass probes the run instead. `leader` and
+  // `owner` are the pins the registration's reads left (LeaderView::pin;
+  // empty when none), for the watcher to hold instead of opening pidfds of
+  // its own.
+  std::function<absl::Status(const v1::Run&, scanner::PinnedProcess leader,
+                             scanner::PinnedProcess owner)>
+      arm;
 };
 
 class Registrar {

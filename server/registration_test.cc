@@ -32,6 +32,7 @@
 #include "gtest/gtest.h"
 #include "scanner/exit_watcher.h"
 #include "scanner/identity_proto.h"
+#include "scanner/pinned_process.h"
 #include "scanner/process_test_util.h"
 #include "scanner/procfs.h"
 #include "server/caller_policy.h"
@@ -101,7 +102,10 @@ class RegistrationTest : public ::testing::Test {
     reconciler_ = std::make_unique<Reconciler>(store_.get(), &procfs_, watcher_.get(), options);
     RegistrationHooks hooks;
     hooks.notify = [this] { ++notified_; };
-    hooks.arm = [this](const v1::Run& run) { return reconciler_->Watch(run); };
+    hooks.arm = [this](const v1::Run& run, scanner::PinnedProcess leader,
+                       scanner::PinnedProcess owner) {
+      return reconciler_->Watch(run, std::move(leader), std::move(owner));
+    };
     registrar_ = std::make_unique<Registrar>(store_.get(), &procfs_, self_.get(), hooks);
   }
 

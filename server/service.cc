@@ -15,6 +15,7 @@
 #include "proto/describe.h"
 #include "scanner/identity.h"
 #include "scanner/identity_proto.h"
+#include "scanner/pinned_process.h"
 #include "server/bearer_auth.h"
 #include "server/caller_policy.h"
 
@@ -190,7 +191,10 @@ RegistrationHooks ReconcilerService::RegistrarHooks() {
     hooks.track = [this](const v1::Run& run) { sweeper_->TrackRuns({run}); };
   }
   if (reconciler_ != nullptr) {
-    hooks.arm = [this](const v1::Run& run) { return reconciler_->Watch(run); };
+    hooks.arm = [this](const v1::Run& run, scanner::PinnedProcess leader,
+                       scanner::PinnedProcess owner) {
+      return reconciler_->Watch(run, std::move(leader), std::move(owner));
+    };
   }
   return hooks;
 }
