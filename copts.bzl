@@ -4,13 +4,9 @@ COPTS = [
     "-Wall",
     "-Wextra",
     "-Werror",
-    # clang's -Wthread-safety (which Bazel's clang toolchain turns on) checks
-    # the Abseil lock annotations gcc ignored. The store's writes run inside
-    # lambdas that its writer thread calls with the mutex held, which the
-    # analysis cannot follow (about 40 findings in store/*.cc); until each
-    # such lambda asserts the lock (mu.AssertHeld()), the analysis is off, as
-    # it always was under gcc.
-    "-Wno-thread-safety-analysis",
+    # (clang's -Wthread-safety, which Bazel's clang toolchain turns on,
+    # checks the Abseil lock annotations: a writer lambda the store's writer
+    # thread runs with the mutex held says so with mu.AssertHeld().)
 ]
 
 # Test sources (cc_test and testonly helpers) compile at -O0: they are the

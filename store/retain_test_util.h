@@ -82,6 +82,7 @@ class RetainTest : public ::testing::Test {
   void SetUp() override {
     dir_ = tmp_.path();
     path_ = dir_ + "/runs.db";
+    absl::MutexLock lock(&clock_mu_);
     now_ = absl::FromUnixSeconds(1700000000);
   }
 

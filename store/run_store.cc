@@ -148,6 +148,7 @@ absl::StatusOr<v1::Run> RunStore::Register(const v1::Run& run) {
   Impl& m = *impl_;
   v1::Run result;
   RETURN_IF_ERROR(m.Write([&]() -> absl::Status {
+    m.mu.AssertHeld();  // the writer thread runs it with mu held
     ASSIGN_OR_RETURN(std::optional<StoredRun> existing, m.Find(run.run_id()));
     if (existing.has_value()) {
       const std::string diff = IdentityDifference(existing->run, run);
@@ -239,6 +240,7 @@ absl::StatusOr<v1::Run> RunStore::Heartbeat(absl::string_view run_id) {
   Impl& m = *impl_;
   v1::Run result;
   RETURN_IF_ERROR(m.Write([&]() -> absl::Status {
+    m.mu.AssertHeld();  // the writer thread runs it with mu held
     ASSIGN_OR_RETURN(StoredRun r, m.FindOrNotFound(run_id));
     if (IsTerminal(r.run.state())) return m.Terminal(r, "heartbeat for");
     SetTimestamp(m.NowMicros(), r.run.mutable_last_seen_alive_at());
@@ -253,6 +255,7 @@ absl::StatusOr<v1::Run> RunStore::Finish(absl::string_view run_id, int exit_code
   Impl& m = *impl_;
   v1::Run result;
   RETURN_IF_ERROR(m.Write([&]() -> absl::Status {
+    m.mu.AssertHeld();  // the writer thread runs it with mu held
     ASSIGN_OR_RETURN(StoredRun r, m.FindOrNotFound(run_id));
     const v1::Run& run = r.run;
     switch (run.state()) {
@@ -305,6 +308,7 @@ absl::StatusOr<v1::Run> RunStore::Cancel(absl::string_view run_id, absl::string_
   Impl& m = *impl_;
   v1::Run result;
   RETURN_IF_ERROR(m.Write([&]() -> absl::Status {
+    m.mu.AssertHeld();  // the writer thread runs it with mu held
     ASSIGN_OR_RETURN(StoredRun r, m.FindOrNotFound(run_id));
     if (r.run.state() == v1::RUN_STATE_RUNNING) {
       RETURN_IF_ERROR(m.Terminate(r, v1::RUN_STATE_CANCELLED, m.NowMicros(), reason));

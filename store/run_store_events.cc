@@ -36,6 +36,7 @@ absl::StatusOr<std::vector<int64_t>> RunStore::AppendEvents(const std::vector<v1
   if (events.empty()) return ids;
   Impl& m = *impl_;
   RETURN_IF_ERROR(m.Write([&]() -> absl::Status {
+    m.mu.AssertHeld();  // the writer thread runs it with mu held
     ids.clear();
     const int64_t now = m.NowMicros();
     for (const v1::Event& e : events) {

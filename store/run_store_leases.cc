@@ -17,6 +17,7 @@ absl::StatusOr<v1::Lease> RunStore::PutLease(const v1::Lease& lease) {
   Impl& m = *impl_;
   v1::Lease stored = lease;
   RETURN_IF_ERROR(m.Write([&]() -> absl::Status {
+    m.mu.AssertHeld();  // the writer thread runs it with mu held
     const int64_t now = m.NowMicros();
     ASSIGN_OR_RETURN(ScopedStatement s,
                      m.db->Prepare("INSERT OR REPLACE INTO leases (pid, start_time_ticks, "

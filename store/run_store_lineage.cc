@@ -16,6 +16,7 @@ absl::Status RunStore::WriteDescendants(const std::vector<StoredDescendant>& put
   if (put.empty() && drop.empty()) return absl::OkStatus();
   Impl& m = *impl_;
   return m.Write([&]() -> absl::Status {
+    m.mu.AssertHeld();  // the writer thread runs it with mu held
     const int64_t now = m.NowMicros();
     if (!drop.empty()) {
       ASSIGN_OR_RETURN(ScopedStatement d, m.db->Prepare("DELETE FROM run_descendants WHERE "

@@ -67,6 +67,7 @@ absl::StatusOr<std::vector<AppliedUpdate>> RunStore::Impl::ApplyUpdates(
   std::vector<AppliedUpdate> out;
   if (updates.empty()) return out;
   RETURN_IF_ERROR(m.Write([&]() -> absl::Status {
+    m.mu.AssertHeld();  // the writer thread runs it with mu held
     out.clear();
     out.reserve(updates.size());
     const int64_t now = m.NowMicros();
@@ -150,24 +151,24 @@ absl::StatusOr<std::vector<AppliedUpdate>> RunStore::ApplyBatch(
   // Each update re-reads its run inside the transaction (under the write
   // lock), so a run that became terminal since the pass looked is skipped.
   return m.ApplyUpdates(updates, "apply batch", seen_by,
-                        [&m](const RunUpdate& u, int64_t now, AppliedUpdate* a)
-                            ABSL_EXCLUSIVE_LOCKS_REQUIRED(m.mu) -> absl::Status {
-                              ASSIGN_OR_RETURN(std::optional<StoredRun> found, m.Find(u.run_id));
-                              if (!found.has_value()) return absl::OkStatus();
-                              StoredRun& r = *found;
-                              if (r.run.state() == v1::RUN_STATE_RUNNING) {
-                                if (u.kind == RunUpdate::Kind::kAlive) {
-                                  r.run.set_liveness(v1::LIVENESS_ALIVE);
-                                  SetTimestamp(now, r.run.mutable_last_seen_alive_at());
-                                } else {
-                                  r.run.set_liveness(u.liveness);
-                                }
-                                RETURN_IF_ERROR(m.WriteLiveness(r));
-                                a->applied = true;
-                              }
-                              a->run = std::move(r.run);
-                              return absl::OkStatus();
-                            });
+                        [&m](const RunUpdate& u, int64_t now, AppliedUpdate* a) -> absl::Status {
+                          m.mu.AssertHeld();  // called inside ApplyUpdates' write
+                          ASSIGN_OR_RETURN(std::optional<StoredRun> found, m.Find(u.run_id));
+                          if (!found.has_value()) return absl::OkStatus();
+                          StoredRun& r = *found;
+                          if (r.run.state() == v1::RUN_STATE_RUNNING) {
+                            if (u.kind == RunUpdate::Kind::kAlive) {
+                              r.run.set_liveness(v1::LIVENESS_ALIVE);
+                              SetTimestamp(now, r.run.mutable_last_seen_alive_at());
+                            } else {
+                              r.run.set_liveness(u.liveness);
+                            }
+                            RETURN_IF_ERROR(m.WriteLiveness(r));
+                            a->applied = true;
+                          }
+                          a->run = std::move(r.run);
+                          return absl::OkStatus();
+                        });
 }
 
 absl::StatusOr<std::vector<AppliedUpdate>> RunStore::ApplyPass(
@@ -178,39 +179,39 @@ absl::StatusOr<std::vector<AppliedUpdate>> RunStore::ApplyPass(
   // so no index is rewritten. With a seq the row is found by its integer key
   // and must still carry this run_id. The run is not read back.
   return m.ApplyUpdates(updates, "apply pass", seen_by,
-                        [&m](const RunUpdate& u, int64_t now, AppliedUpdate* a)
-                            ABSL_EXCLUSIVE_LOCKS_REQUIRED(m.mu) -> absl::Status {
-                              const bool alive = u.kind == RunUpdate::Kind::kAlive;
-                              const bool seen = u.last_seen != absl::InfinitePast();
-                              const bool write_seen = alive || seen;
-                              // MAX(): a time kept in memory never moves the stored one back.
-                              static const std::string* const kSql[4] = {
-                                  new std::string("UPDATE runs SET liveness = ?2 "
-                                                  "WHERE run_id = ?4 AND state = 1"),
-                                  new std::string("UPDATE runs SET liveness = ?2, "
-                                                  "last_seen_alive_at_us = "
-                                                  "MAX(last_seen_alive_at_us, ?3) "
-                                                  "WHERE run_id = ?4 AND state = 1"),
-                                  new std::string("UPDATE runs SET liveness = ?2 "
-                                                  "WHERE seq = ?1 AND run_id = ?4 AND state = 1"),
-                                  new std::string("UPDATE runs SET liveness = ?2, "
-                                                  "last_seen_alive_at_us = "
-                                                  "MAX(last_seen_alive_at_us, ?3) "
-                                                  "WHERE seq = ?1 AND run_id = ?4 AND state = 1"),
-                              };
-                              const std::string& sql =
-                                  *kSql[(u.seq > 0 ? 2 : 0) + (write_seen ? 1 : 0)];
-                              ASSIGN_OR_RETURN(ScopedStatement s, m.db->Prepare(sql));
-                              if (u.seq > 0) s->BindInt(1, u.seq);
-                              s->BindInt(2, alive ? v1::LIVENESS_ALIVE : u.liveness);
-                              if (write_seen) {
-                                s->BindInt(3, seen ? absl::ToUnixMicros(u.last_seen) : now);
-                              }
-                              s->BindText(4, u.run_id);
-                              RETURN_IF_ERROR(s->Run());
-                              a->applied = sqlite3_changes(m.db->get()) == 1;
-                              return absl::OkStatus();
-                            });
+                        [&m](const RunUpdate& u, int64_t now, AppliedUpdate* a) -> absl::Status {
+                          m.mu.AssertHeld();  // called inside ApplyUpdates' write
+                          const bool alive = u.kind == RunUpdate::Kind::kAlive;
+                          const bool seen = u.last_seen != absl::InfinitePast();
+                          const bool write_seen = alive || seen;
+                          // MAX(): a time kept in memory never moves the stored one back.
+                          static const std::string* const kSql[4] = {
+                              new std::string("UPDATE runs SET liveness = ?2 "
+                                              "WHERE run_id = ?4 AND state = 1"),
+                              new std::string("UPDATE runs SET liveness = ?2, "
+                                              "last_seen_alive_at_us = "
+                                              "MAX(last_seen_alive_at_us, ?3) "
+                                              "WHERE run_id = ?4 AND state = 1"),
+                              new std::string("UPDATE runs SET liveness = ?2 "
+                                              "WHERE seq = ?1 AND run_id = ?4 AND state = 1"),
+                              new std::string("UPDATE runs SET liveness = ?2, "
+                                              "last_seen_alive_at_us = "
+                                              "MAX(last_seen_alive_at_us, ?3) "
+                                              "WHERE seq = ?1 AND run_id = ?4 AND state = 1"),
+                          };
+                          const std::string& sql =
+                              *kSql[(u.seq > 0 ? 2 : 0) + (write_seen ? 1 : 0)];
+                          ASSIGN_OR_RETURN(ScopedStatement s, m.db->Prepare(sql));
+                          if (u.seq > 0) s->BindInt(1, u.seq);
+                          s->BindInt(2, alive ? v1::LIVENESS_ALIVE : u.liveness);
+                          if (write_seen) {
+                            s->BindInt(3, seen ? absl::ToUnixMicros(u.last_seen) : now);
+                          }
+                          s->BindText(4, u.run_id);
+                          RETURN_IF_ERROR(s->Run());
+                          a->applied = sqlite3_changes(m.db->get()) == 1;
+                          return absl::OkStatus();
+                        });
 }
 
 }  // namespace runreaper::store

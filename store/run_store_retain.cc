@@ -79,6 +79,7 @@ absl::StatusOr<PruneResult> RunStore::Prune(const PruneOptions& options) {
       int64_t events = 0;
       absl::Duration took;
       RETURN_IF_ERROR(m.WriteBackground([&]() -> absl::Status {
+        m.mu.AssertHeld();  // the writer thread runs it with mu held
         const absl::Time started = absl::Now();
         absl::Cleanup timed = [&] { took = absl::Now() - started; };
         runs = 0;
@@ -123,6 +124,7 @@ absl::StatusOr<PruneResult> RunStore::Prune(const PruneOptions& options) {
     for (bool more = true; more && !Stopped(options);) {
       int64_t events = 0;
       RETURN_IF_ERROR(m.WriteBackground([&]() -> absl::Status {
+        m.mu.AssertHeld();  // the writer thread runs it with mu held
         events = 0;
         std::vector<int64_t> old;
         {
@@ -154,6 +156,7 @@ absl::StatusOr<PruneResult> RunStore::Prune(const PruneOptions& options) {
     // Leases that ended before the cutoff (one statement: the index by end
     // time finds them; a lease is one small row).
     RETURN_IF_ERROR(m.WriteBackground([&]() -> absl::Status {
+      m.mu.AssertHeld();  // the writer thread runs it with mu held
       ASSIGN_OR_RETURN(ScopedStatement d, m.db->Prepare("DELETE FROM leases WHERE until_us < ?1"));
       d->BindInt(1, cutoff_us);
       RETURN_IF_ERROR(d->Run());
@@ -172,6 +175,7 @@ absl::StatusOr<PruneResult> RunStore::Prune(const PruneOptions& options) {
           absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", result.cutoff, absl::UTCTimeZone()), " (retain ",
           absl::FormatDuration(options.retain), ")"));
       RETURN_IF_ERROR(m.WriteBackground([&]() -> absl::Status {
+        m.mu.AssertHeld();  // the writer thread runs it with mu held
         ASSIGN_OR_RETURN(result.summary_event_id, m.InsertEvent(summary, m.NowMicros()));
         return absl::OkStatus();
       }));
@@ -190,6 +194,7 @@ absl::StatusOr<PruneResult> RunStore::Prune(const PruneOptions& options) {
   while (free_pages > 0 && !Stopped(options)) {
     int64_t freed = 0;
     RETURN_IF_ERROR(m.WriteBackground([&]() -> absl::Status {
+      m.mu.AssertHeld();  // the writer thread runs it with mu held
       ASSIGN_OR_RETURN(const int64_t before, m.db->QueryInt("PRAGMA freelist_count"));
       RETURN_IF_ERROR(m.db->Exec(vacuum));
       ASSIGN_OR_RETURN(free_pages, m.db->QueryInt("PRAGMA freelist_count"));

@@ -100,6 +100,7 @@ absl::StatusOr<RunCounts> RunStore::CountRuns() {
   Impl& m = *impl_;
   RunCounts counts;
   RETURN_IF_ERROR(m.Read(false, [&](Database& d) -> absl::Status {
+    m.read_mu.AssertHeld();  // Read runs it with read_mu held (the count cache)
     // Both answered from an index alone: runs_by_state (state, seq) and the
     // partial index runs_terminal_unswept.
     // They still read an entry per run, and the daemon asks after every
@@ -146,6 +147,7 @@ absl::StatusOr<int> RunStore::MarkSwept(const std::vector<std::string>& run_ids,
   Impl& m = *impl_;
   int marked = 0;
   RETURN_IF_ERROR(m.Write([&]() -> absl::Status {
+    m.mu.AssertHeld();  // the writer thread runs it with mu held
     marked = 0;
     {
       ASSIGN_OR_RETURN(ScopedStatement s, m.db->Prepare("UPDATE runs SET sweep_done = 1 "
@@ -195,6 +197,7 @@ absl::StatusOr<bool> RunStore::ClaimSweepStage(absl::string_view run_id, int pid
   Impl& m = *impl_;
   bool claimed = false;
   RETURN_IF_ERROR(m.Write([&]() -> absl::Status {
+    m.mu.AssertHeld();  // the writer thread runs it with mu held
     // Make an unknown run NOT_FOUND rather than a foreign key failure.
     ASSIGN_OR_RETURN(StoredRun r, m.FindOrNotFound(run_id));
     (void)r;
@@ -249,6 +252,7 @@ absl::StatusOr<int64_t> RunStore::RecordSweepSignal(absl::string_view run_id, in
   Impl& m = *impl_;
   int64_t id = 0;
   RETURN_IF_ERROR(m.Write([&]() -> absl::Status {
+    m.mu.AssertHeld();  // the writer thread runs it with mu held
     const int64_t now = m.NowMicros();
     ASSIGN_OR_RETURN(ScopedStatement s,
                      m.db->Prepare("UPDATE sweep_progress SET sent_at_us = ?5 WHERE "
