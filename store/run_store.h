@@ -311,7 +311,10 @@ class RunStore {
   // change; `seen_by` (which path saw the evidence: "reconcile pass",
   // "exit watcher") is the detail of each STATE_CHANGED event. Updates for
   // runs that are no longer RUNNING are skipped (applied = false), never an
-  // error.
+  // error. No daemon path calls it (the reconciler uses ApplyPass): it is
+  // ApplyPass's baseline in the benchmarks (//tools:bench row "pass",
+  // //store:run_store_bench), measured side by side, and the tests' way to
+  // stage a liveness change.
   absl::StatusOr<std::vector<AppliedUpdate>> ApplyBatch(const std::vector<RunUpdate>& updates,
                                                         absl::string_view seen_by = kSeenByPass);
 
