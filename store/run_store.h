@@ -312,7 +312,7 @@ class RunStore {
   // "exit watcher") is the detail of each STATE_CHANGED event. Updates for
   // runs that are no longer RUNNING are skipped (applied = false), never an
   // error. No daemon path calls it (the reconciler uses ApplyPass): it is
-  // ApplyPass's baseline in the benchmarks (//tools:bench row "pass",
+  // ApplyPass's baseline in the benchmarks (//tools:bench row (4),
   // //store:run_store_bench), measured side by side, and the tests' way to
   // stage a liveness change.
   absl::StatusOr<std::vector<AppliedUpdate>> ApplyBatch(const std::vector<RunUpdate>& updates,
