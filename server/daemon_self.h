@@ -60,8 +60,9 @@ struct KernelFeatures {
   // clients, and only start times are compared, as before.
   bool pidfs_ids = false;
   // PIDFD_GET_INFO (Linux >= 6.13): a pinned process's ppid, uids and
-  // cgroup id in one ioctl (the uid check before a non-root run's signal);
-  // without it, its /proc status read and the pin re-checked.
+  // cgroup id in one ioctl (the uid check before a non-root run's signal,
+  // the owner's uid at registration); without it, its /proc status read
+  // and the pin re-checked.
   bool pidfd_get_info = false;
 };
 

@@ -1,5 +1,6 @@
 #include "server/leader_view.h"
 
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -84,6 +85,42 @@ absl::Status ViewTranslated(const scanner::ProcFs& procfs, const DaemonSelf& sel
   return absl::OkStatus();
 }
 
+// The owner's read through its pin (ViewOwner): the view when the pin
+// holds the owner, every read succeeded and the pin is verified after
+// them; nullopt otherwise (ViewOwner then reads it as a leader).
+std::optional<LeaderView> ViewOwnerPinned(const scanner::ProcFs& procfs, const DaemonSelf& self,
+                                          int owner_pid) {
+  scanner::PinnedProcess pin = PinForRead(self, owner_pid);
+  if (!pin.valid()) return std::nullopt;
+  absl::StatusOr<scanner::ProcStat> stat = procfs.ReadStat(owner_pid);
+  if (!stat.ok()) return std::nullopt;
+  const absl::StatusOr<scanner::PinnedInfo> info =
+      pin.ReadInfo(procfs, /*cgroup2=*/nullptr, self.features().pidfd_get_info);
+  if (!info.ok()) return std::nullopt;
+  LeaderView view;
+  view.named_pidns = self.pidns_inode();  // 0 = unknown
+  view.live.pidns_inode = view.named_pidns;
+  if (view.live.pidns_inode == 0) {
+    absl::StatusOr<uint64_t> ns = procfs.ReadPidNs(owner_pid);
+    if (!ns.ok()) return std::nullopt;
+    view.live.pidns_inode = *ns;
+  }
+  absl::StatusOr<std::string> boot_id = procfs.ReadBootId();
+  if (!boot_id.ok()) return std::nullopt;
+  view.live.pid = owner_pid;
+  view.live.start_time = stat->start_time;
+  view.live.boot_id = *std::move(boot_id);
+  view.live.pgid = stat->pgrp;
+  view.live.sid = stat->session;
+  view.live.uid = info->ruid;
+  view.live.comm = std::move(stat->comm);
+  view.pin = VerifiedPin(self, std::move(pin), &view.live);
+  if (!view.pin.valid()) return std::nullopt;
+  view.state = stat->state;
+  view.where = LeaderView::Where::kHere;
+  return view;
+}
+
 }  // namespace
 
 absl::StatusOr<scanner::Identity> LiveInOwnNamespace(const scanner::Identity& host,
@@ -154,6 +191,9 @@ LeaderView ViewLeader(const scanner::ProcFs& procfs, const DaemonSelf& self,
 }
 
 LeaderView ViewOwner(const scanner::ProcFs& procfs, const DaemonSelf& self, int owner_pid) {
+  if (std::optional<LeaderView> view = ViewOwnerPinned(procfs, self, owner_pid); view.has_value()) {
+    return *std::move(view);
+  }
   v1::RegisterRunRequest by_pid;  // only a pid: read in our namespace
   by_pid.set_pid(owner_pid);
   // An owner's cgroup is never recorded (it is the agent's, shared by every

@@ -100,8 +100,18 @@ LeaderView ViewLeader(const scanner::ProcFs& procfs, const DaemonSelf& self,
                       const scanner::ProcFs::CaptureOptions& capture = {});
 
 // The one read of a RegisterRun request's owner (owner_pid): always in
-// runreaperd's own PID namespace, by pid, pinned, exactly as a leader sent
-// with only a pid (kHere, kGone with `thread_of`, or kUnreadable).
+// runreaperd's own PID namespace, by pid, pinned, with the answer of a
+// leader sent with only a pid (kHere, kGone with `thread_of`, or
+// kUnreadable) but only what an owner record holds (no cgroup). The pidfd
+// is opened first (OpenForRead); then the stat (start time, pgid, sid,
+// comm, state), the real uid through the pin (PinnedProcess::ReadInfo:
+// PIDFD_GET_INFO when KernelFeatures::pidfd_get_info, else <pid>/status),
+// the PID namespace only when ours is unknown (a process seen in our /proc
+// is numbered in ours, which is what is recorded), and the pin verified
+// after the reads. A pid that pidfd_open accepts leads its thread group,
+// so no Tgid is compared. Anything else (no pidfd, a pid gone or a thread
+// id, an unreadable stat, an exit during the read) is read as a leader is
+// (ViewLeader), so every failure answers exactly as that read does.
 LeaderView ViewOwner(const scanner::ProcFs& procfs, const DaemonSelf& self, int owner_pid);
 
 // For a leader sent from another PID namespace: when `leader` is

@@ -2,25 +2,32 @@
 // runreaperd's own PID namespace, and a pod's process seen from the host
 // (host pid 5123, pid 7 in the pod), so that what the view reads, how it
 // numbers the translated leader and why it does not translate are checked
-// without a real namespace (uid_e2e_test and pidns_e2e_test do that).
+// without a real namespace (uid_e2e_test and pidns_e2e_test do that); and
+// ViewOwner's pinned read against real processes, beside the leader's read.
 #include "server/leader_view.h"
 
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/test_child.h"
 #include "base/test_util.h"
 #include "gtest/gtest.h"
 #include "server/caller_policy.h"
@@ -225,6 +232,111 @@ TEST(RealNamespaceTest, AChildNamespacesInitIsTranslatedThroughItsHostPid) {
   v = ViewLeader(procfs, self, r);
   EXPECT_EQ(v.where, LeaderView::Where::kOtherNamespace);
   EXPECT_TRUE(absl::IsNotFound(v.error)) << v.error;
+}
+
+// A child whose real uid is `ruid` and effective uid root, held until
+// destroyed: the owner record holds the real one.
+class RealUidChild {
+ public:
+  explicit RealUidChild(uid_t ruid) {
+    int ready[2];
+    if (::pipe2(ready, O_CLOEXEC) != 0) std::abort();
+    pid_ = ::fork();
+    if (pid_ < 0) std::abort();
+    if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      ::close(ready[0]);
+      if (::setresuid(ruid, 0, 0) != 0) ::_exit(1);
+      char c = 'r';
+      while (::write(ready[1], &c, 1) < 0 && errno == EINTR) {
+      }
+      for (;;) ::pause();
+    }
+    ::close(ready[1]);
+    char c = 0;
+    while (::read(ready[0], &c, 1) < 0 && errno == EINTR) {
+    }
+    ::close(ready[0]);
+    ok_ = c == 'r';
+  }
+  ~RealUidChild() {
+    ::kill(pid_, SIGKILL);
+    while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
+  pid_t pid() const { return pid_; }
+  bool ok() const { return ok_; }
+
+ private:
+  pid_t pid_ = 0;
+  bool ok_ = false;
+};
+
+// The owner's read through its pin (its uid by PIDFD_GET_INFO, or by the
+// status read where the kernel has none) says what the read of a leader
+// says of it, with the pin verified for the exit watcher; a zombie, a pid
+// gone and a thread id answer exactly as that read does.
+TEST(OwnerViewTest, TheOwnersPinnedReadIsTheLeadersReadOfIt) {
+  const scanner::ProcFs procfs;
+  const DaemonSelf real(procfs);
+  if (!real.features().pidfd) GTEST_SKIP() << "no pidfd_open (Linux < 5.3)";
+  RealUidChild owner(4321);
+  ASSERT_TRUE(owner.ok());
+  // The read of a leader: no pidfds at all.
+  const DaemonSelf plain(real.Facts(), KernelFeatures{});
+  const LeaderView want = ViewOwner(procfs, plain, owner.pid());
+  ASSERT_EQ(want.where, LeaderView::Where::kHere) << want.error;
+  EXPECT_EQ(want.live.uid, 4321u);
+  EXPECT_FALSE(want.pin.valid());
+  for (const bool get_info : {true, false}) {
+    for (const bool ids : {true, false}) {
+      KernelFeatures features = real.features();
+      features.pidfd_get_info = features.pidfd_get_info && get_info;
+      features.pidfs_ids = features.pidfs_ids && ids;
+      const DaemonSelf self(real.Facts(), features);
+      const LeaderView v = ViewOwner(procfs, self, owner.pid());
+      ASSERT_EQ(v.where, LeaderView::Where::kHere) << v.error;
+      EXPECT_EQ(v.live, want.live) << get_info << ids;  // all but the pidfs id
+      EXPECT_EQ(v.state, want.state);
+      EXPECT_EQ(v.named_pidns, want.named_pidns);
+      EXPECT_EQ(v.thread_of, 0);
+      ASSERT_TRUE(v.pin.valid());
+      EXPECT_EQ(v.pin.pid(), owner.pid());
+      EXPECT_EQ(v.pin.start_time(), want.live.start_time);
+      EXPECT_EQ(v.live.pidfs_id, features.pidfs_ids ? v.pin.pidfs_id() : 0u);
+      if (features.pidfs_ids) EXPECT_NE(v.live.pidfs_id, 0u);
+    }
+  }
+
+  const DaemonSelf& self = real;
+  base::TestChild child("rr-view-gone");
+  const int pid = child.pid();
+  child.ExitToZombie();
+  LeaderView zombie = ViewOwner(procfs, self, pid);
+  ASSERT_EQ(zombie.where, LeaderView::Where::kHere) << zombie.error;
+  EXPECT_EQ(zombie.state, 'Z');
+  EXPECT_FALSE(zombie.pin.valid());  // exited: nothing for the watcher
+  EXPECT_EQ(zombie.live, ViewOwner(procfs, plain, pid).live);
+  child.Reap();
+  const LeaderView gone = ViewOwner(procfs, self, pid);
+  EXPECT_EQ(gone.where, LeaderView::Where::kGone);
+  EXPECT_TRUE(absl::IsNotFound(gone.error)) << gone.error;
+  EXPECT_EQ(gone.thread_of, 0);
+  EXPECT_FALSE(gone.pin.valid());
+
+  std::atomic<pid_t> tid{0};
+  std::atomic<bool> done{false};
+  std::thread t([&] {
+    tid = static_cast<pid_t>(::syscall(SYS_gettid));
+    while (!done) ::usleep(1000);
+  });
+  while (tid.load() == 0) ::usleep(1000);
+  const LeaderView thread = ViewOwner(procfs, self, tid);
+  done = true;
+  t.join();
+  EXPECT_EQ(thread.where, LeaderView::Where::kGone);
+  EXPECT_EQ(thread.thread_of, ::getpid());
+  EXPECT_FALSE(thread.pin.valid());
 }
 
 }  // namespace
