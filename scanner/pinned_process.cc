@@ -76,21 +76,26 @@ void SetPidfdOpenError(int pid, int err, PinOutcome* out) {
   }
 }
 
+// A pidfd of `pid`; on failure an invalid Fd, with `out` saying why (not a
+// pid, or pidfd_open's error, through SetPidfdOpenError).
+base::Fd OpenPidfd(int pid, PinOutcome* out) {
+  if (pid <= 0) {
+    out->result = PinResult::kError;
+    out->status = absl::InvalidArgumentError(absl::StrCat("pin pid ", pid, ": not a pid"));
+    return base::Fd();
+  }
+  base::Fd pidfd(base::PidfdOpen(pid, 0));
+  if (!pidfd.valid()) SetPidfdOpenError(pid, errno, out);
+  return pidfd;
+}
+
 }  // namespace
 
 PinOutcome PinnedProcess::Open(const ProcFs& procfs, int pid, uint64_t start_time,
                                uint64_t pidfs_id) {
   PinOutcome out;
-  if (pid <= 0) {
-    out.result = PinResult::kError;
-    out.status = absl::InvalidArgumentError(absl::StrCat("pin pid ", pid, ": not a pid"));
-    return out;
-  }
-  base::Fd pidfd(base::PidfdOpen(pid, 0));
-  if (!pidfd.valid()) {
-    SetPidfdOpenError(pid, errno, &out);
-    return out;
-  }
+  base::Fd pidfd = OpenPidfd(pid, &out);
+  if (!pidfd.valid()) return out;
 
   // The pidfd pins whatever held `pid` when it was opened; everything read
   // now is of that process while it lives, and the start time (and, where
@@ -135,16 +140,8 @@ PinOutcome PinnedProcess::Open(const ProcFs& procfs, int pid, uint64_t start_tim
 
 PinOutcome PinnedProcess::OpenForRead(int pid) {
   PinOutcome out;
-  if (pid <= 0) {
-    out.result = PinResult::kError;
-    out.status = absl::InvalidArgumentError(absl::StrCat("pin pid ", pid, ": not a pid"));
-    return out;
-  }
-  base::Fd pidfd(base::PidfdOpen(pid, 0));
-  if (!pidfd.valid()) {
-    SetPidfdOpenError(pid, errno, &out);
-    return out;
-  }
+  base::Fd pidfd = OpenPidfd(pid, &out);
+  if (!pidfd.valid()) return out;
   const uint64_t pinned_id = base::PidfsId(pidfd.get());
   out.result = PinResult::kPinned;
   out.status = absl::OkStatus();
