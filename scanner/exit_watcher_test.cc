@@ -136,17 +136,9 @@ TEST_F(ExitWatcherTest, WrongStartTimeIsExitedAndNotWatched) {
 }
 
 TEST_F(ExitWatcherTest, ThreadIdIsExited) {
-  std::atomic<pid_t> tid{0};
-  std::atomic<bool> done{false};
-  std::thread t([&] {
-    tid = ::gettid();
-    while (!done) absl::SleepFor(absl::Milliseconds(1));
-  });
-  ASSERT_TRUE(base::WaitFor([&] { return tid.load() != 0; }));
+  const base::HeldThread thread;
   // pidfd_open refuses a thread that is not its group's leader (EINVAL).
-  EXPECT_EQ(watcher_->Arm("run-thread", tid, 0), ExitWatcher::ArmResult::kExited);
-  done = true;
-  t.join();
+  EXPECT_EQ(watcher_->Arm("run-thread", thread.tid(), 0), ExitWatcher::ArmResult::kExited);
 }
 
 TEST_F(ExitWatcherTest, WakeInterruptsWait) {

@@ -144,23 +144,11 @@ TEST_F(PinnedProcessTest, OtherRecordedStartTimeIsReusedAndNotHeld) {
 }
 
 TEST_F(PinnedProcessTest, ThreadIdIsNotAProcess) {
-  int fds[2];
-  ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
-  base::Fd rd(fds[0]);
-  base::Fd wr(fds[1]);
-  std::atomic<pid_t> tid{0};
-  std::thread t([&] {
-    tid = ::gettid();
-    char c;
-    while (::read(rd.get(), &c, 1) < 0 && errno == EINTR) {
-    }
-  });
-  ASSERT_TRUE(base::WaitFor([&] { return tid.load() != 0; }));
+  const base::HeldThread thread;
+  const pid_t tid = thread.tid();
   PinOutcome pin = PinnedProcess::Open(procfs_, tid, 0);
   EXPECT_EQ(pin.result, PinResult::kNotProcess) << PinResultName(pin.result) << " " << pin.status;
   EXPECT_FALSE(pin.process.valid());
-  ASSERT_EQ(::write(wr.get(), "x", 1), 1);
-  t.join();
 }
 
 TEST_F(PinnedProcessTest, UnreadableStatIsHeldButUnverified) {
@@ -242,23 +230,10 @@ TEST_F(PinnedProcessTest, APinForAReadFailsAsOpensPidfdOpenDoes) {
   EXPECT_EQ(none.result, PinResult::kError);
   EXPECT_TRUE(absl::IsInvalidArgument(none.status)) << none.status;
   // A thread that does not lead its group.
-  int fds[2];
-  ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
-  base::Fd rd(fds[0]);
-  base::Fd wr(fds[1]);
-  std::atomic<pid_t> tid{0};
-  std::thread t([&] {
-    tid = ::gettid();
-    char c;
-    while (::read(rd.get(), &c, 1) < 0 && errno == EINTR) {
-    }
-  });
-  ASSERT_TRUE(base::WaitFor([&] { return tid.load() != 0; }));
-  const PinOutcome thread = PinnedProcess::OpenForRead(tid);
+  const base::HeldThread held;
+  const PinOutcome thread = PinnedProcess::OpenForRead(held.tid());
   EXPECT_EQ(thread.result, PinResult::kNotProcess) << PinResultName(thread.result);
   EXPECT_FALSE(thread.process.valid());
-  ASSERT_EQ(::write(wr.get(), "x", 1), 1);
-  t.join();
   base::TestChild child;
   base::DescriptorsUsedUp used(64);
   ASSERT_TRUE(used.ok());

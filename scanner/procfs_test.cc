@@ -25,6 +25,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "base/test_child.h"
 #include "base/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -471,22 +472,14 @@ TEST(RealProcessTest, CaptureIdentityOfSleeper) {
 
 TEST(RealProcessTest, ThreadIdIsNotAProcess) {
   ProcFs fs;
-  std::atomic<pid_t> tid{0};
-  std::atomic<bool> done{false};
-  std::thread t([&] {
-    tid = ::gettid();
-    while (!done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  });
-  ASSERT_TRUE(base::WaitFor([&] { return tid.load() != 0; }));
-  const pid_t thread_id = tid.load();
+  const base::HeldThread thread;
+  const pid_t thread_id = thread.tid();
   ASSERT_NE(thread_id, ::getpid());
 
   absl::StatusOr<Identity> id = fs.CaptureIdentity(thread_id);
   absl::StatusOr<Snapshot> snap = fs.Walk();
   // /proc/<tid> opens by number even though it is not listed.
   absl::StatusOr<ProcStat> st = fs.ReadStat(thread_id);
-  done = true;
-  t.join();
 
   EXPECT_EQ(id.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(id.status().message()),

@@ -234,44 +234,6 @@ TEST(RealNamespaceTest, AChildNamespacesInitIsTranslatedThroughItsHostPid) {
   EXPECT_TRUE(absl::IsNotFound(v.error)) << v.error;
 }
 
-// A child whose real uid is `ruid` and effective uid root, held until
-// destroyed: the owner record holds the real one.
-class RealUidChild {
- public:
-  explicit RealUidChild(uid_t ruid) {
-    int ready[2];
-    if (::pipe2(ready, O_CLOEXEC) != 0) std::abort();
-    pid_ = ::fork();
-    if (pid_ < 0) std::abort();
-    if (pid_ == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      ::close(ready[0]);
-      if (::setresuid(ruid, 0, 0) != 0) ::_exit(1);
-      char c = 'r';
-      while (::write(ready[1], &c, 1) < 0 && errno == EINTR) {
-      }
-      for (;;) ::pause();
-    }
-    ::close(ready[1]);
-    char c = 0;
-    while (::read(ready[0], &c, 1) < 0 && errno == EINTR) {
-    }
-    ::close(ready[0]);
-    ok_ = c == 'r';
-  }
-  ~RealUidChild() {
-    ::kill(pid_, SIGKILL);
-    while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
-    }
-  }
-  pid_t pid() const { return pid_; }
-  bool ok() const { return ok_; }
-
- private:
-  pid_t pid_ = 0;
-  bool ok_ = false;
-};
-
 // The owner's read through its pin (its uid by PIDFD_GET_INFO, or by the
 // status read where the kernel has none) says what the read of a leader
 // says of it, with the pin verified for the exit watcher; a zombie, a pid
@@ -280,7 +242,9 @@ TEST(OwnerViewTest, TheOwnersPinnedReadIsTheLeadersReadOfIt) {
   const scanner::ProcFs procfs;
   const DaemonSelf real(procfs);
   if (!real.features().pidfd) GTEST_SKIP() << "no pidfd_open (Linux < 5.3)";
-  RealUidChild owner(4321);
+  base::TestChild::Options as_4321;
+  as_4321.uids = base::TestChild::Ids{4321, 0, 0};  // real uid 4321, still root
+  base::TestChild owner(as_4321);
   ASSERT_TRUE(owner.ok());
   // The read of a leader: no pidfds at all.
   const DaemonSelf plain(real.Facts(), KernelFeatures{});

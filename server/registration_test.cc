@@ -45,45 +45,13 @@ namespace {
 
 constexpr uint32_t kNobody = 65534;
 
-// A child of nobody (real, effective and saved uid), held until destroyed.
-class NobodyChild {
- public:
-  NobodyChild() {
-    int ready[2];
-    if (::pipe2(ready, O_CLOEXEC) != 0) std::abort();
-    pid_ = ::fork();
-    if (pid_ < 0) std::abort();
-    if (pid_ == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      ::close(ready[0]);
-      if (::setresgid(kNobody, kNobody, kNobody) != 0 ||
-          ::setresuid(kNobody, kNobody, kNobody) != 0) {
-        ::_exit(1);
-      }
-      char c = 'r';
-      while (::write(ready[1], &c, 1) < 0 && errno == EINTR) {
-      }
-      for (;;) ::pause();
-    }
-    ::close(ready[1]);
-    char c = 0;
-    while (::read(ready[0], &c, 1) < 0 && errno == EINTR) {
-    }
-    ::close(ready[0]);
-    ok_ = c == 'r';
-  }
-  ~NobodyChild() {
-    ::kill(pid_, SIGKILL);
-    while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
-    }
-  }
-  pid_t pid() const { return pid_; }
-  bool ok() const { return ok_; }
-
- private:
-  pid_t pid_ = 0;
-  bool ok_ = false;
-};
+// A held child running as nobody (real, effective and saved ids).
+base::TestChild::Options AsNobody() {
+  base::TestChild::Options o;
+  o.gids = base::TestChild::Ids{kNobody, kNobody, kNobody};
+  o.uids = base::TestChild::Ids{kNobody, kNobody, kNobody};
+  return o;
+}
 
 class RegistrationTest : public ::testing::Test {
  protected:
@@ -242,7 +210,7 @@ TEST_F(RegistrationTest, ALeaderThatExitedBeforeRegistration) {
 // leader gone: PID_REUSED), never shown alive; a non-root caller's is
 // refused, naming the field.
 TEST_F(RegistrationTest, AMismatchedStartTimeIsUnverifiedOrRefused) {
-  NobodyChild child;
+  base::TestChild child(AsNobody());
   ASSERT_TRUE(child.ok());
   v1::RegisterRunRequest r = FullIdentity("reused", child.pid());
   const uint64_t real = r.start_time_ticks();
@@ -309,7 +277,7 @@ TEST_F(RegistrationTest, ThePidfsIdsOfLeaderAndOwnerAreRecorded) {
 // sent and unverified; an owner's that does not is refused for anyone.
 TEST_F(RegistrationTest, AMismatchedPidfsIdIsUnverifiedOrRefused) {
   if (!self_->features().pidfs_ids) GTEST_SKIP() << "no pidfs ids (Linux < 6.9)";
-  NobodyChild child;
+  base::TestChild child(AsNobody());
   ASSERT_TRUE(child.ok());
   const uint64_t real = PidfsIdOf(child.pid());
   ASSERT_NE(real, 0u);
@@ -357,7 +325,7 @@ TEST_F(RegistrationTest, WithPidfsIdsOffNoneIsRecordedOrCompared) {
   features.pidfs_ids = false;
   DaemonSelf off(self_->Facts(), features);
   Registrar registrar(store_.get(), &procfs_, &off, RegistrationHooks());
-  NobodyChild child;
+  base::TestChild child(AsNobody());
   ASSERT_TRUE(child.ok());
   ASSERT_OK_AND_ASSIGN(const v1::Run by_pid,
                        registrar.Register(Caller{}, ByPid("off-pid", child.pid())));
@@ -606,8 +574,8 @@ TEST_F(RegistrationTest, BadOwnersAreRefusedNamingTheField) {
 
 // A caller that is not root may name only an owner of its own uid.
 TEST_F(RegistrationTest, NobodyMayNameOnlyItsOwnOwner) {
-  NobodyChild leader;
-  NobodyChild own_owner;
+  base::TestChild leader(AsNobody());
+  base::TestChild own_owner(AsNobody());
   ASSERT_TRUE(leader.ok() && own_owner.ok());
   base::TestChild roots("rr-reg-rootown");  // root's process
   v1::RegisterRunRequest r = ByPid("nobody-owner", leader.pid());
