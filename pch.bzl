@@ -57,8 +57,11 @@ def _precompiled_header_impl(ctx):
     ctx.actions.run(
         executable = compiler,
         # The header as a C++ header; templates instantiated once here rather
-        # than in every translation unit.
-        arguments = ["-x", "c++-header", "-fpch-instantiate-templates"] + command,
+        # than in every translation unit. No input mtimes in the PCH: Bazel
+        # rebuilds it when a header's content changes, and a new checkout or
+        # a touched lib.h with the same content must not fail every compile
+        # with "has been modified since the precompiled header was built".
+        arguments = ["-x", "c++-header", "-fpch-instantiate-templates", "-Xclang", "-fno-pch-timestamp"] + command,
         env = cc_common.get_environment_variables(
             feature_configuration = features,
             action_name = CPP_COMPILE_ACTION_NAME,
