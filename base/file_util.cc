@@ -40,10 +40,14 @@ int OpenAtCloexec(int dirfd, const char* path, int flags) {
   return fd;
 }
 
-int ReadFdToBuffer(int fd, char* buf, size_t size, bool stop_at_newline, size_t* len) {
+namespace {
+
+// ReadFdToBuffer's loop; `positional`: pread from offset 0.
+int FillBuffer(int fd, char* buf, size_t size, bool stop_at_newline, bool positional, size_t* len) {
   size_t n = 0;
   while (n < size) {
-    const ssize_t r = ::read(fd, buf + n, size - n);
+    const ssize_t r = positional ? ::pread(fd, buf + n, size - n, static_cast<off_t>(n))
+                                 : ::read(fd, buf + n, size - n);
     if (r < 0) {
       if (errno == EINTR) continue;
       return errno;
@@ -55,6 +59,16 @@ int ReadFdToBuffer(int fd, char* buf, size_t size, bool stop_at_newline, size_t*
   if (n == size) return EFBIG;
   *len = n;
   return 0;
+}
+
+}  // namespace
+
+int ReadFdToBuffer(int fd, char* buf, size_t size, bool stop_at_newline, size_t* len) {
+  return FillBuffer(fd, buf, size, stop_at_newline, /*positional=*/false, len);
+}
+
+int PReadFdToBuffer(int fd, char* buf, size_t size, bool stop_at_newline, size_t* len) {
+  return FillBuffer(fd, buf, size, stop_at_newline, /*positional=*/true, len);
 }
 
 int ReadFdToString(int fd, size_t max_bytes, std::string* out) {

@@ -55,6 +55,10 @@ int OpenAtCloexec(int dirfd, const char* path, int flags);
 // one-line file such as /proc/<pid>/stat). Returns EFBIG when the data fills
 // all `size` bytes: a file must be shorter than the buffer.
 int ReadFdToBuffer(int fd, char* buf, size_t size, bool stop_at_newline, size_t* len);
+// The same from offset 0 with pread(2), leaving the fd's offset alone: for
+// a descriptor kept open and read again (a /proc file renders afresh on
+// each read from offset 0; scanner/stat_handles.h).
+int PReadFdToBuffer(int fd, char* buf, size_t size, bool stop_at_newline, size_t* len);
 
 // Reads `fd` from its current offset to end of file into *out (replacing
 // its contents, reusing its capacity). Returns EFBIG once more than

@@ -144,6 +144,26 @@ TEST(ReadFdToString, LoopsOverShortReadsToEndOfFile) {
   EXPECT_EQ(out.size(), 500u);
 }
 
+TEST_F(FileUtilTest, PReadFdToBufferReadsFromTheStartWhateverTheOffset) {
+  const std::string path = Write("one_line", "one line\n");
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(fd.valid());
+  char buf[64];
+  size_t len = 0;
+  ASSERT_EQ(ReadFdToBuffer(fd.get(), buf, sizeof(buf), true, &len), 0);
+  EXPECT_EQ(std::string(buf, len), "one line\n");
+  // The offset is at end of file now: read() gives nothing, pread from 0
+  // the whole line again, as often as asked, without moving the offset.
+  ASSERT_EQ(ReadFdToBuffer(fd.get(), buf, sizeof(buf), true, &len), 0);
+  EXPECT_EQ(len, 0u);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(PReadFdToBuffer(fd.get(), buf, sizeof(buf), true, &len), 0);
+    EXPECT_EQ(std::string(buf, len), "one line\n");
+  }
+  EXPECT_EQ(::lseek(fd.get(), 0, SEEK_CUR), 9);
+  EXPECT_EQ(PReadFdToBuffer(fd.get(), buf, 9, false, &len), EFBIG);
+}
+
 TEST(ReadFdToBuffer, StopsAtNewlineOnlyWhenAsked) {
   int p[2];
   ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);

@@ -261,6 +261,10 @@ struct ProcFs::Cache {
 
 ProcFs::ProcFs(std::string root) : root_(std::move(root)), cache_(std::make_shared<Cache>()) {}
 
+void ProcFs::KeepStatHandles(size_t capacity) {
+  handles_ = capacity > 0 ? std::make_shared<StatHandles>(capacity) : nullptr;
+}
+
 absl::StatusOr<ProcStat> ProcFs::ReadStat(int pid) const {
   const std::string path = absl::StrCat(root_, "/", pid, "/stat");
   return ReadStatAt(AT_FDCWD, path.c_str(), path, pid);
@@ -413,23 +417,21 @@ absl::StatusOr<Snapshot> ProcFs::Walk(const WalkOptions& options) const {
   char buf[kStatBufSize];
   char rel[64];
   std::string status_buf;
+  StatHandles* const handles = handles_.get();
+  const uint64_t generation = handles != nullptr ? handles->BeginWalk() : 0;
   for (const int pid : pids) {
     PidPath(pid, "stat", rel);
-    base::Fd fd(base::OpenAtCloexec(root.get(), rel, O_RDONLY));
-    if (!fd.valid()) {
-      // ENOENT: reaped between getdents64 and openat.
-      if (errno == ENOENT || errno == ESRCH) {
-        ++snap.vanished;
-      } else {
-        ++snap.unreadable;
-      }
-      continue;
-    }
     size_t len = 0;
-    const int err = ReadStatLine(fd.get(), buf, &len);
-    fd.Reset();
+    int err = 0;
+    if (generation != 0) {
+      err = handles->Read(generation, root.get(), pid, rel, buf, kStatBufSize, &len);
+    } else {
+      base::Fd fd(base::OpenAtCloexec(root.get(), rel, O_RDONLY));
+      err = fd.valid() ? ReadStatLine(fd.get(), buf, &len) : errno;
+    }
     if (err == ENOENT || err == ESRCH || (err == 0 && len == 0)) {
-      // ESRCH: reaped between openat and read.
+      // ENOENT: reaped between getdents64 and openat; ESRCH: between openat
+      // and read.
       ++snap.vanished;
       continue;
     }
@@ -462,6 +464,7 @@ absl::StatusOr<Snapshot> ProcFs::Walk(const WalkOptions& options) const {
       if (ns.ok()) info.pidns_inode = *ns;
     }
   }
+  if (handles != nullptr) handles->EndWalk(generation);
   // /proc lists pids in ascending order already; a fixture tree may not.
   if (!std::is_sorted(snap.processes.begin(), snap.processes.end(),
                       [](const ProcessInfo& a, const ProcessInfo& b) { return a.pid < b.pid; })) {

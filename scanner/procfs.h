@@ -19,6 +19,7 @@
 #include "base/fd.h"
 #include "scanner/identity.h"
 #include "scanner/proc_parse.h"
+#include "scanner/stat_handles.h"
 
 namespace runreaper::scanner {
 
@@ -76,6 +77,14 @@ class ProcFs {
 
   const std::string& root() const { return root_; }
 
+  // Walks read each process's stat through a kept descriptor from now on
+  // (scanner/stat_handles.h): at most `capacity` kept, 0 = none. For the
+  // daemon, once at start and before it hands this ProcFs out; copies made
+  // afterwards share the handles.
+  void KeepStatHandles(size_t capacity);
+  // The kept descriptors' figures; nullptr when none are kept.
+  const StatHandles* stat_handles() const { return handles_.get(); }
+
   absl::StatusOr<ProcStat> ReadStat(int pid) const;
   absl::StatusOr<ProcStatus> ReadStatus(int pid) const;
   absl::StatusOr<uint64_t> ReadPidNs(int pid) const;  // ns/pid link
@@ -128,7 +137,8 @@ class ProcFs {
   // empty read) is skipped and counted in `vanished`; one that cannot be read
   // (EACCES, EISDIR, garbled stat, stat naming another pid) is skipped and
   // counted in `unreadable`. The default walk costs one openat+read+close of
-  // <pid>/stat per process; with_status/with_pidns add one read each, and a
+  // <pid>/stat per process (one pread with KeepStatHandles, once a process
+  // has been seen); with_status/with_pidns add one read each, and a
   // failure there leaves those fields unset instead of dropping the process.
   // Errors: only when the root itself cannot be opened or listed.
   absl::StatusOr<Snapshot> Walk(const WalkOptions& options = {}) const;
@@ -158,6 +168,7 @@ class ProcFs {
   struct Cache;
   std::string root_;
   std::shared_ptr<Cache> cache_;
+  std::shared_ptr<StatHandles> handles_;  // null = every walk opens afresh
 };
 
 // Clock ticks per second of /proc's times (USER_HZ, sysconf(_SC_CLK_TCK);
