@@ -198,7 +198,11 @@ absl::StatusOr<std::unique_ptr<ExitWatcher>> ExitWatcher::Create(const ProcFs* p
   auto impl = std::make_unique<Impl>();
   impl->procfs = procfs;
   impl->options = options;
-  impl->budget = static_cast<int>(std::max<int64_t>(0, soft - reserve));
+  // Walks' kept stat descriptors (scanner/stat_handles.h) have a share of
+  // their own: pidfds never count on it.
+  const int64_t stat_share =
+      procfs->stat_handles() != nullptr ? static_cast<int64_t>(procfs->stat_handles()->Bound()) : 0;
+  impl->budget = static_cast<int>(std::max<int64_t>(0, soft - reserve - stat_share));
   impl->epoll.Reset(::epoll_create1(EPOLL_CLOEXEC));
   if (!impl->epoll.valid()) {
     return absl::ErrnoToStatus(errno, "exit_watcher: epoll_create1");

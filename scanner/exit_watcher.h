@@ -51,7 +51,9 @@ class ExitWatcher {
   };
 
   // Raises RLIMIT_NOFILE's soft limit to the hard limit, then sets the
-  // pidfd budget to that soft limit minus the reserve (at least 0).
+  // pidfd budget to that soft limit minus the reserve and minus the share
+  // `procfs`'s kept stat descriptors may take (StatHandles::Bound(); at
+  // least 0).
   static absl::StatusOr<std::unique_ptr<ExitWatcher>> Create(const ProcFs* procfs,
                                                              ExitWatcherOptions options = {});
   ~ExitWatcher();

@@ -505,6 +505,22 @@ TEST_F(ExitWatcherTest, DefaultReserveLeavesHalfOfASmallLimit) {
   EXPECT_EQ(w->budget(), soft - std::min<int64_t>(256, soft / 2));
 }
 
+// Walks' kept stat descriptors have a share of their own that pidfds never
+// count on: the budget leaves out exactly StatHandles::Bound().
+TEST_F(ExitWatcherTest, BudgetLeavesOutTheKeptStatDescriptorsShare) {
+  ProcFs kept;
+  kept.KeepStatHandles(100);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ExitWatcher> plain, ExitWatcher::Create(&procfs_));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ExitWatcher> with, ExitWatcher::Create(&kept));
+  struct rlimit now;
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &now), 0);
+  if (now.rlim_cur < 4 * (256 + 100)) {
+    GTEST_SKIP() << "hard RLIMIT_NOFILE " << now.rlim_cur << " leaves kept descriptors no share";
+  }
+  EXPECT_EQ(kept.stat_handles()->Bound(), 100u);
+  EXPECT_EQ(plain->budget() - with->budget(), 100);
+}
+
 // The exit status read through the pidfd at exit (PIDFD_INFO_EXIT), for a
 // process whose parent (here the test, which is not the watcher's caller in
 // the daemon) reaps it a little later: the watcher waits for the reap.

@@ -294,6 +294,14 @@ absl::Status Daemon::Start() {
   RETURN_IF_ERROR(CreateDatabaseFile(options_.db));
   ASSIGN_OR_RETURN(store_,
                    store::RunStore::Open(options_.db, metrics_.Observe(store::StoreOptions())));
+  // Before procfs_ is handed to anyone: every walk shares the handles.
+  procfs_.KeepStatHandles(options_.stat_handles);
+  if (options_.stat_handles > 0) {
+    base::LogInfo("walks: up to ", options_.stat_handles,
+                  " /proc/<pid>/stat descriptors kept between walks (--stat_handles)");
+  } else {
+    base::LogInfo("walks: no /proc/<pid>/stat descriptor kept (--stat_handles=0)");
+  }
   // What runreaperd is (pid, PID namespace, boot id) and what the kernel
   // offers, read once and logged once; passed to all who need them.
   self_ = std::make_unique<DaemonSelf>(procfs_);

@@ -68,6 +68,9 @@ struct DaemonOptions {
   std::vector<std::string> cookie_names;
   // The longest lease runreaperctl keep may ask for (--max_lease).
   absl::Duration max_lease = absl::Hours(24);
+  // /proc/<pid>/stat descriptors kept between walks (--stat_handles,
+  // scanner/stat_handles.h); 0 = none.
+  size_t stat_handles = 8192;
 };
 
 // Serves until SIGTERM/SIGINT. Returns the process exit code (0 after a clean
