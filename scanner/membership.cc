@@ -306,6 +306,15 @@ struct RunIndex {
   uint64_t min_cgroup_start = UINT64_MAX;  // earliest run with by_cgroup
 
   RunIndex(const std::vector<RunSpec>& runs, const std::vector<RunPlan>& plans) {
+    // Sized once: a listing of thousands of runs rehashed each map several
+    // times.
+    size_t cookies = 0;
+    for (const RunSpec& run : runs) cookies += run.cookies.size();
+    by_pgid.reserve(runs.size());
+    by_sid.reserve(runs.size());
+    by_cookie.reserve(runs.size());
+    by_named_cookie.reserve(cookies);
+    by_start.reserve(runs.size());
     for (size_t i = 0; i < runs.size(); ++i) {
       const RunPlan& plan = plans[i];
       if (!plan.enabled) continue;

@@ -457,11 +457,15 @@ absl::StatusOr<v1::ListOrphansResponse> Sweeper::ListOrphans(const std::string& 
   if (walk_orphans || walk_census) {
     // One walk answers both the orphans and the zombie piles.
     if (walk_orphans) RETURN_IF_ERROR(impl_->AddLineage(&specs));
-    std::vector<RunSpec> all;
-    if (walk_orphans) all = specs;
-    if (walk_census) all.insert(all.end(), census_specs.begin(), census_specs.end());
-    ASSIGN_OR_RETURN(const scanner::Snapshot snap,
-                     impl_->procfs->Walk(scanner::MembershipWalkOptions(all)));
+    // What both need (no copy of the specs: a listing may hold thousands).
+    scanner::WalkOptions options;
+    for (const std::vector<RunSpec>* part : {&specs, &census_specs}) {
+      if ((part == &specs && !walk_orphans) || (part == &census_specs && !walk_census)) continue;
+      const scanner::WalkOptions o = scanner::MembershipWalkOptions(*part);
+      options.with_status |= o.with_status;
+      options.with_pidns |= o.with_pidns;
+    }
+    ASSIGN_OR_RETURN(const scanner::Snapshot snap, impl_->procfs->Walk(options));
     const scanner::SweepObserver observer = scanner::SelfObserver(*impl_->procfs, snap);
     if (walk_orphans) {
       scanner::ProcFsEvidence fresh(impl_->procfs, scanner::CookieNamesOf(specs));
