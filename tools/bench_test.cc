@@ -39,6 +39,8 @@ TEST(BenchTest, TinyRunPrintsEveryJsonKey) {
                           "walk_floor_us",
                           "walk_us",
                           "walk_vs_floor",
+                          "walk_kept_us",
+                          "walk_kept_vs_floor",
                           "kill_us",
                           "stat_us",
                           "pidfd_us",
@@ -85,7 +87,7 @@ TEST(BenchTest, TinyRunPrintsEveryJsonKey) {
     EXPECT_TRUE(f.contains(key)) << key;
   }
   // The keys above and nothing else (3 of them for row 3x, 3 for row 2i).
-  EXPECT_EQ(f.size(), 47u) << lines.back();
+  EXPECT_EQ(f.size(), 49u) << lines.back();
   EXPECT_EQ(f.at("processes").number_value(), 40);
   EXPECT_EQ(f.at("exits").number_value(), 10);
   EXPECT_EQ(f.at("pass_records").number_value(), 200);
