@@ -522,6 +522,12 @@ std::optional<ObservedExit> LineageTracker::LeaderExit(const std::string& run_id
   return out;
 }
 
+bool LineageTracker::LeaderExitMayCome(const std::string& run_id) const {
+  absl::MutexLock lock(&mu_);
+  auto rit = state_->runs.find(run_id);
+  return rit != state_->runs.end() && rit->second.leader != 0;
+}
+
 void LineageTracker::Untrack(const std::string& run_id) {
   absl::MutexLock lock(&mu_);
   State& st = *state_;

@@ -123,6 +123,11 @@ class LineageTracker {
   // none was seen (the leader runs, exited before it was tracked, or the
   // event was lost) or the run is not tracked. Kept until Untrack.
   std::optional<ObservedExit> LeaderExit(const std::string& run_id) const;
+  // Whether LeaderExit can ever answer for the run: it is tracked and its
+  // leader was alive when it was (an exit event may be on its way, or was
+  // applied). False for a run whose leader was gone at registration: no
+  // event of it will come, so nobody should wait for one.
+  bool LeaderExitMayCome(const std::string& run_id) const;
 
   // Flags a run's gap from outside (the daemon was down while it ran).
   void MarkGap(const std::string& run_id, const std::string& reason);

@@ -145,9 +145,26 @@ TEST_F(FixtureTest, LeaderExitStatusFromTheConnector) {
   EXPECT_EQ(e->source, ObservedExit::Source::kProcConnector);
   tracker_->Members("r");  // forgets the reaped leader
   EXPECT_TRUE(tracker_->LeaderExit("r").has_value());
+  EXPECT_TRUE(tracker_->LeaderExitMayCome("r"));
   tracker_->Untrack("r");
   EXPECT_FALSE(tracker_->LeaderExit("r").has_value());
   EXPECT_FALSE(tracker_->LeaderExit("nope").has_value());
+}
+
+// A leader alive when tracked may still report its exit; one gone at
+// registration never will (nothing of it is tracked), so the reconciler
+// does not wait for it; an untracked run has nothing to report.
+TEST_F(FixtureTest, OnlyALeaderTrackedAliveMayReportItsExit) {
+  Proc(100, 1, 1000);
+  ASSERT_OK(tracker_->Track({{"alive", 100, 1000}, {"gone", 200, 2000}}));
+  EXPECT_TRUE(tracker_->LeaderExitMayCome("alive"));
+  EXPECT_FALSE(tracker_->LeaderExitMayCome("gone"));
+  EXPECT_FALSE(tracker_->LeaderExitMayCome("nope"));
+  Apply({ExitEv(100)});
+  Gone(100);
+  EXPECT_TRUE(tracker_->LeaderExitMayCome("alive"));
+  tracker_->Untrack("alive");
+  EXPECT_FALSE(tracker_->LeaderExitMayCome("alive"));
 }
 
 TEST_F(FixtureTest, LeaderKilledBySignalFromTheConnector) {

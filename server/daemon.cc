@@ -332,6 +332,9 @@ absl::Status Daemon::Start() {
     if (lineage_ == nullptr) return std::nullopt;
     return lineage_->LeaderExit(run_id);
   };
+  ropts.connector_exit_may_come = [this](const std::string& run_id) {
+    return lineage_ != nullptr && lineage_->LeaderExitMayCome(run_id);
+  };
   reconciler_ = std::make_unique<Reconciler>(store_.get(), &procfs_, watcher_.get(), ropts);
   SweeperOptions sweeper_options;
   sweeper_options.metrics = &metrics_;

@@ -105,7 +105,10 @@ void Reconciler::AttachObservedExits(std::vector<store::RunUpdate>& updates, abs
     u.observed_exit = scanner::ObservedExitProto(scanner::UnknownExit(now));
     const bool fresh =
         u.stale_reason == v1::STALE_REASON_EXITED || u.stale_reason == v1::STALE_REASON_ZOMBIE;
-    if (fresh && options_.connector_exit) waiting.push_back(i);
+    if (fresh && options_.connector_exit &&
+        (!options_.connector_exit_may_come || options_.connector_exit_may_come(u.run_id))) {
+      waiting.push_back(i);
+    }
   }
   // The connector's event is sent before the exit completes, but the
   // lineage thread applies it on its own time: give it a moment.

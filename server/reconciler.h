@@ -47,6 +47,11 @@ struct ReconcilerOptions {
   // runs) for the event, which the lineage thread may not have applied yet.
   std::function<std::optional<scanner::ObservedExit>(const std::string& run_id)> connector_exit;
   absl::Duration connector_wait = absl::Milliseconds(50);
+  // Whether connector_exit may still answer for the run (the tracker's
+  // LeaderExitMayCome); null = always. A run whose leader was gone before
+  // it was tracked (registered after its leader exited) is not waited for:
+  // no event of it will come, and RegisterRun would pay connector_wait.
+  std::function<bool(const std::string& run_id)> connector_exit_may_come;
 };
 
 // The exit watcher's key for a run's owner (the run's own key is its run id):

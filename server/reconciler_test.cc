@@ -519,6 +519,34 @@ TEST_F(ReconcilerTest, WithoutPidfdInfoTheConnectorOrUnknown) {
   EXPECT_EQ(gb.observed_exit().signal(), 0);
 }
 
+// A run whose leader's exit the connector can never report (gone before it
+// was tracked: registered after its leader exited) is not waited for. With
+// an hour's connector_wait, a pass that waited would not return before the
+// test's timeout.
+TEST_F(ReconcilerTest, NoWaitForAConnectorExitThatCannotCome) {
+  ReconcilerOptions options;
+  options.stale_after = kStaleAfter;
+  options.clock = [this] { return now_; };
+  options.connector_wait = absl::Hours(1);
+  std::atomic<int> asked{0};
+  options.connector_exit = [&](const std::string&) -> std::optional<scanner::ObservedExit> {
+    ++asked;
+    return std::nullopt;
+  };
+  options.connector_exit_may_come = [](const std::string&) { return false; };
+  reconciler_ = std::make_unique<Reconciler>(store_.get(), &procfs_, nullptr, options);
+  base::TestChild a;
+  ASSERT_OK_AND_ASSIGN(v1::Run ra, store_->Register(RunFor("gone-before", a.pid())));
+  a.Release();
+  a.Reap();
+  ASSERT_OK(reconciler_->RunPass().status());
+  const v1::Run ga = Get("gone-before");
+  EXPECT_EQ(ga.state(), v1::RUN_STATE_STALE);
+  EXPECT_EQ(ga.stale_reason(), v1::STALE_REASON_EXITED);
+  EXPECT_EQ(ga.observed_exit().kind(), v1::OBSERVED_EXIT_KIND_UNKNOWN);
+  EXPECT_EQ(asked.load(), 1) << "asked once, not polled";
+}
+
 TEST_F(ReconcilerTest, WatchedChildKilledIsReconciledStaleExited) {
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<scanner::ExitWatcher> watcher,
                        scanner::ExitWatcher::Create(&procfs_));
