@@ -116,6 +116,8 @@ void KillAndReap(pid_t pid) {
   }
 }
 
+}  // namespace
+
 bool WriteNsLastPid(int last) {
   const int fd = ::open("/proc/sys/kernel/ns_last_pid", O_WRONLY | O_CLOEXEC);
   if (fd < 0) return false;
@@ -124,8 +126,6 @@ bool WriteNsLastPid(int last) {
   ::close(fd);
   return ok;
 }
-
-}  // namespace
 
 std::optional<OneTickReuse> ReuseWithinOneTick(const ProcFs& procfs) {
   if (::getpid() != 1 || !base::PidfsIdsSupported()) return std::nullopt;

@@ -59,6 +59,11 @@ std::optional<std::pair<std::string, std::string>> MakeTestCgroup(const std::str
 // `now_pid` is the caller's to kill and reap. nullopt (nothing left
 // running) when it cannot be staged here: not pid 1 of a private PID
 // namespace, ns_last_pid not writable, or no pidfs ids (Linux < 6.9).
+// Makes the namespace's next fork get pid last + 1 (writes ns_last_pid;
+// root, and only reliable where nothing else forks: a private PID
+// namespace). False when it cannot be written.
+bool WriteNsLastPid(int last);
+
 struct OneTickReuse {
   Identity old;               // the reaped process, with its pidfs id
   pid_t now_pid = 0;          // the process that holds old.pid now

@@ -18,6 +18,7 @@
 #include "base/test_child.h"
 #include "base/test_util.h"
 #include "gtest/gtest.h"
+#include "scanner/process_test_util.h"
 #include "scanner/procfs.h"
 
 namespace runreaper::scanner {
@@ -36,15 +37,6 @@ std::set<int> Pids(const Snapshot& snap) {
   std::set<int> out;
   for (const ProcessInfo& p : snap.processes) out.insert(p.pid);
   return out;
-}
-
-bool WriteNsLastPid(int last) {
-  const int fd = ::open("/proc/sys/kernel/ns_last_pid", O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  const std::string text = std::to_string(last);
-  const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  ::close(fd);
-  return ok;
 }
 
 TEST(StatHandlesTest, KeptDescriptorReadsTheProcessAsItIsNow) {
