@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <fstream>
@@ -99,7 +100,7 @@ std::string HttpGet(int port, const std::string& path) {
 
 Daemon::Daemon(std::string dir, std::vector<std::string> extra)
     : dir_(std::move(dir)), extra_(std::move(extra)) {
-  static int n = 0;
+  static std::atomic<int> n{0};
   log_path_ = absl::StrCat(dir_, "/daemon.", ++n, ".log");
 }
 
@@ -296,7 +297,7 @@ namespace {
 
 CtlResult RunCtlImpl(const TestUser* user, const std::vector<std::string>& args,
                      absl::Duration deadline) {
-  static int n = 0;
+  static std::atomic<int> n{0};
   CtlResult result;
   const base::TempDir tmp("rrctl.");
   const std::string& dir = tmp.path();
