@@ -93,6 +93,21 @@ void StatHandles::EndWalk(uint64_t generation) {
       closed_.fetch_add(1, std::memory_order_relaxed);
     }
   }
+  // The bound fell since they were kept (the soft RLIMIT_NOFILE was
+  // lowered, prlimit on a running daemon): give the excess back now, so the
+  // share the pidfd budget left out is never exceeded for long.
+  const size_t limit = limit_.load(std::memory_order_relaxed);
+  for (Shard& shard : shards_) {
+    if (size_.load(std::memory_order_relaxed) <= limit) break;
+    absl::MutexLock lock(&shard.mu);
+    for (auto it = shard.entries.begin();
+         it != shard.entries.end() && size_.load(std::memory_order_relaxed) > limit;) {
+      ::close(it->second.fd);
+      shard.entries.erase(it++);
+      size_.fetch_sub(1, std::memory_order_relaxed);
+      closed_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
 }
 
 StatHandles::Stats StatHandles::stats() const {

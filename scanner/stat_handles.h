@@ -67,7 +67,8 @@ class StatHandles {
   int Read(uint64_t generation, int dirfd, int pid, const char* rel, char* buf, size_t size,
            size_t* len);
   // Ends the walk `generation`: closes every descriptor that neither it nor
-  // a later walk read (its process was not listed: reaped).
+  // a later walk read (its process was not listed: reaped), and any beyond
+  // the bound read at its start (the limit was lowered since).
   void EndWalk(uint64_t generation);
 
   struct Stats {

@@ -7,6 +7,8 @@
 #include "scanner/stat_handles.h"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,6 +16,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "base/test_child.h"
 #include "base/test_util.h"
@@ -119,6 +122,45 @@ TEST(StatHandlesTest, BeyondCapacityWalksAsWithout) {
       EXPECT_EQ(Find(with, pid)->comm, Find(without, pid)->comm);
     }
     EXPECT_EQ(kept.stat_handles()->stats().size, 2u);
+  }
+}
+
+// A lowered soft RLIMIT_NOFILE (prlimit on a running daemon) lowers the
+// bound; the next walk gives back what it kept beyond it.
+TEST(StatHandlesTest, ALoweredLimitGivesTheExcessBack) {
+  struct rlimit saved;
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  if (saved.rlim_max < 2048) GTEST_SKIP() << "hard RLIMIT_NOFILE below 2048";
+  std::vector<pid_t> sleepers;
+  for (int i = 0; i < 200; ++i) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      for (;;) ::pause();
+    }
+    sleepers.push_back(pid);
+  }
+  ProcFs procfs;
+  procfs.KeepStatHandles(1024);
+  struct rlimit lim = saved;
+  lim.rlim_cur = 2048;  // a share of 2048 / 4 - 256 = 256
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &lim), 0);
+  ASSERT_OK(procfs.Walk().status());
+  const size_t kept = procfs.stat_handles()->stats().size;
+  EXPECT_GE(kept, 200u);
+  EXPECT_LE(kept, 256u);
+
+  lim.rlim_cur = 1300;  // 1300 / 4 - 256 = 69
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &lim), 0);
+  ASSERT_OK_AND_ASSIGN(const Snapshot snap, procfs.Walk());
+  for (const pid_t pid : sleepers) EXPECT_TRUE(Find(snap, pid).has_value()) << pid;
+  EXPECT_EQ(procfs.stat_handles()->stats().limit, 69u);
+  EXPECT_LE(procfs.stat_handles()->stats().size, 69u);
+
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
+  for (const pid_t pid : sleepers) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
   }
 }
 
