@@ -439,6 +439,7 @@ absl::Status Daemon::Start() {
   deps.sweeper = sweeper_.get();
   deps.hub = hub_.get();
   deps.metrics = &metrics_;
+  deps.stat_handles = procfs_.stat_handles();
   deps.descriptors = &descriptors_;
   deps.set_serving = [server = server_.get()](bool serving) {
     server->GetHealthCheckService()->SetServingStatus(serving);

@@ -111,6 +111,9 @@ void DaemonLoops::RunOnePass() {
   }
   metrics.SetRunCounts(deps_.store->CountRuns());
   metrics.SetDatabaseBytes(deps_.store->DatabaseBytes());
+  if (deps_.stat_handles != nullptr) {
+    metrics.SetWalkKeptDescriptors(static_cast<int64_t>(deps_.stat_handles->stats().size));
+  }
   if (!pass.ok()) {
     base::LogError("reconcile pass: ", pass.status().ToString());
     NoteFailure(pass.status(), "reconcile pass");

@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "scanner/exit_watcher.h"
+#include "scanner/stat_handles.h"
 #include "server/descriptors.h"
 #include "server/event_hub.h"
 #include "server/metrics.h"
@@ -57,6 +58,9 @@ struct LoopDeps {
   Sweeper* sweeper = nullptr;
   EventHub* hub = nullptr;
   Metrics* metrics = nullptr;
+  // The walks' kept stat descriptors, counted in a gauge each pass (may be
+  // null: none kept).
+  const scanner::StatHandles* stat_handles = nullptr;
   // Reports of running out of descriptors (may be null: none are watched).
   DescriptorAlarm* descriptors = nullptr;
   // Sets the health status (both the server and the service name).

@@ -108,6 +108,22 @@ TEST_F(DaemonLoopsTest, OnePassReconcilesAnExitAndCountsIt) {
   EXPECT_TRUE(health().empty());  // serving all along: never set
 }
 
+// Each pass counts the descriptors the walks keep (--stat_handles) in a
+// gauge, so process_open_fds can be told apart from a leak.
+TEST_F(DaemonLoopsTest, APassCountsTheWalksKeptDescriptors) {
+  scanner::ProcFs walker;
+  walker.KeepStatHandles(1024);
+  ASSERT_OK(walker.Walk().status());
+  const size_t kept = walker.stat_handles()->stats().size;
+  ASSERT_GT(kept, 0u);
+  LoopDeps deps = Deps();
+  deps.stat_handles = walker.stat_handles();
+  DaemonLoops loops(std::move(deps), LoopOptions());
+  EXPECT_EQ(Sample("runreaper_walk_kept_descriptors"), 0);
+  loops.RunOnePass();
+  EXPECT_EQ(Sample("runreaper_walk_kept_descriptors"), static_cast<double>(kept));
+}
+
 TEST_F(DaemonLoopsTest, StalledPassFlipsHealthUntilAPassCompletes) {
   // A RUNNING run whose leader lives: every pass writes (last seen alive).
   base::TestChild child;

@@ -262,6 +262,12 @@ struct Metrics::Families {
                            "of the last reconcile pass.")
                      .Register(r)
                      .Add({})),
+        walk_kept_fds(prometheus::BuildGauge()
+                          .Name("runreaper_walk_kept_descriptors")
+                          .Help("/proc/<pid>/stat descriptors walks keep open between "
+                                "walks (--stat_handles), as of the last reconcile pass.")
+                          .Register(r)
+                          .Add({})),
         errors(prometheus::BuildCounter()
                    .Name("runreaper_errors_total")
                    .Help("Failed reconcile passes, exit reconciles, sweeps and prunes (each is "
@@ -391,6 +397,7 @@ struct Metrics::Families {
   Histogram& store_seconds;
   Counter& pruned_runs;
   Gauge& db_bytes;
+  Gauge& walk_kept_fds;
   Counter& errors;
   Gauge& lineage_enabled;
   Gauge& lineage_gaps;
@@ -600,6 +607,11 @@ void Metrics::PruneDone(const absl::StatusOr<store::PruneResult>& result) {
 void Metrics::SetDatabaseBytes(const absl::StatusOr<int64_t>& bytes) {
   if (!enabled_ || !bytes.ok()) return;
   f_->db_bytes.Set(static_cast<double>(*bytes));
+}
+
+void Metrics::SetWalkKeptDescriptors(int64_t kept) {
+  if (!enabled_) return;
+  f_->walk_kept_fds.Set(static_cast<double>(kept));
 }
 
 void Metrics::SetLineageEnabled(bool on) {

@@ -102,6 +102,8 @@ class Metrics {
   void PruneDone(const absl::StatusOr<store::PruneResult>& result);
   // The database's size (page_count x page_size); an error leaves the gauge.
   void SetDatabaseBytes(const absl::StatusOr<int64_t>& bytes);
+  // Descriptors walks keep open between walks (scanner/stat_handles.h).
+  void SetWalkKeptDescriptors(int64_t kept);
   // A store write transaction (BEGIN IMMEDIATE .. COMMIT, lock wait included).
   void StoreTransaction(absl::Duration took);
   // `options` with its on_write_transaction hook calling StoreTransaction

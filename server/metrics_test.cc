@@ -180,6 +180,16 @@ TEST(MetricsTest, RetentionCountsPrunedRunsAndTheDatabaseSize) {
   EXPECT_TRUE(Has(body, "runreaper_db_bytes 409600")) << body;
 }
 
+TEST(MetricsTest, WalkKeptDescriptorsIsAGauge) {
+  Metrics metrics;
+  EXPECT_TRUE(Has(metrics.Render(), "runreaper_walk_kept_descriptors 0"));
+  metrics.SetWalkKeptDescriptors(5000);
+  metrics.SetWalkKeptDescriptors(4200);
+  const std::string body = metrics.Render();
+  EXPECT_TRUE(Has(body, "# TYPE runreaper_walk_kept_descriptors gauge")) << body;
+  EXPECT_TRUE(Has(body, "runreaper_walk_kept_descriptors 4200")) << body;
+}
+
 TEST(MetricsTest, LabelValuesStayInTheirSets) {
   Metrics metrics;
   metrics.CountEvents({Signal("SIGFOO\n", "ENOSPC"), Signal("SIGKILL", "GONE")});
