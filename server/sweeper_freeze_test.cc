@@ -270,6 +270,19 @@ TEST_F(SweeperFreezeTest, APopulatedCgroupLeavesTheEndUnproven) {
   // The leader starts at least one tick later than the older sleep.
   ASSERT_TRUE(base::WaitFor([&] { return scanner::NowBootTicks() > older.id.start_time + 1; }));
   StartFinished("proof", "sleep 1000 & echo started", dir);
+  // The background job may still be the forked sh when the script ends:
+  // sweep once it is sleep, or its receipt names the sh it was.
+  ASSERT_TRUE(base::WaitFor([&] {
+    std::vector<std::string> pids;
+    if (!scanner::ListCgroupProcs(dir, 0, &pids).ok()) return false;
+    for (const std::string& p : pids) {
+      int pid = 0;
+      if (!absl::SimpleAtoi(p, &pid) || pid == older.pid) continue;
+      absl::StatusOr<scanner::ProcStat> st = procfs_.ReadStat(pid);
+      if (st.ok() && st->comm == "sleep") return true;
+    }
+    return false;
+  }));
   Sweeper sweeper(store_.get(), &procfs_, options_);
   v1::SweepResponse resp;
   {
