@@ -35,8 +35,6 @@
 namespace runreaper::scanner {
 namespace {
 
-constexpr char kInNsEnv[] = "RR_CGROUP_FREEZE_TEST_IN_PIDNS";
-
 void ReapAll() {
   while (waitpid(-1, nullptr, WNOHANG) > 0) {
   }
@@ -300,9 +298,3 @@ TEST(Clone3IntoCgroup, TheChildIsBornInTheCgroup) {
 
 }  // namespace
 }  // namespace runreaper::scanner
-
-int main(int argc, char** argv) {
-  runreaper::base::ReexecInPrivatePidNamespace(argc, argv, runreaper::scanner::kInNsEnv);
-  testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}

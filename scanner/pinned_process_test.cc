@@ -40,8 +40,6 @@
 namespace runreaper::scanner {
 namespace {
 
-constexpr char kInNsEnv[] = "RUNREAPER_PINNED_TEST_IN_NS";
-
 class PinnedProcessTest : public ::testing::Test {
  protected:
   uint64_t StartTime(int pid) {
@@ -515,9 +513,3 @@ TEST_F(PinnedProcessTest, ExitStatusOfNothingPinned) {
 
 }  // namespace
 }  // namespace runreaper::scanner
-
-int main(int argc, char** argv) {
-  runreaper::base::ReexecInPrivatePidNamespace(argc, argv, runreaper::scanner::kInNsEnv);
-  testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}

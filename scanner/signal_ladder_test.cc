@@ -39,8 +39,6 @@ void PrintTo(Stage stage, std::ostream* os) { *os << StageName(stage); }
 
 namespace {
 
-constexpr char kInNsEnv[] = "RUNREAPER_LADDER_TEST_IN_NS";
-
 std::vector<Stage> EveryStage() { return {Stage::kSigint, Stage::kSigterm, Stage::kSigkill}; }
 
 // A process group of its own (setsid): a leader and `extra` children, each
@@ -445,9 +443,3 @@ TEST(SignalLadderNamesTest, StagesAndSignals) {
 
 }  // namespace
 }  // namespace runreaper::scanner
-
-int main(int argc, char** argv) {
-  runreaper::base::ReexecInPrivatePidNamespace(argc, argv, runreaper::scanner::kInNsEnv);
-  testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}

@@ -27,8 +27,6 @@
 namespace runreaper::scanner {
 namespace {
 
-constexpr char kInNsEnv[] = "RUNREAPER_STAT_HANDLES_TEST_IN_NS";
-
 std::optional<ProcessInfo> Find(const Snapshot& snap, pid_t pid) {
   for (const ProcessInfo& p : snap.processes) {
     if (p.pid == pid) return p;
@@ -192,9 +190,3 @@ TEST(StatHandlesTest, ZeroCapacityKeepsNothing) {
 
 }  // namespace
 }  // namespace runreaper::scanner
-
-int main(int argc, char** argv) {
-  runreaper::base::ReexecInPrivatePidNamespace(argc, argv, runreaper::scanner::kInNsEnv);
-  testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}

@@ -26,8 +26,6 @@
 namespace runreaper::server {
 namespace {
 
-constexpr char kInNsEnv[] = "RR_RECONCILER_REUSE_TEST_IN_PIDNS";
-
 class ReconcilerReuseTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -121,9 +119,3 @@ TEST_F(ReconcilerReuseTest, WithoutARecordedIdOnlyTheStartTimeIsCompared) {
 
 }  // namespace
 }  // namespace runreaper::server
-
-int main(int argc, char** argv) {
-  runreaper::base::ReexecInPrivatePidNamespace(argc, argv, runreaper::server::kInNsEnv);
-  testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}

@@ -38,8 +38,6 @@
 namespace runreaper::server {
 namespace {
 
-constexpr char kInNsEnv[] = "RR_SWEEPER_FREEZE_TEST_IN_PIDNS";
-
 int ProcsIn(const std::string& dir) {
   std::vector<std::string> lines;
   if (!scanner::ListCgroupProcs(dir, 0, &lines).ok()) return -1;
@@ -356,9 +354,3 @@ TEST_F(SweeperFreezeTest, ACgroupLeftFrozenIsThawedAtStart) {
 
 }  // namespace
 }  // namespace runreaper::server
-
-int main(int argc, char** argv) {
-  runreaper::base::ReexecInPrivatePidNamespace(argc, argv, runreaper::server::kInNsEnv);
-  testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}

@@ -36,8 +36,6 @@
 namespace runreaper::server {
 namespace {
 
-constexpr char kInNsEnv[] = "RR_SWEEPER_LINEAGE_TEST_IN_PIDNS";
-
 // What a listing says of one process.
 using Listed = std::map<int, std::tuple<v1::MatchSource, bool, std::vector<int>>>;
 
@@ -295,9 +293,3 @@ TEST_F(SweeperLineageTest, WithoutATrackerStoredDescendantsCount) {
 
 }  // namespace
 }  // namespace runreaper::server
-
-int main(int argc, char** argv) {
-  runreaper::base::ReexecInPrivatePidNamespace(argc, argv, runreaper::server::kInNsEnv);
-  testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}

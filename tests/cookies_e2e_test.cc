@@ -27,7 +27,6 @@
 namespace runreaper::e2e {
 namespace {
 
-constexpr char kInNsEnv[] = "RUNREAPER_COOKIES_E2E_IN_NS";
 constexpr uid_t kNobody = 65534;
 
 struct CookieDaemon {
@@ -280,9 +279,3 @@ TEST(CookiesE2ETest, NobodyLeasesOnlyItsOwnProcesses) {
 
 }  // namespace
 }  // namespace runreaper::e2e
-
-int main(int argc, char** argv) {
-  runreaper::base::ReexecInPrivatePidNamespace(argc, argv, runreaper::e2e::kInNsEnv);
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}

@@ -20,8 +20,6 @@
 namespace runreaper::e2e {
 namespace {
 
-constexpr char kInNsEnv[] = "RUNREAPER_CRASH_RESUME_IN_NS";
-
 // The daemon's ladder graces (scanner/signal_ladder.h defaults).
 constexpr absl::Duration kSigintGrace = absl::Seconds(2);
 constexpr absl::Duration kSigtermGrace = absl::Seconds(5);
@@ -132,9 +130,3 @@ TEST(CrashResumeE2ETest,
 
 }  // namespace
 }  // namespace runreaper::e2e
-
-int main(int argc, char** argv) {
-  runreaper::base::ReexecInPrivatePidNamespace(argc, argv, runreaper::e2e::kInNsEnv);
-  testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}

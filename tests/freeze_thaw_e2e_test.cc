@@ -20,8 +20,6 @@
 namespace runreaper::e2e {
 namespace {
 
-constexpr char kInNsEnv[] = "RUNREAPER_FREEZE_THAW_IN_NS";
-
 // The cgroup v2 mount point (a directory whose root has
 // cgroup.controllers), or "".
 std::string Cgroup2Root() {
@@ -124,9 +122,3 @@ TEST(FreezeThawE2ETest, AJobLeftFrozenByACrashedSweepIsThawedAtStart) {
 
 }  // namespace
 }  // namespace runreaper::e2e
-
-int main(int argc, char** argv) {
-  runreaper::base::ReexecInPrivatePidNamespace(argc, argv, runreaper::e2e::kInNsEnv);
-  testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}

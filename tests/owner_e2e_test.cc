@@ -29,8 +29,6 @@
 namespace runreaper::e2e {
 namespace {
 
-constexpr char kInNsEnv[] = "RUNREAPER_OWNER_E2E_IN_NS";
-
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
   std::stringstream ss;
@@ -389,9 +387,3 @@ TEST_F(OwnerE2ETest, BadOwnersAreClearErrors) {
 
 }  // namespace
 }  // namespace runreaper::e2e
-
-int main(int argc, char** argv) {
-  runreaper::base::ReexecInPrivatePidNamespace(argc, argv, runreaper::e2e::kInNsEnv);
-  testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}

@@ -31,7 +31,6 @@
 namespace runreaper::e2e {
 namespace {
 
-constexpr char kInNsEnv[] = "RUNREAPER_UID_E2E_IN_NS";
 constexpr uid_t kNobody = 65534;
 
 // A daemon whose socket nobody may connect to (group 65534), with metrics.
@@ -551,9 +550,3 @@ TEST(UidE2ETest, NobodyInItsOwnPidNamespaceRegistersAndSweepsItsJobVerified) {
 
 }  // namespace
 }  // namespace runreaper::e2e
-
-int main(int argc, char** argv) {
-  runreaper::base::ReexecInPrivatePidNamespace(argc, argv, runreaper::e2e::kInNsEnv);
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}
