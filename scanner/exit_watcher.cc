@@ -200,8 +200,8 @@ absl::StatusOr<std::unique_ptr<ExitWatcher>> ExitWatcher::Create(const ProcFs* p
   impl->options = options;
   // Walks' kept stat descriptors (scanner/stat_handles.h) have a share of
   // their own: pidfds never count on it.
-  const int64_t stat_share =
-      procfs->stat_handles() != nullptr ? static_cast<int64_t>(procfs->stat_handles()->Bound()) : 0;
+  const StatHandles* const handles = procfs->stat_handles();
+  const int64_t stat_share = handles != nullptr ? static_cast<int64_t>(handles->Bound()) : 0;
   impl->budget = static_cast<int>(std::max<int64_t>(0, soft - reserve - stat_share));
   impl->epoll.Reset(::epoll_create1(EPOLL_CLOEXEC));
   if (!impl->epoll.valid()) {

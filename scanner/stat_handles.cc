@@ -59,10 +59,7 @@ int StatHandles::Read(uint64_t generation, int dirfd, int pid, const char* rel, 
     // ESRCH or empty: the process it was opened on is gone; the number, if
     // the walk listed it, is another process's. Any other failure: let a
     // fresh open decide. Either way this descriptor is done.
-    ::close(it->second.fd);
-    shard.entries.erase(it);
-    size_.fetch_sub(1, std::memory_order_relaxed);
-    closed_.fetch_add(1, std::memory_order_relaxed);
+    Forget(shard, it);
   }
   base::Fd fd(base::OpenAtCloexec(dirfd, rel, O_RDONLY));
   if (!fd.valid()) return errno;
@@ -85,12 +82,9 @@ void StatHandles::EndWalk(uint64_t generation) {
     for (auto it = shard.entries.begin(); it != shard.entries.end();) {
       if (it->second.seen >= generation) {
         ++it;
-        continue;
+      } else {
+        Forget(shard, it++);
       }
-      ::close(it->second.fd);
-      shard.entries.erase(it++);
-      size_.fetch_sub(1, std::memory_order_relaxed);
-      closed_.fetch_add(1, std::memory_order_relaxed);
     }
   }
   // The bound fell since they were kept (the soft RLIMIT_NOFILE was
@@ -102,12 +96,16 @@ void StatHandles::EndWalk(uint64_t generation) {
     absl::MutexLock lock(&shard.mu);
     for (auto it = shard.entries.begin();
          it != shard.entries.end() && size_.load(std::memory_order_relaxed) > limit;) {
-      ::close(it->second.fd);
-      shard.entries.erase(it++);
-      size_.fetch_sub(1, std::memory_order_relaxed);
-      closed_.fetch_add(1, std::memory_order_relaxed);
+      Forget(shard, it++);
     }
   }
+}
+
+void StatHandles::Forget(Shard& shard, EntryIt it) {
+  ::close(it->second.fd);
+  shard.entries.erase(it);
+  size_.fetch_sub(1, std::memory_order_relaxed);
+  closed_.fetch_add(1, std::memory_order_relaxed);
 }
 
 StatHandles::Stats StatHandles::stats() const {

@@ -90,6 +90,9 @@ class StatHandles {
     mutable absl::Mutex mu;
     absl::flat_hash_map<int, Entry> entries ABSL_GUARDED_BY(mu);
   };
+  using EntryIt = absl::flat_hash_map<int, Entry>::iterator;
+  // Closes the entry's descriptor and forgets it; `shard.mu` held.
+  void Forget(Shard& shard, EntryIt it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(shard.mu);
 
   const size_t capacity_;
   const pid_t owner_;

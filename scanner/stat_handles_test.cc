@@ -7,12 +7,12 @@
 #include "scanner/stat_handles.h"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/resource.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -129,15 +129,8 @@ TEST(StatHandlesTest, ALoweredLimitGivesTheExcessBack) {
   struct rlimit saved;
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
   if (saved.rlim_max < 2048) GTEST_SKIP() << "hard RLIMIT_NOFILE below 2048";
-  std::vector<pid_t> sleepers;
-  for (int i = 0; i < 200; ++i) {
-    const pid_t pid = ::fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      for (;;) ::pause();
-    }
-    sleepers.push_back(pid);
-  }
+  std::vector<std::unique_ptr<base::TestChild>> sleepers;
+  for (int i = 0; i < 200; ++i) sleepers.push_back(std::make_unique<base::TestChild>());
   ProcFs procfs;
   procfs.KeepStatHandles(1024);
   struct rlimit lim = saved;
@@ -151,15 +144,13 @@ TEST(StatHandlesTest, ALoweredLimitGivesTheExcessBack) {
   lim.rlim_cur = 1300;  // 1300 / 4 - 256 = 69
   ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &lim), 0);
   ASSERT_OK_AND_ASSIGN(const Snapshot snap, procfs.Walk());
-  for (const pid_t pid : sleepers) EXPECT_TRUE(Find(snap, pid).has_value()) << pid;
+  for (const auto& sleeper : sleepers) {
+    EXPECT_TRUE(Find(snap, sleeper->pid()).has_value()) << sleeper->pid();
+  }
   EXPECT_EQ(procfs.stat_handles()->stats().limit, 69u);
   EXPECT_LE(procfs.stat_handles()->stats().size, 69u);
 
   ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
-  for (const pid_t pid : sleepers) {
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
-  }
 }
 
 TEST(StatHandlesTest, ForkedChildOpensItsOwn) {
