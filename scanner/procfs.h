@@ -49,6 +49,12 @@ ProcessInfo ProcessInfoOf(ProcStat stat);
 struct WalkOptions {
   bool with_status = false;  // uid and NSpid/NSpgid/NSsid (<pid>/status)
   bool with_pidns = false;   // pidns_inode (readlink <pid>/ns/pid)
+
+  // Also reads what `other` reads: one walk that serves both.
+  void Add(const WalkOptions& other) {
+    with_status |= other.with_status;
+    with_pidns |= other.with_pidns;
+  }
 };
 
 struct Snapshot {

@@ -459,12 +459,8 @@ absl::StatusOr<v1::ListOrphansResponse> Sweeper::ListOrphans(const std::string& 
     if (walk_orphans) RETURN_IF_ERROR(impl_->AddLineage(&specs));
     // What both need (no copy of the specs: a listing may hold thousands).
     scanner::WalkOptions options;
-    for (const std::vector<RunSpec>* part : {&specs, &census_specs}) {
-      if ((part == &specs && !walk_orphans) || (part == &census_specs && !walk_census)) continue;
-      const scanner::WalkOptions o = scanner::MembershipWalkOptions(*part);
-      options.with_status |= o.with_status;
-      options.with_pidns |= o.with_pidns;
-    }
+    if (walk_orphans) options.Add(scanner::MembershipWalkOptions(specs));
+    if (walk_census) options.Add(scanner::MembershipWalkOptions(census_specs));
     ASSIGN_OR_RETURN(const scanner::Snapshot snap, impl_->procfs->Walk(options));
     const scanner::SweepObserver observer = scanner::SelfObserver(*impl_->procfs, snap);
     if (walk_orphans) {
