@@ -185,15 +185,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.max_lease = absl::GetFlag(FLAGS_max_lease);
+  if (options.max_lease <= absl::ZeroDuration()) {
+    fprintf(stderr, "runreaperd: --max_lease must be > 0\n");
+    return 2;
+  }
   if (absl::GetFlag(FLAGS_stat_handles) < 0) {
     fprintf(stderr, "runreaperd: --stat_handles must be >= 0 (0 = none kept)\n");
     return 2;
   }
   options.stat_handles = static_cast<size_t>(absl::GetFlag(FLAGS_stat_handles));
-  if (options.max_lease <= absl::ZeroDuration()) {
-    fprintf(stderr, "runreaperd: --max_lease must be > 0\n");
-    return 2;
-  }
   options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
   options.metrics = absl::GetFlag(FLAGS_metrics);
   options.handler_threads = std::max(0, absl::GetFlag(FLAGS_handler_threads));
