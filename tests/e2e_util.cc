@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <netinet/in.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/resource.h>
@@ -346,6 +347,57 @@ CtlResult RunCtlImpl(const TestUser* user, const std::vector<std::string>& args,
 
 CtlResult RunCtl(const std::vector<std::string>& args, absl::Duration deadline) {
   return RunCtlImpl(nullptr, args, deadline);
+}
+
+namespace {
+
+// Runs `argv` (useradd, groupadd) and returns its exit code; 10 is "cannot
+// lock /etc/passwd" (another test adds a user at the same time), retried.
+int RunAccountTool(std::vector<std::string> args) {
+  for (int attempt = 0;; ++attempt) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      std::vector<char*> argv = Argv(args);
+      ::execvp(argv[0], argv.data());
+      ::_exit(127);
+    }
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+    if (code != 10 || attempt >= 50) return code;
+    ::usleep(100 * 1000);
+  }
+}
+
+}  // namespace
+
+gid_t RealGroup(const std::string& name) {
+  if (const group* g = ::getgrnam(name.c_str()); g != nullptr) return g->gr_gid;
+  const int code = RunAccountTool({"groupadd", "--system", name});
+  const group* g = ::getgrnam(name.c_str());
+  if (g == nullptr) {
+    ADD_FAILURE() << "groupadd --system " << name << " exited " << code;
+    return static_cast<gid_t>(-1);
+  }
+  return g->gr_gid;
+}
+
+TestUser RealUser(const std::string& name, const std::string& group) {
+  TestUser user;
+  if (::getpwnam(name.c_str()) == nullptr) {
+    const int code = RunAccountTool(
+        {"useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name});
+    if (::getpwnam(name.c_str()) == nullptr) {
+      ADD_FAILURE() << "useradd --system " << name << " exited " << code;
+      return user;
+    }
+  }
+  const passwd* pw = ::getpwnam(name.c_str());
+  user.uid = pw->pw_uid;
+  user.gid = pw->pw_gid;
+  if (!group.empty()) user.groups.push_back(RealGroup(group));
+  return user;
 }
 
 CtlResult RunCtlAs(const TestUser& user, const std::vector<std::string>& args,

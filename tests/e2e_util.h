@@ -126,6 +126,17 @@ struct TestUser {
   std::vector<gid_t> groups;
 };
 
+// A real local user for tests, created with useradd on first use (a system
+// account, no home, no login shell) and kept: `name` (e.g. "rr-member-a"), in
+// the supplementary group `group` when not empty (created with groupadd too;
+// e.g. the daemon's --socket_group). Safe to call from tests running at once
+// (useradd's lock contention is retried). A fatal test failure when the user
+// cannot be made.
+TestUser RealUser(const std::string& name, const std::string& group = "");
+
+// The gid of group `name`, created with groupadd when missing.
+gid_t RealGroup(const std::string& name);
+
 // RunCtl as `user`: a copy of the binary in a private directory (the
 // runfiles tree is not reachable for others), run after setresuid/setresgid.
 CtlResult RunCtlAs(const TestUser& user, const std::vector<std::string>& args,
