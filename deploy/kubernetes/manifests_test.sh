@@ -47,8 +47,19 @@ if mount(containers["runner"], "socket") != mount(containers["runreaperd"], "soc
     fail("runner and runreaperd do not share the socket directory")
 args = containers["runreaperd"]["args"]
 sock = [a.split("=", 1)[1] for a in args if a.startswith("--socket=")][0]
-if os.path.dirname(sock) != mount(containers["runreaperd"], "socket")[0]:
-    fail("--socket is not in the shared directory")
+shared = mount(containers["runreaperd"], "socket")[0]
+# An emptyDir is 0777, which runreaperd refuses as the socket's directory:
+# the socket goes in a directory runreaperd makes inside it, which the
+# runner cannot rename (its mount is read-only).
+if os.path.dirname(os.path.dirname(sock)) != shared:
+    fail("--socket is not in a directory of its own inside the shared one")
+if not all(m.get("readOnly") for m in containers["runner"]["volumeMounts"]
+           if m["name"] == "socket"):
+    fail("the runner may write the socket's volume")
+env = {e["name"]: e["value"] for e in containers["runner"].get("env", [])}
+if env.get("RUNREAPER_SOCKET") != sock: fail("the runner's RUNREAPER_SOCKET is not --socket")
+probe = containers["runreaperd"]["readinessProbe"]["exec"]["command"]
+if "--socket=" + sock not in probe: fail("the readiness probe asks another socket")
 if "--lineage=false" not in args: fail("sidecar without --lineage=false")
 if containers["runreaperd"].get("securityContext", {}).get("privileged"):
     fail("the sidecar should not need privileged")
