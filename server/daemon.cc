@@ -129,7 +129,7 @@ class Daemon {
   absl::Duration pass_deadline_;
   Metrics metrics_;              // before everything that reports to it
   DescriptorAlarm descriptors_;  // likewise
-  base::Fd lock_fd_;
+  SocketPlace socket_;           // held from the start on; its lock says we serve
   std::unique_ptr<store::RunStore> store_;
   scanner::ProcFs procfs_;
   std::unique_ptr<DaemonSelf> self_;  // read once, at start
@@ -288,7 +288,7 @@ absl::Status Daemon::Start() {
     ASSIGN_OR_RETURN(socket_gid, ResolveGroup(options_.socket_group));
   }
   // The socket first: a second daemon must fail before touching anything.
-  ASSIGN_OR_RETURN(lock_fd_, PrepareSocketPath(options_.socket));
+  ASSIGN_OR_RETURN(socket_, PrepareSocketPath(options_.socket));
 
   RETURN_IF_ERROR(MakeDirs(DirName(options_.db), 0700));
   RETURN_IF_ERROR(CreateDatabaseFile(options_.db));
@@ -395,7 +395,7 @@ absl::Status Daemon::Start() {
   grpc::ServerBuilder builder;
   // The unix socket is ours (server/peer_creds.h): every connection's
   // SO_PEERCRED is recorded before gRPC sees it.
-  ASSIGN_OR_RETURN(base::Fd unix_listen, ListenUnix(options_.socket, socket_gid));
+  ASSIGN_OR_RETURN(base::Fd unix_listen, ListenUnix(socket_, socket_gid));
   int tcp_port = 0;
   if (!options_.listen.empty()) {
     builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(), &tcp_port);
@@ -509,9 +509,9 @@ void Daemon::Stop() {
   lineage_.reset();
   watcher_.reset();
   store_.reset();  // closes the database
-  if (lock_fd_.valid()) {
-    ::unlink(options_.socket.c_str());
-    lock_fd_.Reset();
+  if (socket_.lock.valid()) {
+    RemoveSocket(socket_);
+    socket_ = SocketPlace();
   }
 }
 

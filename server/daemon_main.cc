@@ -16,8 +16,10 @@ ABSL_FLAG(std::string, db, "./var/runreaper.db",
           "SQLite database file (its directory is created if missing).");
 ABSL_FLAG(std::string, socket, "./var/runreaper.sock",
           "Unix socket to serve gRPC on, created mode 0660 (its directory is "
-          "created if missing). A stale socket file is replaced; a live daemon "
-          "on it is an error.");
+          "created 0750 if missing). Its directory must be root's and writable "
+          "by no one else, or sticky (as /tmp); it is refused otherwise. A "
+          "stale socket file of root's is replaced; a live daemon on it, or "
+          "anything else there, is an error.");
 ABSL_FLAG(std::string, socket_group, "",
           "Group (name or number) of the unix socket: its members may connect. "
           "A caller other than root may read everything, register only a live "

@@ -4,8 +4,6 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -59,31 +57,6 @@ std::optional<PeerCred> PeerCreds::Lookup(absl::string_view peer) const {
   auto it = by_fd_.find(fd);
   if (it == by_fd_.end()) return std::nullopt;
   return it->second;
-}
-
-absl::StatusOr<base::Fd> ListenUnix(const std::string& path, int gid) {
-  base::Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (fd.get() < 0) return absl::ErrnoToStatus(errno, "socket(AF_UNIX)");
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof(addr.sun_path)) {
-    return absl::InvalidArgumentError(absl::StrCat("socket path too long: ", path));
-  }
-  std::memcpy(addr.sun_path, path.data(), path.size());
-  // Created with no wider mode than 0660 at any moment.
-  const mode_t old_umask = ::umask(0117);
-  const int rc = ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  const int bind_errno = errno;
-  ::umask(old_umask);
-  if (rc != 0) return absl::ErrnoToStatus(bind_errno, absl::StrCat("bind ", path));
-  if (gid >= 0 && ::chown(path.c_str(), static_cast<uid_t>(-1), static_cast<gid_t>(gid)) != 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("chown :", gid, " ", path));
-  }
-  if (::chmod(path.c_str(), 0660) != 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("chmod 0660 ", path));
-  }
-  if (::listen(fd.get(), 128) != 0) return absl::ErrnoToStatus(errno, "listen " + path);
-  return fd;
 }
 
 UnixAcceptor::UnixAcceptor(base::Fd listen_fd, PeerCreds* creds, grpc::Server* server,

@@ -86,10 +86,6 @@ class UnixAcceptor {
   std::thread thread_;
 };
 
-// A listening unix socket at `path` (which must not exist), created mode
-// 0660 (under a umask, no wider window); `gid` >= 0 sets its group.
-absl::StatusOr<base::Fd> ListenUnix(const std::string& path, int gid);
-
 }  // namespace runreaper::server
 
 #endif  // RUNREAPER_SERVER_PEER_CREDS_H_

@@ -18,6 +18,7 @@
 #include "base/test_util.h"
 #include "gtest/gtest.h"
 #include "scanner/procfs.h"
+#include "server/socket_path.h"
 
 namespace runreaper::server {
 namespace {
@@ -45,7 +46,9 @@ class PeerPidNamespaceTest : public ::testing::Test {
   void SetUp() override {
     dir_ = tmp_.path();
     path_ = dir_ + "/s";
-    absl::StatusOr<base::Fd> fd = ListenUnix(path_, -1);
+    absl::StatusOr<SocketPlace> place = PrepareSocketPath(path_);
+    ASSERT_TRUE(place.ok()) << place.status();
+    absl::StatusOr<base::Fd> fd = ListenUnix(*place, -1);
     ASSERT_TRUE(fd.ok()) << fd.status();
     listen_ = *std::move(fd);
   }
