@@ -19,6 +19,7 @@
 #include "server/answer_budget.h"
 #include "server/bearer_auth.h"
 #include "server/caller_policy.h"
+#include "server/uid_quota.h"
 
 namespace runreaper::server {
 ReconcilerService::ReconcilerService(store::RunStore* store, const scanner::ProcFs* procfs,
@@ -35,6 +36,7 @@ ReconcilerService::ReconcilerService(store::RunStore* store, const scanner::Proc
       timers_(std::make_unique<Timers>()),
       worker_(options_.sweep_queue_limit) {
   if (!options_.cookie_names.empty()) registrar_.SetCookieNames(options_.cookie_names);
+  registrar_.SetUidQuota(options_.uid_quota);
   if (options_.handler_threads > 0) {
     handlers_ =
         std::make_unique<HandlerPool>(options_.handler_threads, options_.handler_queue_limit);
@@ -213,6 +215,9 @@ grpc::ServerUnaryReactor* ReconcilerService::RegisterRun(grpc::CallbackServerCon
         absl::StatusOr<v1::Run> run = registrar_.Register(caller, *request);
         if (absl::IsPermissionDenied(run.status())) {  // the trust policy's refusal
           return Refused(ctx, "RegisterRun", run.status(), "permission_denied");
+        }
+        if (IsOverQuota(run.status())) {  // a bound per uid
+          return Refused(ctx, "RegisterRun", run.status(), "quota");
         }
         if (!run.ok()) {
           if (!absl::IsInvalidArgument(run.status()) && !absl::IsAlreadyExists(run.status())) {
