@@ -385,6 +385,7 @@ absl::Status Daemon::Start() {
   sopts.handler_threads = options_.handler_threads;
   sopts.cookie_names = CookieNames();
   sopts.max_lease = options_.max_lease;
+  sopts.uid_quota = options_.uid_quota;
   sopts.metrics = &metrics_;
   sopts.sweep_ladder_waits = sweeper_->LadderWaits();
   service_ = std::make_unique<ReconcilerService>(

@@ -20,6 +20,7 @@
 // ReadTokenFile.
 #include "server/socket_path.h"
 #include "server/tcp_access.h"
+#include "server/uid_quota.h"
 
 namespace runreaper::server {
 
@@ -68,6 +69,9 @@ struct DaemonOptions {
   std::vector<std::string> cookie_names;
   // The longest lease runreaperctl keep may ask for (--max_lease).
   absl::Duration max_lease = absl::Hours(24);
+  // What a caller other than root may keep stored (--max_runs_per_uid,
+  // --max_label_bytes_per_uid; 0 = no bound).
+  UidQuota uid_quota;
   // /proc/<pid>/stat descriptors kept between walks (--stat_handles,
   // scanner/stat_handles.h); 0 = none.
   size_t stat_handles = 8192;

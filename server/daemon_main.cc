@@ -1,5 +1,6 @@
 #include <algorithm>
 // runreaperd: the runreaper daemon. See docs/OPERATIONS.md.
+#include <cstdint>
 #include <cstdio>
 #include <string>
 
@@ -11,6 +12,7 @@
 #include "base/log.h"
 #include "server/daemon.h"
 #include "server/request_validation.h"
+#include "server/uid_quota.h"
 
 ABSL_FLAG(std::string, db, "./var/runreaper.db",
           "SQLite database file (its directory is created if missing).");
@@ -129,6 +131,20 @@ ABSL_FLAG(absl::Duration, max_lease, absl::Hours(24),
           "The longest lease runreaperctl keep PID --for=DURATION may ask for; "
           "a leased process is kept until its lease ends, then swept.");
 
+ABSL_FLAG(int64_t, max_runs_per_uid, runreaper::server::kDefaultMaxRunsPerUid,
+          "Runs a caller other than root may keep in the database, in any "
+          "state, until retention (--retain) deletes the ended ones; past it "
+          "its RegisterRun answers RESOURCE_EXHAUSTED naming this flag. Root "
+          "and the admin token are not bounded. Raise it for a runner that "
+          "registers more than about a thousand jobs a day or with a longer "
+          "--retain; 0 = no bound (one member can then fill the database).");
+ABSL_FLAG(int64_t, max_label_bytes_per_uid, runreaper::server::kDefaultMaxLabelBytesPerUid,
+          "Label bytes (keys and values) the runs of a caller other than root "
+          "may hold together in the database, counted like --max_runs_per_uid; "
+          "a registration whose labels would pass it answers "
+          "RESOURCE_EXHAUSTED naming this flag. Root is not bounded; 0 = no "
+          "bound.");
+
 ABSL_FLAG(int, stat_handles, 8192,
           "Keep at most this many /proc/<pid>/stat descriptors open between "
           "walks, one per process seen, so a walk reads each process with one "
@@ -189,6 +205,14 @@ int main(int argc, char** argv) {
   options.max_lease = absl::GetFlag(FLAGS_max_lease);
   if (options.max_lease <= absl::ZeroDuration()) {
     fprintf(stderr, "runreaperd: --max_lease must be > 0\n");
+    return 2;
+  }
+  options.uid_quota.max_runs = absl::GetFlag(FLAGS_max_runs_per_uid);
+  options.uid_quota.max_label_bytes = absl::GetFlag(FLAGS_max_label_bytes_per_uid);
+  if (options.uid_quota.max_runs < 0 || options.uid_quota.max_label_bytes < 0) {
+    fprintf(stderr,
+            "runreaperd: --max_runs_per_uid and --max_label_bytes_per_uid must be >= 0 "
+            "(0 = no bound)\n");
     return 2;
   }
   if (absl::GetFlag(FLAGS_stat_handles) < 0) {

@@ -38,7 +38,8 @@ namespace {
 constexpr const char* kStages[] = {"SIGINT", "SIGTERM", "SIGKILL", "cgroup.kill"};
 constexpr const char* kResults[] = {"SENT",    "GONE",  "REUSED",   "DENIED",
                                     "REFUSED", "ERROR", "OTHER_UID"};
-constexpr const char* kRefusals[] = {"unauthenticated", "permission_denied", "peer_credentials"};
+constexpr const char* kRefusals[] = {"unauthenticated", "permission_denied", "peer_credentials",
+                                     "quota"};
 
 template <size_t N>
 std::string OneOf(absl::string_view value, const char* const (&set)[N]) {

@@ -135,7 +135,8 @@ class Metrics {
   // error leaves the gauges as they were.
   void SetZombies(const absl::StatusOr<ZombieFigures>& figures);
   // Issue 10 (trust): a caller refused; `reason` one of "unauthenticated",
-  // "permission_denied", "peer_credentials" (others count as "other").
+  // "permission_denied", "peer_credentials", "quota" (a bound per uid,
+  // server/uid_quota.h; others count as "other").
   void CallerRefused(absl::string_view reason);
 
   // --- exposition ---

@@ -230,7 +230,12 @@ absl::StatusOr<v1::Run> Registrar::Register(const Caller& caller,
     RETURN_IF_ERROR(CheckCgroupClaim(claim));
   }
 
-  ASSIGN_OR_RETURN(v1::Run stored, store_->Register(run));
+  // The bounds per uid, checked inside the store's transaction (root's runs
+  // are never asked about).
+  const int64_t label_bytes = store::LabelBytes(run);
+  ASSIGN_OR_RETURN(v1::Run stored, store_->Register(run, [&](const store::UidUsage& held) {
+    return CheckUidQuota(run.registered_uid(), held, label_bytes, quota_);
+  }));
   if (hooks_.notify) hooks_.notify();
   if (stored.state() != v1::RUN_STATE_RUNNING) return stored;
   // Its descendants are followed from now on (lineage on), seeded with what

@@ -12,8 +12,9 @@
 //   5. liveness at registration: ALIVE when the view shows the recorded
 //      process alive in our namespace;
 //   6. the cgroup claim (server/cgroup_claim.h), against the view's cgroup;
-//   7. the store (RegisterRun's one transaction: the RUNNING record and its
-//      REGISTERED event);
+//   7. the store (RegisterRun's one transaction: for a non-root caller the
+//      bounds per uid (server/uid_quota.h) against what its stored runs
+//      hold, then the RUNNING record and its REGISTERED event);
 //   8. for a RUNNING run: tracked (lineage) and armed (exit watcher) before
 //      the answer, which is the run as stored after arming (a leader already
 //      gone is reconciled by the arm).
@@ -35,6 +36,7 @@
 #include "scanner/procfs.h"
 #include "server/caller_policy.h"
 #include "server/daemon_self.h"
+#include "server/uid_quota.h"
 #include "store/run_store.h"
 
 namespace runreaper::server {
@@ -77,7 +79,8 @@ class Registrar {
   //   PERMISSION_DENIED: the transport logs and counts it as a refusal.
   // - FAILED_PRECONDITION: with only a pid sent, the process is unreadable;
   //   a cgroup that may not become the run's own.
-  // - RESOURCE_EXHAUSTED: out of descriptors while reading the leader.
+  // - RESOURCE_EXHAUSTED: out of descriptors while reading the leader; or
+  //   a non-root caller past a bound per uid (IsOverQuota tells it).
   // - ALREADY_EXISTS: the run id is registered with another identity; and
   //   the store's errors as they are.
   absl::StatusOr<v1::Run> Register(const Caller& caller,
@@ -86,6 +89,10 @@ class Registrar {
   // The cookie names a run may ask for (runreaperd --cookie_names, already
   // validated); kDefaultCookieNames until set. Set before serving.
   void SetCookieNames(std::vector<std::string> names) { cookie_names_ = std::move(names); }
+  // The bounds per uid of non-root callers (runreaperd --max_runs_per_uid,
+  // --max_label_bytes_per_uid); UidQuota's defaults until set. Set before
+  // serving.
+  void SetUidQuota(UidQuota quota) { quota_ = quota; }
 
  private:
   store::RunStore* store_;
@@ -93,6 +100,7 @@ class Registrar {
   const DaemonSelf* self_;
   RegistrationHooks hooks_;
   std::vector<std::string> cookie_names_;
+  UidQuota quota_;
 };
 
 }  // namespace runreaper::server

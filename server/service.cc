@@ -16,8 +16,10 @@
 #include "scanner/identity.h"
 #include "scanner/identity_proto.h"
 #include "scanner/pinned_process.h"
+#include "server/answer_budget.h"
 #include "server/bearer_auth.h"
 #include "server/caller_policy.h"
+#include "server/uid_quota.h"
 
 namespace runreaper::server {
 ReconcilerService::ReconcilerService(store::RunStore* store, const scanner::ProcFs* procfs,
@@ -34,6 +36,7 @@ ReconcilerService::ReconcilerService(store::RunStore* store, const scanner::Proc
       timers_(std::make_unique<Timers>()),
       worker_(options_.sweep_queue_limit) {
   if (!options_.cookie_names.empty()) registrar_.SetCookieNames(options_.cookie_names);
+  registrar_.SetUidQuota(options_.uid_quota);
   if (options_.handler_threads > 0) {
     handlers_ =
         std::make_unique<HandlerPool>(options_.handler_threads, options_.handler_queue_limit);
@@ -213,6 +216,9 @@ grpc::ServerUnaryReactor* ReconcilerService::RegisterRun(grpc::CallbackServerCon
         if (absl::IsPermissionDenied(run.status())) {  // the trust policy's refusal
           return Refused(ctx, "RegisterRun", run.status(), "permission_denied");
         }
+        if (IsOverQuota(run.status())) {  // a bound per uid
+          return Refused(ctx, "RegisterRun", run.status(), "quota");
+        }
         if (!run.ok()) {
           if (!absl::IsInvalidArgument(run.status()) && !absl::IsAlreadyExists(run.status())) {
             base::LogError(base::LogFields().Run(request->run_id()),
@@ -333,6 +339,7 @@ grpc::ServerUnaryReactor* ReconcilerService::ListRuns(grpc::CallbackServerContex
         query.labels.insert(request->label_selector().begin(), request->label_selector().end());
         query.page_size = request->page_size() == 0 ? kDefaultPageSize : request->page_size();
         query.page_token = request->page_token();
+        query.max_bytes = kAnswerBudgetBytes;
         ASSIGN_OR_RETURN(store::ListRunsPage page, store_->List(query));
         for (v1::Run& run : page.runs) {
           if (reconciler_ != nullptr) reconciler_->OverlayLastSeen(&run);
@@ -377,6 +384,7 @@ grpc::ServerUnaryReactor* ReconcilerService::Reconcile(grpc::CallbackServerConte
           *response->add_transitions() = std::move(t);
         }
         response->set_examined(pass->examined);
+        FitReconcile(response);
         return absl::OkStatus();
       },
       Blocks::kYes);
@@ -390,6 +398,7 @@ grpc::ServerUnaryReactor* ReconcilerService::ListOrphans(grpc::CallbackServerCon
       [this, request, response]() -> absl::Status {
         RETURN_IF_ERROR(ValidateOptionalRunId(request->run_id()));
         ASSIGN_OR_RETURN(*response, sweeper_->ListOrphans(request->run_id(), request->walk()));
+        FitListOrphans(response);
         return absl::OkStatus();
       },
       Blocks::kYes);
@@ -425,6 +434,7 @@ grpc::ServerUnaryReactor* ReconcilerService::Sweep(grpc::CallbackServerContext* 
     hub_->Notify();
     if (swept.ok()) {
       *response = *std::move(swept);
+      FitSweep(response);
       MakeValidUtf8(response);
     }
     reactor->Finish(ToGrpcStatus(swept.status()));
@@ -454,12 +464,11 @@ grpc::ServerUnaryReactor* ReconcilerService::ListEvents(grpc::CallbackServerCont
         RETURN_IF_ERROR(ValidateListEventsRequest(*request));
         RETURN_IF_ERROR(CheckEventIdInRange(request->after_event_id()));
         const int limit = request->page_size() == 0 ? kDefaultPageSize : request->page_size();
-        ASSIGN_OR_RETURN(std::vector<v1::Event> events,
-                         store_->ListEvents(request->after_event_id(), request->run_id(), limit));
-        if (static_cast<int>(events.size()) == limit) {
-          response->set_next_after_event_id(events.back().event_id());
-        }
-        for (v1::Event& e : events) *response->add_events() = std::move(e);
+        ASSIGN_OR_RETURN(store::EventsPage page,
+                         store_->ListEventsPage(request->after_event_id(), request->run_id(), limit,
+                                                kAnswerBudgetBytes));
+        if (page.more) response->set_next_after_event_id(page.events.back().event_id());
+        for (v1::Event& e : page.events) *response->add_events() = std::move(e);
         return absl::OkStatus();
       });
 }

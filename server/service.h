@@ -45,6 +45,7 @@
 #include "server/streams.h"
 #include "server/sweeper.h"
 #include "server/timers.h"
+#include "server/uid_quota.h"
 #include "store/run_store.h"
 
 namespace runreaper::server {
@@ -94,6 +95,9 @@ struct ServiceOptions {
   std::vector<std::string> cookie_names;
   // The longest lease KeepProcess grants (runreaperd --max_lease).
   absl::Duration max_lease = absl::Hours(24);
+  // The bounds per uid of non-root registrations (runreaperd
+  // --max_runs_per_uid, --max_label_bytes_per_uid).
+  UidQuota uid_quota;
   // Counts leases granted. Not owned; Metrics::Off() by default.
   Metrics* metrics = nullptr;
   // The sweeper's Sweeper::LadderWaits(): with kSweepWaitMargin, how long

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "google/protobuf/io/coded_stream.h"
 #include "scanner/identity_proto.h"
 #include "store/page_token.h"
 #include "store/rows.h"
@@ -111,6 +112,20 @@ std::string IdentityDifferenceOf(const v1::Run& a, const v1::Run& b) {
 
 }  // namespace
 
+size_t AnswerEntryBytes(const google::protobuf::MessageLite& m) {
+  const size_t size = m.ByteSizeLong();
+  // The repeated field's tag (field numbers < 16: one byte) and the length.
+  return 1 + google::protobuf::io::CodedOutputStream::VarintSize64(size) + size;
+}
+
+int64_t LabelBytes(const v1::Run& run) {
+  int64_t bytes = 0;
+  for (const auto& [key, value] : run.labels()) {
+    bytes += static_cast<int64_t>(key.size() + value.size());
+  }
+  return bytes;
+}
+
 absl::StatusOr<std::unique_ptr<RunStore>> RunStore::Open(const std::string& path,
                                                          StoreOptions options) {
   ASSIGN_OR_RETURN(std::unique_ptr<Database> db,
@@ -136,7 +151,8 @@ RunStore::WriteStats RunStore::GetWriteStats() const {
   return stats;
 }
 
-absl::StatusOr<v1::Run> RunStore::Register(const v1::Run& run) {
+absl::StatusOr<v1::Run> RunStore::Register(
+    const v1::Run& run, const std::function<absl::Status(const UidUsage&)>& admit) {
   if (run.run_id().empty()) {
     return absl::InvalidArgumentError(absl::StrCat("register in ", path(), ": run_id is empty"));
   }
@@ -160,6 +176,21 @@ absl::StatusOr<v1::Run> RunStore::Register(const v1::Run& run) {
       result = existing->run;
       return absl::OkStatus();
     }
+    if (admit && run.registered_uid() != 0) {
+      // The covering partial index runs_by_member (schema 12) answers it:
+      // its condition is repeated so that the planner may use it.
+      ASSIGN_OR_RETURN(ScopedStatement s,
+                       m.db->Prepare("SELECT COUNT(*), COALESCE(SUM(label_bytes), 0) FROM runs "
+                                     "WHERE registered_uid = ?1 AND registered_uid != 0"));
+      s->BindInt(1, run.registered_uid());
+      ASSIGN_OR_RETURN(bool row, s->Step());
+      UidUsage usage;
+      if (row) {
+        usage.runs = s->ColumnInt(0);
+        usage.label_bytes = s->ColumnInt(1);
+      }
+      RETURN_IF_ERROR(admit(usage));
+    }
     const int64_t now = m.NowMicros();
     {
       ASSIGN_OR_RETURN(
@@ -171,10 +202,10 @@ absl::StatusOr<v1::Run> RunStore::Register(const v1::Run& run) {
                         "identity_unverified, host_pid, host_pidns_inode, owner_pid, "
                         "owner_start_time_ticks, owner_pidns_inode, owner_boot_id, "
                         "owner_pgid, owner_sid, owner_uid, owner_comm, sweep_on_end, "
-                        "sweep_grace_us, cookies, pidfs_id, owner_pidfs_id) VALUES (?1, ?2, "
-                        "?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?14, 0, NULL, ?13, "
-                        "?13, NULL, 0, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, "
-                        "?25, ?26, ?27, ?28, ?29, ?30, ?31)"));
+                        "sweep_grace_us, cookies, pidfs_id, owner_pidfs_id, label_bytes) "
+                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?14, 0, "
+                        "NULL, ?13, ?13, NULL, 0, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, "
+                        "?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32)"));
       s->BindText(1, run.run_id())
           .BindInt(2, run.pid())
           .BindInt(3, run.pgid())
@@ -210,7 +241,8 @@ absl::StatusOr<v1::Run> RunStore::Register(const v1::Run& run) {
                                           : 0)
           .BindText(29, EncodeCookies(run))
           .BindInt(30, static_cast<int64_t>(run.pidfs_id()))
-          .BindInt(31, owned ? static_cast<int64_t>(run.owner_pidfs_id()) : 0);
+          .BindInt(31, owned ? static_cast<int64_t>(run.owner_pidfs_id()) : 0)
+          .BindInt(32, LabelBytes(run));
       RETURN_IF_ERROR(s->Run());
     }
     const int64_t seq = m.db->LastInsertRowid();
@@ -366,23 +398,37 @@ absl::StatusOr<ListRunsPage> RunStore::List(const ListRunsQuery& query) {
 
   Impl& m = *impl_;
   std::vector<StoredRun> runs;
+  // How many of `runs` the page holds: up to page_size, fewer when the
+  // next would take it past max_bytes. Labels are read only for those (and
+  // the one that did not fit), so a page of large runs is not read whole.
+  size_t n = 0;
   RETURN_IF_ERROR(m.Read(true, [&](Database& d) -> absl::Status {
-    ASSIGN_OR_RETURN(runs, Impl::QueryRuns(d, sql, [&](Statement& s) {
-                       s.BindInt(1, after_seq).BindInt(2, page_size + 1);
-                       if (query.state != v1::RUN_STATE_UNSPECIFIED) {
-                         s.BindInt(3, query.state);
-                       }
-                       int i = 4;
-                       for (const auto& [k, v] : query.labels) {
-                         s.BindText(i, k).BindText(i + 1, v);
-                         i += 2;
-                       }
-                     }));
+    ASSIGN_OR_RETURN(runs, Impl::QueryRuns(
+                               d, sql,
+                               [&](Statement& s) {
+                                 s.BindInt(1, after_seq).BindInt(2, page_size + 1);
+                                 if (query.state != v1::RUN_STATE_UNSPECIFIED) {
+                                   s.BindInt(3, query.state);
+                                 }
+                                 int i = 4;
+                                 for (const auto& [k, v] : query.labels) {
+                                   s.BindText(i, k).BindText(i + 1, v);
+                                   i += 2;
+                                 }
+                               },
+                               /*with_labels=*/false));
+    size_t bytes = 0;
+    for (; n < runs.size() && n < static_cast<size_t>(page_size); ++n) {
+      RETURN_IF_ERROR(Impl::ReadLabels(d, runs[n].seq, &runs[n].run));
+      const size_t entry = AnswerEntryBytes(runs[n].run);
+      if (query.max_bytes > 0 && n > 0 && bytes + entry > query.max_bytes) break;
+      bytes += entry;
+    }
     return absl::OkStatus();
   }));
   ListRunsPage page;
-  if (runs.size() > static_cast<size_t>(page_size)) {
-    runs.resize(page_size);
+  if (runs.size() > n) {
+    runs.resize(n);
     page.next_page_token = page_token::Encode(runs.back().seq, fingerprint);
   }
   page.runs.reserve(runs.size());

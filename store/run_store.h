@@ -20,6 +20,7 @@
 #ifndef RUNREAPER_STORE_RUN_STORE_H_
 #define RUNREAPER_STORE_RUN_STORE_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -32,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "google/protobuf/message_lite.h"
 #include "runreaper/v1/runreaper.pb.h"
 #include "scanner/identity.h"
 
@@ -61,11 +63,39 @@ struct ListRunsQuery {
   std::map<std::string, std::string> labels;       // all must match
   int page_size = 100;                             // capped at kMaxPageSize
   std::string page_token;                          // "" = first page
+  // 0 = no bound. Otherwise the page ends before the run that would take
+  // the page's AnswerEntryBytes past it (next_page_token set), so an answer
+  // fits a message limit whatever the runs hold; a page always holds at
+  // least one run.
+  size_t max_bytes = 0;
 };
 
 struct ListRunsPage {
   std::vector<v1::Run> runs;
   std::string next_page_token;  // "" = no more
+};
+
+// A page of the audit log (RunStore::ListEventsPage).
+struct EventsPage {
+  std::vector<v1::Event> events;
+  // The page ended at its `limit` or at its `max_bytes`: events may follow
+  // the last one (list again after its id). False = the log ends here.
+  bool more = false;
+};
+
+// The bytes `m` adds to an answer as one entry of a repeated field: its
+// encoding plus the field's tag and length prefix. What List and
+// ListEventsPage count against max_bytes.
+size_t AnswerEntryBytes(const google::protobuf::MessageLite& m);
+
+// The bytes a run's labels count for in a uid's bound: every key and value.
+int64_t LabelBytes(const v1::Run& run);
+
+// What the stored runs registered by one non-root uid hold (Register's
+// `admit`): every run of any state until retention deletes it.
+struct UidUsage {
+  int64_t runs = 0;
+  int64_t label_bytes = 0;  // LabelBytes summed over those runs
 };
 
 // One change the reconciler wants applied in a pass.
@@ -198,7 +228,7 @@ struct SweepProgress {
 class RunStore {
  public:
   static constexpr int kMaxPageSize = 1000;
-  static constexpr int kSchemaVersion = 11;
+  static constexpr int kSchemaVersion = 12;
 
   // Opens or creates the database at `path` (its directory must exist).
   // Refuses a schema newer than kSchemaVersion, a file that is not a SQLite
@@ -218,7 +248,15 @@ class RunStore {
   // otherwise); state/timestamps are set by the store. Writes a REGISTERED
   // event. Idempotent: an existing id with the same identity returns the
   // stored run unchanged; a different identity is ALREADY_EXISTS.
-  absl::StatusOr<v1::Run> Register(const v1::Run& run);
+  // `admit`, when set, is asked for a new run of a non-root uid
+  // (registered_uid != 0), inside the registration's write transaction,
+  // with what that uid's stored runs hold before this one (one read of an
+  // index: a bound checked there cannot be overshot by concurrent
+  // registrations); its error refuses the registration, nothing written,
+  // and is returned as it is. Never asked for root's runs or for a
+  // registration that returns an existing run.
+  absl::StatusOr<v1::Run> Register(
+      const v1::Run& run, const std::function<absl::Status(const UidUsage&)>& admit = nullptr);
 
   // last_seen_alive_at = now for a RUNNING run. FAILED_PRECONDITION when
   // terminal.
@@ -331,6 +369,11 @@ class RunStore {
   // (capped at kMaxPageSize); `run_id` empty = all runs.
   absl::StatusOr<std::vector<v1::Event>> ListEvents(int64_t after_event_id,
                                                     absl::string_view run_id, int limit);
+  // ListEvents, and with `max_bytes` > 0 the page ends before the event
+  // that would take its AnswerEntryBytes past it (at least one event per
+  // page); `more` says whether it ended at a bound.
+  absl::StatusOr<EventsPage> ListEventsPage(int64_t after_event_id, absl::string_view run_id,
+                                            int limit, size_t max_bytes);
 
   // Appends audit events (SIGNAL, SWEEP_*, KEPT) in one transaction and
   // returns their ids, in order; the store sets event_id and time. Any other

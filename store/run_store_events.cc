@@ -2,6 +2,7 @@
 // itself, and reading the log in order.
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -50,6 +51,13 @@ absl::StatusOr<std::vector<int64_t>> RunStore::AppendEvents(const std::vector<v1
 
 absl::StatusOr<std::vector<v1::Event>> RunStore::ListEvents(int64_t after_event_id,
                                                             absl::string_view run_id, int limit) {
+  ASSIGN_OR_RETURN(EventsPage page, ListEventsPage(after_event_id, run_id, limit, 0));
+  return std::move(page.events);
+}
+
+absl::StatusOr<EventsPage> RunStore::ListEventsPage(int64_t after_event_id,
+                                                    absl::string_view run_id, int limit,
+                                                    size_t max_bytes) {
   const int n = limit <= 0 ? kDefaultPageSize : std::min(limit, kMaxPageSize);
   Impl& m = *impl_;
   static const std::string* const kSql[2] = {
@@ -59,19 +67,28 @@ absl::StatusOr<std::vector<v1::Event>> RunStore::ListEvents(int64_t after_event_
                                    " FROM events WHERE event_id > ?1 AND run_id = ?3 "
                                    "ORDER BY event_id LIMIT ?2")),
   };
-  std::vector<v1::Event> out;
+  EventsPage page;
   RETURN_IF_ERROR(m.Read(false, [&](Database& d) -> absl::Status {
     ASSIGN_OR_RETURN(ScopedStatement s, d.Prepare(*kSql[run_id.empty() ? 0 : 1]));
     s->BindInt(1, after_event_id).BindInt(2, n);
     if (!run_id.empty()) s->BindText(3, run_id);
+    size_t bytes = 0;
     while (true) {
       ASSIGN_OR_RETURN(bool row, s->Step());
       if (!row) break;
-      out.push_back(ReadEventRow(*s));
+      v1::Event e = ReadEventRow(*s);
+      const size_t entry = AnswerEntryBytes(e);
+      if (max_bytes > 0 && !page.events.empty() && bytes + entry > max_bytes) {
+        page.more = true;
+        break;
+      }
+      bytes += entry;
+      page.events.push_back(std::move(e));
     }
     return absl::OkStatus();
   }));
-  return out;
+  if (static_cast<int>(page.events.size()) == n) page.more = true;
+  return page;
 }
 
 absl::StatusOr<int64_t> RunStore::LastEventId() {

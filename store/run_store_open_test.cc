@@ -556,7 +556,7 @@ TEST_F(RunStoreTest, MigratesASchemaTenFile) {
     ASSERT_OK(store->Register(in));
     ASSERT_OK(MarkStale(*store, "r1", v1::STALE_REASON_OWNER_EXITED, v1::LIVENESS_ALIVE).status());
   }
-  RawExec(path_, std::string(kUndoSchemaEleven) + "PRAGMA user_version = 10;");
+  RawExec(path_, std::string(kUndoSchemaTwelve) + kUndoSchemaEleven + "PRAGMA user_version = 10;");
   ASSERT_EQ(RawQueryInt(path_,
                         "SELECT count(*) FROM pragma_table_info('runs') "
                         "WHERE name LIKE 'owner_observed_%'"),

@@ -209,6 +209,19 @@ ALTER TABLE events ADD COLUMN owner_observed_core INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE events ADD COLUMN owner_observed_at_us INTEGER;
 ALTER TABLE events ADD COLUMN owner_observed_source INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // 11 -> 12: bounds per uid (docs/SECURITY.md "Bounds per uid"). A run's
+    // label_bytes (every key and value, store::LabelBytes), filled in for
+    // the runs already stored, and a covering index of the runs non-root
+    // uids registered, so that RegisterRun reads what a uid holds (runs and
+    // label bytes) from the index alone. Root's runs stay out of it: they
+    // are not bounded and do not pay for its upkeep.
+    R"sql(
+ALTER TABLE runs ADD COLUMN label_bytes INTEGER NOT NULL DEFAULT 0;
+UPDATE runs SET label_bytes = (
+  SELECT COALESCE(SUM(LENGTH(CAST(key AS BLOB)) + LENGTH(CAST(value AS BLOB))), 0)
+  FROM run_labels WHERE run_labels.seq = runs.seq);
+CREATE INDEX runs_by_member ON runs(registered_uid, label_bytes) WHERE registered_uid != 0;
+)sql",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kVersion,
               "one migration per schema version");

@@ -81,8 +81,14 @@ inline constexpr char kDropOwnerColumns[] =
     "ALTER TABLE runs DROP COLUMN sweep_on_end; "
     "ALTER TABLE runs DROP COLUMN sweep_grace_us; ";
 
+// Undoes migration 11 -> 12 (runs.label_bytes and its index): a schema-11
+// file. Every older schema needs it first.
+inline constexpr char kUndoSchemaTwelve[] =
+    "DROP INDEX runs_by_member; "
+    "ALTER TABLE runs DROP COLUMN label_bytes; ";
+
 // Undoes migration 10 -> 11 (the owner_observed_* columns of runs and
-// events): a schema-10 file.
+// events): after kUndoSchemaTwelve, a schema-10 file.
 inline constexpr char kUndoSchemaEleven[] =
     "ALTER TABLE runs DROP COLUMN owner_observed_kind; "
     "ALTER TABLE runs DROP COLUMN owner_observed_code; "
@@ -97,13 +103,13 @@ inline constexpr char kUndoSchemaEleven[] =
     "ALTER TABLE events DROP COLUMN owner_observed_at_us; "
     "ALTER TABLE events DROP COLUMN owner_observed_source; ";
 
-// Undoes migrations 10 -> 11 and 9 -> 10 (the runs' pidfs ids): a
+// Undoes migrations 11 -> 12, 10 -> 11 and 9 -> 10 (the runs' pidfs ids): a
 // schema-9 file.
-inline const std::string kDropPidfsIds = std::string(kUndoSchemaEleven) +
+inline const std::string kDropPidfsIds = std::string(kUndoSchemaTwelve) + kUndoSchemaEleven +
                                          "ALTER TABLE runs DROP COLUMN pidfs_id; "
                                          "ALTER TABLE runs DROP COLUMN owner_pidfs_id; ";
 
-// Undoes migrations 10 -> 11, 9 -> 10 and 8 -> 9 (runs.cookies and the
+// Undoes migrations 11 -> 12 down to 8 -> 9 (runs.cookies and the
 // leases table), for tests that rebuild an older schema by hand. A file
 // taken below schema 8 needs this first, then kDropOwnerColumns (and below
 // 7 kUndoSchemaSeven).

@@ -430,6 +430,8 @@ int CmdReconcile(Client& c, const ParsedArgs& a) {
            ShortStateName(t.from_state()).c_str(), ShortStateName(t.to_state()).c_str(),
            ShortReasonName(t.stale_reason()).c_str(), Liveness(t.liveness()).c_str());
   }
+  PrintLeftOff(resp.transitions_left_off(), "transitions",
+               "each is a STATE_CHANGED event: runreaperctl events lists them");
   return kExitOk;
 }
 
@@ -488,6 +490,7 @@ int CmdOrphans(Client& c, const ParsedArgs& a) {
     printf("%s\n", ToJson(resp).c_str());
   } else {
     PrintOrphans(resp.orphans());
+    PrintLeftOff(resp.orphans_left_off(), "orphans", "runreaperctl orphans RUN_ID lists one run's");
     PrintZombiePiles(resp);
   }
   return kExitOk;
@@ -507,14 +510,23 @@ int CmdSweep(Client& c, const ParsedArgs& a) {
     printf("%s\n", ToJson(resp).c_str());
     return kExitOk;
   }
-  printf("%s %d targets\n", req.dry_run() ? "would signal" : "swept", resp.targets_size());
+  printf("%s %d targets\n", req.dry_run() ? "would signal" : "swept",
+         resp.targets_size() + resp.targets_left_off());
   PrintOrphans(resp.targets());
+  PrintLeftOff(resp.targets_left_off(), "targets",
+               req.dry_run() ? "name a run to see its own" : "they were swept all the same");
   for (const v1::Event& e : resp.signals()) PrintEventLine(e);
-  if (resp.survivors_size() > 0) {
-    printf("survivors: %d\n", resp.survivors_size());
+  PrintLeftOff(resp.signals_left_off(), "signals",
+               "runreaperctl events --run=RUN_ID lists every SIGNAL event");
+  if (resp.survivors_size() + resp.survivors_left_off() > 0) {
+    printf("survivors: %d\n", resp.survivors_size() + resp.survivors_left_off());
     PrintOrphans(resp.survivors());
+    PrintLeftOff(resp.survivors_left_off(), "survivors",
+                 "runreaperctl orphans lists those still alive");
   }
   PrintReceipts(resp.receipts());
+  PrintLeftOff(resp.receipts_left_off(), "receipts",
+               "runreaperctl events --run=RUN_ID lists every RECEIPT event");
   if (!resp.proof().empty()) {
     printf("end: %s\n", base::EscapeForLog(resp.proof()).c_str());
   }

@@ -264,6 +264,12 @@ void PrintZombiePiles(const v1::ListOrphansResponse& response) {
   }
 }
 
+void PrintLeftOff(int n, const std::string& what, const std::string& hint) {
+  if (n <= 0) return;
+  printf("(%d %s left off to keep the answer within runreaperd's answer budget; %s)\n", n,
+         what.c_str(), hint.c_str());
+}
+
 int PrintRunResult(bool json, const grpc::Status& s, const v1::Run& run, const std::string& what) {
   if (!s.ok()) return ExitFor(s, what);
   if (json) {

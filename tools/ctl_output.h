@@ -73,6 +73,11 @@ void PrintOrphans(const google::protobuf::RepeatedPtrField<::runreaper::v1::Orph
 // many piles the daemon left off.
 void PrintZombiePiles(const ::runreaper::v1::ListOrphansResponse& response);
 
+// "(N <what> left off to keep the answer within runreaperd's answer budget;
+// <hint>)" when n > 0 (an answer of a moment that the daemon cut: orphans,
+// a sweep, a pass; docs/OPERATIONS.md); nothing otherwise.
+void PrintLeftOff(int n, const std::string& what, const std::string& hint);
+
 // "receipts: N" and one line per kill receipt ("receipt run R pid ...",
 // proto/describe.h DescribeReceipt), escaped; nothing when there are none.
 void PrintReceipts(

@@ -150,7 +150,8 @@ const std::vector<Command>& Commands() {
        1},
       {"list",
        "list [--state=S] [--label=k=v]...",
-       "Lists runs (oldest first), every page. S: running, finished, stale, "
+       "Lists runs (oldest first), every page (a page ends early at "
+       "runreaperd's 1 MiB answer budget). S: running, finished, stale, "
        "cancelled.",
        {"state", "label"},
        {},
@@ -177,14 +178,16 @@ const std::vector<Command>& Commands() {
        1},
       {"reconcile",
        "reconcile [--dry_run]",
-       "Runs one reconcile pass now and prints its transitions.",
+       "Runs one reconcile pass now and prints its transitions (past "
+       "runreaperd's 1 MiB answer budget, how many were left off).",
        {},
        {"dry_run"},
        0,
        0},
       {"events",
        "events [--since=ID] [--run=RUN_ID] [--follow]",
-       "Prints the audit log after event id ID (default 0). --follow streams new "
+       "Prints the audit log after event id ID (default 0), every page. "
+       "--follow streams new "
        "events until interrupted (resuming by itself when the daemon restarts "
        "is up to the caller: use --since with the last id printed).",
        {"since", "run"},
@@ -199,7 +202,8 @@ const std::vector<Command>& Commands() {
        "/proc instead. Then a \"zombies\" section: per run (RUNNING ones "
        "too), each parent not reaping zombie members of it, whether it is "
        "itself a member, and how many it holds (docs/ORPHANS.md \"Zombie "
-       "piles\").",
+       "piles\"). An answer past runreaperd's 1 MiB answer budget lists the "
+       "first orphans and says how many were left off.",
        {},
        {"walk"},
        0,
@@ -210,7 +214,9 @@ const std::vector<Command>& Commands() {
        "all); --dry_run lists what would be signalled. Prints a kill receipt per "
        "process signalled (the stage that ended it, or that it exited on its "
        "own, its exit status, times) and the end: \"0 survivors (proven: cgroup "
-       "empty)\" or what is unproven and why.",
+       "empty)\" or what is unproven and why. An answer past runreaperd's 1 MiB "
+       "answer budget says how many of each were left off (the audit log has "
+       "every signal and receipt).",
        {},
        {"dry_run"},
        0,
