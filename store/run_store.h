@@ -198,7 +198,7 @@ struct SweepProgress {
 class RunStore {
  public:
   static constexpr int kMaxPageSize = 1000;
-  static constexpr int kSchemaVersion = 11;
+  static constexpr int kSchemaVersion = 12;
 
   // Opens or creates the database at `path` (its directory must exist).
   // Refuses a schema newer than kSchemaVersion, a file that is not a SQLite
@@ -217,7 +217,9 @@ class RunStore {
   // yet) or ALIVE (the caller just saw the process alive; INVALID_ARGUMENT
   // otherwise); state/timestamps are set by the store. Writes a REGISTERED
   // event. Idempotent: an existing id with the same identity returns the
-  // stored run unchanged; a different identity is ALREADY_EXISTS.
+  // stored run unchanged; a different identity is ALREADY_EXISTS, and so is
+  // an existing run another registered_uid registered (whatever its
+  // identity; the message tells nothing of it).
   absl::StatusOr<v1::Run> Register(const v1::Run& run);
 
   // last_seen_alive_at = now for a RUNNING run. FAILED_PRECONDITION when
