@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "base/status_macros.h"
 #include "base/text.h"
+#include "proto/run_id.h"
 #include "scanner/cgroup_path.h"
 #include "scanner/identity.h"
 #include "scanner/identity_proto.h"
@@ -120,12 +121,16 @@ absl::StatusOr<v1::Run> Registrar::Register(const Caller& caller,
   const v1::RegisterRunRequest& r = without_ids.has_value() ? *without_ids : request;
   RETURN_IF_ERROR(ValidateRegisterRequest(r));
   RETURN_IF_ERROR(ValidateCookies(r.cookies(), cookie_names_));
+  // The id the run is stored and answered under: root's as sent, a
+  // non-root caller's "<id>@u<uid>" (proto/run_id.h), so no uid's id ever
+  // meets another uid's run.
+  ASSIGN_OR_RETURN(const std::string run_id, RegisteredRunId(r.run_id(), caller.uid));
   const SelfFacts self = self_->Facts();
   // No leader (pid 0, an owner-only run): nothing to read.
   LeaderView leader = r.pid() != 0 ? ViewLeader(*procfs_, *self_, r) : LeaderView();
 
   v1::Run run;
-  run.set_run_id(r.run_id());
+  run.set_run_id(run_id);
   run.set_pid(r.pid());
   *run.mutable_labels() = r.labels();
   run.set_keep(r.keep());
@@ -225,7 +230,7 @@ absl::StatusOr<v1::Run> Registrar::Register(const Caller& caller,
     ASSIGN_OR_RETURN(std::vector<store::RunStore::ClaimedCgroup> claimed,
                      store_->ListClaimedCgroups());
     for (store::RunStore::ClaimedCgroup& other : claimed) {
-      if (other.run_id != r.run_id()) claim.other_runs.push_back(std::move(other.cgroup));
+      if (other.run_id != run_id) claim.other_runs.push_back(std::move(other.cgroup));
     }
     RETURN_IF_ERROR(CheckCgroupClaim(claim));
   }

@@ -70,10 +70,14 @@ class Registrar {
   Registrar(store::RunStore* store, const scanner::ProcFs* procfs, const DaemonSelf* self,
             RegistrationHooks hooks = {});
 
-  // Registers `request` for `caller` (steps above). Errors:
+  // Registers `request` for `caller` (steps above) under the caller's
+  // canonical run id (RegisteredRunId, proto/run_id.h: root's id as sent,
+  // uid U's "<id>@u<U>"), the id the answer carries. Errors:
   // - INVALID_ARGUMENT: a malformed field (the message starts with its
-  //   name); with only a pid sent, no such process here, or a thread id;
-  //   a malformed cgroup path.
+  //   name); a run id of the form "...@u<digits>" that is not the caller's
+  //   own (root's never is), or whose canonical form is too long; with only
+  //   a pid sent, no such process here, or a thread id; a malformed cgroup
+  //   path.
   // - PERMISSION_DENIED: the trust policy refused (CheckLeaderClaim: the
   //   message names the uid, the pid and what failed). The only source of
   //   PERMISSION_DENIED: the transport logs and counts it as a refusal.
@@ -81,8 +85,10 @@ class Registrar {
   //   a cgroup that may not become the run's own.
   // - RESOURCE_EXHAUSTED: out of descriptors while reading the leader; or
   //   a non-root caller past a bound per uid (IsOverQuota tells it).
-  // - ALREADY_EXISTS: the run id is registered with another identity; and
-  //   the store's errors as they are.
+  // - ALREADY_EXISTS: the caller's canonical run id is registered with
+  //   another identity (a run of the caller's own uid, or a run an older
+  //   daemon let root register under a reserved id); and the store's errors
+  //   as they are.
   absl::StatusOr<v1::Run> Register(const Caller& caller,
                                    const v1::RegisterRunRequest& request) const;
 

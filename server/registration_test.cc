@@ -590,5 +590,35 @@ TEST_F(RegistrationTest, NobodyMayNameOnlyItsOwnOwner) {
   EXPECT_EQ(ok.owner_uid(), kNobody);
 }
 
+// Run ids are namespaced by the registering uid (proto/run_id.h): nobody's
+// "same" is stored as "same@u65534" and never meets root's "same"; its own
+// canonical form is the same run; the form is reserved for it.
+TEST_F(RegistrationTest, RunIdsAreNamespacedByTheRegisteringUid) {
+  base::TestChild mine(AsNobody());
+  base::TestChild roots("rr-reg-sameid");
+  ASSERT_TRUE(mine.ok() && roots.ok());
+  ASSERT_OK_AND_ASSIGN(const v1::Run member,
+                       registrar_->Register(Nobody(), FullIdentity("same", mine.pid())));
+  EXPECT_EQ(member.run_id(), "same@u65534");
+  ASSERT_OK_AND_ASSIGN(const v1::Run root,
+                       registrar_->Register(Caller{}, ByPid("same", roots.pid())));
+  EXPECT_EQ(root.run_id(), "same");
+  EXPECT_EQ(root.pid(), roots.pid());
+  ASSERT_OK_AND_ASSIGN(const v1::Run again,
+                       registrar_->Register(Nobody(), FullIdentity("same@u65534", mine.pid())));
+  EXPECT_EQ(again.run_id(), "same@u65534");
+  EXPECT_EQ(again.pid(), mine.pid());
+  ASSERT_OK_AND_ASSIGN(const v1::Run stored, store_->Get("same@u65534"));
+  EXPECT_EQ(stored.registered_uid(), kNobody);
+
+  absl::StatusOr<v1::Run> run = registrar_->Register(Caller{}, ByPid("x@u5", roots.pid()));
+  EXPECT_TRUE(absl::IsInvalidArgument(run.status())) << run.status();
+  EXPECT_TRUE(absl::StartsWith(run.status().message(), "run_id: ")) << run.status();
+  run = registrar_->Register(Nobody(), FullIdentity("x@u5", mine.pid()));
+  EXPECT_TRUE(absl::IsInvalidArgument(run.status())) << run.status();
+  EXPECT_TRUE(absl::IsNotFound(store_->Get("x@u5").status()));
+  EXPECT_TRUE(absl::IsNotFound(store_->Get("x@u5@u65534").status()));
+}
+
 }  // namespace
 }  // namespace runreaper::server

@@ -15,14 +15,16 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "google/protobuf/map.h"
+#include "proto/run_id.h"
 #include "runreaper/v1/runreaper.pb.h"
 
 namespace runreaper::server {
 
 namespace v1 = ::runreaper::v1;
 
-// Request limits.
-inline constexpr size_t kMaxRunIdBytes = 256;
+// Request limits. A run id's is the contract's (proto/run_id.h), which a
+// non-root caller's canonical "<id>@u<uid>" must fit too.
+using ::runreaper::kMaxRunIdBytes;
 inline constexpr size_t kMaxLabelKeyBytes = 63;
 inline constexpr size_t kMaxLabelValueBytes = 256;
 inline constexpr int kMaxLabels = 64;

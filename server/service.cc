@@ -13,6 +13,7 @@
 #include "base/status_macros.h"
 #include "base/text.h"
 #include "proto/describe.h"
+#include "proto/run_id.h"
 #include "scanner/identity.h"
 #include "scanner/identity_proto.h"
 #include "scanner/pinned_process.h"
@@ -117,6 +118,11 @@ std::optional<PeerCred> ReconcilerService::UnixCred(grpc::CallbackServerContext*
 uint32_t ReconcilerService::CallerUid(grpc::CallbackServerContext* ctx) const {
   const std::optional<PeerCred> cred = UnixCred(ctx);
   return cred.has_value() ? cred->uid : 0;
+}
+
+std::string ReconcilerService::RunIdFor(grpc::CallbackServerContext* ctx,
+                                        const std::string& run_id) const {
+  return ResolveRunId(run_id, CallerUid(ctx));
 }
 
 absl::Status ReconcilerService::Refused(grpc::CallbackServerContext* ctx, absl::string_view method,
@@ -260,8 +266,9 @@ grpc::ServerUnaryReactor* ReconcilerService::Heartbeat(grpc::CallbackServerConte
       ctx, "Heartbeat", Access::kOwn, response,
       [this, ctx, request, response]() -> absl::Status {
         RETURN_IF_ERROR(ValidateRunId(request->run_id()));
-        RETURN_IF_ERROR(CheckOwner(ctx, "Heartbeat", request->run_id()));
-        ASSIGN_OR_RETURN(*response, store_->Heartbeat(request->run_id()));
+        const std::string run_id = RunIdFor(ctx, request->run_id());
+        RETURN_IF_ERROR(CheckOwner(ctx, "Heartbeat", run_id));
+        ASSIGN_OR_RETURN(*response, store_->Heartbeat(run_id));
         return absl::OkStatus();
       },
       Blocks::kYes);
@@ -274,11 +281,12 @@ grpc::ServerUnaryReactor* ReconcilerService::FinishRun(grpc::CallbackServerConte
       ctx, "FinishRun", Access::kOwn, response,
       [this, ctx, request, response]() -> absl::Status {
         RETURN_IF_ERROR(ValidateRunId(request->run_id()));
-        RETURN_IF_ERROR(CheckOwner(ctx, "FinishRun", request->run_id()));
-        absl::StatusOr<v1::Run> run = store_->Finish(request->run_id(), request->exit_code());
+        const std::string run_id = RunIdFor(ctx, request->run_id());
+        RETURN_IF_ERROR(CheckOwner(ctx, "FinishRun", run_id));
+        absl::StatusOr<v1::Run> run = store_->Finish(run_id, request->exit_code());
         hub_->Notify();
         RETURN_IF_ERROR(run.status());
-        if (reconciler_ != nullptr) reconciler_->Release(request->run_id());
+        if (reconciler_ != nullptr) reconciler_->Release(run_id);
         *response = *std::move(run);
         return absl::OkStatus();
       },
@@ -292,18 +300,19 @@ grpc::ServerUnaryReactor* ReconcilerService::CancelRun(grpc::CallbackServerConte
       ctx, "CancelRun", Access::kOwn, response,
       [this, ctx, request, response]() -> absl::Status {
         RETURN_IF_ERROR(ValidateCancelRequest(*request));
-        RETURN_IF_ERROR(CheckOwner(ctx, "CancelRun", request->run_id()));
+        const std::string run_id = RunIdFor(ctx, request->run_id());
+        RETURN_IF_ERROR(CheckOwner(ctx, "CancelRun", run_id));
         // The sweep's place in the queue first: a full queue refuses the call
         // before the run is cancelled, so a retry finds it unchanged.
         ASSIGN_OR_RETURN(BackgroundWorker::Slot slot, worker_.Reserve());
-        absl::StatusOr<v1::Run> run = store_->Cancel(request->run_id(), request->reason());
+        absl::StatusOr<v1::Run> run = store_->Cancel(run_id, request->reason());
         hub_->Notify();
         RETURN_IF_ERROR(run.status());
-        if (reconciler_ != nullptr) reconciler_->Release(request->run_id());
+        if (reconciler_ != nullptr) reconciler_->Release(run_id);
         *response = *std::move(run);
         // The ladder takes seconds (grace periods): it runs in the background and
         // its signals appear as events; CancelRun answers with the CANCELLED run.
-        std::move(slot).Post([this, run_id = request->run_id()] {
+        std::move(slot).Post([this, run_id] {
           absl::StatusOr<v1::SweepResponse> swept = sweeper_->SweepRun(run_id);
           hub_->Notify();
           if (!swept.ok()) {
@@ -319,13 +328,14 @@ grpc::ServerUnaryReactor* ReconcilerService::CancelRun(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* ReconcilerService::GetRun(grpc::CallbackServerContext* ctx,
                                                     const v1::GetRunRequest* request,
                                                     v1::Run* response) {
-  return Serve(ctx, "GetRun", Access::kRead, response, [this, request, response]() -> absl::Status {
-    RETURN_IF_ERROR(ValidateRunId(request->run_id()));
-    ASSIGN_OR_RETURN(*response, store_->Get(request->run_id()));
-    if (reconciler_ != nullptr) reconciler_->OverlayLastSeen(response);
-    if (sweeper_ != nullptr) sweeper_->AnnotateRun(response);
-    return absl::OkStatus();
-  });
+  return Serve(ctx, "GetRun", Access::kRead, response,
+               [this, ctx, request, response]() -> absl::Status {
+                 RETURN_IF_ERROR(ValidateRunId(request->run_id()));
+                 ASSIGN_OR_RETURN(*response, store_->Get(RunIdFor(ctx, request->run_id())));
+                 if (reconciler_ != nullptr) reconciler_->OverlayLastSeen(response);
+                 if (sweeper_ != nullptr) sweeper_->AnnotateRun(response);
+                 return absl::OkStatus();
+               });
 }
 
 grpc::ServerUnaryReactor* ReconcilerService::ListRuns(grpc::CallbackServerContext* ctx,
@@ -359,8 +369,9 @@ grpc::ServerUnaryReactor* ReconcilerService::WaitRun(grpc::CallbackServerContext
   if (!timeout.ok()) {
     return Done(ctx, response, timeout.status());
   }
-  grpc::ServerUnaryReactor* reactor = StartWaitRun(store_, hub_, timers_.get(), request->run_id(),
-                                                   *timeout, options_.sweep_ladder_waits, response);
+  grpc::ServerUnaryReactor* reactor =
+      StartWaitRun(store_, hub_, timers_.get(), RunIdFor(ctx, request->run_id()), *timeout,
+                   options_.sweep_ladder_waits, response);
   Leave();  // ended by its reactor, the hub or the timer
   return reactor;
 }
@@ -395,9 +406,11 @@ grpc::ServerUnaryReactor* ReconcilerService::ListOrphans(grpc::CallbackServerCon
                                                          v1::ListOrphansResponse* response) {
   return Serve(
       ctx, "ListOrphans", Access::kRead, response,
-      [this, request, response]() -> absl::Status {
+      [this, ctx, request, response]() -> absl::Status {
         RETURN_IF_ERROR(ValidateOptionalRunId(request->run_id()));
-        ASSIGN_OR_RETURN(*response, sweeper_->ListOrphans(request->run_id(), request->walk()));
+        const std::string run_id =
+            request->run_id().empty() ? std::string() : RunIdFor(ctx, request->run_id());
+        ASSIGN_OR_RETURN(*response, sweeper_->ListOrphans(run_id, request->walk()));
         FitListOrphans(response);
         return absl::OkStatus();
       },
@@ -409,11 +422,14 @@ grpc::ServerUnaryReactor* ReconcilerService::Sweep(grpc::CallbackServerContext* 
                                                    v1::SweepResponse* response) {
   absl::Status bad = Begin(ctx, "Sweep", Access::kOwn);
   if (bad.ok()) bad = ValidateOptionalRunId(request->run_id());
+  // The run named as the caller names it (its own short id resolved).
+  v1::SweepRequest resolved = *request;
+  if (!resolved.run_id().empty()) resolved.set_run_id(RunIdFor(ctx, request->run_id()));
   // A dry run signals nothing (a read, like ListOrphans); a sweep by a
   // non-root caller names one run of its own.
   if (bad.ok() && !request->dry_run()) {
-    if (!request->run_id().empty()) {
-      bad = CheckOwner(ctx, "Sweep", request->run_id());
+    if (!resolved.run_id().empty()) {
+      bad = CheckOwner(ctx, "Sweep", resolved.run_id());
     } else if (const uint32_t uid = CallerUid(ctx); uid != 0) {
       bad = Refused(
           ctx, "Sweep",
@@ -429,8 +445,8 @@ grpc::ServerUnaryReactor* ReconcilerService::Sweep(grpc::CallbackServerContext* 
   // The ladder takes seconds: the sweep runs in the background and the
   // reactor is finished from there, so no gRPC thread waits for it.
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  std::move(*slot).Post([this, reactor, request, response] {
-    absl::StatusOr<v1::SweepResponse> swept = sweeper_->Sweep(*request);
+  std::move(*slot).Post([this, reactor, resolved = std::move(resolved), response] {
+    absl::StatusOr<v1::SweepResponse> swept = sweeper_->Sweep(resolved);
     hub_->Notify();
     if (swept.ok()) {
       *response = *std::move(swept);
@@ -460,13 +476,15 @@ grpc::ServerUnaryReactor* ReconcilerService::ListEvents(grpc::CallbackServerCont
                                                         const v1::ListEventsRequest* request,
                                                         v1::ListEventsResponse* response) {
   return Serve(
-      ctx, "ListEvents", Access::kRead, response, [this, request, response]() -> absl::Status {
+      ctx, "ListEvents", Access::kRead, response, [this, ctx, request, response]() -> absl::Status {
         RETURN_IF_ERROR(ValidateListEventsRequest(*request));
         RETURN_IF_ERROR(CheckEventIdInRange(request->after_event_id()));
         const int limit = request->page_size() == 0 ? kDefaultPageSize : request->page_size();
-        ASSIGN_OR_RETURN(store::EventsPage page,
-                         store_->ListEventsPage(request->after_event_id(), request->run_id(), limit,
-                                                kAnswerBudgetBytes));
+        const std::string run_id =
+            request->run_id().empty() ? std::string() : RunIdFor(ctx, request->run_id());
+        ASSIGN_OR_RETURN(store::EventsPage page, store_->ListEventsPage(request->after_event_id(),
+                                                                       run_id, limit,
+                                                                       kAnswerBudgetBytes));
         if (page.more) response->set_next_after_event_id(page.events.back().event_id());
         for (v1::Event& e : page.events) *response->add_events() = std::move(e);
         return absl::OkStatus();

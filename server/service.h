@@ -198,6 +198,10 @@ class ReconcilerService final : public v1::Reconciler::CallbackService {
   // 0 (root) for a TCP caller (only the admin token gets past Authorize to
   // a call that changes anything) and without peer credentials.
   uint32_t CallerUid(grpc::CallbackServerContext* ctx) const;
+  // The stored run id a request's `run_id` names for this caller
+  // (ResolveRunId, proto/run_id.h): a non-root caller's short id is its own
+  // "<id>@u<uid>"; an id ending in "@u<digits>", and root's, as sent.
+  std::string RunIdFor(grpc::CallbackServerContext* ctx, const std::string& run_id) const;
   // Logs the refusal of `method` once with the caller and counts it under
   // `reason` (docs/SECURITY.md); returns `s`.
   absl::Status Refused(grpc::CallbackServerContext* ctx, absl::string_view method, absl::Status s,

@@ -167,6 +167,13 @@ absl::StatusOr<v1::Run> RunStore::Register(
     m.mu.AssertHeld();  // the writer thread runs it with mu held
     ASSIGN_OR_RETURN(std::optional<StoredRun> existing, m.Find(run.run_id()));
     if (existing.has_value()) {
+      // Another caller's run under this id (run ids are namespaced by uid,
+      // proto/run_id.h; only a run an older daemon stored can meet one):
+      // never answered as this caller's, and nothing of it is told.
+      if (existing->run.registered_uid() != run.registered_uid()) {
+        return absl::AlreadyExistsError(absl::StrCat(
+            "run \"", run.run_id(), "\" already registered in ", m.path(), " by another uid"));
+      }
       const std::string diff = IdentityDifference(existing->run, run);
       if (!diff.empty()) {
         return absl::AlreadyExistsError(absl::StrCat("run \"", run.run_id(),

@@ -228,7 +228,7 @@ struct SweepProgress {
 class RunStore {
  public:
   static constexpr int kMaxPageSize = 1000;
-  static constexpr int kSchemaVersion = 12;
+  static constexpr int kSchemaVersion = 13;
 
   // Opens or creates the database at `path` (its directory must exist).
   // Refuses a schema newer than kSchemaVersion, a file that is not a SQLite
@@ -247,7 +247,9 @@ class RunStore {
   // yet) or ALIVE (the caller just saw the process alive; INVALID_ARGUMENT
   // otherwise); state/timestamps are set by the store. Writes a REGISTERED
   // event. Idempotent: an existing id with the same identity returns the
-  // stored run unchanged; a different identity is ALREADY_EXISTS.
+  // stored run unchanged; a different identity is ALREADY_EXISTS, and so is
+  // an existing run another registered_uid registered (whatever its
+  // identity; the message tells nothing of it).
   // `admit`, when set, is asked for a new run of a non-root uid
   // (registered_uid != 0), inside the registration's write transaction,
   // with what that uid's stored runs hold before this one (one read of an

@@ -211,6 +211,27 @@ TEST_F(RunStoreTest, RegisterWithADifferentIdentityIsAlreadyExists) {
   EXPECT_EQ(r.pid(), MakeRun("r1").pid());
 }
 
+// A run another uid registered is never answered as the caller's, however
+// alike the two registrations are, and the refusal tells nothing of it.
+TEST_F(RunStoreTest, RegisterOfAnotherUidsRunIsAlreadyExistsAndTellsNothing) {
+  auto store = OpenOrDie();
+  RunProto root = MakeRun("legacy@u5");
+  ASSERT_OK(store->Register(root));
+  RunProto member = root;
+  member.set_registered_uid(5);
+  absl::StatusOr<RunProto> s = store->Register(member);
+  ASSERT_EQ(s.status().code(), absl::StatusCode::kAlreadyExists) << s.status();
+  EXPECT_TRUE(Contains(s.status().message(), "by another uid")) << s.status();
+  EXPECT_FALSE(Contains(s.status().message(), absl::StrCat(root.pid()))) << s.status();
+  member.set_pid(root.pid() + 1);
+  s = store->Register(member);
+  ASSERT_EQ(s.status().code(), absl::StatusCode::kAlreadyExists) << s.status();
+  EXPECT_FALSE(Contains(s.status().message(), absl::StrCat(root.pid()))) << s.status();
+  ASSERT_OK_AND_ASSIGN(RunProto stored, store->Get("legacy@u5"));
+  EXPECT_EQ(stored.registered_uid(), 0u);
+  EXPECT_EQ(Events(*store).size(), 1u);
+}
+
 TEST_F(RunStoreTest, RegisterRejectsEmptyRunId) {
   auto store = OpenOrDie();
   EXPECT_EQ(store->Register(MakeRun("")).status().code(), absl::StatusCode::kInvalidArgument);

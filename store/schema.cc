@@ -222,6 +222,45 @@ UPDATE runs SET label_bytes = (
   FROM run_labels WHERE run_labels.seq = runs.seq);
 CREATE INDEX runs_by_member ON runs(registered_uid, label_bytes) WHERE registered_uid != 0;
 )sql",
+    // 12 -> 13: run ids namespaced by the registering uid (proto/run_id.h,
+    // docs/SECURITY.md "Run ids"): a run a non-root uid U registered is
+    // stored as "<id>@u<U>". Older daemons stored it under the id sent;
+    // each such run is renamed in every table that names runs by id (runs,
+    // events, sweep_progress, run_descendants; run_labels goes by seq,
+    // leases name processes). A run whose id already ends in "@u<U>" is
+    // canonical and stays. Where the canonical id is taken (U registered
+    // both "x" and "x@u<U>"), the run becomes "<id>~<seq>@u<U>", still U's
+    // and unique by its seq; one that would still collide keeps its id (the
+    // migration never fails on it). Runs root registered keep their ids.
+    // The foreign keys (sweep_progress, run_descendants -> runs.run_id)
+    // are checked at COMMIT, once every table names the new ids.
+    R"sql(
+PRAGMA defer_foreign_keys = ON;
+CREATE TEMP TABLE run_id_renames (
+  old_id TEXT PRIMARY KEY,
+  new_id TEXT NOT NULL
+);
+INSERT INTO run_id_renames (old_id, new_id)
+  SELECT run_id, run_id || '@u' || registered_uid FROM runs
+  WHERE registered_uid != 0
+    AND substr(run_id, -length('@u' || registered_uid)) != '@u' || registered_uid;
+UPDATE run_id_renames
+  SET new_id = old_id || '~' || (SELECT seq FROM runs WHERE run_id = old_id) ||
+               substr(new_id, length(old_id) + 1)
+  WHERE new_id IN (SELECT run_id FROM runs);
+DELETE FROM run_id_renames WHERE new_id IN (SELECT run_id FROM runs);
+UPDATE runs SET run_id = (SELECT new_id FROM run_id_renames WHERE old_id = runs.run_id)
+  WHERE run_id IN (SELECT old_id FROM run_id_renames);
+UPDATE events SET run_id = (SELECT new_id FROM run_id_renames WHERE old_id = events.run_id)
+  WHERE run_id IN (SELECT old_id FROM run_id_renames);
+UPDATE sweep_progress
+  SET run_id = (SELECT new_id FROM run_id_renames WHERE old_id = sweep_progress.run_id)
+  WHERE run_id IN (SELECT old_id FROM run_id_renames);
+UPDATE run_descendants
+  SET run_id = (SELECT new_id FROM run_id_renames WHERE old_id = run_descendants.run_id)
+  WHERE run_id IN (SELECT old_id FROM run_id_renames);
+DROP TABLE run_id_renames;
+)sql",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kVersion,
               "one migration per schema version");

@@ -392,7 +392,7 @@ pass "A gitlab shell pre_build_script (sourced under set -eo pipefail)"
 
 rm -f "$T/fake.log"; buildkite_job "$T/A-bk" "exit 3"
 expect_call A-bk 1 "arg: register" "arg: bk-0190-aaaa-bbbb" "arg: --pid=ancestor:buildkite-agent" \
-  "arg: --cookie=BUILDKITE_JOB_ID=0190-aaaa-bbbb"
+  "arg: --cookie=BUILDKITE_JOB_ID=0190-aaaa-bbbb" "arg: --print_env"
 grep -q '^arg: --owner_pid=[0-9]' <<<"$(calls 1)" || fail "A-bk: no --owner_pid"
 expect_ancestors A-bk 1 buildkite-agent
 expect_call A-bk 2 "arg: finish" "arg: bk-0190-aaaa-bbbb" "arg: --exit_code=3" "arg: --no_wait"

@@ -128,10 +128,11 @@ TEST(UnixTrustTest, NonRootSocketGroupMemberReadsAndCannotTouchRootsRun) {
 
   const TestUser nobody;  // uid and gid 65534
   const std::string socket = "--socket=" + d.socket();
-  CtlResult r = RunCtlAs(nobody, {socket, "get", "root-job"});
+  // A non-root caller names root's run by "@u0" (docs/SECURITY.md "Run ids").
+  CtlResult r = RunCtlAs(nobody, {socket, "get", "root-job@u0"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   for (const std::vector<std::string>& args :
-       {std::vector<std::string>{socket, "cancel", "root-job"}, {socket, "sweep"}}) {
+       {std::vector<std::string>{socket, "cancel", "root-job@u0"}, {socket, "sweep"}}) {
     r = RunCtlAs(nobody, args);
     EXPECT_NE(r.exit_code, 0) << args[1] << ": " << r.out;
     EXPECT_TRUE(absl::StrContains(r.err, "PERMISSION_DENIED: uid 65534: "))
@@ -139,7 +140,7 @@ TEST(UnixTrustTest, NonRootSocketGroupMemberReadsAndCannotTouchRootsRun) {
   }
   r = RunCtlAs(nobody, {socket, "exec", "nobody-job", "--", "/bin/true"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  r = RunCtl({socket, "get", "nobody-job"});
+  r = RunCtl({socket, "get", "nobody-job@u65534"});
   EXPECT_TRUE(absl::StrContains(r.out, "registered_by: uid 65534\n")) << r.out;
   EXPECT_EQ(StateOf(d, "root-job"), v1::RUN_STATE_RUNNING);
   EXPECT_EQ(kill(root_sleeper.pid(), 0), 0) << "the root process must be alive";

@@ -140,10 +140,12 @@ TEST(UidE2ETest, NobodyCannotRegisterRootsProcessNorChangeRootsRun) {
   EXPECT_TRUE(absl::StrContains(
       r.err, absl::StrCat("uid 65534: process ", root_sleeper.pid(), " belongs to uid 0")))
       << r.err;
-  for (const std::vector<std::string>& args : {std::vector<std::string>{"cancel", "root-job"},
-                                               {"finish", "root-job", "--exit_code=0"},
-                                               {"heartbeat", "root-job"},
-                                               {"sweep", "root-job"}}) {
+  // nobody names root's run by "@u0" (its own short id would name its own
+  // run, docs/SECURITY.md "Run ids").
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"cancel", "root-job@u0"},
+                                               {"finish", "root-job@u0", "--exit_code=0"},
+                                               {"heartbeat", "root-job@u0"},
+                                               {"sweep", "root-job@u0"}}) {
     r = s.AsNobody(args);
     EXPECT_NE(r.exit_code, 0) << args[0] << ": " << r.out;
     EXPECT_TRUE(absl::StrContains(r.err, "PERMISSION_DENIED")) << args[0] << ": " << r.err;
@@ -155,7 +157,7 @@ TEST(UidE2ETest, NobodyCannotRegisterRootsProcessNorChangeRootsRun) {
   r = s.AsNobody({"reconcile"});
   EXPECT_TRUE(absl::StrContains(r.err, "uid 65534: Reconcile needs root")) << r.err;
   // Reads stay open to it.
-  EXPECT_EQ(s.AsNobody({"get", "root-job"}).exit_code, 0);
+  EXPECT_EQ(s.AsNobody({"get", "root-job@u0"}).exit_code, 0);
   EXPECT_EQ(s.AsNobody({"sweep", "--dry_run"}).exit_code, 0);
 
   const v1::Run run = Get(*s.daemon, "root-job");
@@ -191,9 +193,10 @@ TEST(UidE2ETest, NobodyRegistersItsOwnProcessAndTheRunShowsItsUid) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(absl::StrContains(r.out, "registered_by: uid 65534\n")) << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "identity:      verified\n")) << r.out;
-  r = s.AsRoot({"get", "mine"});
+  // root names nobody's run by the id it is stored under.
+  r = s.AsRoot({"get", "mine@u65534"});
   EXPECT_TRUE(absl::StrContains(r.out, "registered_by: uid 65534\n")) << r.out;
-  r = s.AsRoot({"--json", "get", "mine"});
+  r = s.AsRoot({"--json", "get", "mine@u65534"});
   EXPECT_TRUE(absl::StrContains(r.out, "\"registered_uid\":65534")) << r.out;
   r = s.AsRoot({"list"});
   EXPECT_TRUE(absl::StrContains(r.out, "REG_UID")) << r.out;
@@ -219,7 +222,7 @@ TEST(UidE2ETest, NobodyRegistersItsOwnProcessAndTheRunShowsItsUid) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   r = s.AsNobody({"finish", "mine", "--exit_code=0"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(Get(*s.daemon, "mine").state(), v1::RUN_STATE_FINISHED);
+  EXPECT_EQ(Get(*s.daemon, "mine@u65534").state(), v1::RUN_STATE_FINISHED);
   KillAndReap(mine);
 }
 
@@ -284,7 +287,7 @@ TEST(UidE2ETest, NobodysSweepKillsItsOwnStubbornProcessButNeverTheRootMemberOfIt
   EXPECT_TRUE(absl::StrContains(r.out, "survivors: ")) << r.out;
 
   v1::ListEventsRequest req;
-  req.set_run_id("mixed");
+  req.set_run_id("mixed@u65534");
   req.set_page_size(1000);
   v1::ListEventsResponse events;
   auto ctx = Ctx();
@@ -461,14 +464,14 @@ TEST(UidE2ETest, NobodyInItsOwnPidNamespaceRegistersAndSweepsItsJobVerified) {
   // verified, recorded with nobody's uid and the host pid it is watched by.
   const int job_inner = ReadInt(w + "/job");
   ASSERT_EQ(ReadInt(w + "/reg.rc"), 0) << ReadText(w + "/reg.out") << s.daemon->log();
-  const v1::Run job = Get(*s.daemon, "pod-job");
+  const v1::Run job = Get(*s.daemon, "pod-job@u65534");
   EXPECT_EQ(job.pid(), job_inner);
   EXPECT_EQ(job.pidns_inode(), *pod_ns);
   EXPECT_EQ(job.registered_uid(), kNobody);
   EXPECT_FALSE(job.identity_unverified());
   EXPECT_GT(job.host_pid(), 0);
   EXPECT_NE(job.host_pid(), job_inner);
-  CtlResult get = s.AsRoot({"get", "pod-job"});
+  CtlResult get = s.AsRoot({"get", "pod-job@u65534"});
   EXPECT_TRUE(absl::StrContains(get.out, "identity:      verified\n")) << get.out;
   EXPECT_TRUE(absl::StrContains(get.out, absl::StrCat("host_pid:      ", job.host_pid(), " ")))
       << get.out;
@@ -482,7 +485,7 @@ TEST(UidE2ETest, NobodyInItsOwnPidNamespaceRegistersAndSweepsItsJobVerified) {
   // published by it (the state is FINISHED, or STALE when the watcher saw
   // /bin/true exit first; the result is kept either way).
   EXPECT_EQ(ReadInt(w + "/exec.rc"), 0) << ReadText(w + "/exec.out");
-  const v1::Run exec_run = Get(*s.daemon, "pod-exec");
+  const v1::Run exec_run = Get(*s.daemon, "pod-exec@u65534");
   EXPECT_TRUE(exec_run.has_exit_code()) << exec_run.ShortDebugString();
   EXPECT_EQ(exec_run.exit_code(), 0);
   EXPECT_EQ(exec_run.registered_uid(), kNobody);
@@ -527,7 +530,7 @@ TEST(UidE2ETest, NobodyInItsOwnPidNamespaceRegistersAndSweepsItsJobVerified) {
       << ReadText(w + "/sweep.out");
   EXPECT_TRUE(AliveNotZombie(root_member)) << "the root member was signalled";
   v1::ListEventsRequest req;
-  req.set_run_id("pod-job");
+  req.set_run_id("pod-job@u65534");
   req.set_page_size(1000);
   v1::ListEventsResponse events;
   auto ctx = Ctx();

@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/file_util.h"
 #include "grpcpp/support/client_interceptor.h"
@@ -60,6 +61,10 @@ Client::Client(const ParsedArgs& args, absl::Duration rpc_timeout)
     }
     target_ = "unix:" + socket;
   }
+}
+
+bool Client::unix_socket() const {
+  return absl::StartsWith(target_, "unix:") || absl::StartsWith(target_, "unix-abstract:");
 }
 
 void Client::Connect() {

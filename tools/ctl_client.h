@@ -34,6 +34,10 @@ class Client {
   std::unique_ptr<grpc::ClientContext> Context(bool unbounded = false);
 
   const std::string& target() const { return target_; }
+  // Whether the target is a unix socket ("unix:" or "unix-abstract:"),
+  // where runreaperd knows the caller's uid (SO_PEERCRED); over TCP a
+  // caller acts as root with the admin token, or reads only.
+  bool unix_socket() const;
   bool json() const { return json_; }
   absl::Duration rpc_timeout() const { return rpc_timeout_; }
   ::runreaper::v1::Reconciler::Stub* stub() { return stub_.get(); }

@@ -539,6 +539,9 @@ int CmdExec(Client& c, const ParsedArgs& a) {
   }
   ExecOptions options;
   options.run_id = a.positional[1];
+  // The uid runreaperd sees (SO_PEERCRED: the effective uid at connect),
+  // whose canonical run id CMD's cookie must carry.
+  options.registering_uid = c.unix_socket() ? static_cast<uint32_t>(::geteuid()) : 0;
   options.argv = a.after_dashdash;
   options.rpc_timeout = c.rpc_timeout();
   absl::StatusOr<std::map<std::string, std::string>> labels = ParseLabels(a);

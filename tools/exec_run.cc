@@ -32,6 +32,7 @@
 #include "base/text.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/describe.h"
+#include "proto/run_id.h"
 #include "scanner/cgroup_freeze.h"
 #include "scanner/cgroup_path.h"
 #include "scanner/identity_proto.h"
@@ -419,6 +420,16 @@ absl::StatusOr<scanner::Identity> Register(v1::Reconciler::StubInterface& stub,
                                                s.error_message(), " (code ",
                                                static_cast<int>(s.error_code()), ")"));
   }
+  // CMD's cookie names options.run_id: a run stored under another id (a
+  // caller runreaperd sees as another uid than registering_uid) would leave
+  // CMD's processes to whichever run that cookie names.
+  if (run.run_id() != options.run_id) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("RegisterRun ", options.run_id, ": runreaperd stored the run as \"",
+                     base::EscapeForLog(run.run_id()), "\", not as the id CMD's ",
+                     scanner::kRunIdEnv, " names (it sees this caller as another uid than ",
+                     options.registering_uid, "); not starting CMD"));
+  }
   return id;
 }
 
@@ -583,11 +594,20 @@ std::string CgroupNameForRun(absl::string_view run_id) {
   return absl::StrCat("id_", out, "-", absl::Hex(h, absl::kZeroPad16));
 }
 
-int ExecRun(v1::Reconciler::StubInterface& stub, const ExecOptions& options) {
-  if (options.run_id.empty() || options.argv.empty()) {
+int ExecRun(v1::Reconciler::StubInterface& stub, const ExecOptions& given) {
+  if (given.run_id.empty() || given.argv.empty()) {
     base::LogError("usage: exec RUN_ID [--label=k=v]... -- CMD ARGS...");
     return 2;
   }
+  // From here on options.run_id is the canonical id: the one runreaperd
+  // stores, so CMD's cookie names this run and no other uid's.
+  absl::StatusOr<std::string> canonical = RegisteredRunId(given.run_id, given.registering_uid);
+  if (!canonical.ok()) {
+    base::LogError("exec: ", canonical.status().message());
+    return 2;
+  }
+  ExecOptions options = given;
+  options.run_id = *std::move(canonical);
   scanner::ProcFs procfs(options.proc_root);
 
   std::string cgroup_dir, cgroup_path;

@@ -3,7 +3,8 @@
 // tracked run.
 //
 // ExecRun forks; the child starts a new session (so it leads its own group
-// and session), sets RUNREAPER_RUN_ID=<run id>, moves itself into a fresh
+// and session), sets RUNREAPER_RUN_ID=<run id> (the canonical id, see
+// ExecOptions::registering_uid), moves itself into a fresh
 // dedicated cgroup <cgroup2 mount>/runreaper/<sanitized run id> when the
 // cgroup v2 hierarchy is writable (one line on stderr and no cgroup
 // otherwise), and waits until the parent has registered it. The parent
@@ -29,6 +30,7 @@
 #ifndef RUNREAPER_TOOLS_EXEC_RUN_H_
 #define RUNREAPER_TOOLS_EXEC_RUN_H_
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -62,6 +64,14 @@ struct ExecReport {
 
 struct ExecOptions {
   std::string run_id;
+  // The uid runreaperd sees this caller as: geteuid() on the unix socket,
+  // 0 over TCP (only the admin token registers, as root). The run's
+  // canonical id (proto/run_id.h RegisteredRunId: `run_id` for 0,
+  // "<run_id>@u<uid>" otherwise) is what is registered and finished, CMD's
+  // RUNREAPER_RUN_ID and its cgroup's name; an answer that names another
+  // id leaves CMD unstarted (1), an id that uid may not register is a bad
+  // option (2).
+  uint32_t registering_uid = 0;
   std::vector<std::string> argv;  // CMD ARGS..., searched in PATH
   std::map<std::string, std::string> labels;
   absl::Duration sigint_grace = absl::Seconds(2);

@@ -50,6 +50,9 @@ class StoreService final : public v1::Reconciler::Service {
  public:
   explicit StoreService(store::RunStore* store) : store_(store) {}
   std::atomic<bool> fail_register{false};
+  // When set, RegisterRun stores the run under this id instead of the one
+  // sent (as a daemon that sees the caller as another uid would).
+  std::string stored_run_id;
   // The pidfs id of the process the request's pid named when it arrived
   // (exec holds its child before exec until registered), 0 = unknown.
   std::atomic<uint64_t> live_pidfs_id{0};
@@ -60,7 +63,7 @@ class StoreService final : public v1::Reconciler::Service {
       return grpc::Status(grpc::StatusCode::UNAVAILABLE, "refused by test");
     }
     v1::Run run;
-    run.set_run_id(req->run_id());
+    run.set_run_id(stored_run_id.empty() ? req->run_id() : stored_run_id);
     run.set_pid(req->pid());
     run.set_pgid(req->pgid());
     run.set_sid(req->sid());
@@ -182,6 +185,44 @@ TEST_F(ExecRunTest, UnregisteredCommandNeverRuns) {
 TEST_F(ExecRunTest, BadOptionsAreUsage) {
   EXPECT_EQ(ExecRun(*stub_, Opts("", {"true"})), 2);
   EXPECT_EQ(ExecRun(*stub_, Opts("x", {})), 2);
+  // An id the registering uid may not register (proto/run_id.h): root's
+  // ending in @u<digits>, a member's naming another uid.
+  const std::string marker = dir_ + "/ran";
+  EXPECT_EQ(ExecRun(*stub_, Opts("x@u5", {"touch", marker})), 2);
+  ExecOptions other = Opts("x@u5", {"touch", marker});
+  other.registering_uid = 1234;
+  EXPECT_EQ(ExecRun(*stub_, other), 2);
+  EXPECT_NE(access(marker.c_str(), F_OK), 0);
+}
+
+// A non-root caller's run is stored as "<id>@u<uid>": exec registers that
+// id, finishes it, and CMD's cookie is it (so CMD's processes are never
+// members of root's run of the same short id).
+TEST_F(ExecRunTest, AMembersCmdCarriesItsCanonicalRunId) {
+  ExecOptions o = Opts("exec-8", {"sh", "-c",
+                                  "test \"$RUNREAPER_RUN_ID\" = exec-8@u1234 || exit 99; "
+                                  "exit 5"});
+  o.registering_uid = 1234;
+  EXPECT_EQ(ExecRun(*stub_, o), 5);
+  ASSERT_OK_AND_ASSIGN(v1::Run run, store_->Get("exec-8@u1234"));
+  EXPECT_EQ(run.state(), v1::RUN_STATE_FINISHED);
+  EXPECT_EQ(run.exit_code(), 5);
+  EXPECT_FALSE(store_->Get("exec-8").ok());
+  if (!run.cgroup().empty()) {
+    EXPECT_NE(run.cgroup(), "/runreaper/exec-8");
+  }
+}
+
+// A daemon that stores the run under another id than CMD's cookie (it sees
+// the caller as another uid) leaves CMD unstarted: its cookie would name
+// another run.
+TEST_F(ExecRunTest, AnAnswerUnderAnotherIdNeverStartsCmd) {
+  service_->stored_run_id = "exec-9";
+  const std::string marker = dir_ + "/ran";
+  ExecOptions o = Opts("exec-9", {"touch", marker});
+  o.registering_uid = 1234;
+  EXPECT_EQ(ExecRun(*stub_, o), 1);
+  EXPECT_NE(access(marker.c_str(), F_OK), 0);
 }
 
 TEST_F(ExecRunTest, SigtermReachesTheWholeGroupThroughTheLadder) {

@@ -59,7 +59,9 @@ const std::vector<Command>& Commands() {
        "register RUN_ID [--pid=N|ancestor:COMM] [--owner_pid=M | --owner=ancestor:COMM] "
        "[--sweep_on_end[=GRACE]] [--print_env] [--pgid=N] [--pidns=INODE] "
        "[--cgroup=PATH] [--label=k=v]... [--cookie=NAME=VALUE]... [--keep]",
-       "Registers a run. The identity of --pid (pgid, sid, PID-namespace inode, "
+       "Registers a run, under RUN_ID for root and RUN_ID@uUID for any other "
+       "uid (see \"Run ids\" in --help); prints it with the id it is stored under. "
+       "The identity of --pid (pgid, sid, PID-namespace inode, "
        "start time, boot id, uid, comm; and its pidfs id, through a pidfd "
        "checked against that start time, where the kernel has pidfs ids) is "
        "read here, in this namespace, and "
@@ -90,9 +92,9 @@ const std::vector<Command>& Commands() {
        "--pgid, --pidns and --cgroup need --pid. "
        "--sweep_on_end[=GRACE]: runreaperd sweeps the run GRACE (default 5s, "
        "at most 1h) after it turns FINISHED, STALE or CANCELLED, by itself. "
-       "--print_env prints only RUNREAPER_RUN_ID=RUN_ID on stdout (for "
-       "$GITHUB_ENV or eval; single-quoted when the id holds a character a "
-       "shell would interpret), instead of the run. "
+       "--print_env prints only RUNREAPER_RUN_ID=<the run's stored id> on "
+       "stdout (for $GITHUB_ENV or eval; single-quoted when the id holds a "
+       "character a shell would interpret), instead of the run. "
        "--cookie=NAME=VALUE (repeatable, "
        "NAME one of runreaperd --cookie_names, e.g. RUNNER_TRACKING_ID): a "
        "process started after the run whose environment holds exactly that "
@@ -223,7 +225,9 @@ const std::vector<Command>& Commands() {
        1},
       {"exec",
        "exec RUN_ID [--label=k=v]... -- CMD ARGS...",
-       "Starts CMD in its own session with RUNREAPER_RUN_ID=RUN_ID set (and in "
+       "Starts CMD in its own session with RUNREAPER_RUN_ID set to the run's "
+       "stored id (RUN_ID for root and over TCP, RUN_ID@uUID for any other uid "
+       "on the socket) (and in "
        "a fresh dedicated cgroup when cgroup v2 is writable), registers it, "
        "waits for it, forwards SIGINT/SIGTERM to it as a ladder and publishes "
        "its exit code with FinishRun. Exits with CMD's status (128+N when "
@@ -263,6 +267,13 @@ void PrintUsage(FILE* out) {
           "field names)\n"
           "  --rpc_timeout=D    deadline of each call (default 10s; not for wait/"
           "events --follow)\n\n"
+          "Run ids: a run root (or the TCP admin token) registers is stored under\n"
+          "  the RUN_ID sent; one uid U registers on the socket is stored as\n"
+          "  RUN_ID@uU (U may send either form), so no uid's id blocks another's.\n"
+          "  An id ending in @u<digits> is reserved: root may not register one.\n"
+          "  Every command names a run as its caller does: U's RUN_ID is its own\n"
+          "  RUN_ID@uU; an id ending in @u<digits>, and every id root sends, as is\n"
+          "  (list shows the stored ids); RUN_ID@u0 names root's RUN_ID for all.\n\n"
           "Exit codes: 0 ok, 1 error, 2 usage, 3 not found.\n"
           "`runreaperctl help COMMAND` or `runreaperctl COMMAND --help` for details.\n");
 }

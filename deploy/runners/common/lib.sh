@@ -19,11 +19,16 @@ rr_ctl() {
         tr -s '\n' ' ' | cut -c1-400)" >&2
   return 1
 }
-# A run id runreaperd accepts: printable ASCII without space, at most 256 bytes.
+# A run id runreaperd accepts from root and from any other uid alike:
+# printable ASCII without space, at most 244 bytes (so that a non-root
+# caller's stored id, <id>@u<uid>, fits in 256), and not ending in
+# @u<digits> (the form reserved for those stored ids; its @ becomes _).
 rr_id() {
   local s="$1"
   s="${s//[^A-Za-z0-9._:+=@-]/_}"
-  printf '%s' "${s:0:256}"
+  s="${s:0:244}"
+  if [[ "$s" =~ @u[0-9]+$ ]]; then s="${s%@u*}_u${s##*@u}"; fi
+  printf '%s' "$s"
 }
 # --sweep_on_end=GRACE: $RUNREAPER_SWEEP_GRACE, default 5s, so that the end
 # hook itself (which carries the job's cookie) is gone before the sweep.
