@@ -81,9 +81,13 @@ inline constexpr char kDropOwnerColumns[] =
     "ALTER TABLE runs DROP COLUMN sweep_on_end; "
     "ALTER TABLE runs DROP COLUMN sweep_grace_us; ";
 
-// Undoes migration 10 -> 11 (the owner_observed_* columns of runs and
-// events): a schema-10 file.
-inline constexpr char kUndoSchemaEleven[] =
+// Undoes migration 11 -> 12 (the freeze journal): a schema-11 file.
+inline constexpr char kUndoSchemaTwelve[] = "DROP TABLE freeze_journal; ";
+
+// Undoes migrations 11 -> 12 and 10 -> 11 (the owner_observed_* columns of
+// runs and events): a schema-10 file.
+inline const std::string kUndoSchemaEleven =
+    std::string(kUndoSchemaTwelve) +
     "ALTER TABLE runs DROP COLUMN owner_observed_kind; "
     "ALTER TABLE runs DROP COLUMN owner_observed_code; "
     "ALTER TABLE runs DROP COLUMN owner_observed_signal; "
