@@ -31,6 +31,7 @@
 #include "scanner/zombie_piles.h"
 #include "server/caller_policy.h"
 #include "server/descriptors.h"
+#include "server/freeze_journal.h"
 #include "server/kill_receipts.h"
 #include "server/sweep_claims.h"
 #include "server/sweep_specs.h"
@@ -500,29 +501,15 @@ absl::StatusOr<ZombieFigures> Sweeper::CountZombies() {
 }
 
 absl::StatusOr<std::vector<std::string>> Sweeper::ThawLeftFrozen() {
-  absl::MutexLock lock(&impl_->mu);  // not while a sweep holds a freeze
+  absl::MutexLock lock(&impl_->mu);  // not while a sweep of ours holds a freeze
+  ASSIGN_OR_RETURN(const std::vector<store::FreezeEntry> journal, impl_->store->ListFreezes());
   ASSIGN_OR_RETURN(std::vector<v1::Run> unswept, impl_->store->ListTerminalUnsweptWithoutLabels());
-  std::vector<std::string> thawed;
+  const LeftFrozen left = ThawJournaled(*impl_->store, *impl_->procfs, *impl_->self, journal);
   absl::StatusOr<std::string> mountinfo = impl_->procfs->ReadSelfMountInfo();
-  if (!mountinfo.ok()) return thawed;
-  const std::optional<scanner::Cgroup2Mount> mount = scanner::FindCgroup2Mount(*mountinfo);
-  if (!mount.has_value()) return thawed;
-  for (const v1::Run& r : unswept) {
-    if (r.cgroup().empty()) continue;
-    const std::optional<std::string> dir = scanner::CgroupDir(*mount, r.cgroup());
-    if (!dir.has_value() || *dir == mount->mount_point) continue;
-    absl::StatusOr<bool> frozen = scanner::FreezeRequested(*dir);
-    if (!frozen.ok() || !*frozen) continue;  // gone, no freezer, or not frozen
-    if (absl::Status s = scanner::ThawCgroup(*dir); !s.ok()) {
-      base::LogError(base::LogFields().Run(r.run_id()), "cannot thaw ", *dir,
-                     " left frozen: ", s.ToString());
-      continue;
-    }
-    base::LogWarning(base::LogFields().Run(r.run_id()), "thawed ", *dir,
-                     ", left frozen by a sweep that did not finish");
-    thawed.push_back(*dir);
-  }
-  return thawed;
+  std::optional<scanner::Cgroup2Mount> mount;
+  if (mountinfo.ok()) mount = scanner::FindCgroup2Mount(*mountinfo);
+  if (mount.has_value()) WarnForeignFreezes(*mount, unswept, left.journaled);
+  return left.thawed;
 }
 
 absl::StatusOr<int> Sweeper::MarkEmptyRunsSwept(absl::Time ended_before) {

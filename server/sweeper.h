@@ -85,11 +85,14 @@ class Sweeper {
   // claims and signals come on top). With a margin, how long past a sweep's
   // due time WaitRun waits for it to close (server/streams.h).
   absl::Duration LadderWaits() const;
-  // At start: thaws the dedicated cgroup of every terminal, unswept run
-  // that a sweep left frozen (runreaperd killed between a stage's freeze and
-  // its thaw), so no job stays frozen for ever. Returns the directories
-  // thawed. Runs still RUNNING are never touched (a freeze there is not
-  // ours).
+  // At start (runreaperd, and cron --once --sweep): thaws what a sweep that
+  // died left frozen (killed between a stage's freeze and its thaw), so no
+  // job stays frozen for ever, and nothing else: only the directories of
+  // the store's freeze journal whose sweep is gone (server/freeze_journal.h
+  // ThawJournaled; a live sweep's, in another process, is left to it). A
+  // cgroup frozen by anyone else stays frozen; one of a terminal, unswept
+  // run is logged once (its sweep waits on it). Returns the directories
+  // thawed. Errors: the store's.
   absl::StatusOr<std::vector<std::string>> ThawLeftFrozen();
   // Retention's check (docs/STORE.md "Retention"): every terminal, unswept
   // run that ended before `ended_before` and has no member now (one /proc
