@@ -116,6 +116,12 @@ uint32_t ReconcilerService::CallerUid(grpc::CallbackServerContext* ctx) const {
   return cred.has_value() ? cred->uid : 0;
 }
 
+std::optional<uint32_t> ReconcilerService::ViewUid(grpc::CallbackServerContext* ctx) const {
+  const uint32_t uid = CallerUid(ctx);
+  if (uid == 0) return std::nullopt;
+  return uid;
+}
+
 absl::Status ReconcilerService::Refused(grpc::CallbackServerContext* ctx, absl::string_view method,
                                         absl::Status s, absl::string_view reason) const {
   const std::optional<PeerCred> cred = UnixCred(ctx);
@@ -385,11 +391,14 @@ grpc::ServerUnaryReactor* ReconcilerService::Reconcile(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* ReconcilerService::ListOrphans(grpc::CallbackServerContext* ctx,
                                                          const v1::ListOrphansRequest* request,
                                                          v1::ListOrphansResponse* response) {
+  // A non-root caller sees only its own uid's processes (server/caller_view.h).
+  const std::optional<uint32_t> view = ViewUid(ctx);
   return Serve(
       ctx, "ListOrphans", Access::kRead, response,
-      [this, request, response]() -> absl::Status {
+      [this, request, response, view]() -> absl::Status {
         RETURN_IF_ERROR(ValidateOptionalRunId(request->run_id()));
-        ASSIGN_OR_RETURN(*response, sweeper_->ListOrphans(request->run_id(), request->walk()));
+        ASSIGN_OR_RETURN(*response,
+                         sweeper_->ListOrphans(request->run_id(), request->walk(), view));
         return absl::OkStatus();
       },
       Blocks::kYes);
@@ -420,8 +429,10 @@ grpc::ServerUnaryReactor* ReconcilerService::Sweep(grpc::CallbackServerContext* 
   // The ladder takes seconds: the sweep runs in the background and the
   // reactor is finished from there, so no gRPC thread waits for it.
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  std::move(*slot).Post([this, reactor, request, response] {
-    absl::StatusOr<v1::SweepResponse> swept = sweeper_->Sweep(*request);
+  // A dry run shows a non-root caller only its own uid's processes.
+  const std::optional<uint32_t> view = ViewUid(ctx);
+  std::move(*slot).Post([this, reactor, request, response, view] {
+    absl::StatusOr<v1::SweepResponse> swept = sweeper_->Sweep(*request, view);
     hub_->Notify();
     if (swept.ok()) {
       *response = *std::move(swept);

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -194,6 +195,10 @@ class ReconcilerService final : public v1::Reconciler::CallbackService {
   // 0 (root) for a TCP caller (only the admin token gets past Authorize to
   // a call that changes anything) and without peer credentials.
   uint32_t CallerUid(grpc::CallbackServerContext* ctx) const;
+  // Whose processes a listing (ListOrphans, a dry-run Sweep) may show the
+  // caller: a non-root unix caller's uid (server/caller_view.h); nullopt
+  // for root and the TCP tokens, who see everything.
+  std::optional<uint32_t> ViewUid(grpc::CallbackServerContext* ctx) const;
   // Logs the refusal of `method` once with the caller and counts it under
   // `reason` (docs/SECURITY.md); returns `s`.
   absl::Status Refused(grpc::CallbackServerContext* ctx, absl::string_view method, absl::Status s,

@@ -30,6 +30,7 @@
 #include "scanner/signal_ladder.h"
 #include "scanner/zombie_piles.h"
 #include "server/caller_policy.h"
+#include "server/caller_view.h"
 #include "server/descriptors.h"
 #include "server/freeze_journal.h"
 #include "server/kill_receipts.h"
@@ -221,7 +222,33 @@ struct Sweeper::Impl {
     return !specs->empty();
   }
 
-  absl::StatusOr<v1::SweepResponse> SweepRuns(const std::vector<v1::Run>& runs, bool dry_run) {
+  // ListOrphans of terminal `runs` and the zombie piles of `census_specs`
+  // as uid `uid` may see them (server/caller_view.h OrphansForUid).
+  absl::StatusOr<v1::ListOrphansResponse> OrphansFor(const std::vector<v1::Run>& runs,
+                                                     std::vector<RunSpec> census_specs,
+                                                     uint32_t uid) const {
+    std::vector<RunSpec> specs;
+    specs.reserve(runs.size());
+    for (const v1::Run& r : runs) specs.push_back(SpecOf(r));
+    RETURN_IF_ERROR(AttachLeases(*store, *procfs, &specs));
+    RETURN_IF_ERROR(AddLineage(&specs));
+    RETURN_IF_ERROR(AddLineage(&census_specs));
+    std::optional<scanner::EnvironCache::Evidence> cached;
+    if (cache != nullptr) cached.emplace(cache, procfs);
+    ASSIGN_OR_RETURN(
+        v1::ListOrphansResponse response,
+        OrphansForUid(*procfs, specs, census_specs, cached.has_value() ? &*cached : nullptr, uid));
+    if (lineage != nullptr) {
+      for (v1::Orphan& o : *response.mutable_orphans()) {
+        o.set_lineage_gap(lineage->HasGap(o.run_id()));
+      }
+    }
+    return response;
+  }
+
+  // `view_uid`: a dry run's, for a non-root caller (Sweeper::Sweep).
+  absl::StatusOr<v1::SweepResponse> SweepRuns(const std::vector<v1::Run>& runs, bool dry_run,
+                                              std::optional<uint32_t> view_uid = std::nullopt) {
     v1::SweepResponse response;
     if (runs.empty()) return response;
     std::vector<RunSpec> specs;
@@ -237,6 +264,7 @@ struct Sweeper::Impl {
     // A dry run signals nothing, so nothing forked between two listings can
     // escape it: one listing answers it (as ListOrphans).
     RETURN_IF_ERROR(AddLineage(&specs));
+    if (dry_run && view_uid.has_value()) return DryRunForUid(*procfs, specs, *view_uid);
     ASSIGN_OR_RETURN(Membership members, dry_run ? scanner::ListMembers(*procfs, specs, &observer)
                                                  : scanner::ListStable(*procfs, specs, &observer));
     std::vector<Member> targets = scanner::Targets(members);
@@ -412,7 +440,8 @@ Sweeper::Sweeper(store::RunStore* store, const scanner::ProcFs* procfs, SweeperO
 
 Sweeper::~Sweeper() = default;
 
-absl::StatusOr<v1::ListOrphansResponse> Sweeper::ListOrphans(const std::string& run_id, bool walk) {
+absl::StatusOr<v1::ListOrphansResponse> Sweeper::ListOrphans(const std::string& run_id, bool walk,
+                                                             std::optional<uint32_t> view_uid) {
   std::vector<v1::Run> runs;
   // Zombie piles are counted over the listed runs and the RUNNING ones.
   std::vector<v1::Run> census_runs;
@@ -430,6 +459,7 @@ absl::StatusOr<v1::ListOrphansResponse> Sweeper::ListOrphans(const std::string& 
   std::vector<RunSpec> census_specs;
   census_specs.reserve(census_runs.size());
   for (const v1::Run& r : census_runs) census_specs.push_back(SpecOf(r));
+  if (view_uid.has_value()) return impl_->OrphansFor(runs, std::move(census_specs), *view_uid);
   // Zombie piles from the tracker when it follows every run without a gap.
   std::optional<scanner::ZombieCensus> tracked_census;
   if (!walk) tracked_census = impl_->TrackerCensus(census_specs);
@@ -566,7 +596,8 @@ void Sweeper::AnnotateRun(v1::Run* run) const {
   run->set_lineage_gap(impl_->lineage != nullptr && impl_->lineage->HasGap(run->run_id()));
 }
 
-absl::StatusOr<v1::SweepResponse> Sweeper::Sweep(const v1::SweepRequest& request) {
+absl::StatusOr<v1::SweepResponse> Sweeper::Sweep(const v1::SweepRequest& request,
+                                                 std::optional<uint32_t> view_uid) {
   absl::MutexLock lock(&impl_->mu);
   const absl::Time started = absl::Now();
   std::vector<v1::Run> runs;
@@ -581,7 +612,7 @@ absl::StatusOr<v1::SweepResponse> Sweeper::Sweep(const v1::SweepRequest& request
     ASSIGN_OR_RETURN(runs, impl_->store->ListTerminalUnsweptWithoutLabels());
   }
   return impl_->options.metrics->SweepDone(started, request.dry_run(),
-                                           impl_->SweepRuns(runs, request.dry_run()));
+                                           impl_->SweepRuns(runs, request.dry_run(), view_uid));
 }
 
 absl::StatusOr<v1::SweepResponse> Sweeper::SweepRun(const std::string& run_id) {

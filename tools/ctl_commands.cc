@@ -488,7 +488,9 @@ int CmdOrphans(Client& c, const ParsedArgs& a) {
     printf("%s\n", ToJson(resp).c_str());
   } else {
     PrintOrphans(resp.orphans());
+    PrintHidden(resp.hidden_orphans());
     PrintZombiePiles(resp);
+    PrintHidden(resp.hidden_zombie_piles(), "zombie pile", "zombie piles");
   }
   return kExitOk;
 }
@@ -509,6 +511,7 @@ int CmdSweep(Client& c, const ParsedArgs& a) {
   }
   printf("%s %d targets\n", req.dry_run() ? "would signal" : "swept", resp.targets_size());
   PrintOrphans(resp.targets());
+  PrintHidden(resp.hidden_targets());
   for (const v1::Event& e : resp.signals()) PrintEventLine(e);
   if (resp.survivors_size() > 0) {
     printf("survivors: %d\n", resp.survivors_size());

@@ -199,7 +199,9 @@ const std::vector<Command>& Commands() {
        "/proc instead. Then a \"zombies\" section: per run (RUNNING ones "
        "too), each parent not reaping zombie members of it, whether it is "
        "itself a member, and how many it holds (docs/ORPHANS.md \"Zombie "
-       "piles\").",
+       "piles\"). Run by a user other than root, it shows only that user's "
+       "processes and says how many of other users it left out "
+       "(docs/SECURITY.md).",
        {},
        {"walk"},
        0,
@@ -207,7 +209,9 @@ const std::vector<Command>& Commands() {
       {"sweep",
        "sweep [RUN_ID] [--dry_run]",
        "Removes orphans with the SIGINT -> SIGTERM -> SIGKILL ladder (one run or "
-       "all); --dry_run lists what would be signalled. Prints a kill receipt per "
+       "all); --dry_run lists what would be signalled (run by a user other "
+       "than root: only that user's processes, and how many of other users "
+       "were left out). Prints a kill receipt per "
        "process signalled (the stage that ended it, or that it exited on its "
        "own, its exit status, times) and the end: \"0 survivors (proven: cgroup "
        "empty)\" or what is unproven and why.",
