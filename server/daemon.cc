@@ -574,6 +574,12 @@ int RunOnce(const DaemonOptions& options, bool sweep) {
   int rc = 0;
   if (sweep) {
     Sweeper sweeper(store->get(), &procfs);
+    // First, what a sweep that died (a daemon's, or an earlier cron's) left
+    // frozen runs again; a live daemon's freezes are its own.
+    absl::StatusOr<std::vector<std::string>> thawed = sweeper.ThawLeftFrozen();
+    if (!thawed.ok()) {
+      base::LogError("--once: thawing cgroups left frozen: ", thawed.status().ToString());
+    }
     absl::StatusOr<v1::SweepResponse> swept = sweeper.Sweep(v1::SweepRequest());
     if (swept.ok()) {
       absl::StrAppend(&line, "; swept ", swept->targets_size(), " orphans, ", swept->signals_size(),

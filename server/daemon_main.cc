@@ -55,8 +55,9 @@ ABSL_FLAG(bool, once, false,
           "Run one reconcile pass against --db, print a one-line summary and "
           "exit (0 on success). Safe while a daemon serves the same database.");
 ABSL_FLAG(bool, sweep, false,
-          "With --once: also sweep the orphans of terminal runs; the exit code "
-          "is then 0 only when no member survived the ladder.");
+          "With --once: also sweep the orphans of terminal runs (first thawing "
+          "what a sweep that died left frozen, per the freeze journal); the exit "
+          "code is then 0 only when no member survived the ladder.");
 ABSL_FLAG(absl::Duration, sweep_interval, absl::ZeroDuration(),
           "Sweep orphans automatically at this interval; 0 = only on request "
           "(Sweep RPC, CancelRun, --once --sweep). Runs registered with "

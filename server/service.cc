@@ -125,6 +125,12 @@ std::string ReconcilerService::RunIdFor(grpc::CallbackServerContext* ctx,
   return ResolveRunId(run_id, CallerUid(ctx));
 }
 
+std::optional<uint32_t> ReconcilerService::ViewUid(grpc::CallbackServerContext* ctx) const {
+  const uint32_t uid = CallerUid(ctx);
+  if (uid == 0) return std::nullopt;
+  return uid;
+}
+
 absl::Status ReconcilerService::Refused(grpc::CallbackServerContext* ctx, absl::string_view method,
                                         absl::Status s, absl::string_view reason) const {
   const std::optional<PeerCred> cred = UnixCred(ctx);
@@ -404,13 +410,15 @@ grpc::ServerUnaryReactor* ReconcilerService::Reconcile(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* ReconcilerService::ListOrphans(grpc::CallbackServerContext* ctx,
                                                          const v1::ListOrphansRequest* request,
                                                          v1::ListOrphansResponse* response) {
+  // A non-root caller sees only its own uid's processes (server/caller_view.h).
+  const std::optional<uint32_t> view = ViewUid(ctx);
   return Serve(
       ctx, "ListOrphans", Access::kRead, response,
-      [this, ctx, request, response]() -> absl::Status {
+      [this, ctx, request, response, view]() -> absl::Status {
         RETURN_IF_ERROR(ValidateOptionalRunId(request->run_id()));
         const std::string run_id =
             request->run_id().empty() ? std::string() : RunIdFor(ctx, request->run_id());
-        ASSIGN_OR_RETURN(*response, sweeper_->ListOrphans(run_id, request->walk()));
+        ASSIGN_OR_RETURN(*response, sweeper_->ListOrphans(run_id, request->walk(), view));
         FitListOrphans(response);
         return absl::OkStatus();
       },
@@ -445,8 +453,10 @@ grpc::ServerUnaryReactor* ReconcilerService::Sweep(grpc::CallbackServerContext* 
   // The ladder takes seconds: the sweep runs in the background and the
   // reactor is finished from there, so no gRPC thread waits for it.
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  std::move(*slot).Post([this, reactor, resolved = std::move(resolved), response] {
-    absl::StatusOr<v1::SweepResponse> swept = sweeper_->Sweep(resolved);
+  // A dry run shows a non-root caller only its own uid's processes.
+  const std::optional<uint32_t> view = ViewUid(ctx);
+  std::move(*slot).Post([this, reactor, resolved = std::move(resolved), response, view] {
+    absl::StatusOr<v1::SweepResponse> swept = sweeper_->Sweep(resolved, view);
     hub_->Notify();
     if (swept.ok()) {
       *response = *std::move(swept);

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -202,6 +203,11 @@ class ReconcilerService final : public v1::Reconciler::CallbackService {
   // (ResolveRunId, proto/run_id.h): a non-root caller's short id is its own
   // "<id>@u<uid>"; an id ending in "@u<digits>", and root's, as sent.
   std::string RunIdFor(grpc::CallbackServerContext* ctx, const std::string& run_id) const;
+
+  // Whose processes a listing (ListOrphans, a dry-run Sweep) may show the
+  // caller: a non-root unix caller's uid (server/caller_view.h); nullopt
+  // for root and the TCP tokens, who see everything.
+  std::optional<uint32_t> ViewUid(grpc::CallbackServerContext* ctx) const;
   // Logs the refusal of `method` once with the caller and counts it under
   // `reason` (docs/SECURITY.md); returns `s`.
   absl::Status Refused(grpc::CallbackServerContext* ctx, absl::string_view method, absl::Status s,

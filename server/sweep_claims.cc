@@ -1,6 +1,7 @@
 #include "server/sweep_claims.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <set>
@@ -109,10 +110,7 @@ absl::StatusOr<bool> SweepClaims::Hold(Stage stage) {
       // Leases read now, as for cgroup.kill: a leased member is never frozen
       // (nor given pids.max 0). Unreadable: not frozen (today's re-listing).
       absl::StatusOr<std::set<std::pair<int, uint64_t>>> leased = LeasedNow();
-      frozen = leased.ok()
-                   ? scanner::FreezeForSignals(*procfs_, *dir, spec.leader.start_time,
-                                               OnlyUidOf(spec.run_id), kFreezeTimeout, &*leased)
-                   : leased.status();
+      frozen = leased.ok() ? JournaledFreeze(spec, *dir, *leased) : leased.status();
       if (!frozen.ok()) why = std::string(frozen.message());
     }
     if (!dir.has_value() || !frozen.ok()) {
@@ -147,6 +145,69 @@ absl::StatusOr<bool> SweepClaims::Hold(Stage stage) {
   return !frozen_.empty();
 }
 
+absl::StatusOr<scanner::ProcessRef> SweepClaims::Holder() {
+  if (holder_.has_value()) return *holder_;
+  const int pid = ::getpid();
+  absl::StatusOr<scanner::ProcStat> stat = procfs_->ReadStat(pid);
+  absl::StatusOr<uint64_t> pidns = procfs_->SelfPidNs();
+  absl::StatusOr<std::string> boot_id = procfs_->ReadBootId();
+  for (const absl::Status& s : {stat.status(), pidns.status(), boot_id.status()}) {
+    if (!s.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "this sweep (pid ", pid, ") cannot name itself in the freeze journal: ", s.ToString()));
+    }
+  }
+  scanner::ProcessRef self;
+  self.pid = pid;
+  self.start_time = stat->start_time;
+  self.pidns_inode = *pidns;
+  self.boot_id = *boot_id;
+  holder_ = self;
+  return self;
+}
+
+absl::Status SweepClaims::JournaledFreeze(const RunSpec& spec, const std::string& dir,
+                                          const std::set<std::pair<int, uint64_t>>& leased) {
+  ASSIGN_OR_RETURN(const scanner::ProcessRef holder, Holder());
+  // A freeze this sweep did not make (an operator's, or another sweep's
+  // hold) is not this sweep's to thaw: left as it is, and the stage runs
+  // without a freeze of its own. Its processes get SIGINT and SIGTERM when
+  // it is thawed; SIGKILL reaches them frozen.
+  ASSIGN_OR_RETURN(const bool already, scanner::FreezeRequested(dir));
+  if (already) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(dir, " is frozen already, not by this sweep: left frozen"));
+  }
+  // Committed before the freeze: a crash between the freeze and its thaw
+  // always leaves the row, and the next start thaws the directory.
+  if (absl::Status s = store_->JournalFreeze({dir, spec.run_id, holder, {}}); !s.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot record the freeze of ", dir, " in the freeze journal: ", s.message()));
+  }
+  absl::Status frozen = scanner::FreezeForSignals(*procfs_, dir, spec.leader.start_time,
+                                                  OnlyUidOf(spec.run_id), kFreezeTimeout, &leased);
+  if (!frozen.ok()) {
+    // FreezeForSignals thaws what it froze before it fails; only when that
+    // thaw failed too does the directory still read frozen, and then the
+    // row stays for the next start.
+    absl::StatusOr<bool> still = scanner::FreezeRequested(dir);
+    if (!still.ok() && !absl::IsNotFound(still.status())) return frozen;
+    if (still.ok() && *still) return frozen;
+    ClearJournal(dir);
+  }
+  return frozen;
+}
+
+void SweepClaims::ClearJournal(const std::string& dir) {
+  if (!holder_.has_value()) return;
+  if (absl::Status s = store_->ClearFreeze(dir, *holder_); !s.ok()) {
+    // Harmless: the next start finds this sweep gone and writes 0 to a
+    // cgroup.freeze that reads 0 already.
+    base::LogWarning("sweeper: cannot clear the freeze journal's entry of ", dir, ": ",
+                     s.ToString());
+  }
+}
+
 void SweepClaims::Release(Stage) { Thaw(); }
 
 void SweepClaims::Thaw() {
@@ -159,10 +220,13 @@ void SweepClaims::Thaw() {
     }
     absl::Status s = scanner::ThawCgroup(f.dir);
     if (!s.ok() && !absl::IsNotFound(s)) {
-      // runreaperd thaws it at its next start (Sweeper::ThawLeftFrozen).
+      // Its journal entry stays: the next start (runreaperd, or a cron
+      // --once --sweep) thaws it (Sweeper::ThawLeftFrozen).
       base::LogError(base::LogFields().Run((*specs_)[f.run_index].run_id), "sweeper: cannot thaw ",
-                     f.dir, ": ", s.ToString());
+                     f.dir, " (left in the freeze journal): ", s.ToString());
+      continue;
     }
+    ClearJournal(f.dir);
   }
   frozen_.clear();
 }

@@ -95,13 +95,20 @@ class SweepClaims : public scanner::LadderHooks {
   // Freezes, for `stage`, the dedicated cgroup of every run that has one
   // and may be frozen: the checks of cgroup.kill (a cgroup of its own, in
   // our PID namespace, holding none of our ancestors, and every process in
-  // it signallable: scanner/cgroup_freeze.h FreezeForSignals); before
-  // SIGKILL its pids.max is also set to 0 where the pids controller is
-  // enabled (skipped otherwise). True when at least one cgroup is frozen.
-  // A run whose cgroup is not frozen keeps the re-listing: why is logged
-  // once per run and named in its FreezeNote.
+  // it signallable: scanner/cgroup_freeze.h FreezeForSignals), and not
+  // frozen already (a freeze this sweep did not make is left alone, never
+  // thawed by it); before SIGKILL its pids.max is also set to 0 where the
+  // pids controller is enabled (skipped otherwise). Each freeze is recorded
+  // in the store's freeze journal (RunStore::JournalFreeze: the directory
+  // and this process) before cgroup.freeze is written, and cleared after
+  // the thaw, so a start thaws only what a dead sweep froze
+  // (Sweeper::ThawLeftFrozen); a journal that cannot be written means no
+  // freeze. True when at least one cgroup is frozen. A run whose cgroup is
+  // not frozen keeps the re-listing: why is logged once per run and named
+  // in its FreezeNote.
   absl::StatusOr<bool> Hold(scanner::Stage stage) override;
-  // Thaws every cgroup Hold froze (and restores its pids.max).
+  // Thaws every cgroup Hold froze (and restores its pids.max), and clears
+  // its journal entry; an entry whose thaw failed stays for the next start.
   void Release(scanner::Stage stage) override;
   // For run `run_index`'s SWEEP_FINISHED detail: "" when it has no cgroup
   // or freezing is off; otherwise the stages it was frozen for, with the
@@ -140,6 +147,18 @@ class SweepClaims : public scanner::LadderHooks {
   // The directory of `spec`'s cgroup when it may be frozen; else nullopt
   // and *why.
   std::optional<std::string> FreezableDir(const scanner::RunSpec& spec, std::string* why) const;
+  // This process as the freeze journal names it (read once);
+  // FAILED_PRECONDITION when its stat, PID namespace or boot id cannot be
+  // read.
+  absl::StatusOr<scanner::ProcessRef> Holder();
+  // FreezeForSignals of `dir` for `spec`, journaled (see Hold).
+  // FAILED_PRECONDITION when `dir` is frozen already or the journal cannot
+  // be written (then nothing was written to cgroup.freeze); otherwise
+  // FreezeForSignals' answer.
+  absl::Status JournaledFreeze(const scanner::RunSpec& spec, const std::string& dir,
+                               const std::set<std::pair<int, uint64_t>>& leased);
+  // Deletes this process's journal entry of `dir` (a failure is logged).
+  void ClearJournal(const std::string& dir);
   void Thaw();
 
   store::RunStore* const store_;
@@ -165,8 +184,9 @@ class SweepClaims : public scanner::LadderHooks {
   };
   bool freeze_ = true;
   std::vector<Frozen> frozen_;
-  std::map<int, std::string> freeze_notes_;  // by run index
-  std::set<int> not_freezable_;              // by run index: not tried again
+  std::map<int, std::string> freeze_notes_;    // by run index
+  std::set<int> not_freezable_;                // by run index: not tried again
+  std::optional<scanner::ProcessRef> holder_;  // Holder(), once read
 };
 
 }  // namespace runreaper::server

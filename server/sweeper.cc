@@ -30,7 +30,9 @@
 #include "scanner/signal_ladder.h"
 #include "scanner/zombie_piles.h"
 #include "server/caller_policy.h"
+#include "server/caller_view.h"
 #include "server/descriptors.h"
+#include "server/freeze_journal.h"
 #include "server/kill_receipts.h"
 #include "server/sweep_claims.h"
 #include "server/sweep_specs.h"
@@ -220,7 +222,33 @@ struct Sweeper::Impl {
     return !specs->empty();
   }
 
-  absl::StatusOr<v1::SweepResponse> SweepRuns(const std::vector<v1::Run>& runs, bool dry_run) {
+  // ListOrphans of terminal `runs` and the zombie piles of `census_specs`
+  // as uid `uid` may see them (server/caller_view.h OrphansForUid).
+  absl::StatusOr<v1::ListOrphansResponse> OrphansFor(const std::vector<v1::Run>& runs,
+                                                     std::vector<RunSpec> census_specs,
+                                                     uint32_t uid) const {
+    std::vector<RunSpec> specs;
+    specs.reserve(runs.size());
+    for (const v1::Run& r : runs) specs.push_back(SpecOf(r));
+    RETURN_IF_ERROR(AttachLeases(*store, *procfs, &specs));
+    RETURN_IF_ERROR(AddLineage(&specs));
+    RETURN_IF_ERROR(AddLineage(&census_specs));
+    std::optional<scanner::EnvironCache::Evidence> cached;
+    if (cache != nullptr) cached.emplace(cache, procfs);
+    ASSIGN_OR_RETURN(
+        v1::ListOrphansResponse response,
+        OrphansForUid(*procfs, specs, census_specs, cached.has_value() ? &*cached : nullptr, uid));
+    if (lineage != nullptr) {
+      for (v1::Orphan& o : *response.mutable_orphans()) {
+        o.set_lineage_gap(lineage->HasGap(o.run_id()));
+      }
+    }
+    return response;
+  }
+
+  // `view_uid`: a dry run's, for a non-root caller (Sweeper::Sweep).
+  absl::StatusOr<v1::SweepResponse> SweepRuns(const std::vector<v1::Run>& runs, bool dry_run,
+                                              std::optional<uint32_t> view_uid = std::nullopt) {
     v1::SweepResponse response;
     if (runs.empty()) return response;
     std::vector<RunSpec> specs;
@@ -236,6 +264,7 @@ struct Sweeper::Impl {
     // A dry run signals nothing, so nothing forked between two listings can
     // escape it: one listing answers it (as ListOrphans).
     RETURN_IF_ERROR(AddLineage(&specs));
+    if (dry_run && view_uid.has_value()) return DryRunForUid(*procfs, specs, *view_uid);
     ASSIGN_OR_RETURN(Membership members, dry_run ? scanner::ListMembers(*procfs, specs, &observer)
                                                  : scanner::ListStable(*procfs, specs, &observer));
     std::vector<Member> targets = scanner::Targets(members);
@@ -411,7 +440,8 @@ Sweeper::Sweeper(store::RunStore* store, const scanner::ProcFs* procfs, SweeperO
 
 Sweeper::~Sweeper() = default;
 
-absl::StatusOr<v1::ListOrphansResponse> Sweeper::ListOrphans(const std::string& run_id, bool walk) {
+absl::StatusOr<v1::ListOrphansResponse> Sweeper::ListOrphans(const std::string& run_id, bool walk,
+                                                             std::optional<uint32_t> view_uid) {
   std::vector<v1::Run> runs;
   // Zombie piles are counted over the listed runs and the RUNNING ones.
   std::vector<v1::Run> census_runs;
@@ -429,6 +459,7 @@ absl::StatusOr<v1::ListOrphansResponse> Sweeper::ListOrphans(const std::string& 
   std::vector<RunSpec> census_specs;
   census_specs.reserve(census_runs.size());
   for (const v1::Run& r : census_runs) census_specs.push_back(SpecOf(r));
+  if (view_uid.has_value()) return impl_->OrphansFor(runs, std::move(census_specs), *view_uid);
   // Zombie piles from the tracker when it follows every run without a gap.
   std::optional<scanner::ZombieCensus> tracked_census;
   if (!walk) tracked_census = impl_->TrackerCensus(census_specs);
@@ -500,29 +531,15 @@ absl::StatusOr<ZombieFigures> Sweeper::CountZombies() {
 }
 
 absl::StatusOr<std::vector<std::string>> Sweeper::ThawLeftFrozen() {
-  absl::MutexLock lock(&impl_->mu);  // not while a sweep holds a freeze
+  absl::MutexLock lock(&impl_->mu);  // not while a sweep of ours holds a freeze
+  ASSIGN_OR_RETURN(const std::vector<store::FreezeEntry> journal, impl_->store->ListFreezes());
   ASSIGN_OR_RETURN(std::vector<v1::Run> unswept, impl_->store->ListTerminalUnsweptWithoutLabels());
-  std::vector<std::string> thawed;
+  const LeftFrozen left = ThawJournaled(*impl_->store, *impl_->procfs, *impl_->self, journal);
   absl::StatusOr<std::string> mountinfo = impl_->procfs->ReadSelfMountInfo();
-  if (!mountinfo.ok()) return thawed;
-  const std::optional<scanner::Cgroup2Mount> mount = scanner::FindCgroup2Mount(*mountinfo);
-  if (!mount.has_value()) return thawed;
-  for (const v1::Run& r : unswept) {
-    if (r.cgroup().empty()) continue;
-    const std::optional<std::string> dir = scanner::CgroupDir(*mount, r.cgroup());
-    if (!dir.has_value() || *dir == mount->mount_point) continue;
-    absl::StatusOr<bool> frozen = scanner::FreezeRequested(*dir);
-    if (!frozen.ok() || !*frozen) continue;  // gone, no freezer, or not frozen
-    if (absl::Status s = scanner::ThawCgroup(*dir); !s.ok()) {
-      base::LogError(base::LogFields().Run(r.run_id()), "cannot thaw ", *dir,
-                     " left frozen: ", s.ToString());
-      continue;
-    }
-    base::LogWarning(base::LogFields().Run(r.run_id()), "thawed ", *dir,
-                     ", left frozen by a sweep that did not finish");
-    thawed.push_back(*dir);
-  }
-  return thawed;
+  std::optional<scanner::Cgroup2Mount> mount;
+  if (mountinfo.ok()) mount = scanner::FindCgroup2Mount(*mountinfo);
+  if (mount.has_value()) WarnForeignFreezes(*mount, unswept, left.journaled);
+  return left.thawed;
 }
 
 absl::StatusOr<int> Sweeper::MarkEmptyRunsSwept(absl::Time ended_before) {
@@ -579,7 +596,8 @@ void Sweeper::AnnotateRun(v1::Run* run) const {
   run->set_lineage_gap(impl_->lineage != nullptr && impl_->lineage->HasGap(run->run_id()));
 }
 
-absl::StatusOr<v1::SweepResponse> Sweeper::Sweep(const v1::SweepRequest& request) {
+absl::StatusOr<v1::SweepResponse> Sweeper::Sweep(const v1::SweepRequest& request,
+                                                 std::optional<uint32_t> view_uid) {
   absl::MutexLock lock(&impl_->mu);
   const absl::Time started = absl::Now();
   std::vector<v1::Run> runs;
@@ -594,7 +612,7 @@ absl::StatusOr<v1::SweepResponse> Sweeper::Sweep(const v1::SweepRequest& request
     ASSIGN_OR_RETURN(runs, impl_->store->ListTerminalUnsweptWithoutLabels());
   }
   return impl_->options.metrics->SweepDone(started, request.dry_run(),
-                                           impl_->SweepRuns(runs, request.dry_run()));
+                                           impl_->SweepRuns(runs, request.dry_run(), view_uid));
 }
 
 absl::StatusOr<v1::SweepResponse> Sweeper::SweepRun(const std::string& run_id) {

@@ -5,7 +5,9 @@
 #ifndef RUNREAPER_SERVER_SWEEPER_H_
 #define RUNREAPER_SERVER_SWEEPER_H_
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,7 +60,13 @@ class Sweeper {
   // runs and every RUNNING run (run_id set: of that run, whatever its
   // state), read from the tracker when it answers for all of them, else
   // decided over the orphans' walk; no environment is read for them.
-  absl::StatusOr<v1::ListOrphansResponse> ListOrphans(const std::string& run_id, bool walk = false);
+  // `view_uid` set (a non-root caller on the unix socket): the answer
+  // shows only processes of that real uid and reads no other uid's
+  // environment (server/caller_view.h OrphansForUid): always one /proc walk,
+  // with every process's status. Unset (root, the tokens): everything.
+  absl::StatusOr<v1::ListOrphansResponse> ListOrphans(
+      const std::string& run_id, bool walk = false,
+      std::optional<uint32_t> view_uid = std::nullopt);
 
   // The zombie census over every RUNNING and every terminal unswept run
   // (the tracker's members, or one walk; environments unread), with the pids.current / pids.max of
@@ -67,9 +75,13 @@ class Sweeper {
   absl::StatusOr<ZombieFigures> CountZombies();
 
   // Sweeps one terminal run (run_id set) or all terminal runs with orphans.
-  // dry_run lists the targets and sends nothing. All groups escalate
-  // concurrently; returns when every target is drained or survived SIGKILL.
-  absl::StatusOr<v1::SweepResponse> Sweep(const v1::SweepRequest& request);
+  // dry_run lists the targets and sends nothing; a dry run with `view_uid`
+  // set lists only that real uid's targets, as ListOrphans does
+  // (server/caller_view.h DryRunForUid); a sweep that signals ignores it.
+  // All groups escalate concurrently; returns when every target is drained
+  // or survived SIGKILL.
+  absl::StatusOr<v1::SweepResponse> Sweep(const v1::SweepRequest& request,
+                                          std::optional<uint32_t> view_uid = std::nullopt);
 
   // Sweeps the members of a run that was just CANCELLED, leader included.
   absl::StatusOr<v1::SweepResponse> SweepRun(const std::string& run_id);
@@ -85,11 +97,14 @@ class Sweeper {
   // claims and signals come on top). With a margin, how long past a sweep's
   // due time WaitRun waits for it to close (server/streams.h).
   absl::Duration LadderWaits() const;
-  // At start: thaws the dedicated cgroup of every terminal, unswept run
-  // that a sweep left frozen (runreaperd killed between a stage's freeze and
-  // its thaw), so no job stays frozen for ever. Returns the directories
-  // thawed. Runs still RUNNING are never touched (a freeze there is not
-  // ours).
+  // At start (runreaperd, and cron --once --sweep): thaws what a sweep that
+  // died left frozen (killed between a stage's freeze and its thaw), so no
+  // job stays frozen for ever, and nothing else: only the directories of
+  // the store's freeze journal whose sweep is gone (server/freeze_journal.h
+  // ThawJournaled; a live sweep's, in another process, is left to it). A
+  // cgroup frozen by anyone else stays frozen; one of a terminal, unswept
+  // run is logged once (its sweep waits on it). Returns the directories
+  // thawed. Errors: the store's.
   absl::StatusOr<std::vector<std::string>> ThawLeftFrozen();
   // Retention's check (docs/STORE.md "Retention"): every terminal, unswept
   // run that ended before `ended_before` and has no member now (one /proc

@@ -2,7 +2,8 @@
 // real store, real cgroups and real processes: a fork storm in a run's
 // cgroup swept with every stage reaching every process the frozen cgroup
 // held, a kept member that forbids the freeze (the sweep re-lists and says
-// why), and the thaw at start of a cgroup a crashed sweep left frozen.
+// why), the thaw at start of a cgroup a crashed sweep (another process) left
+// frozen, and a freeze runreaper did not make, which nothing of it thaws.
 // Every process a sweep signalled has a kill receipt, and "0 survivors" is
 // proven by the cgroup's own "populated 0".
 // main() re-executes the test as pid 1 of a private PID namespace.
@@ -28,10 +29,14 @@
 #include "runreaper/v1/runreaper.pb.h"
 #include "scanner/cgroup_freeze.h"
 #include "scanner/identity_proto.h"
+#include "scanner/member_listing.h"
+#include "scanner/membership.h"
 #include "scanner/process_test_util.h"
 #include "scanner/procfs.h"
 #include "scanner/safe_signal.h"
 #include "server/kill_receipts.h"
+#include "server/sweep_claims.h"
+#include "server/sweep_specs.h"
 #include "server/sweeper.h"
 #include "store/run_store.h"
 
@@ -323,33 +328,111 @@ TEST_F(SweeperFreezeTest, APopulatedCgroupLeavesTheEndUnproven) {
   EXPECT_EQ(proof.text, "0 survivors (proven: cgroup empty)");
 }
 
-// A sweep killed between a stage's freeze and its thaw leaves the job
-// frozen; runreaperd's start (Sweeper::ThawLeftFrozen) thaws the cgroups of
-// terminal unswept runs, and leaves a RUNNING run's alone.
-TEST_F(SweeperFreezeTest, ACgroupLeftFrozenIsThawedAtStart) {
+// A sweep in another process (a forked child, as a cron --once or an older
+// daemon is) freezes the run's cgroup for SIGINT and is SIGKILLed while
+// holding it. While it lives, a start leaves its freeze alone (its journal
+// entry names a live process); once it is dead, the start thaws the cgroup
+// and clears the entry.
+TEST_F(SweeperFreezeTest, ACrashedSweepsFreezeIsThawedAtStartALiveOnesIsNot) {
   SKIP_UNLESS_PRIVATE_PID_NS();
   const std::string dir = MakeCgroup("left");
   if (dir.empty()) GTEST_SKIP() << "no writable cgroup v2 with cgroup.freeze";
   StartFinished("left", "sleep 1000 & echo started", dir);
   ASSERT_TRUE(base::WaitFor([&] { return ProcsIn(dir) == 1; }));
-  ASSERT_OK(scanner::FreezeCgroup(dir, absl::Seconds(30)));  // as a crash leaves it
 
-  auto running_cg = scanner::MakeTestCgroup(absl::StrCat("run-", dir_.substr(dir_.rfind('/') + 1)));
-  ASSERT_TRUE(running_cg.has_value());
-  StartFinished("running", "sleep 1000", running_cg->first, /*finish=*/false);
-  ASSERT_OK(scanner::FreezeCgroup(running_cg->first, absl::Seconds(30)));  // someone else's
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t sweep = fork();
+  ASSERT_GE(sweep, 0);
+  if (sweep == 0) {
+    // The crashing sweep: its own store handle on the file, a stage held.
+    close(ready[0]);
+    scanner::ProcFs procfs;
+    absl::StatusOr<std::unique_ptr<store::RunStore>> store =
+        store::RunStore::Open(dir_ + "/runs.db");
+    if (!store.ok()) _exit(2);
+    absl::StatusOr<v1::Run> run = (*store)->Get("left");
+    if (!run.ok()) _exit(3);
+    const std::vector<scanner::RunSpec> specs = {SpecOf(*run)};
+    const std::map<std::string, uint32_t> only_uid;
+    absl::StatusOr<scanner::Snapshot> snap = procfs.Walk();
+    if (!snap.ok()) _exit(4);
+    const scanner::SweepObserver observer = scanner::SelfObserver(procfs, *snap);
+    SweepClaims claims(store->get(), &procfs, absl::Seconds(30), &specs, &only_uid, &observer,
+                       [] { return absl::StatusOr<scanner::Membership>(scanner::Membership()); });
+    absl::StatusOr<bool> held = claims.Hold(scanner::Stage::kSigint);
+    const char byte = held.ok() && *held ? 'y' : 'n';
+    if (write(ready[1], &byte, 1) != 1) _exit(5);
+    while (true) pause();  // killed here, holding the freeze
+  }
+  close(ready[1]);
+  char byte = 0;
+  ASSERT_EQ(read(ready[0], &byte, 1), 1);
+  close(ready[0]);
+  ASSERT_EQ(byte, 'y') << "the child's sweep did not freeze " << dir;
+  ASSERT_OK_AND_ASSIGN(bool requested, scanner::FreezeRequested(dir));
+  ASSERT_TRUE(requested);
+  ASSERT_OK_AND_ASSIGN(std::vector<store::FreezeEntry> journal, store_->ListFreezes());
+  ASSERT_EQ(journal.size(), 1u);
+  EXPECT_EQ(journal[0].dir, dir);
+  EXPECT_EQ(journal[0].run_id, "left");
+  EXPECT_EQ(journal[0].holder.pid, sweep);
 
   Sweeper sweeper(store_.get(), &procfs_, options_);
   ASSERT_OK_AND_ASSIGN(std::vector<std::string> thawed, sweeper.ThawLeftFrozen());
+  EXPECT_TRUE(thawed.empty()) << "thawed a live sweep's freeze";
+  ASSERT_OK_AND_ASSIGN(requested, scanner::FreezeRequested(dir));
+  EXPECT_TRUE(requested);
+
+  ASSERT_EQ(kill(sweep, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(sweep, &status, 0), sweep);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  ASSERT_OK_AND_ASSIGN(requested, scanner::FreezeRequested(dir));
+  ASSERT_TRUE(requested) << "the crash left the job frozen";
+
+  ASSERT_OK_AND_ASSIGN(thawed, sweeper.ThawLeftFrozen());
   EXPECT_EQ(thawed, std::vector<std::string>{dir});
-  ASSERT_OK_AND_ASSIGN(bool requested, scanner::FreezeRequested(dir));
+  ASSERT_OK_AND_ASSIGN(requested, scanner::FreezeRequested(dir));
   EXPECT_FALSE(requested);
-  ASSERT_OK_AND_ASSIGN(requested, scanner::FreezeRequested(running_cg->first));
-  EXPECT_TRUE(requested) << "a RUNNING run's freeze is not ours";
-  ASSERT_OK(scanner::ThawCgroup(running_cg->first));
-  scanner::KillEverythingElseInPrivatePidNs();
-  ASSERT_TRUE(base::WaitFor([&] { return ProcsIn(running_cg->first) == 0; }));
-  rmdir(running_cg->first.c_str());
+  ASSERT_OK_AND_ASSIGN(journal, store_->ListFreezes());
+  EXPECT_TRUE(journal.empty());
+}
+
+// A cgroup someone else froze (an operator pausing a job) belongs to a
+// finished run that was never swept: a start leaves it frozen, and so does
+// that run's sweep, which neither freezes nor thaws it (SIGKILL still ends
+// its processes frozen) and says why in its SWEEP_FINISHED detail.
+TEST_F(SweeperFreezeTest, AFreezeNotRunreapersIsLeftAloneAtStartAndBySweeps) {
+  SKIP_UNLESS_PRIVATE_PID_NS();
+  const std::string dir = MakeCgroup("foreign");
+  if (dir.empty()) GTEST_SKIP() << "no writable cgroup v2 with cgroup.freeze";
+  StartFinished("foreign", "sleep 1000 & echo started", dir);
+  ASSERT_TRUE(base::WaitFor([&] { return ProcsIn(dir) == 1; }));
+  ASSERT_OK(scanner::FreezeCgroup(dir, absl::Seconds(30)));  // not runreaper's
+
+  Sweeper sweeper(store_.get(), &procfs_, options_);
+  ASSERT_OK_AND_ASSIGN(std::vector<std::string> thawed, sweeper.ThawLeftFrozen());
+  EXPECT_TRUE(thawed.empty());
+  ASSERT_OK_AND_ASSIGN(bool requested, scanner::FreezeRequested(dir));
+  EXPECT_TRUE(requested) << "a start thawed a freeze runreaper did not make";
+
+  v1::SweepResponse resp;
+  {
+    scanner::ChildReaper reaper;
+    ASSERT_OK_AND_ASSIGN(resp, sweeper.Sweep({}));
+  }
+  ASSERT_OK_AND_ASSIGN(requested, scanner::FreezeRequested(dir));
+  EXPECT_TRUE(requested) << "the sweep thawed a freeze it did not make";
+  const std::string detail = FinishedDetail("foreign");
+  EXPECT_NE(detail.find("cgroup not frozen: " + dir + " is frozen already, not by this sweep"),
+            std::string::npos)
+      << detail;
+  EXPECT_EQ(resp.survivors_size(), 0) << "SIGKILL reaches a frozen process";
+  EXPECT_TRUE(base::WaitFor([&] { return ProcsIn(dir) == 0; }));
+  ASSERT_OK_AND_ASSIGN(std::vector<store::FreezeEntry> journal, store_->ListFreezes());
+  EXPECT_TRUE(journal.empty());
+  ASSERT_OK(scanner::ThawCgroup(dir));
 }
 
 }  // namespace

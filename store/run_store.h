@@ -225,10 +225,22 @@ struct SweepProgress {
   std::optional<absl::Time> sent_at;  // when its signal was recorded sent
 };
 
+// One row of the freeze journal (RunStore::JournalFreeze; docs/STORE.md
+// "Freeze journal"): `holder` is about to freeze, or froze and has not yet
+// thawed, the cgroup directory `dir` for a stage of run_id's sweep.
+struct FreezeEntry {
+  std::string dir;     // the directory whose cgroup.freeze is written
+  std::string run_id;  // whose sweep (informational: the row outlives the run)
+  // The sweeping process: pid, start time, PID namespace and boot id (its
+  // pidfs id is not kept).
+  scanner::ProcessRef holder;
+  absl::Time frozen_at;  // when the row was written (set by the store)
+};
+
 class RunStore {
  public:
   static constexpr int kMaxPageSize = 1000;
-  static constexpr int kSchemaVersion = 13;
+  static constexpr int kSchemaVersion = 14;
 
   // Opens or creates the database at `path` (its directory must exist).
   // Refuses a schema newer than kSchemaVersion, a file that is not a SQLite
@@ -412,6 +424,19 @@ class RunStore {
   // (stage 0 and no times when none).
   absl::StatusOr<SweepProgress> GetSweepProgress(absl::string_view run_id, int pid,
                                                  uint64_t start_time_ticks);
+
+  // The freeze journal (store/run_store_freeze.cc): what sweeps froze and
+  // have not thawed, across processes (the daemon and cron `--once`).
+  // JournalFreeze records `entry` (frozen_at ignored: now) and returns once
+  // it is committed: a sweep writes it before it freezes, so a crash
+  // between the freeze and its thaw always leaves the row. Writing the same
+  // (dir, holder pid, holder start time) again replaces the row.
+  absl::Status JournalFreeze(const FreezeEntry& entry);
+  // Deletes the row of (dir, holder pid, holder start time), after the
+  // thaw; a row that is not there is no error.
+  absl::Status ClearFreeze(const std::string& dir, const scanner::ProcessRef& holder);
+  // Every row, oldest first.
+  absl::StatusOr<std::vector<FreezeEntry>> ListFreezes();
 
   // Durable lineage (store/run_store_lineage.cc; docs/ORPHANS.md "Durable
   // lineage"). Inserts (or replaces) every row of `put` and deletes every

@@ -261,6 +261,25 @@ UPDATE run_descendants
   WHERE run_id IN (SELECT old_id FROM run_id_renames);
 DROP TABLE run_id_renames;
 )sql",
+    // 13 -> 14: the freeze journal (docs/STORE.md "Freeze journal"). A sweep
+    // writes a row naming the cgroup directory and itself (pid, start time,
+    // PID namespace, boot id) before it writes 1 to the directory's
+    // cgroup.freeze, and deletes it after the thaw; a start thaws only the
+    // directories of rows whose sweep is gone. Not a per-run table: a row
+    // outlives its run's deletion until its thaw. Empty for a file of schema
+    // 13 (a sweep of that version left no record of what it froze).
+    R"sql(
+CREATE TABLE freeze_journal (
+  dir                     TEXT    NOT NULL,
+  run_id                  TEXT    NOT NULL,
+  holder_pid              INTEGER NOT NULL,
+  holder_start_time_ticks INTEGER NOT NULL,
+  holder_pidns_inode      INTEGER NOT NULL,
+  holder_boot_id          TEXT    NOT NULL,
+  frozen_at_us            INTEGER NOT NULL,
+  PRIMARY KEY (dir, holder_pid, holder_start_time_ticks)
+) WITHOUT ROWID;
+)sql",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kVersion,
               "one migration per schema version");

@@ -81,9 +81,14 @@ inline constexpr char kDropOwnerColumns[] =
     "ALTER TABLE runs DROP COLUMN sweep_on_end; "
     "ALTER TABLE runs DROP COLUMN sweep_grace_us; ";
 
-// Undoes migration 11 -> 12 (runs.label_bytes and its index): a schema-11
-// file. Every older schema needs it first.
+// Undoes migration 13 -> 14 (the freeze journal): a schema-13 file.
+inline constexpr char kUndoSchemaFourteen[] = "DROP TABLE freeze_journal; ";
+
+// Undoes migrations 13 -> 14 and 11 -> 12 (runs.label_bytes and its
+// index; 12 -> 13 only renames runs): a schema-11 file. Every older schema
+// needs it first.
 inline constexpr char kUndoSchemaTwelve[] =
+    "DROP TABLE freeze_journal; "
     "DROP INDEX runs_by_member; "
     "ALTER TABLE runs DROP COLUMN label_bytes; ";
 

@@ -491,7 +491,9 @@ int CmdOrphans(Client& c, const ParsedArgs& a) {
   } else {
     PrintOrphans(resp.orphans());
     PrintLeftOff(resp.orphans_left_off(), "orphans", "runreaperctl orphans RUN_ID lists one run's");
+    PrintHidden(resp.hidden_orphans());
     PrintZombiePiles(resp);
+    PrintHidden(resp.hidden_zombie_piles(), "zombie pile", "zombie piles");
   }
   return kExitOk;
 }
@@ -515,6 +517,7 @@ int CmdSweep(Client& c, const ParsedArgs& a) {
   PrintOrphans(resp.targets());
   PrintLeftOff(resp.targets_left_off(), "targets",
                req.dry_run() ? "name a run to see its own" : "they were swept all the same");
+  PrintHidden(resp.hidden_targets());
   for (const v1::Event& e : resp.signals()) PrintEventLine(e);
   PrintLeftOff(resp.signals_left_off(), "signals",
                "runreaperctl events --run=RUN_ID lists every SIGNAL event");

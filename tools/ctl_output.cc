@@ -250,6 +250,10 @@ void PrintOrphans(const google::protobuf::RepeatedPtrField<v1::Orphan>& orphans)
   }
 }
 
+void PrintHidden(int n, const std::string& one, const std::string& many) {
+  if (n > 0) printf("(%d %s of other users not shown)\n", n, (n == 1 ? one : many).c_str());
+}
+
 void PrintZombiePiles(const v1::ListOrphansResponse& response) {
   if (response.zombie_piles().empty()) return;
   printf("\nzombies:\n");

@@ -67,6 +67,13 @@ void PrintRunTable(const std::vector<::runreaper::v1::Run>& runs);
 void PrintEventLine(const ::runreaper::v1::Event& e);
 // One line per orphan under a header, with its flags.
 void PrintOrphans(const google::protobuf::RepeatedPtrField<::runreaper::v1::Orphan>& orphans);
+// "(N processes of other users not shown)" when n > 0 ("1 process";
+// `one`/`many` name other things, e.g. "zombie pile"/"zombie piles"): a
+// non-root caller's listing leaves out other uids' processes
+// (docs/SECURITY.md "What a listing shows a non-root caller"); nothing
+// otherwise. It says how many were left out, never whether any matched a
+// cookie (the count is built without reading their environments).
+void PrintHidden(int n, const std::string& one = "process", const std::string& many = "processes");
 // `orphans`' zombie section: nothing when there are no piles; else a blank
 // line, "zombies:" and one line per pile (run, reaper pid and comm, whether
 // it is a member of the run, zombies held), every string escaped, and how

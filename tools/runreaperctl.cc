@@ -205,7 +205,9 @@ const std::vector<Command>& Commands() {
        "too), each parent not reaping zombie members of it, whether it is "
        "itself a member, and how many it holds (docs/ORPHANS.md \"Zombie "
        "piles\"). An answer past runreaperd's 1 MiB answer budget lists the "
-       "first orphans and says how many were left off.",
+       "first orphans and says how many were left off. Run by a user other "
+       "than root, it shows only that user's processes and says how many of "
+       "other users it left out (docs/SECURITY.md).",
        {},
        {"walk"},
        0,
@@ -213,7 +215,9 @@ const std::vector<Command>& Commands() {
       {"sweep",
        "sweep [RUN_ID] [--dry_run]",
        "Removes orphans with the SIGINT -> SIGTERM -> SIGKILL ladder (one run or "
-       "all); --dry_run lists what would be signalled. Prints a kill receipt per "
+       "all); --dry_run lists what would be signalled (run by a user other "
+       "than root: only that user's processes, and how many of other users "
+       "were left out). Prints a kill receipt per "
        "process signalled (the stage that ended it, or that it exited on its "
        "own, its exit status, times) and the end: \"0 survivors (proven: cgroup "
        "empty)\" or what is unproven and why. An answer past runreaperd's 1 MiB "
