@@ -115,6 +115,12 @@ struct RunSpec {
   // with its ancestor pids (nearest first, ending at the leader). Empty when
   // lineage is off or the run is not tracked.
   std::map<std::pair<int, uint64_t>, std::vector<int>> descendants;
+  // A moment at which the leader was known alive, in clock ticks since boot
+  // (CLOCK_BOOTTIME, the clock of a process's start time), never later than
+  // the truth: its group and session numbers were still its own then, so a
+  // process started strictly before it that shares one of them is in the
+  // run's group or session (see the reuse rule above). 0 = unknown.
+  uint64_t leader_alive_ticks = 0;
 };
 
 // Who is looking: the process that would send the signals, and what it must
