@@ -164,6 +164,14 @@ struct RunPlan {
   // are numbers in that namespace, matched against NSpgid/NSsid there.
   bool in_child_ns = false;
   int leader_pid = 0;  // the leader in the observer's namespace
+  // The group and session number (the leader's pid) is provably still the
+  // run's in this snapshot: the leader itself is in it, or a process of the
+  // run's session that is the run's on its own (VouchForNumbers). Otherwise
+  // a process in the group or session counts only on its own
+  // (OwnsNumberItself).
+  bool number_held = false;
+  // Processes in the group or session that did not count, for the note.
+  int refused = 0;
 };
 
 // The processes of the snapshot by (PID namespace, pid inside it: the last
@@ -217,14 +225,25 @@ RunPlan PlanRun(const RunSpec& run, const SweepObserver& observer,
   // A number that names a live process other than R's leader is no longer
   // R's group or session (for a run from a child namespace: a process of
   // that namespace with that pid there).
-  auto reused = [&](int number) {
+  auto holder = [&](int number) -> const ProcessInfo* {
     if (plan.in_child_ns) {
       auto it = by_ns_pid.find({run.leader.pidns_inode, number});
-      return it != by_ns_pid.end() && it->second->start_time != run.leader.start_time;
+      return it == by_ns_pid.end() ? nullptr : it->second;
     }
     auto it = by_pid.find(number);
-    return it != by_pid.end() && it->second->start_time != run.leader.start_time;
+    return it == by_pid.end() ? nullptr : it->second;
   };
+  auto reused = [&](int number) {
+    const ProcessInfo* p = holder(number);
+    return p != nullptr && p->start_time != run.leader.start_time;
+  };
+  // The leader itself (a zombie too: it still holds its pid) keeps its
+  // numbers the run's.
+  if (const ProcessInfo* p = holder(run.leader.pid); p != nullptr &&
+                                                     p->start_time == run.leader.start_time &&
+                                                     p->state != 'X' && p->state != 'x') {
+    plan.number_held = true;
+  }
   // The owner's group and session hold its other jobs: never the run's.
   const bool owner_group = run.owner.has_value() && run.owner->pgid == run.leader.pgid;
   const bool owner_session = run.owner.has_value() && run.owner->sid == run.leader.sid;
@@ -273,6 +292,19 @@ bool Excluded(const ProcessInfo& p, const SweepObserver& observer,
   // A dead task ('X') is not a process that can be a member any more.
   if (p.state == 'X' || p.state == 'x') return true;
   return false;
+}
+
+// Whether `p`, in `run`'s group or session while the number may have been
+// handed out again, is the run's on its own: it descends from the run, or
+// it started (strictly) before a moment the leader was known alive. A new
+// group or session with that number can exist only once the leader was
+// reaped and nothing used the number any more, and everything in it started
+// after that, except a process that joined such a new group with setpgid
+// (its own act, or its parent's before exec; a session cannot be joined).
+bool OwnsNumberItself(const RunSpec& run, const ProcessInfo& p) {
+  if (p.start_time < run.leader.start_time) return false;
+  if (run.leader_alive_ticks != 0 && p.start_time < run.leader_alive_ticks) return true;
+  return run.descendants.count({p.pid, p.start_time}) != 0;
 }
 
 }  // namespace
@@ -382,6 +414,47 @@ const RunList* ChildNsSessionRuns(const RunIndex& index, const ProcessInfo& p) {
   return Lookup(index.by_ns_sid, std::make_pair(*p.pidns_inode, p.nssid.back()));
 }
 
+// A live process of a run's session that is the run's on its own
+// (OwnsNumberItself) proves the number still the run's: the kernel frees a
+// pid number only once no process uses it as pid, pgid or sid, and such a
+// process has used it as its sid without a break since the leader made the
+// session (a session cannot be joined, and one made under the number later
+// holds only processes that started after it was freed). So every process
+// in that group and session is the run's, as while the leader lives. A
+// member of the group alone vouches for nothing: a process may join a new
+// group with the number by setpgid.
+void VouchForNumbers(const Snapshot& snapshot, const std::vector<RunSpec>& runs,
+                     const RunIndex& index, std::vector<RunPlan>* plans) {
+  bool wanted = false;
+  for (const RunPlan& plan : *plans) wanted |= plan.enabled && plan.by_sid && !plan.number_held;
+  if (!wanted) return;
+  for (const ProcessInfo& p : snapshot.processes) {
+    if (p.state == 'X' || p.state == 'x') continue;
+    for (const RunList* list : {Lookup(index.by_sid, p.sid), ChildNsSessionRuns(index, p)}) {
+      if (list == nullptr) continue;
+      for (const size_t i : *list) {
+        if (!(*plans)[i].number_held && OwnsNumberItself(runs[i], p)) {
+          (*plans)[i].number_held = true;
+        }
+      }
+    }
+  }
+}
+
+std::string RefusedNote(const RunSpec& run, int refused) {
+  if (run.leader_alive_ticks == 0) {
+    return absl::StrCat("run ", run.run_id, ": ", refused, " process(es) in group or session ",
+                        run.leader.pid,
+                        " do not descend from it, and its leader was never known alive at a "
+                        "known time; not members: the number may name a new group or session");
+  }
+  return absl::StrCat("run ", run.run_id, ": ", refused, " process(es) in group or session ",
+                      run.leader.pid, " started after its leader was last known alive (tick ",
+                      run.leader_alive_ticks,
+                      ") and do not descend from it; not members: the number may name a new "
+                      "group or session");
+}
+
 }  // namespace
 
 Membership FindMembers(const Snapshot& snapshot, const SweepObserver& observer,
@@ -399,6 +472,7 @@ Membership FindMembers(const Snapshot& snapshot, const SweepObserver& observer,
   }
   const RunIndex index(runs, plans);
   if (index.by_start.empty()) return out;
+  VouchForNumbers(snapshot, runs, index, &plans);
 
   const std::unordered_set<int> ancestors(observer.ancestors.begin(), observer.ancestors.end());
   // Every listed run's owner (pid, start time): never a member of any run.
@@ -415,6 +489,8 @@ Membership FindMembers(const Snapshot& snapshot, const SweepObserver& observer,
   std::vector<std::pair<size_t, MatchSource>> matched;
   // matched_in[i] == round: run i is already in `matched` for this process.
   std::vector<size_t> matched_in(runs.size(), 0);
+  // Runs whose group or session this process is in without counting.
+  std::vector<size_t> refused;
   size_t round = 0;
   for (const ProcessInfo& p : snapshot.processes) {
     if (Excluded(p, observer, ancestors)) continue;
@@ -437,6 +513,7 @@ Membership FindMembers(const Snapshot& snapshot, const SweepObserver& observer,
     const bool env_ok = env.ok();
 
     matched.clear();
+    refused.clear();
     ++round;
     auto add_one = [&](size_t i, MatchSource source) {
       if (p.start_time < runs[i].leader.start_time) return;
@@ -448,10 +525,24 @@ Membership FindMembers(const Snapshot& snapshot, const SweepObserver& observer,
       if (list == nullptr) return;
       for (const size_t i : *list) add_one(i, source);
     };
-    add(Lookup(index.by_pgid, p.pgid), MatchSource::kPgid);
-    add(ChildNsGroupRuns(index, p), MatchSource::kPgid);
-    add(Lookup(index.by_sid, p.sid), MatchSource::kSid);
-    add(ChildNsSessionRuns(index, p), MatchSource::kSid);
+    // A group or session number counts only while it is provably the
+    // run's (RunPlan::number_held), or for a process that is the run's on
+    // its own.
+    auto add_numbered = [&](const RunList* list, MatchSource source) {
+      if (list == nullptr) return;
+      for (const size_t i : *list) {
+        if (p.start_time < runs[i].leader.start_time) continue;
+        if (plans[i].number_held || OwnsNumberItself(runs[i], p)) {
+          add_one(i, source);
+        } else {
+          refused.push_back(i);
+        }
+      }
+    };
+    add_numbered(Lookup(index.by_pgid, p.pgid), MatchSource::kPgid);
+    add_numbered(ChildNsGroupRuns(index, p), MatchSource::kPgid);
+    add_numbered(Lookup(index.by_sid, p.sid), MatchSource::kSid);
+    add_numbered(ChildNsSessionRuns(index, p), MatchSource::kSid);
     if (env_ok && env->run_id.has_value()) {
       add(Lookup(index.by_cookie, *env->run_id), MatchSource::kCookie);
     }
@@ -496,6 +587,14 @@ Membership FindMembers(const Snapshot& snapshot, const SweepObserver& observer,
       }
     }
 
+    for (const size_t i : refused) {
+      // Once per run (group and session both refused), and not when
+      // another source made it a member after all.
+      if (matched_in[i] == round) continue;
+      matched_in[i] = round;
+      ++plans[i].refused;
+    }
+
     for (const auto& [i, source] : matched) {
       Member m;
       m.run_index = static_cast<int>(i);
@@ -538,6 +637,9 @@ Membership FindMembers(const Snapshot& snapshot, const SweepObserver& observer,
   }
   for (std::vector<Member>& members : per_run) {
     for (Member& m : members) out.members.push_back(std::move(m));
+  }
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (plans[i].refused > 0) out.notes.push_back(RefusedNote(runs[i], plans[i].refused));
   }
   return out;
 }

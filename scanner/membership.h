@@ -38,7 +38,20 @@
 //                the younger of two).
 // Reuse: when the snapshot holds a process whose pid equals R.pgid (R.sid)
 // with a start time other than R.start_time, the number names someone else's
-// group (session) now and nothing in it is R's.
+// group (session) now and nothing in it is R's. When no process has that
+// pid, the number may have been freed and handed out again (the kernel
+// frees a pid once nothing uses it as pid, pgid or sid; a new holder may
+// make a group and session of it and exit), so kPgid and kSid count only
+// while the number is provably R's: R's leader (pid and start time) is in
+// the snapshot (a zombie too), or a process of R's session is R's on its
+// own (below: it used the number as its sid without a break since R's
+// leader made the session); otherwise only for a process that is R's on its
+// own: (P.pid, P.start_time) is in R.descendants, or P started strictly
+// before R.leader_alive_ticks (everything in a new group or session started
+// after the number was freed, except a process that joined such a group by
+// setpgid: its own act, or its parent's before exec). Anything else is not a
+// member, and a note names the run and how many were left out. For R from a
+// child PID namespace, likewise in that namespace's numbers.
 //
 // Flags: zombie (state Z: never signalled, reaper_pid = its ppid), kept
 // (RUNREAPER_KEEP=1 in its environ, or R.keep, or a lease that has not
@@ -115,6 +128,12 @@ struct RunSpec {
   // with its ancestor pids (nearest first, ending at the leader). Empty when
   // lineage is off or the run is not tracked.
   std::map<std::pair<int, uint64_t>, std::vector<int>> descendants;
+  // A moment at which the leader was known alive, in clock ticks since boot
+  // (CLOCK_BOOTTIME, the clock of a process's start time), never later than
+  // the truth: its group and session numbers were still its own then, so a
+  // process started strictly before it that shares one of them is in the
+  // run's group or session (see the reuse rule above). 0 = unknown.
+  uint64_t leader_alive_ticks = 0;
 };
 
 // Who is looking: the process that would send the signals, and what it must

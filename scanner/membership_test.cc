@@ -1,6 +1,6 @@
-// Pure membership decisions on hand-built snapshots. The ProcessEvidence here
-// is a fake: environ/cgroup answers (including an unreadable environ) are the
-// edge these tests stage by hand; the sweeper tests cover the real reads.
+// Pure membership decisions on hand-built snapshots
+// (scanner/membership_test_util.h). The reuse rule of group and session
+// numbers has its own file: membership_reuse_test.cc.
 #include "scanner/membership.h"
 
 #include <map>
@@ -11,85 +11,23 @@
 #include "absl/status/status.h"
 #include "base/test_util.h"
 #include "gtest/gtest.h"
+#include "scanner/membership_test_util.h"
 
 namespace runreaper::scanner {
 namespace {
 
-constexpr uint64_t kNs = 4026531836;
-constexpr uint64_t kLeaderStart = 1000;
-
-class FakeEvidence : public ProcessEvidence {
- public:
-  absl::StatusOr<Environ> ReadEnviron(int pid) override {
-    ++environ_reads[pid];
-    auto err = environ_error.find(pid);
-    if (err != environ_error.end()) return err->second;
-    auto it = environ.find(pid);
-    if (it == environ.end()) return Environ();
-    return it->second;
-  }
-  absl::StatusOr<std::string> ReadCgroup(int pid) override {
-    auto it = cgroup.find(pid);
-    if (it == cgroup.end()) return std::string("/user.slice");
-    return it->second;
-  }
-  std::map<int, Environ> environ;
-  std::map<int, absl::Status> environ_error;
-  std::map<int, std::string> cgroup;
-  std::map<int, int> environ_reads;
-};
-
-ProcessInfo Proc(int pid, int ppid, int pgid, int sid, uint64_t start, char state = 'S') {
-  ProcessInfo p;
-  p.pid = pid;
-  p.ppid = ppid;
-  p.pgid = pgid;
-  p.sid = sid;
-  p.start_time = start;
-  p.state = state;
-  p.comm = "p" + std::to_string(pid);
-  return p;
-}
-
-// The observer is pid 50 in group/session 40, child of 40, child of 1.
-SweepObserver TheObserver() {
-  SweepObserver o;
-  o.pid = 50;
-  o.pgid = 40;
-  o.sid = 40;
-  o.pidns_inode = kNs;
-  o.cgroup = "/system.slice/runreaperd.service";
-  o.ancestors = {40, 1};
-  return o;
-}
-
-// Run "r1": leader 100 led its group and session.
-RunSpec TheRun() {
-  RunSpec r;
-  r.run_id = "r1";
-  r.leader.pid = 100;
-  r.leader.pgid = 100;
-  r.leader.sid = 100;
-  r.leader.pidns_inode = kNs;
-  r.leader.start_time = kLeaderStart;
-  return r;
-}
-
-Snapshot Base() {
-  Snapshot s;
-  s.processes = {
-      Proc(1, 0, 1, 1, 1),
-      Proc(40, 1, 40, 40, 10),
-      Proc(50, 40, 40, 40, 20),
-  };
-  return s;
-}
-
-std::map<int, Member> ByPid(const Membership& m) {
-  std::map<int, Member> out;
-  for (const Member& x : m.members) out[x.process.pid] = x;
-  return out;
-}
+using membership_testing::Base;
+using membership_testing::ByPid;
+using membership_testing::ChildNsRun;
+using membership_testing::FakeEvidence;
+using membership_testing::InNs;
+using membership_testing::kLeaderStart;
+using membership_testing::kNs;
+using membership_testing::kNsA;
+using membership_testing::Proc;
+using membership_testing::TheObserver;
+using membership_testing::TheRun;
+using membership_testing::TwoContainers;
 
 TEST(MembershipTest, MatchesByPgidAndSid) {
   Snapshot s = Base();
@@ -160,32 +98,6 @@ TEST(MembershipTest, LeaderThatDidNotLeadItsGroupOwnsNoGroup) {
   FakeEvidence ev;
   Membership m = FindMembers(s, TheObserver(), {run}, ev);
   EXPECT_TRUE(m.members.empty());
-}
-
-TEST(MembershipTest, ReusedGroupNumberIsNotTheRuns) {
-  Snapshot s = Base();
-  // A new process holds pid 100 (started later): group 100 is its now.
-  s.processes.push_back(Proc(100, 1, 100, 100, kLeaderStart + 50));
-  s.processes.push_back(Proc(101, 100, 100, 100, kLeaderStart + 60));
-  FakeEvidence ev;
-  Membership m = FindMembers(s, TheObserver(), {TheRun()}, ev);
-  EXPECT_TRUE(m.members.empty());
-  EXPECT_GE(m.notes.size(), 2u);  // pgid and sid both reused
-
-  // The cookie still identifies the run's own processes.
-  ev.environ[101].run_id = "r1";
-  auto by = ByPid(FindMembers(s, TheObserver(), {TheRun()}, ev));
-  ASSERT_EQ(by.size(), 1u);
-  EXPECT_EQ(by[101].source, MatchSource::kCookie);
-}
-
-TEST(MembershipTest, LeaderGoneGroupStillOwned) {
-  Snapshot s = Base();
-  s.processes.push_back(Proc(101, 1, 100, 100, kLeaderStart + 1));
-  FakeEvidence ev;
-  auto by = ByPid(FindMembers(s, TheObserver(), {TheRun()}, ev));
-  ASSERT_EQ(by.size(), 1u);
-  EXPECT_EQ(by[101].source, MatchSource::kPgid);
 }
 
 TEST(MembershipTest, StartTimeRule) {
@@ -380,35 +292,6 @@ TEST(MembershipTest, ProcessMatchingTwoRunsIsAMemberOfBoth) {
   EXPECT_EQ(runs[1].run_index, 2);
 }
 
-// Two finished runs whose leaders had the same pid at different times: both
-// own group 100 while no live process holds pid 100, each only for
-// processes started after its own leader; once a new process holds pid 100,
-// neither does.
-TEST(MembershipTest, ReusedPgidNumberAcrossRuns) {
-  Snapshot s = Base();
-  s.processes.push_back(Proc(101, 1, 100, 100, kLeaderStart + 1));
-  s.processes.push_back(Proc(102, 1, 100, 100, kLeaderStart + 600));
-  RunSpec old_run = TheRun();
-  RunSpec new_run = TheRun();
-  new_run.run_id = "r2";
-  new_run.leader.start_time = kLeaderStart + 500;
-  FakeEvidence ev;
-  Membership m = FindMembers(s, TheObserver(), {old_run, new_run}, ev);
-  ASSERT_EQ(m.members.size(), 3u);
-  EXPECT_EQ(m.members[0].run_index, 0);
-  EXPECT_EQ(m.members[0].process.pid, 101);
-  EXPECT_EQ(m.members[1].run_index, 0);
-  EXPECT_EQ(m.members[1].process.pid, 102);
-  EXPECT_EQ(m.members[2].run_index, 1);
-  EXPECT_EQ(m.members[2].process.pid, 102);
-
-  // The newer leader is alive: the number is its group, not the old run's.
-  s.processes.push_back(Proc(100, 1, 100, 100, kLeaderStart + 500));
-  m = FindMembers(s, TheObserver(), {old_run, new_run}, ev);
-  for (const Member& x : m.members) EXPECT_EQ(x.run_index, 1);
-  EXPECT_EQ(m.members.size(), 2u);  // 100 itself and 102
-}
-
 // 10,000 runs, one group each, a few members: each found under its own run,
 // every candidate's environ read once, and an unreadable environ listed
 // under every run it could belong to (none of them a target).
@@ -421,6 +304,7 @@ TEST(MembershipTest, TenThousandRuns) {
     r.run_id = "run-" + std::to_string(i);
     r.leader.pid = r.leader.pgid = r.leader.sid = 1000 + i;
     r.leader.start_time = kLeaderStart + static_cast<uint64_t>(i);
+    r.leader_alive_ticks = kLeaderStart + 30000;
     runs.push_back(r);
   }
   // A group member of run 17, a cookie carrier of run 9,999, a process
@@ -504,54 +388,6 @@ TEST(MembershipTest, DescentKeepsEverySafetyRule) {
 
 // ---- runs from child PID namespaces ----
 
-constexpr uint64_t kNsA = 4026532100;  // the run's container
-constexpr uint64_t kNsB = 4026532200;  // a bystander container
-
-// A process of a child namespace as the host walk (with status and ns/pid)
-// shows it: host ids in pid/pgid/sid, the namespace's last in the NS lists.
-ProcessInfo InNs(int pid, int ppid, int pgid, int sid, uint64_t start, uint64_t ns, int ns_pid,
-                 int ns_pgid, int ns_sid) {
-  ProcessInfo p = Proc(pid, ppid, pgid, sid, start);
-  p.pidns_inode = ns;
-  p.nspid = {pid, ns_pid};
-  p.nspgid = {pgid, ns_pgid};
-  p.nssid = {sid, ns_sid};
-  return p;
-}
-
-// Run "c1" registered from inside namespace A with the ids it sees there:
-// leader pid 5 leading group and session 5, translated to host pid 805.
-RunSpec ChildNsRun() {
-  RunSpec r;
-  r.run_id = "c1";
-  r.leader.pid = 5;
-  r.leader.pgid = 5;
-  r.leader.sid = 5;
-  r.leader.pidns_inode = kNsA;
-  r.leader.start_time = kLeaderStart;
-  r.leader.host.pid = 805;
-  r.leader.host.pidns_inode = kNs;
-  r.leader.host.start_time = kLeaderStart;
-  return r;
-}
-
-// Namespace A: init 1 (host 801, the runner); the leader 5 (host 805) is
-// gone now that the run finished; 6 is in its group 5, 8 in its session 5,
-// and 7 escaped into a session of its own (host 807). Namespace B has
-// processes with the same inner pids, groups and sessions.
-Snapshot TwoContainers() {
-  Snapshot s = Base();
-  s.processes.push_back(InNs(801, 1, 801, 801, 500, kNsA, 1, 1, 1));
-  s.processes.push_back(InNs(806, 801, 805, 805, kLeaderStart + 1, kNsA, 6, 5, 5));
-  s.processes.push_back(InNs(807, 801, 807, 807, kLeaderStart + 2, kNsA, 7, 7, 7));
-  s.processes.push_back(InNs(808, 801, 808, 805, kLeaderStart + 3, kNsA, 8, 8, 5));
-  s.processes.push_back(InNs(901, 1, 901, 901, 600, kNsB, 1, 1, 1));
-  s.processes.push_back(InNs(905, 901, 905, 905, kLeaderStart + 1, kNsB, 5, 5, 5));
-  s.processes.push_back(InNs(906, 905, 905, 905, kLeaderStart + 1, kNsB, 6, 5, 5));
-  s.processes.push_back(InNs(908, 905, 908, 905, kLeaderStart + 3, kNsB, 8, 8, 5));
-  return s;
-}
-
 TEST(ChildNamespaceMembershipTest, GroupAndSessionMatchInsideTheRunsNamespaceOnly) {
   FakeEvidence ev;
   Membership m = FindMembers(TwoContainers(), TheObserver(), {ChildNsRun()}, ev);
@@ -577,17 +413,6 @@ TEST(ChildNamespaceMembershipTest, CookieAndDescentUseHostPids) {
   EXPECT_EQ(by[807].source, MatchSource::kDescent);
   EXPECT_EQ(by[906].source, MatchSource::kCookie);
   EXPECT_EQ(by.count(905), 0u);
-}
-
-TEST(ChildNamespaceMembershipTest, ReusedInnerGroupNumberIsNotTheRuns) {
-  Snapshot s = TwoContainers();
-  // Pid 5 of namespace A is now another process: group 5 there is not c1's.
-  s.processes.push_back(InNs(815, 801, 815, 815, kLeaderStart + 9, kNsA, 5, 5, 5));
-  FakeEvidence ev;
-  Membership m = FindMembers(s, TheObserver(), {ChildNsRun()}, ev);
-  EXPECT_TRUE(m.members.empty());
-  ASSERT_EQ(m.notes.size(), 2u);
-  EXPECT_NE(m.notes[0].find("pgid 5 now names another process"), std::string::npos) << m.notes[0];
 }
 
 TEST(ChildNamespaceMembershipTest, UntranslatedRunHasNoMembersAndSaysWhy) {

@@ -1,12 +1,15 @@
 #include "server/sweep_specs.h"
 
+#include <cstdint>
 #include <map>
 #include <utility>
 
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "base/status_macros.h"
 #include "scanner/identity_proto.h"
+#include "scanner/procfs.h"
 
 namespace runreaper::server {
 
@@ -22,7 +25,23 @@ scanner::RunSpec SpecOf(const v1::Run& run) {
       run.state() == v1::RUN_STATE_CANCELLED ||
       (run.state() == v1::RUN_STATE_STALE && run.stale_reason() == v1::STALE_REASON_OWNER_EXITED);
   s.owner = scanner::OwnerOf(run);
+  s.leader_alive_ticks =
+      LeaderAliveTicks(run, absl::Now(), scanner::NowBootTicks(), scanner::TicksPerSecond());
   return s;
+}
+
+uint64_t LeaderAliveTicks(const v1::Run& run, absl::Time now, uint64_t now_ticks, int64_t hz) {
+  if (run.identity_unverified() || !run.has_last_seen_alive_at() || now_ticks == 0 || hz <= 0) {
+    return 0;
+  }
+  const absl::Time seen = absl::FromUnixSeconds(run.last_seen_alive_at().seconds()) +
+                          absl::Nanoseconds(run.last_seen_alive_at().nanos());
+  if (seen > now) return 0;  // the wall clock went back: nothing to trust
+  // Ticks to go back, rounded up, so that the result rounds down.
+  const int64_t micros = absl::ToInt64Microseconds(now - seen + kLeaderAliveMargin);
+  const uint64_t back =
+      (static_cast<uint64_t>(micros) * static_cast<uint64_t>(hz) + 999999) / 1000000;
+  return back >= now_ticks ? 0 : now_ticks - back;
 }
 
 v1::MatchSource ToProto(scanner::MatchSource source) {

@@ -38,6 +38,7 @@
 #include "scanner/process_test_util.h"
 #include "scanner/procfs.h"
 #include "scanner/safe_signal.h"
+#include "server/sweep_specs.h"
 #include "store/run_store.h"
 
 extern char** environ;
@@ -120,6 +121,21 @@ int AwaitKeptOrphan(Sweeper& sweeper, const std::string& run_id) {
   return kept_pid;
 }
 
+// A run's leader whose members have started and that is held alive until
+// the run is registered: with the leader gone and no lineage here, a member
+// of its group or session is the run's only when it started before the
+// leader was last known alive (less kLeaderAliveMargin;
+// scanner/membership.h, the reuse rule), as when runreaperd registers a
+// job, or a pass sees it alive, after it forked.
+struct Held {
+  std::string run_id;
+  Spawned s;
+  std::string cgroup;  // the run's own cgroup ("" = none)
+  // A line written to it lets the leader exit (an end of file may never
+  // come: a forked child that never exec'd still holds the write end).
+  base::Fd hold;
+};
+
 class SweeperTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -159,19 +175,69 @@ class SweeperTest : public ::testing::Test {
     return n;
   }
 
-  // The motivating shape: a shell that starts `script` and exits at once;
-  // the run is then finished by its runner.
+  // Starts `sh -c script` (SpawnSh) that then waits on a FIFO: returned
+  // once it waits there, every process the script started in the
+  // background by then.
+  Held StartHeld(const std::string& run_id, const std::string& script,
+                 const std::vector<std::string>& env = {}, const std::string& cgroup_dir = "") {
+    Held h;
+    h.run_id = run_id;
+    const std::string gate = absl::StrCat(dir_, "/gate-", run_id);
+    EXPECT_EQ(mkfifo(gate.c_str(), 0600), 0) << gate << ": " << strerror(errno);
+    h.s = SpawnSh(absl::StrCat(script, "; read _ < ", gate), env, cgroup_dir);
+    // Only a cgroup made for the run is its own.
+    if (!cgroup_dir.empty()) h.cgroup = h.s.id.cgroup;
+    // A FIFO opens for writing without blocking once a reader waits on it.
+    EXPECT_TRUE(base::WaitFor([&] {
+      h.hold = base::Fd(open(gate.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC));
+      return h.hold.valid();
+    })) << gate;
+    return h;
+  }
+
+  // Once kLeaderAliveMargin (and a few ticks for rounding) has passed since
+  // the call, registers each run while its leader is held, then lets each
+  // leader exit, reaps it and finishes the run.
+  void RegisterReleaseFinish(const std::vector<Held*>& held) {
+    const uint64_t hz = static_cast<uint64_t>(scanner::TicksPerSecond());
+    const uint64_t after =
+        scanner::NowBootTicks() +
+        static_cast<uint64_t>(absl::ToInt64Milliseconds(kLeaderAliveMargin)) * hz / 1000 + 3;
+    ASSERT_TRUE(base::WaitFor([&] { return scanner::NowBootTicks() > after; }));
+    for (Held* h : held) {
+      v1::Run run = RunOf(h->run_id, h->s.id);
+      run.set_cgroup(h->cgroup);
+      Register(run);
+    }
+    for (Held* h : held) {
+      EXPECT_TRUE(base::WriteFull(h->hold.get(), "\n", 1));
+      h->hold.Reset();
+      WaitExit(h->s.pid);
+      EXPECT_OK(store_->Finish(h->run_id, 0));
+    }
+  }
+
+  // The motivating shape: a shell that starts `script` and exits; the run
+  // is then finished by its runner.
   Spawned StartFinished(const std::string& run_id, const std::string& script,
                         const std::vector<std::string>& env = {},
                         const std::string& cgroup_dir = "") {
-    Spawned s = SpawnSh(script, env, cgroup_dir);
-    v1::Run run = RunOf(run_id, s.id);
-    // Only a cgroup made for the run is its own.
-    if (!cgroup_dir.empty()) run.set_cgroup(s.id.cgroup);
-    Register(run);
-    WaitExit(s.pid);
-    EXPECT_OK(store_->Finish(run_id, 0));
-    return s;
+    Held h = StartHeld(run_id, script, env, cgroup_dir);
+    RegisterReleaseFinish({&h});
+    return h.s;
+  }
+
+  // StartFinished of `n` runs "<prefix>0".. at once (one wait for all).
+  std::vector<Spawned> StartFinishedRuns(const std::string& prefix, int n,
+                                         const std::string& script) {
+    std::vector<Held> held;
+    for (int i = 0; i < n; ++i) held.push_back(StartHeld(absl::StrCat(prefix, i), script));
+    std::vector<Held*> all;
+    for (Held& h : held) all.push_back(&h);
+    RegisterReleaseFinish(all);
+    std::vector<Spawned> out;
+    for (const Held& h : held) out.push_back(h.s);
+    return out;
   }
 
   const base::TempDir tmp_{"rr_sweep"};
@@ -182,6 +248,7 @@ class SweeperTest : public ::testing::Test {
 
  public:
   v1::Run RegisterForTest(const v1::Run& run) { return Register(run); }
+  void RegisterReleaseFinishForTest(Held* h) { RegisterReleaseFinish({h}); }
   store::RunStore* store() { return store_.get(); }
 };
 
@@ -238,14 +305,18 @@ TEST_F(SweeperTest, MotivatingCaseLeavesNoSurvivor) {
 }
 
 // A leader in a new session that forks `members` children which wait in
-// pause() with default dispositions, then exits. Fork-only: the children run
+// pause() with default dispositions, then exits once released (see Held);
+// returned once the children run. Fork-only: the children run
 // async-signal-safe calls only.
-Spawned ForkGroup(int members) {
-  int ready[2], go[2];
-  if (pipe2(ready, O_CLOEXEC) != 0 || pipe2(go, O_CLOEXEC) != 0) abort();
+Held ForkGroup(const std::string& run_id, int members) {
+  int ready[2], go[2], hold[2];
+  if (pipe2(ready, O_CLOEXEC) != 0 || pipe2(go, O_CLOEXEC) != 0 || pipe2(hold, O_CLOEXEC) != 0) {
+    abort();
+  }
   const pid_t pid = fork();
   if (pid == 0) {
     setsid();
+    close(hold[1]);
     base::WriteFull(ready[1], "S", 1);
     if (ReadByte(go[0]) != 'G') _exit(121);
     for (int i = 0; i < members; ++i) {
@@ -253,9 +324,17 @@ Spawned ForkGroup(int members) {
         while (true) pause();
       }
     }
+    ReadByte(hold[0]);  // released
     _exit(0);
   }
-  return CaptureThenRelease(pid, ready, go);
+  close(hold[0]);
+  Held h;
+  h.run_id = run_id;
+  h.hold = base::Fd(hold[1]);
+  h.s = CaptureThenRelease(pid, ready, go);
+  EXPECT_TRUE(
+      base::WaitFor([&] { return LiveInGroup(pid).size() == static_cast<size_t>(members) + 1; }));
+  return h;
 }
 
 // A leader in a new session that forks one member and exits. The member
@@ -265,7 +344,7 @@ Spawned ForkGroup(int members) {
 // read once the member's handlers are installed. Fork-only: the member runs
 // async-signal-safe calls only.
 struct Counter {
-  Spawned leader;
+  Held leader;     // exits once released (FinishCounterRun)
   int member = 0;  // set by FinishCounterRun
   uint64_t member_start = 0;
   base::Fd report;  // read end; EOF once the member is gone
@@ -280,14 +359,16 @@ void ReportSignal(int sig) {
 }
 
 Counter ForkCounter() {
-  int ready[2], go[2], report[2];
-  if (pipe2(ready, O_CLOEXEC) != 0 || pipe2(go, O_CLOEXEC) != 0 || pipe2(report, O_CLOEXEC) != 0) {
+  int ready[2], go[2], report[2], hold[2];
+  if (pipe2(ready, O_CLOEXEC) != 0 || pipe2(go, O_CLOEXEC) != 0 || pipe2(report, O_CLOEXEC) != 0 ||
+      pipe2(hold, O_CLOEXEC) != 0) {
     abort();
   }
   const pid_t pid = fork();
   if (pid == 0) {
     setsid();
     close(report[0]);
+    close(hold[1]);
     base::WriteFull(ready[1], "S", 1);
     if (ReadByte(go[0]) != 'G') _exit(121);
     const pid_t member = fork();
@@ -303,19 +384,23 @@ Counter ForkCounter() {
       base::WriteFull(ready[1], "R", 1);
       while (true) pause();
     }
-    _exit(member > 0 ? 0 : 122);
+    if (member <= 0) _exit(122);
+    ReadByte(hold[0]);  // released
+    _exit(0);
   }
   close(ready[1]);
   close(go[0]);
   close(report[1]);
+  close(hold[0]);
   Counter c;
-  c.leader.pid = pid;
+  c.leader.s.pid = pid;
+  c.leader.hold = base::Fd(hold[1]);
   c.report = base::Fd(report[0]);
   EXPECT_EQ(ReadByte(ready[0]), 'S');
   scanner::ProcFs procfs;
   absl::StatusOr<scanner::Identity> id = procfs.CaptureIdentity(pid);
   EXPECT_TRUE(id.ok()) << id.status();
-  if (id.ok()) c.leader.id = *id;
+  if (id.ok()) c.leader.s.id = *id;
   base::WriteFull(go[1], "G", 1);
   EXPECT_EQ(ReadByte(ready[0]), 'R');  // the member's handlers are in place
   close(ready[0]);
@@ -339,11 +424,9 @@ std::string ReceivedSignals(const Counter& c) {
 TEST_F(SweeperTest, MemberThatExitsOnSigintEndsAtStageOne) {
   SKIP_UNLESS_PRIVATE_PID_NS();
   // (A shell's `cmd &` would ignore SIGINT: POSIX async lists do.)
-  Spawned s = ForkGroup(2);
-  v1::Run run = RunOf("polite", s.id);
-  Register(run);
-  WaitExit(s.pid);
-  ASSERT_OK(store_->Finish("polite", 0));
+  Held h = ForkGroup("polite", 2);
+  RegisterReleaseFinish({&h});
+  const Spawned& s = h.s;
   ASSERT_TRUE(base::WaitFor([&] { return LiveInGroup(s.pid).size() == 2; }));
   Sweeper sweeper(store_.get(), &procfs_, Fast());
   ASSERT_OK_AND_ASSIGN(v1::SweepResponse resp, sweeper.Sweep({}));
@@ -378,17 +461,13 @@ TEST_F(SweeperTest, MemberThatExitsOnSigintEndsAtStageOne) {
 // members beside them is swept as before.
 TEST_F(SweeperTest, RunsWithNothingToSweepAreMarkedSweptWithOneSummaryEvent) {
   SKIP_UNLESS_PRIVATE_PID_NS();
-  for (int i = 0; i < 3; ++i) {
-    Spawned gone = ForkGroup(0);
-    const std::string id = absl::StrCat("clean-", i);
-    Register(RunOf(id, gone.id));
-    WaitExit(gone.pid);
-    ASSERT_OK(store_->Finish(id, 0));
-  }
-  Spawned s = ForkGroup(1);
-  Register(RunOf("leaky", s.id));
-  WaitExit(s.pid);
-  ASSERT_OK(store_->Finish("leaky", 0));
+  std::vector<Held> held;
+  for (int i = 0; i < 3; ++i) held.push_back(ForkGroup(absl::StrCat("clean-", i), 0));
+  held.push_back(ForkGroup("leaky", 1));
+  std::vector<Held*> all;
+  for (Held& h : held) all.push_back(&h);
+  RegisterReleaseFinish(all);
+  const Spawned& s = held.back().s;
   ASSERT_TRUE(base::WaitFor([&] { return LiveInGroup(s.pid).size() == 1; }));
   ASSERT_OK_AND_ASSIGN(const int64_t before, store_->LastEventId());
 
@@ -937,10 +1016,7 @@ TEST_F(SweeperTest, ChildForkedDuringTheLadderIsSwept) {
 TEST_F(SweeperTest, FiftyStubbornGroupsInOneLadder) {
   SKIP_UNLESS_PRIVATE_PID_NS();
   constexpr int kGroups = 50;
-  std::vector<Spawned> groups;
-  for (int i = 0; i < kGroups; ++i) {
-    groups.push_back(StartFinished(absl::StrCat("g", i), kStubborn));
-  }
+  const std::vector<Spawned> groups = StartFinishedRuns("g", kGroups, kStubborn);
   for (const Spawned& g : groups) {
     ASSERT_TRUE(base::WaitFor([&] { return !LiveInGroup(g.pid).empty(); }));
   }
@@ -1052,10 +1128,7 @@ TEST_F(SweeperTest, ACommThatIsNotUtf8IsValidTextInEveryStoredEvent) {
 TEST_F(SweeperTest, ConcurrentSweepsSignalEachStageOnce) {
   SKIP_UNLESS_PRIVATE_PID_NS();
   constexpr int kGroups = 5;
-  std::vector<Spawned> groups;
-  for (int i = 0; i < kGroups; ++i) {
-    groups.push_back(StartFinished(absl::StrCat("c", i), kStubborn));
-  }
+  const std::vector<Spawned> groups = StartFinishedRuns("c", kGroups, kStubborn);
   for (const Spawned& g : groups) {
     ASSERT_TRUE(base::WaitFor([&] { return !LiveInGroup(g.pid).empty(); }));
   }
@@ -1326,7 +1399,7 @@ TEST_F(SweeperTest, StaleSigkillClaimThatWasNeverSentIsSentAgain) {
   Sweeper sweeper(store_.get(), &procfs_, Fast());
   ASSERT_OK_AND_ASSIGN(v1::SweepResponse resp, sweeper.Sweep({}));
   EXPECT_EQ(resp.survivors_size(), 0);
-  EXPECT_TRUE(LiveInGroup(c.leader.pid).empty());
+  EXPECT_TRUE(LiveInGroup(c.leader.s.pid).empty());
   // Resumed at SIGKILL: never back down to SIGINT or SIGTERM.
   EXPECT_EQ(StagesOf(Events("crashed-kill", v1::EVENT_TYPE_SIGNAL), c.member),
             std::vector<std::string>{"SIGKILL/SENT"});
@@ -1345,7 +1418,7 @@ TEST_F(SweeperTest, StaleSigintClaimThatWasNeverSentIsSentAgain) {
   Sweeper sweeper(store_.get(), &procfs_, Fast());
   ASSERT_OK_AND_ASSIGN(v1::SweepResponse resp, sweeper.Sweep({}));
   EXPECT_EQ(resp.survivors_size(), 0);
-  EXPECT_TRUE(LiveInGroup(c.leader.pid).empty());
+  EXPECT_TRUE(LiveInGroup(c.leader.s.pid).empty());
   EXPECT_EQ(StagesOf(Events("crashed-int", v1::EVENT_TYPE_SIGNAL), c.member),
             (std::vector<std::string>{"SIGINT/SENT", "SIGTERM/SENT", "SIGKILL/SENT"}));
   EXPECT_EQ(ReceivedSignals(c), "IT");
@@ -1369,7 +1442,7 @@ TEST_F(SweeperTest, FreshClaimOfALiveSweepIsNotSentAgain) {
   Sweeper sweeper(store_.get(), &procfs_, Fast());  // lease: 30 s
   ASSERT_OK_AND_ASSIGN(v1::SweepResponse resp, sweeper.Sweep({}));
   EXPECT_EQ(resp.survivors_size(), 0);
-  EXPECT_TRUE(LiveInGroup(c.leader.pid).empty());
+  EXPECT_TRUE(LiveInGroup(c.leader.s.pid).empty());
   EXPECT_EQ(StagesOf(Events("live-claim", v1::EVENT_TYPE_SIGNAL), c.member),
             (std::vector<std::string>{"SIGTERM/SENT", "SIGKILL/SENT"}));
   EXPECT_EQ(ReceivedSignals(c), "T");  // SIGINT is the live claimer's
@@ -1438,7 +1511,7 @@ TEST_F(SweeperTest, SweepKilledMidLadderIsResumedUpTheLadder) {
   Sweeper sweeper(store_.get(), &procfs_, Fast());
   ASSERT_OK_AND_ASSIGN(v1::SweepResponse resp, sweeper.Sweep({}));
   EXPECT_EQ(resp.survivors_size(), 0);
-  EXPECT_TRUE(LiveInGroup(c.leader.pid).empty());
+  EXPECT_TRUE(LiveInGroup(c.leader.s.pid).empty());
   // SIGINT exactly once (the crashed sweep's), then up the ladder.
   EXPECT_EQ(StagesOf(Events("crashed-sweep", v1::EVENT_TYPE_SIGNAL), c.member),
             (std::vector<std::string>{"SIGINT/SENT", "SIGTERM/SENT", "SIGKILL/SENT"}));
@@ -1450,10 +1523,9 @@ TEST_F(SweeperTest, SweepKilledMidLadderIsResumedUpTheLadder) {
 }
 
 void FinishCounterRun(SweeperTest* t, const std::string& run_id, Counter& c) {
-  t->RegisterForTest(RunOf(run_id, c.leader.id));
-  WaitExit(c.leader.pid);
-  EXPECT_OK(t->store()->Finish(run_id, 0));
-  const std::vector<int> live = LiveInGroup(c.leader.pid);
+  c.leader.run_id = run_id;
+  t->RegisterReleaseFinishForTest(&c.leader);
+  const std::vector<int> live = LiveInGroup(c.leader.s.pid);
   ASSERT_EQ(live.size(), 1u);
   scanner::ProcFs procfs;
   ASSERT_OK_AND_ASSIGN(scanner::ProcStat st, procfs.ReadStat(live[0]));

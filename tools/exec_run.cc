@@ -112,7 +112,14 @@ class ExecLadder : public scanner::LadderHooks {
   void Reap() override {
     int st = 0;
     if (!leader_status_.has_value()) {
-      if (ReapChildren(leader_, /*block=*/false, &st, *options_)) leader_status_ = st;
+      // Until this reap CMD held its pid, so its group and session numbers
+      // were its own: what started before it is CMD's even once the number
+      // is free (scanner/membership.h, the reuse rule).
+      const uint64_t unreaped = scanner::NowBootTicks();
+      if (ReapChildren(leader_, /*block=*/false, &st, *options_)) {
+        leader_status_ = st;
+        spec_.leader_alive_ticks = unreaped;
+      }
     } else {
       ReapChildren(leader_, /*block=*/false, &st, *options_);
     }
@@ -180,7 +187,7 @@ class ExecLadder : public scanner::LadderHooks {
 
  private:
   const scanner::ProcFs* procfs_;
-  const scanner::RunSpec spec_;
+  scanner::RunSpec spec_;  // leader_alive_ticks set when CMD is reaped
   const std::string cgroup_dir_;
   const pid_t leader_;
   const ExecOptions* const options_;

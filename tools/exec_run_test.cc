@@ -264,6 +264,50 @@ TEST_F(ExecRunTest, SigtermReachesTheWholeGroupThroughTheLadder) {
   }
 }
 
+// CMD ends at SIGINT and exec reaps it during the ladder's grace; its group
+// member ignores SIGINT and SIGTERM. Once CMD is reaped its pid (the group's
+// number) may be handed out again, and nothing here descends from CMD by
+// lineage, shares a cgroup with it (none is made) or carries its cookie
+// (dropped): the member is still CMD's because it started before that reap
+// (scanner/membership.h, the reuse rule), so it is listed again for SIGTERM
+// and ended by SIGKILL.
+TEST_F(ExecRunTest, AMemberOutlivingItsReapedCmdIsStillSwept) {
+  if (getpid() != 1) GTEST_SKIP() << "not in a private PID namespace";
+  ExecOptions o =
+      Opts("exec-outlived", {"sh", "-c",
+                             "(trap '' INT TERM; exec env -u RUNREAPER_RUN_ID sleep 30) "
+                             "& exec sleep 30"});
+  o.use_cgroup = false;  // the group alone makes the member CMD's
+  std::atomic<int> code{-1};
+  std::thread t([&] { code = ExecRun(*stub_, o); });
+  v1::Run run;
+  ASSERT_TRUE(base::WaitFor([&] {
+    absl::StatusOr<v1::Run> r = store_->Get("exec-outlived");
+    if (!r.ok()) return false;
+    run = *r;
+    return true;
+  }));
+  scanner::ProcFs procfs;
+  // Live members of CMD's group that run sleep (the member has set its
+  // dispositions by then: they survive the exec).
+  auto sleeping = [&] {
+    int n = 0;
+    absl::StatusOr<scanner::Snapshot> snap = procfs.Walk();
+    if (!snap.ok()) return -1;
+    for (const auto& p : snap->processes) {
+      if (p.pgid == run.pgid() && p.state != 'Z' && p.comm == "sleep") ++n;
+    }
+    return n;
+  };
+  ASSERT_TRUE(base::WaitFor([&] { return sleeping() == 2; }));
+  ASSERT_EQ(kill(getpid(), SIGTERM), 0);  // to exec itself (our process)
+  t.join();
+  EXPECT_EQ(code.load(), 128 + SIGINT);  // CMD ended at the first stage
+  EXPECT_EQ(sleeping(), 0) << "the member outlived the ladder";
+  while (waitpid(-1, nullptr, WNOHANG) > 0) {
+  }
+}
+
 // CMD leaks an orphan that makes zombies: it forks two children and execs
 // a sleep at once (no wait of the shell can reap them), which never reaps
 // them when they exit. SIGTERM to exec runs
