@@ -64,7 +64,9 @@ scanner::SweepObserver TheObserver() {
   return o;
 }
 
-// The member's run: leader 100 led its group; cookie CI_JOB_ID=<guess>.
+// The member's run: leader 100 led its group (and was last known alive
+// after every process below started, so its group number is still the
+// run's); cookie CI_JOB_ID=<guess>.
 scanner::RunSpec MemberRun(const std::string& guess) {
   scanner::RunSpec r;
   r.run_id = "member-run";
@@ -73,6 +75,7 @@ scanner::RunSpec MemberRun(const std::string& guess) {
   r.leader.sid = 100;
   r.leader.pidns_inode = kNs;
   r.leader.start_time = kLeaderStart;
+  r.leader_alive_ticks = kLeaderStart + 100;
   r.cookies = {{"CI_JOB_ID", guess}};
   return r;
 }

@@ -492,9 +492,9 @@ grpc::ServerUnaryReactor* ReconcilerService::ListEvents(grpc::CallbackServerCont
         const int limit = request->page_size() == 0 ? kDefaultPageSize : request->page_size();
         const std::string run_id =
             request->run_id().empty() ? std::string() : RunIdFor(ctx, request->run_id());
-        ASSIGN_OR_RETURN(store::EventsPage page, store_->ListEventsPage(request->after_event_id(),
-                                                                       run_id, limit,
-                                                                       kAnswerBudgetBytes));
+        ASSIGN_OR_RETURN(
+            store::EventsPage page,
+            store_->ListEventsPage(request->after_event_id(), run_id, limit, kAnswerBudgetBytes));
         if (page.more) response->set_next_after_event_id(page.events.back().event_id());
         for (v1::Event& e : page.events) *response->add_events() = std::move(e);
         return absl::OkStatus();

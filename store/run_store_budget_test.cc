@@ -203,8 +203,9 @@ TEST_F(RunStoreTest, UidUsageIsReadFromTheMemberIndex) {
   EXPECT_TRUE(Contains(plan, "USING COVERING INDEX runs_by_member")) << plan;
 }
 
-// A schema-11 file: opening it fills in label_bytes of the runs it holds,
-// so a uid's bound counts the labels of runs stored before it.
+// A schema-11 file: opening it fills in label_bytes of the runs it holds
+// (the member's run under its canonical id from migration 13 on), so a
+// uid's bound counts the labels of runs stored before it.
 TEST_F(RunStoreTest, MigratesASchemaElevenFile) {
   {
     auto store = OpenOrDie();
@@ -219,7 +220,7 @@ TEST_F(RunStoreTest, MigratesASchemaElevenFile) {
   auto store = OpenOrDie();
   ASSERT_NE(store, nullptr);
   EXPECT_EQ(RawQueryInt(path_, "PRAGMA user_version"), RunStore::kSchemaVersion);
-  EXPECT_EQ(RawQueryInt(path_, "SELECT label_bytes FROM runs WHERE run_id = 'a1'"),
+  EXPECT_EQ(RawQueryInt(path_, "SELECT label_bytes FROM runs WHERE run_id = 'a1@u1001'"),
             64 * (63 + 256));
   EXPECT_EQ(RawQueryInt(path_, "SELECT label_bytes FROM runs WHERE run_id = 'root1'"),
             LabelBytes(MakeRun("root1")));

@@ -43,7 +43,7 @@ TEST_F(RunStoreTest, MigratesASchemaElevenFileToUidNamespacedRunIds) {
     dup_seq = RawQueryInt(path_, "SELECT seq FROM runs WHERE run_id = 'dup'");
     ASSERT_GT(dup_seq, 0);
   }
-  RawExec(path_, "PRAGMA user_version = 11;");
+  RawExec(path_, std::string(kUndoSchemaTwelve) + "PRAGMA user_version = 11;");
 
   auto store = OpenOrDie();
   ASSERT_NE(store, nullptr);

@@ -141,16 +141,18 @@ TEST(CallerViewE2ETest, AMembersListingIsTheSameWhetherItsCookieGuessIsRightOrWr
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
 
-  // root sees everything: its carrier matches the right guess only.
-  const CtlResult root_right = as_root({"orphans", "guess-right", "--walk"});
+  // root sees everything: its carrier matches the right guess only. root
+  // names the member's runs by their stored ids (docs/SECURITY.md "Run ids").
+  const std::string member_ids = absl::StrCat("@u", member.uid);
+  const CtlResult root_right = as_root({"orphans", "guess-right" + member_ids, "--walk"});
   ASSERT_EQ(root_right.exit_code, 0) << root_right.err;
   EXPECT_TRUE(absl::StrContains(OrphanLine(root_right.out, secret), "COOKIE")) << root_right.out;
   EXPECT_TRUE(absl::StrContains(OrphanLine(root_right.out, job.in_group), "PGID"))
       << root_right.out;
   EXPECT_FALSE(absl::StrContains(root_right.out, "not shown")) << root_right.out;
-  const CtlResult root_wrong = as_root({"orphans", "guess-wrong", "--walk"});
+  const CtlResult root_wrong = as_root({"orphans", "guess-wrong" + member_ids, "--walk"});
   EXPECT_EQ(OrphanLine(root_wrong.out, secret), "") << root_wrong.out;
-  const CtlResult root_dry = as_root({"sweep", "guess-right", "--dry_run"});
+  const CtlResult root_dry = as_root({"sweep", "guess-right" + member_ids, "--dry_run"});
   EXPECT_TRUE(absl::StrContains(root_dry.out, "would signal 3 targets")) << root_dry.out;
 
   // The member: its own leader, root's group member counted but not shown,

@@ -195,7 +195,8 @@ TEST(QuotaE2ETest, AMemberFillsItsBoundAndRootStillListsRegistersAndChecksHealth
   v1::Run first;
   {
     v1::GetRunRequest get;
-    get.set_run_id("quota-a-000");
+    // Root names the member's run by its stored id (docs/SECURITY.md "Run ids").
+    get.set_run_id(absl::StrCat("quota-a-000@u", member.uid));
     auto ctx = Ctx();
     ASSERT_TRUE(s.daemon->stub()->GetRun(ctx.get(), get, &first).ok());
   }
