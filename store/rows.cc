@@ -133,6 +133,8 @@ StoredRun ReadRunRow(const Statement& s) {
   if (std::optional<v1::ObservedExit> e = ReadObservedExit(s, 43)) {
     *r.mutable_owner_observed_exit() = *std::move(e);
   }
+  // NULL: stored before schema 15, no verified moment recorded (unset).
+  if (!s.ColumnIsNull(49)) r.set_leader_alive_ticks(static_cast<uint64_t>(s.ColumnInt(49)));
   return out;
 }
 

@@ -28,8 +28,8 @@ inline constexpr char kRunColumns[] =
     "owner_pgid, owner_sid, owner_uid, owner_comm, sweep_on_end, sweep_grace_us, "
     "cookies, pidfs_id, owner_pidfs_id, "
     "owner_observed_kind, owner_observed_code, owner_observed_signal, owner_observed_core, "
-    "owner_observed_at_us, owner_observed_source";
-inline constexpr int kRunColumnCount = 49;
+    "owner_observed_at_us, owner_observed_source, leader_alive_ticks";
+inline constexpr int kRunColumnCount = 50;
 
 // The observed-exit columns, in the order of kObservedColumns, on both runs
 // and events (schema 7); the owner's, owner_observed_*, in the same order

@@ -209,10 +209,11 @@ absl::StatusOr<v1::Run> RunStore::Register(
                         "identity_unverified, host_pid, host_pidns_inode, owner_pid, "
                         "owner_start_time_ticks, owner_pidns_inode, owner_boot_id, "
                         "owner_pgid, owner_sid, owner_uid, owner_comm, sweep_on_end, "
-                        "sweep_grace_us, cookies, pidfs_id, owner_pidfs_id, label_bytes) "
+                        "sweep_grace_us, cookies, pidfs_id, owner_pidfs_id, label_bytes, "
+                        "leader_alive_ticks) "
                         "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?14, 0, "
                         "NULL, ?13, ?13, NULL, 0, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, "
-                        "?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32)"));
+                        "?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33)"));
       s->BindText(1, run.run_id())
           .BindInt(2, run.pid())
           .BindInt(3, run.pgid())
@@ -249,7 +250,12 @@ absl::StatusOr<v1::Run> RunStore::Register(
           .BindText(29, EncodeCookies(run))
           .BindInt(30, static_cast<int64_t>(run.pidfs_id()))
           .BindInt(31, owned ? static_cast<int64_t>(run.owner_pidfs_id()) : 0)
-          .BindInt(32, LabelBytes(run));
+          .BindInt(32, LabelBytes(run))
+          // Unset: NULL, no verified moment recorded (as a schema-14 run).
+          .BindOptionalInt(
+              33, run.has_leader_alive_ticks()
+                      ? std::optional<int64_t>(static_cast<int64_t>(run.leader_alive_ticks()))
+                      : std::nullopt);
       RETURN_IF_ERROR(s->Run());
     }
     const int64_t seq = m.db->LastInsertRowid();

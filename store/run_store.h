@@ -128,6 +128,11 @@ struct RunUpdate {
   // kStale: the owner's observed exit (Run.owner_observed_exit), stored the
   // same way; unset = none recorded.
   std::optional<v1::ObservedExit> owner_observed_exit = std::nullopt;
+  // kAlive: a moment the leader was verified alive, in clock ticks since
+  // boot (v1::Run leader_alive_ticks: read before the check that proved it,
+  // at or after the leader's start time); 0 = none. Stored as the larger of it
+  // and the stored value, so it never moves back.
+  uint64_t alive_ticks = 0;
 };
 
 // The detail of a STATE_CHANGED event written by ApplyBatch/ApplyPass: which
@@ -240,7 +245,7 @@ struct FreezeEntry {
 class RunStore {
  public:
   static constexpr int kMaxPageSize = 1000;
-  static constexpr int kSchemaVersion = 14;
+  static constexpr int kSchemaVersion = 15;
 
   // Opens or creates the database at `path` (its directory must exist).
   // Refuses a schema newer than kSchemaVersion, a file that is not a SQLite
@@ -254,7 +259,9 @@ class RunStore {
   // Inserts a RUNNING run from `run`'s identity fields (run_id, pid, pgid,
   // sid, pidns_inode, start_time_ticks, boot_id, uid, comm, cgroup, labels,
   // keep), who registered it (registered_uid, identity_unverified: kept as
-  // given, not part of the identity compared below) and its liveness, which
+  // given, not part of the identity compared below), leader_alive_ticks
+  // (stored as given; unset stays unset, as for a run of schema 14) and its
+  // liveness, which
   // may only be UNSPECIFIED (nothing verified
   // yet) or ALIVE (the caller just saw the process alive; INVALID_ARGUMENT
   // otherwise); state/timestamps are set by the store. Writes a REGISTERED
@@ -272,7 +279,8 @@ class RunStore {
   absl::StatusOr<v1::Run> Register(
       const v1::Run& run, const std::function<absl::Status(const UidUsage&)>& admit = nullptr);
 
-  // last_seen_alive_at = now for a RUNNING run. FAILED_PRECONDITION when
+  // last_seen_alive_at = now for a RUNNING run; leader_alive_ticks is
+  // never touched (a heartbeat verifies nothing). FAILED_PRECONDITION when
   // terminal.
   absl::StatusOr<v1::Run> Heartbeat(absl::string_view run_id);
 

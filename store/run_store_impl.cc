@@ -302,6 +302,15 @@ absl::Status RunStore::Impl::WriteLiveness(const StoredRun& r) {
   return s->Run();
 }
 
+absl::Status RunStore::Impl::WriteLeaderAliveTicks(const StoredRun& r) {
+  ASSIGN_OR_RETURN(ScopedStatement s,
+                   db->Prepare("UPDATE runs SET leader_alive_ticks = "
+                               "MAX(IFNULL(leader_alive_ticks, 0), ?2) WHERE seq = ?1"));
+  // uint64 values are stored as their int64 bit pattern.
+  s->BindInt(1, r.seq).BindInt(2, static_cast<int64_t>(r.run.leader_alive_ticks()));
+  return s->Run();
+}
+
 absl::Status RunStore::Impl::Terminate(StoredRun& r, v1::RunState to, int64_t now_us,
                                        absl::string_view detail) {
   const v1::RunState from = r.run.state();

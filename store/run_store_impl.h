@@ -133,13 +133,17 @@ struct RunStore::Impl {
   absl::Status DeleteDescendantsOf(const std::vector<std::string>& run_ids)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
-  // Writes every mutable field of a run back (identity never changes).
+  // Writes every mutable field of a run back (identity never changes) but
+  // leader_alive_ticks (WriteLeaderAliveTicks).
   absl::Status WriteRun(const StoredRun& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   // Writes liveness and last_seen_alive_at only. Not touching `state` keeps
   // SQLite from rewriting the state indexes (it maintains every index on a
   // column named in SET, changed or not).
   absl::Status WriteLiveness(const StoredRun& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+
+  // Writes leader_alive_ticks only, as the larger of r's and the stored one.
+  absl::Status WriteLeaderAliveTicks(const StoredRun& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   // Moves a RUNNING run to a terminal state and writes its event.
   absl::Status Terminate(StoredRun& r, v1::RunState to, int64_t now_us, absl::string_view detail)

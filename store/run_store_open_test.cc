@@ -583,5 +583,62 @@ TEST_F(RunStoreTest, MigratesASchemaTenFile) {
   EXPECT_EQ(r2.owner_observed_exit().kind(), v1::OBSERVED_EXIT_KIND_UNKNOWN);
 }
 
+// A schema-14 file: its runs have no leader_alive_ticks (none recorded,
+// so readers fall back to last_seen_alive_at); a pass that verifies a
+// leader gives it its first, later passes only raise it, and neither a
+// heartbeat nor a pass that does not verify it alive moves it.
+TEST_F(RunStoreTest, MigratesASchemaFourteenFile) {
+  {
+    auto store = OpenOrDie();
+    ASSERT_OK(store->Register(MakeRun("old")));
+  }
+  RawExec(path_, std::string(kUndoSchemaFifteen) + "PRAGMA user_version = 14;");
+  ASSERT_EQ(RawQueryInt(path_,
+                        "SELECT count(*) FROM pragma_table_info('runs') "
+                        "WHERE name = 'leader_alive_ticks'"),
+            0);
+  auto store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(RawQueryInt(path_, "PRAGMA user_version"), RunStore::kSchemaVersion);
+  ASSERT_OK_AND_ASSIGN(RunProto old, store->Get("old"));
+  EXPECT_FALSE(old.has_leader_alive_ticks());
+  // A heartbeat and an UNKNOWN observation record none.
+  ASSERT_OK(store->Heartbeat("old"));
+  RunUpdate unknown{"old", RunUpdate::Kind::kObserve, v1::LIVENESS_UNKNOWN};
+  unknown.alive_ticks = 700;  // not a kAlive: ignored
+  ASSERT_OK(store->ApplyPass({unknown}).status());
+  ASSERT_OK_AND_ASSIGN(old, store->Get("old"));
+  EXPECT_FALSE(old.has_leader_alive_ticks());
+  // A verified pass: its moment.
+  RunUpdate alive{"old", RunUpdate::Kind::kAlive, v1::LIVENESS_ALIVE};
+  alive.alive_ticks = 900;
+  ASSERT_OK(store->ApplyPass({alive}).status());
+  ASSERT_OK_AND_ASSIGN(old, store->Get("old"));
+  EXPECT_TRUE(old.has_leader_alive_ticks());
+  EXPECT_EQ(old.leader_alive_ticks(), 900u);
+  // An older moment (or none) never lowers it; a later one raises it.
+  alive.alive_ticks = 800;
+  ASSERT_OK(store->ApplyPass({alive}).status());
+  alive.alive_ticks = 0;
+  ASSERT_OK(store->ApplyBatch({alive}).status());
+  ASSERT_OK(store->Heartbeat("old"));
+  ASSERT_OK_AND_ASSIGN(old, store->Get("old"));
+  EXPECT_EQ(old.leader_alive_ticks(), 900u);
+  alive.alive_ticks = 950;
+  ASSERT_OK(store->ApplyBatch({alive}).status());
+  ASSERT_OK_AND_ASSIGN(old, store->Get("old"));
+  EXPECT_EQ(old.leader_alive_ticks(), 950u);
+  // A new run stores what it is given, 0 (never verified) included.
+  RunProto never = MakeRun("never");
+  never.set_leader_alive_ticks(0);
+  ASSERT_OK_AND_ASSIGN(RunProto stored, store->Register(never));
+  EXPECT_TRUE(stored.has_leader_alive_ticks());
+  EXPECT_EQ(stored.leader_alive_ticks(), 0u);
+  RunProto seen = MakeRun("seen");
+  seen.set_leader_alive_ticks(1234);
+  ASSERT_OK_AND_ASSIGN(stored, store->Register(seen));
+  EXPECT_EQ(stored.leader_alive_ticks(), 1234u);
+}
+
 }  // namespace
 }  // namespace runreaper::store

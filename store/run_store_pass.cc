@@ -164,6 +164,11 @@ absl::StatusOr<std::vector<AppliedUpdate>> RunStore::ApplyBatch(
                               r.run.set_liveness(u.liveness);
                             }
                             RETURN_IF_ERROR(m.WriteLiveness(r));
+                            if (u.kind == RunUpdate::Kind::kAlive && u.alive_ticks != 0 &&
+                                u.alive_ticks > r.run.leader_alive_ticks()) {
+                              r.run.set_leader_alive_ticks(u.alive_ticks);
+                              RETURN_IF_ERROR(m.WriteLeaderAliveTicks(r));
+                            }
                             a->applied = true;
                           }
                           a->run = std::move(r.run);
@@ -178,40 +183,49 @@ absl::StatusOr<std::vector<AppliedUpdate>> RunStore::ApplyPass(
   // RUNNING (state = 1) under the write lock; neither names `state` in SET,
   // so no index is rewritten. With a seq the row is found by its integer key
   // and must still carry this run_id. The run is not read back.
-  return m.ApplyUpdates(updates, "apply pass", seen_by,
-                        [&m](const RunUpdate& u, int64_t now, AppliedUpdate* a) -> absl::Status {
-                          m.mu.AssertHeld();  // called inside ApplyUpdates' write
-                          const bool alive = u.kind == RunUpdate::Kind::kAlive;
-                          const bool seen = u.last_seen != absl::InfinitePast();
-                          const bool write_seen = alive || seen;
-                          // MAX(): a time kept in memory never moves the stored one back.
-                          static const std::string* const kSql[4] = {
-                              new std::string("UPDATE runs SET liveness = ?2 "
-                                              "WHERE run_id = ?4 AND state = 1"),
-                              new std::string("UPDATE runs SET liveness = ?2, "
-                                              "last_seen_alive_at_us = "
-                                              "MAX(last_seen_alive_at_us, ?3) "
-                                              "WHERE run_id = ?4 AND state = 1"),
-                              new std::string("UPDATE runs SET liveness = ?2 "
-                                              "WHERE seq = ?1 AND run_id = ?4 AND state = 1"),
-                              new std::string("UPDATE runs SET liveness = ?2, "
-                                              "last_seen_alive_at_us = "
-                                              "MAX(last_seen_alive_at_us, ?3) "
-                                              "WHERE seq = ?1 AND run_id = ?4 AND state = 1"),
-                          };
-                          const std::string& sql =
-                              *kSql[(u.seq > 0 ? 2 : 0) + (write_seen ? 1 : 0)];
-                          ASSIGN_OR_RETURN(ScopedStatement s, m.db->Prepare(sql));
-                          if (u.seq > 0) s->BindInt(1, u.seq);
-                          s->BindInt(2, alive ? v1::LIVENESS_ALIVE : u.liveness);
-                          if (write_seen) {
-                            s->BindInt(3, seen ? absl::ToUnixMicros(u.last_seen) : now);
-                          }
-                          s->BindText(4, u.run_id);
-                          RETURN_IF_ERROR(s->Run());
-                          a->applied = sqlite3_changes(m.db->get()) == 1;
-                          return absl::OkStatus();
-                        });
+  return m.ApplyUpdates(
+      updates, "apply pass", seen_by,
+      [&m](const RunUpdate& u, int64_t now, AppliedUpdate* a) -> absl::Status {
+        m.mu.AssertHeld();  // called inside ApplyUpdates' write
+        const bool alive = u.kind == RunUpdate::Kind::kAlive;
+        const bool seen = u.last_seen != absl::InfinitePast();
+        const bool write_seen = alive || seen;
+        const bool write_ticks = alive && u.alive_ticks != 0;
+        // MAX(): a time kept in memory never moves the stored one
+        // back, nor does an older verified moment; IFNULL: a run of
+        // schema 14 (NULL, none recorded) gets its first one.
+        // Indexed by seq (4), last seen (2), ticks (1).
+        static const std::vector<std::string>* const kSql = [] {
+          auto* sql = new std::vector<std::string>();
+          for (int i = 0; i < 8; ++i) {
+            std::string q = "UPDATE runs SET liveness = ?2";
+            if ((i & 2) != 0) {
+              q += ", last_seen_alive_at_us = MAX(last_seen_alive_at_us, ?3)";
+            }
+            if ((i & 1) != 0) {
+              q += ", leader_alive_ticks = MAX(IFNULL(leader_alive_ticks, 0), ?5)";
+            }
+            q += (i & 4) != 0 ? " WHERE seq = ?1 AND run_id = ?4 AND state = 1"
+                              : " WHERE run_id = ?4 AND state = 1";
+            sql->push_back(std::move(q));
+          }
+          return sql;
+        }();
+        const std::string& sql =
+            (*kSql)[(u.seq > 0 ? 4 : 0) + (write_seen ? 2 : 0) + (write_ticks ? 1 : 0)];
+        ASSIGN_OR_RETURN(ScopedStatement s, m.db->Prepare(sql));
+        if (u.seq > 0) s->BindInt(1, u.seq);
+        s->BindInt(2, alive ? v1::LIVENESS_ALIVE : u.liveness);
+        if (write_seen) {
+          s->BindInt(3, seen ? absl::ToUnixMicros(u.last_seen) : now);
+        }
+        // uint64 values are stored as their int64 bit pattern.
+        if (write_ticks) s->BindInt(5, static_cast<int64_t>(u.alive_ticks));
+        s->BindText(4, u.run_id);
+        RETURN_IF_ERROR(s->Run());
+        a->applied = sqlite3_changes(m.db->get()) == 1;
+        return absl::OkStatus();
+      });
 }
 
 }  // namespace runreaper::store

@@ -280,6 +280,14 @@ CREATE TABLE freeze_journal (
   PRIMARY KEY (dir, holder_pid, holder_start_time_ticks)
 ) WITHOUT ROWID;
 )sql",
+    // 14 -> 15: runs.leader_alive_ticks, the last moment runreaperd verified
+    // the leader alive in clock ticks since boot (v1::Run leader_alive_ticks;
+    // docs/ORPHANS.md "Reuse"). NULL for a run a schema-14 daemon stored:
+    // it recorded no such moment, so its last_seen_alive_at is used, as
+    // then. The registrar always records one (0 = never verified).
+    R"sql(
+ALTER TABLE runs ADD COLUMN leader_alive_ticks INTEGER;
+)sql",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kVersion,
               "one migration per schema version");

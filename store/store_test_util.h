@@ -81,13 +81,20 @@ inline constexpr char kDropOwnerColumns[] =
     "ALTER TABLE runs DROP COLUMN sweep_on_end; "
     "ALTER TABLE runs DROP COLUMN sweep_grace_us; ";
 
-// Undoes migration 13 -> 14 (the freeze journal): a schema-13 file.
-inline constexpr char kUndoSchemaFourteen[] = "DROP TABLE freeze_journal; ";
+// Undoes migration 14 -> 15 (runs.leader_alive_ticks): a schema-14 file.
+inline constexpr char kUndoSchemaFifteen[] = "ALTER TABLE runs DROP COLUMN leader_alive_ticks; ";
 
-// Undoes migrations 13 -> 14 and 11 -> 12 (runs.label_bytes and its
-// index; 12 -> 13 only renames runs): a schema-11 file. Every older schema
-// needs it first.
+// Undoes migrations 14 -> 15 and 13 -> 14 (the freeze journal): a
+// schema-13 file.
+inline constexpr char kUndoSchemaFourteen[] =
+    "ALTER TABLE runs DROP COLUMN leader_alive_ticks; "
+    "DROP TABLE freeze_journal; ";
+
+// Undoes migrations 14 -> 15, 13 -> 14 and 11 -> 12 (runs.label_bytes and
+// its index; 12 -> 13 only renames runs): a schema-11 file. Every older
+// schema needs it first.
 inline constexpr char kUndoSchemaTwelve[] =
+    "ALTER TABLE runs DROP COLUMN leader_alive_ticks; "
     "DROP TABLE freeze_journal; "
     "DROP INDEX runs_by_member; "
     "ALTER TABLE runs DROP COLUMN label_bytes; ";
