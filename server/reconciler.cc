@@ -67,6 +67,15 @@ scanner::LivenessObserver ObserverOf(const DaemonSelf& self) {
   return observer;
 }
 
+// `ticks`, read before the check that proved `run`'s leader alive, as the
+// moment it was known alive (RunUpdate::alive_ticks): 0 when unknown, and
+// when the leader's start time is unknown or after it (it was not alive
+// then).
+uint64_t AliveTicks(const store::RunningRecord& run, uint64_t ticks) {
+  if (ticks == 0 || run.leader.start_time == 0 || run.leader.start_time > ticks) return 0;
+  return ticks;
+}
+
 bool BootMatches(const store::RunningRecord& run, const scanner::LivenessObserver& observer) {
   return run.leader.boot_id.empty() || observer.boot_id.empty() ||
          run.leader.boot_id == observer.boot_id;
@@ -177,14 +186,18 @@ absl::StatusOr<PassResult> Reconciler::RunPass(bool dry_run) {
   // Exits the watcher has seen are disarmed by Wait() (which changes its
   // generation), so those records are probed below rather than taken as
   // alive. A dry run leaves the watcher's reports for the daemon's watch
-  // loop.
+  // loop. A pidfd still armed after the drain had not fired when it polled
+  // (level-triggered: an exit collected by another thread's Wait is
+  // disarmed before the list below is read), so its leader was alive at
+  // the clock read before it.
+  const uint64_t armed_ticks = dry_run ? 0 : scanner::NowBootTicks();
   if (watcher_ != nullptr && !dry_run) watcher_->Wait(absl::ZeroDuration());
   // The RUNNING list is read again only when something was committed to the
   // store or the armed set changed since the last pass: a quiet pass reads
   // one PRAGMA and no rows.
   RETURN_IF_ERROR(RefreshLocked().status());
   ASSIGN_OR_RETURN(PassResult result, ReconcileLocked(cache_, cache_armed_, cache_owner_armed_,
-                                                      dry_run, store::kSeenByPass));
+                                                      dry_run, store::kSeenByPass, armed_ticks));
   if (!dry_run) {
     // Every armed record was verified by this pass; the probed ones are
     // kept only while RUNNING and unarmed.
@@ -226,7 +239,7 @@ absl::StatusOr<PassResult> Reconciler::ReconcileRuns(const std::vector<std::stri
   // These runs' pidfds fired (or never armed): every one is probed, its
   // owner too.
   return ReconcileLocked(runs, /*armed=*/{}, /*owner_armed=*/{}, /*dry_run=*/false,
-                         store::kSeenByWatcher);
+                         store::kSeenByWatcher, /*armed_ticks=*/0);
 }
 
 void Reconciler::OverlayLastSeen(v1::Run* run) const {
@@ -259,7 +272,8 @@ void Reconciler::OverlayLastSeen(v1::Run* run) const {
 
 absl::StatusOr<PassResult> Reconciler::ReconcileLocked(
     const std::vector<store::RunningRecord>& runs, const std::vector<bool>& armed,
-    const std::vector<bool>& owner_armed, bool dry_run, absl::string_view seen_by) {
+    const std::vector<bool>& owner_armed, bool dry_run, absl::string_view seen_by,
+    uint64_t armed_ticks) {
   const absl::Time now = options_.clock();
   const absl::Duration persist_every = PersistEvery();
   // Whether a record verified alive now needs last_seen_alive_at written:
@@ -361,6 +375,7 @@ absl::StatusOr<PassResult> Reconciler::ReconcileLocked(
       update.seq = run.seq;
       update.kind = store::RunUpdate::Kind::kAlive;
       update.liveness = v1::LIVENESS_ALIVE;
+      update.alive_ticks = AliveTicks(run, armed_ticks);
       continue;
     }
     probe.push_back(i);
@@ -379,6 +394,9 @@ absl::StatusOr<PassResult> Reconciler::ReconcileLocked(
 
   scanner::LivenessObserver observer;
   if (!probe.empty()) observer = ObserverOf(*self_);
+  // Read before every probe below: a leader a probe finds alive was alive
+  // then too, if it had started.
+  const uint64_t probe_ticks = probe.empty() ? 0 : scanner::NowBootTicks();
   // The full walk (with status and ns/pid, the expensive kind) is needed only
   // to verify a foreign namespace; taken at most once per pass, lazily.
   bool walked = false;
@@ -440,6 +458,7 @@ absl::StatusOr<PassResult> Reconciler::ReconcileLocked(
       verified.push_back(run.run_id);
       if (!alive_due(run)) continue;
       update.kind = store::RunUpdate::Kind::kAlive;
+      update.alive_ticks = AliveTicks(run, probe_ticks);
     } else if (scanner::TimedOut(last_seen, now, options_.stale_after)) {
       update.kind = store::RunUpdate::Kind::kStale;
       update.stale_reason = v1::STALE_REASON_TIMEOUT;

@@ -114,10 +114,14 @@ class Reconciler {
   // without a probe); empty = none armed. `seen_by` names the path in the
   // events (store::kSeenByPass, ...).
   // `owner_armed[i]` likewise for runs[i]'s owner; empty = none armed.
+  // `armed_ticks`: CLOCK_BOOTTIME ticks read before the exit watcher was
+  // last drained (RunPass), a moment at which every armed leader was alive;
+  // 0 = unknown. A leader verified alive is written with such a moment
+  // (RunUpdate::alive_ticks) when its kAlive update is due.
   absl::StatusOr<PassResult> ReconcileLocked(const std::vector<store::RunningRecord>& runs,
                                              const std::vector<bool>& armed,
                                              const std::vector<bool>& owner_armed, bool dry_run,
-                                             absl::string_view seen_by)
+                                             absl::string_view seen_by, uint64_t armed_ticks)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(pass_mu_);
 
   // Reloads cache_ when the store or the armed set changed since the last

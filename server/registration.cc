@@ -126,6 +126,10 @@ absl::StatusOr<v1::Run> Registrar::Register(const Caller& caller,
   // meets another uid's run.
   ASSIGN_OR_RETURN(const std::string run_id, RegisteredRunId(r.run_id(), caller.uid));
   const SelfFacts self = self_->Facts();
+  // Read before the leader's view is taken: if the view then shows the
+  // recorded leader alive, it was alive at this moment too, unless it
+  // started after it (see the leader_alive_ticks below).
+  const uint64_t before_view = scanner::NowBootTicks();
   // No leader (pid 0, an owner-only run): nothing to read.
   LeaderView leader = r.pid() != 0 ? ViewLeader(*procfs_, *self_, r) : LeaderView();
 
@@ -192,8 +196,15 @@ absl::StatusOr<v1::Run> Registrar::Register(const Caller& caller,
   }
   run.set_registered_uid(caller.uid);
   run.set_identity_unverified(unverified);
+  // The moment the leader was verified alive (docs/ORPHANS.md "Reuse"):
+  // 0 (never) unless the view shows this very leader alive, and it had
+  // started by then.
+  run.set_leader_alive_ticks(0);
   if (r.pid() != 0 && SeenAliveAtRegistration(leader, self, run)) {
     run.set_liveness(v1::LIVENESS_ALIVE);
+    if (!unverified && before_view != 0 && run.start_time_ticks() <= before_view) {
+      run.set_leader_alive_ticks(before_view);
+    }
   }
 
   if (!run.cgroup().empty()) {

@@ -5,12 +5,15 @@
 //   1. validation of the fields sent (server/request_validation.h);
 //   2. the one read of the leader (ViewLeader, server/leader_view.h), pinned,
 //      translated from a child PID namespace; every later step uses that
-//      view and reads the leader no more;
+//      view and reads the leader no more (the clock, CLOCK_BOOTTIME, is read
+//      just before it);
 //   3. the record: what was sent (its translation added), or what was read;
 //   4. the trust policy (CheckLeaderClaim, server/caller_policy.h): who may
 //      register it, and whether the record is identity_unverified;
 //   5. liveness at registration: ALIVE when the view shows the recorded
-//      process alive in our namespace;
+//      process alive in our namespace; then, for a verified identity whose
+//      start time is not after the clock read in step 2, leader_alive_ticks
+//      is that reading (the leader was alive then), else 0 (never verified);
 //   6. the cgroup claim (server/cgroup_claim.h), against the view's cgroup;
 //   7. the store (RegisterRun's one transaction: for a non-root caller the
 //      bounds per uid (server/uid_quota.h) against what its stored runs

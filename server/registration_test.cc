@@ -25,6 +25,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "base/fd.h"
 #include "base/syscalls.h"
 #include "base/test_child.h"
@@ -38,6 +40,7 @@
 #include "server/caller_policy.h"
 #include "server/daemon_self.h"
 #include "server/reconciler.h"
+#include "server/sweep_specs.h"
 #include "store/run_store.h"
 
 namespace runreaper::server {
@@ -237,6 +240,57 @@ TEST_F(RegistrationTest, AMismatchedStartTimeIsUnverifiedOrRefused) {
   EXPECT_FALSE(own.identity_unverified());
   EXPECT_EQ(own.liveness(), v1::LIVENESS_ALIVE);
   EXPECT_EQ(own.state(), v1::RUN_STATE_RUNNING);
+}
+
+// The moment the leader was verified alive (docs/ORPHANS.md "Reuse"): the
+// clock read just before the view of a leader the view shows alive, never
+// after the leader's start and never later than the answer; 0 (recorded,
+// never verified) for a zombie, a late registration and a reused pid. A
+// heartbeat does not move it, nor what a sweep lists by.
+TEST_F(RegistrationTest, TheLeaderAliveTicksAreSetOnlyForAVerifiedLiveLeader) {
+  base::TestChild child("rr-reg-ticks");
+  ASSERT_OK_AND_ASSIGN(const scanner::ProcStat stat, procfs_.ReadStat(child.pid()));
+  const uint64_t before = scanner::NowBootTicks();
+  ASSERT_OK_AND_ASSIGN(const v1::Run run,
+                       registrar_->Register(Caller{}, ByPid("ticks", child.pid())));
+  const uint64_t after = scanner::NowBootTicks();
+  ASSERT_TRUE(run.has_leader_alive_ticks());
+  EXPECT_GE(run.leader_alive_ticks(), before);
+  EXPECT_GE(run.leader_alive_ticks(), stat.start_time);
+  EXPECT_LE(run.leader_alive_ticks(), after);
+  const uint64_t verified = run.leader_alive_ticks();
+  EXPECT_EQ(SpecOf(run).leader_alive_ticks, verified);
+  // A heartbeat moves last_seen_alive_at only.
+  while (scanner::NowBootTicks() == after) absl::SleepFor(absl::Milliseconds(2));
+  ASSERT_OK_AND_ASSIGN(const v1::Run beat, store_->Heartbeat("ticks"));
+  EXPECT_EQ(beat.leader_alive_ticks(), verified);
+  ASSERT_OK_AND_ASSIGN(const v1::Run stored, store_->Get("ticks"));
+  EXPECT_EQ(stored.leader_alive_ticks(), verified);
+  EXPECT_EQ(SpecOf(stored).leader_alive_ticks, verified);
+
+  // A zombie leader: not shown alive, no moment.
+  base::TestChild zombie("rr-reg-ticks-z");
+  zombie.ExitToZombie();
+  ASSERT_OK_AND_ASSIGN(const v1::Run z,
+                       registrar_->Register(Caller{}, ByPid("ticks-z", zombie.pid())));
+  EXPECT_TRUE(z.has_leader_alive_ticks());
+  EXPECT_EQ(z.leader_alive_ticks(), 0u);
+  // A sent start time the live process does not have (unverified).
+  v1::RegisterRunRequest reused = FullIdentity("ticks-reused", child.pid());
+  reused.set_start_time_ticks(reused.start_time_ticks() - 1);
+  ASSERT_OK_AND_ASSIGN(const v1::Run u, registrar_->Register(Caller{}, reused));
+  EXPECT_TRUE(u.identity_unverified());
+  EXPECT_EQ(u.leader_alive_ticks(), 0u);
+  // A late registration of a leader already gone (unverified).
+  v1::RegisterRunRequest late;
+  {
+    base::TestChild gone("rr-reg-ticks-g");
+    late = FullIdentity("ticks-late", gone.pid());
+  }  // killed and reaped
+  ASSERT_OK_AND_ASSIGN(const v1::Run l, registrar_->Register(Caller{}, late));
+  EXPECT_TRUE(l.identity_unverified());
+  EXPECT_TRUE(l.has_leader_alive_ticks());
+  EXPECT_EQ(l.leader_alive_ticks(), 0u);
 }
 
 // The pidfs id of `pid` through a pidfd (0 without pidfs ids).

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <map>
+#include <string>
 #include <utility>
 
 #include "absl/strings/string_view.h"
@@ -12,6 +13,19 @@
 #include "scanner/procfs.h"
 
 namespace runreaper::server {
+namespace {
+
+// This boot's id, read once (it cannot change while we run); "" when it
+// could not be read (then no stored moment is trusted).
+const std::string& ThisBootId() {
+  static const std::string* const id = [] {
+    absl::StatusOr<std::string> boot = scanner::ProcFs().ReadBootId();
+    return new std::string(boot.ok() ? *boot : "");
+  }();
+  return *id;
+}
+
+}  // namespace
 
 scanner::RunSpec SpecOf(const v1::Run& run) {
   scanner::RunSpec s;
@@ -25,15 +39,20 @@ scanner::RunSpec SpecOf(const v1::Run& run) {
       run.state() == v1::RUN_STATE_CANCELLED ||
       (run.state() == v1::RUN_STATE_STALE && run.stale_reason() == v1::STALE_REASON_OWNER_EXITED);
   s.owner = scanner::OwnerOf(run);
-  s.leader_alive_ticks =
-      LeaderAliveTicks(run, absl::Now(), scanner::NowBootTicks(), scanner::TicksPerSecond());
+  s.leader_alive_ticks = LeaderAliveTicks(run, ThisBootId(), absl::Now(), scanner::NowBootTicks(),
+                                          scanner::TicksPerSecond());
   return s;
 }
 
-uint64_t LeaderAliveTicks(const v1::Run& run, absl::Time now, uint64_t now_ticks, int64_t hz) {
-  if (run.identity_unverified() || !run.has_last_seen_alive_at() || now_ticks == 0 || hz <= 0) {
-    return 0;
+uint64_t LeaderAliveTicks(const v1::Run& run, absl::string_view boot_id, absl::Time now,
+                          uint64_t now_ticks, int64_t hz) {
+  if (run.identity_unverified() || now_ticks == 0 || hz <= 0) return 0;
+  if (run.has_leader_alive_ticks()) {
+    // Ticks of another boot name no moment of this one.
+    if (boot_id.empty() || run.boot_id() != boot_id) return 0;
+    return run.leader_alive_ticks() <= now_ticks ? run.leader_alive_ticks() : 0;
   }
+  if (!run.has_last_seen_alive_at()) return 0;
   const absl::Time seen = absl::FromUnixSeconds(run.last_seen_alive_at().seconds()) +
                           absl::Nanoseconds(run.last_seen_alive_at().nanos());
   if (seen > now) return 0;  // the wall clock went back: nothing to trust

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "runreaper/v1/runreaper.pb.h"
 #include "scanner/lineage.h"
@@ -23,24 +24,32 @@ namespace v1 = ::runreaper::v1;
 // run (CancelRun sweeps the leader too, even one that led no group) and for
 // a STALE run whose owner exited (OWNER_EXITED: handled like a cancel), its
 // owner (never a member), and when its leader was last known alive
-// (LeaderAliveTicks, with the clocks read now).
+// (LeaderAliveTicks, with this boot's id and the clocks read now).
 scanner::RunSpec SpecOf(const v1::Run& run);
 
-// How far LeaderAliveTicks moves a stored time back: it covers the time
-// between a read that found the leader alive and the store's clock reading
-// for it (registration's and a pass's commit), and small steps of the wall
-// clock.
+// How far LeaderAliveTicks moves a stored wall-clock time back, for a run
+// stored without leader_alive_ticks (by a runreaperd before schema 15): it
+// covers the time between a read that found the leader alive and the
+// store's clock reading for it (registration's and a pass's commit), and
+// small steps of the wall clock.
 inline constexpr absl::Duration kLeaderAliveMargin = absl::Seconds(1);
 
-// RunSpec::leader_alive_ticks of `run`: its last_seen_alive_at (registration,
-// a pass that verified the leader alive, or its runner's heartbeat), less
-// kLeaderAliveMargin, as clock ticks since boot given the wall clock `now`
-// read together with `now_ticks` (CLOCK_BOOTTIME ticks) at `hz` ticks per
-// second, rounded down. 0 (unknown) for a run registered with an
-// unverified identity (its leader may never have been alive here: a late
-// registration), without that time, or whose time does not convert (later
-// than `now`, or before this boot). Pure.
-uint64_t LeaderAliveTicks(const v1::Run& run, absl::Time now, uint64_t now_ticks, int64_t hz);
+// RunSpec::leader_alive_ticks of `run`, 0 (unknown) for a run registered
+// with an unverified identity (its leader may never have been alive here: a
+// late registration) and when `now_ticks` or `hz` is unknown (0). Pure.
+// - A run with leader_alive_ticks (stored by this schema): that moment,
+//   which runreaperd verified (registration's read of the leader, a pass's
+//   probe or quiet pidfd; never a heartbeat), when the run's boot_id is
+//   `boot_id` (this boot's, not empty) and it is not later than
+//   `now_ticks`; otherwise 0 (0 stays 0: never verified).
+// - A run without it (an older daemon's record): its last_seen_alive_at
+//   (registration, a verified pass, or its runner's heartbeat), less
+//   kLeaderAliveMargin, as clock ticks since boot given the wall clock `now`
+//   read together with `now_ticks` (CLOCK_BOOTTIME ticks) at `hz` ticks per
+//   second, rounded down; 0 without that time, or when it does not convert
+//   (later than `now`, or before this boot).
+uint64_t LeaderAliveTicks(const v1::Run& run, absl::string_view boot_id, absl::Time now,
+                          uint64_t now_ticks, int64_t hz);
 
 v1::MatchSource ToProto(scanner::MatchSource source);
 

@@ -161,12 +161,12 @@ TEST(ReuseE2eTest, AStrangersSessionUnderAFreedNumberIsNeitherListedNorSignalled
   // --lineage=false says what the namespace makes so anyway (see above).
   Daemon d(dir.path(), {"--scan_interval=100ms", "--lineage=false"});
   ASSERT_TRUE(d.Start()) << d.log();
-  const int64_t hz = scanner::TicksPerSecond();
 
-  // Run "kept": its leader forks a stubborn member and is registered only
-  // once the member started more than runreaperd's margin (one second,
-  // kLeaderAliveMargin in server/sweep_specs.h) earlier: the member started
-  // while the leader was known alive.
+  // Run "kept": its leader forks a stubborn member and is registered once a
+  // clock tick has passed since the member started: registration's verified
+  // moment (v1::Run leader_alive_ticks, the clock read just before its read
+  // of the live leader) is then strictly after the member's start, so the
+  // member started while the leader was known alive.
   Leader kept = ForkLeader(/*with_member=*/true);
   ASSERT_GT(kept.member, 1);
   ASSERT_TRUE(base::WaitFor([&] {
@@ -174,9 +174,10 @@ TEST(ReuseE2eTest, AStrangersSessionUnderAFreedNumberIsNeitherListedNorSignalled
     return st.ok() && st->comm == "sleep";
   }));
   ASSERT_OK_AND_ASSIGN(const scanner::ProcStat member, StatOf(kept.member));
-  ASSERT_TRUE(base::WaitFor(
-      [&] { return scanner::NowBootTicks() > member.start_time + 2 * static_cast<uint64_t>(hz); }));
-  ASSERT_EQ(RegisterPid(d, "kept", kept.pid).state(), v1::RUN_STATE_RUNNING);
+  ASSERT_TRUE(base::WaitFor([&] { return scanner::NowBootTicks() > member.start_time; }));
+  const v1::Run kept_run = RegisterPid(d, "kept", kept.pid);
+  ASSERT_EQ(kept_run.state(), v1::RUN_STATE_RUNNING);
+  ASSERT_GT(kept_run.leader_alive_ticks(), member.start_time);
   ReleaseAndReap(kept);
 
   // Run "freed": its leader, alone in its session, has pid kNumber.
