@@ -137,6 +137,9 @@ class Metrics {
   // Issue 10 (trust): a caller refused; `reason` one of "unauthenticated",
   // "permission_denied", "peer_credentials" (others count as "other").
   void CallerRefused(absl::string_view reason);
+  // A queued call (`method`: "ListOrphans", "Sweep", ...) whose client had
+  // gone was answered CANCELLED without running.
+  void CallDropped(absl::string_view method);
 
   // --- exposition ---
 
