@@ -307,7 +307,8 @@ TEST_F(FloodTest, UnreadStreamsOfAMemberAreBounded) {
         return st.sent >= 6000 && st.refused + st.other >= 6000 - 256;
       },
       absl::Seconds(30)))
-      << flood.log();
+      << "more than 256 of the member's 6,000 streams were let in (refused "
+      << flood.Status().refused << ") " << flood.log();
   // The streams let in are open (what gRPC took to set up 6,000 calls at
   // once is given back); from here on what grows is what they hold.
   const int64_t open = SettledRss();
