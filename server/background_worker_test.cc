@@ -95,8 +95,10 @@ TEST(BackgroundWorkerTest, AReservedSlotCountsUntilPostedOrDropped) {
 // runs next, ahead of the member's queued ones.
 TEST(BackgroundWorkerTest, RootGetsAPlaceAndRunsNextWhenAMemberFilledItsShare) {
   constexpr uint32_t kMember = 1000;
-  BackgroundWorker worker(FairLimits::Of(4, 2));
   absl::Notification started, release;
+  absl::Mutex mu;
+  std::vector<std::string> order;
+  BackgroundWorker worker(FairLimits::Of(4, 2));
   ASSERT_OK(worker.Post(
       [&] {
         started.Notify();
@@ -104,8 +106,6 @@ TEST(BackgroundWorkerTest, RootGetsAPlaceAndRunsNextWhenAMemberFilledItsShare) {
       },
       kMember));
   started.WaitForNotification();
-  absl::Mutex mu;
-  std::vector<std::string> order;
   auto job = [&](std::string name) {
     return [&, name] {
       absl::MutexLock lock(&mu);

@@ -19,10 +19,10 @@ constexpr uint32_t kMember = 1000;
 // Jobs run concurrently, up to the thread count: 4 jobs that each wait for
 // all 4 to have started can only finish on 4 threads.
 TEST(HandlerPoolTest, RunsJobsOnEveryThreadAtOnce) {
-  HandlerPool pool(4, FairLimits::Of(16, 16));
   std::atomic<int> started{0};
   absl::Notification all_started;
   absl::Notification done[4];
+  HandlerPool pool(4, FairLimits::Of(16, 16));
   for (int i = 0; i < 4; ++i) {
     ASSERT_TRUE(pool.Submit(kRootLane,
                             [&, i] {
@@ -37,9 +37,9 @@ TEST(HandlerPoolTest, RunsJobsOnEveryThreadAtOnce) {
 }
 
 TEST(HandlerPoolTest, AFullQueueRefusesWithResourceExhausted) {
-  HandlerPool pool(1, FairLimits::Of(2, 2));  // 2 threads: one kept for root
   absl::Notification running[2];
   absl::Notification release;
+  HandlerPool pool(1, FairLimits::Of(2, 2));  // 2 threads: one kept for root
   for (absl::Notification& r : running) {
     ASSERT_TRUE(pool.Submit(kRootLane,
                             [&] {
@@ -69,9 +69,10 @@ TEST(HandlerPoolTest, DestructionRunsWhatIsQueued) {
 // Members' jobs run on at most threads - 1 threads: with every one of
 // those blocked and more member jobs queued, root's job still runs at once.
 TEST(HandlerPoolTest, RootRunsWhileMembersHoldEveryOtherThread) {
-  HandlerPool pool(4, FairLimits::Of(64, 64));
+  // Before the pool: its destructor runs the jobs still queued.
   std::atomic<int> member_started{0};
-  absl::Notification three_started, release;
+  absl::Notification three_started, release, root_ran;
+  HandlerPool pool(4, FairLimits::Of(64, 64));
   for (int i = 0; i < 10; ++i) {
     ASSERT_OK(pool.Submit(kMember + i % 2, [&] {
       if (++member_started == 3) three_started.Notify();
@@ -79,7 +80,6 @@ TEST(HandlerPoolTest, RootRunsWhileMembersHoldEveryOtherThread) {
     }));
   }
   three_started.WaitForNotification();
-  absl::Notification root_ran;
   ASSERT_OK(pool.Submit(kRootLane, [&] { root_ran.Notify(); }));
   EXPECT_TRUE(root_ran.WaitForNotificationWithTimeout(absl::Seconds(30)));
   // No fourth member job took the thread kept for root.
@@ -88,8 +88,8 @@ TEST(HandlerPoolTest, RootRunsWhileMembersHoldEveryOtherThread) {
 }
 
 TEST(HandlerPoolTest, AMemberPastItsShareIsRefusedNamingItsUidAndRootIsNot) {
+  absl::Notification running, release, root_ran;
   HandlerPool pool(2, FairLimits::Of(8, 2));
-  absl::Notification running, release;
   ASSERT_OK(pool.Submit(kMember, [&] {
     running.Notify();
     release.WaitForNotification();
@@ -104,7 +104,6 @@ TEST(HandlerPoolTest, AMemberPastItsShareIsRefusedNamingItsUidAndRootIsNot) {
                                 "thread already, its share"))
       << refused;
   EXPECT_OK(pool.Submit(kMember + 1, [] {}));
-  absl::Notification root_ran;
   ASSERT_OK(pool.Submit(kRootLane, [&] { root_ran.Notify(); }));
   EXPECT_TRUE(root_ran.WaitForNotificationWithTimeout(absl::Seconds(30)));
   release.Notify();
@@ -112,15 +111,15 @@ TEST(HandlerPoolTest, AMemberPastItsShareIsRefusedNamingItsUidAndRootIsNot) {
 
 // One member with many queued jobs delays another by one job per turn.
 TEST(HandlerPoolTest, MembersTakeTurns) {
-  HandlerPool pool(2, FairLimits::Of(16, 16));  // one thread for members
   absl::Notification running, release;
+  absl::Mutex mu;
+  std::vector<std::string> order;
+  HandlerPool pool(2, FairLimits::Of(16, 16));  // one thread for members
   ASSERT_OK(pool.Submit(kMember, [&] {
     running.Notify();
     release.WaitForNotification();
   }));
   running.WaitForNotification();
-  absl::Mutex mu;
-  std::vector<std::string> order;
   auto job = [&](std::string name) {
     return [&, name] {
       absl::MutexLock lock(&mu);
