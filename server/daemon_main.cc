@@ -121,7 +121,7 @@ ABSL_FLAG(int, watch_queue_limit, 10000,
           "resume from).");
 ABSL_FLAG(int64_t, watch_queue_bytes, 256 << 10,
           "Bytes a WatchEvents stream may hold unsent (each event counted as its "
-          "encoded size + ~100 bytes), beside --watch_queue_limit: what an "
+          "encoded size + ~120 bytes), beside --watch_queue_limit: what an "
           "unread stream costs at most, plus one page of 500 events read back.");
 ABSL_FLAG(int, max_streams_per_uid, 256,
           "WaitRun and WatchEvents calls one caller other than root (a uid of "

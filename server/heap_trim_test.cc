@@ -25,12 +25,7 @@ constexpr int64_t kMiB = 1 << 20;
 // Under AddressSanitizer malloc is ASan's: glibc's arenas (what mallinfo2
 // counts and malloc_trim gives back) hold nothing, and freed memory waits in
 // ASan's quarantine.
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define RR_HEAP_TRIM_TEST_ASAN 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(RR_HEAP_TRIM_TEST_ASAN)
+#if defined(RR_ASAN_BUILD)
 #define SKIP_UNDER_ASAN() GTEST_SKIP() << "malloc is AddressSanitizer's, not glibc's"
 #else
 #define SKIP_UNDER_ASAN() \

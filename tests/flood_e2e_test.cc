@@ -40,6 +40,12 @@ constexpr char kSocketGroup[] = "rr-flood";
 class FloodTest : public ::testing::Test {
  protected:
   void SetUp() override {
+#if defined(RR_ASAN_BUILD)
+    // The bounds here (1 s, memory back within 20 %) are the real
+    // daemon's: a sanitized one runs 2-3 times slower and its freed memory
+    // waits in ASan's quarantine (seen: RegisterRun 8.9 s under the walks).
+    GTEST_SKIP() << "the bounds are those of a daemon built without sanitizers";
+#endif
     member_ = RealUser("rr-flooder", kSocketGroup);
     ASSERT_EQ(::chmod(dir_.path().c_str(), 0711), 0);  // the member reaches the socket
     metrics_port_ = FreePort();
