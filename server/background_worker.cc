@@ -1,26 +1,27 @@
 #include "server/background_worker.h"
 
+#include <optional>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace runreaper::server {
 
 BackgroundWorker::Slot::~Slot() {
   if (worker_ == nullptr) return;
   absl::MutexLock lock(&worker_->mu_);
-  --worker_->reserved_;
+  worker_->queue_.Release(uid_);
 }
 
 void BackgroundWorker::Slot::Post(std::function<void()> job) && {
   BackgroundWorker* worker = worker_;
   worker_ = nullptr;
   absl::MutexLock lock(&worker->mu_);
-  worker->queue_.push_back(std::move(job));
+  worker->queue_.Add(uid_, std::move(job));
 }
 
-BackgroundWorker::BackgroundWorker(size_t capacity)
-    : capacity_(capacity < 1 ? 1 : capacity), thread_([this] { Loop(); }) {}
+BackgroundWorker::BackgroundWorker(FairLimits limits)
+    : queue_(limits, "background sweeps queued"), thread_([this] { Loop(); }) {}
 
 BackgroundWorker::~BackgroundWorker() {
   WaitIdle();
@@ -31,18 +32,14 @@ BackgroundWorker::~BackgroundWorker() {
   thread_.join();
 }
 
-absl::StatusOr<BackgroundWorker::Slot> BackgroundWorker::Reserve() {
+absl::StatusOr<BackgroundWorker::Slot> BackgroundWorker::Reserve(uint32_t uid) {
   absl::MutexLock lock(&mu_);
-  if (reserved_ >= capacity_) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat(capacity_, " background sweeps are already queued; retry later"));
-  }
-  ++reserved_;
-  return Slot(this);
+  RETURN_IF_ERROR(queue_.Reserve(uid));
+  return Slot(this, uid);
 }
 
-absl::Status BackgroundWorker::Post(std::function<void()> job) {
-  absl::StatusOr<Slot> slot = Reserve();
+absl::Status BackgroundWorker::Post(std::function<void()> job, uint32_t uid) {
+  absl::StatusOr<Slot> slot = Reserve(uid);
   if (!slot.ok()) return slot.status();
   std::move(*slot).Post(std::move(job));
   return absl::OkStatus();
@@ -50,23 +47,24 @@ absl::Status BackgroundWorker::Post(std::function<void()> job) {
 
 void BackgroundWorker::WaitIdle() {
   absl::MutexLock lock(&mu_);
-  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return reserved_ == 0 && !running_; };
+  auto idle = [this]()
+                  ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return queue_.held() == 0 && !running_; };
   mu_.Await(absl::Condition(&idle));
 }
 
 void BackgroundWorker::Loop() {
   absl::MutexLock lock(&mu_);
   while (true) {
-    auto ready = [this]()
-                     ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || !queue_.empty(); };
+    auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return stopping_ || queue_.has_root_job() || queue_.has_member_job();
+    };
     mu_.Await(absl::Condition(&ready));
-    if (queue_.empty()) return;  // stopping, nothing left
-    std::function<void()> job = std::move(queue_.front());
-    queue_.pop_front();
-    --reserved_;  // its place is free once it runs
+    // Its place is free once it runs.
+    std::optional<FairQueue::Next> next = queue_.Pop(/*members=*/true);
+    if (!next.has_value()) return;  // stopping, nothing left
     running_ = true;
     mu_.Unlock();
-    job();
+    next->job();
     mu_.Lock();
     running_ = false;
   }

@@ -5,6 +5,7 @@
 #include "server/background_worker.h"
 
 #include <atomic>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -87,6 +88,45 @@ TEST(BackgroundWorkerTest, AReservedSlotCountsUntilPostedOrDropped) {
   worker.WaitIdle();
   EXPECT_OK(worker.Post([] {}));
   worker.WaitIdle();
+}
+
+// A member that filled its share of the queue (its sweeps behind a long
+// one) is refused naming its uid; root still gets a place, and root's job
+// runs next, ahead of the member's queued ones.
+TEST(BackgroundWorkerTest, RootGetsAPlaceAndRunsNextWhenAMemberFilledItsShare) {
+  constexpr uint32_t kMember = 1000;
+  absl::Notification started, release;
+  absl::Mutex mu;
+  std::vector<std::string> order;
+  BackgroundWorker worker(FairLimits::Of(4, 2));
+  ASSERT_OK(worker.Post(
+      [&] {
+        started.Notify();
+        release.WaitForNotification();
+      },
+      kMember));
+  started.WaitForNotification();
+  auto job = [&](std::string name) {
+    return [&, name] {
+      absl::MutexLock lock(&mu);
+      order.push_back(name);
+    };
+  };
+  ASSERT_OK(worker.Post(job("member1"), kMember));
+  ASSERT_OK(worker.Post(job("member2"), kMember));
+  const absl::Status refused = worker.Post(job("member3"), kMember);
+  EXPECT_TRUE(absl::IsResourceExhausted(refused)) << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message(),
+                                "uid 1000: 2 background sweeps queued "
+                                "already, its share"))
+      << refused;
+  ASSERT_OK_AND_ASSIGN(BackgroundWorker::Slot slot, worker.Reserve(kRootLane));
+  std::move(slot).Post(job("root"));
+  ASSERT_OK(worker.Post(job("other member"), kMember + 1));
+  release.Notify();
+  worker.WaitIdle();
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(order, (std::vector<std::string>{"root", "member1", "other member", "member2"}));
 }
 
 TEST(BackgroundWorkerTest, DestructorRunsTheAcceptedJobs) {

@@ -381,6 +381,8 @@ absl::Status Daemon::Start() {
   sopts.peer_creds = &peer_creds_;
   sopts.on_refused = [this](absl::string_view reason) { metrics_.CallerRefused(reason); };
   sopts.watch_queue_limit = options_.watch_queue_limit;
+  sopts.watch_queue_bytes = options_.watch_queue_bytes;
+  sopts.streams_per_uid = options_.streams_per_uid;
   sopts.daemon_status = [this] { return Status(); };
   sopts.handler_threads = options_.handler_threads;
   sopts.cookie_names = CookieNames();

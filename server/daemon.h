@@ -47,7 +47,9 @@ struct DaemonOptions {
   absl::Duration shutdown_grace = absl::Seconds(5);
   std::string metrics;  // "" = no metrics endpoint
   size_t watch_queue_limit = 10000;
-  int handler_threads = 16;  // ServiceOptions::handler_threads
+  size_t watch_queue_bytes = 256 << 10;  // ServiceOptions::watch_queue_bytes
+  size_t streams_per_uid = 256;          // ServiceOptions::streams_per_uid
+  int handler_threads = 16;              // ServiceOptions::handler_threads
   // Follow runs' descendants by proc connector events (docs/ORPHANS.md
   // "Descent"). When the connector is unavailable the daemon starts
   // without it and logs "lineage: off (<reason>)".

@@ -1,12 +1,14 @@
 #include "server/daemon_loops.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/log.h"
+#include "server/heap_trim.h"
 
 namespace runreaper::server {
 
@@ -153,7 +155,14 @@ void DaemonLoops::MonitorLoop() {
   const absl::Duration tick =
       std::max(absl::Milliseconds(10), std::min(options_.pass_deadline / 4, absl::Seconds(1)));
   absl::Time last_count = absl::Now();
+  std::optional<HeapTrimmer> trimmer;
+  if (options_.heap_trim_bytes > 0) trimmer.emplace(options_.heap_trim_bytes);
+  absl::Time last_trim_check = absl::InfinitePast();
   while (!WaitStop(tick)) {
+    if (trimmer.has_value() && absl::Now() - last_trim_check >= absl::Seconds(1)) {
+      last_trim_check = absl::Now();
+      (void)trimmer->MaybeTrim();
+    }
     // Descriptors: a report since the last tick means out (NOT_SERVING for
     // at least a tick). The free descriptors are counted (a readdir of
     // /proc/self/fd, outside the lock) every tick while out, to see them

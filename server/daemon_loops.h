@@ -3,7 +3,9 @@
 // that were probed for want of one are watched again), the periodic reconcile
 // pass, the health monitor (a pass running longer than the deadline turns
 // health NOT_SERVING until a pass completes; so does running out of file
-// descriptors, until descriptors are free again: server/descriptors.h), and,
+// descriptors, until descriptors are free again: server/descriptors.h;
+// it also gives memory a burst freed back to the kernel: server/heap_trim.h),
+// and,
 // when configured, the periodic sweep and, with a retention, the periodic
 // prune (at start, then every PruneInterval), and, with metrics on, the
 // zombie census (every zombie_interval). Every result is counted in
@@ -11,6 +13,7 @@
 #ifndef RUNREAPER_SERVER_DAEMON_LOOPS_H_
 #define RUNREAPER_SERVER_DAEMON_LOOPS_H_
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <thread>
@@ -44,6 +47,10 @@ struct LoopOptions {
   // Sweeper::CountZombies) refreshes the zombie and
   // pids gauges; 0 = no census loop. Only with metrics enabled.
   absl::Duration zombie_interval = absl::Seconds(15);
+  // The health monitor's HeapTrimmer, asked every second: trims once
+  // resident memory grew by this many bytes since the last trim and malloc
+  // holds that much free; 0 = never.
+  int64_t heap_trim_bytes = 4 << 20;
 };
 
 // How often the prune loop runs for a retention: retain / 10, at least 1 s

@@ -107,8 +107,10 @@ ABSL_FLAG(bool, pidfs_id, true,
 ABSL_FLAG(int, handler_threads, 16,
           "Threads that answer the calls that wait on the disk or walk /proc "
           "(RegisterRun, Heartbeat, FinishRun, CancelRun, Reconcile, "
-          "ListOrphans), so that concurrent writes share one commit; 0 = "
-          "answer them on gRPC's own few callback threads.");
+          "ListOrphans), so that concurrent writes share one commit (at least "
+          "2: one is kept for root's calls; other uids take turns on the rest, "
+          "each with at most 256 calls waiting); 0 = answer them on gRPC's own "
+          "few callback threads.");
 ABSL_FLAG(absl::Duration, lineage_persist_interval, absl::Seconds(1),
           "How often the descendants lineage follows for runs not yet swept "
           "are stored (only what changed, one transaction), so a daemon "
@@ -116,9 +118,20 @@ ABSL_FLAG(absl::Duration, lineage_persist_interval, absl::Seconds(1),
           "was broken; a descendant forked less than this before a crash "
           "may be forgotten (the run shows a lineage gap either way).");
 ABSL_FLAG(int, watch_queue_limit, 10000,
-          "Events a WatchEvents stream may have unsent before it is ended with "
+          "Events a WatchEvents stream may hold unsent; past it (or past "
+          "--watch_queue_bytes) a stream whose client reads catches up from "
+          "the database, one whose client stopped reading for 1 s is ended with "
           "RESOURCE_EXHAUSTED (slow consumer; the message names the id to "
           "resume from).");
+ABSL_FLAG(int64_t, watch_queue_bytes, 256 << 10,
+          "Bytes a WatchEvents stream may hold unsent (each event counted as its "
+          "encoded size + ~120 bytes), beside --watch_queue_limit: what an "
+          "unread stream costs at most, plus one page of 500 events read back.");
+ABSL_FLAG(int, max_streams_per_uid, 256,
+          "WaitRun and WatchEvents calls one caller other than root (a uid of "
+          "--socket_group, or the read-only token) may hold open at once; past "
+          "it RESOURCE_EXHAUSTED naming the uid. root and the admin token are "
+          "not limited.");
 
 ABSL_FLAG(std::string, cookie_names,
           "RUNREAPER_RUN_ID,RUNNER_TRACKING_ID,CI_JOB_ID,BUILDKITE_JOB_ID,JENKINS_NODE_COOKIE,"
@@ -226,6 +239,16 @@ int main(int argc, char** argv) {
   options.handler_threads = std::max(0, absl::GetFlag(FLAGS_handler_threads));
   const int limit = absl::GetFlag(FLAGS_watch_queue_limit);
   options.watch_queue_limit = limit > 0 ? static_cast<size_t>(limit) : 1;
+  if (absl::GetFlag(FLAGS_watch_queue_bytes) < 1024) {
+    fprintf(stderr, "runreaperd: --watch_queue_bytes must be >= 1024\n");
+    return 2;
+  }
+  options.watch_queue_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_watch_queue_bytes));
+  if (absl::GetFlag(FLAGS_max_streams_per_uid) < 1) {
+    fprintf(stderr, "runreaperd: --max_streams_per_uid must be >= 1\n");
+    return 2;
+  }
+  options.streams_per_uid = static_cast<size_t>(absl::GetFlag(FLAGS_max_streams_per_uid));
   if (options.retain < absl::ZeroDuration()) {
     fprintf(stderr, "runreaperd: --retain must be >= 0 (0 keeps everything)\n");
     return 2;

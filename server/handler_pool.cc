@@ -1,14 +1,15 @@
 #include "server/handler_pool.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
-
-#include "absl/strings/str_cat.h"
 
 namespace runreaper::server {
 
-HandlerPool::HandlerPool(int threads, size_t capacity) : capacity_(std::max<size_t>(capacity, 1)) {
-  const int n = std::max(threads, 1);
+HandlerPool::HandlerPool(int threads, FairLimits limits)
+    : queue_(limits, "calls waiting for a handler thread") {
+  const int n = std::max(threads, 2);
+  member_threads_ = n - 1;
   threads_.reserve(n);
   for (int i = 0; i < n; ++i) threads_.emplace_back([this] { Loop(); });
 }
@@ -21,29 +22,31 @@ HandlerPool::~HandlerPool() {
   for (std::thread& t : threads_) t.join();
 }
 
-absl::Status HandlerPool::Submit(std::function<void()> job) {
+absl::Status HandlerPool::Submit(uint32_t uid, std::function<void()> job) {
   absl::MutexLock lock(&mu_);
-  if (jobs_.size() >= capacity_) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("runreaperd is busy: ", capacity_,
-                     " calls are already waiting for a handler thread; retry"));
-  }
-  jobs_.push_back(std::move(job));
-  return absl::OkStatus();
+  return queue_.Push(uid, std::move(job));
 }
 
 void HandlerPool::Loop() {
   while (true) {
-    std::function<void()> job;
+    std::optional<FairQueue::Next> next;
     {
       absl::MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !jobs_.empty() || stopping_; };
+      auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+        return stopping_ || queue_.has_root_job() ||
+               (queue_.has_member_job() && member_running_ < member_threads_);
+      };
       mu_.Await(absl::Condition(&ready));
-      if (jobs_.empty()) return;  // stopping, nothing left
-      job = std::move(jobs_.front());
-      jobs_.pop_front();
+      // Stopping: whatever is queued runs, on any thread.
+      next = queue_.Pop(stopping_ || member_running_ < member_threads_);
+      if (!next.has_value()) return;  // stopping, nothing left for this thread
+      if (next->uid != kRootLane) ++member_running_;
     }
-    job();
+    next->job();
+    if (next->uid != kRootLane) {
+      absl::MutexLock lock(&mu_);
+      --member_running_;
+    }
   }
 }
 

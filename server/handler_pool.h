@@ -3,11 +3,17 @@
 // shared by every call -- never wait on a disk. With the handlers inline,
 // at most as many writes as gRPC has callback threads could share one
 // group commit; here up to `threads` can.
+//
+// Jobs wait in a FairQueue (server/fair_queue.h) by the caller's uid: root's
+// (uid 0, the admin token, the daemon) have places of their own and run
+// first, other uids take turns, each within its share. One thread is kept
+// for root: the other uids' jobs run on at most threads - 1 threads at once,
+// so a root job never waits for a thread behind them.
 #ifndef RUNREAPER_SERVER_HANDLER_POOL_H_
 #define RUNREAPER_SERVER_HANDLER_POOL_H_
 
 #include <cstddef>
-#include <deque>
+#include <cstdint>
 #include <functional>
 #include <thread>
 #include <vector>
@@ -15,30 +21,33 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "server/fair_queue.h"
 
 namespace runreaper::server {
 
 class HandlerPool {
  public:
-  // Starts `threads` (>= 1) threads; at most `capacity` (>= 1) jobs wait.
-  HandlerPool(int threads, size_t capacity);
+  // Starts max(threads, 2) threads; `limits` bound the jobs that wait.
+  HandlerPool(int threads, FairLimits limits);
   // Runs every job already queued, then joins the threads.
   ~HandlerPool();
   HandlerPool(const HandlerPool&) = delete;
   HandlerPool& operator=(const HandlerPool&) = delete;
 
-  // Queues `job`; RESOURCE_EXHAUSTED naming the limit when `capacity` jobs
-  // already wait (the caller answers its call with that, nothing done).
-  absl::Status Submit(std::function<void()> job);
+  // Queues `job` in `uid`'s lane (kRootLane for root); RESOURCE_EXHAUSTED
+  // naming the limit reached (FairQueue::Reserve) when it has no place left:
+  // the caller answers its call with that, nothing done.
+  absl::Status Submit(uint32_t uid, std::function<void()> job);
 
   int threads() const { return static_cast<int>(threads_.size()); }
 
  private:
   void Loop();
 
-  const size_t capacity_;
+  int member_threads_ = 1;  // at most this many run other uids' jobs at once
   absl::Mutex mu_;
-  std::deque<std::function<void()>> jobs_ ABSL_GUARDED_BY(mu_);
+  FairQueue queue_ ABSL_GUARDED_BY(mu_);
+  int member_running_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };

@@ -40,6 +40,9 @@ constexpr const char* kResults[] = {"SENT",    "GONE",  "REUSED",   "DENIED",
                                     "REFUSED", "ERROR", "OTHER_UID"};
 constexpr const char* kRefusals[] = {"unauthenticated", "permission_denied", "peer_credentials",
                                      "quota"};
+// The calls that wait in a queue (the handler pool's, the sweep worker's).
+constexpr const char* kQueuedMethods[] = {"RegisterRun", "KeepProcess", "Heartbeat",   "FinishRun",
+                                          "CancelRun",   "Reconcile",   "ListOrphans", "Sweep"};
 
 template <size_t N>
 std::string OneOf(absl::string_view value, const char* const (&set)[N]) {
@@ -343,6 +346,11 @@ struct Metrics::Families {
                     .Name("runreaper_refused_callers_total")
                     .Help("Callers refused, by reason.")
                     .Register(r)),
+        dropped(prometheus::BuildCounter()
+                    .Name("runreaper_calls_dropped_total")
+                    .Help("Queued calls answered CANCELLED without running, by method: their "
+                          "client had gone (deadline passed, cancelled, connection closed).")
+                    .Register(r)),
         ended(prometheus::BuildCounter()
                   .Name("runreaper_runs_ended_total")
                   .Help("Runs whose leader's end runreaper observed, by how it ended (the "
@@ -412,6 +420,7 @@ struct Metrics::Families {
   Gauge& runs_with_pids_limit;
   Gauge& run_pids_usage_max;
   prometheus::Family<Counter>& refused;
+  prometheus::Family<Counter>& dropped;
   prometheus::Family<Counter>& ended;
   prometheus::Family<Counter>& signaled;
   Counter* ended_exited;
@@ -653,6 +662,11 @@ void Metrics::ProcEvents(int64_t received, int64_t lost) {
 void Metrics::CallerRefused(absl::string_view reason) {
   if (!enabled_) return;
   f_->refused.Add({{"reason", OneOf(reason, kRefusals)}}).Increment();
+}
+
+void Metrics::CallDropped(absl::string_view method) {
+  if (!enabled_) return;
+  f_->dropped.Add({{"method", OneOf(method, kQueuedMethods)}}).Increment();
 }
 
 std::string Metrics::Render() const {

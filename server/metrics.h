@@ -138,6 +138,9 @@ class Metrics {
   // "permission_denied", "peer_credentials", "quota" (a bound per uid,
   // server/uid_quota.h; others count as "other").
   void CallerRefused(absl::string_view reason);
+  // A queued call (`method`: "ListOrphans", "Sweep", ...) whose client had
+  // gone was answered CANCELLED without running.
+  void CallDropped(absl::string_view method);
 
   // --- exposition ---
 

@@ -1,5 +1,6 @@
 #include "server/service.h"
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <utility>
@@ -35,12 +36,14 @@ ReconcilerService::ReconcilerService(store::RunStore* store, const scanner::Proc
       leaser_(store, procfs, self, options_.max_lease,
               options_.metrics != nullptr ? options_.metrics : Metrics::Off()),
       timers_(std::make_unique<Timers>()),
-      worker_(options_.sweep_queue_limit) {
+      streams_(options_.streams_per_uid),
+      worker_(FairLimits::Of(options_.sweep_queue_limit, options_.sweep_queue_per_uid)) {
   if (!options_.cookie_names.empty()) registrar_.SetCookieNames(options_.cookie_names);
   registrar_.SetUidQuota(options_.uid_quota);
   if (options_.handler_threads > 0) {
-    handlers_ =
-        std::make_unique<HandlerPool>(options_.handler_threads, options_.handler_queue_limit);
+    handlers_ = std::make_unique<HandlerPool>(
+        options_.handler_threads,
+        FairLimits::Of(options_.handler_queue_limit, options_.handler_queue_per_uid));
   }
 }
 
@@ -79,12 +82,19 @@ grpc::ServerUnaryReactor* ReconcilerService::Serve(grpc::CallbackServerContext* 
   // from the pool thread; gRPC keeps ctx, the request and the response
   // alive until then, and Server::Shutdown waits for it.
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  const absl::Status queued = handlers_->Submit([this, reactor, response, body = std::move(body)] {
-    const absl::Status s = body();
-    if (s.ok()) MakeValidUtf8(response);
-    reactor->Finish(ToGrpcStatus(s));
-    Leave();
-  });
+  const absl::Status queued = handlers_->Submit(
+      LaneOf(ctx),
+      [this, ctx, reactor, response, method = std::string(method), body = std::move(body)] {
+        if (absl::Status gone = ClientGone(ctx, method); !gone.ok()) {
+          reactor->Finish(ToGrpcStatus(gone));
+          Leave();
+          return;
+        }
+        const absl::Status s = body();
+        if (s.ok()) MakeValidUtf8(response);
+        reactor->Finish(ToGrpcStatus(s));
+        Leave();
+      });
   if (!queued.ok()) {
     reactor->Finish(ToGrpcStatus(queued));
     Leave();
@@ -129,6 +139,34 @@ std::optional<uint32_t> ReconcilerService::ViewUid(grpc::CallbackServerContext* 
   const uint32_t uid = CallerUid(ctx);
   if (uid == 0) return std::nullopt;
   return uid;
+}
+
+uint32_t ReconcilerService::LaneOf(grpc::CallbackServerContext* ctx) const {
+  if (IsLocalPeer(ctx->peer())) return CallerUid(ctx);
+  // TCP, past Authorize: the admin token is the one a write would accept.
+  const auto& md = ctx->client_metadata();
+  auto it = md.find("authorization");
+  if (it != md.end() && AuthorizeBearer(options_.tokens, Access::kWrite,
+                                        absl::string_view(it->second.data(), it->second.size()))
+                            .ok()) {
+    return kRootLane;
+  }
+  return kReadTokenLane;
+}
+
+absl::Status ReconcilerService::ClientGone(grpc::CallbackServerContext* ctx,
+                                           absl::string_view method) const {
+  // A client that went away leaves its call cancelled (gRPC cancels it at
+  // the deadline too, but the deadline is checked here as well: it may
+  // have passed a moment before gRPC's timer fires).
+  if (!ctx->IsCancelled() && ctx->deadline() > std::chrono::system_clock::now()) {
+    return absl::OkStatus();
+  }
+  (options_.metrics != nullptr ? options_.metrics : Metrics::Off())->CallDropped(method);
+  return absl::CancelledError(absl::StrCat(
+      method,
+      ": the client had gone (cancelled, past its deadline or disconnected) before the "
+      "call left the queue; not run"));
 }
 
 absl::Status ReconcilerService::Refused(grpc::CallbackServerContext* ctx, absl::string_view method,
@@ -310,7 +348,7 @@ grpc::ServerUnaryReactor* ReconcilerService::CancelRun(grpc::CallbackServerConte
         RETURN_IF_ERROR(CheckOwner(ctx, "CancelRun", run_id));
         // The sweep's place in the queue first: a full queue refuses the call
         // before the run is cancelled, so a retry finds it unchanged.
-        ASSIGN_OR_RETURN(BackgroundWorker::Slot slot, worker_.Reserve());
+        ASSIGN_OR_RETURN(BackgroundWorker::Slot slot, worker_.Reserve(LaneOf(ctx)));
         absl::StatusOr<v1::Run> run = store_->Cancel(run_id, request->reason());
         hub_->Notify();
         RETURN_IF_ERROR(run.status());
@@ -372,12 +410,15 @@ grpc::ServerUnaryReactor* ReconcilerService::WaitRun(grpc::CallbackServerContext
   const absl::Status bad = Begin(ctx, "WaitRun", Access::kRead);
   absl::StatusOr<absl::Duration> timeout =
       bad.ok() ? WaitTimeout(*request) : absl::StatusOr<absl::Duration>(bad);
-  if (!timeout.ok()) {
-    return Done(ctx, response, timeout.status());
+  absl::StatusOr<StreamQuota::Ticket> ticket =
+      timeout.ok() ? streams_.Acquire(LaneOf(ctx), "WaitRun")
+                   : absl::StatusOr<StreamQuota::Ticket>(timeout.status());
+  if (!ticket.ok()) {
+    return Done(ctx, response, ticket.status());
   }
   grpc::ServerUnaryReactor* reactor =
       StartWaitRun(store_, hub_, timers_.get(), RunIdFor(ctx, request->run_id()), *timeout,
-                   options_.sweep_ladder_waits, response);
+                   options_.sweep_ladder_waits, response, *std::move(ticket));
   Leave();  // ended by its reactor, the hub or the timer
   return reactor;
 }
@@ -448,14 +489,19 @@ grpc::ServerUnaryReactor* ReconcilerService::Sweep(grpc::CallbackServerContext* 
     }
   }
   absl::StatusOr<BackgroundWorker::Slot> slot =
-      bad.ok() ? worker_.Reserve() : absl::StatusOr<BackgroundWorker::Slot>(bad);
+      bad.ok() ? worker_.Reserve(LaneOf(ctx)) : absl::StatusOr<BackgroundWorker::Slot>(bad);
   if (!slot.ok()) return Done(ctx, response, slot.status());
   // The ladder takes seconds: the sweep runs in the background and the
   // reactor is finished from there, so no gRPC thread waits for it.
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   // A dry run shows a non-root caller only its own uid's processes.
   const std::optional<uint32_t> view = ViewUid(ctx);
-  std::move(*slot).Post([this, reactor, resolved = std::move(resolved), response, view] {
+  std::move(*slot).Post([this, ctx, reactor, resolved = std::move(resolved), response, view] {
+    if (absl::Status gone = ClientGone(ctx, "Sweep"); !gone.ok()) {
+      reactor->Finish(ToGrpcStatus(gone));
+      Leave();
+      return;
+    }
     absl::StatusOr<v1::SweepResponse> swept = sweeper_->Sweep(resolved, view);
     hub_->Notify();
     if (swept.ok()) {
@@ -474,10 +520,17 @@ grpc::ServerWriteReactor<v1::Event>* ReconcilerService::WatchEvents(
   absl::Status bad = Begin(ctx, "WatchEvents", Access::kRead);
   if (bad.ok()) bad = ValidateWatchEventsRequest(*request);
   if (bad.ok()) bad = CheckEventIdInRange(request->after_event_id());
+  absl::StatusOr<StreamQuota::Ticket> ticket = bad.ok()
+                                                   ? streams_.Acquire(LaneOf(ctx), "WatchEvents")
+                                                   : absl::StatusOr<StreamQuota::Ticket>(bad);
+  WatchLimits limits;
+  limits.queue_limit = options_.watch_queue_limit;
+  limits.queue_bytes = options_.watch_queue_bytes;
+  limits.stall = options_.watch_stall;
   grpc::ServerWriteReactor<v1::Event>* reactor =
-      bad.ok() ? StartWatchEvents(store_, hub_, request->after_event_id(),
-                                  options_.watch_queue_limit, options_.watch_stall)
-               : FailedWatch(bad);
+      ticket.ok()
+          ? StartWatchEvents(store_, hub_, request->after_event_id(), limits, *std::move(ticket))
+          : FailedWatch(ticket.status());
   Leave();  // ended by the client or by the hub's shutdown
   return reactor;
 }

@@ -43,6 +43,7 @@
 #include "server/reconciler.h"
 #include "server/registration.h"
 #include "server/request_validation.h"
+#include "server/stream_quota.h"
 #include "server/streams.h"
 #include "server/sweeper.h"
 #include "server/timers.h"
@@ -54,7 +55,8 @@ namespace runreaper::server {
 namespace v1 = ::runreaper::v1;
 
 // Sweeps (of Sweep and CancelRun calls) waiting for the one background
-// worker; a call beyond it gets RESOURCE_EXHAUSTED (docs/OPERATIONS.md).
+// worker, root's and the other uids' each; a call beyond its lane's places
+// gets RESOURCE_EXHAUSTED (docs/OPERATIONS.md, server/fair_queue.h).
 inline constexpr size_t kMaxQueuedSweeps = 32;
 
 struct ServiceOptions {
@@ -65,7 +67,14 @@ struct ServiceOptions {
   // client stopped reading) is ended with RESOURCE_EXHAUSTED ("slow
   // consumer; resume with after_event_id=N").
   size_t watch_queue_limit = 10000;
+  // The same bound in bytes (server/watch_flow.h EventBytes), whichever
+  // comes first: what an unread stream can cost.
+  size_t watch_queue_bytes = 256 << 10;
   absl::Duration watch_stall = absl::Seconds(1);
+  // WaitRun and WatchEvents calls one uid other than root (or the read-only
+  // token) may hold open at once; past it RESOURCE_EXHAUSTED
+  // (server/stream_quota.h).
+  size_t streams_per_uid = 256;
   // Calls from a TCP peer must carry "authorization: Bearer <token>" with
   // the admin token (every RPC) or the read-only token (reads only; a write
   // is PERMISSION_DENIED); others get UNAUTHENTICATED. With no admin token
@@ -83,14 +92,20 @@ struct ServiceOptions {
   // Answers GetDaemonStatus (the daemon's lineage state). May be empty:
   // then an empty DaemonStatus.
   std::function<v1::DaemonStatus()> daemon_status;
-  // Sweeps queued for the background worker at most (one more may run).
+  // Sweeps queued for the background worker at most (one more may run):
+  // root's lane, and the other uids' together, each uid at most
+  // sweep_queue_per_uid of those (server/fair_queue.h).
   size_t sweep_queue_limit = kMaxQueuedSweeps;
+  size_t sweep_queue_per_uid = kMaxQueuedSweeps / 2;
   // Threads for the handlers that block (writes wait for their commit,
   // Reconcile and ListOrphans walk /proc), and how many such calls may wait
-  // for one (past it: RESOURCE_EXHAUSTED). 0 threads: run them inline on
-  // gRPC's callback threads (tests).
+  // for one (past it: RESOURCE_EXHAUSTED): root's lane, and the other uids'
+  // together, each uid at most handler_queue_per_uid of those
+  // (server/handler_pool.h). 0 threads: run them inline on gRPC's callback
+  // threads (tests).
   int handler_threads = 16;
   size_t handler_queue_limit = 4096;
+  size_t handler_queue_per_uid = 256;
   // The cookie names a run may ask for (runreaperd --cookie_names,
   // validated); empty = kDefaultCookieNames.
   std::vector<std::string> cookie_names;
@@ -208,6 +223,15 @@ class ReconcilerService final : public v1::Reconciler::CallbackService {
   // caller: a non-root unix caller's uid (server/caller_view.h); nullopt
   // for root and the TCP tokens, who see everything.
   std::optional<uint32_t> ViewUid(grpc::CallbackServerContext* ctx) const;
+
+  // The queue lane of an authorized caller (server/fair_queue.h): the unix
+  // peer's uid (kRootLane without peer credentials), kRootLane for the TCP
+  // admin token, kReadTokenLane for the read-only token.
+  uint32_t LaneOf(grpc::CallbackServerContext* ctx) const;
+  // CANCELLED when the client of a queued call has gone (cancelled, its
+  // deadline passed, its connection closed): the call is then answered
+  // without running, and counted (Metrics::CallDropped) under `method`.
+  absl::Status ClientGone(grpc::CallbackServerContext* ctx, absl::string_view method) const;
   // Logs the refusal of `method` once with the caller and counts it under
   // `reason` (docs/SECURITY.md); returns `s`.
   absl::Status Refused(grpc::CallbackServerContext* ctx, absl::string_view method, absl::Status s,
@@ -230,6 +254,7 @@ class ReconcilerService final : public v1::Reconciler::CallbackService {
   Registrar registrar_;
   Leaser leaser_;
   std::unique_ptr<Timers> timers_;
+  StreamQuota streams_;
 
   absl::Mutex bg_mu_;
   int inflight_ ABSL_GUARDED_BY(bg_mu_) = 0;

@@ -208,6 +208,7 @@ class WaitReactor : public grpc::ServerUnaryReactor {
   EventHub* hub_;
   std::shared_ptr<WaitState> state_;
   int64_t sub_id_ = 0;
+  StreamQuota::Ticket ticket_;  // given back with the reactor
 };
 
 // ------------------------------------------------------------ WatchEvents
@@ -235,9 +236,13 @@ class WatchLink : public EventSubscriber {
 // read in the writer's context, outside the lock.
 class WatchReactor : public grpc::ServerWriteReactor<v1::Event> {
  public:
-  WatchReactor(store::RunStore* store, EventHub* hub, int64_t after_event_id, size_t queue_limit,
-               absl::Duration stall)
-      : store_(store), hub_(hub), flow_(after_event_id, queue_limit, stall) {}
+  WatchReactor(store::RunStore* store, EventHub* hub, int64_t after_event_id,
+               const WatchLimits& limits, StreamQuota::Ticket ticket)
+      : store_(store),
+        hub_(hub),
+        ticket_(std::move(ticket)),
+        flow_(after_event_id, limits.queue_limit, limits.stall, WatchFlow::kDefaultPageSize,
+              limits.queue_bytes) {}
 
   void Start() {
     link_ = std::make_shared<WatchLink>(this);
@@ -324,6 +329,7 @@ class WatchReactor : public grpc::ServerWriteReactor<v1::Event> {
   EventHub* hub_;
   std::shared_ptr<WatchLink> link_;
   int64_t sub_id_ = 0;
+  StreamQuota::Ticket ticket_;  // given back with the reactor
 
   absl::Mutex mu_;
   WatchFlow flow_ ABSL_GUARDED_BY(mu_);
@@ -351,8 +357,10 @@ class FailedWatchReactor : public grpc::ServerWriteReactor<v1::Event> {
 
 grpc::ServerUnaryReactor* StartWaitRun(store::RunStore* store, EventHub* hub, Timers* timers,
                                        const std::string& run_id, absl::Duration timeout,
-                                       absl::Duration ladder_waits, v1::WaitRunResponse* response) {
+                                       absl::Duration ladder_waits, v1::WaitRunResponse* response,
+                                       StreamQuota::Ticket ticket) {
   auto* reactor = new WaitReactor(hub);
+  reactor->ticket_ = std::move(ticket);
   reactor->state_ =
       std::make_shared<WaitState>(reactor, response, store, timers, run_id, ladder_waits);
   // Subscribe first, then read: a transition after the read is an event.
@@ -369,9 +377,9 @@ grpc::ServerUnaryReactor* StartWaitRun(store::RunStore* store, EventHub* hub, Ti
 }
 
 grpc::ServerWriteReactor<v1::Event>* StartWatchEvents(store::RunStore* store, EventHub* hub,
-                                                      int64_t after_event_id, size_t queue_limit,
-                                                      absl::Duration stall) {
-  auto* reactor = new WatchReactor(store, hub, after_event_id, queue_limit, stall);
+                                                      int64_t after_event_id, WatchLimits limits,
+                                                      StreamQuota::Ticket ticket) {
+  auto* reactor = new WatchReactor(store, hub, after_event_id, limits, std::move(ticket));
   reactor->Start();
   return reactor;
 }

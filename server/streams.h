@@ -19,6 +19,7 @@
 #include "grpcpp/grpcpp.h"
 #include "runreaper/v1/runreaper.pb.h"
 #include "server/event_hub.h"
+#include "server/stream_quota.h"
 #include "server/timers.h"
 #include "store/run_store.h"
 
@@ -67,16 +68,26 @@ bool MayCloseSweep(const v1::Event& event, absl::string_view run_id);
 // it (then likewise), when `timeout` passes (timed_out when the run is not
 // terminal; unless InfiniteDuration), on cancellation or on the hub's
 // shutdown (UNAVAILABLE). `ladder_waits`: the sweeper's
-// (Sweeper::LadderWaits). `response` is the call's.
+// (Sweeper::LadderWaits). `response` is the call's. `ticket` (the caller's
+// place in its StreamQuota) is held until the call is done.
 grpc::ServerUnaryReactor* StartWaitRun(store::RunStore* store, EventHub* hub, Timers* timers,
                                        const std::string& run_id, absl::Duration timeout,
-                                       absl::Duration ladder_waits, v1::WaitRunResponse* response);
+                                       absl::Duration ladder_waits, v1::WaitRunResponse* response,
+                                       StreamQuota::Ticket ticket = {});
+
+// What a WatchEvents stream may hold unsent and how long a stalled client
+// is waited for (server/watch_flow.h).
+struct WatchLimits {
+  size_t queue_limit = 10000;      // events
+  size_t queue_bytes = 256 << 10;  // EventBytes
+  absl::Duration stall = absl::Seconds(1);
+};
 
 // WatchEvents after `after_event_id` (validated): backlog then live events;
-// see server/watch_flow.h for `queue_limit` and `stall`.
+// see server/watch_flow.h for the limits. `ticket` as for StartWaitRun.
 grpc::ServerWriteReactor<v1::Event>* StartWatchEvents(store::RunStore* store, EventHub* hub,
-                                                      int64_t after_event_id, size_t queue_limit,
-                                                      absl::Duration stall);
+                                                      int64_t after_event_id, WatchLimits limits,
+                                                      StreamQuota::Ticket ticket = {});
 
 // A WatchEvents reactor that only finishes with `status` (refused calls).
 grpc::ServerWriteReactor<v1::Event>* FailedWatch(const absl::Status& status);

@@ -1,14 +1,18 @@
 #include "server/watch_flow.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 
 namespace runreaper::server {
 
+size_t EventBytes(const v1::Event& event) { return sizeof(v1::Event) + event.ByteSizeLong(); }
+
 WatchFlow::WatchFlow(int64_t after_event_id, size_t queue_limit, absl::Duration stall,
-                     int page_size)
+                     int page_size, size_t queue_bytes)
     : queue_limit_(queue_limit),
+      bytes_limit_(queue_bytes),
       stall_(stall),
       page_size_(page_size),
       cursor_(after_event_id),
@@ -18,10 +22,15 @@ WatchStep WatchFlow::OnLive(const std::vector<v1::Event>& events, absl::Time now
   if (finished_ || events.empty()) return {};
   if (backlog_) {
     if (!live_overflow_) {
-      live_.insert(live_.end(), events.begin(), events.end());
-      if (live_.size() > queue_limit_) {
+      for (const v1::Event& e : events) {
+        live_.push_back(e);
+        live_bytes_ += EventBytes(e);
+        if (LiveOver()) break;
+      }
+      if (LiveOver()) {
         // The store has them all; the loader re-reads after this point.
         live_.clear();
+        live_bytes_ = 0;
         live_overflow_ = true;
       }
     }
@@ -31,17 +40,18 @@ WatchStep WatchFlow::OnLive(const std::vector<v1::Event>& events, absl::Time now
   for (const v1::Event& e : events) {
     if (e.event_id() <= cursor_) continue;
     queue_.push_back(e);
+    queue_bytes_ += EventBytes(e);
     cursor_ = e.event_id();
+    if (QueueOver()) break;  // the rest is dropped below
   }
-  if (queue_.size() > queue_limit_) {
-    if (Stalled(now)) return CutOff(cursor_, now);
+  if (QueueOver()) {
+    if (Stalled(now)) return CutOff(events.back().event_id(), now);
     // Behind, but the client is reading: drop what is queued and read it
     // back from the store (in the writer's context, never on the pump). An
     // idle writer is restarted with the first queued event.
     WatchStep step;
     if (!writing_) step = WriteNext(now);
-    queue_.clear();
-    live_.clear();
+    ClearQueues();
     cursor_ = written_;
     backlog_ = true;
     live_overflow_ = true;  // re-read the store before buffering live events
@@ -69,6 +79,7 @@ void WatchFlow::OnPage(std::vector<v1::Event> page) {
   const bool at_end = page.size() < static_cast<size_t>(page_size_);
   for (v1::Event& e : page) {
     cursor_ = e.event_id();
+    queue_bytes_ += EventBytes(e);
     queue_.push_back(std::move(e));
   }
   if (!at_end) return;
@@ -82,9 +93,11 @@ void WatchFlow::OnPage(std::vector<v1::Event> page) {
   for (v1::Event& e : live_) {
     if (e.event_id() <= cursor_) continue;
     cursor_ = e.event_id();
+    queue_bytes_ += EventBytes(e);
     queue_.push_back(std::move(e));
   }
   live_.clear();
+  live_bytes_ = 0;
   backlog_ = false;
 }
 
@@ -97,8 +110,7 @@ WatchStep WatchFlow::OnWriteDone(bool ok) {
 WatchStep WatchFlow::Finish(absl::Status status) {
   if (finished_) return {};
   finished_ = true;
-  queue_.clear();
-  live_.clear();
+  ClearQueues();
   WatchStep step;
   step.kind = WatchStep::kFinish;
   step.status = std::move(status);
@@ -115,11 +127,19 @@ WatchStep WatchFlow::WriteNext(absl::Time now) {
   step.kind = WatchStep::kWrite;
   step.event = std::move(queue_.front());
   queue_.pop_front();
+  queue_bytes_ -= std::min(queue_bytes_, EventBytes(step.event));
   written_ = step.event.event_id();
   writing_ = true;
   write_pending_ = true;
   write_started_ = now;
   return step;
+}
+
+void WatchFlow::ClearQueues() {
+  // swap, not clear(): the memory goes back now, not when the stream ends.
+  std::deque<v1::Event>().swap(queue_);
+  std::vector<v1::Event>().swap(live_);
+  queue_bytes_ = live_bytes_ = 0;
 }
 
 bool WatchFlow::Stalled(absl::Time now) const {

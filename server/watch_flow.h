@@ -8,8 +8,11 @@
 // events that arrive while the backlog is read are buffered and merged at the
 // seam by event id, so nothing is lost or sent twice.
 //
-// Memory per stream is bounded by the queue limit (plus one store page): a
-// live batch that would push the unsent queue past the limit is dropped and
+// Memory per stream is bounded by the queue limits (plus one store page): a
+// count of events and a number of bytes (each event counted as its encoded
+// size plus the size of a v1::Event object, EventBytes), whichever is
+// reached first. A live batch that would push the unsent queue past them is
+// dropped and
 // the stream goes back to reading the store from its last written id (a burst
 // pumped at once, e.g. another process's writes picked up on a poll, is not a
 // slow consumer). A stream over the limit whose last write has not been
@@ -25,6 +28,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <deque>
 #include <string>
 #include <vector>
@@ -58,9 +62,10 @@ class WatchFlow {
   static constexpr int kDefaultPageSize = 500;
 
   // A stream that resumes after `after_event_id`; its backlog loader owns the
-  // writer from the start (the first call is Next).
+  // writer from the start (the first call is Next). `queue_bytes`: the
+  // byte limit beside the count `queue_limit`.
   WatchFlow(int64_t after_event_id, size_t queue_limit, absl::Duration stall,
-            int page_size = kDefaultPageSize);
+            int page_size = kDefaultPageSize, size_t queue_bytes = SIZE_MAX);
 
   // A live batch from the hub (ascending ids, no gap since the last batch),
   // at `now`. kWrite when the writer was idle and takes this batch; kFinish
@@ -90,6 +95,9 @@ class WatchFlow {
   // True while the stream reads the store (backlog or after an overflow).
   bool reading_store() const { return backlog_; }
   size_t queued() const { return queue_.size(); }
+  // What the unsent queue and the live events buffered during the backlog
+  // hold, in EventBytes.
+  size_t queued_bytes() const { return queue_bytes_ + live_bytes_; }
   int page_size() const { return page_size_; }
 
  private:
@@ -98,8 +106,13 @@ class WatchFlow {
   // not reading (a store read by the loader does not count).
   bool Stalled(absl::Time now) const;
   WatchStep CutOff(int64_t newest, absl::Time now);
+  // The unsent queue, or the live buffer, is past a limit.
+  bool QueueOver() const { return queue_.size() > queue_limit_ || queue_bytes_ > bytes_limit_; }
+  bool LiveOver() const { return live_.size() > queue_limit_ || live_bytes_ > bytes_limit_; }
+  void ClearQueues();
 
   const size_t queue_limit_;
+  const size_t bytes_limit_;
   const absl::Duration stall_;
   const int page_size_;
 
@@ -113,7 +126,14 @@ class WatchFlow {
   int64_t written_;  // last id handed to a write
   std::deque<v1::Event> queue_;
   std::vector<v1::Event> live_;  // buffered during the backlog
+  size_t queue_bytes_ = 0;       // EventBytes of queue_
+  size_t live_bytes_ = 0;        // EventBytes of live_
 };
+
+// What one queued event counts for against a stream's byte limit: its
+// encoded size plus sizeof(v1::Event) (its strings' own allocations are
+// close to their encoded sizes).
+size_t EventBytes(const v1::Event& event);
 
 }  // namespace runreaper::server
 

@@ -6,6 +6,7 @@
 // tests/watch_load_e2e_test.cc; here time is a parameter, not a clock.
 #include "server/watch_flow.h"
 
+#include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -197,6 +198,59 @@ TEST(WatchFlowTest, StalledClientIsCutOffWhileTheBacklogIsRead) {
   EXPECT_TRUE(absl::IsResourceExhausted(step.status)) << step.status;
   EXPECT_EQ(step.status.message(), "slow consumer; resume with after_event_id=1");
   EXPECT_TRUE(absl::StrContains(step.log, "event 6 published")) << step.log;
+}
+
+// Big events reach the byte limit long before the count: an unread stream
+// holds at most about `queue_bytes`, falls back to the store while its
+// client may still be reading, and is cut off once it has stalled.
+TEST(WatchFlowTest, UnsentEventsAreBoundedInBytes) {
+  FakeLog log;
+  auto big = [](int64_t id) {
+    v1::Event e = Ev(id);
+    e.set_detail(std::string(10000, 'x'));
+    return e;
+  };
+  const size_t limit = 5 * EventBytes(big(1)) + 100;
+  WatchFlow flow(0, /*queue_limit=*/1000000, absl::Seconds(1), /*page_size=*/10, limit);
+  Pump(flow, log, flow.Next(kT0), kT0);
+  ASSERT_EQ(flow.OnLive({big(1)}, kT0).kind, WatchStep::kWrite);  // never completes
+  for (int64_t id = 2; id <= 6; ++id) {
+    EXPECT_EQ(flow.OnLive({big(id)}, kT0 + absl::Milliseconds(10)).kind, WatchStep::kIdle);
+  }
+  EXPECT_EQ(flow.queued(), 5u);  // at the limit, not past it
+  EXPECT_LE(flow.queued_bytes(), limit);
+  // Past it before the stall: back to the store, nothing held.
+  EXPECT_EQ(flow.OnLive({big(7)}, kT0 + absl::Milliseconds(20)).kind, WatchStep::kIdle);
+  EXPECT_TRUE(flow.reading_store());
+  EXPECT_EQ(flow.queued_bytes(), 0u);
+  // Until it has read the store up to here, live events are not buffered
+  // (the store has them).
+  for (int64_t id = 8; id <= 20; ++id) {
+    EXPECT_EQ(flow.OnLive({big(id)}, kT0 + absl::Milliseconds(30)).kind, WatchStep::kIdle);
+    EXPECT_EQ(flow.queued_bytes(), 0u);
+  }
+  // Stalled past `stall`: cut off, everything dropped.
+  WatchStep step = flow.OnLive({big(21)}, kT0 + absl::Seconds(2));
+  ASSERT_EQ(step.kind, WatchStep::kFinish);
+  EXPECT_EQ(step.status.message(), "slow consumer; resume with after_event_id=1");
+  EXPECT_EQ(flow.queued_bytes(), 0u);
+}
+
+// Live events buffered while the backlog is read obey the byte limit too.
+TEST(WatchFlowTest, LiveEventsBufferedDuringTheBacklogAreBoundedInBytes) {
+  v1::Event e = Ev(1);
+  e.set_detail(std::string(10000, 'x'));
+  const size_t limit = 3 * EventBytes(e) + 100;
+  WatchFlow flow(0, /*queue_limit=*/1000000, absl::Seconds(1), /*page_size=*/10, limit);
+  ASSERT_EQ(flow.Next(kT0).kind, WatchStep::kReadStore);  // the loader reads
+  for (int64_t id = 1; id <= 3; ++id) {
+    e.set_event_id(id);
+    EXPECT_EQ(flow.OnLive({e}, kT0).kind, WatchStep::kIdle);
+  }
+  EXPECT_EQ(flow.queued_bytes(), 3 * EventBytes(e));
+  e.set_event_id(4);
+  EXPECT_EQ(flow.OnLive({e}, kT0).kind, WatchStep::kIdle);
+  EXPECT_EQ(flow.queued_bytes(), 0u);  // dropped: the store has them
 }
 
 TEST(WatchFlowTest, ShutdownNamesTheLastWrittenId) {
