@@ -231,14 +231,17 @@ show_times() { echo "   hook times $2: $(grep -o '^hook [A-Za-z ]* rc=[0-9]* ms=
 run_ids() { ctl list --label=runner=github-actions | awk -v p="$1" 'NR > 1 && index($1, p) == 1 { print $1 }'; }
 
 # The jobs' leaks. Each writes its pid to $RR_SHARED/<name>.pid and ignores
-# SIGINT, SIGTERM and SIGHUP; stdout and stderr are not the step's.
+# SIGINT, SIGTERM and SIGHUP; stdout and stderr are not the step's. The step
+# waits until the pid is written, so the leak runs before the job ends.
 # leak NAME [PREFIX]: PREFIX is how it is started (`RUNNER_TRACKING_ID=`,
 # `env -i`, `RUNREAPER_KEEP=1` ...).
 leak() {
-  printf '%s setsid bash -c '"'"'echo $$ > "$0"; trap "" INT TERM HUP; exec sleep 1000'"'"' "$RR_SHARED/%s.pid" </dev/null >/dev/null 2>&1 &\n' \
+  printf '%s setsid bash -c '"'"'trap "" INT TERM HUP; echo $$ > "$0.tmp"; mv "$0.tmp" "$0"; exec sleep 1000'"'"' "$RR_SHARED/%s.pid" </dev/null >/dev/null 2>&1 &\n' \
     "${2:-}" "$1"
+  printf 'for _ in $(seq 600); do [ -s "$RR_SHARED/%s.pid" ] && break; sleep 0.1; done;\n' "$1"
 }
-pid_of() { wait_file "$SHARED/$1.pid" 10 && cat "$SHARED/$1.pid"; }
+# pid_of NAME: the pid a job wrote to $SHARED/NAME.pid (waiting up to 60 s).
+pid_of() { wait_file "$SHARED/$1.pid" 60 && cat "$SHARED/$1.pid"; }
 
 MSG_MATRIX='GITHUB_RUN_ID=7001
 GITHUB_RUN_ATTEMPT=1
@@ -340,7 +343,6 @@ submit "$A" keep "${MSG_MATRIX/7001/7003}" \
   "$(leak keep.cookie 'RUNREAPER_KEEP=1')" \
   "$(leak keep.kept 'RUNNER_TRACKING_ID= RUNREAPER_KEEP=1')" \
   "$(leak keep.leased 'RUNNER_TRACKING_ID=')"'
-for _ in $(seq 50); do [ -s "$RR_SHARED/keep.leased.pid" ] && break; sleep 0.1; done
 runreaperctl keep "$(cat "$RR_SHARED/keep.leased.pid")" --for=1h --reason="gha replica lease"' \
   "$(leak keep.plain 'RUNNER_TRACKING_ID=')"
 [ "$(finished "$A" keep)" = succeeded ] || fail "the keep job failed: $(tail -5 "$A/_jobs/keep/log")"
