@@ -52,11 +52,14 @@ done
 runners="$root/usr/share/runreaper/runners"
 for f in github-actions/job-started.sh github-actions/job-completed.sh \
          github-actions/arc/job-started.d/runreaper.sh github-actions/arc/job-completed.d/runreaper.sh \
+         github-actions/runner-dir/runreaper-job-started.sh \
+         github-actions/runner-dir/runreaper-job-completed.sh github-actions/systemd/end-runs.sh \
          gitlab/prepare gitlab/run gitlab/cleanup jenkins/register.sh jenkins/finish.sh \
          nomad/anchor.sh nomad/poststop.sh common/end-runs.sh; do
   [ -x "$runners/$f" ] || fail "runners/$f missing or not executable"
 done
-for f in github-actions/systemd/runreaper.conf gitlab/shell-pre-build.sh buildkite/environment \
+for f in github-actions/systemd/runreaper.conf github-actions/run-id.sh \
+         gitlab/shell-pre-build.sh buildkite/environment \
          buildkite/pre-exit buildkite/systemd/runreaper.conf jenkins/vars/withRunreaper.groovy \
          nomad/runreaper.nomad.hcl; do
   [ -f "$runners/$f" ] && [ ! -x "$runners/$f" ] || fail "runners/$f missing or executable"
@@ -68,11 +71,11 @@ done
 while IFS= read -r -d '' f; do
   cmp -s "deploy/runners/$f" "$runners/$f" || fail "runners/$f differs from deploy/runners/$f"
 done < <(cd deploy/runners && find -L . -type f -printf '%P\0')
-# The drop-ins name the packaged end-runs.sh.
-for u in github-actions buildkite; do
-  exe="$(sed -n 's/^ExecStopPost=-//p' "$runners/$u/systemd/runreaper.conf" | cut -d' ' -f1)"
-  [ "$exe" = /usr/share/runreaper/runners/common/end-runs.sh ] && [ -x "$root$exe" ] ||
-    fail "$u drop-in ExecStopPost $exe"
+# The drop-ins name a packaged end-runs.sh (GitHub's reads the runner's .env first).
+for u in github-actions:github-actions/systemd/end-runs.sh buildkite:common/end-runs.sh; do
+  exe="$(sed -n 's/^ExecStopPost=-//p' "$runners/${u%%:*}/systemd/runreaper.conf" | cut -d' ' -f1)"
+  [ "$exe" = "/usr/share/runreaper/runners/${u#*:}" ] && [ -x "$root$exe" ] ||
+    fail "${u%%:*} drop-in ExecStopPost $exe"
 done
 if dpkg-deb -c "$deb" | awk '{print $2}' | grep -vqx 'root/root'; then fail "owner not root/root"; fi
 # The packaged binaries are the real ones.

@@ -96,49 +96,6 @@ base_env() {
 # (a shell line; "exit 1" makes the job fail), writes hook exit codes and
 # times (ms) to $1/times, and prints nothing of its own.
 
-# GitHub Actions: Runner.Listener starts one Runner.Worker per job; the
-# Worker runs the job-started hook as `bash -e FILE` in $GITHUB_WORKSPACE
-# (ScriptHandler: working directory the workspace; JobHookProvider), the
-# steps, then the job-completed hook (condition always()).
-gha_job() {
-  local d="$1" job="$2"
-  mkdir -p "$d/work/repo/repo"
-  printf '%s\n' "$job" > "$d/job.sh"
-  cat > "$d/worker.sh" <<EOF
-cd "$d/work/repo/repo"
-t=\$(( \$(date +%s%N) / 1000000 ))
-bash -e "\$HOOK_STARTED" 2>>"$d/stderr"; echo "started rc=\$? ms=\$(( \$(date +%s%N) / 1000000 - t ))" >> "$d/times"
-bash "$d/job.sh" >/dev/null 2>&1; echo "job rc=\$?" >> "$d/times"
-t=\$(( \$(date +%s%N) / 1000000 ))
-bash -e "\$HOOK_COMPLETED" 2>>"$d/stderr"; echo "completed rc=\$? ms=\$(( \$(date +%s%N) / 1000000 - t ))" >> "$d/times"
-EOF
-  echo "\"$BIN/Runner.Worker\" \"$d/worker.sh\"" > "$d/listener.sh"
-  # shellcheck disable=SC2046
-  env -i $(base_env) GITHUB_RUN_ID="${GHA_RUN_ID:-9001}" GITHUB_RUN_ATTEMPT=2 GITHUB_JOB=build \
-    "RUNNER_NAME=node 7" RUNNER_TRACKING_ID="github_$$-$RANDOM" GITHUB_WORKSPACE="$d/work/repo/repo" \
-    GITHUB_ENV="$d/github_env" RUNNER_OS=Linux RUNNER_TEMP="$d/tmp" \
-    HOOK_STARTED="${GHA_STARTED:-$HOOKS/github-actions/job-started.sh}" \
-    HOOK_COMPLETED="${GHA_COMPLETED:-$HOOKS/github-actions/job-completed.sh}" \
-    "$BIN/Runner.Listener" "$d/listener.sh"
-}
-
-# GitHub Actions under ARC: the image's /etc/arc/hooks/job-started.sh (the
-# runner's hook) runs every file of job-started.d/ as "$hook" "$@".
-gha_arc_job() {
-  local d="$1"
-  mkdir -p "$d"
-  for p in started completed; do
-    cat > "$d/arc-job-$p.sh" <<EOF
-#!/usr/bin/env bash
-set -Eeuo pipefail
-for hook in "$HOOKS/github-actions/arc/job-$p.d"/*; do
-  "\$hook" "\$@"
-done
-EOF
-  done
-  GHA_STARTED="$d/arc-job-started.sh" GHA_COMPLETED="$d/arc-job-completed.sh" gha_job "$@"
-}
-
 # GitLab custom executor: gitlab-runner runs prepare_exec, then run_exec
 # once per stage as `run SCRIPT STAGE` (each in its own process group, in a
 # temporary directory), then cleanup_exec; job variables as CUSTOM_ENV_*;
@@ -342,25 +299,6 @@ expect_times() {  # CASE LINE-REGEX...
   done
 }
 
-rm -f "$T/fake.log"; gha_job "$T/A-gha" "exit 1"
-expect_call A-gha 1 "arg: --socket=$SOCK" "arg: register" "arg: gha-9001-2-build-node_7" \
-  "arg: --pid=ancestor:Runner.Worker" "arg: --owner=ancestor:Runner.Listener" \
-  "arg: --sweep_on_end=1s" "arg: --label=runner=github-actions"
-grep -q '^arg: --cookie=RUNNER_TRACKING_ID=github_' <<<"$(calls 1)" || fail "A-gha: no cookie"
-expect_ancestors A-gha 1 Runner.Worker Runner.Listener
-expect_call A-gha 2 "arg: finish" "arg: gha-9001-2-build-node_7" "arg: --no_wait"
-expect_times A-gha "^started rc=0" "^job rc=1" "^completed rc=0"
-expect_quiet A-gha
-pass "A github-actions: register/finish argv and ancestry"
-
-rm -f "$T/fake.log"; gha_arc_job "$T/A-arc" "exit 1"
-expect_call A-arc 1 "arg: register" "arg: gha-9001-2-build-node_7" "arg: --pid=ancestor:Runner.Worker"
-expect_ancestors A-arc 1 Runner.Worker Runner.Listener
-expect_call A-arc 2 "arg: finish" "arg: --no_wait"
-expect_times A-arc "^started rc=0" "^completed rc=0"
-expect_quiet A-arc
-pass "A github-actions ARC drop-ins"
-
 rm -f "$T/fake.log"; gitlab_custom_job "$T/A-glc" "exit 1"
 expect_call A-glc 1 "arg: register" "arg: gitlab-4242" "arg: --owner=ancestor:gitlab-runner" \
   "arg: --cookie=CI_JOB_ID=4242" "arg: --sweep_on_end=1s"
@@ -432,9 +370,6 @@ expect_why() {  # CASE: every hook's stderr is `runreaper: ...` lines only
 }
 show_times() { echo "   times $1: $(grep -o '^[a-z_ -]*\(rc=[0-9]* \)\?ms=[0-9]*' "$T/$1/times" | tr '\n' ';')"; }
 
-gha_job "$T/B-gha" "exit 1"
-expect_times B-gha "^started rc=0" "^completed rc=0"; expect_why B-gha; show_times B-gha
-head -1 "$T/B-gha/stderr" | sed 's/^/   e.g. /'
 gitlab_custom_job "$T/B-glc" "exit 1"
 expect_times B-glc "^prepare rc=0" "^cleanup rc=0"; expect_why B-glc; show_times B-glc
 for f in /proc/[0-9]*/cmdline; do
@@ -483,7 +418,7 @@ grep -q -- 'ancestor:' <<<"$reg_help" || missing="$missing register--pid=ancesto
 LEAK='setsid bash -c '"'"'echo $$ > "$LEAK_PID"; trap "" INT TERM HUP; exec sleep 1000'"'"' </dev/null >/dev/null 2>&1 &
 RUNREAPER_KEEP=1 setsid bash -c '"'"'echo $$ > "$KEEP_PID"; trap "" INT TERM HUP; exec sleep 1000'"'"' </dev/null >/dev/null 2>&1 &
 sleep 0.2; exit 1'
-C_CASES="gha gha_arc gitlab_custom gitlab_shell buildkite jenkins nomad"
+C_CASES="gitlab_custom gitlab_shell buildkite jenkins nomad"
 mkdir -p "$T/d"
 "$DAEMON_BIN" --socket="$T/d/s.sock" --db="$T/d/db" --scan_interval=1s \
   --sweep_interval=1s 2> "$T/d/log" &

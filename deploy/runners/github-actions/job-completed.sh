@@ -4,16 +4,27 @@
 # Runner.Worker runs it as `bash -e FILE` (ACTIONS_RUNNER_HOOK_JOB_COMPLETED)
 # after the job's last step, also when the job failed or was cancelled, and
 # waits for it. It publishes the end of the run job-started.sh registered
-# (same id, from the same variables) with `finish --no_wait`: it returns as
-# soon as the state is stored; runreaperd sweeps the run's leftovers after
-# the grace (--sweep_on_end). Always exits 0. See README.md beside this file.
+# (same id, run-id.sh, under the same Worker) with `finish --no_wait`: it
+# returns as soon as the state is stored; runreaperd sweeps the run's
+# leftovers after the grace (--sweep_on_end). Right after it the runner
+# SIGKILLs every process still carrying the job's RUNNER_TRACKING_ID.
+# Always exits 0. See README.md beside this file.
 # The helpers (rr_ctl, rr_id, rr_sweep_flag, rr_unit): common/lib.sh beside
-# this hook's folder (resolving a symlink to it), else the package's copy.
-rr_lib="$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../common/lib.sh"
+# this hook's folder (resolving a symlink to it), else the package's copy;
+# the run id (rr_gha_run_id): run-id.sh beside this hook, else the package's.
+rr_here="$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")"
+rr_lib="$rr_here/../common/lib.sh"
 [ -r "$rr_lib" ] || rr_lib="${RUNREAPER_RUNNERS_DIR:-/usr/share/runreaper/runners}/common/lib.sh"
 # shellcheck source=../common/lib.sh
 if [ ! -r "$rr_lib" ] || ! . "$rr_lib"; then
   echo "runreaper: cannot read $rr_lib (install the whole runners/ folder); job not tracked" >&2
+  exit 0
+fi
+rr_gha="$rr_here/run-id.sh"
+[ -r "$rr_gha" ] || rr_gha="${RUNREAPER_RUNNERS_DIR:-/usr/share/runreaper/runners}/github-actions/run-id.sh"
+# shellcheck source=run-id.sh
+if [ ! -r "$rr_gha" ] || ! . "$rr_gha"; then
+  echo "runreaper: cannot read $rr_gha (install the whole runners/ folder); job not tracked" >&2
   exit 0
 fi
 
@@ -21,6 +32,9 @@ if [ -z "${GITHUB_RUN_ID:-}" ]; then
   echo "runreaper: GITHUB_RUN_ID is not set (not run by the Actions runner?); nothing to finish" >&2
   exit 0
 fi
-id="$(rr_id "gha-${GITHUB_RUN_ID}-${GITHUB_RUN_ATTEMPT:-1}-${GITHUB_JOB:-job}-${RUNNER_NAME:-runner}")"
+if ! id="$(rr_gha_run_id)"; then
+  echo "runreaper: no RUNNER_TRACKING_ID and no Runner.Worker ancestor; job not tracked" >&2
+  exit 0
+fi
 rr_ctl finish "$id" --no_wait || true
 exit 0

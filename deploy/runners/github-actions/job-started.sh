@@ -6,20 +6,32 @@
 # workspace, before the job's first step, and waits for it: no timeout, a
 # non-zero exit fails the job. So this hook always exits 0 and returns fast.
 #
-# It registers the run gha-<GITHUB_RUN_ID>-<GITHUB_RUN_ATTEMPT>-<GITHUB_JOB>-<RUNNER_NAME>:
-# leader the Runner.Worker ancestor (one per job), owner the Runner.Listener
-# (the runner itself: if it dies, runreaperd ends the run), cookie
-# RUNNER_TRACKING_ID (the runner's own per-job cookie, matched exactly: an
-# empty one is never named), and --sweep_on_end: when the job completes or its
-# Worker dies, runreaperd sweeps what is left (RUNREAPER_KEEP=1 keeps a
-# process). See README.md beside this file.
+# It registers the run gha-<GITHUB_RUN_ID>-<GITHUB_RUN_ATTEMPT>-<GITHUB_JOB>-
+# <RUNNER_NAME>-<RUNNER_TRACKING_ID> (run-id.sh: one per job, matrix legs
+# included): leader the Runner.Worker ancestor (one per job), owner the
+# Runner.Listener (the runner itself: if it dies, runreaperd ends the run),
+# cookie RUNNER_TRACKING_ID (the runner's own per-job cookie, matched
+# exactly: an empty one is never named), and --sweep_on_end: when the job
+# completes or its Worker dies, runreaperd sweeps what is left. A process
+# kept past the job must be started with RUNNER_TRACKING_ID="" (or the
+# runner SIGKILLs it right after job-completed.sh) and RUNREAPER_KEEP=1 or a
+# lease (`runreaperctl keep`). See README.md beside this file.
 # The helpers (rr_ctl, rr_id, rr_sweep_flag, rr_unit): common/lib.sh beside
-# this hook's folder (resolving a symlink to it), else the package's copy.
-rr_lib="$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../common/lib.sh"
+# this hook's folder (resolving a symlink to it), else the package's copy;
+# the run id (rr_gha_run_id): run-id.sh beside this hook, else the package's.
+rr_here="$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")"
+rr_lib="$rr_here/../common/lib.sh"
 [ -r "$rr_lib" ] || rr_lib="${RUNREAPER_RUNNERS_DIR:-/usr/share/runreaper/runners}/common/lib.sh"
 # shellcheck source=../common/lib.sh
 if [ ! -r "$rr_lib" ] || ! . "$rr_lib"; then
   echo "runreaper: cannot read $rr_lib (install the whole runners/ folder); job not tracked" >&2
+  exit 0
+fi
+rr_gha="$rr_here/run-id.sh"
+[ -r "$rr_gha" ] || rr_gha="${RUNREAPER_RUNNERS_DIR:-/usr/share/runreaper/runners}/github-actions/run-id.sh"
+# shellcheck source=run-id.sh
+if [ ! -r "$rr_gha" ] || ! . "$rr_gha"; then
+  echo "runreaper: cannot read $rr_gha (install the whole runners/ folder); job not tracked" >&2
   exit 0
 fi
 
@@ -27,7 +39,10 @@ if [ -z "${GITHUB_RUN_ID:-}" ]; then
   echo "runreaper: GITHUB_RUN_ID is not set (not run by the Actions runner?); job not tracked" >&2
   exit 0
 fi
-id="$(rr_id "gha-${GITHUB_RUN_ID}-${GITHUB_RUN_ATTEMPT:-1}-${GITHUB_JOB:-job}-${RUNNER_NAME:-runner}")"
+if ! id="$(rr_gha_run_id)"; then
+  echo "runreaper: no RUNNER_TRACKING_ID and no Runner.Worker ancestor; job not tracked" >&2
+  exit 0
+fi
 args=(register "$id" --pid=ancestor:Runner.Worker --owner=ancestor:Runner.Listener
       "$(rr_sweep_flag)" --label=runner=github-actions)
 # An empty cookie would match every process that opted out: name it only when set.

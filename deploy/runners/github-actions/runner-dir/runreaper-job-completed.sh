@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# runreaper's job-completed hook as the runner's .env names it:
+#   ACTIONS_RUNNER_HOOK_JOB_COMPLETED=<runner directory>/runreaper-job-completed.sh
+# A copy kept in the runner's own directory (README.md "Install"), so that
+# it outlives the package: the runner fails every job whose hook file is
+# missing (actions/runner src/Runner.Worker/JobHookProvider.cs:49-52). It
+# runs the package's github-actions/job-completed.sh in this same shell (the
+# runner runs this file as `bash -e FILE`); once the package is gone it
+# says so in one line and exits 0.
+hook="${RUNREAPER_RUNNERS_DIR:-/usr/share/runreaper/runners}/github-actions/job-completed.sh"
+if [ ! -r "$hook" ]; then
+  echo "runreaper: $hook is gone (package removed?); job not tracked" >&2
+  exit 0
+fi
+# shellcheck source=../job-completed.sh
+. "$hook"
+exit 0
