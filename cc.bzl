@@ -9,7 +9,7 @@ the suite costs. A target whose copts are TEST_COPTS
 copts are COPTS takes //base/pch:lib; any other target none, since clang
 refuses a PCH built with other options than the file's. A target that
 depends on @system//:grpc takes the gRPC variant (grpc_test, grpc): the gRPC
-headers are half of what such a file costs (server/service.cc: 6.1 s of
+headers are half of what such a file costs (server/rpc/service.cc: 6.1 s of
 CPU with the lib PCH, 2.7 s with the gRPC one), and a third more for a file
 that does not include them.
 """

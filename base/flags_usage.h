@@ -9,7 +9,7 @@
 namespace runreaper::base {
 
 // Call once, before absl::ParseCommandLine. `main_file` is matched as a
-// substring of the file that defines a flag, e.g. "tools/load_main".
+// substring of the file that defines a flag, e.g. "tools/bench/load_main".
 void SetFlagsUsage(absl::string_view usage_message, const char* main_file);
 
 }  // namespace runreaper::base

@@ -9,7 +9,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 work="${TEST_TMPDIR:-$(mktemp -d)}/package"
 rm -rf "$work" && mkdir -p "$work"
 deb="$(tools/package.sh --out "$work/dist" --runreaperd server/runreaperd \
-         --runreaperctl tools/runreaperctl)"
+         --runreaperctl tools/ctl/runreaperctl)"
 [[ "$(basename "$deb")" =~ ^runreaper_[0-9][0-9.a-z~+-]*_amd64\.deb$ ]] || fail "name $deb"
 
 # lintian: no errors (warnings such as no-manual-page are allowed).

@@ -9,7 +9,7 @@
 // any other signal is delivered when the cgroup is thawed. A frozen cgroup
 // must therefore be thawed on every path (its processes would otherwise
 // never run again): callers thaw with absl::Cleanup, and runreaperd thaws
-// the cgroups of unswept runs at start (server/sweeper.h ThawLeftFrozen).
+// the cgroups of unswept runs at start (server/sweep/sweeper.h ThawLeftFrozen).
 //
 // Errors name the path and errno. UNIMPLEMENTED: the directory has no such
 // file (an old kernel, the root cgroup, or no pids controller).

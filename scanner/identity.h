@@ -72,7 +72,7 @@ struct Identity : ProcessRef {
   // For a leader registered from another PID namespace than runreaperd's
   // (docs/DESIGN.md "Runs from child PID namespaces"): the same process as
   // numbered in runreaperd's namespace, found at registration
-  // (server/leader_view.h ViewLeader); its start time and boot id are the leader's.
+  // (server/register/leader_view.h ViewLeader); its start time and boot id are the leader's.
   // host.pid == 0: not translated. The fields above stay as sent (pid,
   // pgid and sid inside the leader's namespace). Not sent by clients: a
   // record's only (IdentityOf of a v1::Run).

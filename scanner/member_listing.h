@@ -2,9 +2,9 @@
 // scanner/membership.h (ListMembers), re-listed until two listings agree
 // (ListStable), and the signallable targets of a listing (Targets), with the
 // observer that a listing is made by (SelfObserver: this process, and what it
-// must never signal). Used by the sweeper (server/sweeper.*), the lineage
+// must never signal). Used by the sweeper (server/sweep/sweeper.*), the lineage
 // listing (scanner/lineage_members.*) and `runreaperctl exec`
-// (tools/exec_run.*) for the lists their ladders (scanner/signal_ladder.h)
+// (tools/ctl/exec_run.*) for the lists their ladders (scanner/signal_ladder.h)
 // work on.
 #ifndef RUNREAPER_SCANNER_MEMBER_LISTING_H_
 #define RUNREAPER_SCANNER_MEMBER_LISTING_H_

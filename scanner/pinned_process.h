@@ -120,7 +120,7 @@ class PinnedProcess {
   static PinOutcome Open(const ProcFs& procfs, int pid, uint64_t start_time, uint64_t pidfs_id = 0);
 
   // Pins `pid` before a read its caller makes itself (registration reads
-  // more of the process than its stat, server/leader_view.h): Open without
+  // more of the process than its stat, server/register/leader_view.h): Open without
   // the stat read, so kPinned holds a pin whose start_time() is 0, the
   // process not verified yet; the other results are Open's for the pidfd
   // (kGone, kNotProcess, kNoDescriptor, kError). The pin's pidfs id is read

@@ -1,5 +1,5 @@
 // The SIGINT -> SIGTERM -> SIGKILL ladder over the members of runs, shared
-// by the sweeper (server/sweeper.*) and `runreaperctl exec` (tools/exec_run.*).
+// by the sweeper (server/sweep/sweeper.*) and `runreaperctl exec` (tools/ctl/exec_run.*).
 //
 // RunLadder sends Stage::kSigint to every target at once, waits up to
 // sigint_grace for all of them to drain (gone, pid recycled, or a zombie),
@@ -42,7 +42,7 @@
 namespace runreaper::scanner {
 
 // The ladder's stages, in the order they are sent. The numbers are what the
-// store keeps for a claimed stage (sweep_progress.stage, server/sweep_claims.*):
+// store keeps for a claimed stage (sweep_progress.stage, server/sweep/sweep_claims.*):
 // never renumber them.
 enum class Stage {
   kSigint = 1,

@@ -34,18 +34,18 @@
 #include "scanner/proc_events.h"
 #include "scanner/procfs.h"
 #include "server/daemon_loops.h"
-#include "server/daemon_self.h"
-#include "server/descriptors.h"
 #include "server/end_sweeps.h"
-#include "server/event_hub.h"
 #include "server/lineage_persist.h"
-#include "server/metrics.h"
-#include "server/peer_creds.h"
-#include "server/reconciler.h"
-#include "server/request_errors.h"
-#include "server/request_validation.h"
-#include "server/service.h"
-#include "server/sweeper.h"
+#include "server/metrics/metrics.h"
+#include "server/reconcile/reconciler.h"
+#include "server/register/request_validation.h"
+#include "server/rpc/event_hub.h"
+#include "server/rpc/peer_creds.h"
+#include "server/rpc/request_errors.h"
+#include "server/rpc/service.h"
+#include "server/self/daemon_self.h"
+#include "server/self/descriptors.h"
+#include "server/sweep/sweeper.h"
 #include "store/run_store.h"
 
 namespace runreaper::server {
@@ -396,7 +396,7 @@ absl::Status Daemon::Start() {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  // The unix socket is ours (server/peer_creds.h): every connection's
+  // The unix socket is ours (server/rpc/peer_creds.h): every connection's
   // SO_PEERCRED is recorded before gRPC sees it.
   ASSIGN_OR_RETURN(base::Fd unix_listen, ListenUnix(socket_, socket_gid));
   int tcp_port = 0;

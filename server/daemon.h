@@ -1,5 +1,5 @@
 // runreaperd: the daemon around the service. Startup (token file and
-// socket + lock file: server/tcp_access.h, server/socket_path.h; the store;
+// socket + lock file: server/rpc/tcp_access.h, server/socket_path.h; the store;
 // a first reconcile pass), the gRPC server on a unix socket (+ optional TCP
 // with a bearer token), the loops (exit watcher, periodic pass, pass deadline
 // -> health, periodic sweep: server/daemon_loops.h), and a clean stop on
@@ -18,9 +18,9 @@
 #include "base/fd.h"
 // The daemon's pieces, exposed for tests: PrepareSocketPath, MakeDirs,
 // ReadTokenFile.
+#include "server/register/uid_quota.h"
+#include "server/rpc/tcp_access.h"
 #include "server/socket_path.h"
-#include "server/tcp_access.h"
-#include "server/uid_quota.h"
 
 namespace runreaper::server {
 

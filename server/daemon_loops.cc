@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/log.h"
-#include "server/heap_trim.h"
+#include "server/self/heap_trim.h"
 
 namespace runreaper::server {
 

@@ -3,8 +3,8 @@
 // that were probed for want of one are watched again), the periodic reconcile
 // pass, the health monitor (a pass running longer than the deadline turns
 // health NOT_SERVING until a pass completes; so does running out of file
-// descriptors, until descriptors are free again: server/descriptors.h;
-// it also gives memory a burst freed back to the kernel: server/heap_trim.h),
+// descriptors, until descriptors are free again: server/self/descriptors.h;
+// it also gives memory a burst freed back to the kernel: server/self/heap_trim.h),
 // and,
 // when configured, the periodic sweep and, with a retention, the periodic
 // prune (at start, then every PruneInterval), and, with metrics on, the
@@ -23,11 +23,11 @@
 #include "absl/time/time.h"
 #include "scanner/exit_watcher.h"
 #include "scanner/stat_handles.h"
-#include "server/descriptors.h"
-#include "server/event_hub.h"
-#include "server/metrics.h"
-#include "server/reconciler.h"
-#include "server/sweeper.h"
+#include "server/metrics/metrics.h"
+#include "server/reconcile/reconciler.h"
+#include "server/rpc/event_hub.h"
+#include "server/self/descriptors.h"
+#include "server/sweep/sweeper.h"
 #include "store/run_store.h"
 
 namespace runreaper::server {

@@ -11,8 +11,8 @@
 #include "base/flags_usage.h"
 #include "base/log.h"
 #include "server/daemon.h"
-#include "server/request_validation.h"
-#include "server/uid_quota.h"
+#include "server/register/request_validation.h"
+#include "server/register/uid_quota.h"
 
 ABSL_FLAG(std::string, db, "./var/runreaper.db",
           "SQLite database file (its directory is created if missing).");

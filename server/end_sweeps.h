@@ -23,10 +23,10 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "runreaper/v1/runreaper.pb.h"
-#include "server/background_worker.h"
-#include "server/event_hub.h"
-#include "server/sweeper.h"
-#include "server/timers.h"
+#include "server/rpc/background_worker.h"
+#include "server/rpc/event_hub.h"
+#include "server/rpc/timers.h"
+#include "server/sweep/sweeper.h"
 #include "store/run_store.h"
 
 namespace runreaper::server {

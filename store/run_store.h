@@ -339,7 +339,7 @@ class RunStore {
   // without marking it swept; a sweep of several runs at once names each
   // run's SWEEP_FINISHED, while runs it found without members are marked
   // swept under one summary event). False for a RUNNING run. What WaitRun
-  // asks before it waits for a sweep (server/streams.h). One statement on
+  // asks before it waits for a sweep (server/rpc/streams.h). One statement on
   // the read connection, through events_by_run; NOT_FOUND for an unknown run.
   absl::StatusOr<bool> SweepClosedSinceEnd(absl::string_view run_id);
   // How many runs are in each state (states with none are absent) and how

@@ -12,7 +12,7 @@ namespace runreaper::store {
 namespace {
 
 // A run with the most labels a registration may carry: 64 keys of 63 bytes
-// and values of 256 (server/request_validation.h), about 20 KB.
+// and values of 256 (server/register/request_validation.h), about 20 KB.
 RunProto MaximalRun(const std::string& id, uint32_t registered_uid = 0) {
   RunProto r = MakeRun(id);
   r.clear_labels();

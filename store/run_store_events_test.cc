@@ -113,7 +113,7 @@ TEST_F(RunStoreTest, AppendAndListEvents) {
 
 // ---- sweep closed ----
 
-// WaitRun's question (server/streams.h): has the sweep due a terminal run
+// WaitRun's question (server/rpc/streams.h): has the sweep due a terminal run
 // closed since it ended? Only a SWEEP_FINISHED naming the run after its end,
 // or the run marked swept, says yes: a SWEEP_STARTED, another run's or a
 // run-less summary, or one written before the run ended, never does.

@@ -33,7 +33,7 @@ namespace runreaper::e2e {
 namespace {
 
 const char kDaemonPath[] = "server/runreaperd";
-const char kCtlPath[] = "tools/runreaperctl";
+const char kCtlPath[] = "tools/ctl/runreaperctl";
 
 std::vector<char*> Argv(std::vector<std::string>& args) {
   std::vector<char*> argv;

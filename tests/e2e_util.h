@@ -115,7 +115,7 @@ struct CtlResult {
   std::string err;
 };
 
-// Runs tools/runreaperctl with `args` and collects its output.
+// Runs tools/ctl/runreaperctl with `args` and collects its output.
 CtlResult RunCtl(const std::vector<std::string>& args, absl::Duration deadline = absl::Seconds(30));
 
 // A user to run runreaperctl as (e.g. nobody, 65534), with supplementary

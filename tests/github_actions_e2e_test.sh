@@ -37,7 +37,7 @@ set -uo pipefail
 R="$PWD"  # the runfiles root
 SRC_RUNNERS="$R/deploy/runners"
 REPLICA="$R/tests/replicas/github-actions"
-CTL_BIN="$R/tools/runreaperctl"
+CTL_BIN="$R/tools/ctl/runreaperctl"
 DAEMON_BIN="$R/server/runreaperd"
 RUNNER_USER=rr-gha-runner
 SOCK_GROUP=rr-gha-sock

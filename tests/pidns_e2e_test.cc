@@ -60,7 +60,7 @@ class PidNsE2ETest : public ::testing::Test {
   void SetUp() override {
     char cwd[4096];
     ASSERT_NE(::getcwd(cwd, sizeof(cwd)), nullptr);
-    ctl_ = absl::StrCat(cwd, "/tools/runreaperctl");
+    ctl_ = absl::StrCat(cwd, "/tools/ctl/runreaperctl");
     daemon_ =
         std::make_unique<Daemon>(dir_.path(), std::vector<std::string>{"--scan_interval=60s"});
     ASSERT_TRUE(daemon_->Start()) << daemon_->log();

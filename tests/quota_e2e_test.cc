@@ -41,7 +41,7 @@ namespace {
 constexpr char kSocketGroup[] = "rr-sock";
 
 // The most labels a registration may carry: 64 keys of 63 bytes with
-// values of 256 (server/request_validation.h), as --label flags: about
+// values of 256 (server/register/request_validation.h), as --label flags: about
 // 20 KB of labels.
 std::vector<std::string> MaximalLabels() {
   std::vector<std::string> flags;

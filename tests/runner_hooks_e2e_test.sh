@@ -25,7 +25,7 @@ set -uo pipefail
 
 R="$PWD"                                 # the runfiles root
 HOOKS="$R/deploy/runners"
-CTL_BIN="$R/tools/runreaperctl"
+CTL_BIN="$R/tools/ctl/runreaperctl"
 DAEMON_BIN="$R/server/runreaperd"
 T="$(mktemp -d /tmp/rrhooks.XXXXXX)"
 failures=0

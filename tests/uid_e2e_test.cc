@@ -390,7 +390,7 @@ TEST(UidE2ETest, NobodyInItsOwnPidNamespaceRegistersAndSweepsItsJobVerified) {
   ASSERT_NE(getcwd(cwd, sizeof(cwd)), nullptr);
   const std::string ctl = w + "/runreaperctl";  // the runfiles are root's
   {
-    std::ifstream in(absl::StrCat(cwd, "/tools/runreaperctl"), std::ios::binary);
+    std::ifstream in(absl::StrCat(cwd, "/tools/ctl/runreaperctl"), std::ios::binary);
     std::ofstream out(ctl, std::ios::binary | std::ios::trunc);
     out << in.rdbuf();
   }

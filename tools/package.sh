@@ -38,9 +38,9 @@ SRC="$(cd "$(dirname "$0")/.." && pwd)"
 [ -f "$SRC/deploy/systemd/runreaperd.service" ] || SRC="$PWD"
 
 if [ -z "$RUNREAPERD" ] || [ -z "$RUNREAPERCTL" ]; then
-  (cd "$SRC" && bazel build -c opt //server:runreaperd //tools:runreaperctl >&2)
+  (cd "$SRC" && bazel build -c opt //server:runreaperd //tools/ctl:runreaperctl >&2)
   RUNREAPERD="$SRC/bazel-bin/server/runreaperd"
-  RUNREAPERCTL="$SRC/bazel-bin/tools/runreaperctl"
+  RUNREAPERCTL="$SRC/bazel-bin/tools/ctl/runreaperctl"
 fi
 
 mkdir -p "$OUT"

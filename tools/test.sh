@@ -38,7 +38,7 @@ else
   # store's 100,000-run retention cases run in the normal build only: the
   # same code is under the sanitizers through run_store_retain_test, and at
   # that size one case took 220 s under ASan, the suite's longest test.
-  asan_query='tests(//base/... + //store/... + //tests/fuzz/...) + //scanner:proc_parse_test + //scanner:proc_events_test + //scanner:cgroup_path_test + //scanner:cgroup_pids_test + //scanner:identity_proto_test + //tools:ctl_args_test - //store:run_store_retain_load_test'
+  asan_query='tests(//base/... + //store/... + //tests/fuzz/...) + //scanner:proc_parse_test + //scanner:proc_events_test + //scanner:cgroup_path_test + //scanner:cgroup_pids_test + //scanner:identity_proto_test + //tools/ctl:ctl_args_test - //store:run_store_retain_load_test'
 fi
 
 targets=$(bazel query 'tests(//...)' 2>/dev/null)
@@ -47,7 +47,7 @@ targets=$(bazel query 'tests(//...)' 2>/dev/null)
 test_flags=(--nocache_test_results)
 # Only what the tests need is built: no per-library .so nobody links (56 s
 # of link processes in a fresh run's profile, though the run's wall time did
-# not change measurably). //tools:binaries_build_test keeps the benchmarks
+# not change measurably). :binaries_build_test keeps the benchmarks
 # no test runs building.
 test_flags+=(--build_tests_only)
 normal_patterns=(//...)

@@ -13,7 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "tests/fuzz/fuzz_check.h"
-#include "tools/ctl_args.h"
+#include "tools/ctl/ctl_args.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const absl::string_view text(reinterpret_cast<const char*>(data), size);
