@@ -10,10 +10,9 @@ COPTS = [
 ]
 
 # Test sources (cc_test and testonly helpers) compile at -O0: they are the
-# gtest- and gRPC-heavy translation units, where -O1 cost about a third more
-# compile time (tests/daemon_e2e_test.cc: 11.9 s at -O1, 8.7 s at -O0; under
-# ASan + UBSan the difference is larger), and a test body's speed is not what
-# it measures. The code under test keeps the build's -O1 (and benchmarks,
-# which are cc_binary targets, too). Target copts come after --copt, so
-# this -O0 wins for these files only.
+# gtest- and gRPC-heavy translation units, where -O1 costs more compile time
+# (docs/CONTRIBUTING.md "Build options"), and a test body's speed is not
+# what it measures. The code under test keeps the build's -O1 (and
+# benchmarks, which are cc_binary targets, too). Target copts come after
+# --copt, so this -O0 wins for these files only.
 TEST_COPTS = COPTS + ["-O0"]

@@ -10,8 +10,7 @@ declared headers (no linking), so every compile that names the PCH has it as
 an input and every header the PCH holds is declared.
 """
 
-load("@bazel_tools//tools/build_defs/cc:action_names.bzl", "CPP_COMPILE_ACTION_NAME")
-load("@bazel_tools//tools/cpp:toolchain_utils.bzl", "find_cpp_toolchain")
+load("//:cc_command.bzl", "cc_compile_command")
 
 def _precompiled_header_impl(ctx):
     deps = cc_common.merge_cc_infos(cc_infos = [d[CcInfo] for d in ctx.attr.deps])
@@ -21,53 +20,19 @@ def _precompiled_header_impl(ctx):
         # without it as their consumers need, and clang refuses a PCH whose
         # PIC/PIE level differs from the file's: no PCH (//:cc.bzl adds no
         # -include-pch there either). Every other mode compiles PIC only.
-        return [CcInfo(compilation_context = dctx)]
-    cc_toolchain = find_cpp_toolchain(ctx)
-    features = cc_common.configure_features(
-        ctx = ctx,
-        cc_toolchain = cc_toolchain,
-        requested_features = ctx.features,
-        unsupported_features = ctx.disabled_features,
-    )
+        return [CcInfo(compilation_context = dctx), DefaultInfo()]
     pch = ctx.actions.declare_file(ctx.label.name + ".pch")
-    variables = cc_common.create_compile_variables(
-        feature_configuration = features,
-        cc_toolchain = cc_toolchain,
-        user_compile_flags = ctx.fragments.cpp.copts + ctx.fragments.cpp.cxxopts + ctx.attr.copts,
-        source_file = ctx.file.hdr.path,
-        output_file = pch.path,
-        include_directories = dctx.includes,
-        quote_include_directories = depset(
-            [".", ctx.bin_dir.path, ctx.genfiles_dir.path],
-            transitive = [dctx.quote_includes],
-        ),
-        system_include_directories = dctx.system_includes,
-        preprocessor_defines = dctx.defines,
-        use_pic = True,
-    )
-    command = cc_common.get_memory_inefficient_command_line(
-        feature_configuration = features,
-        action_name = CPP_COMPILE_ACTION_NAME,
-        variables = variables,
-    )
-    compiler = cc_common.get_tool_for_action(
-        feature_configuration = features,
-        action_name = CPP_COMPILE_ACTION_NAME,
-    )
+    cmd = cc_compile_command(ctx, dctx, ctx.attr.copts, ctx.file.hdr, pch)
     ctx.actions.run(
-        executable = compiler,
+        executable = cmd.compiler,
         # The header as a C++ header; templates instantiated once here rather
         # than in every translation unit. No input mtimes in the PCH: Bazel
         # rebuilds it when a header's content changes, and a new checkout or
         # a touched lib.h with the same content must not fail every compile
         # with "has been modified since the precompiled header was built".
-        arguments = ["-x", "c++-header", "-fpch-instantiate-templates", "-Xclang", "-fno-pch-timestamp"] + command,
-        env = cc_common.get_environment_variables(
-            feature_configuration = features,
-            action_name = CPP_COMPILE_ACTION_NAME,
-            variables = variables,
-        ),
-        inputs = depset([ctx.file.hdr] + ctx.files.textual_hdrs, transitive = [dctx.headers, cc_toolchain.all_files]),
+        arguments = ["-x", "c++-header", "-fpch-instantiate-templates", "-Xclang", "-fno-pch-timestamp"] + cmd.arguments,
+        env = cmd.env,
+        inputs = depset([ctx.file.hdr] + ctx.files.textual_hdrs, transitive = [dctx.headers, cmd.toolchain_files]),
         outputs = [pch],
         mnemonic = "CppPrecompiledHeader",
         progress_message = "Precompiling %s" % ctx.file.hdr.short_path,
@@ -77,7 +42,11 @@ def _precompiled_header_impl(ctx):
         direct_cc_infos = [CcInfo(compilation_context = own)],
         cc_infos = [CcInfo(compilation_context = dctx)],
     )
-    return [CcInfo(compilation_context = merged.compilation_context)]
+    return [
+        CcInfo(compilation_context = merged.compilation_context),
+        # The .pch, for //:cc.bzl's `-include-pch $(execpath <this label>)`.
+        DefaultInfo(files = depset([pch])),
+    ]
 
 precompiled_header = rule(
     implementation = _precompiled_header_impl,

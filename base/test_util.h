@@ -190,7 +190,10 @@ inline int CountThreads(pid_t pid = 0) {
 // signalling code under test cannot reach past the test. Call first thing in
 // main(). Returns without exec'ing when already inside (`marker_env` is set,
 // or we are pid 1) or when unshare cannot be run; tests that signal must then
-// check getpid() == 1 and skip rather than signal on the host.
+// check getpid() == 1 and skip rather than signal on the host. Every test
+// so re-executed also has RUNREAPER_TEST_PRIVATE_PIDNS=1 in its environment:
+// what it runs reads it to start nothing there that must outlive the test
+// (tests/container_env.sh refuses to start dockerd under it).
 inline void ReexecInPrivatePidNamespace(int argc, char** argv, const char* marker_env) {
   if (getenv(marker_env) != nullptr || getpid() == 1) return;
   char self[PATH_MAX];
@@ -198,6 +201,7 @@ inline void ReexecInPrivatePidNamespace(int argc, char** argv, const char* marke
   if (n <= 0) return;
   self[n] = '\0';
   setenv(marker_env, "1", 1);
+  setenv("RUNREAPER_TEST_PRIVATE_PIDNS", "1", 1);
   std::vector<char*> args = {const_cast<char*>("unshare"), const_cast<char*>("--pid"),
                              const_cast<char*>("--fork"),  const_cast<char*>("--mount-proc"),
                              const_cast<char*>("--"),      self};

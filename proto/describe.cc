@@ -132,7 +132,7 @@ std::string DescribeEventChange(const v1::Event& e) {
   }
   if (!e.detail().empty()) absl::StrAppend(&out, ": ", e.detail());
   // The leader's observed exit (docs/DESIGN.md), then the owner's, after
-  // the detail so the line's start reads as before; apart from exit_code.
+  // the detail, so the line starts with the event itself; apart from exit_code.
   if (e.type() == v1::EVENT_TYPE_STATE_CHANGED) {
     absl::StrAppend(&out, ObservedText("observed", e.observed_exit()),
                     ObservedText("owner", e.owner_observed_exit()));

@@ -53,11 +53,11 @@ struct ProcessRef {
 
 // Whether two pidfs ids prove two different processes: both known (nonzero)
 // and different. An unknown id proves nothing (only the start time is
-// compared then, as before pidfs ids).
+// compared then).
 inline bool PidfsIdsDiffer(uint64_t a, uint64_t b) { return a != 0 && b != 0 && a != b; }
 
 // The identity a run record holds for its leader: the ProcessRef (a base,
-// so `identity.pid` reads as before and an Identity is usable wherever a
+// so `identity.pid` is the pid and an Identity is usable wherever a
 // ProcessRef is) plus what the leader led and was.
 struct Identity : ProcessRef {
   int pgid = 0;                 // process group at registration

@@ -605,12 +605,22 @@ TEST_F(LiveTest, DoubleForkSetsidEnvIExecIsStillADescendant) {
     return s.ok() && s->comm == "sleep" && s->ppid != l.pid;
   }));
   RunLineage lin;
-  ASSERT_TRUE(base::WaitFor([&] {
-    lin = tracker_->Members("run");
+  auto is_member = [&] {
     const std::vector<int> p = Pids(lin);
     return std::find(p.begin(), p.end(), sleeper) != p.end();
-  })) << "sleeper "
-      << sleeper << " not a member";
+  };
+  base::WaitFor([&] {
+    lin = tracker_->Members("run");
+    return is_member() || lin.gap;
+  });
+  // The proc connector drops events when the machine forks faster than
+  // the stream drains (a loaded suite run): the tracker must then say so
+  // (a gap), never silently miss the sleeper.
+  if (!is_member() && lin.gap) {
+    GTEST_SKIP() << "events lost under load, the run has a gap (" << lin.gap_reason
+                 << "): the descent rule was not exercised";
+  }
+  ASSERT_TRUE(is_member()) << "sleeper " << sleeper << " not a member, and no gap";
   const Descendant* d = nullptr;
   for (const Descendant& m : lin.members) {
     if (m.process.pid == sleeper) d = &m;

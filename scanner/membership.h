@@ -235,8 +235,13 @@ struct Member {
   // process found by a walk. Compared when it is pinned to be signalled.
   uint64_t pidfs_id = 0;
 
+  // Handed to a container runtime (server/sweep/container_handoff.h):
+  // podman's conmon or a process descending from it, stopped through podman
+  // and never signalled. Set by the sweep's listings, never by FindMembers.
+  bool handed = false;
+
   // A live member that the sweep may signal.
-  bool Signallable() const { return source != MatchSource::kNone && !zombie && !kept; }
+  bool Signallable() const { return source != MatchSource::kNone && !zombie && !kept && !handed; }
 };
 
 // The process a member names: pid and start time (every member of a listing

@@ -287,7 +287,7 @@ KeepValue ParseKeepValue(absl::string_view value) {
     return out;
   }
   // A bare number other than 1 is not a duration (absl wants a unit): it
-  // keeps nothing, as before leases.
+  // keeps nothing.
   absl::Duration d;
   if (value.size() <= 32 && absl::ParseDuration(value, &d) && d > absl::ZeroDuration() &&
       d != absl::InfiniteDuration()) {

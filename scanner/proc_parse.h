@@ -27,11 +27,11 @@ struct ProcStat {
   uint64_t start_time = 0;  // field 22, clock ticks since boot
 };
 
-// A zombie (Z) or dead (X, and x on old kernels) process: it has exited and
-// has nothing left to signal.
-inline bool HasExited(const ProcStat& stat) {
-  return stat.state == 'Z' || stat.state == 'X' || stat.state == 'x';
-}
+// Whether a process in state `state` (the letter of its stat or status
+// line) has exited: a zombie (Z) or dead (X, and x on old kernels), with
+// nothing left to signal.
+inline bool HasExited(char state) { return state == 'Z' || state == 'X' || state == 'x'; }
+inline bool HasExited(const ProcStat& stat) { return HasExited(stat.state); }
 
 // Parses a stat line. The comm field ends at the *last* ')'.
 absl::StatusOr<ProcStat> ParseStat(absl::string_view text);

@@ -42,7 +42,7 @@
 namespace runreaper::scanner {
 
 // The ladder's stages, in the order they are sent. The numbers are what the
-// store keeps for a claimed stage (sweep_progress.stage, server/sweep/sweep_claims.*):
+// store keeps for a claimed stage (sweep_progress.stage, server/sweep/sweep_hooks.*):
 // never renumber them.
 enum class Stage {
   kSigint = 1,

@@ -18,7 +18,7 @@
 // (none at a limit of 1,024 or less; read at every walk). The exit
 // watcher's pidfd budget leaves that share out (scanner/exit_watcher.h), so
 // kept descriptors never take one a pidfd, a socket or SQLite needs. Past
-// the bound the walk opens, reads and closes as before. A descriptor whose
+// the bound the walk opens, reads and closes each stat file. A descriptor whose
 // pid a walk no longer lists (the process was reaped) is closed at that
 // walk's end.
 //

@@ -33,10 +33,13 @@
 #include "scanner/lineage.h"
 #include "scanner/proc_events.h"
 #include "scanner/procfs.h"
+#include "server/containers/daemon_containers.h"
 #include "server/daemon_loops.h"
 #include "server/end_sweeps.h"
 #include "server/lineage_persist.h"
 #include "server/metrics/metrics.h"
+#include "server/pipes/pipe_watch.h"
+#include "server/pipes/step_watch.h"
 #include "server/reconcile/reconciler.h"
 #include "server/register/request_validation.h"
 #include "server/rpc/event_hub.h"
@@ -137,14 +140,26 @@ class Daemon {
   std::thread resume_;  // ResumeSweeps at start; joined by Stop
   std::unique_ptr<Reconciler> reconciler_;
   std::unique_ptr<Sweeper> sweeper_;
+  // The container proxies, their ledger, the watches and podman's binary
+  // (server/containers/daemon_containers.h); outlives the sweeper.
+  std::unique_ptr<containers::DaemonContainers> containers_;
   // Sweeps on end (registered sweep_on_end, or owner exited); subscribed to
   // the hub as end_sweeps_id_.
   std::shared_ptr<EndSweeps> end_sweeps_;
   int64_t end_sweeps_id_ = 0;
+  // Pipe holders of ended runs (the pipe-held fact, its release); subscribed
+  // as pipe_watch_id_.
+  std::shared_ptr<PipeWatch> pipe_watch_;
+  int64_t pipe_watch_id_ = 0;
   std::unique_ptr<scanner::LineageTracker> lineage_;  // null = lineage off
   // Environ verdicts per process until its exec (lineage on only): read by
   // ListOrphans, fed by proc_events_ (declared after it: stopped first).
   std::unique_ptr<scanner::EnvironCache> environ_cache_;
+  // Steps of running leaders whose output pipe a leftover holds (lineage on
+  // only): fed by proc_events_ (declared after it: stopped first),
+  // subscribed as step_watch_id_.
+  std::shared_ptr<StepWatch> step_watch_;
+  int64_t step_watch_id_ = 0;
   std::unique_ptr<scanner::ProcEventStream> proc_events_;
   std::unique_ptr<LineagePersister> lineage_store_;  // null = lineage off
   std::string lineage_off_;                          // why lineage is off ("" = on)
@@ -181,15 +196,25 @@ absl::Status Daemon::StartLineage() {
   const int rcvbuf = (*connector)->rcvbuf_bytes();
   lineage_ = std::make_unique<scanner::LineageTracker>(&procfs_);
   environ_cache_ = std::make_unique<scanner::EnvironCache>(CookieNames());
+  StepWatchOptions step_options;
+  step_options.metrics = &metrics_;
+  step_options.proc_root = procfs_.root();
+  step_options.lineage = lineage_.get();
+  // Notifies only after Start (below, once the hub runs): no step is
+  // watched before.
+  step_watch_ = std::make_shared<StepWatch>(
+      store_.get(), [this] { hub_->Notify(); }, step_options);
   proc_events_ = std::make_unique<scanner::ProcEventStream>(
       *std::move(connector), [this](const scanner::ProcConnector::Batch& b) {
         lineage_->Apply(b);
         environ_cache_->Apply(b);
+        step_watch_->Apply(b);
         metrics_.ProcEvents(static_cast<int64_t>(b.events.size()), b.lost ? 1 : 0);
         metrics_.SetRunsWithLineageGap(static_cast<int64_t>(lineage_->stats().runs_with_gap));
       });
   proc_events_->Start();
   sweeper_->SetLineage(lineage_.get());
+  containers_->SetLineage(lineage_.get());
   sweeper_->SetEnvironCache(environ_cache_.get());
   ASSIGN_OR_RETURN(std::vector<v1::Run> running, store_->ListRunning());
   ASSIGN_OR_RETURN(std::vector<v1::Run> unswept, store_->ListTerminalUnsweptWithoutLabels());
@@ -251,6 +276,7 @@ void Daemon::StopLineage() {
     }
   }
   proc_events_.reset();  // stops the drain thread before the tracker goes
+  step_watch_.reset();
 }
 
 absl::Status Daemon::Start() {
@@ -336,9 +362,16 @@ absl::Status Daemon::Start() {
     return lineage_ != nullptr && lineage_->LeaderExitMayCome(run_id);
   };
   reconciler_ = std::make_unique<Reconciler>(store_.get(), &procfs_, watcher_.get(), ropts);
+  ASSIGN_OR_RETURN(containers_,
+                   containers::DaemonContainers::Start(options_.containers, options_.podman_command,
+                                                       store_.get(), &procfs_));
+  // The sweep's container step and container leases act through these.
+  const containers::RuntimeMap runtimes = containers_->runtimes();
   SweeperOptions sweeper_options;
+  sweeper_options.podman = containers_->podman();
   sweeper_options.metrics = &metrics_;
   sweeper_options.self = self_.get();
+  sweeper_options.runtimes = runtimes;
   sweeper_ = std::make_unique<Sweeper>(store_.get(), &procfs_, sweeper_options);
   RETURN_IF_ERROR(StartLineage());
   hub_ = std::make_unique<EventHub>(store_.get());
@@ -357,6 +390,22 @@ absl::Status Daemon::Start() {
   end_sweeps_id_ = hub_->Subscribe(end_sweeps_);
   if (absl::Status s = end_sweeps_->Start(); !s.ok()) {
     base::LogError("sweep on end: ", s.ToString());
+  }
+  PipeWatchOptions pipe_options;
+  pipe_options.metrics = &metrics_;
+  pipe_options.proc_root = procfs_.root();
+  pipe_options.lineage = lineage_.get();  // null with lineage off
+  pipe_watch_ = std::make_shared<PipeWatch>(
+      store_.get(), sweeper_.get(), [this] { hub_->Notify(); }, pipe_options);
+  pipe_watch_id_ = hub_->Subscribe(pipe_watch_);
+  if (absl::Status s = pipe_watch_->Start(); !s.ok()) {
+    base::LogError("pipe holders: ", s.ToString());
+  }
+  if (step_watch_ != nullptr) {
+    step_watch_id_ = hub_->Subscribe(step_watch_);
+    if (absl::Status s = step_watch_->Start(); !s.ok()) {
+      base::LogError("step pipes: ", s.ToString());
+    }
   }
   for (const v1::Run& run : running) {
     if (absl::Status s = reconciler_->Watch(run); !s.ok()) {
@@ -384,9 +433,13 @@ absl::Status Daemon::Start() {
   sopts.watch_queue_bytes = options_.watch_queue_bytes;
   sopts.streams_per_uid = options_.streams_per_uid;
   sopts.daemon_status = [this] { return Status(); };
+  if (step_watch_ != nullptr) {
+    sopts.watch_steps = [this](const v1::Run& run) { step_watch_->Watch(run); };
+  }
   sopts.handler_threads = options_.handler_threads;
   sopts.cookie_names = CookieNames();
   sopts.max_lease = options_.max_lease;
+  sopts.container_runtimes = runtimes;
   sopts.uid_quota = options_.uid_quota;
   sopts.metrics = &metrics_;
   sopts.sweep_ladder_waits = sweeper_->LadderWaits();
@@ -499,6 +552,11 @@ void Daemon::Stop() {
     if (hub_ != nullptr) hub_->Unsubscribe(end_sweeps_id_);
     end_sweeps_.reset();  // pending timers dropped: the next start reschedules them
   }
+  if (step_watch_ != nullptr && hub_ != nullptr) hub_->Unsubscribe(step_watch_id_);
+  if (pipe_watch_ != nullptr) {
+    if (hub_ != nullptr) hub_->Unsubscribe(pipe_watch_id_);
+    pipe_watch_.reset();  // the next start follows the recorded stalls again
+  }
   if (service_ != nullptr) service_->WaitForBackgroundWork();
   server_.reset();
   acceptor_.reset();
@@ -507,7 +565,8 @@ void Daemon::Stop() {
   hub_.reset();
   reconciler_.reset();
   StopLineage();
-  sweeper_.reset();
+  sweeper_.reset();     // acts through containers_' runtime APIs
+  containers_.reset();  // before the store its ledger records into
   lineage_store_.reset();
   lineage_.reset();
   watcher_.reset();

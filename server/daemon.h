@@ -18,6 +18,7 @@
 #include "base/fd.h"
 // The daemon's pieces, exposed for tests: PrepareSocketPath, MakeDirs,
 // ReadTokenFile.
+#include "server/containers/container_support.h"
 #include "server/register/uid_quota.h"
 #include "server/rpc/tcp_access.h"
 #include "server/socket_path.h"
@@ -69,6 +70,10 @@ struct DaemonOptions {
   // The environment variable names a run may ask to be matched by
   // (--cookie_names, validated by main); empty = kDefaultCookieNames.
   std::vector<std::string> cookie_names;
+  // The podman binary a sweep stops and removes podman containers with,
+  // when their conmon is a run's member (--podman_command; docs/DESIGN.md
+  // "Containers"). "" or not executable at start = off.
+  std::string podman_command = "/usr/bin/podman";
   // The longest lease runreaperctl keep may ask for (--max_lease).
   absl::Duration max_lease = absl::Hours(24);
   // What a caller other than root may keep stored (--max_runs_per_uid,
@@ -77,6 +82,10 @@ struct DaemonOptions {
   // /proc/<pid>/stat descriptors kept between walks (--stat_handles,
   // scanner/stat_handles.h); 0 = none.
   size_t stat_handles = 8192;
+  // The container API proxies (--containers, --docker_socket,
+  // --podman_socket, --container_proxy_dir; docs/OPERATIONS.md
+  // "Containers").
+  containers::ContainerOptions containers;
 };
 
 // Serves until SIGTERM/SIGINT. Returns the process exit code (0 after a clean

@@ -264,6 +264,10 @@ void DaemonLoops::RunOneZombieCensus() {
     NoteFailure(figures.status(), "zombie census");
   }
   deps_.metrics->SetZombies(figures);
+  // Containers left behind, on the same tick (one store read).
+  absl::StatusOr<Metrics::ContainersLeft> left = deps_.sweeper->CountContainersLeft();
+  if (!left.ok()) base::LogError("containers left: ", left.status().ToString());
+  deps_.metrics->SetContainersLeft(left);
 }
 
 // Its own thread: a walk of /proc on a busy node takes tens of

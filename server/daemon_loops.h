@@ -94,7 +94,8 @@ class DaemonLoops {
   // the retention, stopped early by RequestStop; counted in Metrics.
   absl::StatusOr<store::PruneResult> RunOnePrune();
   // One zombie census as the zombie loop runs it (also for tests): the
-  // sweeper's CountZombies into Metrics::SetZombies; a failure is logged.
+  // sweeper's CountZombies into Metrics::SetZombies and its
+  // CountContainersLeft into SetContainersLeft; a failure is logged.
   void RunOneZombieCensus();
 
   DaemonLoops(const DaemonLoops&) = delete;

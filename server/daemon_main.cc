@@ -78,6 +78,22 @@ ABSL_FLAG(absl::Duration, zombie_interval, absl::Seconds(15),
           "pids.current / pids.max this often, for the runreaper_zombies, "
           "runreaper_run_zombies_max and runreaper_run_pids_usage_max gauges; "
           "0 = never (the gauges stay 0). runreaperctl orphans counts afresh.");
+ABSL_FLAG(std::string, containers, "auto",
+          "auto: proxy the container runtimes' API sockets that exist "
+          "(--docker_socket, --podman_socket), and each that appears later, "
+          "on <--container_proxy_dir>/docker.sock and podman.sock, attributing "
+          "every container, network and volume created through them to its "
+          "run (docs/OPERATIONS.md \"Containers\"); off: none.");
+ABSL_FLAG(std::string, docker_socket, "/var/run/docker.sock",
+          "dockerd's API socket the docker proxy forwards to; \"\" = none.");
+ABSL_FLAG(std::string, podman_socket, "/run/podman/podman.sock",
+          "podman's API socket (podman system service) the podman proxy "
+          "forwards to; \"\" = none.");
+ABSL_FLAG(std::string, container_proxy_dir, "/run/runreaper",
+          "Directory of the proxies' sockets (made 0755 when missing; must be "
+          "root's and writable by no one else). Each socket gets its runtime "
+          "socket's owner, group and mode. runreaperctl exec points CMD's "
+          "DOCKER_HOST at <dir>/docker.sock.");
 ABSL_FLAG(std::string, metrics, "",
           "Optional Prometheus endpoint host:port serving GET /metrics "
           "(e.g. 127.0.0.1:9464); empty = off.");
@@ -92,6 +108,12 @@ ABSL_FLAG(bool, lineage, true,
           "process that left the run's group, session and environment is "
           "still its member (MATCH_SOURCE_DESCENT). Unavailable = off, "
           "logged once; false = membership exactly as without lineage.");
+ABSL_FLAG(std::string, podman_command, "/usr/bin/podman",
+          "The podman binary (rootful) a sweep hands podman's conmons to: a "
+          "run's conmon that podman confirms is never signalled; its "
+          "container is stopped (the ladder's SIGTERM grace) and removed "
+          "through podman after the run's processes. \"\" = off: a conmon "
+          "is then an ordinary process. Off when not executable at start.");
 ABSL_FLAG(bool, pidfd_info, true,
           "Read each exited leader's exit status through its pidfd "
           "(PIDFD_INFO_EXIT, Linux >= 6.15; detected at start and logged). "
@@ -204,6 +226,7 @@ int main(int argc, char** argv) {
   options.retain = absl::GetFlag(FLAGS_retain);
   options.zombie_interval = absl::GetFlag(FLAGS_zombie_interval);
   options.lineage = absl::GetFlag(FLAGS_lineage);
+  options.podman_command = absl::GetFlag(FLAGS_podman_command);
   options.pidfd_info = absl::GetFlag(FLAGS_pidfd_info);
   options.pidfs_id = absl::GetFlag(FLAGS_pidfs_id);
   options.lineage_persist_interval = absl::GetFlag(FLAGS_lineage_persist_interval);
@@ -249,6 +272,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.streams_per_uid = static_cast<size_t>(absl::GetFlag(FLAGS_max_streams_per_uid));
+  const std::string containers = absl::GetFlag(FLAGS_containers);
+  if (containers != "auto" && containers != "off") {
+    fprintf(stderr, "runreaperd: --containers must be auto or off\n");
+    return 2;
+  }
+  options.containers.enabled = containers == "auto";
+  options.containers.docker_socket = absl::GetFlag(FLAGS_docker_socket);
+  options.containers.podman_socket = absl::GetFlag(FLAGS_podman_socket);
+  options.containers.proxy_dir = absl::GetFlag(FLAGS_container_proxy_dir);
   if (options.retain < absl::ZeroDuration()) {
     fprintf(stderr, "runreaperd: --retain must be >= 0 (0 keeps everything)\n");
     return 2;

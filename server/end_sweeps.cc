@@ -8,6 +8,7 @@
 #include "base/log.h"
 #include "base/status_macros.h"
 #include "proto/describe.h"
+#include "proto/proto_time.h"
 #include "store/run_state.h"
 
 namespace runreaper::server {
@@ -17,10 +18,6 @@ namespace {
 // and left for the next start (the run stays unswept, never forgotten).
 constexpr size_t kQueueLimit = 4096;
 
-absl::Duration DurationOf(const google::protobuf::Duration& d) {
-  return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
-}
-
 }  // namespace
 
 std::optional<absl::Time> EndSweepDue(const v1::Run& run) {
@@ -28,7 +25,7 @@ std::optional<absl::Time> EndSweepDue(const v1::Run& run) {
     return std::nullopt;
   }
   const absl::Time ended = run.has_ended_at() ? TimeOf(run.ended_at()) : absl::Now();
-  if (run.sweep_on_end()) return ended + DurationOf(run.sweep_grace());
+  if (run.sweep_on_end()) return ended + proto_time::DurationOf(run.sweep_grace());
   if (run.state() == v1::RUN_STATE_STALE && run.stale_reason() == v1::STALE_REASON_OWNER_EXITED) {
     return ended;
   }

@@ -2,7 +2,7 @@
 // inserted by SQL, and the fixture (a store file with a settable clock).
 // run_store_retain_test.cc has the cases that run under the sanitizers;
 // run_store_retain_load_test.cc the 100,000-run ones, in the normal build
-// only (under ASan + UBSan one of them alone took 220 s).
+// only (docs/CONTRIBUTING.md "Build options").
 #ifndef RUNREAPER_STORE_RETAIN_TEST_UTIL_H_
 #define RUNREAPER_STORE_RETAIN_TEST_UTIL_H_
 
@@ -10,12 +10,12 @@
 #include <memory>
 #include <string>
 
-#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "base/test_util.h"
 #include "gtest/gtest.h"
 #include "runreaper/v1/runreaper.pb.h"
+#include "store/old_runs_sql.h"
 #include "store/run_store.h"
 #include "store/store_test_util.h"
 
@@ -38,43 +38,10 @@ inline RunProto MakeRun(const std::string& id) {
 }
 
 // Inserts `n` FINISHED, swept runs ("old-1".."old-n") that ended at
-// `ended_at`, each with two labels and three events (REGISTERED,
-// STATE_CHANGED, SWEEP_FINISHED), by SQL on the file: registering 100,000
-// runs through the store's API would take most of a minute, and the rows
-// are what the API writes (tests of the API path use the store's clock).
+// `ended_at`, by SQL on the file (store/old_runs_sql.h; tests of the API
+// path use the store's clock).
 inline void InsertOldSweptRuns(const std::string& path, int n, absl::Time ended_at) {
-  const int64_t t = absl::ToUnixMicros(ended_at);
-  RawExec(path,
-          absl::StrCat(
-              "BEGIN;"
-              "WITH RECURSIVE k(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM k WHERE i < ",
-              n,
-              ") "
-              "INSERT INTO runs (run_id, pid, pgid, sid, pidns_inode, start_time_ticks, boot_id, "
-              "uid, comm, cgroup, keep, state, liveness, stale_reason, exit_code, "
-              "registered_at_us, last_seen_alive_at_us, ended_at_us, sweep_done) "
-              "SELECT 'old-' || i, 1000 + i % 30000, 1000 + i % 30000, 999, 4026531836, 12345, "
-              "'boot', 1000, 'job', '', 0, 2, 2, 0, 0, ",
-              t - 60000000, ", ", t - 1000000, ", ", t,
-              ", 1 FROM k;"
-              "INSERT INTO run_labels (seq, key, value) SELECT seq, 'queue', 'gpu' FROM runs "
-              "WHERE run_id GLOB 'old-*';"
-              "INSERT INTO run_labels (seq, key, value) SELECT seq, 'team', 'infra' FROM runs "
-              "WHERE run_id GLOB 'old-*';"
-              "INSERT INTO events (time_us, type, run_id, from_state, to_state, stale_reason, "
-              "exit_code, pid, signal, stage, result, detail) SELECT ",
-              t - 60000000,
-              ", 1, run_id, 0, 1, 0, NULL, 0, 0, '', '', '' FROM runs WHERE run_id GLOB 'old-*';"
-              "INSERT INTO events (time_us, type, run_id, from_state, to_state, stale_reason, "
-              "exit_code, pid, signal, stage, result, detail) SELECT ",
-              t,
-              ", 2, run_id, 1, 2, 0, 0, 0, 0, '', '', '' FROM runs WHERE run_id GLOB 'old-*';"
-              "INSERT INTO events (time_us, type, run_id, from_state, to_state, stale_reason, "
-              "exit_code, pid, signal, stage, result, detail) SELECT ",
-              t,
-              ", 5, run_id, 0, 0, 0, NULL, 0, 0, '', '', 'no members' FROM runs "
-              "WHERE run_id GLOB 'old-*';"
-              "COMMIT;"));
+  RawExec(path, OldSweptRunsSql("old-", n, ended_at));
 }
 
 class RetainTest : public ::testing::Test {

@@ -18,6 +18,7 @@
 #include "scanner/identity_proto.h"
 #include "store/page_token.h"
 #include "store/rows.h"
+#include "store/run_rows.h"
 #include "store/run_state.h"
 #include "store/run_store_impl.h"
 #include "store/schema.h"
@@ -93,6 +94,10 @@ std::string IdentityDifferenceOf(const v1::Run& a, const v1::Run& b) {
   if (a.keep() != b.keep()) return "keep";
   if (a.owner_pid() != b.owner_pid() || a.owner_start_time_ticks() != b.owner_start_time_ticks()) {
     return absl::StrCat("owner ", a.owner_pid(), " vs ", b.owner_pid());
+  }
+  if (a.release_pipes().seconds() != b.release_pipes().seconds() ||
+      a.release_pipes().nanos() != b.release_pipes().nanos()) {
+    return "release_pipes";
   }
   if (a.sweep_on_end() != b.sweep_on_end()) return "sweep_on_end";
   if (a.sweep_grace().seconds() != b.sweep_grace().seconds() ||
@@ -199,66 +204,7 @@ absl::StatusOr<v1::Run> RunStore::Register(
       RETURN_IF_ERROR(admit(usage));
     }
     const int64_t now = m.NowMicros();
-    {
-      ASSIGN_OR_RETURN(
-          ScopedStatement s,
-          m.db->Prepare("INSERT INTO runs (run_id, pid, pgid, sid, pidns_inode, "
-                        "start_time_ticks, boot_id, uid, comm, cgroup, keep, state, "
-                        "liveness, stale_reason, exit_code, registered_at_us, "
-                        "last_seen_alive_at_us, ended_at_us, sweep_done, registered_uid, "
-                        "identity_unverified, host_pid, host_pidns_inode, owner_pid, "
-                        "owner_start_time_ticks, owner_pidns_inode, owner_boot_id, "
-                        "owner_pgid, owner_sid, owner_uid, owner_comm, sweep_on_end, "
-                        "sweep_grace_us, cookies, pidfs_id, owner_pidfs_id, label_bytes, "
-                        "leader_alive_ticks) "
-                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?14, 0, "
-                        "NULL, ?13, ?13, NULL, 0, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, "
-                        "?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33)"));
-      s->BindText(1, run.run_id())
-          .BindInt(2, run.pid())
-          .BindInt(3, run.pgid())
-          .BindInt(4, run.sid())
-          .BindInt(5, static_cast<int64_t>(run.pidns_inode()))
-          .BindInt(6, static_cast<int64_t>(run.start_time_ticks()))
-          .BindText(7, run.boot_id())
-          .BindOptionalInt(8, run.has_uid() ? std::optional<int64_t>(run.uid()) : std::nullopt)
-          .BindText(9, run.comm())
-          .BindText(10, run.cgroup())
-          .BindInt(11, run.keep() ? 1 : 0)
-          .BindInt(12, v1::RUN_STATE_RUNNING)
-          .BindInt(13, now)
-          .BindInt(14, run.liveness())
-          .BindInt(15, run.registered_uid())
-          .BindInt(16, run.identity_unverified() ? 1 : 0)
-          .BindInt(17, run.host_pid() > 0 ? run.host_pid() : 0)
-          .BindInt(18, run.host_pid() > 0 ? static_cast<int64_t>(run.host_pidns_inode()) : 0);
-      const bool owned = run.owner_pid() > 0;
-      s->BindInt(19, owned ? run.owner_pid() : 0)
-          .BindInt(20, owned ? static_cast<int64_t>(run.owner_start_time_ticks()) : 0)
-          .BindInt(21, owned ? static_cast<int64_t>(run.owner_pidns_inode()) : 0)
-          .BindText(22, owned ? run.owner_boot_id() : std::string())
-          .BindInt(23, owned ? run.owner_pgid() : 0)
-          .BindInt(24, owned ? run.owner_sid() : 0)
-          .BindOptionalInt(25, owned && run.has_owner_uid()
-                                   ? std::optional<int64_t>(run.owner_uid())
-                                   : std::nullopt)
-          .BindText(26, owned ? run.owner_comm() : std::string())
-          .BindInt(27, run.sweep_on_end() ? 1 : 0)
-          .BindInt(28, run.sweep_on_end() ? run.sweep_grace().seconds() * 1000000 +
-                                                run.sweep_grace().nanos() / 1000
-                                          : 0)
-          .BindText(29, EncodeCookies(run))
-          .BindInt(30, static_cast<int64_t>(run.pidfs_id()))
-          .BindInt(31, owned ? static_cast<int64_t>(run.owner_pidfs_id()) : 0)
-          .BindInt(32, LabelBytes(run))
-          // Unset: NULL, no verified moment recorded (as a schema-14 run).
-          .BindOptionalInt(
-              33, run.has_leader_alive_ticks()
-                      ? std::optional<int64_t>(static_cast<int64_t>(run.leader_alive_ticks()))
-                      : std::nullopt);
-      RETURN_IF_ERROR(s->Run());
-    }
-    const int64_t seq = m.db->LastInsertRowid();
+    ASSIGN_OR_RETURN(const int64_t seq, InsertRunRow(*m.db, run, now, LabelBytes(run)));
     if (!run.labels().empty()) {
       ASSIGN_OR_RETURN(ScopedStatement s, m.db->Prepare("INSERT INTO run_labels (seq, key, value) "
                                                         "VALUES (?1, ?2, ?3)"));
@@ -401,7 +347,7 @@ absl::StatusOr<ListRunsPage> RunStore::List(const ListRunsQuery& query) {
 
   // ?1 after seq, ?2 limit, ?3 state, then ?4/?5, ?6/?7 ... key/value pairs.
   // Each label is one indexed probe of run_labels(key, value, seq).
-  std::string sql = absl::StrCat("SELECT ", kRunColumns, " FROM runs WHERE seq > ?1");
+  std::string sql = absl::StrCat("SELECT ", RunColumns(), " FROM runs WHERE seq > ?1");
   if (query.state != v1::RUN_STATE_UNSPECIFIED) sql += " AND state = ?3";
   for (size_t i = 0; i < query.labels.size(); ++i) {
     absl::StrAppend(&sql, " AND seq IN (SELECT seq FROM run_labels WHERE key = ?", 4 + 2 * i,
@@ -456,7 +402,7 @@ absl::StatusOr<std::vector<v1::Run>> RunStore::ListRunning() {
     ASSIGN_OR_RETURN(
         runs,
         Impl::QueryRuns(
-            d, absl::StrCat("SELECT ", kRunColumns, " FROM runs WHERE state = ?1 ORDER BY seq"),
+            d, absl::StrCat("SELECT ", RunColumns(), " FROM runs WHERE state = ?1 ORDER BY seq"),
             [](Statement& s) { s.BindInt(1, v1::RUN_STATE_RUNNING); }));
     return absl::OkStatus();
   }));

@@ -230,6 +230,22 @@ struct SweepProgress {
   std::optional<absl::Time> sent_at;  // when its signal was recorded sent
 };
 
+// One process's kill receipt, as the sweeps that signalled it recorded it
+// (sweep_receipts; RunStore::ClaimReceipts): the identity of one receipt
+// across overlapping sweeps.
+struct ReceiptKey {
+  std::string run_id;
+  int pid = 0;
+  uint64_t start_time_ticks = 0;
+};
+// What every sweep delivered to one process (signals whose result was SENT).
+struct SweepDelivery {
+  std::vector<int> stages;  // each stage delivered, ascending (1..3)
+  // The highest of `stages` (0 when none) and when it was delivered.
+  int stage = 0;
+  std::optional<absl::Time> delivered_at;
+};
+
 // One row of the freeze journal (RunStore::JournalFreeze; docs/STORE.md
 // "Freeze journal"): `holder` is about to freeze, or froze and has not yet
 // thawed, the cgroup directory `dir` for a stage of run_id's sweep.
@@ -245,7 +261,7 @@ struct FreezeEntry {
 class RunStore {
  public:
   static constexpr int kMaxPageSize = 1000;
-  static constexpr int kSchemaVersion = 15;
+  static constexpr int kSchemaVersion = 18;
 
   // Opens or creates the database at `path` (its directory must exist).
   // Refuses a schema newer than kSchemaVersion, a file that is not a SQLite
@@ -372,7 +388,7 @@ class RunStore {
   // "exit watcher") is the detail of each STATE_CHANGED event. Updates for
   // runs that are no longer RUNNING are skipped (applied = false), never an
   // error. No daemon path calls it (the reconciler uses ApplyPass): it is
-  // ApplyPass's baseline in the benchmarks (//tools:bench row (4),
+  // ApplyPass's baseline in the benchmarks (//tools/bench:bench row (4),
   // //store:run_store_bench), measured side by side, and the tests' way to
   // stage a liveness change.
   absl::StatusOr<std::vector<AppliedUpdate>> ApplyBatch(const std::vector<RunUpdate>& updates,
@@ -432,6 +448,19 @@ class RunStore {
   // (stage 0 and no times when none).
   absl::StatusOr<SweepProgress> GetSweepProgress(absl::string_view run_id, int pid,
                                                  uint64_t start_time_ticks);
+  // RecordSweepSignal of an event whose result is "SENT" also records the
+  // stage delivered to the process (pid > 0), whichever sweep sent it.
+  //
+  // The right to write each process's one RECEIPT event, taken for `keys`
+  // in one transaction: for each key, the deliveries every sweep recorded
+  // when this call is the first to take it, nullopt when another call took
+  // it already, or when a stage of that process is claimed, not yet
+  // recorded sent and younger than `stale_after` (another sweep is about to
+  // signal it: that sweep, which has the process in its ladder, writes the
+  // receipt). A caller that takes a key and then fails to append its
+  // receipt leaves the process without one, never with two.
+  absl::StatusOr<std::vector<std::optional<SweepDelivery>>> ClaimReceipts(
+      const std::vector<ReceiptKey>& keys, absl::Duration stale_after);
 
   // The freeze journal (store/run_store_freeze.cc): what sweeps froze and
   // have not thawed, across processes (the daemon and cron `--once`).
@@ -460,13 +489,66 @@ class RunStore {
   // with sweep_done unset), ordered by run registration, then pid.
   absl::StatusOr<std::vector<StoredDescendant>> ListDescendants();
 
+  // Pipe holders (store/run_store_pipes.cc; docs/ORPHANS.md "Pipe
+  // holders"). Records the run's pipe-held fact and its PIPE_HELD event (pid:
+  // the first holder; detail: every holder) in one transaction, and returns
+  // the run as stored. A run that already has one keeps it (the first
+  // finding stands: its `since` is when the stall began) and no event is
+  // written; `held` without holders is INVALID_ARGUMENT. NOT_FOUND naming
+  // the run for an unknown one.
+  absl::StatusOr<v1::Run> RecordPipeHeld(absl::string_view run_id, const v1::PipeHeld& held);
+
   // Leases (runreaperctl keep; docs/ORPHANS.md "Leases"). PutLease stores
-  // `lease` (pid, start time and boot id name the process; until, reason,
-  // leased_by_uid), replacing a lease of the same process, with created_at
-  // set to now; returns it as stored.
+  // `lease` (pid, start time and boot id name the process, or
+  // container_runtime + container_id a container, schema 18; until,
+  // reason, leased_by_uid), replacing a lease of the same process or
+  // container, with created_at set to now; returns it as stored.
   absl::StatusOr<v1::Lease> PutLease(const v1::Lease& lease);
-  // Every lease that has not ended at `at` (until > at), by pid.
+  // Every lease that has not ended at `at` (until > at): process leases by
+  // pid, then container leases by runtime and id.
   absl::StatusOr<std::vector<v1::Lease>> ListLeases(absl::Time at);
+
+  // Containers (store/run_store_containers.cc; schema 18; docs/STORE.md
+  // "Containers"): runtime objects recorded at creation, against a run or
+  // unattributed (run_id ""), keyed by (runtime, kind, id) once created
+  // and by their claim nonce before. A row outlives its run's retention
+  // only while it is LIVE or PENDING (an object left behind stays listed).
+  //
+  // Adds a PENDING row (row.claim set and unique, id "") and its
+  // CONTAINER_CREATED event is not written yet. ALREADY_EXISTS for a used
+  // claim; NOT_FOUND naming the run when row.run_id names no run.
+  absl::StatusOr<v1::Container> AddContainerClaim(const v1::Container& row);
+  // The PENDING row of `claim` becomes LIVE with `id` (and `name`), and its
+  // CONTAINER_CREATED event is written in the same transaction. With
+  // `unattributed_why` nonempty the row's run is cleared and its
+  // attribution says why. NOT_FOUND for an unknown claim; an id already
+  // recorded for (runtime, kind) keeps its first row (ALREADY_EXISTS).
+  // `attribution` nonempty (and no `unattributed_why`) replaces the row's
+  // attribution text ("claim": resolved after a restart by its label).
+  absl::StatusOr<v1::Container> SetContainerCreated(absl::string_view claim, absl::string_view id,
+                                                    absl::string_view name,
+                                                    absl::string_view unattributed_why,
+                                                    absl::string_view attribution = "");
+  // Records an object found without a claim (a podman container by its
+  // conmon, or an unattributed one seen by a listing): LIVE at once, with
+  // its CONTAINER_CREATED event; an existing (runtime, kind, id) row is
+  // returned unchanged.
+  absl::StatusOr<v1::Container> RecordContainer(const v1::Container& row);
+  // Drops the PENDING row of `claim` (no event). OK when there is none.
+  absl::Status DropContainerClaim(absl::string_view claim);
+  struct ContainerQuery {
+    std::string run_id;              // "" = any run (and unattributed)
+    bool unattributed_only = false;  // run_id "" rows only
+    // Empty = every state.
+    std::vector<v1::ContainerState> states;
+    int limit = 10000;
+  };
+  // Rows by creation order.
+  absl::StatusOr<std::vector<v1::Container>> ListContainers(const ContainerQuery& query);
+  // Stores a sweep's or a listing's outcome for one row (state, removed_at,
+  // detail) and `event` (CONTAINER_REMOVED / CONTAINER_KEPT, its container
+  // set from the row) in one transaction. NOT_FOUND for an unknown row.
+  absl::StatusOr<v1::Container> UpdateContainer(const v1::Container& row, const v1::Event& event);
 
   // Retention (docs/STORE.md "Retention"). Deletes every terminal run that
   // is swept clean (sweep_done) and ended before now - options.retain,

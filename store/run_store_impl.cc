@@ -13,17 +13,9 @@ constexpr char kInsertEvent[] =
     "stale_reason, exit_code, pid, signal, stage, result, detail, observed_kind, "
     "observed_code, observed_signal, observed_core, observed_at_us, observed_source, "
     "owner_observed_kind, owner_observed_code, owner_observed_signal, owner_observed_core, "
-    "owner_observed_at_us, owner_observed_source) "
+    "owner_observed_at_us, owner_observed_source, container) "
     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, "
-    "?19, ?20, ?21, ?22, ?23, ?24)";
-
-constexpr char kUpdateRun[] =
-    "UPDATE runs SET state = ?2, liveness = ?3, stale_reason = ?4, "
-    "exit_code = ?5, last_seen_alive_at_us = ?6, ended_at_us = ?7, observed_kind = ?8, "
-    "observed_code = ?9, observed_signal = ?10, observed_core = ?11, observed_at_us = ?12, "
-    "observed_source = ?13, owner_observed_kind = ?14, owner_observed_code = ?15, "
-    "owner_observed_signal = ?16, owner_observed_core = ?17, owner_observed_at_us = ?18, "
-    "owner_observed_source = ?19 WHERE seq = ?1";
+    "?19, ?20, ?21, ?22, ?23, ?24, ?25)";
 
 }  // namespace
 
@@ -207,9 +199,9 @@ absl::Status RunStore::Impl::ReadLabels(Database& d, int64_t seq, v1::Run* run) 
 absl::StatusOr<std::optional<StoredRun>> RunStore::Impl::Find(Database& d,
                                                               absl::string_view run_id) {
   // One statement for the run and its labels: one row per label (or one
-  // row with NULL key/value when it has none). kRunColumns come first.
+  // row with NULL key/value when it has none). RunColumns() come first.
   static const std::string* const kSql = new std::string(
-      absl::StrCat("SELECT ", kRunColumns,
+      absl::StrCat("SELECT ", RunColumns(),
                    ", l.key, l.value FROM runs LEFT JOIN run_labels AS l USING (seq) "
                    "WHERE run_id = ?1"));
   std::optional<StoredRun> found;
@@ -271,27 +263,16 @@ absl::StatusOr<int64_t> RunStore::Impl::InsertEvent(const v1::Event& e, int64_t 
       .BindText(12, e.detail());
   BindObservedExit(*s, 13, e.observed_exit());
   BindObservedExit(*s, 19, e.owner_observed_exit());
+  if (e.has_container()) {
+    s->BindBlob(25, e.container().SerializeAsString());
+  } else {
+    s->BindNull(25);
+  }
   RETURN_IF_ERROR(s->Run());
   return db->LastInsertRowid();
 }
 
-absl::Status RunStore::Impl::WriteRun(const StoredRun& r) {
-  ASSIGN_OR_RETURN(ScopedStatement s, db->Prepare(kUpdateRun));
-  const v1::Run& run = r.run;
-  s->BindInt(1, r.seq)
-      .BindInt(2, run.state())
-      .BindInt(3, run.liveness())
-      .BindInt(4, run.stale_reason())
-      .BindOptionalInt(5,
-                       run.has_exit_code() ? std::optional<int64_t>(run.exit_code()) : std::nullopt)
-      .BindInt(6, TimestampMicros(run.last_seen_alive_at()))
-      .BindOptionalInt(7, run.has_ended_at()
-                              ? std::optional<int64_t>(TimestampMicros(run.ended_at()))
-                              : std::nullopt);
-  BindObservedExit(*s, 8, run.observed_exit());
-  BindObservedExit(*s, 14, run.owner_observed_exit());
-  return s->Run();
-}
+absl::Status RunStore::Impl::WriteRun(const StoredRun& r) { return UpdateRunState(*db, r); }
 
 absl::Status RunStore::Impl::WriteLiveness(const StoredRun& r) {
   ASSIGN_OR_RETURN(ScopedStatement s, db->Prepare("UPDATE runs SET liveness = ?2, "

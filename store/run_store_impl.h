@@ -38,6 +38,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "store/rows.h"
+#include "store/run_rows.h"
 #include "store/run_store.h"
 #include "store/sqlite.h"
 
@@ -111,14 +112,14 @@ struct RunStore::Impl {
     return FindOrNotFound(*db, run_id);
   }
 
-  // Runs of a "SELECT kRunColumns ..." query, labels included (several
+  // Runs of a "SELECT RunColumns() ..." query, labels included (several
   // statements: call it inside one transaction).
   static absl::StatusOr<std::vector<StoredRun>> QueryRuns(
       Database& d, const std::string& sql, const std::function<void(Statement&)>& bind,
       bool with_labels = true);
 
   // The runs (labels included unless `with_labels` is false) of "SELECT
-  // kRunColumns FROM runs WHERE <where> ORDER BY seq", read in one
+  // RunColumns() FROM runs WHERE <where> ORDER BY seq", read in one
   // transaction on the read connection.
   absl::StatusOr<std::vector<v1::Run>> ReadRunsWhere(const std::string& where,
                                                      bool with_labels = true);

@@ -1,6 +1,7 @@
-// RunStore, leases: processes kept until a time (runreaperctl keep),
-// written through the group-commit writer, read by every listing and sweep
-// (one indexed query), deleted by retention once ended.
+// RunStore, leases: processes and containers kept until a time
+// (runreaperctl keep), written through the group-commit writer, read by
+// every listing and sweep (one indexed query per table), deleted by
+// retention once ended.
 #include <string>
 #include <vector>
 
@@ -19,6 +20,22 @@ absl::StatusOr<v1::Lease> RunStore::PutLease(const v1::Lease& lease) {
   RETURN_IF_ERROR(m.Write([&]() -> absl::Status {
     m.mu.AssertHeld();  // the writer thread runs it with mu held
     const int64_t now = m.NowMicros();
+    if (!lease.container_id().empty()) {
+      // A container lease (schema 18): one per runtime + full id, replaced.
+      ASSIGN_OR_RETURN(ScopedStatement c,
+                       m.db->Prepare("INSERT OR REPLACE INTO container_leases (runtime, "
+                                     "container_id, until_us, reason, leased_by_uid, "
+                                     "created_at_us) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"));
+      c->BindText(1, lease.container_runtime())
+          .BindText(2, lease.container_id())
+          .BindInt(3, TimestampMicros(lease.until()))
+          .BindText(4, lease.reason())
+          .BindInt(5, lease.leased_by_uid())
+          .BindInt(6, now);
+      RETURN_IF_ERROR(c->Run());
+      SetTimestamp(now, stored.mutable_created_at());
+      return absl::OkStatus();
+    }
     ASSIGN_OR_RETURN(ScopedStatement s,
                      m.db->Prepare("INSERT OR REPLACE INTO leases (pid, start_time_ticks, "
                                    "boot_id, until_us, reason, leased_by_uid, created_at_us) "
@@ -40,7 +57,7 @@ absl::StatusOr<v1::Lease> RunStore::PutLease(const v1::Lease& lease) {
 absl::StatusOr<std::vector<v1::Lease>> RunStore::ListLeases(absl::Time at) {
   Impl& m = *impl_;
   std::vector<v1::Lease> out;
-  RETURN_IF_ERROR(m.Read(false, [&](Database& d) -> absl::Status {
+  RETURN_IF_ERROR(m.Read(true, [&](Database& d) -> absl::Status {
     out.clear();
     ASSIGN_OR_RETURN(ScopedStatement q,
                      d.Prepare("SELECT pid, start_time_ticks, boot_id, until_us, reason, "
@@ -58,6 +75,23 @@ absl::StatusOr<std::vector<v1::Lease>> RunStore::ListLeases(absl::Time at) {
       l.set_reason(ProtoText(*q, 4));
       l.set_leased_by_uid(static_cast<uint32_t>(q->ColumnInt(5)));
       SetTimestamp(q->ColumnInt(6), l.mutable_created_at());
+      out.push_back(std::move(l));
+    }
+    ASSIGN_OR_RETURN(ScopedStatement c,
+                     d.Prepare("SELECT runtime, container_id, until_us, reason, leased_by_uid, "
+                               "created_at_us FROM container_leases WHERE until_us > ?1 "
+                               "ORDER BY runtime, container_id"));
+    c->BindInt(1, absl::ToUnixMicros(at));
+    while (true) {
+      ASSIGN_OR_RETURN(bool row, c->Step());
+      if (!row) break;
+      v1::Lease l;
+      l.set_container_runtime(ProtoText(*c, 0));
+      l.set_container_id(ProtoText(*c, 1));
+      SetTimestamp(c->ColumnInt(2), l.mutable_until());
+      l.set_reason(ProtoText(*c, 3));
+      l.set_leased_by_uid(static_cast<uint32_t>(c->ColumnInt(4)));
+      SetTimestamp(c->ColumnInt(5), l.mutable_created_at());
       out.push_back(std::move(l));
     }
     return absl::OkStatus();

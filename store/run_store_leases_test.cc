@@ -15,19 +15,6 @@
 namespace runreaper::store {
 namespace {
 
-v1::Run MakeRun(const std::string& id, int pid) {
-  v1::Run r;
-  r.set_run_id(id);
-  r.set_pid(pid);
-  r.set_pgid(pid);
-  r.set_sid(pid);
-  r.set_pidns_inode(4026531836ULL);
-  r.set_start_time_ticks(1000 + pid);
-  r.set_boot_id("boot");
-  r.set_comm("job");
-  return r;
-}
-
 v1::Lease MakeLease(int pid, absl::Time until, const std::string& reason) {
   v1::Lease l;
   l.set_pid(pid);
@@ -42,7 +29,7 @@ v1::Lease MakeLease(int pid, absl::Time until, const std::string& reason) {
 TEST(RunStoreCookiesTest, CookiesSurviveTheRoundTripAndAReopen) {
   base::TempDir dir("rr_cookies.");
   const std::string path = dir.path() + "/runs.db";
-  v1::Run run = MakeRun("c", 100);
+  v1::Run run = RunWithLeader("c", 100);
   v1::Cookie* a = run.add_cookies();
   a->set_name("RUNNER_TRACKING_ID");
   a->set_value("github_x=y");  // '=' in a value is kept
@@ -52,7 +39,7 @@ TEST(RunStoreCookiesTest, CookiesSurviveTheRoundTripAndAReopen) {
   {
     auto store = OpenStore(path);
     ASSERT_OK(store->Register(run));
-    ASSERT_OK(store->Register(MakeRun("plain", 200)));
+    ASSERT_OK(store->Register(RunWithLeader("plain", 200)));
   }
   auto store = OpenStore(path);
   ASSERT_OK_AND_ASSIGN(v1::Run got, store->Get("c"));

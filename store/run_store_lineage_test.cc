@@ -13,19 +13,6 @@
 namespace runreaper::store {
 namespace {
 
-v1::Run MakeRun(const std::string& id, int pid) {
-  v1::Run r;
-  r.set_run_id(id);
-  r.set_pid(pid);
-  r.set_pgid(pid);
-  r.set_sid(pid);
-  r.set_pidns_inode(4026531836ULL);
-  r.set_start_time_ticks(1000 + pid);
-  r.set_boot_id("boot");
-  r.set_comm("job");
-  return r;
-}
-
 class RunStoreLineageTest : public ::testing::Test {
  protected:
   void SetUp() override { path_ = tmp_.path() + "/runs.db"; }
@@ -37,8 +24,8 @@ class RunStoreLineageTest : public ::testing::Test {
 TEST_F(RunStoreLineageTest, RowsSurviveReopenUntilTheRunIsSwept) {
   {
     auto store = Open();
-    ASSERT_OK(store->Register(MakeRun("a", 100)));
-    ASSERT_OK(store->Register(MakeRun("b", 200)));
+    ASSERT_OK(store->Register(RunWithLeader("a", 100)));
+    ASSERT_OK(store->Register(RunWithLeader("b", 200)));
     ASSERT_OK(store->WriteDescendants({{"a", 101, 5001, 100},
                                        {"a", 102, 5002, 101},
                                        {"b", 201, 6001, 200},
@@ -73,7 +60,7 @@ TEST_F(RunStoreLineageTest, RowsSurviveReopenUntilTheRunIsSwept) {
 TEST_F(RunStoreLineageTest, DeletingARunDeletesItsRows) {
   {
     auto store = Open();
-    ASSERT_OK(store->Register(MakeRun("a", 100)));
+    ASSERT_OK(store->Register(RunWithLeader("a", 100)));
     ASSERT_OK(store->WriteDescendants({{"a", 101, 5001, 100}}, {}));
   }
   // What a retention prune does: the rows follow the run (ON DELETE
@@ -89,7 +76,7 @@ TEST_F(RunStoreLineageTest, DeletingARunDeletesItsRows) {
 TEST_F(RunStoreLineageTest, MigratesASchemaTwoFile) {
   {
     auto store = Open();
-    ASSERT_OK(store->Register(MakeRun("a", 100)));
+    ASSERT_OK(store->Register(RunWithLeader("a", 100)));
   }
   // Later migrations' additions go too (3 -> 4: the runs_prunable index;
   // 4 -> 5: the runs columns registered_uid and identity_unverified).

@@ -311,7 +311,7 @@ TEST_F(RunStoreTest, MigratesASchemaOneFile) {
     ASSERT_OK_AND_ASSIGN(bool c, store->ClaimSweepStage("r1", 100, 9, 3));
     ASSERT_TRUE(c);
   }
-  // Schema 1 is today's schema without what later migrations added:
+  // Schema 1 is the current schema without what later migrations added:
   // sweep_progress.sent_at_us (1 -> 2), run_descendants (2 -> 3), the
   // runs_prunable index (3 -> 4) and the runs columns registered_uid and
   // identity_unverified (4 -> 5) and host_pid/host_pidns_inode (5 -> 6);
@@ -392,7 +392,7 @@ TEST_F(RunStoreTest, HostPidRoundTrips) {
 }
 
 // A schema-5 file gains host_pid and host_pidns_inode, 0 for its runs (not
-// translated, as every run was before).
+// translated: a schema-5 run never was).
 TEST_F(RunStoreTest, MigratesASchemaFiveFile) {
   {
     auto store = OpenOrDie();
@@ -517,7 +517,7 @@ TEST_F(RunStoreTest, MigratesASchemaEightFile) {
 }
 
 // A schema-9 file: its runs get pidfs ids 0 (unknown: only their start
-// times are compared, as before), and new ones are stored.
+// times are compared), and new ones are stored.
 TEST_F(RunStoreTest, MigratesASchemaNineFile) {
   {
     auto store = OpenOrDie();

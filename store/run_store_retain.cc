@@ -20,9 +20,10 @@ namespace {
 
 // Every table other than `runs` that holds rows of one run, keyed by the
 // run's id: Prune deletes a run's rows from each of these, in this order,
-// before the run itself (sweep_progress references runs(run_id) without a
-// cascade, so its rows must go first; run_descendants' cascade would take
-// its rows anyway, listed all the same so this is the whole list). run_labels
+// before the run itself (sweep_progress and sweep_receipts reference
+// runs(run_id) without a cascade, so their rows must go first;
+// run_descendants' cascade would take its rows anyway, listed all the same
+// so this is the whole list). run_labels
 // is keyed by runs.seq and goes with the run by ON DELETE CASCADE. A new
 // per-run table is one more line here.
 struct PerRunTable {
@@ -30,9 +31,10 @@ struct PerRunTable {
   const char* run_id_column;
 };
 constexpr PerRunTable kPerRunTables[] = {
-    {"events", "run_id"},
-    {"sweep_progress", "run_id"},
+    {"events", "run_id"},          {"sweep_progress", "run_id"},
+    {"sweep_receipts", "run_id"},   // schema 16
     {"run_descendants", "run_id"},  // durable lineage (schema 3)
+    {"containers", "run_id"},       // schema 18: only REMOVED / GONE rows remain
 };
 
 // The deleting statement for each of kPerRunTables, same order.
@@ -50,9 +52,13 @@ const std::vector<std::string>& PerRunDeletes() {
 // The runs Prune may delete, oldest end first: answered from the partial
 // index runs_prunable (ended_at_us WHERE sweep_done = 1), which holds only
 // terminal runs; `state != 1` says it again.
+// A run with a LIVE (2) or PENDING (1) container row is never deleted: an
+// object left behind stays listed with its run (containers_by_run answers
+// the check).
 constexpr char kSelectPrunable[] =
     "SELECT seq, run_id FROM runs WHERE sweep_done = 1 AND ended_at_us < ?1 "
-    "AND state != 1 ORDER BY ended_at_us LIMIT ?2";
+    "AND state != 1 AND NOT EXISTS (SELECT 1 FROM containers c "
+    "WHERE c.run_id = runs.run_id AND c.state IN (1, 2)) ORDER BY ended_at_us LIMIT ?2";
 
 // Run-less events (sweep and prune summaries) in log order, from the
 // events_by_run index; their times are checked one by one (the log is in
@@ -161,6 +167,18 @@ absl::StatusOr<PruneResult> RunStore::Prune(const PruneOptions& options) {
       d->BindInt(1, cutoff_us);
       RETURN_IF_ERROR(d->Run());
       result.leases = m.db->Changes();
+      ASSIGN_OR_RETURN(ScopedStatement c,
+                       m.db->Prepare("DELETE FROM container_leases WHERE until_us < ?1"));
+      c->BindInt(1, cutoff_us);
+      RETURN_IF_ERROR(c->Run());
+      result.leases += m.db->Changes();
+      // Unattributed rows have no run to go with: they go once REMOVED or
+      // GONE (3, 4) before the cutoff.
+      ASSIGN_OR_RETURN(ScopedStatement u,
+                       m.db->Prepare("DELETE FROM containers WHERE run_id = '' AND "
+                                     "state IN (3, 4) AND removed_us < ?1"));
+      u->BindInt(1, cutoff_us);
+      RETURN_IF_ERROR(u->Run());
       return absl::OkStatus();
     }));
 

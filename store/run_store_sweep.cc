@@ -2,6 +2,7 @@
 // the per-process stage claims that keep concurrent or restarted sweeps from
 // going back down the signal ladder.
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,7 +22,7 @@ absl::StatusOr<std::vector<v1::Run>> RunStore::Impl::ReadRunsWhere(const std::st
   std::vector<StoredRun> runs;
   RETURN_IF_ERROR(Read(true, [&](Database& d) -> absl::Status {
     ASSIGN_OR_RETURN(runs, QueryRuns(d,
-                                     absl::StrCat("SELECT ", kRunColumns, " FROM runs WHERE ",
+                                     absl::StrCat("SELECT ", RunColumns(), " FROM runs WHERE ",
                                                   where, " ORDER BY seq"),
                                      nullptr, with_labels));
     return absl::OkStatus();
@@ -264,10 +265,87 @@ absl::StatusOr<int64_t> RunStore::RecordSweepSignal(absl::string_view run_id, in
         .BindInt(4, stage)
         .BindInt(5, now);
     RETURN_IF_ERROR(s->Run());
+    if (pid > 0 && event.result() == "SENT") {
+      // Delivered: its bit, and the highest stage with its time (SQLite
+      // evaluates every SET expression against the row as it was).
+      ASSIGN_OR_RETURN(
+          ScopedStatement d,
+          m.db->Prepare("INSERT INTO sweep_receipts (run_id, pid, start_time_ticks, "
+                        "delivered_stages, delivered_stage, delivered_at_us, written) "
+                        "VALUES (?1, ?2, ?3, 1 << (?4 - 1), ?4, ?5, 0) "
+                        "ON CONFLICT (run_id, pid, start_time_ticks) DO UPDATE SET "
+                        "delivered_stages = delivered_stages | excluded.delivered_stages, "
+                        "delivered_at_us = CASE WHEN excluded.delivered_stage >= "
+                        "delivered_stage THEN excluded.delivered_at_us ELSE delivered_at_us END, "
+                        "delivered_stage = max(delivered_stage, excluded.delivered_stage)"));
+      d->BindText(1, run_id)
+          .BindInt(2, pid)
+          .BindInt(3, static_cast<int64_t>(start_time_ticks))
+          .BindInt(4, stage)
+          .BindInt(5, now);
+      RETURN_IF_ERROR(d->Run());
+    }
     ASSIGN_OR_RETURN(id, m.InsertEvent(event, now));
     return absl::OkStatus();
   }));
   return id;
+}
+
+absl::StatusOr<std::vector<std::optional<SweepDelivery>>> RunStore::ClaimReceipts(
+    const std::vector<ReceiptKey>& keys, absl::Duration stale_after) {
+  std::vector<std::optional<SweepDelivery>> out;
+  if (keys.empty()) return out;
+  Impl& m = *impl_;
+  RETURN_IF_ERROR(m.Write([&]() -> absl::Status {
+    m.mu.AssertHeld();  // the writer thread runs it with mu held
+    out.assign(keys.size(), std::nullopt);
+    const int64_t now = m.NowMicros();
+    const int64_t fresh_after =
+        stale_after == absl::InfiniteDuration()
+            ? std::numeric_limits<int64_t>::min()
+            : now - absl::ToInt64Microseconds(std::max(stale_after, absl::ZeroDuration()));
+    // A claim not yet recorded sent and younger than the lease: its sweep
+    // is between claim and signal, and writes the receipt itself.
+    ASSIGN_OR_RETURN(ScopedStatement in_flight,
+                     m.db->Prepare("SELECT count(*) FROM sweep_progress WHERE run_id = ?1 AND "
+                                   "pid = ?2 AND start_time_ticks = ?3 AND sent_at_us IS NULL "
+                                   "AND updated_at_us > ?4"));
+    ASSIGN_OR_RETURN(ScopedStatement take,
+                     m.db->Prepare("INSERT INTO sweep_receipts (run_id, pid, start_time_ticks, "
+                                   "delivered_stages, delivered_stage, delivered_at_us, written) "
+                                   "VALUES (?1, ?2, ?3, 0, 0, NULL, 1) "
+                                   "ON CONFLICT (run_id, pid, start_time_ticks) DO UPDATE SET "
+                                   "written = 1 WHERE written = 0"));
+    ASSIGN_OR_RETURN(ScopedStatement read,
+                     m.db->Prepare("SELECT delivered_stages, delivered_stage, delivered_at_us "
+                                   "FROM sweep_receipts WHERE run_id = ?1 AND pid = ?2 AND "
+                                   "start_time_ticks = ?3"));
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const ReceiptKey& k = keys[i];
+      const auto start = static_cast<int64_t>(k.start_time_ticks);
+      in_flight->Reset();
+      in_flight->BindText(1, k.run_id).BindInt(2, k.pid).BindInt(3, start).BindInt(4, fresh_after);
+      ASSIGN_OR_RETURN(bool row, in_flight->Step());
+      if (row && in_flight->ColumnInt(0) > 0) continue;
+      take->Reset();
+      take->BindText(1, k.run_id).BindInt(2, k.pid).BindInt(3, start);
+      RETURN_IF_ERROR(take->Run());
+      if (m.db->Changes() != 1) continue;  // another sweep's receipt
+      read->Reset();
+      read->BindText(1, k.run_id).BindInt(2, k.pid).BindInt(3, start);
+      ASSIGN_OR_RETURN(row, read->Step());
+      SweepDelivery& d = out[i].emplace();
+      if (!row) continue;
+      const int64_t stages = read->ColumnInt(0);
+      for (int s = 1; s <= 3; ++s) {
+        if ((stages & (int64_t{1} << (s - 1))) != 0) d.stages.push_back(s);
+      }
+      d.stage = static_cast<int>(read->ColumnInt(1));
+      if (!read->ColumnIsNull(2)) d.delivered_at = absl::FromUnixMicros(read->ColumnInt(2));
+    }
+    return absl::OkStatus();
+  }));
+  return out;
 }
 
 absl::StatusOr<SweepProgress> RunStore::GetSweepProgress(absl::string_view run_id, int pid,

@@ -121,8 +121,8 @@ ALTER TABLE runs ADD COLUMN identity_unverified INTEGER NOT NULL DEFAULT 0;
     // numbered in runreaperd's PID namespace (host_pidns_inode), found at
     // registration for a leader sent from another namespace that runreaperd
     // could see; pid, pgid and sid stay as sent. 0 = not translated, which
-    // is what every run of schema 5 was (such runs keep having no
-    // verifiable members, as before).
+    // is what every run of schema 5 was (such runs have no verifiable
+    // members).
     R"sql(
 ALTER TABLE runs ADD COLUMN host_pid INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE runs ADD COLUMN host_pidns_inode INTEGER NOT NULL DEFAULT 0;
@@ -185,7 +185,7 @@ CREATE INDEX leases_by_end ON leases(until_us);
     // 9 -> 10: the pidfs inode ids of a run's leader and owner
     // (Run.pidfs_id, owner_pidfs_id: fstat(pidfd).st_ino on Linux >= 6.9),
     // compared wherever the start time is. 0 = unknown, which is what every
-    // run of schema 9 has: only their start times are compared, as before.
+    // run of schema 9 has: only their start times are compared.
     R"sql(
 ALTER TABLE runs ADD COLUMN pidfs_id INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE runs ADD COLUMN owner_pidfs_id INTEGER NOT NULL DEFAULT 0;
@@ -287,6 +287,79 @@ CREATE TABLE freeze_journal (
     // then. The registrar always records one (0 = never verified).
     R"sql(
 ALTER TABLE runs ADD COLUMN leader_alive_ticks INTEGER;
+)sql",
+    // 15 -> 16: sweep_receipts, per process of a run that sweeps signalled:
+    // every stage delivered to it by any sweep (a bit per stage, 1 << (stage
+    // - 1)), the highest and when it was delivered, and whether its one
+    // RECEIPT event was claimed (RunStore::ClaimReceipts). A table of its
+    // own, created only when missing, so a file whose later migrations are
+    // undone and run again keeps it.
+    R"sql(
+CREATE TABLE IF NOT EXISTS sweep_receipts (
+  run_id           TEXT    NOT NULL REFERENCES runs(run_id),
+  pid              INTEGER NOT NULL,
+  start_time_ticks INTEGER NOT NULL,
+  delivered_stages INTEGER NOT NULL,
+  delivered_stage  INTEGER NOT NULL,
+  delivered_at_us  INTEGER,
+  written          INTEGER NOT NULL,
+  PRIMARY KEY (run_id, pid, start_time_ticks)
+) WITHOUT ROWID;
+)sql",
+    // 16 -> 17: pipe holders (docs/ORPHANS.md "Pipe holders"). The leader's
+    // output pipes as registered (pipefs inodes; 0 = not a pipe), the grace
+    // after which their holders are released (0 = never), and the
+    // pipe-held fact as a serialized v1::PipeHeld (NULL = none). 0 and NULL
+    // for a run a schema-16 daemon stored: it recorded no pipes.
+    R"sql(
+ALTER TABLE runs ADD COLUMN stdout_pipe INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN stderr_pipe INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN release_pipes_us INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN pipe_held BLOB;
+)sql",
+    // 17 -> 18: containers (docs/STORE.md "Containers"). A row per runtime
+    // object (container, network, volume) recorded at creation: PENDING
+    // under its claim nonce (id '') until the runtime answers, then LIVE
+    // with its id; REMOVED or GONE once a sweep or a listing saw it go.
+    // run_id '' = unattributed; not a foreign key, since such rows have no
+    // run (Prune deletes a run's rows with it, and keeps a run that has a
+    // LIVE or PENDING row). container_leases: a container kept until
+    // until_us (one per runtime + full id: a new lease replaces it).
+    // events.container: a CONTAINER_* event's object, a serialized
+    // v1::Container (NULL for every other event and every older one).
+    R"sql(
+CREATE TABLE containers (
+  row_id                   INTEGER PRIMARY KEY AUTOINCREMENT,
+  runtime                  TEXT    NOT NULL,
+  kind                     TEXT    NOT NULL,
+  id                       TEXT    NOT NULL,
+  name                     TEXT    NOT NULL,
+  run_id                   TEXT    NOT NULL,
+  attribution              TEXT    NOT NULL,
+  creator_pid              INTEGER NOT NULL,
+  creator_start_time_ticks INTEGER NOT NULL,
+  creator_uid              INTEGER NOT NULL,
+  run_uid                  INTEGER NOT NULL,
+  created_us               INTEGER NOT NULL,
+  state                    INTEGER NOT NULL,
+  removed_us               INTEGER,
+  detail                   TEXT    NOT NULL,
+  claim                    TEXT    UNIQUE
+);
+CREATE UNIQUE INDEX containers_by_object ON containers(runtime, kind, id) WHERE id != '';
+CREATE INDEX containers_by_run ON containers(run_id, state);
+CREATE INDEX containers_by_state ON containers(state, run_id);
+CREATE TABLE container_leases (
+  runtime       TEXT    NOT NULL,
+  container_id  TEXT    NOT NULL,
+  until_us      INTEGER NOT NULL,
+  reason        TEXT    NOT NULL,
+  leased_by_uid INTEGER NOT NULL,
+  created_at_us INTEGER NOT NULL,
+  PRIMARY KEY (runtime, container_id)
+) WITHOUT ROWID;
+CREATE INDEX container_leases_by_end ON container_leases(until_us);
+ALTER TABLE events ADD COLUMN container BLOB;
 )sql",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kVersion,

@@ -17,7 +17,7 @@ namespace runreaper::store::schema {
 // The schema version the migrations produce (PRAGMA user_version). To change
 // the schema, append a migration in schema.cc and bump this (and
 // RunStore::kSchemaVersion, which must equal it).
-inline constexpr int kVersion = 15;
+inline constexpr int kVersion = 18;
 
 // Opens (creating it if missing) the read-write connection to the store file
 // at `path` and brings it to kVersion: refuses a directory, a non-regular

@@ -87,6 +87,15 @@ Statement& Statement::BindText(int index, absl::string_view value) {
   return *this;
 }
 
+Statement& Statement::BindBlob(int index, absl::string_view value) {
+  const int rc = sqlite3_bind_blob64(stmt_, index, value.data(), value.size(), SQLITE_TRANSIENT);
+  if (rc != SQLITE_OK && bind_rc_ == SQLITE_OK) {
+    bind_rc_ = rc;
+    bind_index_ = index;
+  }
+  return *this;
+}
+
 Statement& Statement::BindNull(int index) {
   const int rc = sqlite3_bind_null(stmt_, index);
   if (rc != SQLITE_OK && bind_rc_ == SQLITE_OK) {
@@ -127,6 +136,13 @@ std::string Statement::ColumnText(int col) const {
   const int n = sqlite3_column_bytes(stmt_, col);
   if (text == nullptr) return std::string();
   return std::string(reinterpret_cast<const char*>(text), n);
+}
+
+std::string Statement::ColumnBlob(int col) const {
+  const void* data = sqlite3_column_blob(stmt_, col);
+  const int n = sqlite3_column_bytes(stmt_, col);
+  if (data == nullptr) return std::string();
+  return std::string(static_cast<const char*>(data), n);
 }
 
 bool Statement::ColumnIsNull(int col) const {

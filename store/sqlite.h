@@ -44,6 +44,8 @@ class Statement {
   // 1-based parameter indexes, as in SQLite.
   Statement& BindInt(int index, int64_t value);
   Statement& BindText(int index, absl::string_view value);
+  // Bytes as they are (a serialized message): no text encoding applied.
+  Statement& BindBlob(int index, absl::string_view value);
   Statement& BindNull(int index);
   Statement& BindOptionalInt(int index, std::optional<int64_t> value);
 
@@ -55,6 +57,7 @@ class Statement {
   // Column accessors for the current row (0-based, as in SQLite).
   int64_t ColumnInt(int col) const;
   std::string ColumnText(int col) const;
+  std::string ColumnBlob(int col) const;
   bool ColumnIsNull(int col) const;
 
   const char* sql() const;

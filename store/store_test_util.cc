@@ -35,6 +35,19 @@ T RawQuery(const std::string& path, const std::string& sql, T fallback, Column c
 
 }  // namespace
 
+v1::Run RunWithLeader(const std::string& id, int pid) {
+  v1::Run r;
+  r.set_run_id(id);
+  r.set_pid(pid);
+  r.set_pgid(pid);
+  r.set_sid(pid);
+  r.set_pidns_inode(4026531836ULL);
+  r.set_start_time_ticks(1000 + pid);
+  r.set_boot_id("boot");
+  r.set_comm("job");
+  return r;
+}
+
 std::unique_ptr<RunStore> OpenStore(const std::string& path, StoreOptions options) {
   absl::StatusOr<std::unique_ptr<RunStore>> s = RunStore::Open(path, std::move(options));
   EXPECT_TRUE(s.ok()) << s.status();

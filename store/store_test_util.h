@@ -18,6 +18,11 @@
 
 namespace runreaper::store {
 
+// A RUNNING run to register: `id`, leader `pid` leading its group and
+// session in the initial PID namespace, started at tick 1000 + pid of boot
+// "boot", comm "job".
+v1::Run RunWithLeader(const std::string& id, int pid);
+
 // RunStore::Open(path, options); on failure a non-fatal test failure naming
 // the status, and nullptr.
 std::unique_ptr<RunStore> OpenStore(const std::string& path, StoreOptions options = StoreOptions());
@@ -81,23 +86,57 @@ inline constexpr char kDropOwnerColumns[] =
     "ALTER TABLE runs DROP COLUMN sweep_on_end; "
     "ALTER TABLE runs DROP COLUMN sweep_grace_us; ";
 
-// Undoes migration 14 -> 15 (runs.leader_alive_ticks): a schema-14 file.
-inline constexpr char kUndoSchemaFifteen[] = "ALTER TABLE runs DROP COLUMN leader_alive_ticks; ";
+// Undoes migration 17 -> 18 (the containers and container_leases tables,
+// events.container): a schema-17 file. Every older schema's undo below
+// starts with it.
+inline constexpr char kUndoSchemaEighteen[] =
+    "DROP TABLE containers; "
+    "DROP TABLE container_leases; "
+    "ALTER TABLE events DROP COLUMN container; ";
 
-// Undoes migrations 14 -> 15 and 13 -> 14 (the freeze journal): a
+// Undoes migrations 17 -> 18, 16 -> 17 (the pipe-holder columns of runs)
+// and 15 -> 16 (sweep_receipts): a schema-15 file.
+inline const std::string kUndoSchemaSeventeen = std::string(kUndoSchemaEighteen) +
+                                                "ALTER TABLE runs DROP COLUMN stdout_pipe; "
+                                                "ALTER TABLE runs DROP COLUMN stderr_pipe; "
+                                                "ALTER TABLE runs DROP COLUMN release_pipes_us; "
+                                                "ALTER TABLE runs DROP COLUMN pipe_held; "
+                                                "DROP TABLE IF EXISTS sweep_receipts; ";
+
+// Undoes migrations 17 -> 18 down to 14 -> 15 (runs.leader_alive_ticks): a
+// schema-14 file.
+inline const std::string kUndoSchemaFifteen = std::string(kUndoSchemaEighteen) +
+                                              "ALTER TABLE runs DROP COLUMN stdout_pipe; "
+                                              "ALTER TABLE runs DROP COLUMN stderr_pipe; "
+                                              "ALTER TABLE runs DROP COLUMN release_pipes_us; "
+                                              "ALTER TABLE runs DROP COLUMN pipe_held; "
+                                              "DROP TABLE IF EXISTS sweep_receipts; "
+                                              "ALTER TABLE runs DROP COLUMN leader_alive_ticks; ";
+
+// Undoes migrations 17 -> 18 down to 13 -> 14 (the freeze journal): a
 // schema-13 file.
-inline constexpr char kUndoSchemaFourteen[] =
-    "ALTER TABLE runs DROP COLUMN leader_alive_ticks; "
-    "DROP TABLE freeze_journal; ";
+inline const std::string kUndoSchemaFourteen = std::string(kUndoSchemaEighteen) +
+                                               "ALTER TABLE runs DROP COLUMN stdout_pipe; "
+                                               "ALTER TABLE runs DROP COLUMN stderr_pipe; "
+                                               "ALTER TABLE runs DROP COLUMN release_pipes_us; "
+                                               "ALTER TABLE runs DROP COLUMN pipe_held; "
+                                               "DROP TABLE IF EXISTS sweep_receipts; "
+                                               "ALTER TABLE runs DROP COLUMN leader_alive_ticks; "
+                                               "DROP TABLE freeze_journal; ";
 
-// Undoes migrations 14 -> 15, 13 -> 14 and 11 -> 12 (runs.label_bytes and
-// its index; 12 -> 13 only renames runs): a schema-11 file. Every older
+// Undoes migrations 17 -> 18 down to 13 -> 14, and 11 -> 12 (runs.label_bytes
+// and its index; 12 -> 13 only renames runs): a schema-11 file. Every older
 // schema needs it first.
-inline constexpr char kUndoSchemaTwelve[] =
-    "ALTER TABLE runs DROP COLUMN leader_alive_ticks; "
-    "DROP TABLE freeze_journal; "
-    "DROP INDEX runs_by_member; "
-    "ALTER TABLE runs DROP COLUMN label_bytes; ";
+inline const std::string kUndoSchemaTwelve = std::string(kUndoSchemaEighteen) +
+                                             "ALTER TABLE runs DROP COLUMN stdout_pipe; "
+                                             "ALTER TABLE runs DROP COLUMN stderr_pipe; "
+                                             "ALTER TABLE runs DROP COLUMN release_pipes_us; "
+                                             "ALTER TABLE runs DROP COLUMN pipe_held; "
+                                             "DROP TABLE IF EXISTS sweep_receipts; "
+                                             "ALTER TABLE runs DROP COLUMN leader_alive_ticks; "
+                                             "DROP TABLE freeze_journal; "
+                                             "DROP INDEX runs_by_member; "
+                                             "ALTER TABLE runs DROP COLUMN label_bytes; ";
 
 // Undoes migration 10 -> 11 (the owner_observed_* columns of runs and
 // events): after kUndoSchemaTwelve, a schema-10 file.
@@ -117,7 +156,7 @@ inline constexpr char kUndoSchemaEleven[] =
 
 // Undoes migrations 11 -> 12, 10 -> 11 and 9 -> 10 (the runs' pidfs ids): a
 // schema-9 file.
-inline const std::string kDropPidfsIds = std::string(kUndoSchemaTwelve) + kUndoSchemaEleven +
+inline const std::string kDropPidfsIds = kUndoSchemaTwelve + kUndoSchemaEleven +
                                          "ALTER TABLE runs DROP COLUMN pidfs_id; "
                                          "ALTER TABLE runs DROP COLUMN owner_pidfs_id; ";
 

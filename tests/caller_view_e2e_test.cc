@@ -29,11 +29,6 @@ namespace {
 
 constexpr char kGroup[] = "rr-view";
 
-bool IsSleep(pid_t pid) {
-  absl::StatusOr<scanner::ProcStat> st = scanner::ProcFs().ReadStat(pid);
-  return st.ok() && st->comm == "sleep";
-}
-
 // The orphans line of `pid` ("" when not listed).
 std::string OrphanLine(const std::string& out, pid_t pid) {
   for (absl::string_view line : absl::StrSplit(out, '\n')) {

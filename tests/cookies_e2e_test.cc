@@ -46,25 +46,11 @@ struct CookieDaemon {
     args.insert(args.begin(), socket());
     return RunCtlAs(TestUser(), args);
   }
-  double Metric(const std::string& series) {
-    const std::string scrape = HttpGet(metrics_port, "/metrics");
-    for (absl::string_view line : absl::StrSplit(scrape, '\n')) {
-      if (absl::StartsWith(line, series + " ")) {
-        double v = -1;
-        if (absl::SimpleAtod(line.substr(series.size() + 1), &v)) return v;
-      }
-    }
-    return -1;
-  }
+  double Metric(const std::string& series) { return ScrapeMetric(metrics_port, series); }
   base::TempDir dir;
   int metrics_port;
   std::unique_ptr<Daemon> daemon;
 };
-
-bool IsSleep(pid_t pid) {
-  absl::StatusOr<scanner::ProcStat> st = scanner::ProcFs().ReadStat(pid);
-  return st.ok() && st->comm == "sleep";
-}
 
 // Reaped by us (our child) once it exits: whether it is gone.
 bool Reaped(pid_t pid) {
@@ -95,12 +81,6 @@ pid_t Escapee(const std::vector<std::string>& vars, bool as_nobody = false) {
   }
   EXPECT_TRUE(base::WaitFor([&] { return IsSleep(pid); }));
   return pid;
-}
-
-void KillAndReap(pid_t pid) {
-  if (pid <= 0) return;
-  kill(pid, SIGKILL);
-  waitpid(pid, nullptr, 0);
 }
 
 // The orphans line of `pid` ("" when not listed).

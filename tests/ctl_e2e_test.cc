@@ -155,8 +155,8 @@ TEST_F(CtlE2ETest, KillThenEventsShowStale) {
   }
 }
 
-// Run ids and comm from a database an older runreaperd wrote (it accepted
-// any UTF-8 run id; a registration now takes printable ASCII only), and
+// Run ids and comm a database may hold (any UTF-8 run id, though a
+// registration takes printable ASCII only), and
 // label values (any UTF-8): the human output prints them escaped, so a
 // crafted run id cannot drive the terminal (set its title, clear it) or
 // fake an output line.

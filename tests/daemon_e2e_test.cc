@@ -639,8 +639,8 @@ TEST(DaemonOnceTest, OnceSummaryEscapesRunIds) {
   base::TempDir dir;
   Sleeper sleeper;
   {
-    // As an older daemon accepted it (a registration now takes printable
-    // ASCII run ids only): straight into the database.
+    // A run id a database may hold but a registration refuses (it takes
+    // printable ASCII only): straight into the database.
     ASSERT_OK_AND_ASSIGN(auto store, store::RunStore::Open(dir.path() + "/db"));
     scanner::ProcFs procfs;
     ASSERT_OK_AND_ASSIGN(scanner::Identity id, procfs.CaptureIdentity(sleeper.pid()));

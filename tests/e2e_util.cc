@@ -25,9 +25,13 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "base/file_util.h"
 #include "gtest/gtest.h"
+#include "scanner/procfs.h"
 
 namespace runreaper::e2e {
 namespace {
@@ -99,6 +103,28 @@ std::string HttpGet(int port, const std::string& path) {
   return out;
 }
 
+bool IsSleep(pid_t pid) {
+  absl::StatusOr<scanner::ProcStat> st = scanner::ProcFs().ReadStat(pid);
+  return st.ok() && st->comm == "sleep";
+}
+
+void KillAndReap(pid_t pid) {
+  if (pid <= 0) return;
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+}
+
+double ScrapeMetric(int port, const std::string& series) {
+  const std::string scrape = HttpGet(port, "/metrics");
+  for (absl::string_view line : absl::StrSplit(scrape, '\n')) {
+    if (absl::ConsumePrefix(&line, series + " ")) {
+      double v = -1;
+      if (absl::SimpleAtod(line, &v)) return v;
+    }
+  }
+  return -1;
+}
+
 Daemon::Daemon(std::string dir, std::vector<std::string> extra)
     : dir_(std::move(dir)), extra_(std::move(extra)) {
   static std::atomic<int> n{0};
@@ -123,7 +149,10 @@ void Daemon::Spawn() {
     out.close();
     chmod(binary.c_str(), 0755);
   }
-  std::vector<std::string> args = {binary, "--db=" + db(), "--socket=" + socket()};
+  // No container proxy unless a test asks (extra flags come later and win):
+  // concurrent daemons would contend for /run/runreaper/docker.sock.
+  std::vector<std::string> args = {binary, "--db=" + db(), "--socket=" + socket(),
+                                   "--containers=off"};
   args.insert(args.end(), extra_.begin(), extra_.end());
   const int log_fd = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   std::vector<char*> argv = Argv(args);

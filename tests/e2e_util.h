@@ -29,6 +29,18 @@ namespace v1 = ::runreaper::v1;
 // included, or "" on failure.
 std::string HttpGet(int port, const std::string& path);
 
+// The value of one exact series (name and labels, as printed) in a scrape
+// of http://127.0.0.1:<port>/metrics; -1 when it is missing.
+double ScrapeMetric(int port, const std::string& series);
+
+// Whether `pid` is a live process whose comm is "sleep" (a child the test
+// started has exec'd it).
+bool IsSleep(pid_t pid);
+
+// SIGKILL to `pid`, a child of this process, then its reap; nothing for
+// pid <= 0.
+void KillAndReap(pid_t pid);
+
 // A loopback TCP port nothing listens on right now (bound, read, closed).
 int FreePort();
 

@@ -164,8 +164,7 @@ TEST(FdBudgetE2ETest, TwentyThousandRunsOnOnePidHoldOnePidfdAndRegistrationKeeps
 // costs a tenth with the daemon's limit at 1,024 descriptors: 5,000 pairs,
 // from 8 client threads, are five times the limit, so a descriptor kept per
 // pair would fail registrations long before the end, and the count is
-// compared exactly as well. (50,000 pairs took 70-90 s of both cores, the
-// suite's most CPU-hungry test.)
+// compared exactly as well.
 TEST(FdBudgetE2ETest, FiveThousandRegisterFinishPairsUnderNofile1024LeaveTheFdCountAsItWas) {
   base::TempDir dir;
   Sleeper leader;

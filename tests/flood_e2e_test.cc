@@ -84,7 +84,7 @@ class FloodTest : public ::testing::Test {
 
   // Root's register and health, each answered within kBound. The bound is
   // the acceptance bound, not a speed measurement: unflooded, both
-  // answer in milliseconds; behind a member's queue they took ~10 s.
+  // answer in milliseconds; behind a member's queue they would wait for it.
   void ExpectRootAnswersQuickly(const std::string& run_id) {
     absl::Duration took;
     const grpc::Status s = RootRegister(run_id, &took);
@@ -155,16 +155,7 @@ class FloodTest : public ::testing::Test {
   }
 
   // The value of one exact series in a scrape, -1 when it is missing.
-  double Metric(const std::string& series) {
-    const std::string scrape = HttpGet(metrics_port_, "/metrics");
-    for (absl::string_view line : absl::StrSplit(scrape, '\n')) {
-      if (absl::ConsumePrefix(&line, series + " ")) {
-        double v = -1;
-        if (absl::SimpleAtod(line, &v)) return v;
-      }
-    }
-    return -1;
-  }
+  double Metric(const std::string& series) { return ScrapeMetric(metrics_port_, series); }
 
   static constexpr absl::Duration kBound = absl::Seconds(1);
   std::vector<std::string> extra_flags_;
@@ -298,13 +289,30 @@ TEST_F(FloodTest, UnreadStreamsOfAMemberAreBounded) {
   // unread stream to hold.
   const std::string pad(200, 'x');
   std::vector<std::string> runs;
-  for (int i = 0; i < 1000; ++i) {
+  for (int i = 0; i < 1200; ++i) {
     runs.push_back(absl::StrCat("ev-", i, "-", pad));
     absl::Duration took;
     const grpc::Status s = RootRegister(runs.back(), &took);
     ASSERT_TRUE(s.ok()) << s.error_message();
   }
-  FirstBurst("streams", 3000, "warm-0");
+  const auto finish = [&](const std::string& run_id) {
+    v1::FinishRunRequest finish;
+    finish.set_run_id(run_id);
+    v1::Run run;
+    auto ctx = Ctx(absl::Seconds(30));
+    const grpc::Status s = stub_->FinishRun(ctx.get(), finish, &run);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+  };
+  {
+    // The first burst, with events to fall behind on: its streams read
+    // the ends of the last 200 runs back from the store, so what the
+    // store's connections cache on first use (SQLite's page caches, a
+    // bounded few MB) is in the baseline, not counted as the flood's.
+    Flood burst(member_, "streams", daemon_->socket(), 3000, dir_.path(), "warm-0");
+    (void)base::WaitFor([&] { return burst.Status().refused > 0; }, absl::Seconds(10));
+    for (size_t i = 1000; i < runs.size(); ++i) finish(runs[i]);
+  }
+  runs.resize(1000);
   const int64_t baseline = SettledRss();
   Flood flood(member_, "streams", daemon_->socket(), 3000, dir_.path(), "warm-0");
   ASSERT_TRUE(base::WaitFor(
@@ -322,12 +330,7 @@ TEST_F(FloodTest, UnreadStreamsOfAMemberAreBounded) {
   // Root finishes them (for at most 20 s).
   const absl::Time end = absl::Now() + absl::Seconds(20);
   for (size_t i = 0; i < runs.size() && absl::Now() < end; ++i) {
-    v1::FinishRunRequest finish;
-    finish.set_run_id(runs[i]);
-    v1::Run run;
-    auto ctx = Ctx(absl::Seconds(30));
-    const grpc::Status s = stub_->FinishRun(ctx.get(), finish, &run);
-    ASSERT_TRUE(s.ok()) << s.error_message();
+    finish(runs[i]);
     if (i % 100 == 0) peak = std::max(peak, RssKib(daemon_->pid()));
   }
   for (int i = 0; i < 3; ++i) {

@@ -29,12 +29,17 @@
 #      environment only, the runner's directory as working directory, the
 #      runner's user) reaches the socket the runner's .env names and cancels
 #      that unit's runs; another unit's run is untouched.
+#   7. A step's shell exits leaving `sleep 900 &` on its stdout: released
+#      after the grace while the Worker runs (EOF, then the end hook); a
+#      leased holder is not, and `holders` names it.
 # Hook times (ms) are printed, never asserted.
 # The jobs' steps are written in single quotes: they expand when they run.
 # shellcheck disable=SC2016
 set -uo pipefail
 
 R="$PWD"  # the runfiles root
+# shellcheck source=runner_e2e_lib.sh
+. "$R/tests/runner_e2e_lib.sh"
 SRC_RUNNERS="$R/deploy/runners"
 REPLICA="$R/tests/replicas/github-actions"
 CTL_BIN="$R/tools/ctl/runreaperctl"
@@ -44,74 +49,14 @@ SOCK_GROUP=rr-gha-sock
 
 T="$(mktemp -d /tmp/rrgha.XXXXXX)"
 chmod 0755 "$T"
-failures=0
-case_failures=0
-started_pids=()
 cgroups=()
-# descendants PID: PID's children, theirs, ... (from /proc/*/task/*/children).
-descendants() {
-  local c
-  for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do
-    echo "$c"
-    descendants "$c"
-  done
-}
 cleanup() {
-  local p f c killed=()
-  # The daemon and the Listeners, with the Workers and steps under them.
-  for p in "${started_pids[@]}"; do
-    for c in $(descendants "$p") "$p"; do kill -9 "$c" 2>/dev/null && killed+=("$c"); done
-  done
-  # What a failed case left behind: the pids the jobs recorded, ours.
-  for f in "$T"/shared/*.pid; do
-    [ -f "$f" ] && p="$(cat "$f" 2>/dev/null)" && [ -n "$p" ] && kill -9 "$p" 2>/dev/null &&
-      killed+=("$p")
-  done
-  # A job still running in the unit's cgroup this test made: every process
-  # in it is a Worker or a step of that runner, ours.
-  for c in "${cgroups[@]}"; do
-    for p in $(cat "$c/cgroup.procs" 2>/dev/null); do kill -9 "$p" 2>/dev/null && killed+=("$p"); done
-  done
-  for p in "${killed[@]}"; do gone_within "$p" 5; done
-  for c in "${cgroups[@]}"; do rmdir "$c" 2>/dev/null; done
+  kill_ours "$T"/shared/*.pid
+  kill_cgroups "${cgroups[@]}"
   rm -rf "$T"
 }
 trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
-pass() {
-  if [ "$failures" -eq "$case_failures" ]; then echo "ok: $*"; else echo "not ok: $*"; fi
-  case_failures=$failures
-}
 
-# gone_within PID SECONDS: true once PID is gone (or a zombie).
-gone_within() {
-  local st i
-  for ((i = 0; i <= $2 * 10; i++)); do
-    st="$(awk '{ s = $0; sub(/^.*\) /, "", s); print substr(s, 1, 1) }' "/proc/$1/stat" 2>/dev/null)"
-    if [ -z "$st" ] || [ "$st" = Z ]; then return 0; fi
-    [ "$i" -lt $(($2 * 10)) ] && sleep 0.1
-  done
-  return 1
-}
-alive() { ! gone_within "$1" 0; }
-# wait_file FILE SECONDS: true once FILE exists and is not empty.
-wait_file() {
-  local i
-  for ((i = 0; i <= $2 * 10; i++)); do
-    [ -s "$1" ] && return 0
-    sleep 0.1
-  done
-  return 1
-}
-ctl() { "$CTL_BIN" --socket="$T/d/s.sock" "$@"; }
-
-# The runner's service account and the socket's group, real ones. useradd
-# and groupadd may find /etc/passwd locked by another test: retried.
-retry() {
-  local i
-  for i in 1 2 3 4 5; do "$@" >/dev/null 2>&1 && return 0; sleep 0.5; done
-  return 1
-}
 getent group "$SOCK_GROUP" >/dev/null || retry groupadd --system "$SOCK_GROUP"
 id -u "$RUNNER_USER" >/dev/null 2>&1 ||
   retry useradd --system --no-create-home --shell /usr/sbin/nologin "$RUNNER_USER"
@@ -137,16 +82,7 @@ mkdir -p "$SHARED"
 chmod 0777 "$SHARED"
 
 # The daemon, as root; the runner's user reaches the socket through its group.
-mkdir -p "$T/d"
-chmod 0711 "$T/d"
-"$DAEMON_BIN" --socket="$T/d/s.sock" --db="$T/d/db" --scan_interval=1s --sweep_interval=1s \
-  --socket_group="$SOCK_GROUP" 2> "$T/d/log" &
-started_pids+=($!)
-for _ in $(seq 100); do
-  ctl health >/dev/null 2>&1 && break
-  sleep 0.1
-done
-ctl health >/dev/null 2>&1 || { echo "FAIL: the daemon did not start: $(cat "$T/d/log")" >&2; exit 1; }
+start_daemon --scan_interval=1s --sweep_interval=1s --socket_group="$SOCK_GROUP"
 
 # make_runner NAME [ENV_LINE...]: a runner's directory as config.sh leaves
 # it (bin/, .runner with its name, _work/), the replica's Listener and
@@ -178,7 +114,10 @@ make_runner() {
 
 # start_runner ROOT [CGROUP [ENV...]]: the Listener as the service starts it
 # (svc.sh's unit: User=, WorkingDirectory=<root>, systemd's environment),
-# first moved into CGROUP when given (a unit's cgroup). Sets listener_pid.
+# first moved into CGROUP when given (a unit's cgroup); with SETSID set, in a
+# session of its own, as systemd starts a service (runreaperd never signals
+# a process of its own session: the runner must not share the test's).
+# Sets listener_pid.
 start_runner() {
   local root="$1" cg="${2:-}"
   shift
@@ -186,7 +125,9 @@ start_runner() {
   (
     if [ -n "$cg" ]; then echo "$BASHPID" > "$cg/cgroup.procs" || exit 1; fi
     cd "$root" || exit 1
-    exec setpriv --reuid="$RUID" --regid="$RGID" --groups="$SGID" \
+    sess=()
+    [ -n "${SETSID:-}" ] && sess=(setsid)
+    exec "${sess[@]}" setpriv --reuid="$RUID" --regid="$RGID" --groups="$SGID" \
       env -i PATH="$T/usr/bin:/usr/sbin:/usr/bin:/sbin:/bin" HOME="$root" USER="$RUNNER_USER" \
       LOGNAME="$RUNNER_USER" LANG=C.UTF-8 "$@" "$root/bin/Runner.Listener" "$root/bin/listener.sh" run
   ) >> "$root/listener.log" 2>&1 < /dev/null &
@@ -471,6 +412,65 @@ while [ ! -e "$RR_SHARED/s.release" ]; do sleep 0.2; done'
 else
   echo "SKIP 6: cannot create a cgroup under /sys/fs/cgroup/unified (the unit's cgroup)"
 fi
+
+# ---------------------------------------------------------------------------
+# 7. A step's output pipe held (docs/ORPHANS.md "Pipe holders"). The
+# Worker reads each step's output to EOF and gives up 5 s after the step's
+# exit (ProcessInvoker.cs:485-498); the replica logs which came first. With
+# the shipped hooks and RUNREAPER_RELEASE_PIPES=2s the holder left by the
+# step's shell (`sleep 900 &`, stdout inherited) is released while the
+# Worker runs: EOF within the grace + 2 s (the replica's 5 s wait, as the
+# source's, is not changed: 2 s + 2 s < 5 s tells the two apart), then the
+# job-completed hook. A leased holder is not touched: the Worker gives up,
+# `holders` names it while the Worker still reads, the run's fact lists it.
+P="$(make_runner node-p RUNREAPER_RELEASE_PIPES=2s)"
+SETSID=1 start_runner "$P"
+submit "$P" p1 "${MSG_MATRIX/7001/7011}" 'sleep 900 &
+echo $! > "$RR_SHARED/p1.holder.pid"' 'echo next step'
+[ "$(finished "$P" p1)" = succeeded ] || fail "p1 did not succeed: $(tail -5 "$P/_jobs/p1/log")"
+no_complaints "$P" p1
+holder="$(pid_of p1.holder)"
+eof_ms="$(sed -n '/^##\[group\]Run 01.sh/,/^##\[group\]/s/^output EOF ms=\([0-9]*\)$/\1/p' "$P/_jobs/p1/log")"
+if [ -z "$eof_ms" ] || [ "$eof_ms" -gt 4000 ]; then
+  fail "p1: the Worker saw no EOF within the grace + 2 s: $(grep -E '^output|^##' "$P/_jobs/p1/log" | tr '\n' '|')"
+fi
+echo "   p1: EOF ${eof_ms:-none} ms after the step's exit (grace 2 s)"
+grep -q '^hook Complete runner rc=0' "$P/_jobs/p1/log" || fail "p1: the job-completed hook did not run"
+grep -q '^next step$' "$P/_jobs/p1/log" || fail "p1: the next step did not run"
+gone_within "${holder:-0}" 1 && rm -f "$SHARED/p1.holder.pid" || fail "p1: the holder $holder lives"
+p_run="$(run_ids gha-7011-1-test-node-p-)"
+got="$(ctl get "$p_run")"
+# Its comm as the step's exit found it: `sleep`, or `bash` when the
+# background job had not exec'd yet (the pid and fd are what name it).
+grep -Eq "pid $holder (sleep|bash) fd 1 .*\(step\)" <<<"$got" ||
+  fail "p1: the fact does not name $holder fd 1: $got"
+ctl events --run="$p_run" | grep -q PIPE_HELD || fail "p1: no PIPE_HELD event"
+ctl events --run="$p_run" | grep -Eq "pipe release of step [0-9]+: signal SIG(INT|TERM)" ||
+  fail "p1: no signal of the release: $(ctl events --run="$p_run" | grep release)"
+pass "7 a step's leftover holds its stdout: released after the grace, EOF, the end hook runs"
+
+submit "$P" p2 "${MSG_MATRIX/7001/7012}" 'RUNNER_TRACKING_ID= sleep 900 &
+echo $! > "$RR_SHARED/p2.holder.pid"
+runreaperctl keep $! --for=1h --reason="gha replica pipe lease"'
+holder="$(pid_of p2.holder)"
+p_run=""
+for _ in $(seq 100); do
+  p_run="$(run_ids gha-7012-1-test-node-p-)"
+  [ -n "$p_run" ] && ctl holders "$p_run" 2>/dev/null | grep -Eq "^ *$holder +sleep +1 .*step" && break
+  sleep 0.1
+done
+held="$(ctl holders "$p_run" 2>&1)"
+grep -Eq "^ *$holder +sleep +1 .*step" <<<"$held" || fail "p2: holders does not name $holder fd 1: $held"
+[ "$(finished "$P" p2)" = succeeded ] || fail "p2 did not succeed: $(tail -5 "$P/_jobs/p2/log")"
+grep -q '^output still open 5 s after exit; stopped reading' "$P/_jobs/p2/log" ||
+  fail "p2: the Worker saw EOF with a leased holder: $(grep '^output' "$P/_jobs/p2/log")"
+alive "${holder:-0}" || fail "p2: the leased holder was released"
+got="$(ctl get "$p_run")"
+grep -q "pid $holder sleep fd 1 .*(step) leased" <<<"$got" || fail "p2: the stall is not listed: $got"
+ctl events --run="$p_run" | grep -q "pipe release of step" && fail "p2: something was released"
+kill -9 "${holder:-0}" 2>/dev/null
+rm -f "$SHARED/p2.holder.pid"
+pass "7 a leased holder of a step's stdout: not released, the stall listed, holders names it"
 
 kill -9 "${kept:-0}" "${leased:-0}" 2>/dev/null
 rm -f "$SHARED/keep.kept.pid" "$SHARED/keep.leased.pid"

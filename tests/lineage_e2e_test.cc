@@ -230,7 +230,7 @@ TEST_F(LineageE2ETest, LineageOffBehavesAsBefore) {
   EXPECT_FALSE(absl::StrContains(orphans.out, absl::StrCat(" ", leaked, " "))) << orphans.out;
   CtlResult sweep = RunCtl({"--socket=" + daemon_->socket(), "sweep", "ci-2"}, absl::Seconds(60));
   EXPECT_EQ(sweep.exit_code, 0) << sweep.out << sweep.err;
-  EXPECT_TRUE(Alive(leaked));  // today's rules cannot see it
+  EXPECT_TRUE(Alive(leaked));  // the membership rules cannot see it
 }
 
 TEST_F(LineageE2ETest, RunFromBeforeARestartShowsAGap) {

@@ -340,9 +340,8 @@ TEST_F(ObservedExitE2ETest, CancelledRunRecordsTheLeadersEndFromItsKillReceipt) 
 // A `wait` started before a cancel, and a WaitRun started after it while the
 // cancel's sweep is still open, answer only once that sweep has closed, with
 // the leader's end its kill receipt read: the job traps SIGINT and holds the
-// sweep open until the test lets it exit 3. (They used to answer at the
-// cancel, with no observed exit: `wait` exited 0, "unknown".) The job leads
-// no group or session: the sweep signals it alone.
+// sweep open until the test lets it exit 3, not at the cancel with no
+// observed exit. The job leads no group or session: the sweep signals it alone.
 TEST_F(ObservedExitE2ETest, WaitBeforeTheCancelsSweepClosesExitsWithTheLeadersCode) {
   Job job(0, Job::kTrapSigint);
   ASSERT_TRUE(job.IsChildOfInit());

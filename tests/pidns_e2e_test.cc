@@ -381,8 +381,8 @@ TEST_F(PidNsE2ETest, AContainerProcessNamedByItsHostPidIsWatched) {
   }
 }
 
-// A run sent with a PID namespace runreaperd cannot see stays as before:
-// not translated, no members, and the sweep says why. The process named is
+// A run sent with a PID namespace runreaperd cannot see is kept as
+// sent: not translated, no members, and the sweep says why. The process named is
 // a host process of this test, which must survive.
 TEST_F(PidNsE2ETest, InvisibleNamespaceIsNotTranslatedAndNothingIsSwept) {
   Sleeper sleeper(/*own_group=*/true);

@@ -73,12 +73,6 @@ pid_t SleeperAs(const TestUser& user) {
   return pid;
 }
 
-void KillAndReap(pid_t pid) {
-  if (pid <= 0) return;
-  kill(pid, SIGKILL);
-  waitpid(pid, nullptr, 0);
-}
-
 // A daemon whose socket the members of kSocketGroup may connect to.
 struct GroupDaemon {
   explicit GroupDaemon(std::vector<std::string> flags) {

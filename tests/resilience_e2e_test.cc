@@ -318,12 +318,10 @@ TEST(ResilienceE2ETest, SlowWatcherIsCutOffWithResumeIdAndNeverSlowsTheDaemon) {
   EXPECT_EQ(daemon.Stop(SIGTERM), 0) << daemon.log();
 }
 
-// Each Sweep used to detach a thread of its own that then queued on the
-// sweeper's lock, so a burst of calls made as many threads. Now one worker
-// runs the sweeps, at most 32 wait, and the rest are
-// refused with RESOURCE_EXHAUSTED at once. The sweeps are held up by the
-// SQLite write lock (each sweep first appends SWEEP_STARTED); the run is
-// `keep`, so nothing is signalled.
+// A burst of Sweep calls makes no thread a call: one worker runs the
+// sweeps, at most 32 wait, and the rest are refused with RESOURCE_EXHAUSTED at once. The sweeps are
+// held up by the SQLite write lock (each sweep first appends SWEEP_STARTED); the run is `keep`, so
+// nothing is signalled.
 TEST(ResilienceE2ETest, SweepBurstRunsOnOneWorkerAndRefusesPastTheQueueLimit) {
   base::TempDir dir;
   Daemon daemon(dir.path(), {"--scan_interval=60s"});

@@ -1,4 +1,4 @@
-// Issue 29 item 1 end to end, through the real runreaperd: a run's group and
+// Reuse of a group number (docs/ORPHANS.md "Reuse"), through the real runreaperd: a run's group and
 // session number, once freed, is handed out again to another user's
 // process, which makes a session of it, forks a child and exits. The child
 // (in group and session P, and no live process has pid P) is not the run's:

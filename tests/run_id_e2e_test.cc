@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -61,11 +62,6 @@ bool AliveNotZombie(pid_t pid) {
   return st.ok() && st->state != 'Z' && st->state != 'X';
 }
 
-bool IsSleep(pid_t pid) {
-  absl::StatusOr<scanner::ProcStat> st = scanner::ProcFs().ReadStat(pid);
-  return st.ok() && st->comm == "sleep";
-}
-
 // `sleep 1000` in its own session, as `user`. A child of this test.
 pid_t SleeperAs(const TestUser& user) {
   const pid_t pid = fork();
@@ -84,18 +80,18 @@ pid_t SleeperAs(const TestUser& user) {
 }
 
 // Whether `n` appears in `text` as a whole number (a run of digits).
+// Whether `n` appears in `text` as a number of its own; the digits of an
+// RFC 3339 time ("2026-12-07T05:19:51.218945Z") are not numbers here (a
+// pid of 51 would otherwise be found in every answer made at :51).
 bool HasNumber(absl::string_view text, int64_t n) {
-  for (absl::string_view token : absl::StrSplit(text, absl::ByAnyChar(" \t\n\"':,;()[]{}=/.-TZ"))) {
+  const std::string untimed =
+      std::regex_replace(std::string(text), std::regex("[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+Z"), "");
+  for (absl::string_view token :
+       absl::StrSplit(untimed, absl::ByAnyChar(" \t\n\"':,;()[]{}=/.-TZ"))) {
     int64_t v = 0;
     if (!token.empty() && absl::SimpleAtoi(token, &v) && v == n) return true;
   }
   return false;
-}
-
-void KillAndReap(pid_t pid) {
-  if (pid <= 0) return;
-  kill(pid, SIGKILL);
-  waitpid(pid, nullptr, 0);
 }
 
 // The run `run_id` names for root (as sent).
@@ -110,7 +106,7 @@ absl::StatusOr<v1::Run> Get(Daemon& d, const std::string& run_id) {
   return run;
 }
 
-// Issue 29 item 5: a member registers ci-job-5678 first. root's register
+// Squatting (docs/SECURITY.md): a member registers ci-job-5678 first. root's register
 // and exec of that id still succeed, and root's answers say nothing of the
 // member's run; each caller's `get ci-job-5678` answers its own run; a
 // second member's same id coexists; root may not register an id of the

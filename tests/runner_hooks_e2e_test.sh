@@ -192,12 +192,15 @@ EOF
 
 # Jenkins Pipeline: the agent JVM (java) runs each `sh` step through
 # durable-task's wrapper, `sh -c` around `sh -xe SCRIPT` in the workspace,
-# with JENKINS_NODE_COOKIE, BUILD_TAG and a durable JENKINS_SERVER_COOKIE;
-# withRunreaper runs register.sh, the body, then finish.sh.
+# with JENKINS_NODE_COOKIE, BUILD_TAG and a durable JENKINS_SERVER_COOKIE
+# (here synchronously under java; tests/jenkins_e2e_test.sh replays the
+# real, detached launch); withRunreaper runs register.sh with returnStdout,
+# the body with the RUNREAPER_RUN_ID it printed, then, when it printed one,
+# finish.sh with RUNREAPER_JENKINS_RUN and RUNREAPER_EXIT_CODE.
 jenkins_job() {
   local d="$1" job="$2"
   mkdir -p "$d/ws" "$d/ws@tmp"
-  printf "'%s'\n" "$HOOKS/jenkins/register.sh" > "$d/ws@tmp/register.sh"
+  printf "'%s' || true\n" "$HOOKS/jenkins/register.sh" > "$d/ws@tmp/register.sh"
   printf '%s\n' "$job" > "$d/job.sh"
   printf "bash '%s'\n" "$d/job.sh" > "$d/ws@tmp/body.sh"
   printf "'%s'\n" "$HOOKS/jenkins/finish.sh" > "$d/ws@tmp/finish.sh"
@@ -205,15 +208,15 @@ jenkins_job() {
 cd "$d/ws"
 step() {
   t=\$(( \$(date +%s%N) / 1000000 ))
-  sh -c "JENKINS_SERVER_COOKIE=durable-\$RANDOM sh -xe '$d/ws@tmp/\$2' > '$d/\$1.log' 2>&1; echo \\\$? > '$d/\$1.rc'"
+  sh -c "JENKINS_SERVER_COOKIE=durable-\$RANDOM sh -xe '$d/ws@tmp/\$2' > '$d/\$1.out' 2> '$d/\$1.log'; echo \\\$? > '$d/\$1.rc'"
   echo "\$1 rc=\$(cat "$d/\$1.rc") ms=\$(( \$(date +%s%N) / 1000000 - t ))" >> "$d/times"
 }
 step register register.sh
-step body body.sh
-# withRunreaper's finish step: the exit code, and the build's cookie moved
-# aside (withEnv) so that the sweep never takes the step itself.
-RUNREAPER_EXIT_CODE=1 RUNREAPER_NODE_COOKIE="\$JENKINS_NODE_COOKIE" JENKINS_NODE_COOKIE=runreaper-finish \
-  step finish finish.sh
+run="\$(sed -n 's/^RUNREAPER_RUN_ID=//p' "$d/register.out")"
+RUNREAPER_RUN_ID="\$run" step body body.sh
+if [ -n "\$run" ]; then
+  RUNREAPER_EXIT_CODE=1 RUNREAPER_JENKINS_RUN="\$run" step finish finish.sh
+fi
 EOF
   # shellcheck disable=SC2046
   env -i $(base_env) BUILD_TAG=jenkins-demo-17 JENKINS_NODE_COOKIE="c0ffee-$RANDOM" \
@@ -231,8 +234,10 @@ nomad_job() {
   cat > "$d/executor.sh" <<EOF
 cd "$d/alloc/\$TASK"
 export NOMAD_TASK_NAME="\$TASK" NOMAD_TASK_DIR="$d/alloc/\$TASK"
-# The executor starts the task as its child and passes a stop on to it.
-bash -c "\$TASK_CMD" &
+# The executor starts the task as its child, with the task's environment
+# (NOMAD_ALLOC_ID is the task's, not the executor's), and passes a stop on
+# to it.
+NOMAD_ALLOC_ID="\$ALLOC" bash -c "\$TASK_CMD" &
 task=\$!
 echo \$task > "$d/alloc/\$TASK/task.pid"
 trap 'kill \$task 2>/dev/null' TERM
@@ -256,14 +261,19 @@ for _ in \$(seq 100); do
   sleep 0.1
 done
 TASK=build TASK_CMD='bash "$d/job.sh"' "$BIN/nomad" "$d/executor.sh" >/dev/null 2>&1; echo "main rc=\$?" >> "$d/times"
+# The main tasks dead, Nomad kills the sidecars, then starts the poststop
+# tasks (client/allocrunner/alloc_runner.go 625-650; tasklifecycle
+# coordinator: poststop once every other task is dead).
+t=\$(( \$(date +%s%N) / 1000000 ))
+kill \$anchor_exec 2>/dev/null
+wait \$anchor_exec 2>/dev/null
+echo "anchor stop ms=\$(( \$(date +%s%N) / 1000000 - t ))" >> "$d/times"
 t=\$(( \$(date +%s%N) / 1000000 ))
 TASK=finish TASK_CMD='"$HOOKS/nomad/poststop.sh" 2>>"$d/stderr"; echo "poststop rc=\$?" >> "$d/times"' "$BIN/nomad" "$d/executor.sh"
 echo "poststop ms=\$(( \$(date +%s%N) / 1000000 - t ))" >> "$d/times"
-kill \$anchor_exec 2>/dev/null
-wait \$anchor_exec 2>/dev/null
 EOF
   # shellcheck disable=SC2046
-  env -i $(base_env) NOMAD_ALLOC_ID=5d2c9f1e-0000-4000-8000-00000000cafe NOMAD_JOB_NAME=example \
+  env -i $(base_env) ALLOC=5d2c9f1e-0000-4000-8000-00000000cafe NOMAD_JOB_NAME=example \
     NOMAD_GROUP_NAME=build "$BIN/nomad" "$d/client.sh"
 }
 
@@ -342,7 +352,8 @@ pass "A buildkite environment/pre-exit (sourced by the bootstrap's wrapper)"
 rm -f "$T/fake.log"; jenkins_job "$T/A-jk" "exit 1"
 expect_call A-jk 1 "arg: register" "arg: --owner=ancestor:java"
 grep -q '^arg: jenkins-demo-17-c0ffee-' <<<"$(calls 1)" || fail "A-jk: run id"
-grep -q '^arg: --cookie=JENKINS_NODE_COOKIE=c0ffee-' <<<"$(calls 1)" || fail "A-jk: cookie"
+grep -q '^arg: --print_env' <<<"$(calls 1)" || fail "A-jk: no --print_env"
+grep -q '^arg: --cookie=' <<<"$(calls 1)" && fail "A-jk: a Pipeline block has no cookie but RUNREAPER_RUN_ID"
 expect_ancestors A-jk 1 java
 expect_call A-jk 2 "arg: finish" "arg: --exit_code=1" "arg: --no_wait" \
   "$(calls 1 | grep '^arg: jenkins-demo-17-c0ffee-')"
@@ -351,9 +362,12 @@ pass "A jenkins register.sh/finish.sh as sh steps"
 
 rm -f "$T/fake.log"; nomad_job "$T/A-nomad" "exit 1"
 expect_call A-nomad 1 "arg: register" "arg: nomad-5d2c9f1e-0000-4000-8000-00000000cafe" \
-  "arg: --owner=ancestor:nomad" "arg: --cookie=NOMAD_ALLOC_ID=5d2c9f1e-0000-4000-8000-00000000cafe"
+  "arg: --cookie=NOMAD_ALLOC_ID=5d2c9f1e-0000-4000-8000-00000000cafe" \
+  "arg: --label=nomad_alloc=5d2c9f1e-0000-4000-8000-00000000cafe"
 expect_ancestors A-nomad 1 nomad
 expect_call A-nomad 2 "arg: finish" "arg: nomad-5d2c9f1e-0000-4000-8000-00000000cafe" "arg: --no_wait"
+expect_call A-nomad 3 "arg: sweep" "arg: nomad-5d2c9f1e-0000-4000-8000-00000000cafe"
+expect_call A-nomad 4 "arg: list" "arg: --label=nomad_alloc=5d2c9f1e-0000-4000-8000-00000000cafe"
 expect_times A-nomad "^main rc=1" "^poststop rc=0"
 expect_quiet A-nomad
 pass "A nomad anchor/poststop"
@@ -383,7 +397,8 @@ buildkite_job "$T/B-bk" "exit 2"
 expect_times B-bk "^environment rc=0" "^pre-exit rc=0" "^command rc=2"; expect_why B-bk
 show_times B-bk
 jenkins_job "$T/B-jk" "true"
-expect_times B-jk "^register rc=0" "^finish rc=0"; show_times B-jk
+expect_times B-jk "^register rc=0" "^body rc=0"; show_times B-jk
+grep -q '^finish ' "$T/B-jk/times" && fail "B-jk: finish.sh ran for a block that is not a run"
 grep -q '^runreaper: ' "$T/B-jk/register.log" || fail "B-jk: register printed no reason"
 nomad_job "$T/B-nomad" "true"
 expect_times B-nomad "^poststop rc=0"; expect_why B-nomad; show_times B-nomad
@@ -400,6 +415,31 @@ RUNREAPER_RUNNERS_DIR="$T/B-alone/none" GITHUB_RUN_ID=1 \
 expect_why B-alone
 grep -q 'common/lib.sh' "$T/B-alone/stderr" || fail "B-alone: the reason names no lib.sh"
 pass "B a hook copied alone: it says lib.sh is missing and exits 0"
+
+# The GitHub hooks with lib.sh but without run-id.sh beside them (rr_source
+# in common/lib.sh), and outside a job (no GITHUB_RUN_ID): one line naming
+# what is missing, exit 0.
+mkdir -p "$T/B-norunid/runners/github-actions" "$T/B-norunid/runners/common"
+cp "$HOOKS/github-actions/job-started.sh" "$T/B-norunid/runners/github-actions/"
+cp "$HOOKS/common/lib.sh" "$T/B-norunid/runners/common/"
+rc=0
+RUNREAPER_RUNNERS_DIR="$T/B-norunid/none" GITHUB_RUN_ID=1 \
+  bash -e "$T/B-norunid/runners/github-actions/job-started.sh" 2> "$T/B-norunid/stderr" || rc=$?
+[ "$rc" = 0 ] || fail "B-norunid: exit $rc"
+expect_why B-norunid
+grep -q 'cannot read .*github-actions/run-id.sh' "$T/B-norunid/stderr" ||
+  fail "B-norunid: the reason names no run-id.sh: $(cat "$T/B-norunid/stderr")"
+for hook in job-started:"job not tracked" job-completed:"nothing to finish"; do
+  mkdir -p "$T/B-nogha-${hook%%:*}"
+  rc=0
+  (cd / && env -i PATH="$REAL:/usr/bin:/bin" RUNREAPER_SOCKET="$SOCK" \
+     bash -e "$HOOKS/github-actions/${hook%%:*}.sh") 2> "$T/B-nogha-${hook%%:*}/stderr" || rc=$?
+  [ "$rc" = 0 ] || fail "B-nogha ${hook%%:*}: exit $rc"
+  expect_why "B-nogha-${hook%%:*}"
+  grep -q "GITHUB_RUN_ID is not set .*; ${hook#*:}\$" "$T/B-nogha-${hook%%:*}/stderr" ||
+    fail "B-nogha ${hook%%:*}: $(cat "$T/B-nogha-${hook%%:*}/stderr")"
+done
+pass "B the GitHub hooks without run-id.sh or outside a job: they say why and exit 0"
 
 # ---------------------------------------------------------------------------
 # C. The real daemon: the leak is swept.
@@ -420,7 +460,7 @@ RUNREAPER_KEEP=1 setsid bash -c '"'"'echo $$ > "$KEEP_PID"; trap "" INT TERM HUP
 sleep 0.2; exit 1'
 C_CASES="gitlab_custom gitlab_shell buildkite jenkins nomad"
 mkdir -p "$T/d"
-"$DAEMON_BIN" --socket="$T/d/s.sock" --db="$T/d/db" --scan_interval=1s \
+"$DAEMON_BIN" --socket="$T/d/s.sock" --db="$T/d/db" --scan_interval=1s --containers=off \
   --sweep_interval=1s 2> "$T/d/log" &
 started_pids+=($!)
 for _ in $(seq 100); do

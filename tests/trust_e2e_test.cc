@@ -1,6 +1,6 @@
 // Trust boundaries end to end (docs/SECURITY.md): who may make the real
 // runreaperd do what, over TCP (tokens, roles) and the unix socket, and what
-// a hostile request can no longer do (forge log lines, wait forever).
+// a hostile request cannot do (forge log lines, wait forever).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>

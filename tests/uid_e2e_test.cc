@@ -51,16 +51,7 @@ struct UidDaemon {
     return RunCtl(args);
   }
   // The value of one exact series in a scrape, -1 when it is missing.
-  double Metric(const std::string& series) {
-    const std::string scrape = HttpGet(metrics_port, "/metrics");
-    for (absl::string_view line : absl::StrSplit(scrape, '\n')) {
-      if (absl::StartsWith(line, series + " ")) {
-        double v = -1;
-        if (absl::SimpleAtod(line.substr(series.size() + 1), &v)) return v;
-      }
-    }
-    return -1;
-  }
+  double Metric(const std::string& series) { return ScrapeMetric(metrics_port, series); }
 
   base::TempDir dir;
   int metrics_port;
@@ -83,11 +74,6 @@ bool BecomeNobody() {
 }
 
 // Whether `pid` runs /bin/sleep by now (exec'd: its identity is final).
-bool IsSleep(pid_t pid) {
-  absl::StatusOr<scanner::ProcStat> st = scanner::ProcFs().ReadStat(pid);
-  return st.ok() && st->comm == "sleep";
-}
-
 bool AliveNotZombie(pid_t pid) {
   absl::StatusOr<scanner::ProcStat> st = scanner::ProcFs().ReadStat(pid);
   return st.ok() && st->state != 'Z' && st->state != 'X';
@@ -104,12 +90,6 @@ pid_t SleeperAsNobody() {
   }
   EXPECT_TRUE(base::WaitFor([&] { return IsSleep(pid); }));
   return pid;
-}
-
-void KillAndReap(pid_t pid) {
-  if (pid <= 0) return;
-  kill(pid, SIGKILL);
-  waitpid(pid, nullptr, 0);
 }
 
 v1::Run Get(Daemon& d, const std::string& run_id) {

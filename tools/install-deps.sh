@@ -28,6 +28,9 @@ PACKAGES=(
   lintian
   dpkg-dev
   systemd
+  docker.io
+  podman
+  busybox-static
 )
 
 missing=()

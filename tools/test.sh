@@ -24,6 +24,15 @@ cd "$(dirname "$0")/.."
 
 tools/install-deps.sh || exit 1
 
+# The container tests share one dockerd and a local test image
+# (tests/container_env.sh), readied here, outside Bazel: whatever a test
+# starts is killed when that test ends (Bazel's process wrapper kills the
+# test's descendants, setsid or not), and a dockerd gone from under the
+# other container tests fails them. A runtime that cannot be readied is
+# reported here and its tests fail with the reason.
+tests/container_env.sh docker >/dev/null || echo "test.sh: dockerd is not ready; the docker tests will fail" >&2
+tests/container_env.sh podman >/dev/null || echo "test.sh: podman is not ready; the podman tests will fail" >&2
+
 # The sanitizer run: the unit tests by default (the libraries, parsers and
 # fuzz corpora: where memory errors live). The end-to-end tests run the same
 # code through the binaries and take far longer to build instrumented; run
@@ -37,7 +46,7 @@ else
   # the normal build, where it compiles in a fraction of the time.
   # store's 100,000-run retention cases run in the normal build only: the
   # same code is under the sanitizers through run_store_retain_test, and at
-  # that size one case took 220 s under ASan, the suite's longest test.
+  # that size a case under ASan would be the suite's longest test.
   asan_query='tests(//base/... + //store/... + //tests/fuzz/...) + //scanner:proc_parse_test + //scanner:proc_events_test + //scanner:cgroup_path_test + //scanner:cgroup_pids_test + //scanner:identity_proto_test + //tools/ctl:ctl_args_test - //store:run_store_retain_load_test'
 fi
 
@@ -45,10 +54,8 @@ targets=$(bazel query 'tests(//...)' 2>/dev/null)
 # Every test runs every time: a result cached by an earlier invocation (or a
 # disk cache) is not a result of this run.
 test_flags=(--nocache_test_results)
-# Only what the tests need is built: no per-library .so nobody links (56 s
-# of link processes in a fresh run's profile, though the run's wall time did
-# not change measurably). :binaries_build_test keeps the benchmarks
-# no test runs building.
+# Only what the tests need is built: no per-library .so nobody links.
+# //tools:binaries_build_test keeps the benchmarks no test runs building.
 test_flags+=(--build_tests_only)
 normal_patterns=(//...)
 asan_pid=""
@@ -59,7 +66,8 @@ if [ "$asan" != "0" ]; then
   asan_bazel=(bazel "--output_base=$asan_base")
   if [ "$asan" != "all" ]; then
     # The unit tests run once, under the sanitizers: compiling them twice
-    # (the normal build and the ASan one) was a fifth of the suite's time.
+    # (the normal build and the ASan one) would cost a fifth of the suite's
+    # time.
     # Everything else (the binaries, benchmarks, every e2e test) runs in the
     # normal build. The e2e tests link the same libraries, normal-built.
     normal_patterns=(-- //...)

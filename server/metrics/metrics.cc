@@ -23,6 +23,7 @@
 #include "prometheus/text_serializer.h"
 #include "runreaper/v1/runreaper.grpc.pb.h"
 #include "scanner/observed_exit.h"
+#include "server/metrics/metrics_families.h"
 #include "server/metrics/metrics_process.h"
 
 namespace runreaper::server {
@@ -33,11 +34,6 @@ using prometheus::Histogram;
 
 namespace {
 
-// Signal ladder stages and results as the sweeper writes them into SIGNAL
-// events (scanner::SignalResultName); anything else is "other".
-constexpr const char* kStages[] = {"SIGINT", "SIGTERM", "SIGKILL", "cgroup.kill"};
-constexpr const char* kResults[] = {"SENT",    "GONE",  "REUSED",   "DENIED",
-                                    "REFUSED", "ERROR", "OTHER_UID"};
 constexpr const char* kRefusals[] = {"unauthenticated", "permission_denied", "peer_credentials",
                                      "quota"};
 // The calls that wait in a queue (the handler pool's, the sweep worker's).
@@ -50,11 +46,6 @@ std::string OneOf(absl::string_view value, const char* const (&set)[N]) {
     if (value == s) return s;
   }
   return "other";
-}
-
-std::string LowerName(absl::string_view enum_name, absl::string_view prefix) {
-  if (enum_name.substr(0, prefix.size()) == prefix) enum_name.remove_prefix(prefix.size());
-  return absl::AsciiStrToLower(enum_name);
 }
 
 std::string CodeName(int code) {
@@ -118,14 +109,6 @@ std::string MethodLabel(absl::string_view path) {
   return std::string(path);
 }
 
-const std::vector<double> kPassBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-                                          0.25,  0.5,    1,     2.5,  5,     10};
-const std::vector<double> kExitBuckets = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
-                                          0.05,   0.1,   0.25,   0.5,   1,    2.5};
-const std::vector<double> kSweepBuckets = {0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
-const std::vector<double> kStoreBuckets = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
-                                           0.025,  0.05,    0.1,    0.25,  1,      5};
-
 class RpcInterceptor : public grpc::experimental::Interceptor {
  public:
   RpcInterceptor(Metrics* metrics, const char* method)
@@ -156,296 +139,6 @@ class RpcInterceptorFactory : public grpc::experimental::ServerInterceptorFactor
 };
 
 }  // namespace
-
-struct Metrics::Families {
-  explicit Families(prometheus::Registry& r)
-      : runs(prometheus::BuildGauge()
-                 .Name("runreaper_runs")
-                 .Help("Run records by state, as of the last reconcile pass.")
-                 .Register(r)),
-        running(prometheus::BuildGauge()
-                    .Name("runreaper_running_runs")
-                    .Help("RUNNING runs by how their exit is detected: pidfd (watched, "
-                          "event-driven) or probe (read from /proc each pass).")
-                    .Register(r)),
-        awaiting_sweep(prometheus::BuildGauge()
-                           .Name("runreaper_runs_awaiting_sweep")
-                           .Help("Terminal runs not swept clean yet: their leftover "
-                                 "processes await a sweep (or survived one).")
-                           .Register(r)
-                           .Add({})),
-        healthy(prometheus::BuildGauge()
-                    .Name("runreaper_healthy")
-                    .Help("1 while reconcile passes finish within their deadline (gRPC "
-                          "health SERVING), 0 otherwise.")
-                    .Register(r)
-                    .Add({})),
-        pass_seconds(prometheus::BuildHistogram()
-                         .Name("runreaper_pass_duration_seconds")
-                         .Help("Duration of reconcile passes.")
-                         .Register(r)
-                         .Add({}, kPassBuckets)),
-        pass_overruns(prometheus::BuildCounter()
-                          .Name("runreaper_pass_overruns_total")
-                          .Help("Reconcile passes that overran their deadline.")
-                          .Register(r)
-                          .Add({})),
-        transitions(prometheus::BuildCounter()
-                        .Name("runreaper_transitions_total")
-                        .Help("RUNNING runs made STALE, by reason.")
-                        .Register(r)),
-        exit_seconds(prometheus::BuildHistogram()
-                         .Name("runreaper_exit_to_stale_seconds")
-                         .Help("Time from the kernel's exit notification (pidfd readable) "
-                               "to the STALE record committed.")
-                         .Register(r)
-                         .Add({}, kExitBuckets)),
-        watcher_exits(prometheus::BuildCounter()
-                          .Name("runreaper_watcher_exits_total")
-                          .Help("Leader exits reported by the pidfd watcher.")
-                          .Register(r)
-                          .Add({})),
-        watcher_fallbacks(prometheus::BuildCounter()
-                              .Name("runreaper_watcher_fallbacks_total")
-                              .Help("Leaders the watcher could not hold by a pidfd; they "
-                                    "are probed each pass instead.")
-                              .Register(r)
-                              .Add({})),
-        registrations(prometheus::BuildCounter()
-                          .Name("runreaper_registrations_total")
-                          .Help("Runs registered.")
-                          .Register(r)
-                          .Add({})),
-        sweeps(prometheus::BuildCounter()
-                   .Name("runreaper_sweeps_total")
-                   .Help("Sweeps run (not dry runs), by result (ok, error).")
-                   .Register(r)),
-        sweep_seconds(prometheus::BuildHistogram()
-                          .Name("runreaper_sweep_duration_seconds")
-                          .Help("Duration of sweeps, ladder graces included.")
-                          .Register(r)
-                          .Add({}, kSweepBuckets)),
-        sweep_targets(prometheus::BuildCounter()
-                          .Name("runreaper_sweep_targets_total")
-                          .Help("Orphans (live members of terminal runs) found by sweeps.")
-                          .Register(r)
-                          .Add({})),
-        survivors(prometheus::BuildCounter()
-                      .Name("runreaper_sweep_survivors_total")
-                      .Help("Orphans still alive after a sweep's SIGKILL rounds.")
-                      .Register(r)
-                      .Add({})),
-        last_survivors(prometheus::BuildGauge()
-                           .Name("runreaper_sweep_last_survivors")
-                           .Help("Orphans still alive after the latest sweep.")
-                           .Register(r)
-                           .Add({})),
-        signals(prometheus::BuildCounter()
-                    .Name("runreaper_signals_total")
-                    .Help("Signals the sweeper attempted, by ladder stage and result.")
-                    .Register(r)),
-        rpcs(prometheus::BuildCounter()
-                 .Name("runreaper_rpcs_total")
-                 .Help("gRPC calls answered, by method and status code.")
-                 .Register(r)),
-        store_seconds(prometheus::BuildHistogram()
-                          .Name("runreaper_store_transaction_duration_seconds")
-                          .Help("Duration of store write transactions, the wait for the "
-                                "SQLite write lock included.")
-                          .Register(r)
-                          .Add({}, kStoreBuckets)),
-        pruned_runs(prometheus::BuildCounter()
-                        .Name("runreaper_pruned_runs_total")
-                        .Help("Runs deleted by retention (--retain): terminal, swept "
-                              "clean, ended longer ago than the retention.")
-                        .Register(r)
-                        .Add({})),
-        db_bytes(prometheus::BuildGauge()
-                     .Name("runreaper_db_bytes")
-                     .Help("Size of the SQLite database (page_count x page_size), as "
-                           "of the last reconcile pass.")
-                     .Register(r)
-                     .Add({})),
-        walk_kept_fds(prometheus::BuildGauge()
-                          .Name("runreaper_walk_kept_descriptors")
-                          .Help("/proc/<pid>/stat descriptors walks keep open between "
-                                "walks (--stat_handles), as of the last reconcile pass.")
-                          .Register(r)
-                          .Add({})),
-        errors(prometheus::BuildCounter()
-                   .Name("runreaper_errors_total")
-                   .Help("Failed reconcile passes, exit reconciles, sweeps and prunes (each is "
-                         "logged).")
-                   .Register(r)
-                   .Add({})),
-        lineage_enabled(prometheus::BuildGauge()
-                            .Name("runreaper_lineage_enabled")
-                            .Help("1 when process lineage tracking is on.")
-                            .Register(r)
-                            .Add({})),
-        lineage_gaps(prometheus::BuildGauge()
-                         .Name("runreaper_runs_with_lineage_gap")
-                         .Help("RUNNING runs whose process lineage has a gap (an event "
-                               "lost or a parent unknown).")
-                         .Register(r)
-                         .Add({})),
-        proc_events(prometheus::BuildCounter()
-                        .Name("runreaper_proc_events_total")
-                        .Help("Process events received from the kernel's proc connector.")
-                        .Register(r)
-                        .Add({})),
-        proc_events_lost(prometheus::BuildCounter()
-                             .Name("runreaper_proc_events_lost_total")
-                             .Help("Process events the proc connector lost (receive "
-                                   "buffer overruns).")
-                             .Register(r)
-                             .Add({})),
-        leases_granted(prometheus::BuildCounter()
-                           .Name("runreaper_leases_granted_total")
-                           .Help("Leases granted (runreaperctl keep).")
-                           .Register(r)
-                           .Add({})),
-        leased_kept(prometheus::BuildGauge()
-                        .Name("runreaper_leased_members")
-                        .Help("Orphans kept by a lease (runreaperctl keep or "
-                              "RUNREAPER_KEEP=DURATION), as of the last listing or sweep.")
-                        .Register(r)
-                        .Add({})),
-        zombies(prometheus::BuildGauge()
-                    .Name("runreaper_zombies")
-                    .Help("Zombie members of RUNNING and unswept runs (each process once), "
-                          "as of the last zombie census.")
-                    .Register(r)
-                    .Add({})),
-        runs_with_zombies(prometheus::BuildGauge()
-                              .Name("runreaper_runs_with_zombies")
-                              .Help("Runs holding at least one zombie member, as of the last "
-                                    "zombie census.")
-                              .Register(r)
-                              .Add({})),
-        run_zombies_max(prometheus::BuildGauge()
-                            .Name("runreaper_run_zombies_max")
-                            .Help("The most zombie members one run holds (runreaperctl orphans "
-                                  "names it and the parents not reaping them).")
-                            .Register(r)
-                            .Add({})),
-        runs_with_pids_limit(prometheus::BuildGauge()
-                                 .Name("runreaper_runs_with_pids_limit")
-                                 .Help("RUNNING runs with a dedicated cgroup whose pids.max is a "
-                                       "limit (not \"max\").")
-                                 .Register(r)
-                                 .Add({})),
-        run_pids_usage_max(prometheus::BuildGauge()
-                               .Name("runreaper_run_pids_usage_max")
-                               .Help("The highest pids.current / pids.max of a RUNNING run's "
-                                     "dedicated cgroup with a pids limit; 0 when no run has one "
-                                     "(runreaper_runs_with_pids_limit says how many do).")
-                               .Register(r)
-                               .Add({})),
-        refused(prometheus::BuildCounter()
-                    .Name("runreaper_refused_callers_total")
-                    .Help("Callers refused, by reason.")
-                    .Register(r)),
-        dropped(prometheus::BuildCounter()
-                    .Name("runreaper_calls_dropped_total")
-                    .Help("Queued calls answered CANCELLED without running, by method: their "
-                          "client had gone (deadline passed, cancelled, connection closed).")
-                    .Register(r)),
-        ended(prometheus::BuildCounter()
-                  .Name("runreaper_runs_ended_total")
-                  .Help("Runs whose leader's end runreaper observed, by how it ended (the "
-                        "observed exit: exited, signaled, unknown).")
-                  .Register(r)),
-        signaled(prometheus::BuildCounter()
-                     .Name("runreaper_runs_signaled_total")
-                     .Help("Runs whose leader was observed killed by a signal, by signal name.")
-                     .Register(r)) {
-    ended_exited = &ended.Add({{"how", "exited"}});
-    ended_signaled = &ended.Add({{"how", "signaled"}});
-    ended_unknown = &ended.Add({{"how", "unknown"}});
-    for (v1::RunState s : {v1::RUN_STATE_RUNNING, v1::RUN_STATE_FINISHED, v1::RUN_STATE_STALE,
-                           v1::RUN_STATE_CANCELLED}) {
-      runs_by_state[s] = &runs.Add({{"state", LowerName(v1::RunState_Name(s), "RUN_STATE_")}});
-    }
-    for (int i = v1::StaleReason_MIN; i <= v1::StaleReason_MAX; ++i) {
-      if (!v1::StaleReason_IsValid(i) || i == v1::STALE_REASON_UNSPECIFIED) continue;
-      const auto reason = static_cast<v1::StaleReason>(i);
-      transitions_by_reason[reason] =
-          &transitions.Add({{"reason", LowerName(v1::StaleReason_Name(reason), "STALE_REASON_")}});
-    }
-    transitions_other = &transitions.Add({{"reason", "other"}});
-    watched = &running.Add({{"detection", "pidfd"}});
-    probed = &running.Add({{"detection", "probe"}});
-    // Every stage x result series exists from the start (28, at 0), so
-    // rate() and the dashboard see them before the first sweep.
-    for (const char* stage : kStages) {
-      for (const char* result : kResults) signals.Add({{"stage", stage}, {"result", result}});
-    }
-    sweeps_ok = &sweeps.Add({{"result", "ok"}});
-    sweeps_failed = &sweeps.Add({{"result", "error"}});
-  }
-
-  prometheus::Family<Gauge>& runs;
-  prometheus::Family<Gauge>& running;
-  Gauge& awaiting_sweep;
-  Gauge& healthy;
-  Histogram& pass_seconds;
-  Counter& pass_overruns;
-  prometheus::Family<Counter>& transitions;
-  Histogram& exit_seconds;
-  Counter& watcher_exits;
-  Counter& watcher_fallbacks;
-  Counter& registrations;
-  prometheus::Family<Counter>& sweeps;
-  Histogram& sweep_seconds;
-  Counter& sweep_targets;
-  Counter& survivors;
-  Gauge& last_survivors;
-  prometheus::Family<Counter>& signals;
-  prometheus::Family<Counter>& rpcs;
-  Histogram& store_seconds;
-  Counter& pruned_runs;
-  Gauge& db_bytes;
-  Gauge& walk_kept_fds;
-  Counter& errors;
-  Gauge& lineage_enabled;
-  Gauge& lineage_gaps;
-  Counter& proc_events;
-  Counter& proc_events_lost;
-  Counter& leases_granted;
-  Gauge& leased_kept;
-  Gauge& zombies;
-  Gauge& runs_with_zombies;
-  Gauge& run_zombies_max;
-  Gauge& runs_with_pids_limit;
-  Gauge& run_pids_usage_max;
-  prometheus::Family<Counter>& refused;
-  prometheus::Family<Counter>& dropped;
-  prometheus::Family<Counter>& ended;
-  prometheus::Family<Counter>& signaled;
-  Counter* ended_exited;
-  Counter* ended_signaled;
-  Counter* ended_unknown;
-
-  std::map<v1::RunState, Gauge*> runs_by_state;
-  std::map<v1::StaleReason, Counter*> transitions_by_reason;
-  Counter* transitions_other;
-  Gauge* watched;
-  Gauge* probed;
-  Counter* sweeps_ok;
-  Counter* sweeps_failed;
-
-  // The watcher reports its fallbacks as a running total; the counter moves
-  // by the difference.
-  std::atomic<int64_t> fallbacks_seen{0};
-  std::atomic<int64_t> running_total{0};
-  std::atomic<int64_t> watched_total{0};
-
-  // RPC counters by (method path, code), looked up without the family's
-  // mutex on the hot path once a pair has been seen.
-  absl::Mutex rpc_mu;
-  absl::flat_hash_map<std::pair<std::string, int>, Counter*> rpc_counters ABSL_GUARDED_BY(rpc_mu);
-};
 
 Metrics::Metrics(bool enabled) : enabled_(enabled) {
   if (!enabled_) return;
@@ -497,6 +190,21 @@ void Metrics::CountEvents(const std::vector<v1::Event>& events) {
       case v1::EVENT_TYPE_SIGNAL:
         f_->signals
             .Add({{"stage", OneOf(e.stage(), kStages)}, {"result", OneOf(e.result(), kResults)}})
+            .Increment();
+        break;
+      case v1::EVENT_TYPE_CONTAINER_REMOVED:
+      case v1::EVENT_TYPE_CONTAINER_KEPT:
+        f_->containers_removed
+            .Add({{"runtime", OneOf(e.container().runtime(), kContainerRuntimes)},
+                  {"kind", OneOf(e.container().kind(), kContainerKinds)},
+                  {"result", OneOf(e.result(), kContainerResults)}})
+            .Increment();
+        break;
+      case v1::EVENT_TYPE_CONTAINER_CREATED:
+        f_->containers_created
+            .Add({{"runtime", OneOf(e.container().runtime(), kContainerRuntimes)},
+                  {"kind", OneOf(e.container().kind(), kContainerKinds)},
+                  {"attributed", e.container().run_id().empty() ? "false" : "true"}})
             .Increment();
         break;
       default:
@@ -639,9 +347,42 @@ void Metrics::LeaseGranted() {
   f_->leases_granted.Increment();
 }
 
+void Metrics::SetContainersLeft(const absl::StatusOr<ContainersLeft>& left) {
+  if (!enabled_ || !left.ok()) return;
+  for (const char* runtime : kContainerRuntimes) {
+    for (const char* kind : kContainerKinds) {
+      auto it = left->find({runtime, kind});
+      f_->containers_left.Add({{"runtime", runtime}, {"kind", kind}})
+          .Set(it == left->end() ? 0.0 : static_cast<double>(it->second));
+    }
+  }
+}
+
 void Metrics::SetLeasedMembers(int64_t members) {
   if (!enabled_) return;
   f_->leased_kept.Set(static_cast<double>(members));
+}
+
+void Metrics::PipeHeld() {
+  if (!enabled_) return;
+  f_->pipe_held.Increment();
+}
+
+void Metrics::SetPipeStalls(int64_t holders, absl::Duration longest) {
+  if (!enabled_) return;
+  f_->leader_pipe_holders->Set(static_cast<double>(holders));
+  f_->leader_eof_stall->Set(absl::ToDoubleSeconds(longest));
+}
+
+void Metrics::SetStepPipeStalls(int64_t holders, absl::Duration longest) {
+  if (!enabled_) return;
+  f_->step_pipe_holders->Set(static_cast<double>(holders));
+  f_->step_eof_stall->Set(absl::ToDoubleSeconds(longest));
+}
+
+void Metrics::PipeHoldersReleased(int64_t swept) {
+  if (!enabled_) return;
+  f_->pipe_released.Increment(static_cast<double>(swept));
 }
 
 void Metrics::SetZombies(const absl::StatusOr<ZombieFigures>& figures) {

@@ -17,9 +17,11 @@
 #define RUNREAPER_SERVER_METRICS_METRICS_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -131,10 +133,26 @@ class Metrics {
   // or sweep.
   void LeaseGranted();
   void SetLeasedMembers(int64_t members);
-  // Issue 18 §5 (zombie piles): the census of the last zombie interval; an
+  // Pipe holders (server/pipes/pipe_watch.h, step_watch.h): a run found
+  // with its leader's (or a step's) output pipe held; the stalls followed
+  // now (their holders over all runs, the longest since it began) of ended
+  // runs' leaders (role="leader") and of steps of RUNNING runs
+  // (role="step"); processes swept to release them after release_pipes.
+  void PipeHeld();
+  void SetPipeStalls(int64_t holders, absl::Duration longest);
+  void SetStepPipeStalls(int64_t holders, absl::Duration longest);
+  void PipeHoldersReleased(int64_t swept);
+  // Zombie piles: the census of the last zombie interval; an
   // error leaves the gauges as they were.
   void SetZombies(const absl::StatusOr<ZombieFigures>& figures);
-  // Issue 10 (trust): a caller refused; `reason` one of "unauthenticated",
+  // Containers left behind (runreaper_containers_left), by (runtime, kind):
+  // LIVE rows of terminal runs plus unattributed ones, set on the zombie
+  // census tick; absent pairs are 0; an error leaves the gauges.
+  // runreaper_containers_removed_total and _created_total are counted from
+  // the CONTAINER_* events (CountEvents).
+  using ContainersLeft = std::map<std::pair<std::string, std::string>, int64_t>;
+  void SetContainersLeft(const absl::StatusOr<ContainersLeft>& left);
+  // A caller refused; `reason` one of "unauthenticated",
   // "permission_denied", "peer_credentials", "quota" (a bound per uid,
   // server/register/uid_quota.h; others count as "other").
   void CallerRefused(absl::string_view reason);

@@ -131,6 +131,58 @@ TEST(MetricsTest, ZombieGauges) {
   EXPECT_TRUE(Has(body, "runreaper_run_pids_usage_max 0")) << body;
 }
 
+// Containers: outcomes and creations counted from their events (each
+// label in its set), the left-behind gauge set by the census.
+TEST(MetricsTest, ContainerCountersAndLeftGauge) {
+  Metrics metrics;
+  std::string body = metrics.Render();
+  EXPECT_TRUE(Has(body, R"(runreaper_containers_left{kind="network",runtime="docker"} 0)")) << body;
+  auto event = [](v1::EventType type, const std::string& kind, const std::string& result,
+                  const std::string& run) {
+    v1::Event e;
+    e.set_type(type);
+    e.set_result(result);
+    e.mutable_container()->set_runtime("docker");
+    e.mutable_container()->set_kind(kind);
+    e.mutable_container()->set_run_id(run);
+    return e;
+  };
+  metrics.CountEvents({event(v1::EVENT_TYPE_CONTAINER_CREATED, "container", "", "r1"),
+                       event(v1::EVENT_TYPE_CONTAINER_CREATED, "volume", "", ""),
+                       event(v1::EVENT_TYPE_CONTAINER_REMOVED, "container", "REMOVED", "r1"),
+                       event(v1::EVENT_TYPE_CONTAINER_KEPT, "network", "IN_USE", "r1"),
+                       event(v1::EVENT_TYPE_CONTAINER_KEPT, "network", "bogus", "r1")});
+  metrics.SetContainersLeft(Metrics::ContainersLeft{{{"docker", "network"}, 2}});
+  body = metrics.Render();
+  EXPECT_TRUE(Has(
+      body,
+      R"(runreaper_containers_created_total{attributed="true",kind="container",runtime="docker"} 1)"))
+      << body;
+  EXPECT_TRUE(Has(
+      body,
+      R"(runreaper_containers_created_total{attributed="false",kind="volume",runtime="docker"} 1)"))
+      << body;
+  EXPECT_TRUE(Has(
+      body,
+      R"(runreaper_containers_removed_total{kind="container",result="REMOVED",runtime="docker"} 1)"))
+      << body;
+  EXPECT_TRUE(Has(
+      body,
+      R"(runreaper_containers_removed_total{kind="network",result="IN_USE",runtime="docker"} 1)"))
+      << body;
+  EXPECT_TRUE(Has(
+      body,
+      R"(runreaper_containers_removed_total{kind="network",result="other",runtime="docker"} 1)"))
+      << body;
+  EXPECT_TRUE(Has(body, R"(runreaper_containers_left{kind="network",runtime="docker"} 2)")) << body;
+  metrics.SetContainersLeft(absl::UnavailableError("store"));
+  EXPECT_TRUE(
+      Has(metrics.Render(), R"(runreaper_containers_left{kind="network",runtime="docker"} 2)"));
+  metrics.SetContainersLeft(Metrics::ContainersLeft{});
+  EXPECT_TRUE(
+      Has(metrics.Render(), R"(runreaper_containers_left{kind="network",runtime="docker"} 0)"));
+}
+
 // The observed exit of every run the reconciler ended: how it ended, and
 // for a signal, which one (bounded: signal names, "other" past 64).
 TEST(MetricsTest, RunsEndedByHowAndBySignal) {

@@ -415,7 +415,7 @@ absl::StatusOr<PassResult> Reconciler::ReconcileLocked(
     // A leader from another PID namespace that was translated at
     // registration is probed as the process it is here (host pid, same start
     // time: a recycled host pid reads as PID_REUSED). Untranslated, it is
-    // translated through the walk below, as before.
+    // translated through the walk below.
     const scanner::ProcessRef leader =
         scanner::LeaderIn(run.leader, run.host, observer.pidns_inode).value_or(run.leader);
     // Records naming the same process in one pass share one probe: the same

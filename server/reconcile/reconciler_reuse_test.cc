@@ -104,7 +104,7 @@ TEST_F(ReconcilerReuseTest, TheExitWatcherNeverArmsTheImpostor) {
 }
 
 // The fallback (a record without an id: ids off, an older kernel or
-// client) is exactly as before ids: the start time matches, so the
+// client) compares the start time only: it matches, so the
 // impostor passes for the leader. This is the blind spot the id closes.
 TEST_F(ReconcilerReuseTest, WithoutARecordedIdOnlyTheStartTimeIsCompared) {
   SKIP_UNLESS_PRIVATE_PID_NS();

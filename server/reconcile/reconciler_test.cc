@@ -325,7 +325,7 @@ TEST_F(ReconcilerTest, DryRunReturnsTransitionsAndWritesNothing) {
   ASSERT_EQ(dry.transitions.size(), 1u);
   EXPECT_EQ(dry.transitions[0].run_id(), "gone");
   EXPECT_EQ(dry.transitions[0].stale_reason(), v1::STALE_REASON_EXITED);
-  // Nothing written: states, liveness, last_seen and the event log as before.
+  // Nothing written: states, liveness, last_seen and the event log unchanged.
   EXPECT_EQ(LastEventId(), events_before);
   EXPECT_EQ(Get("gone").state(), v1::RUN_STATE_RUNNING);
   const v1::Run alive_after = Get("alive");
@@ -659,7 +659,7 @@ TEST_F(ReconcilerTest, WatchOfAnExitedRunReconcilesItAtOnce) {
   EXPECT_EQ(after.stale_reason(), v1::STALE_REASON_EXITED);
 }
 
-// Issue 12: a quiet pass is free. An armed record whose pidfd has not fired
+// A quiet pass is free. An armed record whose pidfd has not fired
 // is neither probed nor written; last_seen_alive_at is written at most every
 // stale_after / 4 and is truthful through OverlayLastSeen in between.
 TEST_F(ReconcilerTest, QuietArmedPassWritesNothingUntilAQuarterOfStaleAfter) {

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/text.h"
 #include "scanner/identity_proto.h"
+#include "scanner/proc_parse.h"
 
 namespace runreaper::server {
 namespace {
@@ -55,6 +56,7 @@ std::string SentIdentityMismatch(const v1::RegisterRunRequest& request,
 
 absl::StatusOr<bool> CheckLeaderClaim(const Caller& caller, const v1::RegisterRunRequest& request,
                                       const LeaderView& leader) {
+  if (request.pid() == 0) return false;  // no leader of its own: nothing claimed
   const bool sent = scanner::HasIdentityFields(request);
   const bool seen =
       leader.where == LeaderView::Where::kHere || leader.where == LeaderView::Where::kTranslated;
@@ -119,7 +121,8 @@ absl::StatusOr<bool> CheckLeaderClaim(const Caller& caller, const v1::RegisterRu
 }
 
 absl::Status CheckOwnerClaim(const Caller& caller, const v1::RegisterRunRequest& request,
-                             const LeaderView& owner, int self_pid, int leader_pid) {
+                             const LeaderView& owner, const CallerAncestry& ancestry, int self_pid,
+                             int leader_pid) {
   const int pid = request.owner_pid();
   if (pid == 0) return absl::OkStatus();
   switch (owner.where) {
@@ -140,7 +143,7 @@ absl::Status CheckOwnerClaim(const Caller& caller, const v1::RegisterRunRequest&
                        " not found in runreaperd's PID namespace (an owner is always named "
                        "as runreaperd numbers it)"));
   }
-  if (owner.state == 'Z' || owner.state == 'X') {
+  if (scanner::HasExited(owner.state)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "owner_pid: process ", pid, " has exited (state ", std::string(1, owner.state), ")"));
   }
@@ -175,13 +178,42 @@ absl::Status CheckOwnerClaim(const Caller& caller, const v1::RegisterRunRequest&
                      ") is not in it; a non-root "
                      "caller may name only an owner of its own PID namespace"));
   }
-  if (!owner.live.uid.has_value() || *owner.live.uid != caller.uid) {
+  if (owner.live.uid.has_value() && *owner.live.uid == caller.uid) return absl::OkStatus();
+  const std::string of_uid =
+      absl::StrCat("owner process ", pid, " belongs to uid ",
+                   owner.live.uid.has_value() ? absl::StrCat(*owner.live.uid) : "unknown");
+  const std::string rule =
+      "; a non-root caller may name only an owner of its own uid or an ancestor of its own "
+      "process";
+  if (!owner.live.uid.has_value() || caller.pid <= 0) {
     return absl::PermissionDeniedError(
-        absl::StrCat(who, "owner process ", pid, " belongs to uid ",
-                     owner.live.uid.has_value() ? absl::StrCat(*owner.live.uid) : "unknown",
-                     "; a non-root caller may name only an owner of its own uid"));
+        absl::StrCat(who, of_uid, ", and the caller's own process is unknown", rule));
   }
-  return absl::OkStatus();
+  if (ancestry.chain.empty()) {
+    return absl::PermissionDeniedError(absl::StrCat(who, of_uid, ", and the ancestry of process ",
+                                                    caller.pid, " (the caller's) is unreadable (",
+                                                    ancestry.error.message(), ")", rule));
+  }
+  // The connecting process must still be the caller's: a pid the caller's
+  // process left behind and another uid's process took names nothing of the
+  // caller's (a process of the caller's uid below the owner is the caller's
+  // to connect from anyway).
+  if (ancestry.chain.front().pid != caller.pid || ancestry.caller_uid != caller.uid) {
+    return absl::PermissionDeniedError(absl::StrCat(who, of_uid, ", and process ", caller.pid,
+                                                    " (the caller's) is no longer of uid ",
+                                                    caller.uid, rule));
+  }
+  for (size_t i = 1; i < ancestry.chain.size(); ++i) {
+    const scanner::ProcessRef& a = ancestry.chain[i];
+    if (a.pid == pid && a.start_time == owner.live.start_time) return absl::OkStatus();
+  }
+  return absl::PermissionDeniedError(absl::StrCat(
+      who, of_uid, ", which is not an ancestor of process ", caller.pid, " (the caller's)", rule));
+}
+
+bool OwnerClaimNeedsAncestry(const Caller& caller, const LeaderView& owner) {
+  return caller.uid != 0 && caller.pid > 0 && owner.where == LeaderView::Where::kHere &&
+         owner.live.uid.has_value() && *owner.live.uid != caller.uid;
 }
 
 absl::Status CheckRunOwner(uint32_t caller_uid, const v1::Run& run, const std::string& method) {

@@ -11,7 +11,9 @@
 // a container), whose every sent identity field matches /proc (as read once
 // into a LeaderView, server/register/leader_view.h), may change
 // only runs it registered, and its runs' sweeps and cancels signal only
-// processes of its uid (SignalOnlyUid).
+// processes of its uid (SignalOnlyUid). It may name as its run's owner a
+// process of its own uid, or one of another uid that is an ancestor of its
+// connecting process (its runner).
 #ifndef RUNREAPER_SERVER_REGISTER_CALLER_POLICY_H_
 #define RUNREAPER_SERVER_REGISTER_CALLER_POLICY_H_
 
@@ -52,6 +54,7 @@ std::string SentIdentityMismatch(const v1::RegisterRunRequest& request,
 
 // Whether `caller` may register the leader `leader` as `request` names it;
 // on OK, whether the run is to be marked identity_unverified.
+// - no leader (pid 0, an owner-only run): nothing is claimed; OK, verified.
 // - root: always; unverified when identity fields were sent and the leader
 //   is neither here nor translated (a late registration, a namespace not
 //   translated, unreadable) or a sent field differs from it (a differing
@@ -65,6 +68,10 @@ std::string SentIdentityMismatch(const v1::RegisterRunRequest& request,
 absl::StatusOr<bool> CheckLeaderClaim(const Caller& caller, const v1::RegisterRunRequest& request,
                                       const LeaderView& leader);
 
+// Whether `caller` needs its ancestry read for an owner claim: a non-root
+// caller whose connecting process is known, naming an owner of another uid.
+bool OwnerClaimNeedsAncestry(const Caller& caller, const LeaderView& owner);
+
 // Whether the owner a RegisterRun request names (owner_pid, read by
 // ViewOwner) may be the run's owner. OK when there is none (owner_pid 0).
 // INVALID_ARGUMENT naming owner_pid: no such process in runreaperd's PID
@@ -72,10 +79,16 @@ absl::StatusOr<bool> CheckLeaderClaim(const Caller& caller, const v1::RegisterRu
 // owner_start_time_ticks (a recycled pid), runreaperd itself (`self_pid`),
 // or the leader itself (`leader_pid`: the leader as runreaperd numbers it,
 // 0 = unknown). FAILED_PRECONDITION: unreadable. PERMISSION_DENIED for a
-// non-root caller whose PID namespace is not runreaperd's, or whose uid is
-// not the owner's real uid.
+// non-root caller whose PID namespace is not runreaperd's, or that names an
+// owner of another uid which is not an ancestor of its own connecting
+// process: `ancestry` (read only when OwnerClaimNeedsAncestry) must hold
+// the owner (its pid and start time) above chain[0], and chain[0] must
+// still be a process of the caller's uid (docs/SECURITY.md "An owner of
+// another uid"). A non-root job under a root runner thus anchors to its
+// runner, never to an unrelated process of another uid.
 absl::Status CheckOwnerClaim(const Caller& caller, const v1::RegisterRunRequest& request,
-                             const LeaderView& owner, int self_pid, int leader_pid);
+                             const LeaderView& owner, const CallerAncestry& ancestry, int self_pid,
+                             int leader_pid);
 
 // OK when `caller_uid` may change `run` (heartbeat, finish, cancel, sweep):
 // root, or the uid that registered it; PERMISSION_DENIED naming both uids

@@ -326,6 +326,98 @@ TEST(CheckLeaderClaimTest, AnUntranslatedNamespaceIsRootsOnlyAndTheRefusalSaysWh
   EXPECT_TRUE(*root);
 }
 
+// An owner of another uid (a root runner, pid 42 of Live) for nobody's job
+// (pid 300, Nobody()): the job's ancestry is 300 <- 200 (su) <- 42 <- 1.
+v1::RegisterRunRequest Owned() {
+  v1::RegisterRunRequest r;
+  r.set_run_id("r");
+  r.set_pid(301);
+  r.set_owner_pid(42);
+  return r;
+}
+
+CallerAncestry Chain(std::vector<std::pair<int, uint64_t>> refs, uint32_t uid = kNobody) {
+  CallerAncestry a;
+  for (const auto& [pid, start] : refs) {
+    scanner::ProcessRef ref;
+    ref.pid = pid;
+    ref.start_time = start;
+    a.chain.push_back(ref);
+  }
+  a.caller_uid = uid;
+  return a;
+}
+
+const CallerAncestry kUnderOwner = Chain({{300, 3000}, {200, 2000}, {42, 1000}, {1, 1}});
+
+absl::Status Owner(const Caller& caller, const LeaderView& owner, const CallerAncestry& a) {
+  return CheckOwnerClaim(caller, Owned(), owner, a, /*self_pid=*/7, /*leader_pid=*/301);
+}
+
+TEST(CheckOwnerClaimTest, AnOwnerOfTheCallersUidNeedsNoAncestry) {
+  EXPECT_FALSE(OwnerClaimNeedsAncestry(Nobody(), Here(kNobody)));
+  EXPECT_TRUE(Owner(Nobody(), Here(kNobody), CallerAncestry()).ok());
+  EXPECT_FALSE(OwnerClaimNeedsAncestry(kRoot, Here(0)));
+  EXPECT_TRUE(Owner(kRoot, Here(0), CallerAncestry()).ok());
+  EXPECT_TRUE(Owner(kRoot, Here(kNobody), CallerAncestry()).ok());
+}
+
+// The shell executor's job under the root runner: its owner is an ancestor.
+TEST(CheckOwnerClaimTest, ARootAncestorOfTheCallersProcessMayBeItsOwner) {
+  EXPECT_TRUE(OwnerClaimNeedsAncestry(Nobody(), Here(0)));
+  const absl::Status s = Owner(Nobody(), Here(0), kUnderOwner);
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(CheckOwnerClaimTest, ARootProcessThatIsNoAncestorIsRefused) {
+  const CallerAncestry elsewhere = Chain({{300, 3000}, {200, 2000}, {1, 1}});
+  const absl::Status s = Owner(Nobody(), Here(0), elsewhere);
+  EXPECT_TRUE(absl::IsPermissionDenied(s)) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(),
+                                "uid 65534: owner process 42 belongs to uid 0, which is not an "
+                                "ancestor of process 300 (the caller's)"))
+      << s;
+}
+
+// Pid 42 in the chain with another start time is a process that had the
+// number before: not the owner.
+TEST(CheckOwnerClaimTest, AnAncestorWithTheOwnersPidButAnotherStartIsNotTheOwner) {
+  const absl::Status s =
+      Owner(Nobody(), Here(0), Chain({{300, 3000}, {200, 2000}, {42, 999}, {1, 1}}));
+  EXPECT_TRUE(absl::IsPermissionDenied(s)) << s;
+}
+
+// The owner only counts above the caller's own process, and only while
+// that process is still of the caller's uid.
+TEST(CheckOwnerClaimTest, TheCallersProcessMustStillBeItsOwn) {
+  absl::Status s = Owner(Nobody(), Here(0), Chain({{300, 3000}, {42, 1000}, {1, 1}}, 0));
+  EXPECT_TRUE(absl::IsPermissionDenied(s)) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "is no longer of uid 65534")) << s;
+  s = Owner(Nobody(), Here(0), Chain({{301, 3000}, {42, 1000}, {1, 1}}));
+  EXPECT_TRUE(absl::IsPermissionDenied(s)) << s;
+  Caller unknown = Nobody();
+  unknown.pid = 0;
+  EXPECT_FALSE(OwnerClaimNeedsAncestry(unknown, Here(0)));
+  s = Owner(unknown, Here(0), kUnderOwner);
+  EXPECT_TRUE(absl::IsPermissionDenied(s)) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "the caller's own process is unknown")) << s;
+}
+
+TEST(CheckOwnerClaimTest, AnUnreadableAncestryIsRefusedSayingWhy) {
+  CallerAncestry a;
+  a.error = absl::NotFoundError("open /proc/300/stat: gone");
+  const absl::Status s = Owner(Nobody(), Here(0), a);
+  EXPECT_TRUE(absl::IsPermissionDenied(s)) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "(open /proc/300/stat: gone)")) << s;
+}
+
+// The ancestor rule opens no other door: another namespace is still refused.
+TEST(CheckOwnerClaimTest, AnAncestorSeenFromAnotherNamespaceIsStillRefused) {
+  const absl::Status s = Owner(Nobody(kPodNs), Here(0), kUnderOwner);
+  EXPECT_TRUE(absl::IsPermissionDenied(s)) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "owner of its own PID namespace")) << s;
+}
+
 TEST(CheckRunOwnerTest, RootOrTheRegisteringUid) {
   v1::Run mine;
   mine.set_run_id("mine");

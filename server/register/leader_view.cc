@@ -1,12 +1,17 @@
 #include "server/register/leader_view.h"
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "base/status_macros.h"
+#include "base/text.h"
+#include "scanner/identity_proto.h"
+#include "scanner/proc_parse.h"
 
 namespace runreaper::server {
 namespace {
@@ -121,7 +126,32 @@ std::optional<LeaderView> ViewOwnerPinned(const scanner::ProcFs& procfs, const D
   return view;
 }
 
+// Out of descriptors (EMFILE/ENFILE) is the daemon's resource, not the
+// caller's precondition: RESOURCE_EXHAUSTED, worth a retry.
+absl::StatusCode ReadFailureCode(const absl::Status& s) {
+  return absl::IsResourceExhausted(s) ? absl::StatusCode::kResourceExhausted
+                                      : absl::StatusCode::kFailedPrecondition;
+}
+
 }  // namespace
+
+int LeaderView::PidHere() const {
+  switch (where) {
+    case Where::kHere:
+      return live.pid;
+    case Where::kTranslated:
+      return host_pid;
+    case Where::kGone:
+    case Where::kOtherNamespace:
+    case Where::kUnreadable:
+      return 0;
+  }
+  return 0;
+}
+
+bool LeaderView::SeenLive() const {
+  return (where == Where::kHere || where == Where::kTranslated) && !scanner::HasExited(state);
+}
 
 absl::StatusOr<scanner::Identity> LiveInOwnNamespace(const scanner::Identity& host,
                                                      const std::vector<int>& nspid,
@@ -217,6 +247,186 @@ void RecordTranslation(const DaemonSelf& self, const LeaderView& leader, v1::Run
                      own_ns, "): ", leader.error.ToString(),
                      "; the run's orphans cannot be verified");
   }
+}
+
+namespace {
+
+// RequestView::record's leader identity (see there).
+absl::Status RecordLeader(const DaemonSelf& self, const RequestView& view,
+                          const v1::RegisterRunRequest& r, v1::Run* run) {
+  if (r.pid() == 0) {
+    run->set_pidns_inode(view.self.pidns_inode);
+    run->set_boot_id(base::ToValidUtf8(view.self.boot_id));
+    const uint64_t now = scanner::NowBootTicks();
+    if (now == 0) {
+      return absl::InternalError(
+          "pid: a run with no leader starts now, and runreaperd cannot read CLOCK_BOOTTIME");
+    }
+    run->set_start_time_ticks(now);
+    return absl::OkStatus();
+  }
+  if (scanner::HasIdentityFields(r)) {
+    // The caller may live in another namespace: what it sent is stored.
+    scanner::SetIdentity(scanner::IdentityOf(r), run, scanner::CgroupField::kCopy);
+    RecordTranslation(self, view.leader, run);
+    return absl::OkStatus();
+  }
+  // Only a pid sent: the view read runreaperd's own namespace.
+  const LeaderView& leader = view.leader;
+  if (leader.where != LeaderView::Where::kHere) {
+    if (leader.thread_of != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("pid: ", r.pid(), " is a thread of process ",
+                                                     leader.thread_of, ", not a process"));
+    }
+    if (absl::IsNotFound(leader.error)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("pid: process ", r.pid(),
+                       " not found in runreaperd's PID namespace (send the identity "
+                       "fields when registering from another namespace)"));
+    }
+    return absl::Status(ReadFailureCode(leader.error),
+                        absl::StrCat("pid: cannot read the identity of process ", r.pid(), ": ",
+                                     leader.error.message()));
+  }
+  scanner::SetIdentity(leader.live, run);  // kOmit: the cgroup stays unset
+  // /proc text may be any bytes; a proto3 string must be UTF-8.
+  run->set_comm(base::ToValidUtf8(leader.live.comm));
+  run->set_boot_id(base::ToValidUtf8(run->boot_id()));
+  return absl::OkStatus();
+}
+
+// RequestView::record's owner (see there).
+void RecordOwner(const LeaderView& owner, v1::Run* run) {
+  scanner::Identity o = owner.live;
+  o.cgroup.clear();
+  o.host = scanner::ProcessRef();
+  o.comm = base::ToValidUtf8(o.comm);
+  o.boot_id = base::ToValidUtf8(o.boot_id);
+  scanner::SetOwner(o, run);
+}
+
+// RequestView::alive for a run with a leader (see there).
+bool LeaderSeenAlive(const RequestView& view, const v1::Run& run) {
+  if (run.start_time_ticks() == 0 || run.pidns_inode() == 0 || view.self.pidns_inode == 0 ||
+      view.leader_here == 0) {
+    return false;
+  }
+  if (!run.boot_id().empty() && (view.self.boot_id.empty() || run.boot_id() != view.self.boot_id)) {
+    return false;
+  }
+  const LeaderView& leader = view.leader;
+  return leader.PidHere() == view.leader_here && leader.live.start_time == run.start_time_ticks() &&
+         !scanner::PidfsIdsDiffer(leader.live.pidfs_id, run.pidfs_id()) && leader.SeenLive();
+}
+
+// RequestView::leader_cgroup (see there).
+absl::StatusOr<std::optional<std::string>> LeaderCgroup(const LeaderView& leader,
+                                                        const v1::RegisterRunRequest& r) {
+  switch (leader.where) {
+    case LeaderView::Where::kHere:
+    case LeaderView::Where::kTranslated:
+      if (r.has_start_time_ticks() && r.start_time_ticks() != leader.live.start_time) {
+        return std::nullopt;
+      }
+      return leader.live.cgroup;
+    case LeaderView::Where::kUnreadable:
+      return absl::Status(ReadFailureCode(leader.error),
+                          absl::StrCat("cgroup: cannot read the cgroup of process ", r.pid(), ": ",
+                                       leader.error.message()));
+    case LeaderView::Where::kGone:
+    case LeaderView::Where::kOtherNamespace:
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+RequestView ViewRequest(const scanner::ProcFs& procfs, const DaemonSelf& self,
+                        const v1::RegisterRunRequest& r, const std::string& run_id) {
+  RequestView view;
+  view.self = self.Facts();
+  view.read_at = scanner::NowBootTicks();
+  if (r.pid() != 0) view.leader = ViewLeader(procfs, self, r);
+  if (r.owner_pid() != 0) view.owner = ViewOwner(procfs, self, r.owner_pid());
+
+  v1::Run run;
+  run.set_run_id(run_id);
+  run.set_pid(r.pid());
+  if (absl::Status s = RecordLeader(self, view, r, &run); !s.ok()) {
+    view.record = std::move(s);
+    return view;
+  }
+  if (r.owner_pid() != 0) RecordOwner(view.owner, &run);
+  const std::optional<scanner::ProcessRef> here =
+      scanner::LeaderIn(scanner::IdentityOf(run), view.self.pidns_inode);
+  view.leader_here = here.has_value() ? here->pid : 0;
+  if (r.pid() == 0) {
+    // With no leader the owner's liveness is the run's: alive as read (an
+    // owner is read only here, never translated).
+    view.alive = view.owner.SeenLive();
+  } else if (LeaderSeenAlive(view, run)) {
+    view.alive = true;
+    if (view.read_at != 0 && run.start_time_ticks() <= view.read_at) {
+      view.leader_alive_ticks = view.read_at;
+    }
+  }
+  view.leader_cgroup = LeaderCgroup(view.leader, r);
+  view.record = std::move(run);
+  return view;
+}
+
+CallerAncestry ReadCallerAncestry(const scanner::ProcFs& procfs, int pid) {
+  CallerAncestry out;
+  if (pid <= 0) {
+    out.error = absl::InvalidArgumentError(absl::StrCat("no process: pid ", pid));
+    return out;
+  }
+  std::vector<scanner::ProcessRef> chain;
+  int at = pid;
+  uint64_t child_start = UINT64_MAX;
+  while (at > 0) {
+    if (static_cast<int>(chain.size()) >= kMaxAncestry) {
+      out.error = absl::ResourceExhaustedError(
+          absl::StrCat("process ", pid, " has more than ", kMaxAncestry, " ancestors"));
+      return out;
+    }
+    absl::StatusOr<scanner::ProcStat> stat = procfs.ReadStat(at);
+    if (!stat.ok()) {
+      out.error = stat.status();
+      return out;
+    }
+    // A parent exits and its pid is reused: the number now names a process
+    // that started after the child, never its parent.
+    if (stat->start_time > child_start) {
+      out.error = absl::FailedPreconditionError(
+          absl::StrCat("process ", at, " started after its child ", chain.back().pid,
+                       ": the parent exited and its pid was reused"));
+      return out;
+    }
+    scanner::ProcessRef ref;
+    ref.pid = at;
+    ref.start_time = stat->start_time;
+    chain.push_back(ref);
+    child_start = stat->start_time;
+    at = stat->ppid;
+  }
+  // The real uid, bracketed by two stat reads of the same start time: read
+  // of the process the walk started at, not of a successor to its pid.
+  absl::StatusOr<scanner::ProcStatus> status = procfs.ReadStatus(pid);
+  if (!status.ok()) {
+    out.error = status.status();
+    return out;
+  }
+  absl::StatusOr<scanner::ProcStat> again = procfs.ReadStat(pid);
+  if (!again.ok() || again->start_time != chain.front().start_time) {
+    out.error = absl::FailedPreconditionError(
+        absl::StrCat("process ", pid, " exited while its ancestry was read"));
+    return out;
+  }
+  out.chain = std::move(chain);
+  out.caller_uid = status->uid;
+  return out;
 }
 
 }  // namespace runreaper::server

@@ -1,13 +1,18 @@
-// The one read of the leader a RegisterRun request names: where it is for
-// runreaperd, and what /proc says of it, for CheckLeaderClaim
-// (server/register/caller_policy.h), for the record (its translation to runreaperd's
-// PID namespace), for its liveness at registration and for its cgroup claim
-// (server/register/registration.h). Reads /proc; the decisions on what was read are
-// caller_policy's and registration's.
+// The one read of the processes a RegisterRun request names, the leader and
+// the owner: where each is for runreaperd and what /proc says of it; and
+// what registration (server/register/registration.h) takes from that read
+// alone: the record's identity (with its translation to runreaperd's PID
+// namespace), the owner as recorded, the liveness at registration and the
+// leader's cgroup for its claim. Who may register it is the trust policy's
+// decision (CheckLeaderClaim, server/register/caller_policy.h), on this view.
+// Only ViewLeader, ViewOwner and ViewRequest read /proc; every other function
+// here is a decision on what they read.
 #ifndef RUNREAPER_SERVER_REGISTER_LEADER_VIEW_H_
 #define RUNREAPER_SERVER_REGISTER_LEADER_VIEW_H_
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -62,6 +67,25 @@ struct LeaderView {
   // it names no task at all.
   int thread_of = 0;
   absl::Status error;  // kGone, kOtherNamespace, kUnreadable: why
+
+  // The pid of the process read, as runreaperd numbers it: live.pid for
+  // kHere, host_pid for kTranslated; 0 when none was read.
+  int PidHere() const;
+  // Whether a process was read (kHere or kTranslated) and had not exited
+  // in that read (scanner::HasExited: not a zombie, not dead).
+  bool SeenLive() const;
+};
+
+// The caller's connecting process (Caller::pid) and its ancestors, nearest
+// first, as read in runreaperd's PID namespace for an owner claim
+// (ReadCallerAncestry). chain[0] is the
+// caller's process, chain[i + 1] the parent of chain[i], up to the
+// namespace's init; `caller_uid` is chain[0]'s real uid as read. Empty when
+// not read or unreadable (`error` says why).
+struct CallerAncestry {
+  std::vector<scanner::ProcessRef> chain;  // pid and start_time of each
+  std::optional<uint32_t> caller_uid;
+  absl::Status error;
 };
 
 // `host`, a process read through its pid in runreaperd's namespace
@@ -114,6 +138,70 @@ LeaderView ViewLeader(const scanner::ProcFs& procfs, const DaemonSelf& self,
 // (ViewLeader), so every failure answers exactly as that read does.
 LeaderView ViewOwner(const scanner::ProcFs& procfs, const DaemonSelf& self, int owner_pid);
 
+// The one read of everything a RegisterRun request names (ViewRequest), and
+// every answer registration takes from that read alone, so that none is
+// derived twice.
+struct RequestView {
+  SelfFacts self;  // runreaperd's own, as of the read
+  // CLOCK_BOOTTIME in clock ticks just before the reads (0: unreadable).
+  uint64_t read_at = 0;
+  LeaderView leader;  // ViewLeader; pid 0 (an owner-only run): kGone, nothing read
+  LeaderView owner;   // ViewOwner; owner_pid 0: kGone, nothing read
+
+  // The record as the view gives it: run_id, the leader's identity and the
+  // owner (the request's other fields, the policy's verdict and the
+  // liveness are registration's to set).
+  // - pid 0 (no leader of its own): our PID namespace and boot id, and the
+  //   start time now (the floor of the cookie rule); INTERNAL when
+  //   CLOCK_BOOTTIME cannot be read.
+  // - identity fields sent: exactly those (a sent cgroup is the run's own)
+  //   and, for a leader of another PID namespace, its translation
+  //   (RecordTranslation, which logs it).
+  // - only a pid sent: what the view read, without its cgroup (a current
+  //   cgroup is usually shared with the runner), text as UTF-8;
+  //   INVALID_ARGUMENT naming the pid for a thread id or no such process
+  //   here, and for a process that could not be read RESOURCE_EXHAUSTED
+  //   when out of descriptors, else FAILED_PRECONDITION.
+  // - the owner as read (owner_pid 0: none), scrubbed to what an owner
+  //   record holds: no cgroup, no host, text as UTF-8; whatever was read,
+  //   so a record is stored only once CheckOwnerClaim has accepted it.
+  absl::StatusOr<v1::Run> record;
+  // The recorded leader as runreaperd numbers it: its pid when of our PID
+  // namespace, its host pid when translated; 0 when unknown (another
+  // namespace not translated, ours unknown, an error above), for
+  // CheckOwnerClaim.
+  int leader_here = 0;
+  // Whether the run's process was seen alive, so the record says ALIVE at
+  // once instead of UNSPECIFIED until the first pass: an owner-only run's
+  // owner read here and not exited; else the recorded leader, when it is a
+  // process of our PID namespace (itself or its translation), the view read
+  // that very pid, its start time, pidfs id and boot id (when recorded)
+  // match the record and it had not exited. For a sent identity only when
+  // it names the live process read.
+  bool alive = false;
+  // The moment the leader was verified alive (docs/ORPHANS.md "Reuse") if
+  // the policy verifies its identity: read_at when the leader was seen
+  // alive and had started by then; else 0 (never).
+  uint64_t leader_alive_ticks = 0;
+  // The leader's cgroup for its cgroup claim (server/register/cgroup_claim.h),
+  // read where the request names the leader: while it is alive here or
+  // translated and is the process the request names (a sent start time
+  // that differs is a reused pid: the named leader is gone), the view's
+  // cgroup (of a translated leader: as runreaperd sees it, so a path sent
+  // from inside a cgroup namespace never names another cgroup here);
+  // nullopt when it is gone or in a namespace not translated. A leader
+  // unreadable here: RESOURCE_EXHAUSTED when out of descriptors, else
+  // FAILED_PRECONDITION, "cgroup: cannot read the cgroup of process <pid>".
+  absl::StatusOr<std::optional<std::string>> leader_cgroup = std::nullopt;
+};
+
+// Reads the leader (ViewLeader) and the owner (ViewOwner) `request` names,
+// each once and pinned, after the clock, and answers from those reads (the
+// fields above) for the run stored under `run_id`. Later steps of the
+// registration read neither process again.
+RequestView ViewRequest(const scanner::ProcFs& procfs, const DaemonSelf& self,
+                        const v1::RegisterRunRequest& request, const std::string& run_id);
+
 // For a leader sent from another PID namespace: when `leader` is
 // kTranslated, sets run->host_pid (and host_pidns_inode, ours) so the run
 // is watched, tracked and swept through it, and logs the translation;
@@ -121,6 +209,15 @@ LeaderView ViewOwner(const scanner::ProcFs& procfs, const DaemonSelf& self, int 
 // verifiable). Does nothing for a leader of our own namespace, or when our
 // namespace is unknown.
 void RecordTranslation(const DaemonSelf& self, const LeaderView& leader, v1::Run* run);
+
+// The ancestry of `pid` (a caller's connecting process, as runreaperd
+// numbers it) in `procfs`: its stat and real uid, then each parent's stat up
+// to a ppid of 0, at most kMaxAncestry entries. A parent that started after
+// its child is a pid reused after the parent exited: the walk fails there,
+// as it does on any read error (`error` names the pid and path, `chain`
+// empty).
+inline constexpr int kMaxAncestry = 4096;
+CallerAncestry ReadCallerAncestry(const scanner::ProcFs& procfs, int pid);
 
 }  // namespace runreaper::server
 

@@ -3,7 +3,8 @@
 // (host pid 5123, pid 7 in the pod), so that what the view reads, how it
 // numbers the translated leader and why it does not translate are checked
 // without a real namespace (uid_e2e_test and pidns_e2e_test do that); and
-// ViewOwner's pinned read against real processes, beside the leader's read.
+// ViewOwner's pinned read against real processes, beside the leader's read;
+// and what ViewRequest answers registration from those reads.
 #include "server/register/leader_view.h"
 
 #include <fcntl.h>
@@ -20,6 +21,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -30,6 +32,7 @@
 #include "base/test_child.h"
 #include "base/test_util.h"
 #include "gtest/gtest.h"
+#include "scanner/proc_parse.h"
 #include "server/register/caller_policy.h"
 #include "server/self/daemon_self.h"
 
@@ -238,6 +241,38 @@ TEST(RealNamespaceTest, AChildNamespacesInitIsTranslatedThroughItsHostPid) {
 // status read where the kernel has none) says what the read of a leader
 // says of it, with the pin verified for the exit watcher; a zombie, a pid
 // gone and a thread id answer exactly as that read does.
+// A real child's ancestry: itself, then this test, up to init; each with
+// its start time, and the child's real uid.
+TEST(CallerAncestryTest, AChildsAncestryRunsThroughItsParentToInit) {
+  base::TestChild child("rr-ancestry");
+  const scanner::ProcFs procfs;
+  const CallerAncestry a = ReadCallerAncestry(procfs, child.pid());
+  ASSERT_TRUE(a.error.ok()) << a.error;
+  ASSERT_GE(a.chain.size(), 2u);
+  EXPECT_EQ(a.chain[0].pid, child.pid());
+  EXPECT_EQ(a.chain[1].pid, getpid());
+  absl::StatusOr<scanner::ProcStat> self = procfs.ReadStat(getpid());
+  ASSERT_TRUE(self.ok()) << self.status();
+  EXPECT_EQ(a.chain[1].start_time, self->start_time);
+  EXPECT_EQ(a.chain.back().pid, 1);
+  EXPECT_EQ(a.caller_uid, std::optional<uint32_t>(getuid()));
+  for (size_t i = 1; i < a.chain.size(); ++i) {
+    EXPECT_LE(a.chain[i].start_time, a.chain[i - 1].start_time) << i;
+  }
+}
+
+TEST(CallerAncestryTest, AGoneProcessHasNoAncestry) {
+  pid_t gone = 0;
+  {
+    base::TestChild child("rr-ancestry-gone");
+    gone = child.pid();
+  }
+  const CallerAncestry a = ReadCallerAncestry(scanner::ProcFs(), gone);
+  EXPECT_TRUE(a.chain.empty());
+  EXPECT_FALSE(a.error.ok());
+  EXPECT_TRUE(absl::StrContains(a.error.message(), absl::StrCat(gone))) << a.error;
+}
+
 TEST(OwnerViewTest, TheOwnersPinnedReadIsTheLeadersReadOfIt) {
   const scanner::ProcFs procfs;
   const DaemonSelf real(procfs);
@@ -261,7 +296,9 @@ TEST(OwnerViewTest, TheOwnersPinnedReadIsTheLeadersReadOfIt) {
       const LeaderView v = ViewOwner(procfs, self, owner.pid());
       ASSERT_EQ(v.where, LeaderView::Where::kHere) << v.error;
       EXPECT_EQ(v.live, want.live) << get_info << ids;  // all but the pidfs id
-      EXPECT_EQ(v.state, want.state);
+      // The state letter itself may move between R and S from one read to
+      // the next; what the view answers from it is whether the owner lives.
+      EXPECT_FALSE(scanner::HasExited(v.state)) << v.state;
       EXPECT_EQ(v.named_pidns, want.named_pidns);
       EXPECT_EQ(v.thread_of, 0);
       ASSERT_TRUE(v.pin.valid());
@@ -301,6 +338,134 @@ TEST(OwnerViewTest, TheOwnersPinnedReadIsTheLeadersReadOfIt) {
   EXPECT_EQ(thread.where, LeaderView::Where::kGone);
   EXPECT_EQ(thread.thread_of, ::getpid());
   EXPECT_FALSE(thread.pin.valid());
+}
+
+// ViewRequest: what registration takes from the one read, with no pidfds
+// (the fixture's pids are not real processes).
+class RequestViewTest : public LeaderViewTest {
+ protected:
+  DaemonSelf Self() const {
+    return DaemonSelf(SelfFacts{::getpid(), kOurNs, kBoot}, KernelFeatures{}, root_);
+  }
+  // Pid `pid` of our namespace, started at `start`, in state `state`.
+  void OurProcess(int pid, uint64_t start, char state) {
+    Process(pid, start, kOurNs, absl::StrCat(pid));
+    Write(absl::StrCat(pid, "/status"),
+          absl::StrCat("Name:\tmake\nState:\t", std::string(1, state), "\nTgid:\t", pid, "\nPid:\t",
+                       pid, "\nPPid:\t1\nUid:\t65534\t65534\t65534\t65534\nNSpid:\t", pid,
+                       "\nNSpgid:\t", pid, "\nNSsid:\t", pid, "\n"));
+  }
+};
+
+TEST_F(RequestViewTest, APidSentAloneIsRecordedAsReadAndSeenAlive) {
+  const scanner::ProcFs procfs(root_);
+  const DaemonSelf self = Self();
+  v1::RegisterRunRequest r;
+  r.set_pid(40);
+  const RequestView v = ViewRequest(procfs, self, r, "job");
+  ASSERT_TRUE(v.record.ok()) << v.record.status();
+  EXPECT_EQ(v.record->run_id(), "job");
+  EXPECT_EQ(v.record->pid(), 40);
+  EXPECT_EQ(v.record->start_time_ticks(), 900u);
+  EXPECT_EQ(v.record->pidns_inode(), kOurNs);
+  EXPECT_EQ(v.record->boot_id(), kBoot);
+  EXPECT_EQ(v.record->uid(), 65534u);
+  EXPECT_EQ(v.record->cgroup(), "");  // its current cgroup is not the run's own
+  EXPECT_EQ(v.leader_here, 40);
+  EXPECT_TRUE(v.alive);
+  ASSERT_NE(v.read_at, 0u);
+  EXPECT_EQ(v.leader_alive_ticks, v.read_at);  // started at 900, before the read
+  ASSERT_TRUE(v.leader_cgroup.ok()) << v.leader_cgroup.status();
+  EXPECT_EQ(*v.leader_cgroup, std::optional<std::string>("/pod/job"));
+
+  r.set_pid(41);  // no such process
+  EXPECT_EQ(ViewRequest(procfs, self, r, "job").record.status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(RequestViewTest, AZombieOrDeadLeaderIsNotSeenAlive) {
+  const scanner::ProcFs procfs(root_);
+  const DaemonSelf self = Self();
+  int pid = 50;
+  for (const char state : {'Z', 'X', 'x'}) {
+    OurProcess(++pid, 950, state);
+    v1::RegisterRunRequest r;
+    r.set_pid(pid);
+    const RequestView v = ViewRequest(procfs, self, r, "job");
+    ASSERT_TRUE(v.record.ok()) << v.record.status();
+    EXPECT_FALSE(v.alive) << state;
+    EXPECT_EQ(v.leader_alive_ticks, 0u) << state;
+    EXPECT_EQ(v.leader_here, pid);
+  }
+}
+
+TEST_F(RequestViewTest, APodsLeaderIsRecordedAsSentWithItsTranslation) {
+  const scanner::ProcFs procfs(root_);
+  const DaemonSelf self = Self();
+  v1::RegisterRunRequest r = FromPod();
+  r.set_cgroup("/pod/job");
+  const RequestView v = ViewRequest(procfs, self, r, "pod-job");
+  ASSERT_TRUE(v.record.ok()) << v.record.status();
+  EXPECT_EQ(v.record->pid(), 7);
+  EXPECT_EQ(v.record->pidns_inode(), kPodNs);
+  EXPECT_EQ(v.record->cgroup(), "/pod/job");  // a sent cgroup is the run's own
+  EXPECT_EQ(v.record->host_pid(), 5123);
+  EXPECT_EQ(v.record->host_pidns_inode(), kOurNs);
+  EXPECT_EQ(v.leader_here, 5123);
+  EXPECT_TRUE(v.alive);
+  EXPECT_EQ(*v.leader_cgroup, std::optional<std::string>("/pod/job"));
+
+  r.set_start_time_ticks(2001);  // not found there: nothing read, nothing seen
+  const RequestView other = ViewRequest(procfs, self, r, "pod-job");
+  ASSERT_TRUE(other.record.ok()) << other.record.status();
+  EXPECT_EQ(other.record->host_pid(), 0);
+  EXPECT_EQ(other.leader_here, 0);
+  EXPECT_FALSE(other.alive);
+  EXPECT_EQ(*other.leader_cgroup, std::nullopt);
+}
+
+// The PID namespace a request names is decided once, by the read: a
+// pidns_inode sent as 0 is unsent (scanner::IdentityOf), so the leader is
+// read here and its cgroup is the one a claim is checked against.
+TEST_F(RequestViewTest, APidNamespaceSentAsZeroIsOurs) {
+  const scanner::ProcFs procfs(root_);
+  const DaemonSelf self = Self();
+  v1::RegisterRunRequest r;
+  r.set_pid(40);
+  r.set_pidns_inode(0);
+  r.set_cgroup("/elsewhere");
+  const RequestView v = ViewRequest(procfs, self, r, "job");
+  EXPECT_EQ(v.leader.where, LeaderView::Where::kHere);
+  ASSERT_TRUE(v.leader_cgroup.ok()) << v.leader_cgroup.status();
+  EXPECT_EQ(*v.leader_cgroup, std::optional<std::string>("/pod/job"));
+
+  r.set_start_time_ticks(901);  // a reused pid: the named leader is gone
+  const RequestView reused = ViewRequest(procfs, self, r, "job");
+  EXPECT_EQ(*reused.leader_cgroup, std::nullopt);
+  EXPECT_FALSE(reused.alive);
+  EXPECT_EQ(reused.leader_alive_ticks, 0u);
+}
+
+TEST_F(RequestViewTest, AnOwnerOnlyRunStartsNowAndLivesWithItsOwner) {
+  const scanner::ProcFs procfs(root_);
+  const DaemonSelf self = Self();
+  v1::RegisterRunRequest r;
+  r.set_owner_pid(40);
+  const RequestView v = ViewRequest(procfs, self, r, "agent-job");
+  ASSERT_TRUE(v.record.ok()) << v.record.status();
+  EXPECT_EQ(v.record->pid(), 0);
+  EXPECT_GE(v.record->start_time_ticks(), v.read_at);
+  EXPECT_EQ(v.record->pidns_inode(), kOurNs);
+  EXPECT_EQ(v.record->owner_pid(), 40);
+  EXPECT_EQ(v.record->owner_start_time_ticks(), 900u);
+  EXPECT_EQ(v.record->owner_uid(), 65534u);
+  EXPECT_EQ(v.leader_here, 0);
+  EXPECT_TRUE(v.alive);
+  EXPECT_EQ(v.leader_alive_ticks, 0u);
+
+  OurProcess(43, 960, 'Z');
+  r.set_owner_pid(43);
+  EXPECT_FALSE(ViewRequest(procfs, self, r, "agent-job").alive);
 }
 
 }  // namespace

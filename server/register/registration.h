@@ -3,22 +3,22 @@
 // /proc to a gRPC answer", step 1):
 //
 //   1. validation of the fields sent (server/register/request_validation.h);
-//   2. the one read of the leader (ViewLeader, server/register/leader_view.h), pinned,
-//      translated from a child PID namespace; every later step uses that
-//      view and reads the leader no more (the clock, CLOCK_BOOTTIME, is read
-//      just before it);
-//   3. the record: what was sent (its translation added), or what was read;
-//   4. the trust policy (CheckLeaderClaim, server/register/caller_policy.h): who may
-//      register it, and whether the record is identity_unverified;
-//   5. liveness at registration: ALIVE when the view shows the recorded
-//      process alive in our namespace; then, for a verified identity whose
-//      start time is not after the clock read in step 2, leader_alive_ticks
-//      is that reading (the leader was alive then), else 0 (never verified);
-//   6. the cgroup claim (server/register/cgroup_claim.h), against the view's cgroup;
-//   7. the store (RegisterRun's one transaction: for a non-root caller the
+//   2. the one pinned read of the leader and the owner (ViewRequest,
+//      server/register/leader_view.h; the leader translated from a child PID
+//      namespace), which also answers the record's identity (what was sent,
+//      its translation added, or what was read), whether the run's process
+//      was seen alive, and the leader's cgroup; every later step uses that
+//      view and reads neither process again;
+//   3. the trust policy (CheckLeaderClaim, CheckOwnerClaim,
+//      server/register/caller_policy.h): who may register them, and whether
+//      the record is identity_unverified; ALIVE when the view saw the run's
+//      process alive, and leader_alive_ticks only for a verified identity;
+//   4. the cgroup claim (server/register/cgroup_claim.h), against the view's
+//      cgroup of the leader;
+//   5. the store (RegisterRun's one transaction: for a non-root caller the
 //      bounds per uid (server/register/uid_quota.h) against what its stored runs
 //      hold, then the RUNNING record and its REGISTERED event);
-//   8. for a RUNNING run: tracked (lineage) and armed (exit watcher) before
+//   6. for a RUNNING run: tracked (lineage) and armed (exit watcher) before
 //      the answer, which is the run as stored after arming (a leader already
 //      gone is reconciled by the arm).
 //
@@ -38,6 +38,7 @@
 #include "scanner/pinned_process.h"
 #include "scanner/procfs.h"
 #include "server/register/caller_policy.h"
+#include "server/register/leader_view.h"
 #include "server/register/uid_quota.h"
 #include "server/self/daemon_self.h"
 #include "store/run_store.h"
@@ -104,6 +105,12 @@ class Registrar {
   void SetUidQuota(UidQuota quota) { quota_ = quota; }
 
  private:
+  // Step 4: whether `run`'s cgroup (as `r` sent it) may become its own,
+  // against the leader's cgroup as `view` read it (CheckCgroupClaim's
+  // errors; an unreadable leader: RequestView::leader_cgroup's).
+  absl::Status CheckCgroup(const v1::Run& run, const v1::RegisterRunRequest& r,
+                           const RequestView& view) const;
+
   store::RunStore* store_;
   const scanner::ProcFs* procfs_;
   const DaemonSelf* self_;

@@ -372,8 +372,7 @@ TEST_F(RegistrationTest, AMismatchedPidfsIdIsUnverifiedOrRefused) {
 }
 
 // pidfs ids off (a kernel without them, runreaperd --pidfs_id=false): none
-// is recorded, a sent one is dropped, and only start times are compared,
-// as before ids.
+// is recorded, a sent one is dropped, and only start times are compared.
 TEST_F(RegistrationTest, WithPidfsIdsOffNoneIsRecordedOrCompared) {
   KernelFeatures features = self_->features();
   features.pidfs_ids = false;
@@ -672,6 +671,66 @@ TEST_F(RegistrationTest, RunIdsAreNamespacedByTheRegisteringUid) {
   EXPECT_TRUE(absl::IsInvalidArgument(run.status())) << run.status();
   EXPECT_TRUE(absl::IsNotFound(store_->Get("x@u5").status()));
   EXPECT_TRUE(absl::IsNotFound(store_->Get("x@u5@u65534").status()));
+}
+
+// The leader's stdout and stderr pipes are recorded as it is registered
+// (their inodes, as fstat of our ends names them); a leader whose fds are
+// no pipes records none; release_pipes is stored as sent and bounded.
+TEST_F(RegistrationTest, RecordsTheLeadersOutputPipes) {
+  int out[2];
+  int err[2];
+  int ready[2];
+  ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
+  ASSERT_EQ(::pipe2(err, O_CLOEXEC), 0);
+  ASSERT_EQ(::pipe2(ready, O_CLOEXEC), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    ::dup2(out[1], 1);
+    ::dup2(err[1], 2);
+    char c = 'r';
+    (void)!::write(ready[1], &c, 1);
+    while (true) ::pause();
+  }
+  ::close(ready[1]);
+  char c;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  ::close(ready[0]);
+  struct stat out_st;
+  struct stat err_st;
+  ASSERT_EQ(::fstat(out[0], &out_st), 0);
+  ASSERT_EQ(::fstat(err[0], &err_st), 0);
+  v1::RegisterRunRequest req = ByPid("piped", pid);
+  req.mutable_release_pipes()->set_seconds(10);
+  absl::StatusOr<v1::Run> run = registrar_->Register(Caller{}, req);
+  ::kill(pid, SIGKILL);
+  int st;
+  ::waitpid(pid, &st, 0);
+  for (int fd : {out[0], out[1], err[0], err[1]}) ::close(fd);
+  ASSERT_OK(run.status());
+  EXPECT_EQ(run->stdout_pipe(), static_cast<uint64_t>(out_st.st_ino));
+  EXPECT_EQ(run->stderr_pipe(), static_cast<uint64_t>(err_st.st_ino));
+  EXPECT_EQ(run->release_pipes().seconds(), 10);
+  ASSERT_OK_AND_ASSIGN(v1::Run stored, store_->Get("piped"));
+  EXPECT_EQ(stored.stdout_pipe(), static_cast<uint64_t>(out_st.st_ino));
+
+  // A leader whose stdout is no pipe (the test log file it inherits from
+  // us, under bazel test): nothing recorded.
+  base::TestChild plain("rr-reg-nopipe");
+  const bool stdout_is_pipe = [] {
+    struct stat st;
+    return ::fstat(1, &st) == 0 && S_ISFIFO(st.st_mode);
+  }();
+  ASSERT_OK_AND_ASSIGN(v1::Run filed, registrar_->Register(Caller{}, ByPid("filed", plain.pid())));
+  if (!stdout_is_pipe) EXPECT_EQ(filed.stdout_pipe(), 0u);
+  EXPECT_FALSE(filed.has_release_pipes());
+
+  v1::RegisterRunRequest too_long = ByPid("long", ::getpid());
+  too_long.mutable_release_pipes()->set_seconds(7200);
+  absl::StatusOr<v1::Run> refused = registrar_->Register(Caller{}, too_long);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "release_pipes")) << refused.status();
 }
 
 }  // namespace

@@ -156,6 +156,14 @@ absl::Status ValidateRegisterRequest(const v1::RegisterRunRequest& r) {
                                                      absl::FormatDuration(kMaxSweepGrace)));
     }
   }
+  if (r.has_release_pipes()) {
+    const auto& g = r.release_pipes();
+    if (g.seconds() < 0 || g.nanos() < 0 || g.nanos() > 999999999 ||
+        absl::Seconds(g.seconds()) + absl::Nanoseconds(g.nanos()) > kMaxReleasePipes) {
+      return absl::InvalidArgumentError(absl::StrCat("release_pipes: must be between 0 and ",
+                                                     absl::FormatDuration(kMaxReleasePipes)));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -297,7 +305,26 @@ absl::Status ValidateCookies(const google::protobuf::RepeatedPtrField<v1::Cookie
 }
 
 absl::Status ValidateKeepRequest(const v1::KeepProcessRequest& r, absl::Duration max_lease) {
-  if (r.pid() <= 0) {
+  if (!r.container().empty() || !r.container_runtime().empty()) {
+    if (r.pid() != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("pid: ", r.pid(), " with a container; lease one or the other"));
+    }
+    if (r.container().empty() || r.container().size() > 256 || !base::IsValidUtf8(r.container())) {
+      return absl::InvalidArgumentError("container: 1..256 bytes of UTF-8 (an id or a name)");
+    }
+    for (const char c : r.container()) {
+      const unsigned char b = static_cast<unsigned char>(c);
+      if (b < 0x20 || b == 0x7f || c == '/') {
+        return absl::InvalidArgumentError("container: a control character or '/'");
+      }
+    }
+    if (!r.container_runtime().empty() && r.container_runtime() != "docker" &&
+        r.container_runtime() != "podman") {
+      return absl::InvalidArgumentError(absl::StrCat("container_runtime: \"", r.container_runtime(),
+                                                     "\" is not docker or podman"));
+    }
+  } else if (r.pid() <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("pid: ", r.pid(), " must be > 0"));
   }
   if (r.duration().seconds() < 0 || r.duration().nanos() < 0 ||

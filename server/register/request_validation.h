@@ -60,10 +60,15 @@ inline constexpr absl::Duration kMaxSweepGrace = absl::Hours(1);
 
 // Also the owner's fields as far as they can be checked without /proc
 // (owner_pid not negative, not 1, not the leader; owner_start_time_ticks
-// only with an owner) and sweep_grace (only with sweep_on_end, 0..1 h).
+// only with an owner), sweep_grace (only with sweep_on_end, 0..1 h) and
+// release_pipes (0..1 h).
 absl::Status ValidateRegisterRequest(const v1::RegisterRunRequest& request);
 // The grace of a validated request's sweep on end.
 absl::Duration SweepGraceOf(const v1::RegisterRunRequest& request);
+
+// Release of pipe holders (RegisterRunRequest.release_pipes): 0..1 h when
+// sent (docs/ORPHANS.md "Pipe holders"); the shipped integrations send 10 s.
+inline constexpr absl::Duration kMaxReleasePipes = absl::Hours(1);
 
 // Match cookies (docs/ORPHANS.md "Cookies").
 inline constexpr int kMaxCookies = 8;
@@ -88,8 +93,11 @@ absl::Status ValidateCookies(const google::protobuf::RepeatedPtrField<v1::Cookie
 
 // Leases (runreaperctl keep).
 inline constexpr absl::Duration kDefaultMaxLease = absl::Hours(24);
-// pid > 0; 0 < duration <= max_lease; reason 1..256 bytes, valid UTF-8
-// without control characters. INVALID_ARGUMENT naming the field otherwise.
+// pid > 0, or a container instead (pid 0; container 1..256 bytes of
+// UTF-8 without control characters or '/'; container_runtime "",
+// "docker" or "podman"); 0 < duration <= max_lease; reason 1..256 bytes,
+// valid UTF-8 without control characters. INVALID_ARGUMENT naming the
+// field otherwise.
 absl::Status ValidateKeepRequest(const v1::KeepProcessRequest& request, absl::Duration max_lease);
 absl::Status ValidateCancelRequest(const v1::CancelRunRequest& request);
 absl::Status ValidateListRunsRequest(const v1::ListRunsRequest& request);

@@ -307,5 +307,31 @@ TEST(ValidateKeepRequestTest, NamesTheBadField) {
   ExpectBadStatus(ValidateKeepRequest(bad, kDefaultMaxLease), "reason");
 }
 
+TEST(ValidateKeepRequestTest, AContainerInsteadOfAPid) {
+  v1::KeepProcessRequest r;
+  r.set_container("web-1");
+  r.mutable_duration()->set_seconds(3600);
+  r.set_reason("debugging");
+  EXPECT_OK(ValidateKeepRequest(r, kDefaultMaxLease));
+  r.set_container_runtime("podman");
+  EXPECT_OK(ValidateKeepRequest(r, kDefaultMaxLease));
+  auto bad = r;
+  bad.set_pid(42);  // both
+  ExpectBadStatus(ValidateKeepRequest(bad, kDefaultMaxLease), "pid");
+  bad = r;
+  bad.set_container_runtime("lxc");
+  ExpectBadStatus(ValidateKeepRequest(bad, kDefaultMaxLease), "container_runtime");
+  bad = r;
+  bad.set_container("");  // a runtime alone
+  ExpectBadStatus(ValidateKeepRequest(bad, kDefaultMaxLease), "container");
+  bad.set_container("../x");
+  ExpectBadStatus(ValidateKeepRequest(bad, kDefaultMaxLease), "container");
+  bad.set_container(std::string(257, 'c'));
+  ExpectBadStatus(ValidateKeepRequest(bad, kDefaultMaxLease), "container");
+  bad = r;
+  bad.set_reason("");
+  ExpectBadStatus(ValidateKeepRequest(bad, kDefaultMaxLease), "reason");
+}
+
 }  // namespace
 }  // namespace runreaper::server

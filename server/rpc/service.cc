@@ -1,6 +1,7 @@
 #include "server/rpc/service.h"
 
 #include <chrono>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -18,6 +19,7 @@
 #include "scanner/identity.h"
 #include "scanner/identity_proto.h"
 #include "scanner/pinned_process.h"
+#include "server/pipes/pipe_holders.h"
 #include "server/register/caller_policy.h"
 #include "server/register/uid_quota.h"
 #include "server/rpc/answer_budget.h"
@@ -28,13 +30,15 @@ ReconcilerService::ReconcilerService(store::RunStore* store, const scanner::Proc
                                      const DaemonSelf* self, Reconciler* reconciler, EventHub* hub,
                                      Sweeper* sweeper, ServiceOptions options)
     : store_(store),
+      procfs_(procfs),
       reconciler_(reconciler),
       hub_(hub),
       sweeper_(sweeper),
       options_(std::move(options)),
       registrar_(store, procfs, self, RegistrarHooks()),
       leaser_(store, procfs, self, options_.max_lease,
-              options_.metrics != nullptr ? options_.metrics : Metrics::Off()),
+              options_.metrics != nullptr ? options_.metrics : Metrics::Off(),
+              options_.container_runtimes),
       timers_(std::make_unique<Timers>()),
       streams_(options_.streams_per_uid),
       worker_(FairLimits::Of(options_.sweep_queue_limit, options_.sweep_queue_per_uid)) {
@@ -240,8 +244,11 @@ absl::Status ReconcilerService::CheckEventIdInRange(int64_t after_event_id) {
 RegistrationHooks ReconcilerService::RegistrarHooks() {
   RegistrationHooks hooks;
   hooks.notify = [this] { hub_->Notify(); };
-  if (sweeper_ != nullptr) {
-    hooks.track = [this](const v1::Run& run) { sweeper_->TrackRuns({run}); };
+  if (sweeper_ != nullptr || options_.watch_steps) {
+    hooks.track = [this](const v1::Run& run) {
+      if (sweeper_ != nullptr) sweeper_->TrackRuns({run});
+      if (options_.watch_steps) options_.watch_steps(run);
+    };
   }
   if (reconciler_ != nullptr) {
     hooks.arm = [this](const v1::Run& run, scanner::PinnedProcess leader,
@@ -382,6 +389,23 @@ grpc::ServerUnaryReactor* ReconcilerService::GetRun(grpc::CallbackServerContext*
                });
 }
 
+grpc::ServerUnaryReactor* ReconcilerService::ListPipeHolders(
+    grpc::CallbackServerContext* ctx, const v1::ListPipeHoldersRequest* request,
+    v1::ListPipeHoldersResponse* response) {
+  // A non-root caller is named only its own uid's holders.
+  const std::optional<uint32_t> view = ViewUid(ctx);
+  return Serve(
+      ctx, "ListPipeHolders", Access::kRead, response,
+      [this, ctx, request, response, view]() -> absl::Status {
+        RETURN_IF_ERROR(ValidateRunId(request->run_id()));
+        ASSIGN_OR_RETURN(const v1::Run run, store_->Get(RunIdFor(ctx, request->run_id())));
+        ASSIGN_OR_RETURN(*response,
+                         server::ListPipeHolders(run, *store_, *procfs_, view, absl::Now()));
+        return absl::OkStatus();
+      },
+      Blocks::kYes);
+}
+
 grpc::ServerUnaryReactor* ReconcilerService::ListRuns(grpc::CallbackServerContext* ctx,
                                                       const v1::ListRunsRequest* request,
                                                       v1::ListRunsResponse* response) {
@@ -448,6 +472,25 @@ grpc::ServerUnaryReactor* ReconcilerService::Reconcile(grpc::CallbackServerConte
       Blocks::kYes);
 }
 
+void ReconcilerService::MarkPipeHolders(v1::ListOrphansResponse* response) {
+  // The runs listed, each read once; a run that cannot be read marks none.
+  std::map<std::string, std::optional<v1::Run>> runs;
+  for (v1::Orphan& o : *response->mutable_orphans()) {
+    auto [it, added] = runs.try_emplace(o.run_id());
+    if (added) {
+      absl::StatusOr<v1::Run> run = store_->Get(o.run_id());
+      if (run.ok() && run->has_pipe_held()) it->second = *std::move(run);
+    }
+    if (!it->second.has_value()) continue;
+    for (const v1::PipeHolder& h : it->second->pipe_held().holders()) {
+      if (h.pid() == o.pid() && h.start_time_ticks() == o.start_time_ticks()) {
+        o.set_holds_pipe(true);
+        break;
+      }
+    }
+  }
+}
+
 grpc::ServerUnaryReactor* ReconcilerService::ListOrphans(grpc::CallbackServerContext* ctx,
                                                          const v1::ListOrphansRequest* request,
                                                          v1::ListOrphansResponse* response) {
@@ -460,6 +503,7 @@ grpc::ServerUnaryReactor* ReconcilerService::ListOrphans(grpc::CallbackServerCon
         const std::string run_id =
             request->run_id().empty() ? std::string() : RunIdFor(ctx, request->run_id());
         ASSIGN_OR_RETURN(*response, sweeper_->ListOrphans(run_id, request->walk(), view));
+        MarkPipeHolders(response);
         FitListOrphans(response);
         return absl::OkStatus();
       },

@@ -92,6 +92,10 @@ struct ServiceOptions {
   // Answers GetDaemonStatus (the daemon's lineage state). May be empty:
   // then an empty DaemonStatus.
   std::function<v1::DaemonStatus()> daemon_status;
+  // Called for every run registered RUNNING, before its answer, after the
+  // lineage tracker took it (server/pipes/step_watch.h: its steps are
+  // watched from then on). May be empty.
+  std::function<void(const v1::Run&)> watch_steps;
   // Sweeps queued for the background worker at most (one more may run):
   // root's lane, and the other uids' together, each uid at most
   // sweep_queue_per_uid of those (server/rpc/fair_queue.h).
@@ -111,6 +115,10 @@ struct ServiceOptions {
   std::vector<std::string> cookie_names;
   // The longest lease KeepProcess grants (runreaperd --max_lease).
   absl::Duration max_lease = absl::Hours(24);
+  // The container runtimes KeepProcess resolves a container lease through
+  // (the daemon's, as SweeperOptions::runtimes); not owned. Empty: a
+  // container lease is FAILED_PRECONDITION.
+  containers::RuntimeMap container_runtimes;
   // The bounds per uid of non-root registrations (runreaperd
   // --max_runs_per_uid, --max_label_bytes_per_uid).
   UidQuota uid_quota;
@@ -149,6 +157,9 @@ class ReconcilerService final : public v1::Reconciler::CallbackService {
   grpc::ServerUnaryReactor* KeepProcess(grpc::CallbackServerContext* ctx,
                                         const v1::KeepProcessRequest* request,
                                         v1::Lease* response) override;
+  grpc::ServerUnaryReactor* ListPipeHolders(grpc::CallbackServerContext* ctx,
+                                            const v1::ListPipeHoldersRequest* request,
+                                            v1::ListPipeHoldersResponse* response) override;
   grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx,
                                       const v1::HeartbeatRequest* request,
                                       v1::Run* response) override;
@@ -244,8 +255,12 @@ class ReconcilerService final : public v1::Reconciler::CallbackService {
   // (such a WatchEvents would wait for ids that may never come; ids are
   // never reused, so the client's id is from another database).
   absl::Status CheckEventIdInRange(int64_t after_event_id);
+  // Sets holds_pipe on each listed orphan its run's pipe-held fact names
+  // (same pid and start time).
+  void MarkPipeHolders(v1::ListOrphansResponse* response);
 
   store::RunStore* store_;
+  const scanner::ProcFs* procfs_;  // ListPipeHolders' reads
   Reconciler* reconciler_;
   EventHub* hub_;
   Sweeper* sweeper_;

@@ -57,7 +57,7 @@ struct KernelFeatures {
   // compared wherever start times are, so a pid reused within one clock
   // tick is PID_REUSED and never signalled. Off (an older kernel, or
   // runreaperd --pidfs_id=false): ids are neither recorded nor taken from
-  // clients, and only start times are compared, as before.
+  // clients, and only start times are compared.
   bool pidfs_ids = false;
   // PIDFD_GET_INFO (Linux >= 6.13): a pinned process's ppid, uids and
   // cgroup id in one ioctl (the uid check before a non-root run's signal,

@@ -12,7 +12,7 @@
 //     user (group, session, cgroup, descent, the leader);
 //   - what is left out is counted, and those counts, built only from such
 //     public facts, are the same whatever a cookie's value.
-// Root, the admin token and the read-only token see everything, as before
+// Root, the admin token and the read-only token see everything
 // (server/sweep/sweeper.h without a view uid).
 #ifndef RUNREAPER_SERVER_SWEEP_CALLER_VIEW_H_
 #define RUNREAPER_SERVER_SWEEP_CALLER_VIEW_H_

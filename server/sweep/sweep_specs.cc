@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/status_macros.h"
+#include "proto/proto_time.h"
 #include "scanner/identity_proto.h"
 #include "scanner/procfs.h"
 
@@ -53,8 +54,7 @@ uint64_t LeaderAliveTicks(const v1::Run& run, absl::string_view boot_id, absl::T
     return run.leader_alive_ticks() <= now_ticks ? run.leader_alive_ticks() : 0;
   }
   if (!run.has_last_seen_alive_at()) return 0;
-  const absl::Time seen = absl::FromUnixSeconds(run.last_seen_alive_at().seconds()) +
-                          absl::Nanoseconds(run.last_seen_alive_at().nanos());
+  const absl::Time seen = proto_time::TimeOf(run.last_seen_alive_at());
   if (seen > now) return 0;  // the wall clock went back: nothing to trust
   // Ticks to go back, rounded up, so that the result rounds down.
   const int64_t micros = absl::ToInt64Microseconds(now - seen + kLeaderAliveMargin);
@@ -149,6 +149,8 @@ absl::StatusOr<std::shared_ptr<const scanner::LeaseMap>> ActiveLeases(store::Run
   if (leases.empty()) return std::shared_ptr<const scanner::LeaseMap>(map);
   absl::StatusOr<std::string> boot = procfs.ReadBootId();
   for (const v1::Lease& l : leases) {
+    // A container's lease names no process (server/containers/container_sweep.h).
+    if (!l.container_id().empty()) continue;
     // Another boot's lease names no process of this one; an unreadable boot
     // id keeps every lease (kept is the safe side).
     if (boot.ok() && l.boot_id() != *boot) continue;

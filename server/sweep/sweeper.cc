@@ -33,8 +33,10 @@
 #include "server/register/caller_policy.h"
 #include "server/self/descriptors.h"
 #include "server/sweep/caller_view.h"
+#include "server/sweep/container_handoff.h"
 #include "server/sweep/freeze_journal.h"
-#include "server/sweep/sweep_claims.h"
+#include "server/sweep/sweep_containers.h"
+#include "server/sweep/sweep_hooks.h"
 #include "server/sweep/sweep_specs.h"
 #include "server/sweep/zombie_census.h"
 #include "store/run_state.h"
@@ -71,15 +73,10 @@ struct Sweeper::Impl {
   scanner::LineageTracker* lineage = nullptr;  // nullptr = lineage off
   scanner::EnvironCache* cache = nullptr;      // ListOrphans' verdicts; nullptr = none
 
-  // Each run's descendants, added in place (server/sweep/sweep_specs.h), so
-  // every listing (first, and each re-listing of the ladder) sees new ones.
+  // Each run's descendants, added in place (server/sweep/sweep_specs.h);
+  // the ladder's re-listings add them again (SweepHooks::List).
   absl::Status AddLineage(std::vector<RunSpec>* specs) const {
     return AddDescendants(*store, lineage, specs);
-  }
-  absl::StatusOr<std::vector<RunSpec>> WithLineage(const std::vector<RunSpec>& specs) const {
-    std::vector<RunSpec> out = specs;
-    RETURN_IF_ERROR(AddLineage(&out));
-    return out;
   }
   absl::Mutex mu;  // one sweep at a time
 
@@ -166,6 +163,9 @@ struct Sweeper::Impl {
     return o;
   }
 
+  // A container's stop grace: the ladder's two graces.
+  absl::Duration ContainerGrace() const { return options.sigint_grace + options.sigterm_grace; }
+
   scanner::LadderOptions Ladder() const {
     scanner::LadderOptions o = LadderTimings();
     // A receipt's held pidfd counts against the daemon's descriptors: hold
@@ -181,8 +181,10 @@ struct Sweeper::Impl {
   // with one SWEEP_FINISHED summary event (naming the run when it is the
   // only one, else with an empty run id). False when no run is left.
   // `marked` (optional): how many were marked (0 when the store failed).
-  bool MarkClean(std::vector<RunSpec>* specs, Membership* members,
-                 int* marked_out = nullptr) const {
+  // A run of `with_containers` (LIVE container rows) without a member is
+  // neither marked nor kept: its container step decides.
+  bool MarkClean(std::vector<RunSpec>* specs, Membership* members, int* marked_out = nullptr,
+                 const std::set<std::string>& with_containers = {}) const {
     std::vector<bool> has_member(specs->size(), false);
     for (const Member& m : members->members) has_member[m.run_index] = true;
     std::vector<RunSpec> active;
@@ -192,7 +194,7 @@ struct Sweeper::Impl {
       if (has_member[i]) {
         index[i] = static_cast<int>(active.size());
         active.push_back(std::move((*specs)[i]));
-      } else {
+      } else if (with_containers.count((*specs)[i].run_id) == 0) {
         clean.push_back((*specs)[i].run_id);
       }
     }
@@ -246,58 +248,124 @@ struct Sweeper::Impl {
     return response;
   }
 
+  // One sweep of `runs`: Open, the ladder over every run at once
+  // (scanner/signal_ladder.h, with SweepHooks), the container step, Close.
   // `view_uid`: a dry run's, for a non-root caller (Sweeper::Sweep).
   absl::StatusOr<v1::SweepResponse> SweepRuns(const std::vector<v1::Run>& runs, bool dry_run,
                                               std::optional<uint32_t> view_uid = std::nullopt) {
-    v1::SweepResponse response;
-    if (runs.empty()) return response;
-    std::vector<RunSpec> specs;
+    if (runs.empty()) return v1::SweepResponse();
+    Opened open;
+    ContainerHandoff handoff(procfs, options.podman);
+    ASSIGN_OR_RETURN(const RowsByRun rows, LiveRowsOf(*store, runs));
+    open.with_containers = RunsOf(rows);
+    ASSIGN_OR_RETURN(std::optional<v1::SweepResponse> answered,
+                     Open(runs, dry_run, view_uid, &handoff, &open));
+    if (answered.has_value()) {
+      if (dry_run) AddRows(rows, view_uid, answered->mutable_containers());
+      if (dry_run || rows.empty()) return *std::move(answered);
+      // No process to sweep: the container step alone.
+      const auto left = SweepRowsOf(*store, options.runtimes, rows, ContainerGrace(), &*answered);
+      CloseContainerRuns(open, left, &*answered);
+      return *std::move(answered);
+    }
+    SweepHooks hooks(store, procfs, options.claim_lease, &open.specs, &open.only_uid,
+                     &open.observer, ListingFor(open));
+    hooks.SetFreeze(options.freeze_cgroups);
+    hooks.SetHandOff([&](Membership* m) { handoff.Mark(open.specs, m); });
+    hooks.NoteHanded(open.members);
+    hooks.AddListed(open.targets);
+    ASSIGN_OR_RETURN(scanner::LadderResult ladder,
+                     scanner::RunLadder(*procfs, open.targets, Ladder(), hooks));
+    // After the processes: the containers handed to podman (recorded
+    // against their runs, attribution "conmon", stopped with the ladder's
+    // SIGTERM grace and removed through podman), then the container step
+    // over the rows the store held before this sweep (containers,
+    // networks, volumes), each outcome stored with its CONTAINER_* event.
+    const ContainerHandoff::Outcome handed = handoff.StopAndRemove(options.sigterm_grace, store);
+    v1::SweepResponse swept;
+    const auto left = SweepRowsOf(*store, options.runtimes, rows, ContainerGrace(), &swept);
+    v1::SweepResponse response = Close(open, hooks, ladder, left, handed);
+    for (v1::Container& c : *swept.mutable_containers()) {
+      *response.add_containers() = std::move(c);
+    }
+    CloseContainerRuns(open, left, &response);
+    return response;
+  }
+
+  // What a sweep's opening found, for its ladder and its close.
+  struct Opened {
+    std::vector<RunSpec> specs;                // the runs with members (a Member's run_index)
+    std::map<std::string, uint32_t> only_uid;  // by run id (SignalOnlyUid)
+    scanner::SweepObserver observer;           // as the latest listing saw it
+    Membership members;                        // the first stable listing
+    std::vector<Member> targets;               // its live targets
+    std::set<std::string> with_containers;     // runs with LIVE container rows
+  };
+
+  // The runs whose only leftovers were containers, none LIVE now: marked
+  // swept (server/sweep/sweep_containers.h CloseContainerRuns), untracked.
+  void CloseContainerRuns(const Opened& open, const std::set<std::string>& left,
+                          v1::SweepResponse* response) const {
+    std::set<std::string> with_ladder;
+    for (const RunSpec& spec : open.specs) with_ladder.insert(spec.run_id);
+    for (const std::string& run :
+         server::CloseContainerRuns(*store, with_ladder, open.with_containers, left, response)) {
+      if (lineage != nullptr) lineage->Untrack(run);
+    }
+  }
+
+  // The opening: the runs' specs (leases and descendants attached), one
+  // listing, and the runs with no member at all marked swept (the common
+  // case: a run that left nothing behind gets no ladder and no
+  // SWEEP_STARTED/FINISHED pair, only one summary event for all of them,
+  // in one transaction). For the runs left, their SWEEP_STARTED and KEPT
+  // events in one transaction. Answered (the response set) when there is
+  // no ladder to run: a dry run, or nothing to sweep.
+  absl::StatusOr<std::optional<v1::SweepResponse>> Open(const std::vector<v1::Run>& runs,
+                                                        bool dry_run,
+                                                        std::optional<uint32_t> view_uid,
+                                                        ContainerHandoff* handoff, Opened* open) {
+    std::vector<RunSpec>& specs = open->specs;
     specs.reserve(runs.size());
-    std::map<std::string, uint32_t> only_uid;
     for (const v1::Run& r : runs) {
       specs.push_back(SpecOf(r));
-      if (std::optional<uint32_t> uid = SignalOnlyUid(r)) only_uid[r.run_id()] = *uid;
+      if (std::optional<uint32_t> uid = SignalOnlyUid(r)) open->only_uid[r.run_id()] = *uid;
     }
     RETURN_IF_ERROR(AttachLeases(*store, *procfs, &specs));
-
-    scanner::SweepObserver observer;
     // A dry run signals nothing, so nothing forked between two listings can
     // escape it: one listing answers it (as ListOrphans).
     RETURN_IF_ERROR(AddLineage(&specs));
-    if (dry_run && view_uid.has_value()) return DryRunForUid(*procfs, specs, *view_uid);
-    ASSIGN_OR_RETURN(Membership members, dry_run ? scanner::ListMembers(*procfs, specs, &observer)
-                                                 : scanner::ListStable(*procfs, specs, &observer));
-    std::vector<Member> targets = scanner::Targets(members);
-    CountLeased(members);
+    if (dry_run && view_uid.has_value()) {
+      ASSIGN_OR_RETURN(v1::SweepResponse listed, DryRunForUid(*procfs, specs, *view_uid));
+      return std::optional<v1::SweepResponse>(std::move(listed));
+    }
+    ASSIGN_OR_RETURN(open->members, dry_run ? scanner::ListMembers(*procfs, specs, &open->observer)
+                                            : scanner::ListStable(*procfs, specs, &open->observer));
+    handoff->Mark(specs, &open->members);
+    CountLeased(open->members);
+    v1::SweepResponse response;
     if (dry_run) {
-      for (const Member& m : targets) {
+      for (const Member& m : scanner::Targets(open->members)) {
         *response.add_targets() = ToOrphan(specs, m);
       }
-      return response;
+      return std::optional<v1::SweepResponse>(std::move(response));
     }
-
-    for (const std::string& note : members.notes) {
-      base::LogWarning("sweeper: ", note);
-    }
-    // Runs with no member at all (the common case: a run that left nothing
-    // behind) get no ladder and no SWEEP_STARTED/FINISHED pair: they are
-    // marked swept together with one summary event, in one transaction.
-    if (!MarkClean(&specs, &members)) {
+    for (const std::string& note : open->members.notes) base::LogWarning("sweeper: ", note);
+    if (!MarkClean(&specs, &open->members, nullptr, open->with_containers)) {
       response.set_proof("nothing to sweep");
-      return response;
+      return std::optional<v1::SweepResponse>(std::move(response));
     }
-    targets = scanner::Targets(members);
-
+    open->targets = scanner::Targets(open->members);
     std::vector<v1::Event> opening;
     for (size_t i = 0; i < specs.size(); ++i) {
       v1::Event& ev = opening.emplace_back();
       ev.set_type(v1::EVENT_TYPE_SWEEP_STARTED);
       ev.set_run_id(specs[i].run_id);
       int n = 0;
-      for (const Member& m : targets) n += m.run_index == static_cast<int>(i);
+      for (const Member& m : open->targets) n += m.run_index == static_cast<int>(i);
       ev.set_detail(absl::StrCat(n, " target(s)"));
     }
-    for (const Member& m : members.members) {
+    for (const Member& m : open->members.members) {
       if (!m.kept || m.zombie) continue;
       v1::Event& ev = opening.emplace_back();
       ev.set_type(v1::EVENT_TYPE_KEPT);
@@ -308,78 +376,69 @@ struct Sweeper::Impl {
                                                            : "RUNREAPER_KEEP=1",
                                  " comm=", m.process.comm));
     }
-    // One transaction for every run's SWEEP_STARTED and KEPT events.
     if (absl::Status s = store->AppendEvents(opening).status(); !s.ok()) {
       base::LogError("sweeper: cannot append the sweep's opening events: ", s.ToString());
     }
+    return std::optional<v1::SweepResponse>();
+  }
 
-    // The first listing walked /proc (it sees a process that joined a run's
-    // group or carries its cookie from outside its descent). When the
-    // tracker's listing of the same runs names the same processes, the
-    // ladder's re-listings come from the tracker, with the pids of the first
-    // listing (none of its members can drop out of view): their cost is then
-    // the members', not the machine's. Otherwise every re-listing walks.
-    bool from_tracker = false;
-    std::set<int> tracker_pids;
-    if (TrackerAnswers(specs)) {
+  // How the ladder re-lists `open`'s runs (SweepHooks::List). The first
+  // listing walked /proc (it sees a process that joined a run's group or
+  // carries its cookie from outside its descent). When the tracker's
+  // listing of the same runs names the same processes, the re-listings
+  // come from the tracker, with the pids of the first listing (none of its
+  // members can drop out of view): their cost is then the members', not
+  // the machine's. Otherwise every re-listing walks.
+  SweepHooks::Listing ListingFor(const Opened& open) const {
+    SweepHooks::Listing listing;
+    listing.lineage = lineage;
+    listing.self_pidns = self->pidns_inode();
+    if (TrackerAnswers(open.specs)) {
       std::set<int> pids;
-      for (const Member& m : members.members) pids.insert(m.process.pid);
+      for (const Member& m : open.members.members) pids.insert(m.process.pid);
       scanner::SweepObserver tracker_observer;
-      std::optional<Membership> tracked = TrackerListing(specs, &tracker_observer, pids);
-      if (tracked.has_value() && scanner::RefsOf(*tracked) == scanner::RefsOf(members)) {
-        tracker_pids = std::move(pids);
-        from_tracker = true;
+      std::optional<Membership> tracked = TrackerListing(open.specs, &tracker_observer, pids);
+      if (tracked.has_value() && scanner::RefsOf(*tracked) == scanner::RefsOf(open.members)) {
+        listing.tracker_pids = std::move(pids);
+        listing.from_tracker = true;
       }
     }
-    auto relist = [this, &specs, &observer, from_tracker,
-                   tracker_pids]() mutable -> absl::StatusOr<Membership> {
-      if (from_tracker) {
-        absl::StatusOr<Membership> stable =
-            scanner::ListStable([&]() -> absl::StatusOr<Membership> {
-              std::optional<Membership> m = TrackerListing(specs, &observer, tracker_pids);
-              if (!m.has_value()) {
-                return absl::FailedPreconditionError("lineage listing failed");
-              }
-              return *std::move(m);
-            });
-        if (stable.ok()) return stable;
-      }
-      from_tracker = false;  // a gap appeared: walk from now on
-      ASSIGN_OR_RETURN(const std::vector<RunSpec> with_lineage, WithLineage(specs));
-      return scanner::ListStable(*procfs, with_lineage, &observer);
-    };
+    return listing;
+  }
 
-    // One ladder for every run at once. A process already claimed at a stage
-    // or beyond (an overlapping sweep, or one resumed after a crash) is not
-    // signalled again, and never at a lower stage: it continues from where
-    // it is. Every target ever listed is kept for the response.
-    SweepClaims claims(store, procfs, options.claim_lease, &specs, &only_uid, &observer,
-                       std::move(relist));
-    claims.SetFreeze(options.freeze_cgroups);
-    claims.AddListed(targets);
-    ASSIGN_OR_RETURN(scanner::LadderResult ladder,
-                     scanner::RunLadder(*procfs, targets, Ladder(), claims));
-    const std::vector<Member>& survivors = ladder.survivors;
-
-    for (const v1::Event& e : claims.signals()) *response.add_signals() = e;
-    // One receipt per process the ladder tried to signal, and its RECEIPT
-    // event in the closing transaction, before its run's SWEEP_FINISHED. A
-    // receipt of a run's own leader with a wait status is that run's
-    // observed exit, recorded in the same transaction where it has none.
+  // The close: the receipts this sweep writes (one per process across
+  // overlapping sweeps, SweepHooks::ReceiptsToWrite), each run's
+  // SWEEP_FINISHED with the signals this sweep delivered and the proof of
+  // its end, and the runs left with no survivor and no lease marked swept,
+  // all in one transaction. A receipt of a run's own leader with a wait
+  // status is that run's observed exit, recorded in the same transaction
+  // where it has none.
+  // `containers_left`: runs with a LIVE container row after the container
+  // step, never marked swept.
+  v1::SweepResponse Close(const Opened& open, SweepHooks& hooks,
+                          const scanner::LadderResult& ladder,
+                          const std::set<std::string>& containers_left,
+                          const ContainerHandoff::Outcome& containers) const {
+    const std::vector<RunSpec>& specs = open.specs;
+    v1::SweepResponse response;
+    for (const v1::Container& c : containers.rows) *response.add_containers() = c;
+    for (const v1::Event& e : hooks.signals()) *response.add_signals() = e;
     std::vector<std::vector<v1::Event>> receipts_of(specs.size());
     std::vector<store::RunStore::LeaderExit> leader_exits;
     for (const scanner::KillReceipt& k : ladder.receipts) {
-      v1::KillReceipt& r = *response.add_receipts();
-      r = ToReceipt(specs, k);
-      receipts_of[k.member.run_index].push_back(ReceiptEvent(r));
       const RunSpec& spec = specs[k.member.run_index];
-      if (std::optional<v1::ObservedExit> e = LeaderExitOf(spec, observer.pidns_inode, k)) {
+      if (std::optional<v1::ObservedExit> e = LeaderExitOf(spec, open.observer.pidns_inode, k)) {
         leader_exits.push_back({spec.run_id, *std::move(e)});
       }
     }
-    for (const auto& [key, m] : claims.listed()) *response.add_targets() = ToOrphan(specs, m);
+    for (const scanner::KillReceipt& k : hooks.ReceiptsToWrite(ladder.receipts)) {
+      v1::KillReceipt& r = *response.add_receipts();
+      r = ToReceipt(specs, k);
+      receipts_of[k.member.run_index].push_back(ReceiptEvent(r));
+    }
+    for (const auto& [key, m] : hooks.listed()) *response.add_targets() = ToOrphan(specs, m);
     std::vector<int> survivors_of(specs.size(), 0);
-    for (const Member& m : survivors) {
+    for (const Member& m : ladder.survivors) {
       *response.add_survivors() = ToOrphan(specs, m);
       ++survivors_of[m.run_index];
     }
@@ -387,7 +446,7 @@ struct Sweeper::Impl {
     // the lease ends must see the run again to sweep it.
     std::vector<int> leased_of(specs.size(), 0);
     std::vector<int> kept_of(specs.size(), 0);  // live, kept or leased: not gone
-    for (const Member& m : members.members) {
+    for (const Member& m : open.members.members) {
       if (m.kept && !m.zombie && !m.lease_reason.empty()) ++leased_of[m.run_index];
       if (m.kept && !m.zombie && !scanner::Drained(*procfs, scanner::RefOf(m))) {
         ++kept_of[m.run_index];
@@ -395,32 +454,36 @@ struct Sweeper::Impl {
     }
     bool proven = true;
     std::vector<std::string> proofs;
-    // Every SWEEP_FINISHED and every sweep_done mark in one transaction.
     std::vector<v1::Event> closing;
     std::vector<std::string> done;
     for (size_t i = 0; i < specs.size(); ++i) {
       for (v1::Event& e : receipts_of[i]) closing.push_back(std::move(e));
-      int signals = 0;
+      int delivered = 0;  // by this sweep
       for (const v1::Event& e : response.signals()) {
-        signals += e.run_id() == specs[i].run_id;
+        delivered += e.run_id() == specs[i].run_id && e.result() == "SENT";
       }
       v1::Event& ev = closing.emplace_back();
       ev.set_type(v1::EVENT_TYPE_SWEEP_FINISHED);
       ev.set_run_id(specs[i].run_id);
       ev.set_detail(
-          absl::StrCat(signals, " signal(s), ", survivors_of[i], " survivor(s)",
+          absl::StrCat(delivered, " signal(s), ", survivors_of[i], " survivor(s)",
                        leased_of[i] > 0 ? absl::StrCat(", ", leased_of[i], " leased") : ""));
-      if (const std::string note = claims.FreezeNote(static_cast<int>(i)); !note.empty()) {
+      // The podman containers handed for this run (each with its own
+      // CONTAINER_* event in the store), named in its SWEEP_FINISHED too.
+      const std::string handed = containers.Summary(specs[i].run_id);
+      if (!handed.empty()) ev.set_detail(absl::StrCat(ev.detail(), ", ", handed));
+      if (const std::string note = hooks.FreezeNote(static_cast<int>(i)); !note.empty()) {
         ev.set_detail(absl::StrCat(ev.detail(), "; cgroup ", note));
       }
       // The proof last: "0 survivors (proven: cgroup empty)" or why not.
       const EndProof proof =
-          ProveRunEnd(*procfs, specs[i], observer, survivors_of[i], kept_of[i], kProofSettle);
+          ProveRunEnd(*procfs, specs[i], open.observer, survivors_of[i], kept_of[i], kProofSettle);
       proven = proven && proof.proven;
       ev.set_detail(absl::StrCat(ev.detail(), "; ", proof.text));
       proofs.push_back(specs.size() == 1 ? proof.text
                                          : absl::StrCat("run ", specs[i].run_id, ": ", proof.text));
-      if (survivors_of[i] == 0 && leased_of[i] == 0) {
+      if (survivors_of[i] == 0 && leased_of[i] == 0 && containers.LeftOf(specs[i].run_id) == 0 &&
+          containers_left.count(specs[i].run_id) == 0) {
         done.push_back(specs[i].run_id);
         // Swept clean: its descendants need not be followed any more.
         if (lineage != nullptr) lineage->Untrack(specs[i].run_id);
@@ -442,6 +505,19 @@ Sweeper::~Sweeper() = default;
 
 absl::StatusOr<v1::ListOrphansResponse> Sweeper::ListOrphans(const std::string& run_id, bool walk,
                                                              std::optional<uint32_t> view_uid) {
+  ASSIGN_OR_RETURN(v1::ListOrphansResponse response, ListProcessOrphans(run_id, walk, view_uid));
+  ASSIGN_OR_RETURN(std::vector<v1::Container> rows,
+                   ListedContainers(*impl_->store, impl_->options.runtimes, run_id, view_uid));
+  for (v1::Container& row : rows) *response.add_containers() = std::move(row);
+  return response;
+}
+
+absl::StatusOr<Metrics::ContainersLeft> Sweeper::CountContainersLeft() {
+  return server::CountContainersLeft(*impl_->store);
+}
+
+absl::StatusOr<v1::ListOrphansResponse> Sweeper::ListProcessOrphans(
+    const std::string& run_id, bool walk, std::optional<uint32_t> view_uid) {
   std::vector<v1::Run> runs;
   // Zombie piles are counted over the listed runs and the RUNNING ones.
   std::vector<v1::Run> census_runs;
@@ -556,8 +632,9 @@ absl::StatusOr<int> Sweeper::MarkEmptyRunsSwept(absl::Time ended_before) {
   // One listing, as a dry run: nothing is signalled, so nothing forked
   // meanwhile can escape a ladder.
   ASSIGN_OR_RETURN(Membership members, scanner::ListMembers(*impl_->procfs, specs, nullptr));
+  ASSIGN_OR_RETURN(const RowsByRun rows, LiveRowsOf(*impl_->store, unswept));
   int marked = 0;
-  impl_->MarkClean(&specs, &members, &marked);
+  impl_->MarkClean(&specs, &members, &marked, RunsOf(rows));
   return marked;
 }
 

@@ -14,9 +14,11 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "runreaper/v1/runreaper.pb.h"
+#include "scanner/containers/runtime_api.h"
 #include "scanner/environ_cache.h"
 #include "scanner/lineage.h"
 #include "scanner/procfs.h"
+#include "server/containers/container_sweep.h"
 #include "server/metrics/metrics.h"
 #include "server/self/daemon_self.h"
 #include "store/run_store.h"
@@ -39,9 +41,20 @@ struct SweeperOptions {
   // signals (docs/ORPHANS.md "Frozen stages"); false: re-listing only.
   bool freeze_cgroups = true;
   Metrics* metrics = Metrics::Off();  // sweeps counted and timed; not owned
+  // Podman, for the hand-off of podman's conmons (server/sweep/container_handoff.h):
+  // a confirmed conmon and its descendants are never signalled, and their
+  // containers are stopped and removed through podman after the process
+  // ladder. Not owned; null = off (a conmon is then an ordinary process).
+  scanner::containers::RuntimeApi* podman = nullptr;
   // runreaperd's own facts (its PID namespace: which runs the lineage tracker
   // can follow); not owned. Null: the sweeper reads its own, once.
   const DaemonSelf* self = nullptr;
+  // The container runtimes a sweep removes a run's containers, networks and
+  // volumes through, after its process ladder (docs/DESIGN.md "Containers";
+  // server/containers/container_sweep.h), by runtime name; not owned, set
+  // by the daemon. Empty: containers are listed, never removed (their rows
+  // stay LIVE and keep their runs unswept).
+  containers::RuntimeMap runtimes;
 };
 
 class Sweeper {
@@ -64,9 +77,16 @@ class Sweeper {
   // shows only processes of that real uid and reads no other uid's
   // environment (server/sweep/caller_view.h OrphansForUid): always one /proc walk,
   // with every process's status. Unset (root, the tokens): everything.
+  // Containers (`containers`): the LIVE rows of the listed terminal runs
+  // and, with no run named, the unattributed ones, each checked through its
+  // runtime (a gone one is stored GONE and left out); `view_uid` sees only
+  // rows of its own runs.
   absl::StatusOr<v1::ListOrphansResponse> ListOrphans(
       const std::string& run_id, bool walk = false,
       std::optional<uint32_t> view_uid = std::nullopt);
+
+  // runreaper_containers_left's figures (server/sweep/sweep_containers.h).
+  absl::StatusOr<Metrics::ContainersLeft> CountContainersLeft();
 
   // The zombie census over every RUNNING and every terminal unswept run
   // (the tracker's members, or one walk; environments unread), with the pids.current / pids.max of
@@ -75,6 +95,11 @@ class Sweeper {
   absl::StatusOr<ZombieFigures> CountZombies();
 
   // Sweeps one terminal run (run_id set) or all terminal runs with orphans.
+  // After the process ladder, the runs' LIVE container rows go through the
+  // container step (SweepResponse.containers: each outcome); a run keeps
+  // sweep_done unset while it has a LIVE row, and a terminal run whose
+  // only leftovers are containers is swept like any other. A dry run lists
+  // them and acts on none.
   // dry_run lists the targets and sends nothing; a dry run with `view_uid`
   // set lists only that real uid's targets, as ListOrphans does
   // (server/sweep/caller_view.h DryRunForUid); a sweep that signals ignores it.
@@ -113,7 +138,8 @@ class Sweeper {
   // --retain can delete it without anyone sweeping. A run with any member
   // (live, zombie, kept or unverified) stays unswept; descendants count by
   // the tracker, or without one by the durable lineage rows a daemon
-  // stored. Returns how many runs were marked.
+  // stored. A run with a LIVE container row stays unswept too. Returns how
+  // many runs were marked.
   absl::StatusOr<int> MarkEmptyRunsSwept(absl::Time ended_before);
   // The environ verdict cache ListOrphans reads through (not owned; set
   // before serving, only with a running proc connector: it is dropped per
@@ -138,6 +164,9 @@ class Sweeper {
   void AnnotateRun(v1::Run* run) const;
 
  private:
+  // ListOrphans without its containers.
+  absl::StatusOr<v1::ListOrphansResponse> ListProcessOrphans(const std::string& run_id, bool walk,
+                                                             std::optional<uint32_t> view_uid);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

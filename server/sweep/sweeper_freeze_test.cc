@@ -35,7 +35,7 @@
 #include "scanner/process_test_util.h"
 #include "scanner/procfs.h"
 #include "scanner/safe_signal.h"
-#include "server/sweep/sweep_claims.h"
+#include "server/sweep/sweep_hooks.h"
 #include "server/sweep/sweep_specs.h"
 #include "server/sweep/sweeper.h"
 #include "store/run_store.h"
@@ -358,8 +358,8 @@ TEST_F(SweeperFreezeTest, ACrashedSweepsFreezeIsThawedAtStartALiveOnesIsNot) {
     absl::StatusOr<scanner::Snapshot> snap = procfs.Walk();
     if (!snap.ok()) _exit(4);
     const scanner::SweepObserver observer = scanner::SelfObserver(procfs, *snap);
-    SweepClaims claims(store->get(), &procfs, absl::Seconds(30), &specs, &only_uid, &observer,
-                       [] { return absl::StatusOr<scanner::Membership>(scanner::Membership()); });
+    SweepHooks claims(store->get(), &procfs, absl::Seconds(30), &specs, &only_uid, &observer,
+                      [] { return absl::StatusOr<scanner::Membership>(scanner::Membership()); });
     absl::StatusOr<bool> held = claims.Hold(scanner::Stage::kSigint);
     const char byte = held.ok() && *held ? 'y' : 'n';
     if (write(ready[1], &byte, 1) != 1) _exit(5);

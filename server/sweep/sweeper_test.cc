@@ -456,9 +456,9 @@ TEST_F(SweeperTest, MemberThatExitsOnSigintEndsAtStageOne) {
   EXPECT_EQ(resp.proof(), "0 survivors (proven: last listing empty)");
 }
 
-// Issue 12: runs that left nothing behind get no SWEEP_STARTED/FINISHED pair
-// each; one transaction marks them swept with one summary event. A run with
-// members beside them is swept as before.
+// Runs that left nothing behind get no SWEEP_STARTED/FINISHED pair each; one
+// transaction marks them swept with one summary event. A run with members
+// beside them is swept in full.
 TEST_F(SweeperTest, RunsWithNothingToSweepAreMarkedSweptWithOneSummaryEvent) {
   SKIP_UNLESS_PRIVATE_PID_NS();
   std::vector<Held> held;
@@ -1266,8 +1266,15 @@ TEST_F(SweeperTest, CancelledLeaderEndedByTheSweepIsTheRunsObservedExit) {
                         Case{"cancel-three", "trap 'exit 3' INT; sleep 30 & wait", "SIGINT",
                              v1::OBSERVED_EXIT_KIND_EXITED, 0, 3}}) {
     SCOPED_TRACE(c.run_id);
-    Spawned s = SpawnSh(c.script);
+    // The sweep starts once the script's traps are set (a SIGINT before
+    // them would end the leader at the first stage whatever the case).
+    const std::string ready = absl::StrCat(dir_, "/ready-", c.run_id);
+    const std::string script = c.script;
+    const size_t after_trap = script.find("; ") + 2;
+    Spawned s = SpawnSh(
+        absl::StrCat(script.substr(0, after_trap), ": > ", ready, "; ", script.substr(after_trap)));
     ASSERT_GT(s.pid, 1);
+    ASSERT_TRUE(base::WaitFor([&] { return ::access(ready.c_str(), F_OK) == 0; }));
     Register(RunOf(c.run_id, s.id));
     ASSERT_OK(store_->Cancel(c.run_id, "test"));
     Sweeper sweeper(store_.get(), &procfs_, Fast());

@@ -1,7 +1,7 @@
 // Row (2): what one liveness check of a live process costs: a poll on a
 // held pidfd and a /proc/<pid>/stat read+parse, each against kill(pid, 0);
 // and what one identity read of a pinned process costs (ppid, uids, cgroup
-// id): PIDFD_GET_INFO on its pidfd against today's /proc/<pid>/stat +
+// id): PIDFD_GET_INFO on its pidfd against the /proc/<pid>/stat +
 // /proc/<pid>/status read and parse.
 #ifndef RUNREAPER_TOOLS_BENCH_BENCH_CHECKS_H_
 #define RUNREAPER_TOOLS_BENCH_BENCH_CHECKS_H_

@@ -1,4 +1,4 @@
-// The cost-at-rest suite of //tools:bench --cost (issue 12, issue 9): the
+// The cost-at-rest suite of //tools/bench:bench --cost (issue 12, issue 9): the
 // benchmarks that need a real runreaperd of their own, run one after another
 // from this binary's runfiles, their JSON keys merged into the bench's line,
 // so every figure of the issues comes from one run on one machine state.

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "scanner/exit_watcher.h"
+#include "scanner/proc_parse.h"
 #include "tools/bench/bench_util.h"
 
 namespace runreaper::bench {
@@ -187,8 +188,7 @@ LatencyResult BenchExits(const scanner::ProcFs& procfs, Children* children, cons
       for (int i = 0; i < e; ++i) {
         if (poll_detect[i] != 0) continue;
         absl::StatusOr<scanner::ProcStat> st = procfs.ReadStat(pids[i]);
-        const bool exited =
-            st.ok() ? st->state == 'Z' || st->state == 'X' : absl::IsNotFound(st.status());
+        const bool exited = st.ok() ? scanner::HasExited(*st) : absl::IsNotFound(st.status());
         if (exited) {
           poll_detect[i] = MonoNanos();
           --pending;

@@ -2,12 +2,12 @@
 // Sweeper::Sweep of a finished run whose dedicated cgroup holds N stubborn
 // members (a leader shell and N-1 sleepers, all ignoring SIGINT and
 // SIGTERM, so every stage reaches every member), with the cgroup frozen
-// around each stage (today's default) and with re-listing only
+// around each stage (the default) and with re-listing only
 // (SweeperOptions::freeze_cgroups = false), side by side in the same run:
 // the two modes alternate for --reps repetitions and the medians are
 // printed, with one JSON object as the last line.
 //
-//   bazel run //tools:bench_freeze -- [--members=1000] [--reps=3]
+//   bazel run //tools/bench:bench_freeze -- [--members=1000] [--reps=3]
 //
 // Needs root and a writable cgroup v2 hierarchy with cgroup.freeze (it
 // exits 2 without). Graces are zero: what is timed is the ladder's own

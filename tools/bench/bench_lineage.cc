@@ -1,6 +1,6 @@
 // runreaper lineage benchmark (issue 9): what following every fork costs.
 //
-//   bazel run //tools:bench_lineage -- [--phases=events,idle,register]
+//   bazel run //tools/bench:bench_lineage -- [--phases=events,idle,register]
 //
 // Phases, each side by side with its baseline in the same run:
 //   events    The proc connector and a LineageTracker in this process, one
@@ -313,7 +313,7 @@ int Main(int argc, char** argv) {
   base::SetFlagsUsage(
       "measures what lineage (the proc connector and the tracker) costs "
       "(issue 9).\n"
-      "  bazel run //tools:bench_lineage [-- --phases=events,idle,register "
+      "  bazel run //tools/bench:bench_lineage [-- --phases=events,idle,register "
       "--idle=60s]",
       "tools/bench/bench_lineage");
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);

@@ -1,7 +1,7 @@
 // runreaper benchmark: what the scanner, the exit watcher and the reconcile
 // pass cost against a live process table of N cheap children.
 //
-//   bazel run //tools:bench -- [--processes=N] [--exits=N]
+//   bazel run //tools/bench:bench -- [--processes=N] [--exits=N]
 //                               [--records=N] [--poll_interval_ms=N]
 //                               [--quick]
 //

@@ -3,7 +3,7 @@
 // processes, with few and with many finished-but-unswept runs, next to
 // `pgrep -g PGID` and `ps` timed in the same run.
 //
-//   bazel run //tools:bench_orphans -- [--processes=N] [--runs=N]
+//   bazel run //tools/bench:bench_orphans -- [--processes=N] [--runs=N]
 //                                      [--few_runs=N] [--reps=N]
 //
 // Prints a table and, as the last line, one JSON object (docs/BENCHMARK.md,
@@ -260,20 +260,24 @@ int Main() {
     if (used.count(pid) == 0) free_pids.push_back(pid);
   }
   if (static_cast<int>(free_pids.size()) < many - 1) Die("not enough free pid numbers");
+  // A kept run whose leader `pid` (its group and session too) is gone.
+  auto gone_leader_run = [&](const std::string& run_id, int pid) {
+    v1::RegisterRunRequest req;
+    req.set_run_id(run_id);
+    req.set_pid(pid);
+    req.set_pgid(pid);
+    req.set_sid(pid);
+    req.set_pidns_inode(*ns);
+    req.set_start_time_ticks(self->start_time);
+    req.set_boot_id(*boot);
+    req.set_keep(true);
+    return req;
+  };
   int registered = 1;
   auto register_upto = [&](int n) {
     for (; registered < n; ++registered) {
-      const int pid = free_pids[registered - 1];
-      v1::RegisterRunRequest req;
-      req.set_run_id(absl::StrCat("finished-", registered));
-      req.set_pid(pid);
-      req.set_pgid(pid);
-      req.set_sid(pid);
-      req.set_pidns_inode(*ns);
-      req.set_start_time_ticks(self->start_time);
-      req.set_boot_id(*boot);
-      req.set_keep(true);
-      RegisterAndFinish(stub.get(), req);
+      RegisterAndFinish(stub.get(), gone_leader_run(absl::StrCat("finished-", registered),
+                                                    free_pids[registered - 1]));
     }
   };
 
@@ -301,16 +305,8 @@ int Main() {
     // each kind equally often, so the background work one call leaves (the
     // event hub, lineage) does not always land on the same kind.
     const bool with = i % 4 == 1 || i % 4 == 2;
-    const int pid = free_pids[i];
-    v1::RegisterRunRequest req;
-    req.set_run_id(absl::StrCat(with ? "cookie-" : "plain-", i));
-    req.set_pid(pid);
-    req.set_pgid(pid);
-    req.set_sid(pid);
-    req.set_pidns_inode(*ns);
-    req.set_start_time_ticks(self->start_time);
-    req.set_boot_id(*boot);
-    req.set_keep(true);
+    v1::RegisterRunRequest req =
+        gone_leader_run(absl::StrCat(with ? "cookie-" : "plain-", i), free_pids[i]);
     if (with) {
       for (const std::string& name : kCookieNames) {
         v1::Cookie* c = req.add_cookies();
@@ -341,7 +337,7 @@ int Main() {
   // drift in the machine's load shows.
   const double pgrep_after_ms = TimeCommand({"/usr/bin/pgrep", "-g", pgid}, reps);
   // The least any walk of this table does (list /proc, read each stat once;
-  // row (1) of //tools:bench), and one run's orphans both ways.
+  // row (1) of //tools/bench:bench), and one run's orphans both ways.
   const WalkResult floor = BenchWalk(procfs, reps);
   const double floor_ms = floor.floor_us * floor.processes_seen / 1000.0;
   // What the cookie rule adds at least: one read of every process's environ

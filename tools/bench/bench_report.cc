@@ -145,8 +145,7 @@ void PrintNotes(const BenchReport& b, const Tails& t) {
       b.pass.records, b.passes.passes, b.pass.setup_s);
 }
 
-// The last line. Decimals as the figures deserve (and as the printf JSON
-// of earlier versions printed them).
+// The last line. Decimals as the figures deserve.
 std::string JsonSummary(const BenchReport& b, const Tails& t, double load) {
   const PassBench& pass = b.pass;
   tools::JsonLine j;

@@ -1,4 +1,4 @@
-// //tools:bench end to end, tiny: the real binary with a few children, so
+// //tools/bench:bench end to end, tiny: the real binary with a few children, so
 // that every row still runs and the JSON line keeps every key that
 // docs/BENCHMARK.md and scripts rely on.
 #include <sys/wait.h>

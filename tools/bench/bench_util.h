@@ -1,4 +1,4 @@
-// Measurement helpers shared by every row of //tools:bench: the clock,
+// Measurement helpers shared by every row of //tools/bench:bench: the clock,
 // the statistics, fatal errors, and the process limits the rows need.
 #ifndef RUNREAPER_TOOLS_BENCH_BENCH_UTIL_H_
 #define RUNREAPER_TOOLS_BENCH_BENCH_UTIL_H_

@@ -1,4 +1,4 @@
-// The one-line JSON object that //tools:bench and //tools:load print last,
+// The one-line JSON object that //tools/bench:bench and //tools/bench:load print last,
 // for scripts: built key by key as a google.protobuf.Struct and printed by
 // protobuf's JSON printer, keys in sorted order (deterministic).
 #ifndef RUNREAPER_TOOLS_BENCH_JSON_LINE_H_

@@ -1,4 +1,4 @@
-// A runreaperd of //tools:load's own (--start_daemon): started on a fresh
+// A runreaperd of //tools/bench:load's own (--start_daemon): started on a fresh
 // directory, used over its unix socket, stopped and removed at the end.
 #ifndef RUNREAPER_TOOLS_BENCH_LOAD_DAEMON_H_
 #define RUNREAPER_TOOLS_BENCH_LOAD_DAEMON_H_
@@ -14,7 +14,7 @@
 
 namespace runreaper::load {
 
-// The runreaperd binary shipped with //tools:load (a data dependency):
+// The runreaperd binary shipped with //tools/bench:load (a data dependency):
 // $RUNFILES_DIR, then the working directory (bazel run / bazel test start
 // there), then <argv0>.runfiles. NOT_FOUND lists where it looked.
 absl::StatusOr<std::string> FindDaemonBinary(const std::string& argv0);

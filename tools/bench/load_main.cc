@@ -1,8 +1,8 @@
 // runreaper load generator: what the daemon serves per second, and at what
 // latency and CPU, when N clients call it back to back over its unix socket.
 //
-//   bazel run //tools:load -- --start_daemon            # own runreaperd
-//   bazel run //tools:load -- --socket=/run/runreaper.sock
+//   bazel run //tools/bench:load -- --start_daemon            # own runreaperd
+//   bazel run //tools/bench:load -- --socket=/run/runreaper.sock
 //
 // For each call (RegisterRun+FinishRun pairs, GetRun, ListRuns) and each
 // client count (1, 8, 32 by default) it runs a phase of --duration and

@@ -1,4 +1,4 @@
-// What //tools:load learns about the daemon process from the kernel: its
+// What //tools/bench:load learns about the daemon process from the kernel: its
 // pid from the socket's peer credentials, and the CPU it has used.
 #ifndef RUNREAPER_TOOLS_BENCH_LOAD_PROC_H_
 #define RUNREAPER_TOOLS_BENCH_LOAD_PROC_H_

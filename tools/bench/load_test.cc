@@ -1,4 +1,4 @@
-// //tools:load end to end: the real binary starts a real runreaperd
+// //tools/bench:load end to end: the real binary starts a real runreaperd
 // (--start_daemon) and loads it over its unix socket for about a second.
 #include <sys/wait.h>
 

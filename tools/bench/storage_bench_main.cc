@@ -1,4 +1,4 @@
-// //tools:storage_bench — what the store costs at rest and at scale (issue 12):
+// //tools/bench:storage_bench — what the store costs at rest and at scale (issue 12):
 // idle CPU of a real runreaperd holding many RUNNING runs, the first cron
 // tick after many finished runs, Register+Finish through one store handle,
 // and retention (prune time, RegisterRun latency during a prune, bytes per
@@ -32,6 +32,7 @@
 #include "runreaper/v1/runreaper.pb.h"
 #include "scanner/identity_proto.h"
 #include "scanner/procfs.h"
+#include "store/old_runs_sql.h"
 #include "store/run_store.h"
 #include "tools/bench/bench_procs.h"
 #include "tools/bench/bench_store.h"
@@ -180,36 +181,10 @@ double StorePairs(int threads, absl::Duration duration, double* writes_per_commi
 
 // ---- retention ----
 
-// Inserts `n` FINISHED, swept runs that ended 30 days ago, each with the
-// rows the daemon writes for a short run (two labels; REGISTERED,
-// STATE_CHANGED and SWEEP_FINISHED events), by SQL in one transaction:
-// 100,000 registrations through the API would take minutes of setup.
+// Inserts `n` FINISHED, swept runs ("ci-job-1".."ci-job-n") that ended
+// 30 days ago, by SQL in one transaction (store/old_runs_sql.h).
 void InsertOldRuns(const std::string& db_path, int n) {
-  const int64_t t = absl::ToUnixMicros(absl::Now() - absl::Hours(24 * 30));
-  const std::string cols =
-      "INSERT INTO events (time_us, type, run_id, from_state, to_state, stale_reason, "
-      "exit_code, pid, signal, stage, result, detail) SELECT ";
-  const std::string sql = absl::StrCat(
-      "BEGIN;"
-      "WITH RECURSIVE k(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM k WHERE i < ",
-      n,
-      ") "
-      "INSERT INTO runs (run_id, pid, pgid, sid, pidns_inode, start_time_ticks, boot_id, "
-      "uid, comm, cgroup, keep, state, liveness, stale_reason, exit_code, "
-      "registered_at_us, last_seen_alive_at_us, ended_at_us, sweep_done) "
-      "SELECT 'ci-job-' || i, 1000 + i % 30000, 1000 + i % 30000, 999, 4026531836, "
-      "123456 + i, 'b7e3c1a2-0f1e-4d2c-9a8b-7c6d5e4f3a21', 1000, 'bash', "
-      "'/system.slice/runner.service', 0, 2, 2, 0, 0, ",
-      t - 60000000, ", ", t - 1000000, ", ", t,
-      ", 1 FROM k;"
-      "INSERT INTO run_labels (seq, key, value) SELECT seq, 'pipeline', 'build-' || seq "
-      "FROM runs;"
-      "INSERT INTO run_labels (seq, key, value) SELECT seq, 'queue', 'default' FROM runs;",
-      cols, t - 60000000, ", 1, run_id, 0, 1, 0, NULL, 0, 0, '', '', '' FROM runs;", cols, t,
-      ", 2, run_id, 1, 2, 0, 0, 0, 0, '', '', 'exit watcher' FROM runs;", cols, t,
-      ", 5, run_id, 0, 0, 0, NULL, 0, 0, '', '', "
-      "'nothing to sweep' FROM runs;"
-      "COMMIT;");
+  const std::string sql = store::OldSweptRunsSql("ci-job-", n, absl::Now() - absl::Hours(24 * 30));
   sqlite3* db = nullptr;
   if (sqlite3_open(db_path.c_str(), &db) != SQLITE_OK) Die("sqlite3_open " + db_path);
   char* err = nullptr;
@@ -377,7 +352,7 @@ void SteadyState(PruneFigures* f) {
 int Main(int argc, char** argv) {
   base::SetFlagsUsage(
       "measures what the store costs at rest and at scale (issue 12).\n"
-      "  bazel run //tools:storage_bench [-- --processes=N --runs=N --idle=30s]",
+      "  bazel run //tools/bench:storage_bench [-- --processes=N --runs=N --idle=30s]",
       "tools/bench/storage_bench_main");
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   std::string binary = absl::GetFlag(FLAGS_daemon_binary);

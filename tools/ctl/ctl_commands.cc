@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <utility>
 
@@ -18,15 +17,17 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "base/file_util.h"
+#include "base/log.h"
 #include "base/text.h"
 #include "google/protobuf/util/time_util.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "proto/describe.h"
+#include "proto/run_id.h"
 #include "runreaper/v1/runreaper.pb.h"
-#include "scanner/identity_proto.h"
-#include "scanner/pinned_process.h"
-#include "scanner/procfs.h"
 #include "tools/ctl/ctl_output.h"
+#include "tools/ctl/docker_host.h"
+#include "tools/ctl/exec_pipes.h"
 #include "tools/ctl/exec_run.h"
 
 namespace runreaper::tools {
@@ -74,267 +75,6 @@ int CmdHealth(Client& c) {
     if (have_status) printf("%s\n", DescribeLineage(daemon.lineage()).c_str());
   }
   return response.status() == HealthCheckResponse::SERVING ? kExitOk : kExitError;
-}
-
-// The PID namespace this /proc numbers pids in, when that is provably our
-// own: /proc/<our pid> is a process of our namespace (its ns link, ours to
-// read) and the only level this /proc shows it at (one NSpid entry).
-std::optional<uint64_t> ProcNumbersOurNamespace(const scanner::ProcFs& procfs) {
-  const int self = static_cast<int>(::getpid());
-  absl::StatusOr<uint64_t> own = procfs.SelfPidNs();
-  absl::StatusOr<uint64_t> here = procfs.ReadPidNs(self);
-  absl::StatusOr<scanner::ProcStatus> mine = procfs.ReadStatus(self);
-  if (own.ok() && here.ok() && *own == *here && mine.ok() && mine->nspid.size() == 1 &&
-      mine->nspid[0] == self) {
-    return *own;
-  }
-  return std::nullopt;
-}
-
-// What any user may read of another user's process `pid` here (stat and
-// status; its namespace links are not ours to read; CmdRegister adds the
-// namespace this /proc numbers in). Sent so that runreaperd finds the same
-// process (translating it when we are in a container) and its refusal names
-// the owner; runreaperd checks all of it. NOT_FOUND or another read error
-// when the stat cannot be read either.
-absl::StatusOr<scanner::Identity> ReadableIdentity(const scanner::ProcFs& procfs, int pid) {
-  absl::StatusOr<scanner::ProcStat> stat = procfs.ReadStat(pid);
-  if (!stat.ok()) return stat.status();
-  absl::StatusOr<scanner::ProcStatus> status = procfs.ReadStatus(pid);
-  if (!status.ok()) return status.status();
-  scanner::Identity id;
-  id.pid = pid;
-  id.pgid = stat->pgrp;
-  id.sid = stat->session;
-  id.start_time = stat->start_time;
-  id.comm = std::move(stat->comm);
-  id.uid = status->uid;
-  if (absl::StatusOr<std::string> boot = procfs.ReadBootId(); boot.ok()) {
-    id.boot_id = *boot;
-  }
-  return id;
-}
-
-absl::StatusOr<scanner::ProcStat> NearestAncestorNamed(const scanner::ProcFs& procfs, int from,
-                                                       absl::string_view comm,
-                                                       absl::string_view flag) {
-  // The ppid chain, nearest first; bounded (a cycle cannot happen in a
-  // live tree, but the reads are not atomic).
-  int pid = from;
-  for (int hops = 0; pid >= 1 && hops < 4096; ++hops) {
-    absl::StatusOr<scanner::ProcStat> stat = procfs.ReadStat(pid);
-    if (!stat.ok()) {
-      return absl::Status(stat.status().code(),
-                          absl::StrCat("--", flag, "=ancestor:", comm, ": cannot read process ",
-                                       pid, ": ", stat.status().message()));
-    }
-    if (stat->comm == comm) return *std::move(stat);
-    pid = stat->ppid;
-  }
-  return absl::NotFoundError(absl::StrCat("--", flag, "=ancestor:", comm,
-                                          ": no ancestor of runreaperctl (pid ", ::getpid(),
-                                          ") has comm \"", comm, "\""));
-}
-
-absl::StatusOr<ResolvedPid> ResolvePidFlag(const scanner::ProcFs& procfs, absl::string_view flag,
-                                           absl::string_view text) {
-  constexpr absl::string_view kAncestor = "ancestor:";
-  ResolvedPid out;
-  if (absl::StartsWith(text, kAncestor)) {
-    const absl::string_view comm = text.substr(kAncestor.size());
-    if (comm.empty() || comm.size() > 15) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", flag, "=ancestor:COMM: COMM must be 1..15 bytes (a comm), got \"",
-                       base::EscapeForLog(comm), "\""));
-    }
-    absl::StatusOr<scanner::ProcStat> stat = NearestAncestorNamed(procfs, ::getppid(), comm, flag);
-    if (!stat.ok()) return stat.status();
-    out.pid = stat->pid;
-    out.start_time = stat->start_time;
-    return out;
-  }
-  if (!absl::SimpleAtoi(text, &out.pid) || out.pid <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("--", flag, "=", base::EscapeForLog(text),
-                                                   ": expected N > 0 or ancestor:COMM"));
-  }
-  return out;
-}
-
-uint64_t PinnedPidfsId(const scanner::ProcFs& procfs, int pid, uint64_t start_time) {
-  if (pid <= 0 || start_time == 0) return 0;
-  const scanner::PinOutcome pin = scanner::PinnedProcess::Open(procfs, pid, start_time);
-  return pin.result == scanner::PinResult::kPinned ? pin.process.pidfs_id() : 0;
-}
-
-std::string PrintEnvLine(absl::string_view run_id) {
-  // Bare when no shell would interpret any byte (what $GITHUB_ENV wants);
-  // single-quoted otherwise (run ids are printable ASCII without spaces).
-  bool plain = !run_id.empty();
-  for (const char ch : run_id) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(ch)) &&
-        std::string_view("._-:/@%+=,").find(ch) == std::string_view::npos) {
-      plain = false;
-    }
-  }
-  if (plain) return absl::StrCat("RUNREAPER_RUN_ID=", run_id, "\n");
-  std::string quoted = "'";
-  for (const char ch : run_id) {
-    if (ch == '\'') {
-      quoted += "'\\''";
-    } else {
-      quoted += ch;
-    }
-  }
-  quoted += "'";
-  return absl::StrCat("RUNREAPER_RUN_ID=", quoted, "\n");
-}
-
-// How `register` answers a --pid, --owner_pid or --owner it could not
-// resolve: a usage error for a bad value, else the reason and 3 or 1.
-int ResolveFailure(const absl::Status& s) {
-  if (absl::IsInvalidArgument(s)) return Usage(std::string(s.message()));
-  fprintf(stderr, "runreaperctl: register: %s\n", base::EscapeForLog(s.message()).c_str());
-  return absl::IsNotFound(s) ? kExitNotFound : kExitError;
-}
-
-int CmdRegister(Client& c, const ParsedArgs& a) {
-  v1::RegisterRunRequest req;
-  req.set_run_id(a.positional[1]);
-  scanner::ProcFs procfs;
-  // Without --pid, a run with only an owner (no leader of its own): its
-  // members are found by cookie alone.
-  const bool owner_only = !a.Has("pid") && (a.Has("owner_pid") || a.Has("owner"));
-  if (!a.Has("pid") && !owner_only) {
-    return Usage(
-        "register needs --pid=N (N > 0) or --pid=ancestor:COMM (or, for a run with no leader, "
-        "--owner_pid=M or --owner=ancestor:COMM)");
-  }
-  if (owner_only) {
-    for (const char* flag : {"pgid", "pidns", "cgroup"}) {
-      if (a.Has(flag)) {
-        return Usage(absl::StrCat("--", flag, " needs --pid: a run with only an owner has no ",
-                                  "leader identity"));
-      }
-    }
-  }
-  int pid = 0;
-  if (!owner_only) {
-    absl::StatusOr<ResolvedPid> leader = ResolvePidFlag(procfs, "pid", a.Get("pid"));
-    if (!leader.ok()) return ResolveFailure(leader.status());
-    pid = leader->pid;
-  }
-  req.set_pid(pid);
-  if (a.Has("owner_pid") && a.Has("owner")) {
-    return Usage("--owner_pid and --owner are exclusive");
-  }
-  if (a.Has("owner_pid") || a.Has("owner")) {
-    const std::string flag = a.Has("owner") ? "owner" : "owner_pid";
-    const std::string text = a.Get(flag);
-    if (flag == "owner" && !absl::StartsWith(text, "ancestor:")) {
-      return Usage("--owner: expected ancestor:COMM (or --owner_pid=M)");
-    }
-    absl::StatusOr<ResolvedPid> owner = ResolvePidFlag(procfs, flag, text);
-    if (!owner.ok()) return ResolveFailure(owner.status());
-    req.set_owner_pid(owner->pid);
-    // The owner as found here, pinned: a pid recycled before runreaperd
-    // reads it is refused, not taken for the owner.
-    uint64_t start = owner->start_time;
-    if (start == 0) {
-      if (absl::StatusOr<scanner::ProcStat> st = procfs.ReadStat(owner->pid); st.ok()) {
-        start = st->start_time;
-      }
-    }
-    if (start != 0) req.set_owner_start_time_ticks(start);
-    // Its pidfs id through a pidfd verified against that start time: the
-    // owner runreaperd reads must be this very process.
-    if (const uint64_t id = PinnedPidfsId(procfs, owner->pid, start); id != 0) {
-      req.set_owner_pidfs_id(id);
-    }
-  }
-  if (a.Has("sweep_on_end")) {
-    req.set_sweep_on_end(true);
-    if (const std::string g = a.Get("sweep_on_end"); !g.empty()) {
-      absl::StatusOr<absl::Duration> grace = ParseDurationFlag("sweep_on_end", g);
-      if (!grace.ok()) return Usage(std::string(grace.status().message()));
-      *req.mutable_sweep_grace() = google::protobuf::util::TimeUtil::MicrosecondsToDuration(
-          absl::ToInt64Microseconds(*grace));
-    }
-  }
-  // The identity as this namespace sees it (none for a run with no leader).
-  absl::StatusOr<scanner::Identity> id =
-      owner_only ? absl::StatusOr<scanner::Identity>(absl::NotFoundError("no leader"))
-                 : procfs.CaptureIdentity(pid);
-  if (owner_only) {
-    // Nothing to read or send.
-  } else if (!id.ok() && !absl::IsPermissionDenied(id.status())) {
-    fprintf(stderr, "runreaperctl: register: cannot read process %d here: %s\n", pid,
-            base::EscapeForLog(id.status().message()).c_str());
-    return absl::IsNotFound(id.status()) ? kExitNotFound : kExitError;
-  }
-  // Another user's process (its namespace links are not ours to read): what
-  // we may read of it, so that runreaperd finds it (from a container too)
-  // and decides whether this caller may register it (docs/SECURITY.md); the
-  // pid alone when not even its stat is readable.
-  if (!id.ok() && !owner_only) {
-    if (absl::StatusOr<scanner::Identity> readable = ReadableIdentity(procfs, pid); readable.ok()) {
-      id = *std::move(readable);
-    }
-  }
-  if (id.ok()) {
-    // pid, pgid and sid are as this /proc numbers them: in our namespace
-    // when that is provably so (ProcNumbersOurNamespace). They are sent with
-    // that namespace: for a process in a container below us its ns link
-    // names its own namespace, where those numbers mean something else
-    // (runreaperd would find no such pid there); another user's process has
-    // no readable link at all. Otherwise what CaptureIdentity read stays.
-    if (std::optional<uint64_t> own = ProcNumbersOurNamespace(procfs)) {
-      id->pidns_inode = *own;
-    }
-    // The API takes pgid > 1 only: group 1 (or 0, outside this namespace)
-    // is sent as unknown.
-    if (id->pgid <= 1) id->pgid = 0;
-    id->comm = base::ToValidUtf8(id->comm);  // proto3 strings are UTF-8
-    // The pidfs id of the process whose identity was read (its start time
-    // checked through the pidfd), as exec sends its child's; 0, not sent,
-    // where the kernel has none or the process is no longer that one.
-    id->pidfs_id = PinnedPidfsId(procfs, pid, id->start_time);
-    // Without the cgroup: the process's current cgroup is usually shared
-    // with its runner; only an explicit --cgroup names a cgroup whose
-    // members are this run's.
-    scanner::SetIdentity(*id, &req);
-  }
-  if (a.Has("cgroup")) req.set_cgroup(a.Get("cgroup"));
-  if (a.Has("pgid")) {
-    int pgid;
-    if (!absl::SimpleAtoi(a.Get("pgid"), &pgid)) return Usage("--pgid: not a number");
-    req.set_pgid(pgid);
-  }
-  if (a.Has("pidns")) {
-    uint64_t ns;
-    if (!absl::SimpleAtoi(a.Get("pidns"), &ns)) return Usage("--pidns: not a number");
-    req.set_pidns_inode(ns);
-  }
-  absl::StatusOr<std::map<std::string, std::string>> labels = ParseLabels(a);
-  if (!labels.ok()) return Usage(std::string(labels.status().message()));
-  for (const auto& [k, v] : *labels) (*req.mutable_labels())[k] = v;
-  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> cookies = ParseCookies(a);
-  if (!cookies.ok()) return Usage(std::string(cookies.status().message()));
-  for (const auto& [name, value] : *cookies) {
-    v1::Cookie* cookie = req.add_cookies();
-    cookie->set_name(name);
-    cookie->set_value(value);
-  }
-  req.set_keep(a.Bool("keep"));
-  v1::Run run;
-  auto ctx = c.Context();
-  const grpc::Status s = c.stub()->RegisterRun(ctx.get(), req, &run);
-  if (a.Bool("print_env")) {
-    if (!s.ok()) return ExitFor(s, "register");
-    // Only the assignment on stdout: it goes to $GITHUB_ENV or eval.
-    fputs(PrintEnvLine(run.run_id()).c_str(), stdout);
-    return kExitOk;
-  }
-  return PrintRunResult(c.json(), s, run, "register");
 }
 
 int CmdList(Client& c, const ParsedArgs& a) {
@@ -494,6 +234,7 @@ int CmdOrphans(Client& c, const ParsedArgs& a) {
     PrintHidden(resp.hidden_orphans());
     PrintZombiePiles(resp);
     PrintHidden(resp.hidden_zombie_piles(), "zombie pile", "zombie piles");
+    PrintContainers(resp.containers(), /*receipts=*/false);
   }
   return kExitOk;
 }
@@ -528,6 +269,7 @@ int CmdSweep(Client& c, const ParsedArgs& a) {
                  "runreaperctl orphans lists those still alive");
   }
   PrintReceipts(resp.receipts());
+  PrintContainers(resp.containers(), /*receipts=*/true);
   PrintLeftOff(resp.receipts_left_off(), "receipts",
                "runreaperctl events --run=RUN_ID lists every RECEIPT event");
   if (!resp.proof().empty()) {
@@ -535,6 +277,8 @@ int CmdSweep(Client& c, const ParsedArgs& a) {
   }
   return kExitOk;
 }
+
+bool g_caller_ignored_sigpipe = false;
 
 int CmdExec(Client& c, const ParsedArgs& a) {
   if (!a.dashdash || a.after_dashdash.empty()) {
@@ -546,11 +290,40 @@ int CmdExec(Client& c, const ParsedArgs& a) {
   // whose canonical run id CMD's cookie must carry.
   options.registering_uid = c.unix_socket() ? static_cast<uint32_t>(::geteuid()) : 0;
   options.argv = a.after_dashdash;
+  options.cmd_ignores_sigpipe = g_caller_ignored_sigpipe;
   options.rpc_timeout = c.rpc_timeout();
   absl::StatusOr<std::map<std::string, std::string>> labels = ParseLabels(a);
   if (!labels.ok()) return Usage(std::string(labels.status().message()));
   options.labels = *labels;
+  if (a.Has("release_pipes")) {
+    absl::StatusOr<absl::Duration> grace =
+        ParseDurationFlag("release_pipes", a.Get("release_pipes"));
+    if (!grace.ok()) return Usage(std::string(grace.status().message()));
+    options.release_pipes = *grace;  // 0: exec does not own CMD's pipes
+  }
+  // CMD's docker commands go through runreaperd's proxy, which attributes
+  // what they create to the run (an explicit DOCKER_HOST is left alone).
+  const DockerHostChoice docker = ChooseDockerHost(
+      a.Has("container_proxy_dir") ? a.Get("container_proxy_dir") : kDefaultContainerProxyDir,
+      ::getenv("DOCKER_HOST"));
+  if (docker.set.has_value()) ::setenv("DOCKER_HOST", docker.set->c_str(), 1);
+  if (!docker.note.empty()) base::LogInfo(docker.note);
   return ExecRun(*c.stub(), options);
+}
+
+int CmdLogs(const ParsedArgs& a) {
+  // The id exec stored the run under: this uid's own for a short id.
+  const std::string run_id = ResolveRunId(a.positional[1], static_cast<uint32_t>(::geteuid()));
+  const std::string path = RunLogPath(run_id);
+  absl::StatusOr<std::string> text = base::ReadFileToString(path, size_t{1} << 30);
+  if (!text.ok()) {
+    fprintf(stderr, "runreaperctl: logs %s: %s\n", base::EscapeForLog(run_id).c_str(),
+            absl::IsNotFound(text.status()) ? "no late output was kept for this run"
+                                            : std::string(text.status().message()).c_str());
+    return absl::IsNotFound(text.status()) ? kExitNotFound : kExitError;
+  }
+  fwrite(text->data(), 1, text->size(), stdout);
+  return kExitOk;
 }
 
 int CmdRunCall(Client& c, const ParsedArgs& a) {
@@ -590,15 +363,39 @@ int CmdRunCall(Client& c, const ParsedArgs& a) {
   return Usage(absl::StrCat("unknown command \"", name, "\""));
 }
 
+int CmdHolders(Client& c, const ParsedArgs& a) {
+  v1::ListPipeHoldersRequest req;
+  req.set_run_id(a.positional[1]);
+  v1::ListPipeHoldersResponse resp;
+  auto ctx = c.Context();
+  grpc::Status s = c.stub()->ListPipeHolders(ctx.get(), req, &resp);
+  if (!s.ok()) return ExitFor(s, "holders");
+  if (c.json()) {
+    printf("%s\n", ToJson(resp).c_str());
+  } else {
+    PrintHolders(resp);
+  }
+  return kExitOk;
+}
+
 int CmdKeep(Client& c, const ParsedArgs& a) {
   v1::KeepProcessRequest req;
-  int pid = 0;
-  if (!absl::SimpleAtoi(a.positional[1], &pid) || pid <= 0) {
-    return Usage("keep: PID must be a number > 0");
+  const bool container = a.Has("container");
+  if (container == (a.positional.size() > 1) || (!container && a.Has("runtime"))) {
+    return Usage("keep: give either a PID or --container=NAME|ID [--runtime=docker|podman]");
   }
-  req.set_pid(pid);
+  if (container) {
+    req.set_container(a.Get("container"));
+    req.set_container_runtime(a.Has("runtime") ? a.Get("runtime") : "docker");
+  } else {
+    int pid = 0;
+    if (!absl::SimpleAtoi(a.positional[1], &pid) || pid <= 0) {
+      return Usage("keep: PID must be a number > 0");
+    }
+    req.set_pid(pid);
+  }
   if (!a.Has("for") || !a.Has("reason")) {
-    return Usage("usage: runreaperctl keep PID --for=DURATION --reason=TEXT");
+    return Usage("usage: runreaperctl keep PID|--container=NAME|ID --for=DURATION --reason=TEXT");
   }
   absl::StatusOr<absl::Duration> d = ParseDurationFlag("for", a.Get("for"));
   if (!d.ok()) return Usage(std::string(d.status().message()));
@@ -612,6 +409,13 @@ int CmdKeep(Client& c, const ParsedArgs& a) {
   if (!s.ok()) return ExitFor(s, "keep");
   if (c.json()) {
     printf("%s\n", ToJson(lease).c_str());
+  } else if (container) {
+    printf("kept %s container %s until %s: %s\n", lease.container_runtime().c_str(),
+           lease.container_id().c_str(),
+           absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixSeconds(lease.until().seconds()),
+                            absl::UTCTimeZone())
+               .c_str(),
+           base::EscapeForLog(lease.reason()).c_str());
   } else {
     printf("kept %d (start time %llu) until %s: %s\n", lease.pid(),
            static_cast<unsigned long long>(lease.start_time_ticks()),

@@ -57,6 +57,14 @@ std::string PrintEnvLine(absl::string_view run_id);
 int CmdRegister(Client& c, const ParsedArgs& a);
 // keep PID --for=DURATION --reason=TEXT: a lease (KeepProcess).
 int CmdKeep(Client& c, const ParsedArgs& a);
+// holders RUN: who holds the run's output pipes open for writing.
+int CmdHolders(Client& c, const ParsedArgs& a);
+// Whether runreaperctl's caller had SIGPIPE ignored (main() reads it before
+// it ignores SIGPIPE for itself): `exec` hands that on to CMD.
+extern bool g_caller_ignored_sigpipe;
+// logs RUN: the output `exec` kept after its command exited and the grace
+// (a local file; no call to runreaperd).
+int CmdLogs(const ParsedArgs& a);
 // list: every page of ListRuns.
 int CmdList(Client& c, const ParsedArgs& a);
 // wait RUN_ID [--timeout=D]: exit 1 when the timeout passes first.

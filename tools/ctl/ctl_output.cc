@@ -159,6 +159,29 @@ void PrintRun(const v1::Run& r) {
                                 absl::Nanoseconds(r.sweep_grace().nanos()))
                .c_str());
   }
+  if (r.stdout_pipe() != 0 || r.stderr_pipe() != 0) {
+    printf("output_pipes:  stdout %s, stderr %s\n",
+           r.stdout_pipe() != 0 ? absl::StrCat("pipe:[", r.stdout_pipe(), "]").c_str() : "-",
+           r.stderr_pipe() != 0 ? absl::StrCat("pipe:[", r.stderr_pipe(), "]").c_str() : "-");
+  }
+  if (r.has_release_pipes()) {
+    printf("release_pipes: after %s\n",
+           absl::FormatDuration(absl::Seconds(r.release_pipes().seconds()) +
+                                absl::Nanoseconds(r.release_pipes().nanos()))
+               .c_str());
+  }
+  if (r.has_pipe_held()) {
+    // The leader, or a step under it, ended with its output pipe still held (runreaperctl holders
+    // RUN says who holds it now).
+    printf("pipe_held:     since %s\n", Time(r.pipe_held().since()).c_str());
+    for (const v1::PipeHolder& h : r.pipe_held().holders()) {
+      printf("               pid %d %s fd %d pipe:[%llu] (%s)%s%s\n", h.pid(),
+             base::EscapeForLog(h.comm()).c_str(), h.fd(),
+             static_cast<unsigned long long>(h.pipe_inode()),
+             base::EscapeForLog(h.pipe_role()).c_str(), h.member() ? "" : " not a member",
+             h.leased() ? " leased" : (h.kept() ? " kept" : ""));
+    }
+  }
   printf("registered_by: uid %u\n", r.registered_uid());
   // Registered by root with identity fields that matched no live process
   // here (a late registration, another PID namespace, or differing fields).
@@ -197,18 +220,23 @@ std::string Age(const google::protobuf::Timestamp& t) {
 // dead one (state, what the last pass saw, why it is stale, how old it is).
 void PrintRunTable(const std::vector<v1::Run>& runs) {
   // The age stays last (scripts read it from the end of the line).
-  printf("%-24s %-10s %-11s %-9s %8s %8s %-16s %5s %7s %-10s %-12s %s\n", "RUN_ID", "STATE",
+  printf("%-24s %-10s %-11s %-9s %8s %8s %-16s %5s %7s %-10s %-12s %-8s %s\n", "RUN_ID", "STATE",
          "LIVENESS", "REASON", "PID", "PGID", "COMM", "EXIT", "REG_UID", "IDENTITY", "OBSERVED",
-         "AGE");
+         "PIPE", "AGE");
   for (const v1::Run& r : runs) {
-    printf("%-24s %-10s %-11s %-9s %8d %8d %-16s %5s %7u %-10s %-12s %s\n",
+    // PIPE: held(N) when the leader (or a step under it) ended with its output pipe held by N
+    // descriptors (runreaperctl get / holders name them).
+    const std::string pipe =
+        r.has_pipe_held() ? absl::StrCat("held(", r.pipe_held().holders_size(), ")") : "-";
+    printf("%-24s %-10s %-11s %-9s %8d %8d %-16s %5s %7u %-10s %-12s %-8s %s\n",
            base::EscapeForLog(r.run_id()).c_str(), ShortStateName(r.state()).c_str(),
            r.liveness() == v1::LIVENESS_UNSPECIFIED ? "-" : Liveness(r.liveness()).c_str(),
            r.state() == v1::RUN_STATE_STALE ? ShortReasonName(r.stale_reason()).c_str() : "-",
            r.pid(), r.pgid(), base::EscapeForLog(r.comm()).c_str(),
            r.has_exit_code() ? absl::StrCat(r.exit_code()).c_str() : "-", r.registered_uid(),
            r.identity_unverified() ? "unverified" : "verified",
-           ShortObservedExit(r.observed_exit()).c_str(), Age(r.registered_at()).c_str());
+           ShortObservedExit(r.observed_exit()).c_str(), pipe.c_str(),
+           Age(r.registered_at()).c_str());
   }
 }
 
@@ -220,6 +248,38 @@ void PrintEventLine(const v1::Event& e) {
 
 std::string MatchName(v1::MatchSource s) {
   return std::string(absl::StripPrefix(v1::MatchSource_Name(s), "MATCH_SOURCE_"));
+}
+
+void PrintHolders(const v1::ListPipeHoldersResponse& r) {
+  auto pipe = [](uint64_t inode) {
+    return inode == 0 ? std::string("-") : absl::StrCat("pipe:[", inode, "]");
+  };
+  printf("leader:  %s; stdout %s, stderr %s", r.leader_alive() ? "running" : "ended",
+         pipe(r.stdout_pipe()).c_str(), pipe(r.stderr_pipe()).c_str());
+  if (r.step_pipes_size() > 0) {
+    std::vector<std::string> steps;
+    for (uint64_t p : r.step_pipes()) steps.push_back(pipe(p));
+    printf("; reads %s", absl::StrJoin(steps, " ").c_str());
+  }
+  printf("\n");
+  printf("%8s %-16s %4s %-20s %-7s %s\n", "PID", "COMM", "FD", "PIPE", "ROLE", "FLAGS");
+  for (const v1::PipeHolder& h : r.holders()) {
+    std::vector<std::string> flags;
+    flags.push_back(h.member() ? "member" : "not-a-member");
+    if (h.leased()) flags.push_back("leased");
+    if (h.kept()) flags.push_back("kept");
+    printf("%8d %-16s %4d %-20s %-7s %s\n", h.pid(), base::EscapeForLog(h.comm()).c_str(), h.fd(),
+           pipe(h.pipe_inode()).c_str(), base::EscapeForLog(h.pipe_role()).c_str(),
+           absl::StrJoin(flags, ",").c_str());
+  }
+  if (r.holders_size() == 0) printf("nobody holds them\n");
+  if (r.unreadable() > 0) {
+    printf("%d process(es) could not be read or are another user's\n", r.unreadable());
+  }
+  if (r.has_pipe_held()) {
+    printf("pipe held since %s (%d holder(s) when found)\n", Time(r.pipe_held().since()).c_str(),
+           r.pipe_held().holders_size());
+  }
 }
 
 void PrintOrphans(const google::protobuf::RepeatedPtrField<v1::Orphan>& orphans) {
@@ -244,6 +304,7 @@ void PrintOrphans(const google::protobuf::RepeatedPtrField<v1::Orphan>& orphans)
       flags.push_back(absl::StrCat("via ", absl::StrJoin(o.ancestors(), "<")));
     }
     if (o.lineage_gap()) flags.push_back("lineage-gap");
+    if (o.holds_pipe()) flags.push_back("holds-pipe");
     printf("%-24s %8d %8d %-16s %-8s %s\n", base::EscapeForLog(o.run_id()).c_str(), o.pid(),
            o.ppid(), base::EscapeForLog(o.comm()).c_str(), MatchName(o.source()).c_str(),
            flags.empty() ? "-" : absl::StrJoin(flags, ",").c_str());
@@ -265,6 +326,24 @@ void PrintZombiePiles(const v1::ListOrphansResponse& response) {
   }
   if (response.zombie_piles_left_off() > 0) {
     printf("(%d smaller piles left off)\n", response.zombie_piles_left_off());
+  }
+}
+
+void PrintContainers(const google::protobuf::RepeatedPtrField<v1::Container>& rows, bool receipts) {
+  if (rows.empty()) return;
+  printf("\ncontainers:\n");
+  printf("%-7s %-9s %-12s %-24s %-24s %s\n", "RUNTIME", "KIND", "ID", "NAME", "RUN_ID",
+         receipts ? "STATE: RECEIPT" : "STATE");
+  for (const v1::Container& c : rows) {
+    const std::string id = c.kind() == "volume" ? c.id() : c.id().substr(0, 12);
+    std::string state = absl::AsciiStrToLower(
+        absl::StripPrefix(v1::ContainerState_Name(c.state()), "CONTAINER_STATE_"));
+    if (!c.detail().empty()) state = absl::StrCat(state, ": ", c.detail());
+    printf("%-7s %-9s %-12s %-24s %-24s %s\n", base::EscapeForLog(c.runtime()).c_str(),
+           base::EscapeForLog(c.kind()).c_str(), base::EscapeForLog(id).c_str(),
+           c.name().empty() ? "-" : base::EscapeForLog(c.name()).c_str(),
+           c.run_id().empty() ? "(unattributed)" : base::EscapeForLog(c.run_id()).c_str(),
+           base::EscapeForLog(state).c_str());
   }
 }
 

@@ -66,6 +66,10 @@ void PrintRunTable(const std::vector<::runreaper::v1::Run>& runs);
 // `events --follow` shows each event at once.
 void PrintEventLine(const ::runreaper::v1::Event& e);
 // One line per orphan under a header, with its flags.
+// The answer of `holders RUN`: the pipes looked at, then one line per
+// holder (pid, comm, fd, pipe, member or not, leased or kept), then the
+// recorded pipe-held fact.
+void PrintHolders(const ::runreaper::v1::ListPipeHoldersResponse& response);
 void PrintOrphans(const google::protobuf::RepeatedPtrField<::runreaper::v1::Orphan>& orphans);
 // "(N processes of other users not shown)" when n > 0 ("1 process";
 // `one`/`many` name other things, e.g. "zombie pile"/"zombie piles"): a
@@ -79,6 +83,13 @@ void PrintHidden(int n, const std::string& one = "process", const std::string& m
 // it is a member of the run, zombies held), every string escaped, and how
 // many piles the daemon left off.
 void PrintZombiePiles(const ::runreaper::v1::ListOrphansResponse& response);
+
+// Containers left behind (docs/ORPHANS.md "Containers"): nothing when
+// there are none; else a blank line, "containers:" and one line per
+// object (runtime, kind, short id, name, run, state and its detail: the
+// receipt of a sweep's answer, `receipts`, or why it is left), escaped.
+void PrintContainers(const google::protobuf::RepeatedPtrField<::runreaper::v1::Container>& rows,
+                     bool receipts);
 
 // "(N <what> left off to keep the answer within runreaperd's answer budget;
 // <hint>)" when n > 0 (an answer of a moment that the daemon cut: orphans,

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -42,6 +43,7 @@
 #include "scanner/procfs.h"
 #include "scanner/safe_signal.h"
 #include "scanner/signal_ladder.h"
+#include "tools/ctl/exec_pipes.h"
 
 extern char** environ;
 
@@ -139,7 +141,7 @@ class ExecLadder : public scanner::LadderHooks {
   }
 
   // With a dedicated cgroup every stage runs frozen (as the sweeper's,
-  // server/sweep/sweep_claims.h): nothing CMD runs forks between the listing and
+  // server/sweep/stage_freeze.h): nothing CMD runs forks between the listing and
   // the signals. A refusal (a kept process there) re-lists instead.
   absl::StatusOr<bool> Hold(scanner::Stage stage) override {
     if (cgroup_dir_.empty() || !freezable_) return false;
@@ -216,10 +218,11 @@ class SignalPipe {
     sa.sa_flags = SA_RESTART;
     ::sigaction(SIGINT, &sa, &old_int_);
     ::sigaction(SIGTERM, &sa, &old_term_);
-    // A child's exit (CMD's orphans, reparented to us as a subreaper) wakes
-    // the wait, which reaps it.
+    // A child's exit (an orphan of CMD, reparented to us) wakes the wait, which reaps it.
     sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
     ::sigaction(SIGCHLD, &sa, &old_chld_);
+    sa.sa_handler = SIG_IGN;  // a reader gone is the relay's EPIPE, not exec's death
+    ::sigaction(SIGPIPE, &sa, &old_pipe_);
     installed_ = true;
     return absl::OkStatus();
   }
@@ -228,6 +231,7 @@ class SignalPipe {
     ::sigaction(SIGINT, &old_int_, nullptr);
     ::sigaction(SIGTERM, &old_term_, nullptr);
     ::sigaction(SIGCHLD, &old_chld_, nullptr);
+    ::sigaction(SIGPIPE, &old_pipe_, nullptr);
     g_signal_pipe = -1;
   }
   int read_fd() const { return r_.get(); }
@@ -246,7 +250,7 @@ class SignalPipe {
 
  private:
   base::Fd r_, w_;
-  struct sigaction old_int_ = {}, old_term_ = {}, old_chld_ = {};
+  struct sigaction old_int_ = {}, old_term_ = {}, old_chld_ = {}, old_pipe_ = {};
   bool installed_ = false;
 };
 
@@ -279,7 +283,7 @@ struct Child {
 // (the run's fresh cgroup; "" = none) when it can be: created there by
 // clone3 CLONE_INTO_CGROUP, or else forked and moved by cgroup.procs.
 absl::StatusOr<Child> Spawn(const ExecOptions& options, const std::string& cgroup_dir,
-                            const SignalPipe& signals) {
+                            const SignalPipe& signals, const OutputRelay* relay) {
   const std::string procs = cgroup_dir.empty() ? "" : cgroup_dir + "/cgroup.procs";
   // Everything the child needs is prepared before fork: after it, only
   // async-signal-safe calls.
@@ -345,11 +349,13 @@ absl::StatusOr<Child> Spawn(const ExecOptions& options, const std::string& cgrou
     ::sigaction(SIGINT, &dfl, nullptr);
     ::sigaction(SIGTERM, &dfl, nullptr);
     ::sigaction(SIGCHLD, &dfl, nullptr);
+    if (!options.cmd_ignores_sigpipe) ::sigaction(SIGPIPE, &dfl, nullptr);
     // The parent's ends: holding go's write end would hide the parent's EOF.
     ::close(go_pipe[1]);
     ::close(status_pipe[0]);
     ::close(signals.read_fd());
     ::close(signals.write_fd());
+    if (relay != nullptr) relay->InChild();  // its output goes through exec
     ::setsid();
     char state = cloned ? 'C' : 'N';
     if (!procs.empty() && !cloned) {
@@ -647,7 +653,20 @@ int ExecRun(v1::Reconciler::StubInterface& stub, const ExecOptions& given) {
   absl::Cleanup restore_subreaper = [&] {
     if (options.subreaper && was_subreaper == 0) ::prctl(PR_SET_CHILD_SUBREAPER, 0);
   };
-  absl::StatusOr<Child> child = Spawn(options, cgroup_dir, signals);
+  // exec owns the pipes to its caller (its fd 1/2 that are pipes or sockets).
+  std::unique_ptr<OutputRelay> relay;
+  if (const RelayPlan plan = PlanRelay();
+      options.release_pipes > absl::ZeroDuration() && plan.any()) {
+    absl::StatusOr<std::unique_ptr<OutputRelay>> made =
+        OutputRelay::Create(RunLogPath(options.run_id), plan);
+    if (!made.ok()) {
+      base::LogError("exec: ", made.status().message());
+      return 1;
+    }
+    relay = *std::move(made);
+  }
+  absl::StatusOr<Child> child = Spawn(options, cgroup_dir, signals, relay.get());
+  if (relay != nullptr) relay->Start();
   if (!child.ok()) {
     base::LogError("exec: ", child.status().message());
     return 1;
@@ -671,6 +690,10 @@ int ExecRun(v1::Reconciler::StubInterface& stub, const ExecOptions& given) {
         return Forward(procfs, spec, id->cgroup.empty() ? "" : cgroup_dir, child->pid, options);
       },
       options);
+  if (relay != nullptr && !relay->FinishOrHandOff(options.release_pipes)) {
+    base::LogWarning(base::LogFields().Run(options.run_id), "exec: output still held after ",
+                     "the command exited; the rest goes to ", RunLogPath(options.run_id));
+  }
   return Finish(stub, options, !exec_ok, wstatus);
 }
 

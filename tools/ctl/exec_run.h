@@ -22,7 +22,7 @@
 // exec is a child subreaper: CMD's orphans reparent to it while it waits;
 // it reaps each (waitpid(-1), CMD's own exit told apart by its pid) and logs
 // "exec: reaped orphan pid=N exited M" (or "killed by signal S"). Orphans
-// still alive when CMD exits are left to the sweep, as before (they then
+// still alive when CMD exits are left to the sweep (they then
 // reparent to the next subreaper or init when exec exits). While the ladder
 // runs, exec reaps as it waits (LadderHooks::Reap), so every process it
 // signalled has a kill receipt with its wait status, and a zombie an orphan
@@ -62,6 +62,9 @@ struct ExecReport {
   std::vector<::runreaper::v1::KillReceipt> receipts;
 };
 
+// exec's grace for its job's pipes when --release_pipes is not given.
+inline constexpr absl::Duration kDefaultReleasePipes = absl::Seconds(10);
+
 struct ExecOptions {
   std::string run_id;
   // The uid runreaperd sees this caller as: geteuid() on the unix socket,
@@ -86,6 +89,18 @@ struct ExecOptions {
   // orphans of CMD reparent to exec, which reaps them (so none is left a
   // zombie under a PID 1 that does not reap) and logs each one's exit.
   bool subreaper = true;
+  // How long exec waits, once CMD has exited, for the end of file of the
+  // pipes between CMD and the caller, which it owns (tools/ctl/exec_pipes.h:
+  // each of exec's fd 1 and 2 that is a pipe or a socket is relayed);
+  // then what a late writer still writes goes to the run's log
+  // (runreaperctl logs RUN) and exec returns, so a leftover holding CMD's
+  // stdout never hangs the caller. Zero: exec does not own them; CMD
+  // writes to exec's own descriptors as the caller gave them, and a caller
+  // reading to end of file waits for every process still holding them.
+  absl::Duration release_pipes = kDefaultReleasePipes;
+  // CMD starts with SIGPIPE ignored (as its caller had it); false: the
+  // default action, whatever exec's own disposition.
+  bool cmd_ignores_sigpipe = false;
   ExecReport* report = nullptr;  // filled when set; not owned
   std::string proc_root = "/proc";
   absl::Duration rpc_timeout = absl::Seconds(10);  // per RPC

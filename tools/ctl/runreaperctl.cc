@@ -99,23 +99,34 @@ const std::vector<Command>& Commands() {
        "NAME one of runreaperd --cookie_names, e.g. RUNNER_TRACKING_ID): a "
        "process started after the run whose environment holds exactly that "
        "pair is a member, as RUNREAPER_RUN_ID=RUN_ID makes it; the runners' "
-       "opt-outs (an empty value, dontKillMe) never match.",
-       {"pid", "pgid", "pidns", "cgroup", "label", "owner_pid", "owner", "cookie"},
+       "opt-outs (an empty value, dontKillMe) never match. "
+       "--release_pipes=GRACE (at most 1h; the shipped integrations send 10s): "
+       "when the leader ends while members still hold its stdout or stderr "
+       "pipe open (its reader waits for end of file), runreaperd sweeps them "
+       "GRACE later unless leased or kept (docs/ORPHANS.md \"Pipe holders\").",
+       {"pid", "pgid", "pidns", "cgroup", "label", "owner_pid", "owner", "cookie", "release_pipes"},
        {"keep", "sweep_on_end", "print_env"},
        1,
        1},
       {"keep",
-       "keep PID --for=DURATION --reason=TEXT",
+       "keep PID --for=DURATION --reason=TEXT | keep --container=NAME|ID "
+       "[--runtime=docker|podman] --for=DURATION --reason=TEXT",
        "Leases a live process (pid + start time, in runreaperd's PID namespace): "
        "it is listed as kept, with its lease and reason, and never signalled "
        "until the lease ends (at most runreaperd --max_lease, 24h by default); "
        "the next sweep after that sweeps it. Leasing it again replaces the "
        "lease. A caller that is not root may lease only its own processes. "
        "RUNREAPER_KEEP=DURATION in a process's environment does the same from "
-       "its start time; RUNREAPER_KEEP=1 keeps it for ever.",
-       {"for", "reason"},
+       "its start time; RUNREAPER_KEEP=1 keeps it for ever. "
+       "--container leases a container instead (its name, full id or a unique "
+       "id prefix, resolved through --runtime, docker by default, to its full "
+       "id): no sweep stops or removes it until the lease ends, and the next "
+       "sweep after that does. A caller that is not root may lease only a "
+       "container attributed to one of its own runs. The label "
+       "io.runreaper.keep=1 on a container keeps it for ever.",
+       {"for", "reason", "container", "runtime"},
        {},
-       1,
+       0,
        1},
       {"heartbeat",
        "heartbeat RUN_ID",
@@ -207,10 +218,27 @@ const std::vector<Command>& Commands() {
        "piles\"). An answer past runreaperd's 1 MiB answer budget lists the "
        "first orphans and says how many were left off. Run by a user other "
        "than root, it shows only that user's processes and says how many of "
-       "other users it left out (docs/SECURITY.md).",
+       "other users it left out (docs/SECURITY.md). Then a \"containers\" "
+       "section: containers, networks and volumes left behind by terminal "
+       "runs, and unattributed ones (runtime, kind, short id, name, run, "
+       "state and why); a user other than root sees only its own runs'.",
        {},
        {"walk"},
        0,
+       1},
+      {"holders",
+       "holders RUN_ID",
+       "Why is my step still running? Every process holding the run's "
+       "output pipes open for writing, now: the leader's stdout and stderr "
+       "as recorded at registration and, while the leader runs, every pipe "
+       "it reads (a runner's steps' output). Each with pid, comm, fd, the "
+       "pipe and whether it is a member of the run (leased, kept); then the "
+       "pipe-held fact runreaperd recorded when the leader ended "
+       "(docs/OPERATIONS.md \"Why is my step still running?\"). Run by a "
+       "user other than root, it names only that user's processes.",
+       {},
+       {},
+       1,
        1},
       {"sweep",
        "sweep [RUN_ID] [--dry_run]",
@@ -220,7 +248,11 @@ const std::vector<Command>& Commands() {
        "were left out). Prints a kill receipt per "
        "process signalled (the stage that ended it, or that it exited on its "
        "own, its exit status, times) and the end: \"0 survivors (proven: cgroup "
-       "empty)\" or what is unproven and why. An answer past runreaperd's 1 MiB "
+       "empty)\" or what is unproven and why. After the processes, the runs' "
+       "containers, networks and volumes are stopped and removed through "
+       "their runtime (never an unattributed one; io.runreaper.keep=1 and "
+       "container leases keep one), each printed with its receipt in a "
+       "\"containers\" section. An answer past runreaperd's 1 MiB "
        "answer budget says how many of each were left off (the audit log has "
        "every signal and receipt).",
        {},
@@ -235,8 +267,35 @@ const std::vector<Command>& Commands() {
        "a fresh dedicated cgroup when cgroup v2 is writable), registers it, "
        "waits for it, forwards SIGINT/SIGTERM to it as a ladder and publishes "
        "its exit code with FinishRun. Exits with CMD's status (128+N when "
-       "killed by signal N, 127 when CMD could not be run).",
-       {"label"},
+       "killed by signal N, 127 when CMD could not be run). "
+       "exec owns the pipes between CMD and its caller, so a leftover never "
+       "hangs the caller: CMD's stdout and stderr are relayed where exec's are "
+       "a pipe or a socket (a terminal or a file is passed through; 2>&1 "
+       "stays one pipe, in order); once CMD has exited, a process still "
+       "holding them (a leftover, a leased one) is waited for at most "
+       "--release_pipes=GRACE (default 10s), then what it still writes goes "
+       "to the run's log (runreaperctl logs RUN_ID) and exec returns CMD's "
+       "status: the caller sees end of file, no byte is lost. The holders are "
+       "left to the sweep of a finished run (a leased one never). "
+       "--release_pipes=0: the behaviour before 10s became the default: CMD "
+       "writes to exec's own descriptors and a caller reading them to end of "
+       "file waits for every process still holding them. CMD's DOCKER_HOST is "
+       "set to runreaperd's docker proxy, unix://DIR/docker.sock, when that "
+       "socket exists and DOCKER_HOST is unset (a DOCKER_HOST already set is "
+       "left alone and logged), so the containers, networks and volumes CMD "
+       "creates are attributed to the run; --container_proxy_dir=DIR (default "
+       "/run/runreaper, runreaperd's --container_proxy_dir).",
+       {"label", "release_pipes", "container_proxy_dir"},
+       {},
+       1,
+       1},
+      {"logs",
+       "logs RUN_ID",
+       "Prints what a run's command wrote after `exec` handed "
+       "its pipes off (file $RUNREAPER_LOG_DIR, default "
+       "/tmp/runreaper-logs-<uid>, one per run; read here, no daemon call). "
+       "Exit 3 when none was kept.",
+       {},
        {},
        1,
        1},
@@ -352,6 +411,7 @@ int Main(int argc, char** argv) {
       return kExitError;
     }
   }
+  if (cmd->name == "logs") return CmdLogs(a);  // a local file: no daemon
   client.Connect();
   const std::string& name = cmd->name;
   if (name == "exec") return CmdExec(client, a);
@@ -363,6 +423,7 @@ int Main(int argc, char** argv) {
   if (name == "reconcile") return CmdReconcile(client, a);
   if (name == "events") return CmdEvents(client, a);
   if (name == "orphans") return CmdOrphans(client, a);
+  if (name == "holders") return CmdHolders(client, a);
   if (name == "sweep") return CmdSweep(client, a);
   return CmdRunCall(client, a);
 }
@@ -371,6 +432,11 @@ int Main(int argc, char** argv) {
 }  // namespace runreaper::tools
 
 int main(int argc, char** argv) {
+  // Ignored for runreaperctl itself (a closed socket or pipe is an error
+  // to report); `exec` hands the caller's own disposition on to CMD.
+  struct sigaction caller_pipe = {};
+  ::sigaction(SIGPIPE, nullptr, &caller_pipe);
+  runreaper::tools::g_caller_ignored_sigpipe = caller_pipe.sa_handler == SIG_IGN;
   signal(SIGPIPE, SIG_IGN);
   return runreaper::tools::Main(argc, argv);
 }

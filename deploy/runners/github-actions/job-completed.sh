@@ -11,7 +11,7 @@
 # Always exits 0. See README.md beside this file.
 # The helpers (rr_ctl, rr_id, rr_sweep_flag, rr_unit): common/lib.sh beside
 # this hook's folder (resolving a symlink to it), else the package's copy;
-# the run id (rr_gha_run_id): run-id.sh beside this hook, else the package's.
+# the run id (rr_gha_job_id): run-id.sh, found as rr_source finds it.
 rr_here="$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")"
 rr_lib="$rr_here/../common/lib.sh"
 [ -r "$rr_lib" ] || rr_lib="${RUNREAPER_RUNNERS_DIR:-/usr/share/runreaper/runners}/common/lib.sh"
@@ -20,21 +20,8 @@ if [ ! -r "$rr_lib" ] || ! . "$rr_lib"; then
   echo "runreaper: cannot read $rr_lib (install the whole runners/ folder); job not tracked" >&2
   exit 0
 fi
-rr_gha="$rr_here/run-id.sh"
-[ -r "$rr_gha" ] || rr_gha="${RUNREAPER_RUNNERS_DIR:-/usr/share/runreaper/runners}/github-actions/run-id.sh"
-# shellcheck source=run-id.sh
-if [ ! -r "$rr_gha" ] || ! . "$rr_gha"; then
-  echo "runreaper: cannot read $rr_gha (install the whole runners/ folder); job not tracked" >&2
-  exit 0
-fi
+rr_source github-actions/run-id.sh || exit 0
 
-if [ -z "${GITHUB_RUN_ID:-}" ]; then
-  echo "runreaper: GITHUB_RUN_ID is not set (not run by the Actions runner?); nothing to finish" >&2
-  exit 0
-fi
-if ! id="$(rr_gha_run_id)"; then
-  echo "runreaper: no RUNNER_TRACKING_ID and no Runner.Worker ancestor; job not tracked" >&2
-  exit 0
-fi
+id="$(rr_gha_job_id "nothing to finish")" || exit 0
 rr_ctl finish "$id" --no_wait || true
 exit 0

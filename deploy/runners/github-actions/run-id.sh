@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # The run id of a GitHub Actions job, for job-started.sh and
-# job-completed.sh (sourced after common/lib.sh, whose rr_id it uses). Not
-# executable: `. run-id.sh` only.
+# job-completed.sh (sourced after common/lib.sh, whose rr_id it uses;
+# rr_gha_job_id at the end is what they call). Not executable: `. run-id.sh`
+# only.
 #
 #   gha-<GITHUB_RUN_ID>-<GITHUB_RUN_ATTEMPT>-<GITHUB_JOB>-<RUNNER_NAME>-<job key>
 #
@@ -50,4 +51,18 @@ rr_gha_run_id() {
   key="${key:0:120}"
   prefix="$(rr_id "gha-${GITHUB_RUN_ID}-${GITHUB_RUN_ATTEMPT:-1}-${GITHUB_JOB:-job}-${RUNNER_NAME:-runner}")"
   rr_id "${prefix:0:$((243 - ${#key}))}-$key"
+}
+
+# rr_gha_job_id WHAT: the run id of the job this hook runs for; when there is
+# none (no GITHUB_RUN_ID: not run by the runner; no job key) prints why on
+# stderr, ending in WHAT (what the hook then does not do), and returns 1.
+rr_gha_job_id() {
+  if [ -z "${GITHUB_RUN_ID:-}" ]; then
+    echo "runreaper: GITHUB_RUN_ID is not set (not run by the Actions runner?); $1" >&2
+    return 1
+  fi
+  if ! rr_gha_run_id; then
+    echo "runreaper: no RUNNER_TRACKING_ID and no Runner.Worker ancestor; job not tracked" >&2
+    return 1
+  fi
 }

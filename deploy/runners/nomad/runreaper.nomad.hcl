@@ -8,15 +8,17 @@ job "example" {
     # runreaper: the allocation's anchor, alive while the main tasks run.
     task "runreaper-anchor" {
       driver = "raw_exec"
+      # It sweeps the run when Nomad stops it: room for the SIGINT ->
+      # SIGTERM -> SIGKILL ladder (Nomad's default is 5s).
+      kill_timeout = "30s"
+      # With tasks that have `user = "U"`, give both runreaper tasks the
+      # same user (a run of U signals only processes of U).
       lifecycle {
         hook    = "prestart"
         sidecar = true
       }
       config {
         command = "/usr/share/runreaper/runners/nomad/anchor.sh"
-      }
-      env {
-        RUNREAPER_SWEEP_GRACE = "10s"
       }
     }
 

@@ -77,27 +77,49 @@ fi
 # One process as ProcessInvoker starts it (Runner.Sdk/ProcessInvoker.cs):
 # the given working directory, the Worker's environment plus the contexts
 # (262-279), GITHUB_ACTIONS=true and CI=true unless set (281-290), stdin
-# closed (318-328), stdout and stderr read line by line to EOF (306-316,
-# 507-519); once the process has exited with a stream still open, the
-# Worker waits 5 s more and stops reading (485-498). Returns its exit code;
-# sets proc_ms to the milliseconds from its start to its exit.
+# closed (318-328), stdout and stderr redirected to anonymous pipes the
+# Worker itself reads line by line to EOF (306-316, 507-519: the child is
+# the Worker's own, its output read in the Worker). Once the process has
+# exited with a stream still open, the Worker waits 5 s more for EOF and
+# then stops reading (485-498). Here one pipe carries both streams (a
+# process substitution: the step is the Worker's child, the read end the
+# Worker's). Returns its exit code; sets proc_ms to the milliseconds from
+# its start to its exit. The replica adds one line when the process has
+# exited: `output EOF ms=M` (M from its exit to the end of file) or
+# `output still open 5 s after exit; stopped reading` (the Worker goes on
+# without EOF: what a leftover holding the step's stdout costs each step).
 run_process() {  # CWD SHELL FILE
-  local fifo="$temp/.out.$BASHPID.$RANDOM" reader pid rc i t ci=()
+  local pid rc t line st out exited=0 ci=()
   [ -n "${CI:-}" ] || ci=(CI=true)
-  mkfifo "$fifo"
-  cat "$fifo" >> "$log" &
-  reader=$!
-  t="$(date +%s%N)"
-  (cd "$1" && exec env "${ctx[@]}" GITHUB_ACTIONS=true "${ci[@]}" "$2" -e "$3") \
-    > "$fifo" 2>&1 < /dev/null &
+  t="${EPOCHREALTIME/./}"
+  exec {out}< <(cd "$1" && exec env "${ctx[@]}" GITHUB_ACTIONS=true "${ci[@]}" "$2" -e "$3" \
+    2>&1 < /dev/null)
   pid=$!
+  while true; do
+    line=""
+    IFS= read -r -t 0.1 -u "$out" line
+    st=$?
+    if [ "$st" -le 128 ]; then  # a line, or EOF with what came before it
+      { [ -n "$line" ] || [ "$st" -eq 0 ]; } && printf '%s\n' "$line" >> "$log"
+      if [ "$st" -ne 0 ]; then
+        [ "$exited" -eq 0 ] && exited="${EPOCHREALTIME/./}"
+        say "output EOF ms=$(( (${EPOCHREALTIME/./} - exited) / 1000 ))"
+        break
+      fi
+      continue
+    fi
+    [ -n "$line" ] && printf '%s' "$line" >> "$log"  # a partial line, so far
+    if [ "$exited" -eq 0 ] && ! alive "$pid"; then exited="${EPOCHREALTIME/./}"; fi
+    if [ "$exited" -ne 0 ] && [ $(( ${EPOCHREALTIME/./} - exited )) -ge 5000000 ]; then
+      say "output still open 5 s after exit; stopped reading"
+      break
+    fi
+  done
+  exec {out}<&-
   wait "$pid"
   rc=$?
-  proc_ms=$(( ($(date +%s%N) - t) / 1000000 ))
-  for ((i = 0; i < 50; i++)); do alive "$reader" || break; sleep 0.1; done
-  kill "$reader" 2>/dev/null
-  wait "$reader" 2>/dev/null
-  rm -f "$fifo"
+  [ "$exited" -eq 0 ] && exited="${EPOCHREALTIME/./}"
+  proc_ms=$(( (exited - t) / 1000 ))
   return "$rc"
 }
 

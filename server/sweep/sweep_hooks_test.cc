@@ -1,9 +1,9 @@
-// SweepClaims against a real SQLite store in a temporary directory: the
+// SweepHooks against a real SQLite store in a temporary directory: the
 // ladder's hooks are called by hand, as RunLadder would, and nothing is
 // signalled (the outcomes are given; cgroup.kill is only ever refused here,
 // before anything is written). The ladder with real processes is
 // sweeper_test's.
-#include "server/sweep/sweep_claims.h"
+#include "server/sweep/sweep_hooks.h"
 
 #include <signal.h>
 #include <sys/stat.h>
@@ -60,7 +60,7 @@ scanner::SignalOutcome Sent() {
   return o;
 }
 
-class SweepClaimsTest : public ::testing::Test {
+class SweepHooksTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = tmp_.path();
@@ -88,9 +88,9 @@ class SweepClaimsTest : public ::testing::Test {
   }
 
   // A sweep's hooks; `relist` answers every re-listing.
-  std::unique_ptr<SweepClaims> Claims(absl::Duration lease = absl::Seconds(30),
-                                      Membership relist = Membership()) {
-    return std::make_unique<SweepClaims>(
+  std::unique_ptr<SweepHooks> Claims(absl::Duration lease = absl::Seconds(30),
+                                     Membership relist = Membership()) {
+    return std::make_unique<SweepHooks>(
         store_.get(), &procfs_, lease, &specs_, &only_uid_, &observer_,
         [relist]() -> absl::StatusOr<Membership> { return relist; });
   }
@@ -110,13 +110,13 @@ class SweepClaimsTest : public ::testing::Test {
   scanner::SweepObserver observer_;
 };
 
-TEST_F(SweepClaimsTest, OnlyTheClaimsOwnerSignalsAndNeverBelowTheRecordedStage) {
-  std::unique_ptr<SweepClaims> a = Claims();
-  std::unique_ptr<SweepClaims> b = Claims();  // an overlapping sweep
+TEST_F(SweepHooksTest, OnlyTheClaimsOwnerSignalsAndNeverBelowTheRecordedStage) {
+  std::unique_ptr<SweepHooks> a = Claims();
+  std::unique_ptr<SweepHooks> b = Claims();  // an overlapping sweep
   const Member m = TheMember();
   ASSERT_OK_AND_ASSIGN(bool first, a->Claim(m, Stage::kSigint));
   EXPECT_TRUE(first);
-  // Stored as its number: 1 for SIGINT, as before the enum.
+  // Stored as its number: 1 for SIGINT.
   EXPECT_EQ(Progress(kPid, kStart).stage, 1);
   // A live claim (younger than the lease, not yet sent) is not taken over.
   ASSERT_OK_AND_ASSIGN(bool overlap, b->Claim(m, Stage::kSigint));
@@ -125,7 +125,7 @@ TEST_F(SweepClaimsTest, OnlyTheClaimsOwnerSignalsAndNeverBelowTheRecordedStage) 
   ASSERT_OK(a->Signalled(m, Stage::kSigint, Sent()));
   const absl::Time sent_at = *Progress(kPid, kStart).sent_at;
   // Sent by the other sweep: not again, and its grace counts from then.
-  std::unique_ptr<SweepClaims> c = Claims();
+  std::unique_ptr<SweepHooks> c = Claims();
   ASSERT_OK_AND_ASSIGN(bool again, c->Claim(m, Stage::kSigint));
   EXPECT_FALSE(again);
   EXPECT_EQ(c->GraceStart(Stage::kSigint, {m}), sent_at);
@@ -140,8 +140,8 @@ TEST_F(SweepClaimsTest, OnlyTheClaimsOwnerSignalsAndNeverBelowTheRecordedStage) 
   EXPECT_EQ(Progress(kPid, kStart).stage, 2);
 }
 
-TEST_F(SweepClaimsTest, SignalledRecordsTheEventAsStoredAndMarksTheClaimSent) {
-  std::unique_ptr<SweepClaims> claims = Claims();
+TEST_F(SweepHooksTest, SignalledRecordsTheEventAsStoredAndMarksTheClaimSent) {
+  std::unique_ptr<SweepHooks> claims = Claims();
   const Member m = TheMember();
   ASSERT_OK_AND_ASSIGN(bool claimed, claims->Claim(m, Stage::kSigterm));
   ASSERT_TRUE(claimed);
@@ -165,20 +165,20 @@ TEST_F(SweepClaimsTest, SignalledRecordsTheEventAsStoredAndMarksTheClaimSent) {
   EXPECT_TRUE(e.has_time());
 }
 
-TEST_F(SweepClaimsTest, AClaimNeverRecordedSentIsTakenOverOnlyAfterTheLease) {
+TEST_F(SweepHooksTest, AClaimNeverRecordedSentIsTakenOverOnlyAfterTheLease) {
   // A sweep that died between claiming SIGKILL and signalling.
   ASSERT_OK_AND_ASSIGN(bool crashed, store_->ClaimSweepStage("r1", kPid, kStart, 3));
   ASSERT_TRUE(crashed);
   const Member m = TheMember();
 
-  std::unique_ptr<SweepClaims> young = Claims(absl::Seconds(30));
+  std::unique_ptr<SweepHooks> young = Claims(absl::Seconds(30));
   ASSERT_OK_AND_ASSIGN(bool within_lease, young->Claim(m, Stage::kSigkill));
   EXPECT_FALSE(within_lease);
   // Claimed, not recorded sent: not yet a survivor.
   ASSERT_OK_AND_ASSIGN(bool sent, young->KillSent(m, false));
   EXPECT_FALSE(sent);
 
-  std::unique_ptr<SweepClaims> late = Claims(absl::ZeroDuration());
+  std::unique_ptr<SweepHooks> late = Claims(absl::ZeroDuration());
   ASSERT_OK_AND_ASSIGN(bool taken_over, late->Claim(m, Stage::kSigkill));
   EXPECT_TRUE(taken_over);
   ASSERT_OK(late->Signalled(m, Stage::kSigkill, Sent()));
@@ -190,8 +190,8 @@ TEST_F(SweepClaimsTest, AClaimNeverRecordedSentIsTakenOverOnlyAfterTheLease) {
   EXPECT_TRUE(sent);
 }
 
-TEST_F(SweepClaimsTest, OnlySigkillRecordedSentMakesASurvivor) {
-  std::unique_ptr<SweepClaims> claims = Claims();
+TEST_F(SweepHooksTest, OnlySigkillRecordedSentMakesASurvivor) {
+  std::unique_ptr<SweepHooks> claims = Claims();
   const Member m = TheMember();
   ASSERT_OK_AND_ASSIGN(bool claimed, claims->Claim(m, Stage::kSigterm));
   ASSERT_TRUE(claimed);
@@ -201,7 +201,7 @@ TEST_F(SweepClaimsTest, OnlySigkillRecordedSentMakesASurvivor) {
   EXPECT_FALSE(killed);
 }
 
-TEST_F(SweepClaimsTest, ListKeepsEveryTargetForTheResponse) {
+TEST_F(SweepHooksTest, ListKeepsEveryTargetForTheResponse) {
   Membership relist;
   relist.members.push_back(TheMember());
   Member kept = TheMember();
@@ -212,7 +212,7 @@ TEST_F(SweepClaimsTest, ListKeepsEveryTargetForTheResponse) {
   zombie.process.pid = kPid + 2;
   zombie.zombie = true;
   relist.members.push_back(zombie);
-  std::unique_ptr<SweepClaims> claims = Claims(absl::Seconds(30), relist);
+  std::unique_ptr<SweepHooks> claims = Claims(absl::Seconds(30), relist);
   Member first = TheMember();
   first.process.pid = kPid + 3;
   claims->AddListed({first});
@@ -225,8 +225,8 @@ TEST_F(SweepClaimsTest, ListKeepsEveryTargetForTheResponse) {
   EXPECT_EQ(listed, (std::vector<int>{kPid, kPid + 3}));
 }
 
-TEST_F(SweepClaimsTest, SignalOnlyUidIsTheRunsCallerPolicy) {
-  std::unique_ptr<SweepClaims> claims = Claims();
+TEST_F(SweepHooksTest, SignalOnlyUidIsTheRunsCallerPolicy) {
+  std::unique_ptr<SweepHooks> claims = Claims();
   EXPECT_EQ(claims->SignalOnlyUid(TheMember()), std::nullopt);
   only_uid_["r1"] = 1000;
   EXPECT_EQ(claims->SignalOnlyUid(TheMember()), std::optional<uint32_t>(1000));
@@ -239,7 +239,7 @@ void WriteCgroupFile(const std::string& root, int pid, const std::string& cgroup
   std::ofstream(dir + "/cgroup") << "0::" << cgroup << "\n";
 }
 
-TEST_F(SweepClaimsTest, CgroupKillIsRefusedOnceWhileAnAncestorIsInTheRunsCgroup) {
+TEST_F(SweepHooksTest, CgroupKillIsRefusedOnceWhileAnAncestorIsInTheRunsCgroup) {
   const std::string root = dir_ + "/proc";
   ASSERT_EQ(::mkdir(root.c_str(), 0755), 0);
   WriteCgroupFile(root, 77, "/job/sub");
@@ -247,7 +247,7 @@ TEST_F(SweepClaimsTest, CgroupKillIsRefusedOnceWhileAnAncestorIsInTheRunsCgroup)
   specs_[0].leader.cgroup = "/job";
   observer_.cgroup = "/daemon";
   observer_.ancestors = {77};
-  std::unique_ptr<SweepClaims> claims = Claims();
+  std::unique_ptr<SweepHooks> claims = Claims();
 
   claims->StageDone(Stage::kSigterm, {TheMember()});  // only after SIGKILL
   EXPECT_TRUE(claims->signals().empty());
@@ -265,9 +265,26 @@ TEST_F(SweepClaimsTest, CgroupKillIsRefusedOnceWhileAnAncestorIsInTheRunsCgroup)
   EXPECT_EQ(p.stage, 3);
   EXPECT_TRUE(p.sent_at.has_value());
   // At most once per run: another sweep's SIGKILL stage writes nothing.
-  std::unique_ptr<SweepClaims> again = Claims();
+  std::unique_ptr<SweepHooks> again = Claims();
   again->StageDone(Stage::kSigkill, {TheMember()});
   EXPECT_TRUE(again->signals().empty());
+}
+
+TEST_F(SweepHooksTest, NoCgroupKillForARunWithAHandedMember) {
+  const std::string root = dir_ + "/proc";
+  ASSERT_EQ(::mkdir(root.c_str(), 0755), 0);
+  procfs_ = scanner::ProcFs(root);
+  specs_[0].leader.cgroup = "/job";
+  observer_.cgroup = "/daemon";
+  std::unique_ptr<SweepHooks> claims = Claims();
+  scanner::Membership listing;
+  listing.members.push_back(TheMember());
+  listing.members.back().handed = true;  // podman's conmon, in the run's cgroup
+  claims->NoteHanded(listing);
+  claims->StageDone(Stage::kSigkill, {TheMember()});
+  EXPECT_TRUE(claims->signals().empty());
+  // Nothing claimed: a later sweep, once the container is gone, may still.
+  EXPECT_EQ(Progress(0, kLeaderStart).stage, 0);
 }
 
 }  // namespace
