@@ -228,6 +228,7 @@ for a in "$T"/agent-*/; do touch "$a/_jobs/stop"; done
 gone_within "$agent1" 10 || fail "agent 1 did not stop"
 
 if [ "$failures" -gt 0 ]; then
+  daemon_log_on_failure
   echo "$failures failure(s)" >&2
   exit 1
 fi

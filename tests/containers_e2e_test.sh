@@ -105,6 +105,7 @@ docker -H "$UPSTREAM" inspect -f '{{.State.Running}}' "$P-out" 2>/dev/null | gre
   fail "a sweep of every run removed the unattributed container"
 pass "another run's container and an unattributed one are untouched"
 
+daemon_log_on_failure
 
 echo "$failures failure(s)"
 [ "$failures" = 0 ]

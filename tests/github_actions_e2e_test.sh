@@ -481,6 +481,7 @@ for p in "${started_pids[@]:1}"; do
 done
 
 if [ "$failures" -gt 0 ]; then
+  daemon_log_on_failure
   echo "$failures failure(s)" >&2
   exit 1
 fi

@@ -210,6 +210,7 @@ pass "3 the daemon unreachable: one 'runreaper:' line, the job passes, no watche
 touch "$T/runner-a/stop" "$T/runner-u/stop"
 gone_within "$runner_a" 10 || fail "runner a did not stop"
 if [ "$failures" -gt 0 ]; then
+  daemon_log_on_failure
   echo "$failures failure(s)" >&2
   exit 1
 fi

@@ -305,6 +305,7 @@ for a in a b u; do touch "$T/agent-$a/_requests/stop"; done
 gone_within "$agent_a" 10 || fail "agent A did not stop"
 
 if [ "$failures" -gt 0 ]; then
+  daemon_log_on_failure
   echo "$failures failure(s)" >&2
   exit 1
 fi

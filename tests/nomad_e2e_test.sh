@@ -159,6 +159,7 @@ done
 pass "2 the leaks are swept, a poststop task of the user never is, a RUNREAPER_KEEP=1 survivor is kept"
 
 if [ "$failures" -gt 0 ]; then
+  daemon_log_on_failure
   echo "$failures failure(s)" >&2
   exit 1
 fi

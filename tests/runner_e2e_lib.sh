@@ -69,6 +69,22 @@ start_daemon() {
   echo "FAIL: the daemon did not start: $(cat "$T/d/log")" >&2
   exit 1
 }
+# daemon_log_on_failure: once a case failed, the daemon's log ($T/d/log)
+# is kept in the test's undeclared outputs, and its last 60 signals,
+# releases, warnings and errors and its last 20 lines go to stderr: what
+# runreaperd did (and whom it signalled) is the first thing a failure seen
+# only in CI asks.
+daemon_log_on_failure() {
+  [ "$failures" -gt 0 ] && [ -r "$T/d/log" ] || return 0
+  if [ -n "${TEST_UNDECLARED_OUTPUTS_DIR:-}" ]; then
+    cp "$T/d/log" "$TEST_UNDECLARED_OUTPUTS_DIR/runreaperd.log" 2>/dev/null
+  fi
+  echo "--- the daemon's signals, releases, warnings and errors ($T/d/log) ---" >&2
+  grep -E ' (WARNING|ERROR) | signal [0-9]+ \(|release' "$T/d/log" | tail -n 60 >&2
+  echo "--- the daemon's last 20 lines ---" >&2
+  tail -n 20 "$T/d/log" >&2
+  echo "---" >&2
+}
 # The pids kill_ours and a test's cleanup sent SIGKILL; await_killed waits
 # for them.
 killed=()

@@ -546,6 +546,7 @@ rc=$?
 pass "D end-runs.sh, daemon unreachable: one 'runreaper:' line, exit 0"
 
 if [ "$failures" -gt 0 ]; then
+  daemon_log_on_failure
   echo "$failures failure(s)" >&2
   exit 1
 fi

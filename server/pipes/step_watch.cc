@@ -97,6 +97,20 @@ std::vector<v1::PipeHolder> ReleasableHolders(const std::vector<v1::PipeHolder>&
   return out;
 }
 
+std::vector<uint64_t> OrphanPipes(std::vector<uint64_t> leader_reads,
+                                  const std::vector<uint64_t>& children_write,
+                                  const std::vector<uint64_t>& followed,
+                                  const std::vector<uint64_t>& member_output) {
+  std::sort(leader_reads.begin(), leader_reads.end());
+  leader_reads.erase(std::unique(leader_reads.begin(), leader_reads.end()), leader_reads.end());
+  std::vector<uint64_t> out;
+  for (const uint64_t inode : leader_reads) {
+    if (Contains(children_write, inode) || Contains(followed, inode)) continue;
+    if (Contains(member_output, inode)) out.push_back(inode);
+  }
+  return out;
+}
+
 StepWatch::StepWatch(store::RunStore* store, std::function<void()> notify, StepWatchOptions options)
     : store_(store),
       notify_(std::move(notify)),
@@ -185,6 +199,7 @@ void StepWatch::Apply(const scanner::ProcConnector::Batch& batch) {
   for (const scanner::ProcEvent& ev : batch.events) {
     if (!ev.IsProcess()) continue;
     std::string run_id;
+    bool leader_child = false;
     {
       absl::MutexLock lock(&mu_);
       if (leaders_.empty()) return;  // the common case: nothing watched
@@ -196,14 +211,24 @@ void StepWatch::Apply(const scanner::ProcConnector::Batch& batch) {
         auto it = steps_.find(ev.tgid);
         if (it != steps_.end()) run_id = it->second.run_id;
       }
+      if (ev.kind == scanner::ProcEvent::Kind::kExit) {
+        // Its exit names its parent (Linux >= 5.2): a child of a watched
+        // leader is checked even when its fork was read too late (it had
+        // exited by then).
+        auto it = leaders_.find(ev.parent_tgid);
+        if (it != leaders_.end() && (run_id.empty() || run_id == it->second.run_id)) {
+          run_id = it->second.run_id;
+          leader_child = true;
+        }
+      }
     }
     if (run_id.empty()) continue;
     if (ev.kind != scanner::ProcEvent::Kind::kExit) {
       StepSeen(run_id, ev.tgid);
       continue;
     }
-    absl::Status s = worker_->Post([this, run_id, pid = ev.tgid] {
-      absl::StatusOr<std::optional<v1::PipeHeld>> held = StepExited(run_id, pid);
+    absl::Status s = worker_->Post([this, run_id, pid = ev.tgid, leader_child] {
+      absl::StatusOr<std::optional<v1::PipeHeld>> held = StepExited(run_id, pid, leader_child);
       if (!held.ok()) {
         base::LogWarning(base::LogFields().Run(run_id), "step ", pid,
                          " pipes: ", held.status().ToString());
@@ -252,28 +277,39 @@ absl::StatusOr<std::vector<v1::PipeHolder>> StepWatch::HoldersNow(
 }
 
 absl::StatusOr<std::optional<v1::PipeHeld>> StepWatch::StepExited(const std::string& run_id,
-                                                                  int pid) {
+                                                                  int pid, bool leader_child) {
   Step step;
   absl::Duration grace;
+  int leader = 0;
   {
     absl::MutexLock lock(&mu_);
     auto it = steps_.find(pid);
-    if (it == steps_.end() || it->second.run_id != run_id) return std::optional<v1::PipeHeld>();
-    step = it->second;
-    steps_.erase(it);
+    if (it != steps_.end() && it->second.run_id == run_id) {
+      step = it->second;
+      steps_.erase(it);
+    } else if (!leader_child) {
+      return std::optional<v1::PipeHeld>();
+    }
     bool watched = false;
-    for (const auto& [leader, w] : leaders_) {
+    for (const auto& [l, w] : leaders_) {
       if (w.run_id == run_id) {
         grace = w.grace;
+        leader = l;
         watched = true;
       }
     }
     if (!watched) return std::optional<v1::PipeHeld>();
   }
-  const std::vector<uint64_t> inodes = InodesOf(step.pipes);
-  if (inodes.empty()) return std::optional<v1::PipeHeld>();
+  std::vector<uint64_t> inodes = InodesOf(step.pipes);
+  if (inodes.empty() && !leader_child) return std::optional<v1::PipeHeld>();
   ASSIGN_OR_RETURN(v1::Run run, store_->Get(run_id));
   if (run.state() != v1::RUN_STATE_RUNNING) return std::optional<v1::PipeHeld>();
+  if (inodes.empty()) {
+    // Its pipes were not read in time (or it wrote to none): the leader's
+    // side tells which of the pipes it reads lost their step.
+    ASSIGN_OR_RETURN(inodes, UnreadStepPipes(run, leader));
+    if (inodes.empty()) return std::optional<v1::PipeHeld>();
+  }
   if (options_.lineage != nullptr && options_.lineage->Complete(run_id)) {
     // Every descendant is known: when none holds the pipes, no member left
     // them held by inheritance, and no /proc walk is needed.
@@ -324,6 +360,55 @@ absl::StatusOr<std::optional<v1::PipeHeld>> StepWatch::StepExited(const std::str
     if (!s.ok()) base::LogWarning("step pipes: release: ", s.ToString());
   });
   return std::optional<v1::PipeHeld>(held);
+}
+
+absl::StatusOr<std::vector<uint64_t>> StepWatch::UnreadStepPipes(const v1::Run& run, int leader) {
+  absl::StatusOr<std::vector<scanner::PipeFd>> fds = reader_.ReadPipeFds(leader);
+  if (!fds.ok()) {
+    // The leader gone (its run's end is PipeWatch's) or unreadable.
+    if (absl::IsNotFound(fds.status())) return std::vector<uint64_t>();
+    return fds.status();
+  }
+  std::vector<uint64_t> reads;
+  for (const scanner::PipeFd& fd : *fds) {
+    if (!fd.writes) reads.push_back(fd.inode);
+  }
+  if (reads.empty()) return reads;
+  // The live children's write ends: a step still running owns its pipes
+  // (read twice, as ReadChildren asks).
+  std::vector<int> children;
+  for (int round = 0; round < 2; ++round) {
+    absl::StatusOr<std::vector<int>> now = procfs_.ReadChildren(leader);
+    if (!now.ok()) return std::vector<uint64_t>();
+    for (int c : *now) {
+      if (std::find(children.begin(), children.end(), c) == children.end()) children.push_back(c);
+    }
+  }
+  int unreadable = 0;
+  std::vector<uint64_t> children_write;
+  for (const scanner::PipeHolder& h : reader_.FindHolders(children, reads, &unreadable)) {
+    children_write.push_back(h.inode);
+  }
+  // A child whose fd table cannot be read may be writing to any of them.
+  if (unreadable > 0) return std::vector<uint64_t>();
+  std::vector<uint64_t> followed;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [pid, step] : steps_) {
+      if (step.run_id != run.run_id()) continue;
+      for (const uint64_t inode : InodesOf(step.pipes)) followed.push_back(inode);
+    }
+    for (const auto& [id, stall] : stalls_) {
+      if (stall.run_id != run.run_id()) continue;
+      followed.insert(followed.end(), stall.inodes.begin(), stall.inodes.end());
+    }
+  }
+  ASSIGN_OR_RETURN(std::vector<v1::PipeHolder> holders, HoldersNow(run, reads));
+  std::vector<uint64_t> member_output;
+  for (const v1::PipeHolder& h : holders) {
+    if (h.member() && (h.fd() == 1 || h.fd() == 2)) member_output.push_back(h.pipe_inode());
+  }
+  return OrphanPipes(std::move(reads), children_write, followed, member_output);
 }
 
 std::vector<int> StepWatch::Never(int leader) const {

@@ -8,7 +8,13 @@
 // StepWatch follows the direct children of the leaders of RUNNING runs
 // registered with release_pipes. A child's output pipes (the write ends on
 // its fd 1 and 2) are read when its fork is seen and again at each exec
-// (a runner dup2s the step's pipes between fork and exec). When the child
+// (a runner dup2s the step's pipes between fork and exec). A child whose
+// pipes were not read in time (on a busy host its fork and exec events
+// can be read after it has exited, and an exited process holds nothing)
+// is still checked at its exit, from the leader's side: the step's pipes
+// are then the pipes the leader reads that no live child of the leader
+// writes to, no step still followed names and no stall follows, and that
+// a member holds on its fd 1 or 2 (OrphanPipes). When the child
 // exits and one of those pipes has a writer among the run's members (its
 // tracked descendants; for a run with a lineage gap, ListPipeHolders' walk,
 // which sees the pipes the leader reads),
@@ -67,6 +73,19 @@ std::vector<v1::PipeHolder> ReleasableHolders(const std::vector<v1::PipeHolder>&
                                               const std::vector<v1::PipeHolder>& now,
                                               const std::vector<int>& never);
 
+// The pipes a step that exited unread wrote to, as its leader shows them:
+// of `leader_reads` (the pipe inodes the leader holds a read end of), those
+// that no live child of the leader writes to (`children_write`), that no
+// followed step names (`followed`: the pipes of the live steps read in
+// time, and those of the stalls already followed), and that a member holds
+// on fd 1 or fd 2 (`member_output`): a pipe passed on another descriptor
+// (a jobserver, a progress channel) is never taken for a step's output.
+// Ascending, each once. Pure.
+std::vector<uint64_t> OrphanPipes(std::vector<uint64_t> leader_reads,
+                                  const std::vector<uint64_t>& children_write,
+                                  const std::vector<uint64_t>& followed,
+                                  const std::vector<uint64_t>& member_output);
+
 struct StepWatchOptions {
   Metrics* metrics = Metrics::Off();  // not owned
   // Not owned; null = lineage off. With a run it follows without a gap, a
@@ -122,8 +141,12 @@ class StepWatch : public EventSubscriber {
   // Step `pid` of `run_id` exited: checks its pipes now, on the caller's
   // thread; records the fact and schedules the release when held. Returns
   // the fact found (nullopt: not held, not a step, or the run ended).
-  // Errors: the store's and the listing's.
-  absl::StatusOr<std::optional<v1::PipeHeld>> StepExited(const std::string& run_id, int pid);
+  // `leader_child`: the exit named the run's leader as its parent, so a
+  // child whose pipes were never read (or read as none) is checked by the
+  // pipes the leader reads (OrphanPipes). Errors: the store's and the
+  // listing's.
+  absl::StatusOr<std::optional<v1::PipeHeld>> StepExited(const std::string& run_id, int pid,
+                                                         bool leader_child = false);
 
   // Stalls followed now: found, with a holder found then still holding the
   // pipe, of a run still watched (tests, gauges).
@@ -156,6 +179,9 @@ class StepWatch : public EventSubscriber {
   // /proc walk), else ListPipeHolders (a walk; the pipes the leader reads).
   absl::StatusOr<std::vector<v1::PipeHolder>> HoldersNow(const v1::Run& run,
                                                          const std::vector<uint64_t>& inodes);
+  // The pipes a child of `leader` that exited unread wrote to
+  // (OrphanPipes over the leader's and its live children's fd tables).
+  absl::StatusOr<std::vector<uint64_t>> UnreadStepPipes(const v1::Run& run, int leader);
   void Release(int64_t stall_id);
   // Arms the recheck unless it is armed (or nothing is followed).
   void ScheduleRecheck();

@@ -11,6 +11,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -63,6 +64,17 @@ TEST(ReleasableHoldersTest, OnlyTheHoldersFoundThatMayBeSignalled) {
   const std::vector<v1::PipeHolder> got = ReleasableHolders(found, now, {20});
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].pid(), 10);
+}
+
+TEST(OrphanPipesTest, ThePipesTheLeaderReadsThatLostTheirStepAndAMemberHoldsAsOutput) {
+  // The leader reads 5 pipes (one twice): 10 its live step's, 11 a stall
+  // already followed, 12 a member's stdout, 13 held on fd 3 only (a
+  // jobserver), 14 nobody's.
+  EXPECT_EQ(OrphanPipes({14, 12, 10, 11, 12, 13}, {10}, {11}, {10, 11, 12}),
+            std::vector<uint64_t>({12}));
+  EXPECT_TRUE(OrphanPipes({}, {}, {}, {12}).empty());
+  EXPECT_TRUE(OrphanPipes({12}, {12}, {}, {12}).empty()) << "a live child writes it";
+  EXPECT_TRUE(OrphanPipes({12}, {}, {12}, {12}).empty()) << "a step or stall followed names it";
 }
 
 class StepWatchTest : public ::testing::Test {
@@ -143,8 +155,9 @@ class StepWatchTest : public ::testing::Test {
   }
 
   // Forks the step, waits for `comm_pid` (a child of the step's shell) to
-  // hold the pipe, records the step, then ends the step's shell.
-  void RunStep(const std::string& holder_comm) {
+  // hold the pipe, records the step (unless `seen` is false: its fork and
+  // exec read too late), then ends the step's shell.
+  void RunStep(const std::string& holder_comm, bool seen = true) {
     char c = 'g';
     ASSERT_EQ(::write(go_, &c, 1), 1);
     ASSERT_EQ(::read(ready_, &step_, sizeof(step_)), static_cast<ssize_t>(sizeof(step_)));
@@ -153,7 +166,7 @@ class StepWatchTest : public ::testing::Test {
       absl::StatusOr<scanner::ProcStat> st = procfs_.ReadStat(step_);
       return st.ok() && st->comm == "sh";
     }));
-    ASSERT_TRUE(watch_->StepSeen("runner", step_));
+    if (seen) ASSERT_TRUE(watch_->StepSeen("runner", step_));
     ASSERT_TRUE(base::WaitFor([&] {
       scanner::Snapshot snap = procfs_.Walk({}).value_or(scanner::Snapshot{});
       for (const scanner::ProcessInfo& p : snap.processes) {
@@ -161,6 +174,9 @@ class StepWatchTest : public ::testing::Test {
       }
       return holder_ != 0;
     }));
+    EndStep();
+  }
+  void EndStep() {
     ::close(end_);
     end_ = -1;
     ASSERT_TRUE(base::WaitFor([&] { return !Live(procfs_, step_); }));
@@ -266,6 +282,60 @@ TEST_F(StepWatchTest, AKeptHolderIsNeverReleasedAndItsStallStaysListed) {
   ASSERT_TRUE(base::WaitFor([&] { return watch_->stalled() == 0; }, absl::Seconds(10)));
   ASSERT_TRUE(base::WaitFor([&] { return StepGauge("runreaper_pipe_holders") == "0"; }));
   EXPECT_EQ(StepGauge("runreaper_step_eof_stall_seconds"), "0");
+}
+
+// On a busy host the connector's fork and exec of a short step can be read
+// after the step exited, when its fd table is empty: its exit (which names
+// the leader as its parent) is checked from the leader's side. While the
+// step runs, its pipe is its own and nothing is found.
+TEST_F(StepWatchTest, AStepReadTooLateIsFoundByThePipeItsLeaderReads) {
+  SKIP_UNLESS_PRIVATE_PID_NS();
+  StartLeader("sleep 900 &");
+  Register(absl::Seconds(1));
+  RunStep("sleep", /*seen=*/false);
+  // Nothing is known of a pid that is not a step without the exit's parent.
+  ASSERT_OK_AND_ASSIGN(std::optional<v1::PipeHeld> none, watch_->StepExited("runner", step_));
+  EXPECT_FALSE(none.has_value());
+  EXPECT_EQ(watch_->stalled(), 0);
+  ASSERT_OK_AND_ASSIGN(std::optional<v1::PipeHeld> held,
+                       watch_->StepExited("runner", step_, /*leader_child=*/true));
+  ASSERT_TRUE(held.has_value());
+  ASSERT_EQ(held->holders_size(), 1) << held->DebugString();
+  EXPECT_EQ(held->holders(0).pid(), holder_);
+  EXPECT_EQ(held->holders(0).fd(), 1);
+  EXPECT_EQ(watch_->stalled(), 1);
+  // The same exit again: the pipe is followed as a stall, not found twice.
+  ASSERT_OK_AND_ASSIGN(std::optional<v1::PipeHeld> again,
+                       watch_->StepExited("runner", step_, /*leader_child=*/true));
+  EXPECT_FALSE(again.has_value());
+  ASSERT_TRUE(base::WaitFor([&] { return !Live(procfs_, holder_); }, absl::Seconds(10)));
+  watch_->WaitIdle();
+  EXPECT_TRUE(Live(procfs_, leader_));
+  ASSERT_EQ(Events(v1::EVENT_TYPE_SIGNAL).size(), 1u);
+  EXPECT_EQ(Events(v1::EVENT_TYPE_SIGNAL)[0].pid(), holder_);
+}
+
+TEST_F(StepWatchTest, ARunningStepsPipeIsNeverTakenForALostOne) {
+  SKIP_UNLESS_PRIVATE_PID_NS();
+  StartLeader("sleep 900 &");
+  Register(absl::Seconds(1));
+  char c = 'g';
+  ASSERT_EQ(::write(go_, &c, 1), 1);
+  ASSERT_EQ(::read(ready_, &step_, sizeof(step_)), static_cast<ssize_t>(sizeof(step_)));
+  ASSERT_TRUE(base::WaitFor([&] {
+    scanner::Snapshot snap = procfs_.Walk({}).value_or(scanner::Snapshot{});
+    for (const scanner::ProcessInfo& p : snap.processes) {
+      if (p.comm == "sleep" && p.ppid == step_) holder_ = p.pid;
+    }
+    return holder_ != 0;
+  }));
+  // Another child of the leader exits (here: as if; the leader's real
+  // child, the step's shell, still runs and writes the pipe).
+  ASSERT_OK_AND_ASSIGN(std::optional<v1::PipeHeld> held,
+                       watch_->StepExited("runner", step_ + 100000, /*leader_child=*/true));
+  EXPECT_FALSE(held.has_value());
+  EXPECT_EQ(watch_->stalled(), 0);
+  EndStep();
 }
 
 TEST_F(StepWatchTest, AStepThatLeavesNothingOnItsPipeRecordsNothing) {

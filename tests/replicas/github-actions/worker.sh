@@ -84,8 +84,9 @@ fi
 # then stops reading (485-498). Here one pipe carries both streams (a
 # process substitution: the step is the Worker's child, the read end the
 # Worker's). Returns its exit code; sets proc_ms to the milliseconds from
-# its start to its exit. The replica adds one line when the process has
-# exited: `output EOF ms=M` (M from its exit to the end of file) or
+# its start to its exit and proc_pid to its pid. The replica adds one line
+# when the process has exited: `output EOF ms=M` (M from its exit to the
+# end of file) or
 # `output still open 5 s after exit; stopped reading` (the Worker goes on
 # without EOF: what a leftover holding the step's stdout costs each step).
 run_process() {  # CWD SHELL FILE
@@ -120,6 +121,7 @@ run_process() {  # CWD SHELL FILE
   rc=$?
   [ "$exited" -eq 0 ] && exited="${EPOCHREALTIME/./}"
   proc_ms=$(( (exited - t) / 1000 ))
+  proc_pid="$pid"
   return "$rc"
 }
 
@@ -131,8 +133,8 @@ run_process() {  # CWD SHELL FILE
 # Handlers/ScriptHandlerHelpers.cs:18-19, the "sh" format for a system
 # bash) in the workspace (ScriptHandler.cs:155-168), a non-zero exit failing
 # the step (ScriptHandler.cs:351-356).
-# The replica adds one line per hook: `hook NAME rc=N ms=M` (M from the
-# hook's start to its exit).
+# The replica adds one line per hook: `hook NAME rc=N ms=M pid=P` (M from
+# the hook's start to its exit; P its pid, for the daemon's log).
 run_hook() {  # NAME FILE
   local shell rc
   say "##[group]$1"
@@ -146,7 +148,7 @@ run_hook() {  # NAME FILE
   esac
   run_process "$workspace" "$shell" "$2"
   rc=$?
-  say "hook $1 rc=$rc ms=$proc_ms"
+  say "hook $1 rc=$rc ms=$proc_ms pid=$proc_pid"
   return "$rc"
 }
 
