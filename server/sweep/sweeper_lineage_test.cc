@@ -21,7 +21,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/file_util.h"
 #include "base/test_util.h"
 #include "gtest/gtest.h"
 #include "scanner/identity_proto.h"
@@ -79,12 +81,21 @@ class SweeperLineageTest : public ::testing::Test {
     return st.ok() && st->comm == "sleep" && procfs_.ReadEnviron(pid).ok();
   }
 
+  // The children of `ppid` that run one of the jobs' long sleeps (sleep
+  // 12N), not the `sleep 0.05` of their polling loop: counting those, a
+  // job could be taken as started while one of its children had not yet
+  // exec'd (still in the job's group, not yet setsid).
   int ChildrenOf(int ppid) {
     absl::StatusOr<scanner::Snapshot> snap = procfs_.Walk();
     int n = 0;
     if (snap.ok()) {
       for (const scanner::ProcessInfo& p : snap->processes) {
-        n += p.ppid == ppid && ExecedSleep(p.pid);
+        if (p.ppid != ppid || !ExecedSleep(p.pid)) continue;
+        absl::StatusOr<std::string> argv =
+            base::ReadFileToString(absl::StrCat("/proc/", p.pid, "/cmdline"), 4096);
+        n += argv.ok() && absl::StartsWith(*argv, std::string("sleep\0"
+                                                              "12",
+                                                              8));
       }
     }
     return n;
