@@ -199,7 +199,15 @@ TEST(ReuseE2eTest, AStrangersSessionUnderAFreedNumberIsNeitherListedNorSignalled
   // makes a session of it, forks and exits.
   const pid_t child = StrangerUnderNumber(stranger, kNumber);
   ASSERT_GT(child, 1) << "could not hand out pid " << kNumber << " again";
-  ASSERT_TRUE(base::WaitFor([&] { return Running(child); }));
+  // Until it runs sleep with its environment readable: a process caught
+  // mid-exec has none, and is listed (unverified, source none, never a
+  // target) under every run it could belong to by start time, which is
+  // not what this test is about.
+  ASSERT_TRUE(base::WaitFor([&] {
+    absl::StatusOr<scanner::ProcStat> st = StatOf(child);
+    return st.ok() && st->state != 'Z' && st->state != 'X' && st->comm == "sleep" &&
+           scanner::ProcFs().ReadEnviron(child).ok();
+  }));
   ASSERT_OK_AND_ASSIGN(const scanner::ProcStat x, StatOf(child));
   EXPECT_EQ(x.pgrp, kNumber);
   EXPECT_EQ(x.session, kNumber);
