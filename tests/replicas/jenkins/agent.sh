@@ -124,14 +124,21 @@ reap_freestyle() {
 #   process, one deadline of SoftKillWaitSeconds (166: 5 s) for the tree;
 # - kill (814-831): SIGTERM (ProcessHandle.destroy), then wait until
 #   /proc/PID/status is gone or the deadline passed; no SIGKILL.
+# The snapshot reads each status file with the shell's own read (no
+# process per entry: on a loaded host a grep per process made one kill
+# outlast its caller's wait).
 declare -A ppid_of=()
 snapshot() {
-  local d p line
+  local d p k v
   ppid_of=()
   for d in /proc/[0-9]*; do
     p="${d#/proc/}"
-    line="$(grep -m1 '^PPid:' "$d/status" 2>/dev/null)" || continue
-    ppid_of[$p]="${line##*[[:space:]]}"
+    while read -r k v; do
+      if [ "$k" = PPid: ]; then
+        ppid_of[$p]="$v"
+        break
+      fi
+    done 2>/dev/null < "$d/status"
   done
 }
 matches() {  # PID NAME VALUE
